@@ -156,10 +156,17 @@ pub trait Coordinator: Send {
     /// When the coordinator next needs a `TimerFired` (ms on the same clock), if ever.
     fn poll_timeout(&self) -> ROption<u64>;
     /// This broker now owns coordinator slot `slot` (cluster mode).
-    fn slot_gained(&mut self, now_ms: u64, slot: u32)
-        -> RResult<RVec<CoordinatorOutput>, PluginError>;
+    fn slot_gained(
+        &mut self,
+        now_ms: u64,
+        slot: u32,
+    ) -> RResult<RVec<CoordinatorOutput>, PluginError>;
     /// This broker no longer owns coordinator slot `slot` (cluster mode).
-    fn slot_lost(&mut self, now_ms: u64, slot: u32) -> RResult<RVec<CoordinatorOutput>, PluginError>;
+    fn slot_lost(
+        &mut self,
+        now_ms: u64,
+        slot: u32,
+    ) -> RResult<RVec<CoordinatorOutput>, PluginError>;
     /// The broker is stopping: final outputs (commits, closes). No call follows.
     #[sabi(last_prefix_field)]
     fn shutdown(&mut self, now_ms: u64) -> RResult<RVec<CoordinatorOutput>, PluginError>;
@@ -177,7 +184,8 @@ pub struct CoordinatorMod {
     /// What the plugin is; `kind` is [`crate::PluginKind::Coordinator`].
     pub manifest: Manifest,
     /// Starts a standalone coordinator (no ZooKeeper): it owns every group.
-    pub startup: extern "C" fn(HostServices, CoordinatorStartup) -> RResult<CoordinatorBox, PluginError>,
+    pub startup:
+        extern "C" fn(HostServices, CoordinatorStartup) -> RResult<CoordinatorBox, PluginError>,
     /// Starts a coordinator in cluster mode; it owns no slot until `slot_gained`.
     #[sabi(last_prefix_field)]
     pub startup_zookeeper:

@@ -153,8 +153,12 @@ pub trait ZkSession: Send + Sync {
         mode: ZkCreateMode,
     ) -> RResult<RString, PluginError>;
     /// Sets `path`'s data if its version matches (−1: any); returns the new version.
-    fn set_data(&self, path: RStr<'_>, data: RSlice<'_, u8>, version: i32)
-        -> RResult<i32, PluginError>;
+    fn set_data(
+        &self,
+        path: RStr<'_>,
+        data: RSlice<'_, u8>,
+        version: i32,
+    ) -> RResult<i32, PluginError>;
     /// Deletes `path` if its version matches (−1: any).
     fn delete(&self, path: RStr<'_>, version: i32) -> RResult<(), PluginError>;
     /// Runs `ops` atomically: all succeed or none is applied.

@@ -49,7 +49,7 @@ pub mod __private {
 /// (`RString`, `RVec`, `ROption`, `RResult`, `RStr`, `RSlice`).
 pub mod std_types {
     pub use abi_stable::std_types::{
-        RArc, RBox, ROption, RResult, RSlice, RStr, RString, RVec,
+        RArc, RBox, RNone, ROption, RResult, RSlice, RSome, RStr, RString, RVec,
     };
 }
 

@@ -45,9 +45,7 @@ impl PluginKind {
 
     /// The kind whose root module carries `name`, if any.
     pub fn from_root_module_name(name: &str) -> Option<PluginKind> {
-        Self::ALL
-            .into_iter()
-            .find(|k| k.root_module_name() == name)
+        Self::ALL.into_iter().find(|k| k.root_module_name() == name)
     }
 }
 

@@ -12,7 +12,9 @@ use super::{
     PluginContext,
 };
 use crate::{
-    assignor::{AssignInput, Assignment, Assignor, AssignorArc, AssignorMod, AssignorModRef, Assignor_TO},
+    assignor::{
+        AssignInput, Assignment, Assignor, AssignorArc, AssignorMod, AssignorModRef, Assignor_TO,
+    },
     coordinator::{
         Coordinator, CoordinatorBox, CoordinatorInput, CoordinatorMod, CoordinatorModRef,
         CoordinatorOutput, CoordinatorStartup, Coordinator_TO, ZkCoordinatorStartup,
@@ -44,11 +46,16 @@ pub fn assignor_root_module<T: AssignorPlugin>() -> AssignorModRef {
     .leak_into_prefix()
 }
 
-extern "C" fn new_assignor<T: AssignorPlugin>(host: HostServices) -> RResult<AssignorArc, PluginError> {
+extern "C" fn new_assignor<T: AssignorPlugin>(
+    host: HostServices,
+) -> RResult<AssignorArc, PluginError> {
     guard(|| {
         let ctx = context(host);
         let inner = T::new(&ctx)?;
-        Ok(RArc::new(Assignor_TO::from_ptr(RBox::new(AssignorAdapter(inner)), TD_Opaque)))
+        Ok(RArc::new(Assignor_TO::from_ptr(
+            RBox::new(AssignorAdapter(inner)),
+            TD_Opaque,
+        )))
     })
     .into()
 }
@@ -76,7 +83,10 @@ extern "C" fn open_offset_store<T: OffsetStorePlugin>(
     guard(|| {
         let ctx = context(host);
         let inner = T::open(&ctx)?;
-        Ok(RArc::new(OffsetStore_TO::from_ptr(RBox::new(StoreAdapter(inner)), TD_Opaque)))
+        Ok(RArc::new(OffsetStore_TO::from_ptr(
+            RBox::new(StoreAdapter(inner)),
+            TD_Opaque,
+        )))
     })
     .into()
 }
@@ -93,7 +103,12 @@ impl<T: OffsetStorePlugin> OffsetStore for StoreAdapter<T> {
         group: RStr<'_>,
         partitions: RSlice<'_, TopicPartitions>,
     ) -> RResult<RVec<OffsetRecord>, PluginError> {
-        guard(|| self.0.fetch(group.as_str(), partitions.as_slice()).map(RVec::from)).into()
+        guard(|| {
+            self.0
+                .fetch(group.as_str(), partitions.as_slice())
+                .map(RVec::from)
+        })
+        .into()
     }
 
     fn fetch_group(&self, group: RStr<'_>) -> RResult<RVec<OffsetRecord>, PluginError> {
@@ -118,7 +133,12 @@ impl<T: OffsetStorePlugin> OffsetStore for StoreAdapter<T> {
         after: ROption<OffsetKey>,
         limit: u32,
     ) -> RResult<RVec<OffsetRecord>, PluginError> {
-        guard(|| self.0.scan(after.as_ref().into_option(), limit).map(RVec::from)).into()
+        guard(|| {
+            self.0
+                .scan(after.as_ref().into_option(), limit)
+                .map(RVec::from)
+        })
+        .into()
     }
 
     fn flush(&self) -> RResult<(), PluginError> {
@@ -147,7 +167,10 @@ extern "C" fn startup<T: CoordinatorPlugin>(
     guard(|| {
         let ctx = context(host);
         let inner = T::startup(&ctx, startup)?;
-        Ok(Coordinator_TO::from_ptr(RBox::new(CoordinatorAdapter(inner)), TD_Opaque))
+        Ok(Coordinator_TO::from_ptr(
+            RBox::new(CoordinatorAdapter(inner)),
+            TD_Opaque,
+        ))
     })
     .into()
 }
@@ -159,7 +182,10 @@ extern "C" fn startup_zookeeper<T: CoordinatorPlugin>(
     guard(|| {
         let ctx = context(host);
         let inner = T::startup_zookeeper(&ctx, startup)?;
-        Ok(Coordinator_TO::from_ptr(RBox::new(CoordinatorAdapter(inner)), TD_Opaque))
+        Ok(Coordinator_TO::from_ptr(
+            RBox::new(CoordinatorAdapter(inner)),
+            TD_Opaque,
+        ))
     })
     .into()
 }

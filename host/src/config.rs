@@ -1,0 +1,188 @@
+//! `drover.toml`: the broker's configuration file.
+//!
+//! Every key has a safe default, so an empty file (or none) is a valid standalone
+//! configuration. Keys and defaults are documented in `docs/operations.md`.
+//!
+//! ```toml
+//! data_dir = "data"                      # broker state; default "./drover-data"
+//!
+//! [plugins]
+//! dir = "plugins"                        # where plugin .so files are scanned
+//! sha256_allowlist = ["9f86d0…"]         # optional: only these files are loaded
+//! required = ["sticky", "embedded"]      # plugins that must load, or startup stops
+//!
+//! [plugins.config.embedded]              # passed to plugin `embedded` as TOML
+//! path = "data/offsets.redb"
+//! ```
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
+
+use serde::Deserialize;
+
+/// Errors reading or validating the config file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The config path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown keys or wrong types.
+    #[error("invalid config {path}: {message}")]
+    Parse {
+        /// The config path.
+        path: PathBuf,
+        /// What the TOML parser said (with line and column).
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("invalid config {path}: {message}")]
+    Invalid {
+        /// The config path.
+        path: PathBuf,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
+}
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Directory for broker state (partition logs, the plugin cache, the embedded offset
+    /// store). Default `./drover-data`.
+    pub data_dir: PathBuf,
+    /// The `[plugins]` table.
+    pub plugins: PluginsConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("drover-data"),
+            plugins: PluginsConfig::default(),
+        }
+    }
+}
+
+/// The `[plugins]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PluginsConfig {
+    /// The plugin directory: every `*.so` in it is a candidate. Default `./plugins`.
+    pub dir: PathBuf,
+    /// Where verified copies of plugin files are kept, named by their SHA-256, so a
+    /// library is loaded from bytes that were checked and cannot change underneath.
+    /// Default `<data_dir>/plugin-cache`.
+    pub cache_dir: Option<PathBuf>,
+    /// If non-empty, only files whose SHA-256 (lowercase hex) is listed are loaded.
+    pub sha256_allowlist: Vec<String>,
+    /// Plugin names that must load; if one fails, startup stops with its error.
+    pub required: Vec<String>,
+    /// Per-plugin configuration, keyed by plugin name; each table is rendered back to
+    /// TOML and handed to the plugin as its config string.
+    pub config: BTreeMap<String, toml::Table>,
+}
+
+impl Default for PluginsConfig {
+    fn default() -> Self {
+        PluginsConfig {
+            dir: PathBuf::from("plugins"),
+            cache_dir: None,
+            sha256_allowlist: Vec::new(),
+            required: Vec::new(),
+            config: BTreeMap::new(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses and validates `text`; `path` is only used in error messages.
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim().replace('\n', " "),
+        })?;
+        for digest in &config.plugins.sha256_allowlist {
+            if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(ConfigError::Invalid {
+                    path: path.to_owned(),
+                    message: format!(
+                        "plugins.sha256_allowlist: `{digest}` is not a SHA-256 digest (64 hex digits)"
+                    ),
+                });
+            }
+        }
+        Ok(config)
+    }
+
+    /// The plugin cache directory (`plugins.cache_dir`, or `<data_dir>/plugin-cache`).
+    pub fn plugin_cache_dir(&self) -> PathBuf {
+        self.plugins
+            .cache_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("plugin-cache"))
+    }
+
+    /// The config string for plugin `name`: its `[plugins.config.<name>]` table as TOML,
+    /// or an empty string.
+    pub fn plugin_config(&self, name: &str) -> String {
+        self.plugins
+            .config
+            .get(name)
+            .map(|t| toml::to_string(t).unwrap_or_default())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_valid() {
+        let c = Config::parse(Path::new("x"), "").unwrap();
+        assert_eq!(c.plugins.dir, PathBuf::from("plugins"));
+        assert_eq!(c.plugin_cache_dir(), PathBuf::from("drover-data/plugin-cache"));
+    }
+
+    #[test]
+    fn unknown_key_is_refused_with_its_name() {
+        let e = Config::parse(Path::new("x"), "[plugins]\ndirr = 'p'\n").unwrap_err();
+        assert!(e.to_string().contains("dirr"), "{e}");
+    }
+
+    #[test]
+    fn bad_digest_is_refused() {
+        let e = Config::parse(Path::new("x"), "[plugins]\nsha256_allowlist = ['abc']\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("abc"), "{e}");
+    }
+
+    #[test]
+    fn plugin_config_renders_its_table() {
+        let c = Config::parse(
+            Path::new("x"),
+            "[plugins.config.embedded]\npath = 'o.redb'\n",
+        )
+        .unwrap();
+        assert_eq!(c.plugin_config("embedded").trim(), "path = \"o.redb\"");
+        assert_eq!(c.plugin_config("other"), "");
+    }
+}

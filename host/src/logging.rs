@@ -1,0 +1,14 @@
+//! The host's `tracing` subscriber: human-readable lines on stderr, filtered by
+//! `RUST_LOG` (default `info`). Plugin events arrive through
+//! [`crate::plugins::log_sink`] and are printed inside a `plugin{name,version}` span.
+
+use tracing_subscriber::EnvFilter;
+
+/// Installs the global subscriber; later calls do nothing.
+pub fn init() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,127 @@
+//! The `drover` command line.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use clap::{Parser, Subcommand, ValueEnum};
+use drover_host::{
+    config::Config,
+    logging,
+    plugins::{Loader, LoaderOptions, PluginRegistry},
+    startup,
+};
+
+/// Drover: a Kafka-compatible broker host whose group coordinator, partition assignors
+/// and offset stores are plugins.
+#[derive(Parser)]
+#[command(name = "drover", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Inspect the plugin directory.
+    Plugins {
+        #[command(subcommand)]
+        command: PluginsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PluginsCommand {
+    /// Load every `*.so` in the plugin directory and print what was found. Exits 0 even
+    /// when some files are refused; each refusal says why.
+    List {
+        #[command(flatten)]
+        source: PluginSource,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Do what broker startup does with plugins: load the directory, require every
+    /// plugin the config names, and start each named plugin with its config. Exits 1
+    /// with the first error.
+    Check {
+        #[command(flatten)]
+        source: PluginSource,
+    },
+}
+
+#[derive(clap::Args)]
+struct PluginSource {
+    /// The config file (`drover.toml`); its `[plugins]` table is used.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The plugin directory; overrides `plugins.dir`.
+    #[arg(long)]
+    plugin_dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    /// An aligned table.
+    Table,
+    /// One JSON object per file, one per line.
+    Json,
+}
+
+fn main() -> ExitCode {
+    logging::init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Plugins { command } => match command {
+            PluginsCommand::List { source, format } => list(source, format),
+            PluginsCommand::Check { source } => check(source),
+        },
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_config(source: &PluginSource) -> Result<(Config, bool), String> {
+    let mut config = match &source.config {
+        Some(path) => Config::load(path).map_err(|e| e.to_string())?,
+        None => Config::default(),
+    };
+    if let Some(dir) = &source.plugin_dir {
+        config.plugins.dir = dir.clone();
+    }
+    Ok((config, source.config.is_some()))
+}
+
+fn list(source: PluginSource, format: Format) -> Result<(), String> {
+    let (config, from_file) = load_config(&source)?;
+    // Without a config file there is no data directory: keep verified copies in a
+    // private per-user temp directory instead of creating ./drover-data.
+    let mut options = if from_file {
+        startup::loader_options(&config)
+    } else {
+        LoaderOptions::temp_cache()
+    };
+    options.allowlist = startup::loader_options(&config).allowlist;
+    let registry =
+        PluginRegistry::scan(&Loader::new(options), &config.plugins.dir).map_err(|e| e.to_string())?;
+    let rows = drover_host::plugins::table::rows(&registry);
+    match format {
+        Format::Table => print!("{}", drover_host::plugins::table::render(&rows)),
+        Format::Json => {
+            for row in rows {
+                println!("{}", row.to_json());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check(source: PluginSource) -> Result<(), String> {
+    let (config, _) = load_config(&source)?;
+    let plugins = startup::load_plugins(&config).map_err(|e| e.to_string())?;
+    println!("{}", plugins.describe());
+    Ok(())
+}

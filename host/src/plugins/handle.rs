@@ -1,0 +1,170 @@
+//! Host-side handles of plugin instances.
+//!
+//! A handle forwards calls to the instance through the ABI and enforces DESIGN.md's
+//! rule for panics: the SDK turns a panic into an `ErrorKind::Panicked` error, and the
+//! handle then takes the instance out of service — every later call fails with
+//! [`CallError::OutOfService`] without entering the plugin — and logs it once.
+
+use std::sync::{
+    atomic::{AtomicBool, Ordering},
+    Arc,
+};
+
+use abi_stable::std_types::{ROption, RResult, RSlice, RStr, RString, RVec};
+use drover_abi::{
+    assignor::AssignorArc,
+    offset_store::OffsetStoreArc,
+    AssignInput, Assignment, ErrorKind, OffsetKey, OffsetRecord, PluginError, TopicPartitions,
+};
+
+use super::{error::CallError, loader::PluginSummary};
+
+/// Shared out-of-service state and the plugin's identity.
+struct Guard {
+    summary: Arc<PluginSummary>,
+    out_of_service: AtomicBool,
+}
+
+impl Guard {
+    fn call<T>(&self, f: impl FnOnce() -> RResult<T, PluginError>) -> Result<T, CallError> {
+        if self.out_of_service.load(Ordering::Acquire) {
+            return Err(CallError::OutOfService {
+                plugin: self.summary.name.clone(),
+            });
+        }
+        f().into_result().map_err(|error| {
+            if error.kind == ErrorKind::Panicked
+                && !self.out_of_service.swap(true, Ordering::AcqRel)
+            {
+                tracing::error!(
+                    plugin = %self.summary.name,
+                    kind = %self.summary.kind,
+                    "{}; instance taken out of service",
+                    error.message
+                );
+            }
+            CallError::Plugin {
+                plugin: self.summary.name.clone(),
+                error,
+            }
+        })
+    }
+}
+
+/// An assignor instance.
+pub struct AssignorHandle {
+    guard: Guard,
+    inner: AssignorArc,
+}
+
+impl AssignorHandle {
+    pub(super) fn new(summary: Arc<PluginSummary>, inner: AssignorArc) -> Self {
+        AssignorHandle {
+            guard: Guard {
+                summary,
+                out_of_service: AtomicBool::new(false),
+            },
+            inner,
+        }
+    }
+
+    /// The plugin's manifest.
+    pub fn summary(&self) -> &PluginSummary {
+        &self.guard.summary
+    }
+
+    /// Whether the instance panicked and was taken out of service.
+    pub fn is_out_of_service(&self) -> bool {
+        self.guard.out_of_service.load(Ordering::Acquire)
+    }
+
+    /// Computes an assignment (see `drover_abi::assignor` for the contract).
+    pub fn assign(&self, input: &AssignInput) -> Result<Assignment, CallError> {
+        self.guard.call(|| self.inner.assign(input))
+    }
+
+    /// The instance itself, for handing to the coordinator plugin.
+    pub fn instance(&self) -> AssignorArc {
+        self.inner.clone()
+    }
+}
+
+/// An offset-store instance. Methods may be called from several threads at once.
+pub struct OffsetStoreHandle {
+    guard: Guard,
+    inner: OffsetStoreArc,
+}
+
+impl OffsetStoreHandle {
+    pub(super) fn new(summary: Arc<PluginSummary>, inner: OffsetStoreArc) -> Self {
+        OffsetStoreHandle {
+            guard: Guard {
+                summary,
+                out_of_service: AtomicBool::new(false),
+            },
+            inner,
+        }
+    }
+
+    /// The plugin's manifest.
+    pub fn summary(&self) -> &PluginSummary {
+        &self.guard.summary
+    }
+
+    /// Whether the instance panicked and was taken out of service.
+    pub fn is_out_of_service(&self) -> bool {
+        self.guard.out_of_service.load(Ordering::Acquire)
+    }
+
+    /// Durably commits a batch (all or nothing).
+    pub fn commit(&self, batch: &[OffsetRecord]) -> Result<(), CallError> {
+        self.guard.call(|| self.inner.commit(RSlice::from_slice(batch)))
+    }
+
+    /// Committed offsets of `group` for `partitions`; absent ones are left out.
+    pub fn fetch(
+        &self,
+        group: &str,
+        partitions: &[TopicPartitions],
+    ) -> Result<Vec<OffsetRecord>, CallError> {
+        self.guard
+            .call(|| self.inner.fetch(RStr::from_str(group), RSlice::from_slice(partitions)))
+            .map(RVec::into_vec)
+    }
+
+    /// Every committed offset of `group`.
+    pub fn fetch_group(&self, group: &str) -> Result<Vec<OffsetRecord>, CallError> {
+        self.guard
+            .call(|| self.inner.fetch_group(RStr::from_str(group)))
+            .map(RVec::into_vec)
+    }
+
+    /// Every group with a committed offset, sorted.
+    pub fn list_groups(&self) -> Result<Vec<String>, CallError> {
+        self.guard
+            .call(|| self.inner.list_groups())
+            .map(|v| v.into_iter().map(RString::into_string).collect())
+    }
+
+    /// Deletes a group's offsets; returns how many were deleted.
+    pub fn delete_group(&self, group: &str) -> Result<u64, CallError> {
+        self.guard.call(|| self.inner.delete_group(RStr::from_str(group)))
+    }
+
+    /// Up to `limit` records strictly after `after`, in (group, topic, partition) order.
+    pub fn scan(&self, after: Option<OffsetKey>, limit: u32) -> Result<Vec<OffsetRecord>, CallError> {
+        self.guard
+            .call(|| self.inner.scan(ROption::from(after), limit))
+            .map(RVec::into_vec)
+    }
+
+    /// Makes acknowledged commits durable.
+    pub fn flush(&self) -> Result<(), CallError> {
+        self.guard.call(|| self.inner.flush())
+    }
+
+    /// Flushes and releases the backend.
+    pub fn close(&self) -> Result<(), CallError> {
+        self.guard.call(|| self.inner.close())
+    }
+}

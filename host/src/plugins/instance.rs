@@ -1,0 +1,62 @@
+//! Creating plugin instances from loaded plugins: builds the [`HostServices`] of the
+//! instance (log sink, config string, ZooKeeper session) and wraps the result in a handle.
+
+use std::sync::Arc;
+
+use abi_stable::std_types::{RNone, RString};
+use drover_abi::{HostServices, PluginKind};
+
+use super::{
+    error::LoadError,
+    handle::{AssignorHandle, OffsetStoreHandle},
+    loader::{LoadedPlugin, PluginModule},
+    log_sink,
+};
+
+impl LoadedPlugin {
+    fn services(&self, config: &str) -> HostServices {
+        HostServices {
+            log: log_sink::for_plugin(&self.summary),
+            config: RString::from(config),
+            zookeeper: RNone,
+        }
+    }
+
+    fn instantiate_error(&self, error: drover_abi::PluginError) -> LoadError {
+        LoadError::Instantiate {
+            path: self.path.clone(),
+            name: self.summary.name.clone(),
+            error,
+        }
+    }
+
+    fn wrong_kind(&self, expected: PluginKind) -> LoadError {
+        LoadError::WrongKind {
+            path: self.path.clone(),
+            expected,
+            found: self.summary.kind,
+        }
+    }
+
+    /// Creates an assignor instance with `config` (the plugin's TOML config string).
+    pub fn new_assignor(&self, config: &str) -> Result<AssignorHandle, LoadError> {
+        let PluginModule::Assignor(module) = self.module else {
+            return Err(self.wrong_kind(PluginKind::Assignor));
+        };
+        let inner = (module.new())(self.services(config))
+            .into_result()
+            .map_err(|e| self.instantiate_error(e))?;
+        Ok(AssignorHandle::new(Arc::new(self.summary.clone()), inner))
+    }
+
+    /// Opens an offset-store instance with `config`.
+    pub fn open_offset_store(&self, config: &str) -> Result<OffsetStoreHandle, LoadError> {
+        let PluginModule::OffsetStore(module) = self.module else {
+            return Err(self.wrong_kind(PluginKind::OffsetStore));
+        };
+        let inner = (module.open())(self.services(config))
+            .into_result()
+            .map_err(|e| self.instantiate_error(e))?;
+        Ok(OffsetStoreHandle::new(Arc::new(self.summary.clone()), inner))
+    }
+}

@@ -1,0 +1,25 @@
+//! Plugins on the host side: finding, checking, loading and calling them.
+//!
+//! - [`checks`]: what is verified about a file before it is ever `dlopen`ed
+//!   (permissions, owner, SHA-256 allowlist, ELF magic);
+//! - [`loader`]: loading one file — a content-addressed copy, the `abi_stable` header,
+//!   kind and ABI version from the header, layout check, manifest;
+//! - [`registry`]: scanning a directory into the set of loaded plugins by kind and name,
+//!   with every refused file reported;
+//! - [`handle`]: instances (an assignor, an offset store) behind handles that take an
+//!   instance out of service when it panics;
+//! - [`log_sink`]: the host end of the plugin log bridge.
+
+pub mod checks;
+pub mod error;
+pub mod handle;
+mod instance;
+pub mod loader;
+pub mod log_sink;
+pub mod registry;
+pub mod table;
+
+pub use error::{CallError, LoadError};
+pub use handle::{AssignorHandle, OffsetStoreHandle};
+pub use loader::{LoadedPlugin, Loader, LoaderOptions, PluginModule, PluginSummary};
+pub use registry::{PluginRegistry, ScanEntry};

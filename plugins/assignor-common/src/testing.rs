@@ -1,0 +1,230 @@
+//! Helpers for the assignor plugins' tests (feature `testing`): input builders and a
+//! checker of the contract in [`drover_abi::assignor`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use drover_abi::{
+    std_types::{ROption, RString, RVec},
+    AssignInput, Assignment, AssignorMember, TopicInfo, TopicPartitions,
+};
+
+/// A member `id` subscribing to `topics`, owning nothing, no rack, weight 1.
+pub fn member(id: &str, topics: &[&str]) -> AssignorMember {
+    AssignorMember {
+        member_id: id.into(),
+        topics: topics.iter().map(|&t| RString::from(t)).collect(),
+        owned: RVec::new(),
+        rack: ROption::RNone,
+        weight: 1,
+    }
+}
+
+/// `member` owning `owned` (topic, partitions) pairs.
+pub fn owning(mut member: AssignorMember, owned: &[(&str, &[i32])]) -> AssignorMember {
+    member.owned = owned
+        .iter()
+        .map(|&(t, p)| TopicPartitions::new(t, p.to_vec()))
+        .collect();
+    member
+}
+
+/// An input of group `g` with `members` and `topics` (name, partition count).
+pub fn input(members: Vec<AssignorMember>, topics: &[(&str, u32)]) -> AssignInput {
+    AssignInput {
+        group: "g".into(),
+        members: RVec::from(members),
+        topics: topics.iter().map(|&(n, p)| TopicInfo::new(n, p)).collect(),
+    }
+}
+
+/// Name of synthetic member `i` (zero-padded, so id order is index order).
+pub fn member_name(i: usize) -> String {
+    format!("member-{i:05}")
+}
+
+/// Name of synthetic topic `j`.
+pub fn topic_name(j: usize) -> String {
+    format!("topic-{j:03}")
+}
+
+/// A synthetic input: topic `j` has `partitions[j]` partitions; member `i` subscribes
+/// to topic `j` when bit `j` of `subscriptions[i]` is set, and bit `partitions.len()`
+/// subscribes it to a topic missing from the input's topic list. Topics beyond bit 62
+/// are never subscribed.
+pub fn synthetic(partitions: &[u32], subscriptions: &[u64]) -> AssignInput {
+    let topics: Vec<String> = (0..=partitions.len()).map(topic_name).collect();
+    let members = subscriptions
+        .iter()
+        .enumerate()
+        .map(|(i, &bits)| {
+            let subscribed: Vec<&str> = (0..topics.len().min(63))
+                .filter(|&j| bits & (1 << j) != 0)
+                .map(|j| topics[j].as_str())
+                .collect();
+            member(&member_name(i), &subscribed)
+        })
+        .collect();
+    let listed: Vec<(&str, u32)> = topics
+        .iter()
+        .map(|t| t.as_str())
+        .zip(partitions.iter().copied())
+        .collect();
+    input(members, &listed)
+}
+
+/// `members` members all subscribing to every topic of `partitions` (at most 62).
+pub fn homogeneous(members: usize, partitions: &[u32]) -> AssignInput {
+    let all = (1u64 << partitions.len().min(62)) - 1;
+    synthetic(partitions, &vec![all; members])
+}
+
+/// A pseudo-random permutation of `0..n` drawn from `seed` (Fisher–Yates over
+/// SplitMix64), for shuffling member order in tests.
+pub fn permutation(n: usize, seed: u64) -> Vec<usize> {
+    let mut state = seed;
+    let mut next = move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        order.swap(i, (next() % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
+/// `input` with each member owning what `previous` gave the member of the same id.
+pub fn with_owned(input: &AssignInput, previous: &Assignment) -> AssignInput {
+    let by_id: HashMap<&str, &RVec<TopicPartitions>> = previous
+        .members
+        .iter()
+        .map(|m| (m.member_id.as_str(), &m.partitions))
+        .collect();
+    let mut next = input.clone();
+    for member in next.members.iter_mut() {
+        member.owned = by_id
+            .get(member.member_id.as_str())
+            .map_or_else(RVec::new, |&p| p.clone());
+    }
+    next
+}
+
+/// `input` without the member called `id`.
+pub fn without(input: &AssignInput, id: &str) -> AssignInput {
+    let mut next = input.clone();
+    next.members = input
+        .members
+        .iter()
+        .filter(|m| m.member_id.as_str() != id)
+        .cloned()
+        .collect();
+    next
+}
+
+/// `input` with its members reordered: the member at `order[k]` comes `k`-th.
+pub fn reordered(input: &AssignInput, order: &[usize]) -> AssignInput {
+    let mut next = input.clone();
+    next.members = order.iter().map(|&i| input.members[i].clone()).collect();
+    next
+}
+
+/// Partition count of each output member, in output order.
+pub fn loads(output: &Assignment) -> Vec<usize> {
+    output
+        .members
+        .iter()
+        .map(|m| m.partitions.iter().map(|tp| tp.partitions.len()).sum())
+        .collect()
+}
+
+/// Who holds each (topic, partition).
+pub fn holders(output: &Assignment) -> BTreeMap<(String, i32), String> {
+    let mut map = BTreeMap::new();
+    for m in output.members.iter() {
+        for tp in m.partitions.iter() {
+            for &p in tp.partitions.iter() {
+                map.insert((tp.topic.to_string(), p), m.member_id.to_string());
+            }
+        }
+    }
+    map
+}
+
+/// Checks `output` against the assignor contract for `input` (whose members have
+/// distinct ids and whose topics are listed once): members sorted by id, each input
+/// member exactly once; topics sorted and partitions strictly ascending per member,
+/// no empty topic entry; every partition of every subscribed topic assigned exactly
+/// once to one of its subscribers; nothing else assigned.
+pub fn check_contract(input: &AssignInput, output: &Assignment) -> Result<(), String> {
+    let mut ids: Vec<&str> = input.members.iter().map(|m| m.member_id.as_str()).collect();
+    ids.sort_unstable();
+    let out_ids: Vec<&str> = output
+        .members
+        .iter()
+        .map(|m| m.member_id.as_str())
+        .collect();
+    if ids != out_ids {
+        return Err(format!("output members {out_ids:?}, expected {ids:?}"));
+    }
+    let counts: HashMap<&str, u32> = input
+        .topics
+        .iter()
+        .map(|t| (t.name.as_str(), t.partitions))
+        .collect();
+    let subscriptions: HashMap<&str, BTreeSet<&str>> = input
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.as_str(),
+                m.topics.iter().map(|t| t.as_str()).collect(),
+            )
+        })
+        .collect();
+    let mut seen: HashMap<(&str, i32), &str> = HashMap::new();
+    for m in output.members.iter() {
+        let id = m.member_id.as_str();
+        let topics: Vec<&str> = m.partitions.iter().map(|tp| tp.topic.as_str()).collect();
+        if topics.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(format!("{id}: topics not strictly sorted: {topics:?}"));
+        }
+        for tp in m.partitions.iter() {
+            let topic = tp.topic.as_str();
+            if !subscriptions[id].contains(topic) {
+                return Err(format!("{id} got `{topic}` it does not subscribe to"));
+            }
+            let Some(&n) = counts.get(topic) else {
+                return Err(format!("{id} got unknown topic `{topic}`"));
+            };
+            if tp.partitions.is_empty() {
+                return Err(format!("{id}: empty entry for `{topic}`"));
+            }
+            if tp.partitions.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(format!("{id}: `{topic}` partitions not strictly ascending"));
+            }
+            for &p in tp.partitions.iter() {
+                if p < 0 || p as u32 >= n {
+                    return Err(format!("{id} got `{topic}` partition {p} of {n}"));
+                }
+                if let Some(other) = seen.insert((topic, p), id) {
+                    return Err(format!("`{topic}` partition {p} given to {other} and {id}"));
+                }
+            }
+        }
+    }
+    let subscribed: BTreeSet<&str> = subscriptions.values().flatten().copied().collect();
+    for topic in subscribed {
+        for p in 0..counts.get(topic).copied().unwrap_or(0) as i32 {
+            if !seen.contains_key(&(topic, p)) {
+                return Err(format!("`{topic}` partition {p} unassigned"));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

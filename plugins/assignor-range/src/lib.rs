@@ -1,0 +1,53 @@
+//! `range` — Drover's assignor plugin with the semantics of Kafka's `RangeAssignor`
+//! (`org.apache.kafka.clients.consumer.RangeAssignor`, the classic consumer default).
+//!
+//! Policy, topic by topic: the members subscribed to the topic are sorted by member id;
+//! its `n` partitions are cut into contiguous ranges in that order, each of the `m`
+//! members getting `n / m` and the first `n % m` members one more. Owned partitions,
+//! racks and weights are ignored; with several topics the first members by id get the
+//! extras of every topic, as in Kafka.
+
+mod policy;
+
+use std::time::Instant;
+
+use drover_abi::{
+    sdk::{AssignorPlugin, PluginContext, PluginInfo},
+    AssignInput, Assignment, PluginError,
+};
+
+/// The `range` assignor (Kafka's `RangeAssignor`). It takes no config.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RangeAssignor;
+
+impl PluginInfo for RangeAssignor {
+    const NAME: &'static str = "range";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const DESCRIPTION: &'static str =
+        "Kafka RangeAssignor: per topic, contiguous partition ranges in member-id order";
+}
+
+impl AssignorPlugin for RangeAssignor {
+    fn new(ctx: &PluginContext) -> Result<Self, PluginError> {
+        drover_assignor_common::expect_no_config(Self::NAME, &ctx.config)?;
+        Ok(RangeAssignor)
+    }
+
+    fn assign(&self, input: &AssignInput) -> Result<Assignment, PluginError> {
+        let started = Instant::now();
+        let (assignment, summary) = drover_assignor_common::run(input, policy::owners)?;
+        tracing::debug!(
+            group = %input.group,
+            members = summary.members,
+            partitions = summary.partitions,
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "range assignment"
+        );
+        Ok(assignment)
+    }
+}
+
+drover_abi::export_assignor!(RangeAssignor);
+
+#[cfg(test)]
+mod tests;

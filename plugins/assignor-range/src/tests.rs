@@ -1,0 +1,141 @@
+use std::collections::BTreeMap;
+
+use drover_abi::{
+    sdk::{AssignorPlugin, PluginContext},
+    AssignInput, Assignment, ErrorKind, TopicPartitions,
+};
+use drover_assignor_common::testing::{
+    check_contract, input, member, permutation, reordered, synthetic,
+};
+use proptest::{collection::vec, prelude::*};
+
+use crate::RangeAssignor;
+
+fn assign(input: &AssignInput) -> Assignment {
+    RangeAssignor.assign(input).expect("assign")
+}
+
+fn parts(output: &Assignment, member: usize) -> Vec<TopicPartitions> {
+    output.members[member].partitions.to_vec()
+}
+
+#[test]
+fn config_must_be_empty() {
+    assert!(RangeAssignor::new(&PluginContext::default()).is_ok());
+    let ctx = PluginContext {
+        config: "x = 1".into(),
+        ..PluginContext::default()
+    };
+    let err = RangeAssignor::new(&ctx).err().expect("rejected");
+    assert_eq!(err.kind, ErrorKind::InvalidConfig);
+}
+
+/// The example of Kafka's RangeAssignor javadoc: two consumers, two topics of three.
+#[test]
+fn kafka_javadoc_example() {
+    let input = input(
+        vec![member("C1", &["t0", "t1"]), member("C0", &["t0", "t1"])],
+        &[("t0", 3), ("t1", 3)],
+    );
+    let out = assign(&input);
+    assert_eq!(out.members[0].member_id.as_str(), "C0");
+    assert_eq!(
+        parts(&out, 0),
+        [
+            TopicPartitions::new("t0", vec![0, 1]),
+            TopicPartitions::new("t1", vec![0, 1])
+        ]
+    );
+    assert_eq!(
+        parts(&out, 1),
+        [
+            TopicPartitions::new("t0", vec![2]),
+            TopicPartitions::new("t1", vec![2])
+        ]
+    );
+}
+
+#[test]
+fn ranges_are_per_topic_subscribers() {
+    let input = input(
+        vec![
+            member("a", &["x"]),
+            member("b", &["x", "y"]),
+            member("c", &[]),
+        ],
+        &[("x", 5), ("y", 2)],
+    );
+    let out = assign(&input);
+    assert_eq!(parts(&out, 0), [TopicPartitions::new("x", vec![0, 1, 2])]);
+    assert_eq!(
+        parts(&out, 1),
+        [
+            TopicPartitions::new("x", vec![3, 4]),
+            TopicPartitions::new("y", vec![0, 1])
+        ]
+    );
+    assert!(parts(&out, 2).is_empty());
+}
+
+#[test]
+fn duplicate_member_is_invalid_input() {
+    let input = input(vec![member("a", &["x"]), member("a", &["x"])], &[("x", 1)]);
+    let err = RangeAssignor.assign(&input).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidInput);
+}
+
+/// Expected partitions of each (member, topic): members of a topic sorted by id, the
+/// first `n % m` get `n / m + 1` partitions, the others `n / m`, in contiguous ranges.
+fn expected(input: &AssignInput) -> BTreeMap<(String, String), Vec<i32>> {
+    let mut expected = BTreeMap::new();
+    for topic in input.topics.iter() {
+        let mut members: Vec<&str> = input
+            .members
+            .iter()
+            .filter(|m| m.topics.iter().any(|t| *t == topic.name))
+            .map(|m| m.member_id.as_str())
+            .collect();
+        members.sort_unstable();
+        let n = topic.partitions as usize;
+        let mut next = 0;
+        for (k, id) in members.iter().enumerate() {
+            let len = n / members.len() + usize::from(k < n % members.len());
+            if len > 0 {
+                let range = (next as i32..(next + len) as i32).collect();
+                expected.insert((id.to_string(), topic.name.to_string()), range);
+            }
+            next += len;
+        }
+    }
+    expected
+}
+
+fn group() -> impl Strategy<Value = AssignInput> {
+    (vec(0u32..20, 0..6), vec(any::<u64>(), 0..9)).prop_map(|(p, s)| synthetic(&p, &s))
+}
+
+proptest! {
+    #[test]
+    fn meets_the_contract(input in group()) {
+        let out = assign(&input);
+        prop_assert_eq!(check_contract(&input, &out), Ok(()));
+    }
+
+    #[test]
+    fn gives_floor_or_ceil_with_extras_to_first_members(input in group()) {
+        let out = assign(&input);
+        let mut got = BTreeMap::new();
+        for m in out.members.iter() {
+            for tp in m.partitions.iter() {
+                got.insert((m.member_id.to_string(), tp.topic.to_string()), tp.partitions.to_vec());
+            }
+        }
+        prop_assert_eq!(got, expected(&input));
+    }
+
+    #[test]
+    fn ignores_member_order(input in group(), seed in any::<u64>()) {
+        let shuffled = reordered(&input, &permutation(input.members.len(), seed));
+        prop_assert_eq!(assign(&shuffled), assign(&input));
+    }
+}

@@ -1,0 +1,133 @@
+//! Test kit for Drover's workspace-level tests: finds the plugin `.so` files that
+//! `cargo test` built for this run, lays out private plugin directories, and loads
+//! plugins through the host's real loader (never the rlibs).
+
+use std::{
+    os::unix::fs::PermissionsExt,
+    path::{Path, PathBuf},
+};
+
+use drover_abi::PluginKind;
+use drover_host::plugins::{
+    AssignorHandle, LoadedPlugin, Loader, LoaderOptions, OffsetStoreHandle,
+};
+
+/// The library names (`lib<name>.so`) of every assignor under conformance test, with the
+/// plugin name each must report.
+pub const ASSIGNORS: &[(&str, &str)] = &[
+    ("drover_assignor_range", "range"),
+    ("drover_assignor_round_robin", "round-robin"),
+    ("drover_assignor_sticky", "sticky"),
+];
+
+/// The library names of every offset store under conformance test, with plugin names.
+pub const OFFSET_STORES: &[(&str, &str)] = &[("drover_offsets_embedded", "embedded")];
+
+/// The built `lib<lib_name>.so`. Looks next to the running test binary
+/// (`target/<profile>/deps`, where cargo puts the cdylibs of dependencies) and one level
+/// up; `DROVER_PLUGIN_BUILD_DIR` overrides both (used for the example plugin, which is
+/// built outside the workspace).
+pub fn built_library(lib_name: &str) -> PathBuf {
+    let file = format!("lib{lib_name}.so");
+    let mut candidates = Vec::new();
+    if let Ok(dir) = std::env::var("DROVER_PLUGIN_BUILD_DIR") {
+        candidates.push(PathBuf::from(dir).join(&file));
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("exe dir").to_owned();
+    candidates.push(deps.join(&file));
+    if let Some(profile) = deps.parent() {
+        candidates.push(profile.join(&file));
+    }
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("{file} not built; `cargo test -p drover-tests` builds it (looked next to {exe:?})")
+        })
+}
+
+/// A private plugin directory (mode 0755 inside a 0700 temp dir) with its own
+/// plugin cache, removed on drop.
+pub struct PluginDir {
+    root: tempfile::TempDir,
+}
+
+impl Default for PluginDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PluginDir {
+    /// An empty plugin directory.
+    pub fn new() -> PluginDir {
+        let root = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(root.path().join("plugins")).expect("mkdir plugins");
+        set_mode(&root.path().join("plugins"), 0o755);
+        PluginDir { root }
+    }
+
+    /// The directory plugins go in.
+    pub fn path(&self) -> PathBuf {
+        self.root.path().join("plugins")
+    }
+
+    /// Copies the built `lib<lib_name>.so` in (mode 0644); returns its path.
+    pub fn add_built(&self, lib_name: &str) -> PathBuf {
+        let target = self.path().join(format!("lib{lib_name}.so"));
+        std::fs::copy(built_library(lib_name), &target).expect("copy plugin");
+        set_mode(&target, 0o644);
+        target
+    }
+
+    /// Writes `bytes` as `file_name` (mode 0644); returns its path.
+    pub fn add_bytes(&self, file_name: &str, bytes: &[u8]) -> PathBuf {
+        let target = self.path().join(file_name);
+        std::fs::write(&target, bytes).expect("write file");
+        set_mode(&target, 0o644);
+        target
+    }
+
+    /// A loader whose cache lives inside this directory's temp root.
+    pub fn loader(&self) -> Loader {
+        Loader::new(LoaderOptions {
+            cache_dir: self.root.path().join("cache"),
+            allowlist: Default::default(),
+        })
+    }
+
+    /// A scratch path inside the temp root (for store files).
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        self.root.path().join(name)
+    }
+}
+
+/// Sets a file's permission bits.
+pub fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// Loads the built assignor `lib_name` through the host loader and starts an instance
+/// with an empty config. The directory is leaked (libraries are never unloaded anyway).
+pub fn load_assignor(lib_name: &str) -> (LoadedPlugin, AssignorHandle) {
+    let dir = Box::leak(Box::new(PluginDir::new()));
+    let path = dir.add_built(lib_name);
+    let plugin = dir
+        .loader()
+        .load(&path, Some(PluginKind::Assignor))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let handle = plugin.new_assignor("").unwrap_or_else(|e| panic!("{e}"));
+    (plugin, handle)
+}
+
+/// Loads the built offset store `lib_name` through the host loader and opens it with
+/// `config`.
+pub fn open_store(dir: &PluginDir, lib_name: &str, config: &str) -> OffsetStoreHandle {
+    let path = dir.add_built(lib_name);
+    let plugin = dir
+        .loader()
+        .load(&path, Some(PluginKind::OffsetStore))
+        .unwrap_or_else(|e| panic!("{e}"));
+    plugin.open_offset_store(config).unwrap_or_else(|e| panic!("{e}"))
+}
