@@ -9,7 +9,14 @@
 //!   member subscribed to that topic;
 //! - no partition goes to a member not subscribed to its topic, and no unknown topic or
 //!   out-of-range partition appears;
-//! - every input member appears in the output, possibly with no partitions.
+//! - every input member appears in the output, possibly with no partitions;
+//! - duplicate member ids, or a topic listed twice in `topics`, are refused with
+//!   [`crate::ErrorKind::InvalidInput`].
+//!
+//! Conventions the built-in assignors follow (and the conformance suite relies on):
+//! members are ordered by the bytes of their ids; the output lists members by id,
+//! topics by name and partitions ascending. A topic has at most `i32::MAX` partitions;
+//! the coordinator bounds the total number of partitions it hands to an assignor.
 
 use abi_stable::{
     declare_root_module_statics,

@@ -18,7 +18,8 @@
 //! ## Versioning
 //! The ABI version is this crate's version ([`ABI_MAJOR`].[`ABI_MINOR`]). The host refuses a
 //! plugin whose ABI major differs from its own; within a major, root modules, boundary
-//! types and trait vtables are frozen except for new trailing trait methods.
+//! types and trait vtables are frozen (abi_stable refuses a library whose vtables have
+//! fewer methods than the host's), so any plugin of the major loads into any host of it.
 //! `docs/plugins.md` spells out which change breaks which plugins.
 
 #![allow(non_local_definitions)]

@@ -42,6 +42,8 @@ pub struct OffsetRecord {
     /// The committed offset: the next record the group will consume.
     pub offset: i64,
     /// Client-supplied metadata string (Kafka's `committed_metadata`), possibly empty.
+    /// Stores bound its length in UTF-8 bytes (`max_metadata_bytes`, Kafka's
+    /// `offset.metadata.max.bytes`, default 4096) and refuse a batch with a longer one.
     pub metadata: RString,
     /// When the commit was accepted, in ms since the Unix epoch (broker clock).
     pub commit_time_ms: i64,
@@ -81,10 +83,12 @@ pub trait OffsetStore: Send + Sync {
     fn fetch_group(&self, group: RStr<'_>) -> RResult<RVec<OffsetRecord>, PluginError>;
     /// Every group with at least one committed offset, sorted.
     fn list_groups(&self) -> RResult<RVec<RString>, PluginError>;
-    /// Deletes every offset of `group`; returns how many were deleted.
+    /// Deletes every offset of `group`, durably; returns how many were deleted.
     fn delete_group(&self, group: RStr<'_>) -> RResult<u64, PluginError>;
     /// Iterates everything in key order (group, topic, partition): up to `limit` records
     /// strictly after `after` (from the start when `RNone`). An empty page means the end.
+    /// `limit` must be at least 1 (`InvalidInput` otherwise, so an empty page is never
+    /// mistaken for the end).
     fn scan(
         &self,
         after: ROption<OffsetKey>,

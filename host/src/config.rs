@@ -159,7 +159,10 @@ mod tests {
     fn empty_file_is_valid() {
         let c = Config::parse(Path::new("x"), "").unwrap();
         assert_eq!(c.plugins.dir, PathBuf::from("plugins"));
-        assert_eq!(c.plugin_cache_dir(), PathBuf::from("drover-data/plugin-cache"));
+        assert_eq!(
+            c.plugin_cache_dir(),
+            PathBuf::from("drover-data/plugin-cache")
+        );
     }
 
     #[test]
@@ -170,8 +173,8 @@ mod tests {
 
     #[test]
     fn bad_digest_is_refused() {
-        let e = Config::parse(Path::new("x"), "[plugins]\nsha256_allowlist = ['abc']\n")
-            .unwrap_err();
+        let e =
+            Config::parse(Path::new("x"), "[plugins]\nsha256_allowlist = ['abc']\n").unwrap_err();
         assert!(e.to_string().contains("abc"), "{e}");
     }
 

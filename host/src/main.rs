@@ -105,8 +105,8 @@ fn list(source: PluginSource, format: Format) -> Result<(), String> {
         LoaderOptions::temp_cache()
     };
     options.allowlist = startup::loader_options(&config).allowlist;
-    let registry =
-        PluginRegistry::scan(&Loader::new(options), &config.plugins.dir).map_err(|e| e.to_string())?;
+    let registry = PluginRegistry::scan(&Loader::new(options), &config.plugins.dir)
+        .map_err(|e| e.to_string())?;
     let rows = drover_host::plugins::table::rows(&registry);
     match format {
         Format::Table => print!("{}", drover_host::plugins::table::render(&rows)),

@@ -10,7 +10,9 @@ use drover_abi::PluginKind;
 
 use crate::{
     config::Config,
-    plugins::{AssignorHandle, LoadError, Loader, LoaderOptions, OffsetStoreHandle, PluginRegistry},
+    plugins::{
+        AssignorHandle, LoadError, Loader, LoaderOptions, OffsetStoreHandle, PluginRegistry,
+    },
 };
 
 /// Loader options from the config: cache directory and allowlist.

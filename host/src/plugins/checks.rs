@@ -119,11 +119,17 @@ mod tests {
         std::fs::write(&p, b"garbage").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
         let e = check_file(&p, &HashSet::new()).err().unwrap();
-        assert!(matches!(e, LoadError::InsecureFile { mode: 0o666, .. }), "{e}");
+        assert!(
+            matches!(e, LoadError::InsecureFile { mode: 0o666, .. }),
+            "{e}"
+        );
 
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = check_file(&p, &HashSet::new()).err().unwrap();
-        assert!(e.to_string().contains("expected an ELF shared object"), "{e}");
+        assert!(
+            e.to_string().contains("expected an ELF shared object"),
+            "{e}"
+        );
 
         let allow = HashSet::from(["0".repeat(64)]);
         let e = check_file(&p, &allow).err().unwrap();

@@ -12,9 +12,8 @@ use std::sync::{
 
 use abi_stable::std_types::{ROption, RResult, RSlice, RStr, RString, RVec};
 use drover_abi::{
-    assignor::AssignorArc,
-    offset_store::OffsetStoreArc,
-    AssignInput, Assignment, ErrorKind, OffsetKey, OffsetRecord, PluginError, TopicPartitions,
+    assignor::AssignorArc, offset_store::OffsetStoreArc, AssignInput, Assignment, ErrorKind,
+    OffsetKey, OffsetRecord, PluginError, TopicPartitions,
 };
 
 use super::{error::CallError, loader::PluginSummary};
@@ -118,7 +117,8 @@ impl OffsetStoreHandle {
 
     /// Durably commits a batch (all or nothing).
     pub fn commit(&self, batch: &[OffsetRecord]) -> Result<(), CallError> {
-        self.guard.call(|| self.inner.commit(RSlice::from_slice(batch)))
+        self.guard
+            .call(|| self.inner.commit(RSlice::from_slice(batch)))
     }
 
     /// Committed offsets of `group` for `partitions`; absent ones are left out.
@@ -128,7 +128,10 @@ impl OffsetStoreHandle {
         partitions: &[TopicPartitions],
     ) -> Result<Vec<OffsetRecord>, CallError> {
         self.guard
-            .call(|| self.inner.fetch(RStr::from_str(group), RSlice::from_slice(partitions)))
+            .call(|| {
+                self.inner
+                    .fetch(RStr::from_str(group), RSlice::from_slice(partitions))
+            })
             .map(RVec::into_vec)
     }
 
@@ -148,11 +151,16 @@ impl OffsetStoreHandle {
 
     /// Deletes a group's offsets; returns how many were deleted.
     pub fn delete_group(&self, group: &str) -> Result<u64, CallError> {
-        self.guard.call(|| self.inner.delete_group(RStr::from_str(group)))
+        self.guard
+            .call(|| self.inner.delete_group(RStr::from_str(group)))
     }
 
     /// Up to `limit` records strictly after `after`, in (group, topic, partition) order.
-    pub fn scan(&self, after: Option<OffsetKey>, limit: u32) -> Result<Vec<OffsetRecord>, CallError> {
+    pub fn scan(
+        &self,
+        after: Option<OffsetKey>,
+        limit: u32,
+    ) -> Result<Vec<OffsetRecord>, CallError> {
         self.guard
             .call(|| self.inner.scan(ROption::from(after), limit))
             .map(RVec::into_vec)

@@ -57,6 +57,9 @@ impl LoadedPlugin {
         let inner = (module.open())(self.services(config))
             .into_result()
             .map_err(|e| self.instantiate_error(e))?;
-        Ok(OffsetStoreHandle::new(Arc::new(self.summary.clone()), inner))
+        Ok(OffsetStoreHandle::new(
+            Arc::new(self.summary.clone()),
+            inner,
+        ))
     }
 }

@@ -133,7 +133,11 @@ impl Loader {
 
     /// Loads the plugin at `path`. With `expected`, a plugin of another kind is refused
     /// before its root module is initialised.
-    pub fn load(&self, path: &Path, expected: Option<PluginKind>) -> Result<LoadedPlugin, LoadError> {
+    pub fn load(
+        &self,
+        path: &Path,
+        expected: Option<PluginKind>,
+    ) -> Result<LoadedPlugin, LoadError> {
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
             _ => PathBuf::from("."),
@@ -145,12 +149,11 @@ impl Loader {
         let header = lib_header_from_path(&cached).map_err(|e| open_error(path, e))?;
         let consts = header.root_mod_consts();
         let root_name = consts.name().as_str();
-        let kind = PluginKind::from_root_module_name(root_name).ok_or_else(|| {
-            LoadError::UnknownKind {
+        let kind =
+            PluginKind::from_root_module_name(root_name).ok_or_else(|| LoadError::UnknownKind {
                 path: path.to_owned(),
                 found: root_name.to_owned(),
-            }
-        })?;
+            })?;
         if let Some(expected) = expected.filter(|e| *e != kind) {
             return Err(LoadError::WrongKind {
                 path: path.to_owned(),
@@ -158,12 +161,11 @@ impl Loader {
                 found: kind,
             });
         }
-        let version = VersionNumber::new(consts.version_strings()).map_err(|e| {
-            LoadError::RootModule {
+        let version =
+            VersionNumber::new(consts.version_strings()).map_err(|e| LoadError::RootModule {
                 path: path.to_owned(),
                 detail: format!("unparsable ABI version: {e}"),
-            }
-        })?;
+            })?;
         if version.major != ABI_MAJOR {
             return Err(LoadError::AbiMajor {
                 path: path.to_owned(),
@@ -175,13 +177,19 @@ impl Loader {
         let init_error = |e| init_error(path, e);
         let module = match kind {
             PluginKind::Coordinator => PluginModule::Coordinator(
-                header.init_root_module::<CoordinatorModRef>().map_err(init_error)?,
+                header
+                    .init_root_module::<CoordinatorModRef>()
+                    .map_err(init_error)?,
             ),
             PluginKind::Assignor => PluginModule::Assignor(
-                header.init_root_module::<AssignorModRef>().map_err(init_error)?,
+                header
+                    .init_root_module::<AssignorModRef>()
+                    .map_err(init_error)?,
             ),
             PluginKind::OffsetStore => PluginModule::OffsetStore(
-                header.init_root_module::<OffsetStoreModRef>().map_err(init_error)?,
+                header
+                    .init_root_module::<OffsetStoreModRef>()
+                    .map_err(init_error)?,
             ),
         };
         let manifest = module.manifest();
@@ -323,9 +331,18 @@ fn summarize(text: &str) -> String {
 
 // Keep the names used for kind detection tied to the root modules' own constants.
 const _: () = {
-    assert!(eq(AssignorModRef::NAME, PluginKind::Assignor.root_module_name()));
-    assert!(eq(OffsetStoreModRef::NAME, PluginKind::OffsetStore.root_module_name()));
-    assert!(eq(CoordinatorModRef::NAME, PluginKind::Coordinator.root_module_name()));
+    assert!(eq(
+        AssignorModRef::NAME,
+        PluginKind::Assignor.root_module_name()
+    ));
+    assert!(eq(
+        OffsetStoreModRef::NAME,
+        PluginKind::OffsetStore.root_module_name()
+    ));
+    assert!(eq(
+        CoordinatorModRef::NAME,
+        PluginKind::Coordinator.root_module_name()
+    ));
 };
 
 const fn eq(a: &str, b: &str) -> bool {

@@ -96,17 +96,21 @@ impl PluginRegistry {
 
     /// The loaded plugin named `name` (of `kind`, when given), or the error that stops
     /// startup.
-    pub fn require(&self, kind: Option<PluginKind>, name: &str) -> Result<&LoadedPlugin, LoadError> {
+    pub fn require(
+        &self,
+        kind: Option<PluginKind>,
+        name: &str,
+    ) -> Result<&LoadedPlugin, LoadError> {
         self.loaded()
             .find(|p| p.summary.name == name && kind.is_none_or(|k| k == p.summary.kind))
             .ok_or_else(|| LoadError::Missing {
-            name: match kind {
-                Some(kind) => format!("{kind} {name}"),
-                None => name.to_owned(),
-            },
-            dir: self.dir.clone(),
-            refused: self.refused().count(),
-        })
+                name: match kind {
+                    Some(kind) => format!("{kind} {name}"),
+                    None => name.to_owned(),
+                },
+                dir: self.dir.clone(),
+                refused: self.refused().count(),
+            })
     }
 
     /// Every loaded plugin of `kind`, in file-name order.

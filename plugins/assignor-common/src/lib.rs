@@ -19,36 +19,34 @@ pub mod testing;
 pub use config::expect_no_config;
 pub use view::{GroupView, MemberView, TopicView};
 
+use std::time::Instant;
+
 use drover_abi::{AssignInput, Assignment, PluginError};
 
 /// Owner-table value of a partition no member holds (yet).
 pub const NO_OWNER: u32 = u32::MAX;
 
-/// Size of one assignment, for the plugins' log line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Summary {
-    /// Members in the group.
-    pub members: usize,
-    /// Partitions assigned (those of the subscribed topics).
-    pub partitions: usize,
-}
-
-/// Validates `input` into a [`GroupView`], lets `policy` fill the owner table (one
+/// Validates `input` into a [`GroupView`] (logging one debug line per call, named
+/// after `plugin`), lets `policy` fill the owner table (one
 /// member index per global partition id) and builds the assignment from it.
 ///
 /// Errors: [`drover_abi::ErrorKind::InvalidInput`] when the input is rejected,
 /// [`drover_abi::ErrorKind::Internal`] when the policy's table is not a complete
 /// assignment.
-pub fn run<F>(input: &AssignInput, policy: F) -> Result<(Assignment, Summary), PluginError>
+pub fn run<F>(plugin: &str, input: &AssignInput, policy: F) -> Result<Assignment, PluginError>
 where
     F: FnOnce(&GroupView<'_>) -> Vec<u32>,
 {
+    let started = Instant::now();
     let view = GroupView::new(input)?;
     let owners = policy(&view);
     let assignment = view.build(&owners)?;
-    let summary = Summary {
-        members: view.members().len(),
-        partitions: view.partition_count(),
-    };
-    Ok((assignment, summary))
+    tracing::debug!(
+        group = %input.group,
+        members = view.members().len(),
+        partitions = view.partition_count(),
+        elapsed_us = started.elapsed().as_micros() as u64,
+        "{plugin} assignment"
+    );
+    Ok(assignment)
 }

@@ -9,8 +9,6 @@
 
 mod policy;
 
-use std::time::Instant;
-
 use drover_abi::{
     sdk::{AssignorPlugin, PluginContext, PluginInfo},
     AssignInput, Assignment, PluginError,
@@ -34,16 +32,7 @@ impl AssignorPlugin for RangeAssignor {
     }
 
     fn assign(&self, input: &AssignInput) -> Result<Assignment, PluginError> {
-        let started = Instant::now();
-        let (assignment, summary) = drover_assignor_common::run(input, policy::owners)?;
-        tracing::debug!(
-            group = %input.group,
-            members = summary.members,
-            partitions = summary.partitions,
-            elapsed_us = started.elapsed().as_micros() as u64,
-            "range assignment"
-        );
-        Ok(assignment)
+        drover_assignor_common::run(Self::NAME, input, policy::owners)
     }
 }
 

@@ -26,7 +26,7 @@ fn config_must_be_empty() {
         config: "x = 1".into(),
         ..PluginContext::default()
     };
-    let err = RangeAssignor::new(&ctx).err().expect("rejected");
+    let err = RangeAssignor::new(&ctx).expect_err("rejected");
     assert_eq!(err.kind, ErrorKind::InvalidConfig);
 }
 
@@ -92,7 +92,7 @@ fn expected(input: &AssignInput) -> BTreeMap<(String, String), Vec<i32>> {
         let mut members: Vec<&str> = input
             .members
             .iter()
-            .filter(|m| m.topics.iter().any(|t| *t == topic.name))
+            .filter(|m| m.topics.contains(&topic.name))
             .map(|m| m.member_id.as_str())
             .collect();
         members.sort_unstable();

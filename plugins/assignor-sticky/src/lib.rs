@@ -1,1 +1,70 @@
-//! placeholder
+//! `sticky` — Drover's sticky assignor plugin, after Kafka's `StickyAssignor` /
+//! `CooperativeStickyAssignor` and the KIP-848 server-side *uniform* assignor
+//! (`org.apache.kafka.coordinator.group.assignor.UniformAssignor`).
+//!
+//! Goals, in order: a correct assignment, balance, then stickiness (members keep the
+//! partitions they own, [`drover_abi::AssignorMember::owned`]). Owned partitions of an
+//! unknown topic, out of range, of a topic the member does not subscribe to, or already
+//! claimed by a member earlier in member-id order are ignored. Racks and weights are
+//! ignored.
+//!
+//! - Identical subscriptions (KIP-848's "optimized uniform" case, module
+//!   `homogeneous`): with `P` partitions and `M` members, each
+//!   member keeps its owned partitions up to the minimum quota `P / M`, one more while
+//!   extra slots (`P % M`) remain; the unowned partitions, in (topic, partition) order,
+//!   then fill the members below quota. Every member ends with `P / M` or `P / M + 1`
+//!   partitions, and when one member of a balanced group leaves only its partitions
+//!   move.
+//! - Different subscriptions (KIP-848's "general uniform" case, modules
+//!   `heterogeneous` and `rebalance`): members keep their valid owned
+//!   partitions; the rest are assigned topic by topic, most-constrained topic (fewest
+//!   subscribers) first, each partition to the least-loaded subscriber; a bounded
+//!   rebalancing pass then moves partitions from a topic's most-loaded holder to its
+//!   least-loaded subscriber while their loads differ by two or more.
+
+mod heterogeneous;
+mod homogeneous;
+mod rebalance;
+
+use drover_abi::{
+    sdk::{AssignorPlugin, PluginContext, PluginInfo},
+    AssignInput, Assignment, PluginError,
+};
+use drover_assignor_common::GroupView;
+
+/// The `sticky` assignor (KIP-848 uniform assignor). It takes no config.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StickyAssignor;
+
+impl PluginInfo for StickyAssignor {
+    const NAME: &'static str = "sticky";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const DESCRIPTION: &'static str =
+        "KIP-848 uniform assignor: balanced, keeping owned partitions where balance allows";
+}
+
+impl AssignorPlugin for StickyAssignor {
+    fn new(ctx: &PluginContext) -> Result<Self, PluginError> {
+        drover_assignor_common::expect_no_config(Self::NAME, &ctx.config)?;
+        Ok(StickyAssignor)
+    }
+
+    fn assign(&self, input: &AssignInput) -> Result<Assignment, PluginError> {
+        drover_assignor_common::run(Self::NAME, input, owners)
+    }
+}
+
+/// The owner table: the homogeneous rule when subscriptions are identical, the general
+/// one otherwise.
+fn owners(view: &GroupView<'_>) -> Vec<u32> {
+    if view.is_homogeneous() {
+        homogeneous::owners(view)
+    } else {
+        heterogeneous::owners(view)
+    }
+}
+
+drover_abi::export_assignor!(StickyAssignor);
+
+#[cfg(test)]
+mod tests;

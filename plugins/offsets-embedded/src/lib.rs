@@ -22,9 +22,9 @@
 //!
 //! Each `commit` batch is written in one redb write transaction with
 //! [`redb::Durability::Immediate`]: `commit` returns `Ok` only after redb's commit has
-//! been `fsync`ed, so the batch survives `kill -9` or a power cut, and redb's
-//! copy-on-write B-trees plus its checksummed commit slots make the whole batch appear
-//! at once or not at all. After a crash, opening the file runs redb's repair. Concurrent
+//! been `fsync`ed, so the batch survives `kill -9` (and power loss, on storage that
+//! honours `fsync`), and redb's copy-on-write B-trees plus its checksummed commit slots
+//! make the whole batch appear at once or not at all. After a crash, opening the file runs redb's repair. Concurrent
 //! commits share transactions (group commit, see [`group_commit`]), so many committers
 //! pay for one `fsync` together; each still returns only once its own batch is durable.
 //! `flush` therefore has nothing to do. `delete_group` is durable on return as well.
@@ -125,8 +125,4 @@ impl OffsetStorePlugin for EmbeddedStore {
     }
 }
 
-/// The library's exported root module (the `abi_stable` header the host loads).
-#[allow(missing_docs)] // the macro's static carries no doc comment
-mod export {
-    drover_abi::export_offset_store!(super::EmbeddedStore);
-}
+drover_abi::export_offset_store!(EmbeddedStore);

@@ -43,7 +43,9 @@ pub fn built_library(lib_name: &str) -> PathBuf {
         .into_iter()
         .find(|p| p.is_file())
         .unwrap_or_else(|| {
-            panic!("{file} not built; `cargo test -p drover-tests` builds it (looked next to {exe:?})")
+            panic!(
+                "{file} not built; `cargo test -p drover-tests` builds it (looked next to {exe:?})"
+            )
         })
 }
 
@@ -103,6 +105,17 @@ impl PluginDir {
     }
 }
 
+/// The config string that opens a fresh instance of store `name` inside `dir`.
+pub fn store_config(name: &str, dir: &PluginDir) -> String {
+    match name {
+        "embedded" => format!(
+            "path = {:?}\n",
+            dir.scratch("offsets.redb").display().to_string()
+        ),
+        other => panic!("no test config for offset store `{other}`"),
+    }
+}
+
 /// Sets a file's permission bits.
 pub fn set_mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
@@ -129,5 +142,7 @@ pub fn open_store(dir: &PluginDir, lib_name: &str, config: &str) -> OffsetStoreH
         .loader()
         .load(&path, Some(PluginKind::OffsetStore))
         .unwrap_or_else(|e| panic!("{e}"));
-    plugin.open_offset_store(config).unwrap_or_else(|e| panic!("{e}"))
+    plugin
+        .open_offset_store(config)
+        .unwrap_or_else(|e| panic!("{e}"))
 }

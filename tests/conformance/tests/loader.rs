@@ -8,9 +8,7 @@ use drover_abi::{
     std_types::{RNone, RString, RVec},
     AssignInput, AssignorMember, ErrorKind, PluginKind, TopicInfo,
 };
-use drover_host::plugins::{
-    CallError, LoadError, Loader, LoaderOptions, PluginRegistry,
-};
+use drover_host::plugins::{CallError, LoadError, Loader, LoaderOptions, PluginRegistry};
 use drover_tests::{set_mode, PluginDir};
 
 fn input(group: &str, members: &[&str], partitions: u32) -> AssignInput {
@@ -39,7 +37,11 @@ fn garbage_file_is_refused_and_the_rest_loads() {
     let refused: Vec<String> = registry.refused().map(|e| e.to_string()).collect();
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert!(refused[0].contains("libx.so"), "{}", refused[0]);
-    assert!(refused[0].contains("expected an ELF shared object"), "{}", refused[0]);
+    assert!(
+        refused[0].contains("expected an ELF shared object"),
+        "{}",
+        refused[0]
+    );
     assert!(registry.find(PluginKind::Assignor, "range").is_some());
 }
 
@@ -66,7 +68,10 @@ fn plugin_built_against_another_abi_major_is_refused() {
     let path = dir.add_built("drover_fixture_abi_next_major");
     let err = dir.loader().load(&path, None).err().expect("refused");
     let text = err.to_string();
-    assert!(matches!(err, LoadError::AbiMajor { expected: 1, .. }), "{text}");
+    assert!(
+        matches!(err, LoadError::AbiMajor { expected: 1, .. }),
+        "{text}"
+    );
     assert!(text.contains("expected drover-abi 1.x"), "{text}");
     assert!(text.contains("found drover-abi 2.0.0"), "{text}");
     assert!(text.contains("hint: rebuild"), "{text}");
@@ -94,7 +99,8 @@ fn wrong_kind_is_refused_when_a_kind_is_expected() {
         .err()
         .expect("refused");
     assert!(
-        err.to_string().contains("expected offset-store, found assignor"),
+        err.to_string()
+            .contains("expected offset-store, found assignor"),
         "{err}"
     );
 }
@@ -133,8 +139,16 @@ fn two_assignors_load_as_themselves() {
     // alternates. Equal results would mean one library answered for both.
     let input = input("g", &["a", "b"], 4);
     let of = |a: &drover_abi::Assignment, m: &str| -> Vec<i32> {
-        let member = a.members.iter().find(|x| x.member_id.as_str() == m).unwrap();
-        member.partitions.iter().flat_map(|tp| tp.partitions.iter().copied()).collect()
+        let member = a
+            .members
+            .iter()
+            .find(|x| x.member_id.as_str() == m)
+            .unwrap();
+        member
+            .partitions
+            .iter()
+            .flat_map(|tp| tp.partitions.iter().copied())
+            .collect()
     };
     let by_range = range.assign(&input).unwrap();
     let by_rr = rr.assign(&input).unwrap();
@@ -151,7 +165,11 @@ fn duplicate_plugin_name_is_reported() {
     let registry = PluginRegistry::scan(&dir.loader(), &dir.path()).unwrap();
     let refused: Vec<String> = registry.refused().map(|e| e.to_string()).collect();
     assert_eq!(refused.len(), 1);
-    assert!(refused[0].contains("duplicate assignor plugin `range`"), "{}", refused[0]);
+    assert!(
+        refused[0].contains("duplicate assignor plugin `range`"),
+        "{}",
+        refused[0]
+    );
 }
 
 #[test]
@@ -171,7 +189,9 @@ fn panicking_plugin_returns_an_error_and_is_taken_out_of_service() {
         .new_assignor("")
         .unwrap();
 
-    chaos.assign(&input("calm", &["a"], 2)).expect("works before the panic");
+    chaos
+        .assign(&input("calm", &["a"], 2))
+        .expect("works before the panic");
     let err = chaos.assign(&input("panic", &["a"], 2)).unwrap_err();
     match &err {
         CallError::Plugin { plugin, error } => {
@@ -186,5 +206,7 @@ fn panicking_plugin_returns_an_error_and_is_taken_out_of_service() {
     assert!(matches!(err, CallError::OutOfService { .. }), "{err}");
 
     // The host and the other plugins keep working.
-    range.assign(&input("g", &["a", "b"], 4)).expect("range still serves");
+    range
+        .assign(&input("g", &["a", "b"], 4))
+        .expect("range still serves");
 }

@@ -55,12 +55,18 @@ fn plugin_log_lines_appear_in_the_host_log_with_the_plugin_name() {
         .find(|l| l.contains("chaos assignor created"))
         .unwrap_or_else(|| panic!("no creation line in:\n{log}"));
     assert!(created.contains("INFO"), "{created}");
-    assert!(created.contains("plugin{name=chaos version=0.1.0}"), "{created}");
+    assert!(
+        created.contains("plugin{name=chaos version=0.1.0}"),
+        "{created}"
+    );
     let called = log
         .lines()
         .find(|l| l.contains("chaos assign called"))
         .unwrap_or_else(|| panic!("no call line in:\n{log}"));
     assert!(called.contains("WARN"), "{called}");
     assert!(called.contains("group=orders"), "{called}");
-    assert!(called.contains("plugin{name=chaos version=0.1.0}"), "{called}");
+    assert!(
+        called.contains("plugin{name=chaos version=0.1.0}"),
+        "{called}"
+    );
 }

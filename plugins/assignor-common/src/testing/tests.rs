@@ -2,7 +2,10 @@ use drover_abi::{Assignment, MemberAssignment, TopicPartitions};
 
 use super::*;
 
-fn assignment(members: &[(&str, &[(&str, &[i32])])]) -> Assignment {
+/// A member's partitions: (topic, partitions) pairs.
+type Parts<'a> = &'a [(&'a str, &'a [i32])];
+
+fn assignment(members: &[(&str, Parts<'_>)]) -> Assignment {
     Assignment {
         members: members
             .iter()
@@ -34,7 +37,7 @@ fn a_valid_assignment_passes() {
 
 #[test]
 fn violations_are_reported() {
-    let cases: &[&[(&str, &[(&str, &[i32])])]] = &[
+    let cases: &[&[(&str, Parts<'_>)]] = &[
         // b missing.
         &[("a", &[("x", &[0, 1]), ("y", &[0])])],
         // Members unsorted.

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds the whole workspace in release mode and lays out the plugin directory
+# target/release/plugins (mode 0755, files 0644: the broker refuses plugin files or
+# directories writable by group or others).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --release --workspace
+
+plugins=(
+  drover_assignor_range
+  drover_assignor_round_robin
+  drover_assignor_sticky
+  drover_offsets_embedded
+  drover_example_weighted_assignor
+)
+dir=target/release/plugins
+mkdir -p "$dir"
+chmod 0755 "$dir"
+for p in "${plugins[@]}"; do
+  install -m 0644 "target/release/lib$p.so" "$dir/"
+done
+echo "plugins installed in $dir"
