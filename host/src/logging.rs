@@ -1,6 +1,8 @@
 //! The host's `tracing` subscriber: human-readable lines on stderr, filtered by
-//! `RUST_LOG` (default `info`). Plugin events arrive through
+//! `RUST_LOG` (default `info`), coloured only on a terminal. Plugin events arrive through
 //! [`crate::plugins::log_sink`] and are printed inside a `plugin{name,version}` span.
+
+use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
@@ -10,5 +12,6 @@ pub fn init() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }

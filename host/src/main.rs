@@ -123,5 +123,5 @@ fn check(source: PluginSource) -> Result<(), String> {
     let (config, _) = load_config(&source)?;
     let plugins = startup::load_plugins(&config).map_err(|e| e.to_string())?;
     println!("{}", plugins.describe());
-    Ok(())
+    plugins.close().map_err(|e| e.to_string())
 }

@@ -39,6 +39,14 @@ pub struct StartedPlugins {
 }
 
 impl StartedPlugins {
+    /// Closes every opened offset store (flushing it); reports the first error.
+    pub fn close(&self) -> Result<(), crate::plugins::CallError> {
+        for store in self.offset_stores.values() {
+            store.close()?;
+        }
+        Ok(())
+    }
+
     /// One line per started plugin, for `drover plugins check`.
     pub fn describe(&self) -> String {
         let mut lines = Vec::new();

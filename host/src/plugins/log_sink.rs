@@ -1,6 +1,7 @@
 //! The host end of the plugin log bridge: each plugin instance gets a [`LogSink`] that
 //! re-emits the plugin's events into the host's `tracing` subscriber inside a
-//! `plugin{name,version}` span, whatever thread the plugin logged from.
+//! `plugin{name,version}` span with the `tracing` target `plugin` (filter them with
+//! `RUST_LOG=plugin=debug`), whatever thread the plugin logged from.
 
 use abi_stable::{
     sabi_trait::TD_Opaque,
@@ -32,15 +33,15 @@ struct HostLogSink {
 
 impl LogSink for HostLogSink {
     fn log(&self, level: LogLevel, target: RStr<'_>, message: RStr<'_>) {
-        let span = tracing::info_span!("plugin", name = %self.name, version = %self.version);
+        let span = tracing::info_span!(target: "plugin", "plugin", name = %self.name, version = %self.version);
         let _entered = span.enter();
         let (target, message) = (target.as_str(), message.as_str());
         match level.to_tracing() {
-            Level::ERROR => tracing::error!(plugin_target = target, "{message}"),
-            Level::WARN => tracing::warn!(plugin_target = target, "{message}"),
-            Level::INFO => tracing::info!(plugin_target = target, "{message}"),
-            Level::DEBUG => tracing::debug!(plugin_target = target, "{message}"),
-            _ => tracing::trace!(plugin_target = target, "{message}"),
+            Level::ERROR => tracing::error!(target: "plugin", plugin_target = target, "{message}"),
+            Level::WARN => tracing::warn!(target: "plugin", plugin_target = target, "{message}"),
+            Level::INFO => tracing::info!(target: "plugin", plugin_target = target, "{message}"),
+            Level::DEBUG => tracing::debug!(target: "plugin", plugin_target = target, "{message}"),
+            _ => tracing::trace!(target: "plugin", plugin_target = target, "{message}"),
         }
     }
 
