@@ -17,6 +17,7 @@
 
 use std::{
     collections::BTreeMap,
+    net::SocketAddr,
     path::{Path, PathBuf},
 };
 
@@ -61,6 +62,12 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The `[plugins]` table.
     pub plugins: PluginsConfig,
+    /// The `[server]` table: listeners and connection bounds.
+    pub server: ServerConfig,
+    /// The `[topics]` table: auto-creation and defaults.
+    pub topics: TopicsConfig,
+    /// The `[log]` table: partition log segments, retention and flushing.
+    pub log: crate::log::LogConfig,
 }
 
 impl Default for Config {
@@ -68,6 +75,80 @@ impl Default for Config {
         Config {
             data_dir: PathBuf::from("drover-data"),
             plugins: PluginsConfig::default(),
+            server: ServerConfig::default(),
+            topics: TopicsConfig::default(),
+            log: crate::log::LogConfig::default(),
+        }
+    }
+}
+
+/// The `[server]` table. Defaults are safe: loopback listeners, bounded frames and
+/// connections.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// The Kafka listener, `HOST:PORT`. Default `127.0.0.1:9092`.
+    pub listen: SocketAddr,
+    /// The host name advertised to clients in Metadata and FindCoordinator; default: the
+    /// listener's IP address.
+    pub advertised_host: Option<String>,
+    /// The admin HTTP listener (metrics, plugins, topics). Default `127.0.0.1:9644`.
+    pub admin_listen: SocketAddr,
+    /// This broker's id, reported in Metadata. Default 0.
+    pub broker_id: i32,
+    /// Largest request frame accepted, in bytes (Kafka's `socket.request.max.bytes`);
+    /// a larger one closes the connection before anything is allocated. Default
+    /// 104857600 (100 MiB).
+    pub max_frame_bytes: u32,
+    /// Most client connections served at once; more wait in the accept queue.
+    /// Default 1024.
+    pub max_connections: usize,
+    /// A connection with no request for this long is closed, in ms (Kafka's
+    /// `connections.max.idle.ms`). Default 600000.
+    pub idle_timeout_ms: u64,
+    /// Longest time to receive the rest of a frame once its size arrived, in ms.
+    /// Default 30000.
+    pub frame_timeout_ms: u64,
+    /// Upper bound on a Fetch's `max_wait_ms`, in ms. Default 30000.
+    pub max_fetch_wait_ms: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            advertised_host: None,
+            admin_listen: SocketAddr::from(([127, 0, 0, 1], 9644)),
+            broker_id: 0,
+            max_frame_bytes: 100 * 1024 * 1024,
+            max_connections: 1024,
+            idle_timeout_ms: 600_000,
+            frame_timeout_ms: 30_000,
+            max_fetch_wait_ms: 30_000,
+        }
+    }
+}
+
+/// The `[topics]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TopicsConfig {
+    /// Create a topic on first Metadata (when the client allows it) or Produce.
+    /// Default true (Kafka's `auto.create.topics.enable`).
+    pub auto_create: bool,
+    /// Partitions of an auto-created topic, and of CreateTopics with −1. Default 1
+    /// (Kafka's `num.partitions`).
+    pub default_partitions: u32,
+    /// Most partitions one topic may have. Default 10000.
+    pub max_partitions: u32,
+}
+
+impl Default for TopicsConfig {
+    fn default() -> Self {
+        TopicsConfig {
+            auto_create: true,
+            default_partitions: 1,
+            max_partitions: 10_000,
         }
     }
 }
@@ -119,6 +200,27 @@ impl Config {
             path: path.to_owned(),
             message: e.to_string().trim().replace('\n', " "),
         })?;
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        if config.server.max_frame_bytes < 1024 {
+            return Err(invalid(format!(
+                "server.max_frame_bytes: {} is below the minimum of 1024 bytes",
+                config.server.max_frame_bytes
+            )));
+        }
+        if config.server.max_connections == 0 {
+            return Err(invalid("server.max_connections must be at least 1".into()));
+        }
+        if config.topics.default_partitions == 0
+            || config.topics.default_partitions > config.topics.max_partitions
+        {
+            return Err(invalid(format!(
+                "topics.default_partitions: {} must be between 1 and topics.max_partitions ({})",
+                config.topics.default_partitions, config.topics.max_partitions
+            )));
+        }
         for digest in &config.plugins.sha256_allowlist {
             if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(ConfigError::Invalid {

@@ -1,15 +1,24 @@
 //! # drover-host — the Drover broker host
 //!
-//! The binary `drover` is built from this crate. So far it holds:
+//! The binary `drover` is built from this crate:
 //! - [`config`]: `drover.toml`, its defaults and validation;
-//! - [`plugins`]: the plugin loader (directory scan, per-file checks, content-addressed
-//!   loading through `abi_stable`) and the host-side handles of plugin instances;
+//! - [`plugins`] and [`startup`]: the plugin loader (directory scan, per-file checks,
+//!   content-addressed loading through `abi_stable`) and plugin instances;
+//! - [`log`]: partition logs on disk (segments, indexes, retention, recovery);
+//! - [`broker`]: shared state — topics, partitions, metrics;
+//! - [`server`]: the Kafka wire server; [`admin`]: the admin HTTP API;
+//! - [`serve`]: `drover serve`, wiring it all together;
 //! - [`logging`]: the host's `tracing` subscriber.
 //!
-//! The network server, partition logs, ZooKeeper integration and admin API arrive with
-//! later issues (see `../shared/DESIGN.md`).
+//! ZooKeeper integration and the group coordinator arrive with later issues (see
+//! `../shared/DESIGN.md`).
 
+pub mod admin;
+pub mod broker;
 pub mod config;
+pub mod log;
 pub mod logging;
 pub mod plugins;
+pub mod serve;
+pub mod server;
 pub mod startup;

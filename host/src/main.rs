@@ -21,11 +21,34 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the broker: the Kafka listener, the admin API and the configured plugins.
+    /// Logs one `drover ready` line when it serves; SIGTERM or Ctrl-C stops it
+    /// gracefully with a final flush.
+    Serve(ServeArgs),
     /// Inspect the plugin directory.
     Plugins {
         #[command(subcommand)]
         command: PluginsCommand,
     },
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// The config file (`drover.toml`); flags below override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Kafka listener, HOST:PORT (default 127.0.0.1:9092).
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// Admin HTTP listener, HOST:PORT (default 127.0.0.1:9644).
+    #[arg(long)]
+    admin_listen: Option<std::net::SocketAddr>,
+    /// Data directory (default ./drover-data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Plugin directory (default ./plugins).
+    #[arg(long)]
+    plugin_dir: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -70,6 +93,7 @@ fn main() -> ExitCode {
     logging::init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(args) => serve(args),
         Command::Plugins { command } => match command {
             PluginsCommand::List { source, format } => list(source, format),
             PluginsCommand::Check { source } => check(source),
@@ -82,6 +106,33 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn serve(args: ServeArgs) -> Result<(), String> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(path).map_err(|e| e.to_string())?,
+        None => Config::default(),
+    };
+    if let Some(listen) = args.listen {
+        config.server.listen = listen;
+    }
+    if let Some(admin) = args.admin_listen {
+        config.server.admin_listen = admin;
+    }
+    if let Some(dir) = args.data_dir {
+        config.data_dir = dir;
+    }
+    if let Some(dir) = args.plugin_dir {
+        config.plugins.dir = dir;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("drover")
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime
+        .block_on(drover_host::serve::run(config))
+        .map_err(|e| e.to_string())
 }
 
 fn load_config(source: &PluginSource) -> Result<(Config, bool), String> {

@@ -71,8 +71,17 @@ impl StartedPlugins {
 /// Loads and starts the plugins `config` asks for.
 pub fn load_plugins(config: &Config) -> Result<StartedPlugins, LoadError> {
     let loader = Loader::new(loader_options(config));
-    let registry = PluginRegistry::scan(&loader, &config.plugins.dir)?;
     let required = &config.plugins.required;
+    let dir = &config.plugins.dir;
+    let registry = if !dir.exists() && required.is_empty() {
+        tracing::warn!(
+            "plugin directory {} does not exist; running without plugins",
+            dir.display()
+        );
+        PluginRegistry::empty(dir)
+    } else {
+        PluginRegistry::scan(&loader, dir)?
+    };
     for name in required {
         registry.require(None, name)?;
     }

@@ -56,6 +56,14 @@ impl PluginRegistry {
         Ok(registry)
     }
 
+    /// A registry with no plugins (the plugin directory does not exist).
+    pub fn empty(dir: &Path) -> PluginRegistry {
+        PluginRegistry {
+            dir: dir.to_owned(),
+            entries: Vec::new(),
+        }
+    }
+
     fn check_duplicate(&self, plugin: LoadedPlugin) -> Result<LoadedPlugin, LoadError> {
         match self.find(plugin.summary.kind, &plugin.summary.name) {
             Some(first) => Err(LoadError::Duplicate {

@@ -1,0 +1,112 @@
+//! The admin HTTP API, on its own loopback listener:
+//! - `GET /metrics`: Prometheus text (see [`crate::broker::metrics`]);
+//! - `GET /v1/plugins`: what the plugin loader found, as JSON (one object per file);
+//! - `GET /v1/topics`: topics with their id and, per partition, log start and end.
+
+use std::sync::Arc;
+
+use axum::{extract::State, http::header, response::IntoResponse, routing::get, Json, Router};
+use serde::Serialize;
+use tokio::{net::TcpListener, sync::watch};
+
+use crate::{broker::Broker, plugins::table};
+
+/// Serves the admin API on `listener` until `shutdown` becomes true.
+pub async fn serve(
+    broker: Arc<Broker>,
+    listener: TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/v1/plugins", get(plugins))
+        .route("/v1/topics", get(topics))
+        .with_state(broker);
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        })
+        .await;
+    if let Err(e) = result {
+        tracing::error!("admin API stopped: {e}");
+    }
+}
+
+async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
+    let offsets = tokio::task::spawn_blocking({
+        let broker = Arc::clone(&broker);
+        move || {
+            broker
+                .topics
+                .list()
+                .iter()
+                .flat_map(|t| {
+                    t.partitions.iter().map(|p| {
+                        let end = p
+                            .log
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .log_end_offset();
+                        (t.name.clone(), p.index, end)
+                    })
+                })
+                .collect::<Vec<_>>()
+        }
+    })
+    .await
+    .unwrap_or_default();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        broker.metrics.render(&offsets),
+    )
+}
+
+async fn plugins(State(broker): State<Arc<Broker>>) -> Json<Vec<table::Row>> {
+    Json(table::rows(&broker.plugins.registry))
+}
+
+#[derive(Serialize)]
+struct TopicView {
+    name: String,
+    id: String,
+    partitions: Vec<PartitionView>,
+}
+
+#[derive(Serialize)]
+struct PartitionView {
+    partition: i32,
+    log_start_offset: i64,
+    log_end_offset: i64,
+}
+
+async fn topics(State(broker): State<Arc<Broker>>) -> Json<Vec<TopicView>> {
+    let view = tokio::task::spawn_blocking(move || {
+        broker
+            .topics
+            .list()
+            .iter()
+            .map(|t| TopicView {
+                name: t.name.clone(),
+                id: t.id.to_string(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let log = p.log.lock().unwrap_or_else(|e| e.into_inner());
+                        PartitionView {
+                            partition: p.index,
+                            log_start_offset: log.log_start_offset(),
+                            log_end_offset: log.log_end_offset(),
+                        }
+                    })
+                    .collect(),
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    Json(view)
+}

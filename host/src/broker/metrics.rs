@@ -1,0 +1,161 @@
+//! Prometheus metrics of the broker, served as text on the admin API's `GET /metrics`.
+//!
+//! - `drover_requests_total{api,error}`: requests handled, by Kafka API name and the
+//!   response's error (`NONE`, or the first non-zero error code's name);
+//! - `drover_bytes_in_total`, `drover_bytes_out_total`: request and response bytes,
+//!   frames included;
+//! - `drover_connections` (open now), `drover_connections_total` (accepted);
+//! - `drover_frames_rejected_total{reason}`: frames refused before decoding;
+//! - `drover_log_end_offset{topic,partition}`: rendered at scrape time.
+
+use kafka_protocol::error::ParseResponseErrorCode;
+use prometheus_client::{
+    encoding::{text::encode, EncodeLabelSet},
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    registry::Registry,
+};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    api: String,
+    error: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+/// The broker's metrics.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    bytes_in: Counter,
+    bytes_out: Counter,
+    connections: Gauge,
+    connections_total: Counter,
+    frames_rejected: Family<ReasonLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("drover");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let bytes_in = Counter::default();
+        let bytes_out = Counter::default();
+        let connections = Gauge::default();
+        let connections_total = Counter::default();
+        let frames_rejected = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "Kafka requests handled, by API and error",
+            requests.clone(),
+        );
+        registry.register(
+            "bytes_in",
+            "Bytes received in request frames",
+            bytes_in.clone(),
+        );
+        registry.register(
+            "bytes_out",
+            "Bytes sent in response frames",
+            bytes_out.clone(),
+        );
+        registry.register(
+            "connections",
+            "Client connections open now",
+            connections.clone(),
+        );
+        registry.register(
+            "connections",
+            "Client connections accepted",
+            connections_total.clone(),
+        );
+        registry.register(
+            "frames_rejected",
+            "Frames refused before decoding (oversized, malformed, unknown API, unsupported version)",
+            frames_rejected.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            bytes_in,
+            bytes_out,
+            connections,
+            connections_total,
+            frames_rejected,
+        }
+    }
+
+    /// Counts one handled request of `api` whose response carried `error`.
+    pub fn request(&self, api: &str, error: i16) {
+        let error = match error.err() {
+            None => "NONE".to_owned(),
+            Some(e) => format!("{e:?}"),
+        };
+        self.requests
+            .get_or_create(&RequestLabels {
+                api: api.to_owned(),
+                error,
+            })
+            .inc();
+    }
+
+    /// Counts request bytes.
+    pub fn bytes_in(&self, n: usize) {
+        self.bytes_in.inc_by(n as u64);
+    }
+
+    /// Counts response bytes.
+    pub fn bytes_out(&self, n: usize) {
+        self.bytes_out.inc_by(n as u64);
+    }
+
+    /// A connection was accepted.
+    pub fn connection_opened(&self) {
+        self.connections.inc();
+        self.connections_total.inc();
+    }
+
+    /// A connection closed.
+    pub fn connection_closed(&self) {
+        self.connections.dec();
+    }
+
+    /// A frame was refused before decoding, for `reason`.
+    pub fn frame_rejected(&self, reason: &'static str) {
+        self.frames_rejected
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// The metrics in the Prometheus text format, with `log_end_offsets`
+    /// ((topic, partition, offset)) as a gauge.
+    pub fn render(&self, log_end_offsets: &[(String, i32, i64)]) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            return String::new();
+        }
+        let body = out.strip_suffix("# EOF\n").unwrap_or(&out).to_owned();
+        let mut text = body;
+        text.push_str("# HELP drover_log_end_offset Next offset to be written, per partition.\n");
+        text.push_str("# TYPE drover_log_end_offset gauge\n");
+        for (topic, partition, offset) in log_end_offsets {
+            // Topic names are [a-zA-Z0-9._-]: nothing to escape.
+            text.push_str(&format!(
+                "drover_log_end_offset{{topic=\"{topic}\",partition=\"{partition}\"}} {offset}\n"
+            ));
+        }
+        text.push_str("# EOF\n");
+        text
+    }
+}

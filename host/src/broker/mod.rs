@@ -1,0 +1,111 @@
+//! The broker's shared state: configuration, topics and their partition logs, metrics,
+//! loaded plugins, and this node's identity. One `Arc<Broker>` is shared by every
+//! connection task and the admin API.
+
+pub mod metrics;
+pub mod topics;
+
+use std::{path::Path, sync::Arc};
+
+use tokio::sync::watch;
+
+use crate::{config::Config, startup::StartedPlugins};
+
+pub use metrics::Metrics;
+pub use topics::{Partition, Topic, TopicError, TopicRegistry};
+
+/// How clients reach this broker (Metadata, FindCoordinator).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// Broker id.
+    pub id: i32,
+    /// Advertised host.
+    pub host: String,
+    /// Advertised port.
+    pub port: i32,
+}
+
+/// Errors starting the broker.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BrokerError {
+    /// The data directory or a topic could not be opened.
+    #[error(transparent)]
+    Topics(#[from] TopicError),
+    /// The cluster id file could not be read or written.
+    #[error("cluster id file {path}: {source}")]
+    ClusterId {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// Everything the request handlers share.
+pub struct Broker {
+    /// The configuration the broker started with.
+    pub config: Config,
+    /// This node.
+    pub node: NodeInfo,
+    /// The cluster id (generated on first start, kept in `<data_dir>/cluster_id`).
+    pub cluster_id: String,
+    /// Topics and partition logs.
+    pub topics: TopicRegistry,
+    /// Prometheus metrics.
+    pub metrics: Metrics,
+    /// The loaded plugins.
+    pub plugins: StartedPlugins,
+    /// Bumped after every append; long-polling fetches wait on it.
+    appended: watch::Sender<u64>,
+}
+
+impl Broker {
+    /// Opens the data directory (topics, partition logs with crash recovery) and builds
+    /// the shared state. `node` is what clients are told to connect to.
+    pub fn open(
+        config: Config,
+        node: NodeInfo,
+        plugins: StartedPlugins,
+    ) -> Result<Arc<Broker>, BrokerError> {
+        let topics = TopicRegistry::open(&config.data_dir, config.log.clone())?;
+        let cluster_id = cluster_id(&config.data_dir)?;
+        Ok(Arc::new(Broker {
+            config,
+            node,
+            cluster_id,
+            topics,
+            metrics: Metrics::new(),
+            plugins,
+            appended: watch::channel(0).0,
+        }))
+    }
+
+    /// Tells long-polling fetches that data arrived.
+    pub fn notify_appended(&self) {
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver that changes after every append.
+    pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
+        self.appended.subscribe()
+    }
+}
+
+/// Reads `<data_dir>/cluster_id`, creating it with a random id on first start.
+fn cluster_id(data_dir: &Path) -> Result<String, BrokerError> {
+    let path = data_dir.join("cluster_id");
+    let err = |source| BrokerError::ClusterId {
+        path: path.clone(),
+        source,
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(id) if !id.trim().is_empty() => Ok(id.trim().to_owned()),
+        Ok(_) | Err(_) => {
+            std::fs::create_dir_all(data_dir).map_err(err)?;
+            let id = uuid::Uuid::new_v4().simple().to_string();
+            std::fs::write(&path, &id).map_err(err)?;
+            Ok(id)
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! Topics and their partitions, persisted under the data directory:
+//! `<data_dir>/topics/<name>.json` holds a topic's id and partition count and
+//! `<data_dir>/logs/<name>-<partition>/` its partition logs.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, RwLock},
+};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::log::{LogConfig, LogError, PartitionLog};
+
+/// Errors of topic management.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TopicError {
+    /// Kafka topic naming rules were broken.
+    #[error("invalid topic name `{name}`: {reason}")]
+    InvalidName {
+        /// The name.
+        name: String,
+        /// Which rule.
+        reason: &'static str,
+    },
+    /// The topic exists.
+    #[error("topic `{0}` already exists")]
+    AlreadyExists(String),
+    /// The topic does not exist.
+    #[error("topic `{0}` does not exist")]
+    Unknown(String),
+    /// Partition count out of range.
+    #[error("invalid partition count {count}: expected 1..={max}")]
+    InvalidPartitions {
+        /// Requested.
+        count: i64,
+        /// Allowed maximum.
+        max: u32,
+    },
+    /// Reading or writing topic metadata failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A partition log could not be opened or deleted.
+    #[error("partition log: {0}")]
+    Log(#[from] LogError),
+    /// A topic metadata file is unreadable.
+    #[error("{path}: invalid topic metadata: {message}")]
+    Metadata {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// One partition: its log behind a mutex (appends and reads are short, blocking calls
+/// made from the blocking pool).
+pub struct Partition {
+    /// Partition index.
+    pub index: i32,
+    /// The log.
+    pub log: Mutex<PartitionLog>,
+}
+
+/// A topic.
+pub struct Topic {
+    /// Topic name.
+    pub name: String,
+    /// Topic id (KIP-516), stable across restarts.
+    pub id: Uuid,
+    /// Partitions, indexed by partition number.
+    pub partitions: Vec<Arc<Partition>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct TopicFile {
+    id: Uuid,
+    partitions: u32,
+}
+
+/// Every topic of this broker.
+pub struct TopicRegistry {
+    data_dir: PathBuf,
+    log_config: LogConfig,
+    topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+}
+
+/// Kafka's topic name rules: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_name(name: &str) -> Result<(), TopicError> {
+    let invalid = |reason| {
+        Err(TopicError::InvalidName {
+            name: name.chars().take(300).collect(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return invalid("empty");
+    }
+    if name.len() > 249 {
+        return invalid("longer than 249 characters");
+    }
+    if name == "." || name == ".." {
+        return invalid("`.` and `..` are not allowed");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return invalid("only ASCII letters, digits, `.`, `_` and `-` are allowed");
+    }
+    Ok(())
+}
+
+impl TopicRegistry {
+    /// Loads every topic under `data_dir` and opens (recovers) its partition logs.
+    pub fn open(data_dir: &Path, log_config: LogConfig) -> Result<TopicRegistry, TopicError> {
+        let registry = TopicRegistry {
+            data_dir: data_dir.to_owned(),
+            log_config,
+            topics: RwLock::new(BTreeMap::new()),
+        };
+        let dir = registry.meta_dir();
+        let io = |path: &Path| {
+            let path = path.to_owned();
+            move |source| TopicError::Io { path, source }
+        };
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        std::fs::create_dir_all(registry.logs_dir()).map_err(io(&registry.logs_dir()))?;
+        let mut loaded = BTreeMap::new();
+        for entry in std::fs::read_dir(&dir).map_err(io(&dir))? {
+            let path = entry.map_err(io(&dir))?.path();
+            let Some(name) = path
+                .file_name()
+                .and_then(|f| f.to_str())
+                .and_then(|f| f.strip_suffix(".json"))
+            else {
+                continue;
+            };
+            let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+            let file: TopicFile =
+                serde_json::from_str(&text).map_err(|e| TopicError::Metadata {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+            let topic = registry.open_topic(name, file.id, file.partitions)?;
+            loaded.insert(name.to_owned(), Arc::new(topic));
+        }
+        tracing::info!(topics = loaded.len(), "topics loaded");
+        *registry.topics.write().unwrap_or_else(|e| e.into_inner()) = loaded;
+        Ok(registry)
+    }
+
+    fn meta_dir(&self) -> PathBuf {
+        self.data_dir.join("topics")
+    }
+
+    fn logs_dir(&self) -> PathBuf {
+        self.data_dir.join("logs")
+    }
+
+    fn open_topic(&self, name: &str, id: Uuid, partitions: u32) -> Result<Topic, TopicError> {
+        let partitions = (0..partitions as i32)
+            .map(|index| {
+                let dir = self.logs_dir().join(format!("{name}-{index}"));
+                Ok(Arc::new(Partition {
+                    index,
+                    log: Mutex::new(PartitionLog::open(&dir, &self.log_config)?),
+                }))
+            })
+            .collect::<Result<Vec<_>, TopicError>>()?;
+        Ok(Topic {
+            name: name.to_owned(),
+            id,
+            partitions,
+        })
+    }
+
+    /// The topic named `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
+        self.topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// The topic with id `id`.
+    pub fn get_by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
+        self.topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .find(|t| t.id == id)
+            .cloned()
+    }
+
+    /// Every topic, by name.
+    pub fn list(&self) -> Vec<Arc<Topic>> {
+        self.topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Creates a topic with `partitions` partitions (1..=`max_partitions`).
+    pub fn create(
+        &self,
+        name: &str,
+        partitions: i64,
+        max_partitions: u32,
+    ) -> Result<Arc<Topic>, TopicError> {
+        validate_name(name)?;
+        if partitions < 1 || partitions > i64::from(max_partitions) {
+            return Err(TopicError::InvalidPartitions {
+                count: partitions,
+                max: max_partitions,
+            });
+        }
+        let mut topics = self.topics.write().unwrap_or_else(|e| e.into_inner());
+        if topics.contains_key(name) {
+            return Err(TopicError::AlreadyExists(name.to_owned()));
+        }
+        let id = Uuid::new_v4();
+        let topic = Arc::new(self.open_topic(name, id, partitions as u32)?);
+        let path = self.meta_dir().join(format!("{name}.json"));
+        let body = serde_json::to_vec(&TopicFile {
+            id,
+            partitions: partitions as u32,
+        })
+        .unwrap_or_default();
+        write_atomically(&path, &body).map_err(|source| TopicError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        topics.insert(name.to_owned(), topic.clone());
+        tracing::info!(topic = name, partitions, %id, "topic created");
+        Ok(topic)
+    }
+
+    /// Deletes a topic: its metadata first (so a crash leaves no half-known topic),
+    /// then its partition logs.
+    pub fn delete(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
+        let topic = {
+            let mut topics = self.topics.write().unwrap_or_else(|e| e.into_inner());
+            let topic = topics
+                .remove(name)
+                .ok_or_else(|| TopicError::Unknown(name.to_owned()))?;
+            let path = self.meta_dir().join(format!("{name}.json"));
+            std::fs::remove_file(&path).map_err(|source| TopicError::Io { path, source })?;
+            topic
+        };
+        // Remove the files under each partition's lock; a request still holding the
+        // topic finishes against the unlinked files.
+        for partition in &topic.partitions {
+            let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            let dir = log.dir().to_owned();
+            std::fs::remove_dir_all(&dir).map_err(|source| TopicError::Io { path: dir, source })?;
+        }
+        tracing::info!(topic = name, "topic deleted");
+        Ok(topic)
+    }
+}
+
+/// Writes `body` to `path` via a temporary file, fsync and rename.
+fn write_atomically(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let tmp = path.with_extension("json.tmp");
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(body)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::validate_name;
+
+    #[test]
+    fn kafka_topic_name_rules() {
+        assert!(validate_name("orders.v1_eu-west").is_ok());
+        assert!(validate_name("").is_err());
+        assert!(validate_name(".").is_err());
+        assert!(validate_name("..").is_err());
+        assert!(validate_name("has space").is_err());
+        assert!(validate_name("slash/es").is_err());
+        assert!(validate_name(&"a".repeat(249)).is_ok());
+        assert!(validate_name(&"a".repeat(250)).is_err());
+    }
+}

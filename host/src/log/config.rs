@@ -1,0 +1,177 @@
+//! [`LogConfig`]: per-partition log settings, named and defaulted after Kafka's topic
+//! configs (`segment.bytes`, `segment.ms`, `retention.bytes`, `retention.ms`,
+//! `index.interval.bytes`, `flush.messages`, `flush.ms`, `max.message.bytes`).
+
+use serde::Deserialize;
+
+use super::{batch::BATCH_HEADER_LEN, LogError};
+
+/// 7 days in ms: Kafka's default for `segment.ms` and `retention.ms`.
+const SEVEN_DAYS_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+
+/// Settings of one partition log. Every field has a default, so an empty TOML table is
+/// valid. Checked by [`LogConfig::validate`] (which [`super::PartitionLog::open`] calls).
+///
+/// ```toml
+/// segment_bytes = 1073741824     # roll the active segment before it exceeds 1 GiB
+/// segment_ms = 604800000         # ... or once it is 7 days old
+/// retention_bytes = -1           # keep any amount of data (-1 = unlimited)
+/// retention_ms = 604800000       # delete segments whose newest record is > 7 days old
+/// index_interval_bytes = 4096    # one offset index entry per 4 KiB of log
+/// flush_messages = 1             # fsync every append before it is acknowledged
+/// flush_ms = -1                  # no time-based flush (see `needs_flush`)
+/// max_batch_bytes = 1048588      # largest record batch accepted (1 MiB + 12)
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// Kafka `segment.bytes`: the active segment is rolled before an append would make it
+    /// larger than this, in bytes. A single append larger than this is refused
+    /// ([`LogError::BatchTooLarge`]). Range 61 (one batch header) ..= 2^31 − 1 (file
+    /// positions in the index are 32-bit). Default 1 GiB.
+    pub segment_bytes: u64,
+    /// Kafka `segment.ms`: the active segment is rolled once it is this old, in ms. Its age
+    /// is `now_ms` − the time of its first append (after a restart: the max timestamp of its
+    /// first batch, the rolling base Kafka uses). At least 1. Default 7 days.
+    pub segment_ms: i64,
+    /// Kafka `retention.bytes`: [`super::PartitionLog::apply_retention`] deletes the oldest
+    /// segments while the partition would still hold at least this many bytes without them,
+    /// in bytes. −1 = unlimited (default).
+    pub retention_bytes: i64,
+    /// Kafka `retention.ms`: [`super::PartitionLog::apply_retention`] deletes the oldest
+    /// segments whose newest batch timestamp (or file modification time, if no batch has a
+    /// timestamp) is more than this far behind `now_ms`, in ms. −1 = unlimited. Default
+    /// 7 days.
+    pub retention_ms: i64,
+    /// Kafka `index.interval.bytes`: one offset index entry (and at most one time index
+    /// entry) per this many bytes of log, in bytes. Smaller means faster lookups and
+    /// larger indexes. At most 2^31 − 1. Default 4096.
+    pub index_interval_bytes: u64,
+    /// Kafka `flush.messages`: the log fsyncs the active segment once this many records
+    /// were appended since the last flush, before the append returns. The default 1 makes
+    /// every append durable before it is acknowledged (acks are durable), which a
+    /// single-replica broker needs; larger values trade durability of the newest records
+    /// for throughput (Kafka's own default leaves flushing to the OS and relies on
+    /// replication). At least 1.
+    pub flush_messages: u64,
+    /// Kafka `flush.ms`: the longest time appended records may stay unflushed, in ms.
+    /// The log does not run timers: the caller polls
+    /// [`super::PartitionLog::needs_flush`] and calls [`super::PartitionLog::flush`]. −1 =
+    /// no time-based flush (default; with `flush_messages = 1` nothing is ever unflushed).
+    pub flush_ms: i64,
+    /// Kafka `max.message.bytes` / broker `message.max.bytes`: the largest record batch
+    /// accepted, in bytes, including its 12-byte log overhead (baseOffset and batchLength).
+    /// Range 61 ..= 2^31 − 1. Default 1048588 (1 MiB + 12), Kafka's default.
+    pub max_batch_bytes: u64,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: SEVEN_DAYS_MS,
+            retention_bytes: -1,
+            retention_ms: SEVEN_DAYS_MS,
+            index_interval_bytes: 4096,
+            flush_messages: 1,
+            flush_ms: -1,
+            max_batch_bytes: 1024 * 1024 + 12,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Checks every field against the range documented on it.
+    pub fn validate(&self) -> Result<(), LogError> {
+        const MAX_I32: u64 = i32::MAX as u64;
+        let min = BATCH_HEADER_LEN as u64;
+        let checks = [
+            (
+                (min..=MAX_I32).contains(&self.segment_bytes),
+                "segment_bytes must be 61 ..= 2147483647",
+            ),
+            (self.segment_ms >= 1, "segment_ms must be at least 1"),
+            (
+                self.retention_bytes >= -1,
+                "retention_bytes must be -1 (unlimited) or >= 0",
+            ),
+            (
+                self.retention_ms >= -1,
+                "retention_ms must be -1 (unlimited) or >= 0",
+            ),
+            (
+                self.index_interval_bytes <= MAX_I32,
+                "index_interval_bytes must be at most 2147483647",
+            ),
+            (
+                self.flush_messages >= 1,
+                "flush_messages must be at least 1",
+            ),
+            (self.flush_ms >= -1, "flush_ms must be -1 (never) or >= 0"),
+            (
+                (min..=MAX_I32).contains(&self.max_batch_bytes),
+                "max_batch_bytes must be 61 ..= 2147483647",
+            ),
+        ];
+        match checks.iter().find(|(ok, _)| !ok) {
+            Some((_, message)) => Err(LogError::InvalidConfig(message.to_string())),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_table_gives_defaults() {
+        let config: LogConfig = toml::from_str("").unwrap();
+        assert_eq!(config, LogConfig::default());
+        assert_eq!(config.max_batch_bytes, 1_048_588);
+        assert_eq!(config.segment_ms, 604_800_000);
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let err = toml::from_str::<LogConfig>("segment_byte = 10").unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused() {
+        let bad = [
+            LogConfig {
+                segment_bytes: 10,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                segment_bytes: 1 << 31,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                segment_ms: 0,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                retention_ms: -2,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                flush_messages: 0,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                max_batch_bytes: 60,
+                ..LogConfig::default()
+            },
+        ];
+        for config in bad {
+            assert!(
+                matches!(config.validate(), Err(LogError::InvalidConfig(_))),
+                "{config:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! Partition logs: the storage engine behind Produce, Fetch and ListOffsets.
+//!
+//! A partition is a directory of segments, laid out as in Kafka's log design
+//! (`kafka.log.UnifiedLog` / `LogSegment`):
+//!
+//! ```text
+//! <dir>/00000000000000000000.log        record batches back to back, exactly as stored
+//! <dir>/00000000000000000000.index      sparse offset index  (relative offset u32, position u32)
+//! <dir>/00000000000000000000.timeindex  sparse time index    (timestamp i64, relative offset u32)
+//! <dir>/00000000000000004711.log        the next segment; its name is its base offset
+//! ```
+//!
+//! Batches are Kafka record batches v2 ([`batch`]), stored without decoding their records,
+//! so compressed batches pass through untouched. The broker only rewrites the two header
+//! fields the batch CRC does not cover: the base offset and the partition leader epoch.
+//!
+//! The engine is synchronous (`std::fs`, positioned reads); the network layer calls it
+//! from `tokio::task::spawn_blocking` or holds it behind a mutex. [`PartitionLog::read`]
+//! and the other `&self` methods may run concurrently with each other (e.g. behind an
+//! `RwLock`).
+//!
+//! Durability follows [`LogConfig::flush_messages`]: by default every append is fsynced
+//! before it returns, so an acknowledged produce survives a crash. On open, the last
+//! segment (and any segment whose indexes are missing or corrupt) is scanned and a torn
+//! tail is cut; see [`PartitionLog::open`].
+
+pub mod batch;
+mod config;
+mod error;
+mod index;
+mod partition;
+mod recovery;
+mod segment;
+mod time_index;
+
+#[cfg(test)]
+mod test_util;
+
+pub use config::LogConfig;
+pub use error::LogError;
+pub use partition::{AppendInfo, PartitionLog, ReadResult, TimestampOffset};
+
+/// The partition leader epoch the log stamps into every appended batch (bytes 12..16 of
+/// the batch header). Drover partitions have a single replica whose leadership never
+/// changes, so the epoch is always 0; Metadata, ListOffsets and OffsetForLeaderEpoch
+/// responses must report the same value.
+pub const LEADER_EPOCH: i32 = 0;
+
+/// The timestamp Kafka uses for "no timestamp" (`RecordBatch.NO_TIMESTAMP`), in ms.
+pub const NO_TIMESTAMP: i64 = -1;

@@ -1,0 +1,494 @@
+//! [`PartitionLog`]: one partition's log — append, fetch, timestamp lookup, roll,
+//! retention, flush and crash recovery over a directory of segments.
+
+use std::{
+    fs::{self, File},
+    path::{Path, PathBuf},
+};
+
+use bytes::Bytes;
+use tracing::{debug, info, warn};
+
+use super::{
+    batch::{self, BatchHeader},
+    recovery,
+    segment::Segment,
+    LogConfig, LogError, LEADER_EPOCH, NO_TIMESTAMP,
+};
+
+/// Written by [`PartitionLog::close`], removed by [`PartitionLog::open`]: its presence
+/// says every segment and index was fsynced, so the last segment need not be rescanned.
+const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
+
+/// The result of [`PartitionLog::append`], for a Produce response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset assigned to the first record of the append (Produce `base_offset`).
+    pub base_offset: i64,
+    /// Offset of the last record of the append.
+    pub last_offset: i64,
+    /// Produce `log_append_time_ms`: always −1, because batches keep their producer
+    /// timestamps (Kafka's `message.timestamp.type = CreateTime`).
+    pub log_append_time_ms: i64,
+    /// The log start offset after the append (Produce `log_start_offset`).
+    pub log_start_offset: i64,
+}
+
+/// The result of [`PartitionLog::read`], for a Fetch response partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadResult {
+    /// Whole record batches, exactly as stored, starting with the batch that contains
+    /// the requested offset (so it may start before it; clients skip earlier records).
+    /// Empty when the requested offset is the log end offset.
+    pub records: Bytes,
+    /// The high watermark: the log end offset (a single replica commits every append).
+    pub high_watermark: i64,
+    /// The log start offset.
+    pub log_start_offset: i64,
+}
+
+/// A batch found by timestamp: for ListOffsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampOffset {
+    /// Base offset of the batch.
+    pub offset: i64,
+    /// The batch's max timestamp, in ms.
+    pub timestamp: i64,
+}
+
+/// The log of one partition: a directory of segments (see the [module docs](super)).
+///
+/// Offsets are assigned here: each appended batch gets base offset = the log end offset,
+/// which then advances by `lastOffsetDelta + 1`. The log start offset is the base offset
+/// of the oldest segment; the log end offset is also the high watermark.
+#[derive(Debug)]
+pub struct PartitionLog {
+    dir: PathBuf,
+    config: LogConfig,
+    /// Ordered by base offset; never empty; the last one is the active segment.
+    segments: Vec<Segment>,
+    /// Records appended since the last fsync.
+    unflushed_messages: u64,
+    /// When the oldest unflushed append happened, in ms.
+    first_unflushed_ms: Option<i64>,
+    /// A write or fsync failed: refuse writes until reopened.
+    offline: bool,
+}
+
+impl PartitionLog {
+    /// Opens the partition log in `dir`, creating the directory and an empty first
+    /// segment (base offset 0) if there are none.
+    ///
+    /// Recovery (Kafka's log loading): every segment but the last is loaded from its
+    /// indexes after plausibility checks, or rebuilt by a scan if an index is missing or
+    /// fails them. Unless the log was closed with [`PartitionLog::close`], the last
+    /// segment is scanned from its start; each batch is validated (length, magic 2,
+    /// CRC-32C, counts, consecutive offsets) and the `.log` is cut at the first invalid or
+    /// truncated one, with a `tracing` warning naming the file and the bytes cut. The
+    /// indexes are rebuilt as the scan goes. The log end offset is then the last valid
+    /// batch's base offset + lastOffsetDelta + 1. Index files without a `.log` are
+    /// deleted; other unknown files are left alone.
+    pub fn open(dir: impl AsRef<Path>, config: &LogConfig) -> Result<PartitionLog, LogError> {
+        config.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        if !dir.is_dir() {
+            fs::create_dir_all(&dir).map_err(LogError::io(&dir))?;
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                sync_dir(parent)?;
+            }
+        }
+        let bases = list_segments(&dir)?;
+        let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean = marker.exists();
+        let interval = config.index_interval_bytes;
+        let mut segments = Vec::with_capacity(bases.len().max(1));
+        for (i, &base) in bases.iter().enumerate() {
+            let mut segment = Segment::open(&dir, base)?;
+            match bases.get(i + 1) {
+                Some(&next) => recovery::load_sealed(&mut segment, next, interval)?,
+                None => recovery::load_last(&mut segment, clean, interval)?,
+            }
+            segments.push(segment);
+        }
+        for pair in segments.windows(2) {
+            if pair[0].next_offset > pair[1].base_offset {
+                return Err(LogError::corrupt(
+                    &pair[0].log_path,
+                    pair[0].size,
+                    format!(
+                        "segment ends at offset {}, after the next segment's base offset {}",
+                        pair[0].next_offset, pair[1].base_offset
+                    ),
+                ));
+            }
+        }
+        if segments.is_empty() {
+            segments.push(Segment::create(&dir, 0)?);
+            sync_dir(&dir)?;
+        }
+        if clean {
+            fs::remove_file(&marker).map_err(LogError::io(&marker))?;
+            sync_dir(&dir)?;
+        }
+        let log = PartitionLog {
+            dir,
+            config: config.clone(),
+            segments,
+            unflushed_messages: 0,
+            first_unflushed_ms: None,
+            offline: false,
+        };
+        debug!(
+            dir = %log.dir.display(),
+            start = log.log_start_offset(),
+            end = log.log_end_offset(),
+            segments = log.segments.len(),
+            "opened partition log"
+        );
+        Ok(log)
+    }
+
+    /// Appends the produced `records` (one or more v2 batches back to back, the Produce
+    /// `records` field) at `now_ms` (ms since the Unix epoch).
+    ///
+    /// The batches are checked with [`batch::parse_batches`] (max size
+    /// [`LogConfig::max_batch_bytes`]); on failure nothing is written. Then, in place in
+    /// `records`, each batch gets base offset = the current log end offset (which advances
+    /// by lastOffsetDelta + 1) and partition leader epoch [`LEADER_EPOCH`]; neither field
+    /// is under the CRC. The active segment is rolled first if the append would make it
+    /// larger than [`LogConfig::segment_bytes`], if it is older than
+    /// [`LogConfig::segment_ms`], or if its 32-bit relative offsets would overflow. All
+    /// batches are written with one positioned write, and fsynced before returning once
+    /// [`LogConfig::flush_messages`] records are unflushed (by default: always).
+    ///
+    /// Errors: [`LogError::InvalidBatch`], [`LogError::BatchTooLarge`] (append larger than
+    /// a segment), [`LogError::Io`], [`LogError::Offline`] (after an earlier write error;
+    /// a failed write or fsync here also takes the log offline).
+    pub fn append(&mut self, records: &mut [u8], now_ms: i64) -> Result<AppendInfo, LogError> {
+        self.check_online()?;
+        let mut headers = batch::parse_batches(records, self.config.max_batch_bytes as usize)?;
+        if records.len() as u64 > self.config.segment_bytes {
+            return Err(LogError::BatchTooLarge {
+                size: records.len(),
+                max: self.config.segment_bytes,
+            });
+        }
+        let offsets: i64 = headers.iter().map(BatchHeader::offset_count).sum();
+        if offsets > i64::from(u32::MAX) {
+            return Err(LogError::TooManyOffsets { offsets });
+        }
+        self.maybe_roll(records.len() as u64, offsets, now_ms)?;
+
+        let base_offset = self.log_end_offset();
+        let mut next = base_offset;
+        let mut at = 0;
+        for header in &mut headers {
+            batch::set_base_offset(&mut records[at..], next);
+            batch::set_partition_leader_epoch(&mut records[at..], LEADER_EPOCH);
+            header.base_offset = next;
+            header.partition_leader_epoch = LEADER_EPOCH;
+            next += header.offset_count();
+            at += header.size();
+        }
+        let interval = self.config.index_interval_bytes;
+        let active = self.active_mut();
+        active.first_append_ms.get_or_insert(now_ms);
+        if let Err(e) = active.append(records, &headers, interval) {
+            self.offline = true;
+            return Err(e);
+        }
+        let messages: u64 = headers.iter().map(|h| h.records_count as u64).sum();
+        self.unflushed_messages += messages;
+        self.first_unflushed_ms.get_or_insert(now_ms);
+        if self.unflushed_messages >= self.config.flush_messages {
+            self.flush()?;
+        }
+        Ok(AppendInfo {
+            base_offset,
+            last_offset: next - 1,
+            log_append_time_ms: NO_TIMESTAMP,
+            log_start_offset: self.log_start_offset(),
+        })
+    }
+
+    /// Reads whole batches starting with the one that contains `offset`, following
+    /// Kafka's fetch rule (KIP-74): batches up to `max_bytes` in total, but at least the
+    /// first batch even if it is larger. A read returns batches from one segment only
+    /// (as Kafka's); the next fetch continues from there. `max_bytes` also bounds the
+    /// buffer allocated, so the caller bounds it (Kafka's broker caps a fetch at
+    /// `fetch.max.bytes`, 55 MiB by default).
+    ///
+    /// `offset == log_end_offset()` gives empty records; an offset below
+    /// [`PartitionLog::log_start_offset`] or above the end gives
+    /// [`LogError::OffsetOutOfRange`].
+    pub fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, LogError> {
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if offset < start || offset > end {
+            return Err(LogError::OffsetOutOfRange {
+                requested: offset,
+                start,
+                end,
+            });
+        }
+        let mut records = Vec::new();
+        if offset < end {
+            let first = self.segments.partition_point(|s| s.base_offset <= offset) - 1;
+            for segment in &self.segments[first..] {
+                if let Some(data) = segment.read(offset, max_bytes)? {
+                    records = data;
+                    break;
+                }
+            }
+        }
+        Ok(ReadResult {
+            records: Bytes::from(records),
+            high_watermark: end,
+            log_start_offset: start,
+        })
+    }
+
+    /// The first offset still stored (base offset of the oldest segment). ListOffsets
+    /// `-2` (earliest).
+    pub fn log_start_offset(&self) -> i64 {
+        self.segments[0].base_offset
+    }
+
+    /// The offset the next append gets; equal to the high watermark (single replica).
+    /// ListOffsets `-1` (latest).
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset
+    }
+
+    /// ListOffsets by timestamp (ms): the first batch whose max timestamp is >=
+    /// `timestamp_ms`, i.e. the batch holding the earliest offset whose timestamp is >= the
+    /// target, found through the time indexes. `None` if every batch is older (Kafka then
+    /// answers offset −1). The offset is the batch's base offset and the timestamp its max
+    /// timestamp: records are not decoded, so the answer is at batch granularity (Kafka's
+    /// is the first such record inside the batch). The special targets −1, −2, −3 are the
+    /// caller's: see [`Self::log_end_offset`], [`Self::log_start_offset`],
+    /// [`Self::max_timestamp`].
+    pub fn offset_for_timestamp(
+        &self,
+        timestamp_ms: i64,
+    ) -> Result<Option<TimestampOffset>, LogError> {
+        for segment in &self.segments {
+            let newest = segment.max_timestamp.map(|m| m.timestamp);
+            if newest.is_some_and(|t| t >= timestamp_ms) {
+                if let Some(found) = segment.find_by_timestamp(timestamp_ms)? {
+                    return Ok(Some(found));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// ListOffsets `-3` (KIP-734): the batch with the largest max timestamp (the first
+    /// one, if several share it). `None` if no batch has a timestamp.
+    pub fn max_timestamp(&self) -> Option<TimestampOffset> {
+        let mut best: Option<TimestampOffset> = None;
+        for max in self.segments.iter().filter_map(|s| s.max_timestamp) {
+            if best.is_none_or(|b| max.timestamp > b.timestamp) {
+                best = Some(max);
+            }
+        }
+        best
+    }
+
+    /// Fsyncs the active segment's `.log`, then its indexes. Other segments were fsynced
+    /// when they were rolled. A failure takes the log offline.
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        self.check_online()?;
+        if let Err(e) = self.active_mut().flush() {
+            self.offline = true;
+            return Err(e);
+        }
+        self.unflushed_messages = 0;
+        self.first_unflushed_ms = None;
+        Ok(())
+    }
+
+    /// Whether appended records have waited unflushed for [`LogConfig::flush_ms`] or
+    /// longer at `now_ms` (ms). The caller polls this and calls [`Self::flush`]; always
+    /// false when `flush_ms` is −1.
+    pub fn needs_flush(&self, now_ms: i64) -> bool {
+        self.config.flush_ms >= 0
+            && self
+                .first_unflushed_ms
+                .is_some_and(|t| now_ms.saturating_sub(t) >= self.config.flush_ms)
+    }
+
+    /// Deletes whole segments from the oldest, never the active one, and advances the log
+    /// start offset; returns how many were deleted. As Kafka's `UnifiedLog`
+    /// `deleteRetentionMsBreachedSegments` then `deleteRetentionSizeBreachedSegments`:
+    /// - time ([`LogConfig::retention_ms`] >= 0): while the oldest segment's newest
+    ///   timestamp (its max batch timestamp, or the file modification time if it has none)
+    ///   is more than `retention_ms` before `now_ms`;
+    /// - size ([`LogConfig::retention_bytes`] >= 0): while the total size minus the
+    ///   oldest segment's size is still >= `retention_bytes` (Kafka never cuts below the
+    ///   limit, so the log may exceed it by up to one segment).
+    pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        let mut doomed = 0;
+        if self.config.retention_ms >= 0 {
+            while doomed + 1 < self.segments.len() {
+                let newest = self.segments[doomed].largest_timestamp_ms()?;
+                if now_ms.saturating_sub(newest) <= self.config.retention_ms {
+                    break;
+                }
+                doomed += 1;
+            }
+        }
+        if self.config.retention_bytes >= 0 {
+            let total: u64 = self.segments[doomed..].iter().map(|s| s.size).sum();
+            let mut excess = total as i64 - self.config.retention_bytes;
+            while doomed + 1 < self.segments.len() {
+                let size = self.segments[doomed].size as i64;
+                if excess - size < 0 {
+                    break;
+                }
+                excess -= size;
+                doomed += 1;
+            }
+        }
+        for _ in 0..doomed {
+            let segment = self.segments.remove(0);
+            info!(
+                file = %segment.log_path.display(),
+                bytes = segment.size,
+                "retention deletes segment"
+            );
+            segment.delete()?;
+        }
+        if doomed > 0 {
+            sync_dir(&self.dir)?;
+        }
+        Ok(doomed)
+    }
+
+    /// Flushes everything and marks the directory as cleanly closed, so the next
+    /// [`Self::open`] skips rescanning the last segment. Dropping the log without
+    /// calling this is safe; the next open then runs full recovery.
+    pub fn close(mut self) -> Result<(), LogError> {
+        self.flush()?;
+        let marker = self.dir.join(CLEAN_SHUTDOWN_FILE);
+        File::create(&marker)
+            .and_then(|f| f.sync_all())
+            .map_err(LogError::io(&marker))?;
+        sync_dir(&self.dir)
+    }
+
+    /// Deletes the partition: closes its files and removes its directory (DeleteTopics).
+    pub fn delete(self) -> Result<(), LogError> {
+        let dir = self.dir.clone();
+        drop(self);
+        fs::remove_dir_all(&dir).map_err(LogError::io(&dir))
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Total bytes of all segments' `.log` files.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.size).sum()
+    }
+
+    /// Number of segments, the active one included.
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Rolls the active segment if the append of `bytes` bytes and `offsets` offsets
+    /// would overfill it, or if it is too old at `now_ms`.
+    fn maybe_roll(&mut self, bytes: u64, offsets: i64, now_ms: i64) -> Result<(), LogError> {
+        let active = self.active();
+        if active.size == 0 {
+            return Ok(());
+        }
+        let full = active.size + bytes > self.config.segment_bytes;
+        let old = active
+            .first_append_ms
+            .is_some_and(|t| now_ms.saturating_sub(t) > self.config.segment_ms);
+        let last_relative = active.next_offset - active.base_offset + offsets - 1;
+        if full || old || last_relative > i64::from(u32::MAX) {
+            self.roll()?;
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment (final time index entry, fsync) and starts a new one at
+    /// the log end offset.
+    fn roll(&mut self) -> Result<(), LogError> {
+        if let Err(e) = self.active_mut().seal() {
+            self.offline = true;
+            return Err(e);
+        }
+        self.unflushed_messages = 0;
+        self.first_unflushed_ms = None;
+        let base = self.log_end_offset();
+        let segment = Segment::create(&self.dir, base)?;
+        self.segments.push(segment);
+        sync_dir(&self.dir)?;
+        info!(dir = %self.dir.display(), base_offset = base, "rolled a new segment");
+        Ok(())
+    }
+
+    fn check_online(&self) -> Result<(), LogError> {
+        if self.offline {
+            return Err(LogError::Offline {
+                path: self.dir.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments.last().expect("a log always has a segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments
+            .last_mut()
+            .expect("a log always has a segment")
+    }
+}
+
+/// Base offsets of the segments in `dir`, sorted; deletes index files without a `.log`.
+fn list_segments(dir: &Path) -> Result<Vec<i64>, LogError> {
+    let mut logs = Vec::new();
+    let mut indexes = Vec::new();
+    for entry in fs::read_dir(dir).map_err(LogError::io(dir))? {
+        let entry = entry.map_err(LogError::io(dir))?;
+        let name = entry.file_name();
+        let Some((stem, extension)) = name.to_str().and_then(|n| n.split_once('.')) else {
+            continue;
+        };
+        let base = match stem.parse::<i64>() {
+            Ok(base) if stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()) => base,
+            _ => continue,
+        };
+        match extension {
+            "log" => logs.push(base),
+            "index" | "timeindex" => indexes.push((base, entry.path())),
+            _ => {}
+        }
+    }
+    logs.sort_unstable();
+    for (base, path) in indexes {
+        if logs.binary_search(&base).is_err() {
+            warn!(file = %path.display(), "deleting an index file without its .log");
+            fs::remove_file(&path).map_err(LogError::io(&path))?;
+        }
+    }
+    Ok(logs)
+}
+
+/// Fsyncs a directory, so that created, renamed and deleted entries are durable.
+fn sync_dir(dir: &Path) -> Result<(), LogError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(LogError::io(dir))
+}
+
+#[cfg(test)]
+mod tests;

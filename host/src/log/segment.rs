@@ -1,0 +1,330 @@
+//! One segment: a `.log` file of batches back to back plus its two sparse indexes
+//! (Kafka's `LogSegment`). Appends, positioned reads, index upkeep, flush and deletion;
+//! loading and repair on open live in [`super::recovery`].
+
+use std::{
+    fs::{self, File, OpenOptions},
+    io,
+    os::unix::fs::FileExt,
+    path::{Path, PathBuf},
+    time::UNIX_EPOCH,
+};
+
+use super::{
+    batch::{BatchHeader, BATCH_HEADER_LEN, LOG_OVERHEAD, MIN_BATCH_LENGTH},
+    index::OffsetIndex,
+    time_index::TimeIndex,
+    LogError, TimestampOffset, NO_TIMESTAMP,
+};
+
+/// File name of a segment's `.log`, `.index` or `.timeindex`: the base offset padded to
+/// 20 digits, as in Kafka.
+pub(super) fn file_name(base_offset: i64, extension: &str) -> String {
+    format!("{base_offset:020}.{extension}")
+}
+
+/// A segment and what is known about its contents.
+#[derive(Debug)]
+pub(super) struct Segment {
+    /// Offset of the first batch; the file names carry it.
+    pub(super) base_offset: i64,
+    pub(super) log_path: PathBuf,
+    pub(super) log: File,
+    /// Bytes of valid batches in the `.log`.
+    pub(super) size: u64,
+    pub(super) offset_index: OffsetIndex,
+    pub(super) time_index: TimeIndex,
+    /// An index file did not exist when the segment was opened.
+    pub(super) indexes_missing: bool,
+    /// The offset after the last batch (the base offset when empty). Exact for the
+    /// active segment and for scanned segments; for other segments the next segment's
+    /// base offset.
+    pub(super) next_offset: i64,
+    /// Largest batch max timestamp and the base offset of the first batch that has it.
+    pub(super) max_timestamp: Option<TimestampOffset>,
+    /// Log bytes appended since the last offset index entry.
+    pub(super) bytes_since_index: u64,
+    /// When the segment got its first append (ms), for rolling by age.
+    pub(super) first_append_ms: Option<i64>,
+    /// Data was written to the `.log` since the last fsync.
+    log_dirty: bool,
+}
+
+impl Segment {
+    /// Creates an empty segment with base offset `base_offset` in `dir` (replacing empty
+    /// leftovers of an earlier failed attempt). The caller fsyncs the directory.
+    pub(super) fn create(dir: &Path, base_offset: i64) -> Result<Segment, LogError> {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&log_path)
+            .map_err(LogError::io(&log_path))?;
+        let mut segment = Segment::open(dir, base_offset)?;
+        segment.offset_index.clear()?;
+        segment.time_index.clear()?;
+        segment.indexes_missing = false;
+        Ok(segment)
+    }
+
+    /// Opens the existing segment `base_offset` in `dir`, creating missing index files
+    /// (and noting that they were missing). Nothing is checked yet: `size` is the file
+    /// length and the segment looks empty until [`super::recovery`] loads it.
+    pub(super) fn open(dir: &Path, base_offset: i64) -> Result<Segment, LogError> {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        let index_path = dir.join(file_name(base_offset, "index"));
+        let time_path = dir.join(file_name(base_offset, "timeindex"));
+        let indexes_missing = !index_path.exists() || !time_path.exists();
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&log_path)
+            .map_err(LogError::io(&log_path))?;
+        let size = log.metadata().map_err(LogError::io(&log_path))?.len();
+        Ok(Segment {
+            base_offset,
+            log,
+            size,
+            offset_index: OffsetIndex::open(&index_path)?,
+            time_index: TimeIndex::open(&time_path)?,
+            log_path,
+            indexes_missing,
+            next_offset: base_offset,
+            max_timestamp: None,
+            bytes_since_index: 0,
+            first_append_ms: None,
+            log_dirty: false,
+        })
+    }
+
+    /// Writes `data` (the batches `headers`, offsets already assigned) at the end of the
+    /// `.log` with one positioned write, then indexes the batches. If the write fails, the
+    /// file is cut back to its previous length (best effort) and nothing is indexed.
+    pub(super) fn append(
+        &mut self,
+        data: &[u8],
+        headers: &[BatchHeader],
+        index_interval: u64,
+    ) -> Result<(), LogError> {
+        if let Err(e) = self.log.write_all_at(data, self.size) {
+            let _ = self.log.set_len(self.size);
+            return Err(LogError::io(&self.log_path)(e));
+        }
+        self.log_dirty = true;
+        let mut position = self.size;
+        self.size += data.len() as u64;
+        for header in headers {
+            self.track(position, header, index_interval)?;
+            position += header.size() as u64;
+        }
+        Ok(())
+    }
+
+    /// Accounts for the batch `header` at byte `position` (appended or found by a
+    /// recovery scan): max timestamp, next offset, and an offset index entry (plus a time
+    /// index entry if the max timestamp grew) once more than `index_interval` bytes were
+    /// written since the last entry — Kafka's `LogSegment.append` rule. The caller
+    /// guarantees the batch fits the segment's u32 relative offsets and positions.
+    pub(super) fn track(
+        &mut self,
+        position: u64,
+        header: &BatchHeader,
+        index_interval: u64,
+    ) -> Result<(), LogError> {
+        let max_so_far = self.max_timestamp.map_or(NO_TIMESTAMP, |m| m.timestamp);
+        if header.max_timestamp > max_so_far {
+            self.max_timestamp = Some(TimestampOffset {
+                offset: header.base_offset,
+                timestamp: header.max_timestamp,
+            });
+        }
+        if self.bytes_since_index > index_interval {
+            let relative = self.relative(header.base_offset);
+            self.offset_index.append(relative, position as u32)?;
+            if let Some(max) = self.max_timestamp {
+                let relative = self.relative(max.offset);
+                self.time_index.maybe_append(max.timestamp, relative)?;
+            }
+            self.bytes_since_index = 0;
+        }
+        self.bytes_since_index += header.size() as u64;
+        self.next_offset = header.next_offset();
+        Ok(())
+    }
+
+    /// Whole batches starting with the one that holds `offset` (or, in a gap, the first
+    /// after it): at most `max_bytes`, but at least that first batch (KIP-74). `None` if
+    /// no batch of this segment ends at or after `offset`.
+    pub(super) fn read(&self, offset: i64, max_bytes: usize) -> Result<Option<Vec<u8>>, LogError> {
+        let Some((position, first)) = self.locate(offset)? else {
+            return Ok(None);
+        };
+        let available = self.size - position;
+        let want = (max_bytes as u64).min(available).max(first.size() as u64);
+        // Bounded by the segment size (checked by `header_at`) or by `max_bytes`.
+        let mut buf = vec![0; want as usize];
+        self.log
+            .read_exact_at(&mut buf, position)
+            .map_err(LogError::io(&self.log_path))?;
+        let end = whole_batches(&buf, first.size());
+        buf.truncate(end);
+        Ok(Some(buf))
+    }
+
+    /// The first batch whose max timestamp is >= `timestamp` (ms), as Kafka's
+    /// `LogSegment.findOffsetByTimestamp` at batch granularity.
+    pub(super) fn find_by_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<TimestampOffset>, LogError> {
+        let relative = self.time_index.lookup(timestamp)?.map_or(0, |(_, r)| r);
+        let mut position = self.index_position(relative)?;
+        while position < self.size {
+            let header = self.header_at(position)?;
+            if header.max_timestamp >= timestamp {
+                return Ok(Some(TimestampOffset {
+                    offset: header.base_offset,
+                    timestamp: header.max_timestamp,
+                }));
+            }
+            position += header.size() as u64;
+        }
+        Ok(None)
+    }
+
+    /// Position and header of the first batch whose last offset is >= `offset`.
+    fn locate(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>, LogError> {
+        let relative = u32::try_from(offset.saturating_sub(self.base_offset).max(0));
+        let mut position = self.index_position(relative.unwrap_or(u32::MAX))?;
+        while position < self.size {
+            let header = self.header_at(position)?;
+            if header.last_offset() >= offset {
+                return Ok(Some((position, header)));
+            }
+            position += header.size() as u64;
+        }
+        Ok(None)
+    }
+
+    /// Where to start scanning for the batch holding `base_offset + relative`.
+    fn index_position(&self, relative: u32) -> Result<u64, LogError> {
+        Ok(self
+            .offset_index
+            .lookup(relative)?
+            .map_or(0, |(_, p)| u64::from(p)))
+    }
+
+    /// Reads and parses the batch header at `position`, checking that the whole batch
+    /// lies inside the segment.
+    pub(super) fn header_at(&self, position: u64) -> Result<BatchHeader, LogError> {
+        let corrupt = |reason: String| LogError::corrupt(&self.log_path, position, reason);
+        if position + BATCH_HEADER_LEN as u64 > self.size {
+            return Err(corrupt(format!(
+                "batch header past the end of the segment ({} bytes)",
+                self.size
+            )));
+        }
+        let mut buf = [0; BATCH_HEADER_LEN];
+        self.log
+            .read_exact_at(&mut buf, position)
+            .map_err(LogError::io(&self.log_path))?;
+        let header = BatchHeader::parse(&buf).map_err(|e| corrupt(e.to_string()))?;
+        if position + header.size() as u64 > self.size {
+            return Err(corrupt(format!(
+                "batch of {} bytes runs past the end of the segment ({} bytes)",
+                header.size(),
+                self.size
+            )));
+        }
+        Ok(header)
+    }
+
+    /// Adds the final time index entry (the segment's max timestamp, as Kafka does when a
+    /// segment becomes inactive or is recovered) and fsyncs everything.
+    pub(super) fn seal(&mut self) -> Result<(), LogError> {
+        if let Some(max) = self.max_timestamp {
+            let relative = self.relative(max.offset);
+            self.time_index.maybe_append(max.timestamp, relative)?;
+        }
+        self.flush()
+    }
+
+    /// Fsyncs the `.log` (if written since the last flush), then the indexes (if
+    /// changed).
+    pub(super) fn flush(&mut self) -> Result<(), LogError> {
+        if self.log_dirty {
+            self.log.sync_data().map_err(LogError::io(&self.log_path))?;
+            self.log_dirty = false;
+        }
+        self.offset_index.flush()?;
+        self.time_index.flush()
+    }
+
+    /// Cuts the `.log` to `size` bytes and fsyncs it.
+    pub(super) fn truncate_log(&mut self, size: u64) -> Result<(), LogError> {
+        self.log
+            .set_len(size)
+            .map_err(LogError::io(&self.log_path))?;
+        self.log.sync_all().map_err(LogError::io(&self.log_path))?;
+        self.size = size;
+        Ok(())
+    }
+
+    /// The timestamp retention goes by (ms): the segment's max timestamp, or the `.log`
+    /// modification time if no batch has a timestamp (Kafka's `largestTimestamp`).
+    pub(super) fn largest_timestamp_ms(&self) -> Result<i64, LogError> {
+        if let Some(max) = self.max_timestamp.filter(|m| m.timestamp >= 0) {
+            return Ok(max.timestamp);
+        }
+        let modified = self
+            .log
+            .metadata()
+            .and_then(|m| m.modified())
+            .map_err(LogError::io(&self.log_path))?;
+        Ok(modified
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64))
+    }
+
+    /// Deletes the segment's files: the `.log` first, so a crash in between leaves only
+    /// orphan indexes, which opening removes.
+    pub(super) fn delete(self) -> Result<(), LogError> {
+        let index_path = self.offset_index.path().to_path_buf();
+        let time_path = self.time_index.path().to_path_buf();
+        drop(self.log);
+        fs::remove_file(&self.log_path).map_err(LogError::io(&self.log_path))?;
+        for path in [index_path, time_path] {
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(LogError::io(&path)(e));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// `offset − base_offset` as stored in the indexes.
+    fn relative(&self, offset: i64) -> u32 {
+        (offset - self.base_offset) as u32
+    }
+}
+
+/// The length of the longest run of whole batches at the start of `buf`, whose first
+/// batch is `first` bytes (known to be whole).
+fn whole_batches(buf: &[u8], first: usize) -> usize {
+    let mut end = first;
+    while let Some(length) = buf.get(end + 8..end + LOG_OVERHEAD) {
+        let length = i32::from_be_bytes([length[0], length[1], length[2], length[3]]);
+        if length < MIN_BATCH_LENGTH {
+            break;
+        }
+        let size = LOG_OVERHEAD + length as usize;
+        if end + size > buf.len() {
+            break;
+        }
+        end += size;
+    }
+    end
+}

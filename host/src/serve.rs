@@ -1,0 +1,160 @@
+//! `drover serve`: start the broker — plugins, topics and logs, the Kafka listener, the
+//! admin API, background log maintenance — and run until SIGTERM or Ctrl-C, then shut
+//! down gracefully with a final flush.
+
+use std::{sync::Arc, time::Duration};
+
+use tokio::{net::TcpListener, sync::watch};
+
+use crate::{
+    admin,
+    broker::{Broker, NodeInfo},
+    config::Config,
+    server, startup,
+};
+
+/// Why the broker could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// A plugin the config requires failed to load or start.
+    #[error(transparent)]
+    Plugins(#[from] crate::plugins::LoadError),
+    /// The data directory could not be opened.
+    #[error(transparent)]
+    Broker(#[from] crate::broker::BrokerError),
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr} ({what}): {source}")]
+    Bind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Which listener.
+        what: &'static str,
+        /// The socket error.
+        source: std::io::Error,
+    },
+}
+
+/// How often the maintenance task runs (flush policy by time, retention), ms.
+const MAINTENANCE_TICK_MS: u64 = 1_000;
+
+/// Runs the broker until a shutdown signal.
+pub async fn run(config: Config) -> Result<(), ServeError> {
+    let plugins = startup::load_plugins(&config)?;
+    let kafka = bind(config.server.listen, "Kafka listener").await?;
+    let admin_listener = bind(config.server.admin_listen, "admin listener").await?;
+    let listen = kafka.local_addr().map_err(|source| ServeError::Bind {
+        addr: config.server.listen,
+        what: "Kafka listener",
+        source,
+    })?;
+    let node = NodeInfo {
+        id: config.server.broker_id,
+        host: config
+            .server
+            .advertised_host
+            .clone()
+            .unwrap_or_else(|| listen.ip().to_string()),
+        port: i32::from(listen.port()),
+    };
+    let broker = Broker::open(config, node, plugins)?;
+    let (stop, stopped) = watch::channel(false);
+    let kafka_task = tokio::spawn(server::serve(Arc::clone(&broker), kafka, stopped.clone()));
+    let admin_addr = admin_listener.local_addr().ok();
+    let admin_task = tokio::spawn(admin::serve(
+        Arc::clone(&broker),
+        admin_listener,
+        stopped.clone(),
+    ));
+    let maintenance = tokio::spawn(maintain(Arc::clone(&broker), stopped.clone()));
+    tracing::info!(
+        listen = %listen,
+        admin = ?admin_addr,
+        data_dir = %broker.config.data_dir.display(),
+        topics = broker.topics.list().len(),
+        "drover ready"
+    );
+
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    let _ = stop.send(true);
+    let _ = kafka_task.await;
+    let _ = admin_task.await;
+    let _ = maintenance.await;
+    let broker_ref = Arc::clone(&broker);
+    let _ = tokio::task::spawn_blocking(move || flush_all(&broker_ref)).await;
+    if let Err(e) = broker.plugins.close() {
+        tracing::warn!("closing offset stores: {e}");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn bind(addr: std::net::SocketAddr, what: &'static str) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, what, source })
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("cannot watch SIGTERM: {e}");
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// Periodic log work: time-based flushes and retention.
+async fn maintain(broker: Arc<Broker>, mut stopped: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(MAINTENANCE_TICK_MS));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped.changed() => return,
+        }
+        let broker = Arc::clone(&broker);
+        let _ = tokio::task::spawn_blocking(move || {
+            let now = server::handlers::now_ms();
+            for topic in broker.topics.list() {
+                for partition in &topic.partitions {
+                    let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+                    if log.needs_flush(now) {
+                        if let Err(e) = log.flush() {
+                            tracing::error!(topic = %topic.name, partition = partition.index, "flush failed: {e}");
+                        }
+                    }
+                    if let Err(e) = log.apply_retention(now) {
+                        tracing::error!(topic = %topic.name, partition = partition.index, "retention failed: {e}");
+                    }
+                }
+            }
+        })
+        .await;
+    }
+}
+
+/// Flushes every partition (shutdown).
+fn flush_all(broker: &Broker) {
+    for topic in broker.topics.list() {
+        for partition in &topic.partitions {
+            let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            if let Err(e) = log.flush() {
+                tracing::error!(topic = %topic.name, partition = partition.index, "final flush failed: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! DeleteTopics: by name (v1–v5 `topic_names`; v6 `topics` with a name) or by id (v6).
+
+use std::sync::Arc;
+
+use kafka_protocol::{
+    error::ResponseError,
+    messages::{
+        delete_topics_response::DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse,
+        TopicName,
+    },
+    protocol::StrBytes,
+};
+use uuid::Uuid;
+
+use super::first_error;
+use crate::{
+    broker::{Broker, TopicError},
+    server::dispatch::Reply,
+};
+
+/// Handles DeleteTopics v1–v6.
+pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) -> Reply {
+    let wanted: Vec<(Option<TopicName>, Uuid)> = if version >= 6 {
+        request
+            .topics
+            .into_iter()
+            .map(|t| (t.name, t.topic_id))
+            .collect()
+    } else {
+        request
+            .topic_names
+            .into_iter()
+            .map(|n| (Some(n), Uuid::nil()))
+            .collect()
+    };
+    let results: Vec<DeletableTopicResult> = wanted
+        .into_iter()
+        .map(|(name, id)| {
+            let mut r = DeletableTopicResult::default();
+            let name = match name {
+                Some(n) => Some(n.0.to_string()),
+                None => broker.topics.get_by_id(id).map(|t| t.name.clone()),
+            };
+            let outcome = match &name {
+                None => Err(ResponseError::UnknownTopicId),
+                Some(n) => match broker.topics.delete(n) {
+                    Ok(topic) => {
+                        if version >= 6 {
+                            r.topic_id = topic.id;
+                        }
+                        Ok(())
+                    }
+                    Err(TopicError::Unknown(_)) => Err(ResponseError::UnknownTopicOrPartition),
+                    Err(e) => {
+                        tracing::warn!("deleting topic `{n}`: {e}");
+                        Err(ResponseError::KafkaStorageError)
+                    }
+                },
+            };
+            r.name = name.map(|n| TopicName(StrBytes::from_string(n)));
+            if let Err(e) = outcome {
+                r.error_code = e.code();
+            }
+            r
+        })
+        .collect();
+    let error = first_error(results.iter().map(|r| r.error_code));
+    let mut response = DeleteTopicsResponse::default();
+    response.responses = results;
+    Reply::new(response, error)
+}

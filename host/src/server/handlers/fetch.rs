@@ -1,0 +1,191 @@
+//! Fetch: read record batches, long-polling until `min_bytes` are available or
+//! `max_wait_ms` passes (Kafka protocol guide, Fetch; KIP-74 for the byte limits).
+//!
+//! - Batches are returned whole, as stored. Each partition gets at most
+//!   `partition_max_bytes`, the response at most `max_bytes`, except that the first
+//!   non-empty partition always gets at least its first batch, so a consumer can make
+//!   progress past a batch larger than its limits.
+//! - Fetch sessions (KIP-227) are not kept: every response carries session id 0, which
+//!   tells clients to send full fetch requests; an incremental request (a non-zero
+//!   session id) is answered with `FETCH_SESSION_ID_NOT_FOUND`.
+//! - Topics are named by name (v4–v12) or id (v13+).
+
+use std::{sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use kafka_protocol::{
+    error::ResponseError,
+    messages::{
+        fetch_response::{FetchableTopicResponse, PartitionData},
+        FetchRequest, FetchResponse,
+    },
+};
+use tokio::time::Instant;
+
+use super::first_error;
+use crate::{
+    broker::{Broker, Topic},
+    log::LogError,
+    server::dispatch::Reply,
+};
+
+/// One partition to read, resolved against the topic registry.
+struct Target {
+    topic_index: usize,
+    topic: Option<Arc<Topic>>,
+    partition: i32,
+    offset: i64,
+    max_bytes: usize,
+}
+
+/// Handles Fetch v4–v18.
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> Reply {
+    let mut response = FetchResponse::default();
+    if request.session_id != 0 {
+        let error = ResponseError::FetchSessionIdNotFound.code();
+        response.error_code = error;
+        return Reply::new(response, error);
+    }
+    let by_id = version >= 13;
+    let mut skeleton = Vec::with_capacity(request.topics.len());
+    let mut targets = Vec::new();
+    for (topic_index, t) in request.topics.into_iter().enumerate() {
+        let topic = if by_id {
+            broker.topics.get_by_id(t.topic_id)
+        } else {
+            broker.topics.get(t.topic.0.as_str())
+        };
+        let mut out = FetchableTopicResponse::default();
+        out.topic = t.topic;
+        out.topic_id = t.topic_id;
+        skeleton.push(out);
+        for p in t.partitions {
+            targets.push(Target {
+                topic_index,
+                topic: topic.clone(),
+                partition: p.partition,
+                offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes.max(0) as usize,
+            });
+        }
+    }
+    let max_bytes = if request.max_bytes <= 0 {
+        usize::MAX
+    } else {
+        request.max_bytes as usize
+    };
+    let min_bytes = request.min_bytes.max(0) as usize;
+    let max_wait = Duration::from_millis(
+        (request.max_wait_ms.max(0) as u64).min(broker.config.server.max_fetch_wait_ms),
+    );
+    let deadline = Instant::now() + max_wait;
+    let targets = Arc::new(targets);
+    let mut appended = broker.subscribe_appends();
+    let partitions = loop {
+        appended.borrow_and_update();
+        let (partitions, total, any_error) =
+            read_all(&targets, max_bytes, unknown_topic(by_id)).await;
+        if total >= min_bytes || any_error || Instant::now() >= deadline {
+            break partitions;
+        }
+        // Wait for the next append anywhere (or the deadline), then read again.
+        if tokio::time::timeout_at(deadline, appended.changed())
+            .await
+            .is_err()
+        {
+            let (partitions, _, _) = read_all(&targets, max_bytes, unknown_topic(by_id)).await;
+            break partitions;
+        }
+    };
+    for (target, data) in targets.iter().zip(partitions) {
+        skeleton[target.topic_index].partitions.push(data);
+    }
+    let error = first_error(
+        skeleton
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+    );
+    response.responses = skeleton;
+    Reply::new(response, error)
+}
+
+fn unknown_topic(by_id: bool) -> ResponseError {
+    if by_id {
+        ResponseError::UnknownTopicId
+    } else {
+        ResponseError::UnknownTopicOrPartition
+    }
+}
+
+/// Reads every target once on the blocking pool: (partition data in target order,
+/// total record bytes, whether any partition failed).
+async fn read_all(
+    targets: &Arc<Vec<Target>>,
+    max_bytes: usize,
+    unknown: ResponseError,
+) -> (Vec<PartitionData>, usize, bool) {
+    let targets = Arc::clone(targets);
+    tokio::task::spawn_blocking(move || {
+        let mut budget = max_bytes;
+        let mut total = 0usize;
+        let mut any_error = false;
+        let mut first_non_empty = true;
+        let out = targets
+            .iter()
+            .map(|t| {
+                let mut data = PartitionData::default();
+                data.partition_index = t.partition;
+                data.high_watermark = -1;
+                data.last_stable_offset = -1;
+                data.log_start_offset = -1;
+                data.aborted_transactions = Some(Vec::new());
+                let partition = t.topic.as_ref().and_then(|topic| {
+                    usize::try_from(t.partition)
+                        .ok()
+                        .and_then(|i| topic.partitions.get(i))
+                });
+                let Some(partition) = partition else {
+                    data.error_code = unknown.code();
+                    any_error = true;
+                    return data;
+                };
+                let limit = t.max_bytes.min(budget);
+                let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+                // KIP-74: the first non-empty partition may exceed the limits by one batch.
+                match log.read(t.offset, if first_non_empty { limit.max(1) } else { limit }) {
+                    Ok(read) => {
+                        data.high_watermark = read.high_watermark;
+                        data.last_stable_offset = read.high_watermark;
+                        data.log_start_offset = read.log_start_offset;
+                        let len = read.records.len();
+                        if len > 0 {
+                            if !first_non_empty && len > limit {
+                                data.records = Some(Bytes::new());
+                            } else {
+                                first_non_empty = false;
+                                budget = budget.saturating_sub(len);
+                                total += len;
+                                data.records = Some(read.records);
+                            }
+                        } else {
+                            data.records = Some(Bytes::new());
+                        }
+                    }
+                    Err(e) => {
+                        data.error_code = super::log_error(&e).code();
+                        if let LogError::OffsetOutOfRange { start, end, .. } = e {
+                            data.log_start_offset = start;
+                            data.high_watermark = end;
+                            data.last_stable_offset = end;
+                        }
+                        any_error = true;
+                    }
+                }
+                data
+            })
+            .collect();
+        (out, total, any_error)
+    })
+    .await
+    .unwrap_or_default()
+}

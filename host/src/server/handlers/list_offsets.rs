@@ -1,0 +1,96 @@
+//! ListOffsets: log start, log end, or the first offset at or after a timestamp
+//! (Kafka protocol guide, ListOffsets). Special timestamps: −1 latest (log end), −2
+//! earliest (log start), −3 the batch with the largest timestamp (v7+), −4 earliest
+//! local (v8+; equals earliest here: there is no tiered storage), −5 latest tiered
+//! (v9+; −1, nothing is tiered).
+
+use std::sync::Arc;
+
+use kafka_protocol::{
+    error::ResponseError,
+    messages::{
+        list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse},
+        ListOffsetsRequest, ListOffsetsResponse,
+    },
+};
+
+use super::first_error;
+use crate::{broker::Broker, server::dispatch::Reply};
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+
+/// Handles ListOffsets v1–v10.
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -> Reply {
+    let broker = Arc::clone(broker);
+    let topics = tokio::task::spawn_blocking(move || {
+        request
+            .topics
+            .into_iter()
+            .map(|t| {
+                let topic = broker.topics.get(t.name.0.as_str());
+                let mut out = ListOffsetsTopicResponse::default();
+                out.name = t.name;
+                out.partitions = t
+                    .partitions
+                    .into_iter()
+                    .map(|p| {
+                        let mut r = ListOffsetsPartitionResponse::default();
+                        r.partition_index = p.partition_index;
+                        r.timestamp = -1;
+                        r.offset = -1;
+                        r.leader_epoch = -1;
+                        let partition = topic.as_ref().and_then(|topic| {
+                            usize::try_from(p.partition_index)
+                                .ok()
+                                .and_then(|i| topic.partitions.get(i))
+                        });
+                        let Some(partition) = partition else {
+                            r.error_code = ResponseError::UnknownTopicOrPartition.code();
+                            return r;
+                        };
+                        let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+                        if version >= 4 {
+                            r.leader_epoch = crate::log::LEADER_EPOCH;
+                        }
+                        match p.timestamp {
+                            LATEST => r.offset = log.log_end_offset(),
+                            EARLIEST | EARLIEST_LOCAL => r.offset = log.log_start_offset(),
+                            LATEST_TIERED => {}
+                            MAX_TIMESTAMP => {
+                                if let Some(found) = log.max_timestamp() {
+                                    r.offset = found.offset;
+                                    r.timestamp = found.timestamp;
+                                }
+                            }
+                            ts if ts >= 0 => match log.offset_for_timestamp(ts) {
+                                Ok(Some(found)) => {
+                                    r.offset = found.offset;
+                                    r.timestamp = found.timestamp;
+                                }
+                                Ok(None) => {}
+                                Err(e) => r.error_code = super::log_error(&e).code(),
+                            },
+                            _ => r.error_code = ResponseError::InvalidRequest.code(),
+                        }
+                        r
+                    })
+                    .collect();
+                out
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    let error = first_error(
+        topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+    );
+    let mut response = ListOffsetsResponse::default();
+    response.topics = topics;
+    Reply::new(response, error)
+}

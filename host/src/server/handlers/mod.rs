@@ -1,0 +1,59 @@
+//! One module per Kafka API. Each handler turns a decoded request into a response;
+//! Kafka error codes are response values, never `Err`.
+
+pub mod api_versions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod fetch;
+pub mod find_coordinator;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+use std::sync::Arc;
+
+use kafka_protocol::{error::ResponseError, messages::RequestKind};
+
+use super::dispatch::{Reply, Request};
+use crate::broker::Broker;
+
+/// Routes a request to its handler.
+pub async fn handle(broker: &Arc<Broker>, request: Request) -> Reply {
+    let version = request.version;
+    match request.body {
+        RequestKind::ApiVersions(_) => api_versions::handle(version),
+        RequestKind::Metadata(r) => metadata::handle(broker, version, r),
+        RequestKind::Produce(r) => produce::handle(broker, version, r).await,
+        RequestKind::Fetch(r) => fetch::handle(broker, version, r).await,
+        RequestKind::ListOffsets(r) => list_offsets::handle(broker, version, r).await,
+        RequestKind::CreateTopics(r) => create_topics::handle(broker, version, r),
+        RequestKind::DeleteTopics(r) => delete_topics::handle(broker, version, r),
+        RequestKind::FindCoordinator(r) => find_coordinator::handle(broker, version, r),
+        // Not reachable: dispatch only decodes APIs of its handler table.
+        _ => Reply {
+            response: None,
+            error: ResponseError::InvalidRequest.code(),
+        },
+    }
+}
+
+/// The first non-zero code of `codes`, or 0.
+pub fn first_error(codes: impl IntoIterator<Item = i16>) -> i16 {
+    codes.into_iter().find(|c| *c != 0).unwrap_or(0)
+}
+
+/// Milliseconds since the Unix epoch (the broker's wall clock, for log append times).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The Kafka error for a partition log error.
+pub fn log_error(e: &crate::log::LogError) -> ResponseError {
+    use kafka_protocol::error::ParseResponseErrorCode;
+    e.error_code()
+        .err()
+        .unwrap_or(ResponseError::UnknownServerError)
+}

@@ -1,0 +1,143 @@
+//! Produce: append record batches to partition logs.
+//!
+//! Batches are stored exactly as produced (compressed ones untouched); the partition
+//! log validates each batch (magic, CRC) and assigns offsets. `acks` = 0 gets no
+//! response at all; 1 and −1 (all in-sync replicas, which on a single replica is this
+//! one) are answered after the append, which is durable under the log's flush policy.
+//! Topics are named by name (v3–v12) or id (v13). An unknown topic is auto-created
+//! when enabled.
+
+use std::sync::Arc;
+
+use kafka_protocol::{
+    error::ResponseError,
+    messages::{
+        produce_response::{PartitionProduceResponse, TopicProduceResponse},
+        ProduceRequest, ProduceResponse,
+    },
+    protocol::StrBytes,
+};
+
+use super::{first_error, now_ms};
+use crate::{
+    broker::{topics::validate_name, Broker, Topic},
+    server::dispatch::Reply,
+};
+
+/// Handles Produce v3–v13.
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Reply {
+    let acks = request.acks;
+    let work = Arc::clone(broker);
+    let responses = tokio::task::spawn_blocking(move || {
+        request
+            .topic_data
+            .into_iter()
+            .map(|data| {
+                let topic = if version >= 13 {
+                    work.topics
+                        .get_by_id(data.topic_id)
+                        .ok_or(ResponseError::UnknownTopicId)
+                } else {
+                    find_or_create(&work, data.name.0.as_str())
+                };
+                let mut out = TopicProduceResponse::default();
+                out.name = data.name.clone();
+                if version >= 13 {
+                    out.topic_id = data.topic_id;
+                }
+                out.partition_responses = data
+                    .partition_data
+                    .into_iter()
+                    .map(|p| {
+                        let mut r = PartitionProduceResponse::default();
+                        r.index = p.index;
+                        r.base_offset = -1;
+                        r.log_append_time_ms = -1;
+                        r.log_start_offset = -1;
+                        let result = match (&topic, acks) {
+                            (_, a) if !matches!(a, -1..=1) => {
+                                Err(ResponseError::InvalidRequiredAcks)
+                            }
+                            (Err(e), _) => Err(*e),
+                            (Ok(topic), _) => append(topic, p.index, p.records),
+                        };
+                        match result {
+                            Ok((base, start)) => {
+                                r.base_offset = base;
+                                r.log_start_offset = start;
+                            }
+                            Err(e) => {
+                                r.error_code = e.code();
+                                r.error_message = Some(StrBytes::from_string(format!("{e:?}")));
+                            }
+                        }
+                        r
+                    })
+                    .collect();
+                out
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    broker.notify_appended();
+    let error = first_error(
+        responses
+            .iter()
+            .flat_map(|t| t.partition_responses.iter().map(|p| p.error_code)),
+    );
+    if acks == 0 {
+        return Reply {
+            response: None,
+            error,
+        };
+    }
+    let mut response = ProduceResponse::default();
+    response.responses = responses;
+    Reply::new(response, error)
+}
+
+fn find_or_create(broker: &Broker, name: &str) -> Result<Arc<Topic>, ResponseError> {
+    if let Some(topic) = broker.topics.get(name) {
+        return Ok(topic);
+    }
+    if validate_name(name).is_err() {
+        return Err(ResponseError::InvalidTopicException);
+    }
+    let config = &broker.config.topics;
+    if !config.auto_create {
+        return Err(ResponseError::UnknownTopicOrPartition);
+    }
+    match broker.topics.create(
+        name,
+        i64::from(config.default_partitions),
+        config.max_partitions,
+    ) {
+        Ok(topic) => Ok(topic),
+        Err(_) => broker
+            .topics
+            .get(name)
+            .ok_or(ResponseError::KafkaStorageError),
+    }
+}
+
+/// Appends `records` to partition `index` of `topic`: (base offset, log start offset).
+fn append(
+    topic: &Topic,
+    index: i32,
+    records: Option<bytes::Bytes>,
+) -> Result<(i64, i64), ResponseError> {
+    let partition = usize::try_from(index)
+        .ok()
+        .and_then(|i| topic.partitions.get(i))
+        .ok_or(ResponseError::UnknownTopicOrPartition)?;
+    let mut records = Vec::from(records.ok_or(ResponseError::InvalidRecord)?);
+    let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+    match log.append(&mut records, now_ms()) {
+        Ok(info) => Ok((info.base_offset, info.log_start_offset)),
+        Err(e) => {
+            tracing::debug!(topic = %topic.name, partition = index, "produce refused: {e}");
+            Err(super::log_error(&e))
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! The Kafka wire server, layered like mini-redis:
+//! [`listener`] (accept, bounded connections, shutdown) → [`connection`] (one task per
+//! client: frames in, responses out, in order) → [`frame`] (size-prefixed frames,
+//! bounded) → [`dispatch`] (request header, version checks, decoding, the handler
+//! table) → [`handlers`] (one module per API).
+
+pub mod connection;
+pub mod dispatch;
+pub mod frame;
+pub mod handlers;
+pub mod listener;
+
+pub use listener::serve;

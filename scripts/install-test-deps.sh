@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs what the real-client integration tests (tests/integration) need:
+#   - Debian packages kcat and netcat-openbsd (only when missing);
+#   - a Python virtualenv at target/test-venv with pinned Kafka clients, pytest and
+#     the compression libraries kafka-python uses for snappy/lz4/zstd.
+# Idempotent and fast when everything is already there. Run as root (or with sudo
+# available) when the Debian packages are missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=target/test-venv
+# Pins. Bump together with tests/integration (the tests use these clients' APIs).
+PY_REQS=(
+  "confluent-kafka==2.16.1"
+  "kafka-python==3.0.12"
+  "python-snappy==0.7.3"   # kafka-python imports `snappy` (pure Python on cramjam)
+  "cramjam==2.14.0"
+  "lz4==4.4.5"             # kafka-python imports `lz4.frame`
+  "zstandard==0.25.0"      # kafka-python imports `zstandard`
+  "crc32c==2.9.post0"      # optional: fast CRC-32C for kafka-python's record batches
+  "pytest==9.2.0"
+  "pytest-timeout==2.4.0"
+)
+
+# --- Debian packages -------------------------------------------------------------
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+# netcat-openbsd specifically (nc -z, -q); another netcat does not count.
+dpkg-query -W -f='${Status}' netcat-openbsd 2>/dev/null | grep -q "install ok installed" \
+  || missing+=(netcat-openbsd)
+if ((${#missing[@]})); then
+  echo "== installing Debian packages: ${missing[*]}"
+  SUDO=()
+  if [[ $(id -u) -ne 0 ]]; then SUDO=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${SUDO[@]}" apt-get update -qq
+  "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- Python virtualenv -------------------------------------------------------------
+PYTHON=${PYTHON:-python3}
+stamp="$VENV/.drover-reqs"
+want="$(printf '%s\n' "${PY_REQS[@]}")"
+if [[ -x $VENV/bin/python && -f $stamp && "$(cat "$stamp")" == "$want" ]] \
+   && "$VENV/bin/python" -c 'import confluent_kafka, kafka, pytest, pytest_timeout, snappy, lz4.frame, zstandard, crc32c' 2>/dev/null; then
+  exit 0
+fi
+echo "== setting up Python virtualenv $VENV"
+if [[ ! -x $VENV/bin/python ]]; then
+  rm -rf "$VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check "${PY_REQS[@]}"
+"$VENV/bin/python" -c 'import confluent_kafka, kafka, pytest, pytest_timeout, snappy, lz4.frame, zstandard, crc32c'
+printf '%s\n' "$want" >"$stamp"
