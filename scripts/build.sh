@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds the whole workspace in release mode and lays out the plugin directory
-# target/release/plugins (mode 0755, files 0644: the broker refuses plugin files or
-# directories writable by group or others).
+# <target dir>/release/plugins (mode 0755, files 0644: the broker refuses plugin files,
+# and directories above them, that are writable by group or others).
+# Honours CARGO_TARGET_DIR (default ./target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+target_dir="${CARGO_TARGET_DIR:-target}"
 
 cargo build --release --workspace
 
@@ -14,10 +17,10 @@ plugins=(
   drover_offsets_embedded
   drover_example_weighted_assignor
 )
-dir=target/release/plugins
+dir="$target_dir/release/plugins"
 mkdir -p "$dir"
 chmod 0755 "$dir"
 for p in "${plugins[@]}"; do
-  install -m 0644 "target/release/lib$p.so" "$dir/"
+  install -m 0644 "$target_dir/release/lib$p.so" "$dir/"
 done
 echo "plugins installed in $dir"

@@ -48,7 +48,16 @@ fi
 echo "== setting up Python virtualenv $VENV"
 if [[ ! -x $VENV/bin/python ]]; then
   rm -rf "$VENV"
-  "$PYTHON" -m venv "$VENV"
+  if ! "$PYTHON" -m venv "$VENV" 2>/dev/null; then
+    # Debian's own python3 needs python3-venv for ensurepip.
+    echo "== installing Debian package python3-venv"
+    rm -rf "$VENV"
+    SUDO=()
+    if [[ $(id -u) -ne 0 ]]; then SUDO=(sudo); fi
+    DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq python3-venv >/dev/null
+    "$PYTHON" -m venv "$VENV"
+  fi
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${PY_REQS[@]}"
 "$VENV/bin/python" -c 'import confluent_kafka, kafka, pytest, pytest_timeout, snappy, lz4.frame, zstandard, crc32c'

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test, installing what the tests need first. Called by .ci/run.
-# Needs: a Rust toolchain (cargo, rustfmt, clippy). Everything else the tests use is
-# built from this workspace (the plugins are loaded from the .so files cargo builds).
+# Needs: a Rust toolchain (cargo, rustfmt, clippy) and python3. The real-client
+# integration tests install their own clients (kcat from apt; confluent-kafka and
+# kafka-python into target/test-venv) and start their own brokers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,3 +12,5 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+echo "== real-client integration tests"
+scripts/integration-tests.sh -q

@@ -111,6 +111,9 @@ pub struct ServerConfig {
     pub frame_timeout_ms: u64,
     /// Upper bound on a Fetch's `max_wait_ms`, in ms. Default 30000.
     pub max_fetch_wait_ms: u64,
+    /// Upper bound on the record bytes of one Fetch response, whatever the client asks
+    /// (Kafka's `fetch.max.bytes`). Default 57671680 (55 MiB).
+    pub fetch_max_bytes: u32,
 }
 
 impl Default for ServerConfig {
@@ -125,6 +128,7 @@ impl Default for ServerConfig {
             idle_timeout_ms: 600_000,
             frame_timeout_ms: 30_000,
             max_fetch_wait_ms: 30_000,
+            fetch_max_bytes: 55 * 1024 * 1024,
         }
     }
 }
@@ -165,10 +169,12 @@ pub struct PluginsConfig {
     pub cache_dir: Option<PathBuf>,
     /// If non-empty, only files whose SHA-256 (lowercase hex) is listed are loaded.
     pub sha256_allowlist: Vec<String>,
-    /// Plugin names that must load; if one fails, startup stops with its error.
+    /// Plugin names that must load; if one fails, startup stops with its error. Plugin
+    /// names are unique across all kinds in one broker.
     pub required: Vec<String>,
-    /// Per-plugin configuration, keyed by plugin name; each table is rendered back to
-    /// TOML and handed to the plugin as its config string.
+    /// Per-plugin configuration, keyed by plugin name (unique across kinds); each table
+    /// is rendered back to TOML and handed to the plugin as its config string. A table
+    /// naming no loaded plugin is reported with a warning and otherwise ignored.
     pub config: BTreeMap<String, toml::Table>,
 }
 
@@ -198,7 +204,7 @@ impl Config {
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_owned(),
-            message: e.to_string().trim().replace('\n', " "),
+            message: parse_message(text, &e),
         })?;
         let invalid = |message: String| ConfigError::Invalid {
             path: path.to_owned(),
@@ -253,6 +259,22 @@ impl Config {
     }
 }
 
+/// The parser's message on one line, prefixed with the line and column it points at
+/// (the error's `Display` draws the offending line with a caret under it, which is
+/// unreadable once flattened into one log line).
+fn parse_message(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim().replace('\n', " ");
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +293,23 @@ mod tests {
     fn unknown_key_is_refused_with_its_name() {
         let e = Config::parse(Path::new("x"), "[plugins]\ndirr = 'p'\n").unwrap_err();
         assert!(e.to_string().contains("dirr"), "{e}");
+    }
+
+    #[test]
+    fn parse_errors_are_one_line_with_line_and_column() {
+        let e = Config::parse(
+            Path::new("x.toml"),
+            "[plugins]\ndir = 'p'\nrequired = [1,\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(!e.contains('\n'), "{e}");
+        assert!(!e.contains('|') && !e.contains('^'), "no caret art: {e}");
+        assert!(e.starts_with("invalid config x.toml: line "), "{e}");
+        let e = Config::parse(Path::new("x.toml"), "[plugins]\ndirr = 'p'\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2, column 1: unknown field `dirr`"), "{e}");
     }
 
     #[test]

@@ -54,7 +54,8 @@ struct ServeArgs {
 #[derive(Subcommand)]
 enum PluginsCommand {
     /// Load every `*.so` in the plugin directory and print what was found. Exits 0 even
-    /// when some files are refused; each refusal says why.
+    /// when some files are refused (each refusal says why); exits 1 when the plugin
+    /// directory cannot be read or the plugin cache directory is unsafe.
     List {
         #[command(flatten)]
         source: PluginSource,
@@ -63,8 +64,9 @@ enum PluginsCommand {
         format: Format,
     },
     /// Do what broker startup does with plugins: load the directory, require every
-    /// plugin the config names, and start each named plugin with its config. Exits 1
-    /// with the first error.
+    /// plugin in `plugins.required`, start every assignor (a failure is fatal only for a
+    /// required one) and open every required offset store, each with its
+    /// `[plugins.config.<name>]` table. Exits 1 with the first fatal error.
     Check {
         #[command(flatten)]
         source: PluginSource,
@@ -146,16 +148,24 @@ fn load_config(source: &PluginSource) -> Result<(Config, bool), String> {
     Ok((config, source.config.is_some()))
 }
 
+/// Loader options for `list` and `check`. Without a config file there is no data
+/// directory: keep verified copies in a private per-user temp directory instead of
+/// creating ./drover-data.
+fn plugin_loader_options(config: &Config, from_file: bool) -> LoaderOptions {
+    let from_config = startup::loader_options(config);
+    if from_file {
+        from_config
+    } else {
+        LoaderOptions {
+            allowlist: from_config.allowlist,
+            ..LoaderOptions::temp_cache()
+        }
+    }
+}
+
 fn list(source: PluginSource, format: Format) -> Result<(), String> {
     let (config, from_file) = load_config(&source)?;
-    // Without a config file there is no data directory: keep verified copies in a
-    // private per-user temp directory instead of creating ./drover-data.
-    let mut options = if from_file {
-        startup::loader_options(&config)
-    } else {
-        LoaderOptions::temp_cache()
-    };
-    options.allowlist = startup::loader_options(&config).allowlist;
+    let options = plugin_loader_options(&config, from_file);
     let registry = PluginRegistry::scan(&Loader::new(options), &config.plugins.dir)
         .map_err(|e| e.to_string())?;
     let rows = drover_host::plugins::table::rows(&registry);
@@ -171,8 +181,9 @@ fn list(source: PluginSource, format: Format) -> Result<(), String> {
 }
 
 fn check(source: PluginSource) -> Result<(), String> {
-    let (config, _) = load_config(&source)?;
-    let plugins = startup::load_plugins(&config).map_err(|e| e.to_string())?;
+    let (config, from_file) = load_config(&source)?;
+    let options = plugin_loader_options(&config, from_file);
+    let plugins = startup::load_plugins_with(&config, options).map_err(|e| e.to_string())?;
     println!("{}", plugins.describe());
     plugins.close().map_err(|e| e.to_string())
 }

@@ -147,12 +147,12 @@ async fn maintain(broker: Arc<Broker>, mut stopped: watch::Receiver<bool>) {
     }
 }
 
-/// Flushes every partition (shutdown).
+/// Flushes and closes every partition (shutdown), so the next start skips recovery scans.
 fn flush_all(broker: &Broker) {
     for topic in broker.topics.list() {
         for partition in &topic.partitions {
             let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-            if let Err(e) = log.flush() {
+            if let Err(e) = log.close() {
                 tracing::error!(topic = %topic.name, partition = partition.index, "final flush failed: {e}");
             }
         }

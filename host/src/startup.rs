@@ -36,6 +36,8 @@ pub struct StartedPlugins {
     pub assignors: BTreeMap<String, Arc<AssignorHandle>>,
     /// The offset stores named in `plugins.required`, opened, by name.
     pub offset_stores: BTreeMap<String, Arc<OffsetStoreHandle>>,
+    /// Loaded plugins that are not required and failed to start, by name, with why.
+    pub failed: BTreeMap<String, String>,
 }
 
 impl StartedPlugins {
@@ -47,30 +49,51 @@ impl StartedPlugins {
         Ok(())
     }
 
-    /// One line per started plugin, for `drover plugins check`.
+    /// One line per loaded plugin and a summary, for `drover plugins check`. A plugin
+    /// that failed to start is not counted as ready.
     pub fn describe(&self) -> String {
         let mut lines = Vec::new();
+        let mut ready = 0;
         for p in self.registry.loaded() {
             let s = &p.summary;
             let state = match s.kind {
-                PluginKind::Assignor if self.assignors.contains_key(&s.name) => "started",
-                PluginKind::OffsetStore if self.offset_stores.contains_key(&s.name) => "opened",
-                _ => "loaded",
+                PluginKind::Assignor if self.assignors.contains_key(&s.name) => {
+                    "started".to_owned()
+                }
+                PluginKind::OffsetStore if self.offset_stores.contains_key(&s.name) => {
+                    "opened".to_owned()
+                }
+                _ => match self.failed.get(&s.name) {
+                    Some(why) => format!("failed to start: {why}"),
+                    None => "loaded".to_owned(),
+                },
             };
+            if !self.failed.contains_key(&s.name) {
+                ready += 1;
+            }
             lines.push(format!("{} {} {} ({state})", s.kind, s.name, s.version));
         }
         let refused = self.registry.refused().count();
         lines.push(format!(
-            "{} plugin(s) ready, {refused} file(s) refused",
-            lines.len()
+            "{ready} plugin(s) ready, {} failed to start, {refused} file(s) refused",
+            self.failed.len()
         ));
         lines.join("\n")
     }
 }
 
-/// Loads and starts the plugins `config` asks for.
+/// Loads and starts the plugins `config` asks for, with the config's plugin cache.
 pub fn load_plugins(config: &Config) -> Result<StartedPlugins, LoadError> {
-    let loader = Loader::new(loader_options(config));
+    load_plugins_with(config, loader_options(config))
+}
+
+/// Loads and starts the plugins `config` asks for, with loader `options` (for commands
+/// that run without the config's data directory).
+pub fn load_plugins_with(
+    config: &Config,
+    options: LoaderOptions,
+) -> Result<StartedPlugins, LoadError> {
+    let loader = Loader::new(options);
     let required = &config.plugins.required;
     let dir = &config.plugins.dir;
     let registry = if !dir.exists() && required.is_empty() {
@@ -85,7 +108,21 @@ pub fn load_plugins(config: &Config) -> Result<StartedPlugins, LoadError> {
     for name in required {
         registry.require(None, name)?;
     }
+    for name in config.plugins.config.keys() {
+        if !registry.loaded().any(|p| &p.summary.name == name) {
+            let loaded: Vec<&str> = registry.loaded().map(|p| p.summary.name.as_str()).collect();
+            tracing::warn!(
+                "[plugins.config.{name}] names no loaded plugin and is ignored; loaded plugins: {}",
+                if loaded.is_empty() {
+                    "none".to_owned()
+                } else {
+                    loaded.join(", ")
+                }
+            );
+        }
+    }
     let mut assignors = BTreeMap::new();
+    let mut failed = BTreeMap::new();
     for plugin in registry.of_kind(PluginKind::Assignor) {
         let name = &plugin.summary.name;
         match plugin.new_assignor(&config.plugin_config(name)) {
@@ -93,7 +130,14 @@ pub fn load_plugins(config: &Config) -> Result<StartedPlugins, LoadError> {
                 assignors.insert(name.clone(), Arc::new(handle));
             }
             Err(e) if required.contains(name) => return Err(e),
-            Err(e) => tracing::warn!("{e}; skipped"),
+            Err(e) => {
+                tracing::warn!("{e}; skipped");
+                let why = match &e {
+                    LoadError::Instantiate { error, .. } => error.to_string(),
+                    other => other.to_string(),
+                };
+                failed.insert(name.clone(), why);
+            }
         }
     }
     let mut offset_stores = BTreeMap::new();
@@ -108,5 +152,6 @@ pub fn load_plugins(config: &Config) -> Result<StartedPlugins, LoadError> {
         registry,
         assignors,
         offset_stores,
+        failed,
     })
 }

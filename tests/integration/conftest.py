@@ -9,6 +9,7 @@ printed in the teardown section of the report.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import socket
@@ -23,6 +24,18 @@ DEFAULT_BIN = REPO / "target" / "debug" / "drover"
 READY_MARKER = "drover ready"
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when pytest dies (even by os._exit, as
+    pytest-timeout does), so no broker outlives the test run."""
+    try:
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except Exception:
+        pass
 
 
 def free_port() -> int:
@@ -148,6 +161,7 @@ class Broker:
                 env=env,
                 cwd=self.workdir,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         deadline = time.monotonic() + timeout
         while True:
@@ -174,6 +188,10 @@ class Broker:
         """SIGKILL the broker and reap it (no-op if not running)."""
         if self.proc is None or self.proc.poll() is not None:
             return
+        try:  # the broker runs in its own session: take anything it spawned too
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.proc.kill()
         try:
             self.returncodes.append(self.proc.wait(timeout=10))
@@ -225,19 +243,23 @@ def broker_factory(tmp_path, request):
         b = Broker(tmp_path / f"broker{len(made)}", config=config)
         made.append(b)
         if start:
+            err = None
             try:
                 b.start()
             except BrokerError as e:
-                pytest.fail(str(e), pytrace=False)
+                err = str(e)
+            if err is not None:
+                pytest.fail(err, pytrace=False)
         return b
 
     yield make
 
-    failed = any(
-        getattr(request.node, "rep_" + w, None) is not None
-        and getattr(request.node, "rep_" + w).failed
-        for w in ("setup", "call")
-    )
+    # Destroy client objects the test left behind while their broker is still up, so
+    # librdkafka does not log reconnect failures into later tests' output.
+    gc.collect()
+    # On a failed test, show the broker's logs (a failed start already shows them).
+    rep = getattr(request.node, "rep_call", None)
+    failed = rep is not None and rep.failed
     for b in made:
         try:
             b.kill9()

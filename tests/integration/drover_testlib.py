@@ -570,3 +570,61 @@ def assert_healthy(broker, topic: str = "health-check") -> None:
     rec = ck_consume_one(broker, topic, part, off, timeout=30)
     assert (rec.key, rec.value, rec.headers) == (b"hk", value, [("h", b"v")])
     broker.assert_alive()
+
+
+# ---------------------------------------------------------------------------------
+# Hand-built record batches (magic 2) and Produce v3, for the malformed-input tests
+# ---------------------------------------------------------------------------------
+def varint(n: int) -> bytes:
+    return uvarint((n << 1) ^ (n >> 63))
+
+
+def record_batch(records: list[tuple[bytes | None, bytes | None]], *, base_ts: int = T0_MS,
+                 corrupt_crc: bool = False, magic: int = 2) -> bytes:
+    """An uncompressed record batch holding (key, value) records."""
+    import crc32c
+
+    def blob(b):
+        return varint(-1) if b is None else varint(len(b)) + b
+
+    recs = b""
+    for i, (k, v) in enumerate(records):
+        body = b"\x00" + varint(i) + varint(i) + blob(k) + blob(v) + varint(0)
+        recs += varint(len(body)) + body
+    n = len(records)
+    after_crc = (struct.pack(">hiqqqhi", 0, n - 1, base_ts, base_ts + n - 1, -1, -1, -1)
+                 + struct.pack(">i", n) + recs)
+    crc = crc32c.crc32c(after_crc)
+    if corrupt_crc:
+        crc ^= 0xDEADBEEF
+    after_len = struct.pack(">ibI", -1, magic, crc) + after_crc
+    return struct.pack(">qi", 0, len(after_len)) + after_len
+
+
+def produce_v3_request(topic: str, partition: int, records: bytes, *, acks: int = -1,
+                       timeout_ms: int = 10000, records_len: int | None = None) -> bytes:
+    n = len(records) if records_len is None else records_len
+    return (kstr(None) + struct.pack(">hi", acks, timeout_ms)
+            + struct.pack(">i", 1) + kstr(topic)
+            + struct.pack(">i", 1) + struct.pack(">i", partition)
+            + struct.pack(">i", n) + records)
+
+
+def parse_produce_v3(body: bytes) -> dict[tuple[str, int], tuple[int, int]]:
+    """-> {(topic, partition): (error_code, base_offset)}"""
+    out = {}
+    pos = 0
+    (nt,) = struct.unpack_from(">i", body, pos)
+    pos += 4
+    for _ in range(nt):
+        (tl,) = struct.unpack_from(">h", body, pos)
+        pos += 2
+        topic = body[pos:pos + tl].decode()
+        pos += tl
+        (np_,) = struct.unpack_from(">i", body, pos)
+        pos += 4
+        for _ in range(np_):
+            part, err, base, _lat = struct.unpack_from(">ihqq", body, pos)
+            pos += 22
+            out[(topic, part)] = (err, base)
+    return out

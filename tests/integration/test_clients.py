@@ -2,8 +2,8 @@
 compression codec, consume them back by partition and offset, compare byte for byte.
 
 Sizes are chosen for a 2-core machine: confluent-kafka (librdkafka) is fast, so it gets
-10,000 messages per codec; kafka-python encodes in pure Python and kcat forks a process
-per call, so they get fewer, but still every codec."""
+10,000 messages per codec; kafka-python (pure Python) gets 5,000 and kcat 2,000, still
+with every codec."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def test_auto_create_disabled(broker_factory):
 def test_kafka_python_roundtrip(broker, codec):
     topic = unique_topic(f"kp-{codec}")
     ck_create_topic(broker, topic, PARTITIONS)
-    msgs = make_messages(2_000, seed=10, with_ts=True, null_headers=False)
+    msgs = make_messages(5_000, seed=10, with_ts=True, null_headers=False)
     acks = kp_produce(broker, topic, msgs, codec=codec)
     expected = by_partition(msgs, acks)
     check_key_partitioning(expected)
@@ -178,7 +178,7 @@ def check_kcat_records(msgs: list[Msg], got: dict[int, list[dict]]) -> None:
 def test_kcat_roundtrip(broker, codec):
     topic = unique_topic(f"kcat-{codec}")
     ck_create_topic(broker, topic, PARTITIONS)
-    msgs = make_messages(1_000, seed=20, text=True)
+    msgs = make_messages(2_000, seed=20, text=True)
     kcat_produce(broker, topic, msgs, codec)
     got = kcat_read_all(broker, topic, PARTITIONS)
     assert sum(1 for v in got.values() if v) > 1, "every key landed on one partition"
@@ -224,5 +224,8 @@ def test_cross_client(broker):
     expected = by_partition(msgs, acks)
     check_partition_logs(expected, ck_consume(broker, topic, {0: 600}))
     check_partition_logs(expected, kp_consume(broker, topic, {0: 600}))
-    recs = kcat_consume(broker, topic, 0)
-    assert [r["offset"] for r in recs] == list(range(600))
+    # kcat's JSON output cannot carry these binary keys: compare offsets and lengths.
+    out = kcat(broker, ["-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",
+                        "-f", "%o %K %S\n"]).stdout.decode()
+    rows = [tuple(map(int, line.split())) for line in out.splitlines() if line.strip()]
+    assert rows == [(off, len(m.key), len(m.value)) for off, m in expected[0]]

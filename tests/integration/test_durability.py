@@ -124,7 +124,7 @@ TEAR_CASES = {
     "cut-1-byte": (None, ("cut", 1), False),
     "cut-7-bytes": (None, ("cut", 7), False),
     "cut-40-bytes": (None, ("cut", 40), False),
-    "cut-7-bytes-many-segments": ("[log]\nsegment_bytes = 16384\n", ("cut", 7), False),
+    "cut-7-bytes-many-segments": ("[log]\nsegment_bytes = 32768\n", ("cut", 7), False),
     "zero-tail": (None, ("append", b"\x00" * 4096), True),
     "garbage-tail": (None, ("append", random.Random(7).randbytes(100)), True),
 }
@@ -139,14 +139,15 @@ def test_torn_tail_is_truncated_on_restart(broker_factory, case):
     msgs = indexed_messages(500, seed=41)
     for m in msgs:
         m.partition = 0
-    assert ck_produce(broker, topic, msgs) == [(0, i) for i in range(500)]
+    # Small batches: a batch larger than segment_bytes is refused (as in Kafka).
+    assert ck_produce(broker, topic, msgs, **{"batch.size": 8192}) == [(0, i) for i in range(500)]
     last = Msg(b"last", b"the-last-batch-" * 20, [("h", b"last")], partition=0)
     assert ck_produce(broker, topic, [last]) == [(0, 500)]  # its own record batch
 
     assert broker.terminate() == 0, "SIGTERM should exit 0"
     segs = segments(broker, topic, 0)
     if "many-segments" in case:
-        assert len(segs) > 1, "segment_bytes = 16384 should have rolled segments"
+        assert len(segs) > 1, "segment_bytes = 32768 should have rolled segments"
     newest = segs[-1]
     size = newest.stat().st_size
     if how == "cut":

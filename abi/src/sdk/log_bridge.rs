@@ -3,7 +3,8 @@
 //! A `cdylib` has its own copy of `tracing`'s global dispatcher, so without a bridge the
 //! plugin's events go nowhere. On the first instantiation the SDK installs a global
 //! subscriber inside the plugin whose only layer formats each event and hands it to the
-//! host's [`LogSink`](crate::host::LogSink). The plugin's panic hook is replaced by one
+//! host's [`LogSink`](crate::host::LogSink). The host's maximum level is read then, once:
+//! events below it are filtered inside the plugin for the rest of the process. The plugin's panic hook is replaced by one
 //! that logs the panic location through the same bridge.
 
 use std::{fmt::Write as _, sync::Once};

@@ -15,9 +15,13 @@
 //! ```
 //!
 //! The export macro generates the `abi_stable` library header and root module. Every
-//! call into the plugin then runs inside a panic guard (a panic becomes a
-//! [`crate::ErrorKind::Panicked`] error instead of aborting the broker) and the plugin's
-//! `tracing` events are forwarded to the host's log (see [`log_bridge`]).
+//! call into the plugin, and dropping an instance, then runs inside a panic guard (a
+//! panic becomes a [`crate::ErrorKind::Panicked`] error instead of aborting the broker;
+//! after one, every later call of that instance returns `Panicked` without running) and
+//! the plugin's `tracing` events are forwarded to the host's log (see [`log_bridge`]).
+//!
+//! The guard relies on unwinding: a plugin built with `panic = "abort"` aborts the
+//! broker on its first panic. To log, depend on `tracing` yourself.
 
 mod adapters;
 pub mod log_bridge;
@@ -44,7 +48,8 @@ pub const ROOT_MODULE_SYMBOL: &str = "_1as_0lib_1header_0root_bmodule_bloader";
 
 /// Static facts about a plugin, turned into its [`Manifest`].
 pub trait PluginInfo {
-    /// The name configs and groups select the plugin by; unique per kind in a broker.
+    /// The name configs and groups select the plugin by. Unique across all kinds in a
+    /// broker: the host refuses a second plugin with a name already taken by any plugin.
     const NAME: &'static str;
     /// The plugin's version; usually `env!("CARGO_PKG_VERSION")`.
     const VERSION: &'static str;

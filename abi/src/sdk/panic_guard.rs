@@ -1,5 +1,6 @@
 //! Catches panics at the boundary: a panic inside a plugin must never unwind into the
-//! host (it would abort the broker, see `../shared/NOTES.md`).
+//! host (unwinding out of an `extern "C"` function aborts the process, and with it the
+//! broker).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

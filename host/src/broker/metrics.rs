@@ -4,7 +4,7 @@
 //!   response's error (`NONE`, or the first non-zero error code's name);
 //! - `drover_bytes_in_total`, `drover_bytes_out_total`: request and response bytes,
 //!   frames included;
-//! - `drover_connections` (open now), `drover_connections_total` (accepted);
+//! - `drover_connections_open` (gauge), `drover_connections_accepted_total`;
 //! - `drover_frames_rejected_total{reason}`: frames refused before decoding;
 //! - `drover_log_end_offset{topic,partition}`: rendered at scrape time.
 
@@ -69,12 +69,12 @@ impl Metrics {
             bytes_out.clone(),
         );
         registry.register(
-            "connections",
+            "connections_open",
             "Client connections open now",
             connections.clone(),
         );
         registry.register(
-            "connections",
+            "connections_accepted",
             "Client connections accepted",
             connections_total.clone(),
         );

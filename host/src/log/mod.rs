@@ -29,6 +29,7 @@ mod config;
 mod error;
 mod index;
 mod partition;
+pub mod records;
 mod recovery;
 mod segment;
 mod time_index;

@@ -365,10 +365,13 @@ impl PartitionLog {
     }
 
     /// Flushes everything and marks the directory as cleanly closed, so the next
-    /// [`Self::open`] skips rescanning the last segment. Dropping the log without
-    /// calling this is safe; the next open then runs full recovery.
-    pub fn close(mut self) -> Result<(), LogError> {
+    /// [`Self::open`] skips rescanning the last segment. Later writes are refused
+    /// ([`LogError::Offline`]), so the marker never covers data written after it.
+    /// Dropping the log without calling this is safe; the next open then runs full
+    /// recovery.
+    pub fn close(&mut self) -> Result<(), LogError> {
         self.flush()?;
+        self.offline = true;
         let marker = self.dir.join(CLEAN_SHUTDOWN_FILE);
         File::create(&marker)
             .and_then(|f| f.sync_all())

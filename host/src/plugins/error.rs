@@ -5,46 +5,121 @@ use std::path::PathBuf;
 
 use drover_abi::{ErrorKind, PluginError, PluginKind};
 
-/// Why a plugin file was refused. `Display` is one line for logs and
-/// `drover plugins list`.
+/// Why a plugin file was refused, or (for [`LoadError::PluginDir`] and
+/// [`LoadError::CacheDir`]) why the loader cannot work at all. `Display` is one line for
+/// logs and `drover plugins list`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
-    /// The file or directory could not be read.
-    #[error("{path}: cannot read: {source}")]
+    /// An I/O error with no more specific variant.
+    #[error("{path}: I/O error: {source}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The file is writable by group or others.
-    #[error("{path}: refused: file is writable by group or others (mode {mode:03o}); expected no group/other write permission; hint: chmod go-w {path}")]
-    InsecureFile {
+    /// The plugin directory cannot be listed.
+    #[error(
+        "cannot read the plugin directory {dir}: {source}; hint: {}",
+        dir_hint(source)
+    )]
+    PluginDir {
+        /// The plugin directory.
+        dir: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The plugin cache directory is unsafe or unusable: nothing can be loaded.
+    #[error("plugin cache {dir}: refused: {detail}; hint: {hint}")]
+    CacheDir {
+        /// The cache directory.
+        dir: PathBuf,
+        /// What is wrong, naming the offending path with expected and found owner/mode.
+        detail: String,
+        /// What to do about it.
+        hint: String,
+    },
+    /// The plugin file cannot be opened or read.
+    #[error("{path}: cannot read the plugin file: {source}; hint: make it (and every directory above it) readable by uid {uid}, the broker's user")]
+    Unreadable {
         /// The file.
         path: PathBuf,
+        /// The broker's effective uid.
+        uid: u32,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The name is a symlink whose target does not exist.
+    #[error("{path}: refused: dangling symlink to {target}; expected a symlink to an existing plugin file; hint: fix or remove the link")]
+    DanglingSymlink {
+        /// The link.
+        path: PathBuf,
+        /// Where it points.
+        target: PathBuf,
+    },
+    /// The name is not a regular file (a directory, a FIFO, a device...).
+    #[error("{path}: refused: not a regular file: expected a plugin library, found {found}; hint: remove it or rename it so it does not end in .so")]
+    NotRegular {
+        /// The name in the plugin directory.
+        path: PathBuf,
+        /// What it is instead.
+        found: String,
+    },
+    /// A second name (a symlink) for a file already loaded from the same directory.
+    #[error("{path}: refused: same file as {first} (both are {canonical}); expected one name per plugin file; hint: remove one of them")]
+    SameFile {
+        /// The later name.
+        path: PathBuf,
+        /// The name the file was loaded under.
+        first: PathBuf,
+        /// The real path both resolve to.
+        canonical: PathBuf,
+    },
+    /// The file is writable by group or others.
+    #[error("{path}: refused: file {file} is writable by group or others (mode {mode:03o}); expected no group/other write permission; hint: chmod go-w {file}")]
+    InsecureFile {
+        /// The name in the plugin directory.
+        path: PathBuf,
+        /// The real file (differs from `path` for a symlink).
+        file: PathBuf,
         /// Its permission bits.
         mode: u32,
     },
-    /// The directory holding the file is writable by group or others.
-    #[error("{path}: refused: directory {dir} is writable by group or others (mode {mode:03o}); expected no group/other write permission; hint: chmod go-w {dir}")]
+    /// A directory above the file (after resolving symlinks), or the plugin directory, is
+    /// writable by group or others and not a root-owned sticky directory.
+    #[error("{path}: refused: directory {dir} is writable by group or others (owner uid {owner}, mode {mode:03o}); expected no group/other write permission, or a root-owned directory with the sticky bit (like /tmp); hint: chmod go-w {dir}")]
     InsecureDir {
         /// The file.
         path: PathBuf,
         /// The directory.
         dir: PathBuf,
+        /// Its owner.
+        owner: u32,
         /// Its permission bits.
         mode: u32,
     },
-    /// The file is owned by neither the broker's user nor root.
-    #[error("{path}: refused: owned by uid {found}; expected uid {expected} (the broker's user) or root; hint: chown {expected} {path}")]
+    /// The file, or a directory above it, is owned by neither the broker's user nor root.
+    #[error("{path}: refused: {offending} is owned by uid {found}; expected uid {expected} (the broker's user) or root (uid 0) for the file and every directory above it; hint: chown {expected} {offending}, or keep plugins in a directory tree owned by root or uid {expected}")]
     WrongOwner {
         /// The file.
         path: PathBuf,
+        /// The file or directory with the wrong owner.
+        offending: PathBuf,
         /// The broker's effective uid.
         expected: u32,
-        /// The file's owner.
+        /// The owner found.
         found: u32,
+    },
+    /// The file is larger than [`super::checks::MAX_PLUGIN_BYTES`].
+    #[error("{path}: refused: file is {size} bytes; expected at most {max} bytes for a plugin library; hint: strip debug info (e.g. [profile.release] debug = \"line-tables-only\" or strip = true)")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The cap.
+        max: u64,
     },
     /// `plugins.sha256_allowlist` is set and does not list the file's digest.
     #[error("{path}: refused: SHA-256 {found} is not in plugins.sha256_allowlist; hint: add it to the allowlist if you trust this file")]
@@ -62,12 +137,22 @@ pub enum LoadError {
         /// What the file looks like instead.
         found: String,
     },
+    /// The verified copy could not be written to the plugin cache.
+    #[error("{path}: cannot copy into the plugin cache as {cached}: {source}; hint: check free space and permissions of the cache directory")]
+    CacheWrite {
+        /// The file.
+        path: PathBuf,
+        /// The copy being written.
+        cached: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// The dynamic loader refused the file.
-    #[error("{path}: cannot load library: {reason}")]
+    #[error("{path}: cannot load library: expected a shared object the dynamic loader accepts, found: {reason}; hint: build the plugin for this platform (same target and C library as the broker) and check its dependencies with `ldd {path}`")]
     Dlopen {
         /// The file.
         path: PathBuf,
-        /// The loader's message.
+        /// The loader's message (naming the plugin file, not its cached copy).
         reason: String,
     },
     /// The library exports no `abi_stable` root module.
@@ -132,17 +217,21 @@ pub enum LoadError {
         /// What the manifest says.
         found: String,
     },
-    /// Two files provide a plugin with the same kind and name.
-    #[error("{path}: duplicate {kind} plugin `{name}`: expected one file per name, found it already in {first}; hint: remove one of them")]
+    /// Two files provide a plugin with the same name. Names are unique across all kinds,
+    /// because `plugins.required` and `[plugins.config.<name>]` select plugins by name
+    /// alone.
+    #[error("{path}: duplicate plugin name `{name}`: already used by the {first_kind} plugin in {first}; expected one plugin per name across all kinds, found a second one ({kind}); hint: remove one of them")]
     Duplicate {
         /// The later file.
         path: PathBuf,
-        /// The kind.
+        /// The later plugin's kind.
         kind: PluginKind,
         /// The plugin name.
         name: String,
         /// The file that provided it first.
         first: PathBuf,
+        /// The kind of the plugin that provided it first.
+        first_kind: PluginKind,
     },
     /// The plugin's instance could not be created (bad config, backend down).
     #[error("{path}: plugin `{name}` could not be started: {error}")]
@@ -154,16 +243,43 @@ pub enum LoadError {
         /// The plugin's error.
         error: PluginError,
     },
-    /// A plugin the config requires is not in the directory.
-    #[error("required plugin `{name}` not found in {dir}: expected a file providing it, found none ({refused} file(s) refused, see above); hint: build it and copy its .so into the plugin directory")]
+    /// A plugin the config requires is not in the directory. Lists the refused files
+    /// itself, since the warnings logged for them may be filtered out.
+    #[error(
+        "required plugin `{name}` not found in {dir}: expected a file providing it, found none{}",
+        missing_detail(refused)
+    )]
     Missing {
         /// The plugin kind and name.
         name: String,
         /// The plugin directory.
         dir: PathBuf,
-        /// How many files of the directory were refused.
-        refused: usize,
+        /// Each refused file of the directory with its reason, shortened.
+        refused: Vec<String>,
     },
+}
+
+fn dir_hint(source: &std::io::Error) -> &'static str {
+    match source.kind() {
+        std::io::ErrorKind::NotFound => {
+            "create it, or point plugins.dir (or --plugin-dir) at the directory holding the plugin .so files"
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "make it readable and searchable by the broker's user"
+        }
+        _ => "point plugins.dir (or --plugin-dir) at a readable directory of plugin .so files",
+    }
+}
+
+fn missing_detail(refused: &[String]) -> String {
+    if refused.is_empty() {
+        return "; hint: build it and copy its .so into the plugin directory".to_owned();
+    }
+    format!(
+        "; {} file(s) refused: {}; hint: fix the refused file(s) (`drover plugins list` shows each reason in full), or build the plugin and copy its .so into the plugin directory",
+        refused.len(),
+        refused.join("; ")
+    )
 }
 
 /// A failed call into a plugin instance.
@@ -191,5 +307,48 @@ impl CallError {
     /// Whether the same call may succeed later (a backend that is down).
     pub fn is_retriable(&self) -> bool {
         matches!(self, CallError::Plugin { error, .. } if error.kind == ErrorKind::Unavailable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_error_has_a_hint() {
+        let e = LoadError::Unreadable {
+            path: "/p/libx.so".into(),
+            uid: 7,
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        assert!(e.to_string().contains("hint: make it"), "{e}");
+        let e = LoadError::PluginDir {
+            dir: "/nope".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        let text = e.to_string();
+        assert!(text.contains("plugin directory /nope"), "{text}");
+        assert!(text.contains("hint: create it"), "{text}");
+    }
+
+    #[test]
+    fn missing_lists_refusals_or_says_build_it() {
+        let e = LoadError::Missing {
+            name: "sticky".into(),
+            dir: "/p".into(),
+            refused: vec![],
+        };
+        assert!(e.to_string().contains("hint: build it"), "{e}");
+        let e = LoadError::Missing {
+            name: "sticky".into(),
+            dir: "/p".into(),
+            refused: vec!["liba.so (not a plugin library)".into()],
+        };
+        let text = e.to_string();
+        assert!(
+            text.contains("1 file(s) refused: liba.so (not a plugin library)"),
+            "{text}"
+        );
+        assert!(text.contains("hint: fix the refused file(s)"), "{text}");
     }
 }

@@ -1,23 +1,32 @@
 //! Loading one plugin file.
 //!
 //! Not abi_stable's caching `load_from_*` helpers, which keep one library per root-module
-//! type for the whole process (`../shared/NOTES.md`). Instead, for each file:
-//! 1. [`checks`](super::checks): directory and file permissions, owner, allowlist, ELF;
+//! type for the whole process. Instead, for each file:
+//! 1. [`checks`](super::checks): the file resolved through symlinks, then owner and mode
+//!    of the real file and of every directory above it (and above its name), size cap,
+//!    ELF magic, allowlist — all before `dlopen`, because `dlopen` runs the library's
+//!    static constructors;
 //! 2. the checked bytes are written to `<cache_dir>/<sha256>.so` and that copy is
 //!    `dlopen`ed, so the library loaded is exactly the bytes checked, and a new version
 //!    of a plugin (different bytes) is a new library even under the same file name;
 //! 3. the `abi_stable` header gives the kind (root-module name) and ABI version before
-//!    anything of the plugin runs; a wrong major is refused here;
+//!    the plugin's root-module constructor runs; a wrong major is refused here;
 //! 4. `init_root_module` checks the type layout and runs the plugin's constructor;
 //! 5. the manifest is read and checked against the header.
+//!
+//! The cache directory must be owned by the broker's user with mode 0700, and every
+//! directory above it must pass the same rule as a plugin's directories; otherwise
+//! nothing is loaded ([`LoadError::CacheDir`]). After a scan, cached copies the scan did
+//! not use and older than [`CACHE_PRUNE_AGE`] are deleted.
 //!
 //! Libraries are never unloaded.
 
 use std::{
     collections::HashSet,
     io::Write as _,
-    os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt},
+    os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt},
     path::{Path, PathBuf},
+    time::{Duration, SystemTime},
 };
 
 use abi_stable::{
@@ -34,8 +43,11 @@ use super::{checks, error::LoadError};
 /// How the loader checks and where it keeps verified copies.
 #[derive(Debug, Clone)]
 pub struct LoaderOptions {
-    /// Directory for content-addressed copies; created with mode 0700 if missing and
-    /// refused if another user owns it or others can write to it.
+    /// Directory for content-addressed copies; created with mode 0700 if missing. Refused
+    /// (and with it every plugin) if another user owns it, group or others can access it,
+    /// or a directory above it is owned by someone other than root or the broker's user
+    /// or is writable by group or others (root-owned sticky directories like `/tmp`
+    /// excepted).
     pub cache_dir: PathBuf,
     /// Allowed SHA-256 digests (lowercase hex); empty: every file is allowed.
     pub allowlist: HashSet<String>,
@@ -114,6 +126,9 @@ pub struct LoadedPlugin {
     pub module: PluginModule,
 }
 
+/// Cached copies older than this that a scan did not use are deleted after the scan.
+pub const CACHE_PRUNE_AGE: Duration = Duration::from_secs(60 * 60);
+
 /// Loads plugin files; see the module docs for the sequence of checks.
 #[derive(Debug, Clone)]
 pub struct Loader {
@@ -131,6 +146,14 @@ impl Loader {
         &self.options
     }
 
+    /// Creates the cache directory if missing and checks it (owned by the broker's user,
+    /// mode 0700) and every directory above it (owned by root or the broker's user, not
+    /// writable by group or others unless root-owned and sticky). Returns its real path.
+    /// A failure here concerns every file, so a scan stops with it.
+    pub fn prepare_cache(&self) -> Result<PathBuf, LoadError> {
+        ensure_private_dir(&self.options.cache_dir)
+    }
+
     /// Loads the plugin at `path`. With `expected`, a plugin of another kind is refused
     /// before its root module is initialised.
     pub fn load(
@@ -138,15 +161,33 @@ impl Loader {
         path: &Path,
         expected: Option<PluginKind>,
     ) -> Result<LoadedPlugin, LoadError> {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-            _ => PathBuf::from("."),
+        self.load_recording(path, expected).1
+    }
+
+    /// [`Loader::load`], also returning the file's SHA-256 when it was read (even if the
+    /// file was then refused).
+    pub(super) fn load_recording(
+        &self,
+        path: &Path,
+        expected: Option<PluginKind>,
+    ) -> (Option<String>, Result<LoadedPlugin, LoadError>) {
+        let file = match checks::check_file(path, &self.options.allowlist) {
+            Ok(file) => file,
+            Err(e) => return (None, Err(e)),
         };
-        checks::check_dir(path, &dir)?;
-        let file = checks::check_file(path, &self.options.allowlist)?;
+        let sha256 = file.sha256.clone();
+        (Some(sha256), self.load_checked(path, file, expected))
+    }
+
+    fn load_checked(
+        &self,
+        path: &Path,
+        file: checks::CheckedFile,
+        expected: Option<PluginKind>,
+    ) -> Result<LoadedPlugin, LoadError> {
         let cached = self.cache(&file)?;
 
-        let header = lib_header_from_path(&cached).map_err(|e| open_error(path, e))?;
+        let header = lib_header_from_path(&cached).map_err(|e| open_error(path, &cached, e))?;
         let consts = header.root_mod_consts();
         let root_name = consts.name().as_str();
         let kind =
@@ -221,64 +262,206 @@ impl Loader {
     /// Writes the checked bytes to `<cache_dir>/<sha256>.so` (unless an identical copy
     /// is there) and returns that path.
     fn cache(&self, file: &checks::CheckedFile) -> Result<PathBuf, LoadError> {
-        let dir = &self.options.cache_dir;
-        let io = |source| LoadError::Io {
-            path: dir.clone(),
+        let dir = self.prepare_cache()?;
+        let target = dir.join(format!("{}.so", file.sha256));
+        let io = |source| LoadError::CacheWrite {
+            path: file.path.clone(),
+            cached: target.clone(),
             source,
         };
-        ensure_private_dir(dir).map_err(io)?;
-        let target = dir.join(format!("{}.so", file.sha256));
         if let Ok(existing) = std::fs::read(&target) {
             if existing == file.bytes {
                 return Ok(target);
             }
         }
         let tmp = dir.join(format!(".{}.{}.tmp", file.sha256, std::process::id()));
+        // A crash can leave this name behind (mode 0500, so it cannot be reopened for
+        // writing): remove it, then create it afresh; never write through an old entry.
+        match std::fs::remove_file(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
+            _ => {}
+        }
         let mut out = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o500)
             .open(&tmp)
             .map_err(io)?;
-        out.write_all(&file.bytes).map_err(io)?;
-        out.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, &target).map_err(io)?;
+        let written = out
+            .write_all(&file.bytes)
+            .and_then(|()| out.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, &target));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io(e));
+        }
         Ok(target)
+    }
+
+    /// Deletes cached copies (`<sha256>.so`) whose digest is not in `keep` and that are
+    /// older than `older_than`, and temp files left by crashes older than that. A library
+    /// that is loaded keeps its mapping after the file is unlinked, so this is safe even
+    /// while another broker uses the same cache. Returns how many files were deleted.
+    pub fn prune_cache(&self, keep: &HashSet<String>, older_than: Duration) -> usize {
+        let dir = &self.options.cache_dir;
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        let now = SystemTime::now();
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let prunable = match name.strip_suffix(".so") {
+                Some(digest) => is_digest(digest) && !keep.contains(digest),
+                None => name.starts_with('.') && name.ends_with(".tmp"),
+            };
+            if !prunable {
+                continue;
+            }
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > older_than));
+            if !old {
+                continue;
+            }
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => removed += 1,
+                Err(e) => tracing::warn!(
+                    "cannot prune the plugin cache: {}: {e}",
+                    entry.path().display()
+                ),
+            }
+        }
+        if removed > 0 {
+            tracing::debug!(removed, cache = %dir.display(), "pruned unused plugin cache files");
+        }
+        removed
     }
 }
 
-/// Creates `dir` (mode 0700) if missing; refuses one owned by another user or open to
-/// others, since anyone who can write there could replace a verified copy.
-fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
-    if !dir.exists() {
-        std::fs::create_dir_all(dir)?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+fn is_digest(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Creates `dir` (mode 0700) if missing, after checking the part of the path that
+/// exists; then checks it: owned by the broker's user, no access for group or others,
+/// and every directory above it trusted (see [`checks::check_dir_chain`]). Anyone who
+/// could write there, or rename a directory above it, could replace a verified copy.
+fn ensure_private_dir(dir: &Path) -> Result<PathBuf, LoadError> {
+    let refuse = |detail: String, hint: String| LoadError::CacheDir {
+        dir: dir.to_owned(),
+        detail,
+        hint,
+    };
+    let untrusted = |u: checks::Untrusted| refuse(u.detail(), u.hint());
+    let uid = checks::current_uid();
+
+    let existing = nearest_existing(dir).map_err(|e| {
+        refuse(
+            format!("cannot inspect {}: {e}", dir.display()),
+            "set plugins.cache_dir to a directory the broker's user can create".to_owned(),
+        )
+    })?;
+    if existing != dir {
+        // Never create anything below a directory someone else controls.
+        let real = std::fs::canonicalize(&existing).map_err(|e| {
+            refuse(
+                format!("cannot resolve {}: {e}", existing.display()),
+                "fix the path or set plugins.cache_dir".to_owned(),
+            )
+        })?;
+        checks::check_dir_chain(&real).map_err(untrusted)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| {
+                refuse(
+                    format!("cannot create it: {e}"),
+                    format!(
+                        "create it with mode 0700, owned by uid {uid}, or set plugins.cache_dir"
+                    ),
+                )
+            })?;
     }
-    let meta = std::fs::metadata(dir)?;
-    if meta.uid() != checks::current_uid() || meta.mode() & 0o077 != 0 {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
+    let real = std::fs::canonicalize(dir).map_err(|e| {
+        refuse(
+            format!("cannot resolve it: {e}"),
+            "fix the path or set plugins.cache_dir".to_owned(),
+        )
+    })?;
+    let meta = std::fs::symlink_metadata(&real).map_err(|e| {
+        refuse(
+            format!("cannot inspect {}: {e}", real.display()),
+            "set plugins.cache_dir to a directory the broker's user owns".to_owned(),
+        )
+    })?;
+    let shown = real.display();
+    if !meta.is_dir() {
+        return Err(refuse(
+            format!("{shown} is not a directory"),
+            "set plugins.cache_dir to a directory path".to_owned(),
+        ));
+    }
+    if meta.uid() != uid {
+        return Err(refuse(
             format!(
-                "plugin cache must be owned by uid {} with mode 0700, found uid {} mode {:03o}",
-                checks::current_uid(),
-                meta.uid(),
-                meta.mode() & 0o777
+                "{shown} is owned by uid {}; expected uid {uid} (the broker's user)",
+                meta.uid()
+            ),
+            format!(
+                "remove it so the broker recreates it, or set plugins.cache_dir to a directory owned by uid {uid}"
             ),
         ));
     }
-    Ok(())
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(refuse(
+            format!("{shown} has mode {mode:03o}; expected 700 (no access for group or others)"),
+            format!("chmod 700 {shown}"),
+        ));
+    }
+    if let Some(parent) = real.parent() {
+        checks::check_dir_chain(parent).map_err(untrusted)?;
+    }
+    Ok(real)
 }
 
-fn open_error(path: &Path, e: LibraryError) -> LoadError {
+/// `dir` if it exists (as anything, even a dangling symlink), else its nearest existing
+/// ancestor (`.` for a relative path none of whose components exist).
+fn nearest_existing(dir: &Path) -> std::io::Result<PathBuf> {
+    let mut current = dir.to_owned();
+    loop {
+        match std::fs::symlink_metadata(&current) {
+            Ok(_) => return Ok(current),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match current.parent() {
+                Some(p) if !p.as_os_str().is_empty() => current = p.to_owned(),
+                Some(_) => return Ok(PathBuf::from(".")),
+                None => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn open_error(path: &Path, cached: &Path, e: LibraryError) -> LoadError {
     match e {
         LibraryError::GetSymbolError { .. } => LoadError::MissingRootModule {
             path: path.to_owned(),
         },
-        LibraryError::OpenError { err, .. } => LoadError::Dlopen {
-            path: path.to_owned(),
-            reason: err.to_string(),
-        },
+        LibraryError::OpenError { err, .. } => {
+            // The dynamic loader names the file it was given, our cached copy; name the
+            // plugin file instead.
+            let reason = err
+                .to_string()
+                .replace(&cached.display().to_string(), &path.display().to_string());
+            LoadError::Dlopen {
+                path: path.to_owned(),
+                reason: summarize(&reason),
+            }
+        }
         other => LoadError::Layout {
             path: path.to_owned(),
             expected: host_abi(),

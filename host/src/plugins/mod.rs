@@ -1,11 +1,13 @@
 //! Plugins on the host side: finding, checking, loading and calling them.
 //!
-//! - [`checks`]: what is verified about a file before it is ever `dlopen`ed
-//!   (permissions, owner, SHA-256 allowlist, ELF magic);
-//! - [`loader`]: loading one file — a content-addressed copy, the `abi_stable` header,
-//!   kind and ABI version from the header, layout check, manifest;
-//! - [`registry`]: scanning a directory into the set of loaded plugins by kind and name,
-//!   with every refused file reported;
+//! - [`checks`]: what is verified about a file before it is ever `dlopen`ed (symlinks
+//!   resolved; owner and mode of the real file and of every directory above it; size
+//!   cap; ELF magic; SHA-256 allowlist);
+//! - [`loader`]: loading one file — a content-addressed copy in a checked private cache,
+//!   the `abi_stable` header, kind and ABI version from the header, layout check,
+//!   manifest; pruning the cache;
+//! - [`registry`]: scanning a directory into the set of loaded plugins by name (unique
+//!   across kinds), with every refused file reported;
 //! - [`handle`]: instances (an assignor, an offset store) behind handles that take an
 //!   instance out of service when it panics;
 //! - [`log_sink`]: the host end of the plugin log bridge.

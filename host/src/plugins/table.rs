@@ -17,9 +17,9 @@ pub struct Row {
     pub version: String,
     /// drover-abi version it was built against, or `-`.
     pub abi: String,
-    /// `ok`, or `refused: <reason>`.
+    /// `ok`, or `refused: <reason>` (the reason with its hint).
     pub status: String,
-    /// SHA-256 of the file, when it was read.
+    /// SHA-256 of the file, when it was read (also for most refused files).
     pub sha256: Option<String>,
 }
 
@@ -51,36 +51,36 @@ pub fn rows(registry: &PluginRegistry) -> Vec<Row> {
                     status: "ok".to_owned(),
                     sha256: Some(p.sha256.clone()),
                 },
-                Err(e) => {
-                    let text = e.to_string();
-                    let prefix = format!("{}: ", entry.path.display());
-                    let reason = text.strip_prefix(&prefix).unwrap_or(&text);
-                    Row {
-                        file,
-                        kind: "-".to_owned(),
-                        name: "-".to_owned(),
-                        version: "-".to_owned(),
-                        abi: "-".to_owned(),
-                        status: format!("refused: {reason}"),
-                        sha256: None,
-                    }
-                }
+                Err(_) => Row {
+                    file,
+                    kind: "-".to_owned(),
+                    name: "-".to_owned(),
+                    version: "-".to_owned(),
+                    abi: "-".to_owned(),
+                    status: format!("refused: {}", entry.reason().unwrap_or_default()),
+                    sha256: entry.sha256.clone(),
+                },
             }
         })
         .collect()
 }
 
-/// An aligned text table with a header line.
+/// An aligned text table with a header line. Control characters in cells (a file name
+/// can hold a newline) are escaped, so every row is one line.
 pub fn render(rows: &[Row]) -> String {
     let header = ["FILE", "KIND", "NAME", "VERSION", "ABI", "STATUS"];
-    let cells: Vec<[&str; 6]> = rows
+    let escaped: Vec<[String; 6]> = rows
         .iter()
-        .map(|r| [&r.file[..], &r.kind, &r.name, &r.version, &r.abi, &r.status])
+        .map(|r| [&r.file, &r.kind, &r.name, &r.version, &r.abi, &r.status].map(|c| escape(c)))
         .collect();
-    let mut widths = header.map(str::len);
+    let cells: Vec<[&str; 6]> = escaped
+        .iter()
+        .map(|r| r.each_ref().map(|c| &c[..]))
+        .collect();
+    let mut widths = header.map(|h| h.chars().count());
     for row in &cells {
         for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.len());
+            *w = (*w).max(c.chars().count());
         }
     }
     let mut out = String::new();
@@ -100,4 +100,47 @@ pub fn render(rows: &[Row]) -> String {
         out.push_str("(no *.so files)\n");
     }
     out
+}
+
+/// `text` with control characters written as escapes (`\n`, `\u{1b}`).
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(file: &str, status: &str) -> Row {
+        Row {
+            file: file.to_owned(),
+            kind: "-".to_owned(),
+            name: "-".to_owned(),
+            version: "-".to_owned(),
+            abi: "-".to_owned(),
+            status: status.to_owned(),
+            sha256: None,
+        }
+    }
+
+    #[test]
+    fn control_characters_cannot_fake_rows() {
+        let fake = "x.so\nlibfake.so  assignor  range  0.1.0  1.0  ok\n.so";
+        let text = render(&[
+            row(fake, "refused: not a plugin library"),
+            row("b.so", "ok"),
+        ]);
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(text.contains(r"x.so\nlibfake.so"), "{text}");
+        let escape_seq = render(&[row("a\u{1b}[2Jb.so", "ok")]);
+        assert!(escape_seq.contains(r"a\u{1b}[2Jb.so"), "{escape_seq}");
+    }
 }

@@ -17,7 +17,7 @@ use redb::{Database, Durability, ReadableTable, TableError};
 
 use crate::{
     config::Config,
-    errors::{closed, from_open, from_redb},
+    errors::{closed, from_create_dir, from_open, from_redb},
     group_commit::GroupCommit,
     layout::{self, Key, OFFSETS},
 };
@@ -33,18 +33,13 @@ impl Store {
     /// Opens (creating when missing) the database at `config.path`, creating its parent
     /// directory, and makes sure it holds the offsets table. A database left by a crash
     /// is repaired by redb first. Errors: `Unavailable` for I/O errors and a file locked
-    /// by another instance, `InvalidConfig` for a file that is not an offset store.
+    /// by another instance; `InvalidConfig` for a file that is not an offset store and
+    /// for a `path` that cannot work (a directory, a file as parent, permission denied).
     pub fn open(config: Config) -> Result<Store, PluginError> {
         let path = config.path.clone();
         let shown = path.display();
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                PluginError::unavailable(format!(
-                    "offset store `embedded`: cannot create directory {}: {e}",
-                    parent.display()
-                ))
-                .with_code(e.raw_os_error().unwrap_or(0))
-            })?;
+            std::fs::create_dir_all(parent).map_err(|e| from_create_dir(parent, &path, e))?;
         }
         let db = Database::create(&path).map_err(|e| from_open(&path, e))?;
         create_table(&db, &path)?;

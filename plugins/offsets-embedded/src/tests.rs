@@ -441,9 +441,23 @@ fn bad_configs_and_files() {
     assert_eq!(e.kind, ErrorKind::InvalidConfig, "{e}");
     assert!(e.message.contains("not a redb database"), "{e}");
 
-    // A directory where the file should be.
+    // A directory where the file should be: the operator's `path` is wrong.
     let e = EmbeddedStore::open_with_config(&config(dir.path()))
         .err()
         .unwrap();
-    assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
+    assert_eq!(e.kind, ErrorKind::InvalidConfig, "{e}");
+    assert!(e.message.contains("it is a directory"), "{e}");
+    assert!(e.message.contains("hint: set `path`"), "{e}");
+
+    // A file where a parent directory should be (EEXIST), or above it (ENOTDIR).
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, b"x").unwrap();
+    for path in [file.join("o.redb"), file.join("sub/o.redb")] {
+        let e = EmbeddedStore::open_with_config(&config(&path))
+            .err()
+            .unwrap();
+        assert_eq!(e.kind, ErrorKind::InvalidConfig, "{}: {e}", path.display());
+        assert!(e.message.contains("is a file, not a directory"), "{e}");
+        assert!(e.message.contains("`path`"), "{e}");
+    }
 }

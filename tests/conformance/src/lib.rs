@@ -24,9 +24,11 @@ pub const ASSIGNORS: &[(&str, &str)] = &[
 pub const OFFSET_STORES: &[(&str, &str)] = &[("drover_offsets_embedded", "embedded")];
 
 /// The built `lib<lib_name>.so`. Looks next to the running test binary
-/// (`target/<profile>/deps`, where cargo puts the cdylibs of dependencies) and one level
-/// up; `DROVER_PLUGIN_BUILD_DIR` overrides both (used for the example plugin, which is
-/// built outside the workspace).
+/// (`<target dir>/<profile>/deps`, where cargo puts the cdylibs of dependencies, so this
+/// follows `CARGO_TARGET_DIR`) and one level up. When `DROVER_PLUGIN_BUILD_DIR` is set,
+/// that directory is searched first (to run the suites against plugin files built
+/// elsewhere, e.g. a release build); every plugin of this workspace, the example
+/// included, is found without it.
 pub fn built_library(lib_name: &str) -> PathBuf {
     let file = format!("lib{lib_name}.so");
     let mut candidates = Vec::new();
@@ -91,12 +93,35 @@ impl PluginDir {
         target
     }
 
+    /// Creates a symlink `file_name` in the plugin directory pointing at `target`;
+    /// returns its path.
+    pub fn add_symlink(&self, file_name: &str, target: &Path) -> PathBuf {
+        let link = self.path().join(file_name);
+        std::os::unix::fs::symlink(target, &link).expect("symlink");
+        link
+    }
+
+    /// The plugin cache of [`PluginDir::loader`].
+    pub fn cache_dir(&self) -> PathBuf {
+        self.root.path().join("cache")
+    }
+
     /// A loader whose cache lives inside this directory's temp root.
     pub fn loader(&self) -> Loader {
+        self.loader_with_cache(self.cache_dir())
+    }
+
+    /// A loader with cache directory `cache_dir` and no allowlist.
+    pub fn loader_with_cache(&self, cache_dir: PathBuf) -> Loader {
         Loader::new(LoaderOptions {
-            cache_dir: self.root.path().join("cache"),
+            cache_dir,
             allowlist: Default::default(),
         })
+    }
+
+    /// The temp root holding the plugin directory (private, mode 0700).
+    pub fn root(&self) -> &Path {
+        self.root.path()
     }
 
     /// A scratch path inside the temp root (for store files).

@@ -2,7 +2,12 @@
 //! do not stop the rest of the directory, plugins of one kind load as themselves, and a
 //! panicking plugin is isolated.
 
-use std::collections::HashSet;
+use std::{
+    collections::HashSet,
+    os::unix::fs::MetadataExt,
+    path::Path,
+    time::{Duration, SystemTime},
+};
 
 use drover_abi::{
     std_types::{RNone, RString, RVec},
@@ -166,10 +171,49 @@ fn duplicate_plugin_name_is_reported() {
     let refused: Vec<String> = registry.refused().map(|e| e.to_string()).collect();
     assert_eq!(refused.len(), 1);
     assert!(
-        refused[0].contains("duplicate assignor plugin `range`"),
+        refused[0]
+            .contains("duplicate plugin name `range`: already used by the assignor plugin in"),
         "{}",
         refused[0]
     );
+}
+
+#[test]
+fn plugin_names_are_unique_across_kinds() {
+    let dir = PluginDir::new();
+    // An assignor named `embedded` sorts before the offset store of that name.
+    let clash = dir.add_built("drover_fixture_name_clash");
+    let store = dir.add_built("drover_offsets_embedded");
+    let registry = PluginRegistry::scan(&dir.loader(), &dir.path()).unwrap();
+    let loaded: Vec<_> = registry.loaded().map(|p| p.path.clone()).collect();
+    assert_eq!(loaded, vec![clash.clone()]);
+    let refused: Vec<&LoadError> = registry.refused().collect();
+    assert_eq!(refused.len(), 1);
+    assert!(
+        matches!(
+            refused[0],
+            LoadError::Duplicate {
+                kind: PluginKind::OffsetStore,
+                first_kind: PluginKind::Assignor,
+                ..
+            }
+        ),
+        "{}",
+        refused[0]
+    );
+    let text = refused[0].to_string();
+    assert!(
+        text.starts_with(&format!("{}: ", store.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "duplicate plugin name `embedded`: already used by the assignor plugin in {}",
+            clash.display()
+        )),
+        "{text}"
+    );
+    assert!(registry.find(PluginKind::OffsetStore, "embedded").is_none());
 }
 
 #[test]
@@ -209,4 +253,254 @@ fn panicking_plugin_returns_an_error_and_is_taken_out_of_service() {
     range
         .assign(&input("g", &["a", "b"], 4))
         .expect("range still serves");
+}
+
+#[test]
+fn a_panic_in_a_plugins_drop_is_contained() {
+    let dir = PluginDir::new();
+    dir.add_built("drover_fixture_fragile_assignor");
+    dir.add_built("drover_assignor_range");
+    let registry = PluginRegistry::scan(&dir.loader(), &dir.path()).unwrap();
+    let fragile = registry.find(PluginKind::Assignor, "fragile").unwrap();
+    let handle = fragile
+        .new_assignor("panic_on_drop = true\n")
+        .expect("starts");
+    handle.assign(&input("g", &["a"], 2)).expect("assigns");
+    // Dropping the last reference runs the plugin's Drop, which panics. Without the
+    // SDK's guard this aborts the test binary ("panic in a function that cannot unwind").
+    drop(handle);
+
+    let range = registry
+        .find(PluginKind::Assignor, "range")
+        .unwrap()
+        .new_assignor("")
+        .unwrap();
+    range
+        .assign(&input("g", &["a", "b"], 4))
+        .expect("the host keeps running");
+}
+
+#[test]
+fn a_symlink_to_a_plugin_in_the_directory_is_refused_as_the_same_file() {
+    let dir = PluginDir::new();
+    let real = dir.add_built("drover_assignor_range");
+    // Sorts before the real file, yet the real file keeps its name.
+    let link = dir.add_symlink("liba_alias.so", &real);
+    let registry = PluginRegistry::scan(&dir.loader(), &dir.path()).unwrap();
+    let range = registry.find(PluginKind::Assignor, "range").unwrap();
+    assert_eq!(range.path, real);
+    let refused: Vec<&LoadError> = registry.refused().collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    let text = refused[0].to_string();
+    assert!(matches!(refused[0], LoadError::SameFile { .. }), "{text}");
+    assert!(text.starts_with(&format!("{}: ", link.display())), "{text}");
+    assert!(
+        text.contains(&format!("same file as {}", real.display())),
+        "{text}"
+    );
+    assert!(!text.contains("duplicate"), "{text}");
+}
+
+#[test]
+fn a_symlinked_plugin_is_judged_by_the_directories_above_its_real_file() {
+    let dir = PluginDir::new();
+    let elsewhere = dir.root().join("shared/lib");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    set_mode(&dir.root().join("shared"), 0o755);
+    set_mode(&elsewhere, 0o755);
+    let real = elsewhere.join("librange.so");
+    std::fs::copy(drover_tests::built_library("drover_assignor_range"), &real).unwrap();
+    set_mode(&real, 0o644);
+    let link = dir.add_symlink("librange.so", &real);
+    dir.loader()
+        .load(&link, None)
+        .expect("every directory is safe");
+
+    // Group-writable two levels above the real file: refused, naming that directory.
+    set_mode(&dir.root().join("shared"), 0o775);
+    let err = dir.loader().load(&link, None).err().expect("refused");
+    let text = err.to_string();
+    let shared = std::fs::canonicalize(dir.root().join("shared")).unwrap();
+    assert!(matches!(err, LoadError::InsecureDir { .. }), "{text}");
+    assert!(
+        text.contains(&format!("directory {} is writable", shared.display())),
+        "{text}"
+    );
+    assert!(text.contains("mode 775"), "{text}");
+    assert!(text.contains("hint: chmod go-w"), "{text}");
+}
+
+#[test]
+fn dangling_symlinks_and_directories_named_so_are_reported() {
+    let dir = PluginDir::new();
+    dir.add_symlink("libgone.so", &dir.path().join("nowhere.so"));
+    std::fs::create_dir(dir.path().join("libdir.so")).unwrap();
+    dir.add_built("drover_assignor_range");
+    let registry = PluginRegistry::scan(&dir.loader(), &dir.path()).unwrap();
+    let refused: Vec<String> = registry.refused().map(|e| e.to_string()).collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(
+        refused[0].contains("libdir.so: refused: not a regular file"),
+        "{}",
+        refused[0]
+    );
+    assert!(
+        refused[1].contains("libgone.so: refused: dangling symlink"),
+        "{}",
+        refused[1]
+    );
+    assert!(registry.find(PluginKind::Assignor, "range").is_some());
+}
+
+#[test]
+fn an_unsafe_cache_directory_stops_the_scan_with_one_error() {
+    let dir = PluginDir::new();
+    dir.add_built("drover_assignor_range");
+    dir.add_built("drover_assignor_sticky");
+
+    // A group-writable directory above the cache.
+    let shared = dir.root().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    set_mode(&shared, 0o775);
+    let loader = dir.loader_with_cache(shared.join("plugin-cache"));
+    let err = PluginRegistry::scan(&loader, &dir.path())
+        .err()
+        .expect("scan fails");
+    let text = err.to_string();
+    assert!(matches!(err, LoadError::CacheDir { .. }), "{text}");
+    assert!(text.starts_with("plugin cache "), "{text}");
+    assert!(text.contains("is writable by group or others"), "{text}");
+    assert!(text.contains("hint: chmod go-w"), "{text}");
+    assert!(
+        !shared.join("plugin-cache").exists(),
+        "nothing is created below an unsafe directory"
+    );
+
+    // The cache itself open to others.
+    set_mode(&shared, 0o755);
+    std::fs::create_dir(shared.join("plugin-cache")).unwrap();
+    set_mode(&shared.join("plugin-cache"), 0o755);
+    let err = PluginRegistry::scan(&loader, &dir.path())
+        .err()
+        .expect("scan fails");
+    assert!(err.to_string().contains("expected 700"), "{err}");
+    set_mode(&shared.join("plugin-cache"), 0o700);
+    PluginRegistry::scan(&loader, &dir.path()).expect("loads once fixed");
+}
+
+#[test]
+fn a_cache_parent_owned_by_someone_else_is_refused() {
+    let dir = PluginDir::new();
+    // The temp root is ours: its owner is the effective uid.
+    if std::fs::metadata(dir.root()).unwrap().uid() != 0 {
+        return; // planting a directory for another uid needs root
+    }
+    dir.add_built("drover_assignor_range");
+    // Like a /tmp/drover-<uid> pre-created by another user.
+    let planted = dir.root().join("drover-0");
+    std::fs::create_dir(&planted).unwrap();
+    set_mode(&planted, 0o755);
+    std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+    let loader = dir.loader_with_cache(planted.join("plugin-cache"));
+    let err = PluginRegistry::scan(&loader, &dir.path())
+        .err()
+        .expect("scan fails");
+    let text = err.to_string();
+    let planted = std::fs::canonicalize(planted).unwrap();
+    assert!(
+        text.contains(&format!("{} is owned by uid 65534", planted.display())),
+        "{text}"
+    );
+    assert!(text.contains("expected uid 0"), "{text}");
+}
+
+#[test]
+fn a_stale_temp_file_in_the_cache_does_not_block_loading() {
+    let dir = PluginDir::new();
+    let path = dir.add_built("drover_assignor_range");
+    let digest = dir
+        .loader_with_cache(dir.scratch("other-cache"))
+        .load(&path, None)
+        .unwrap()
+        .sha256;
+    let cache = dir.cache_dir();
+    std::fs::create_dir(&cache).unwrap();
+    set_mode(&cache, 0o700);
+    // What a crash between create and rename leaves behind.
+    let stale = cache.join(format!(".{digest}.{}.tmp", std::process::id()));
+    std::fs::write(&stale, b"half a copy").unwrap();
+    set_mode(&stale, 0o500);
+    dir.loader().load(&path, None).expect("loads");
+    assert!(!stale.exists());
+    assert!(cache.join(format!("{digest}.so")).is_file());
+}
+
+fn age(path: &Path, by: Duration) {
+    let file = std::fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(SystemTime::now() - by).unwrap();
+}
+
+#[test]
+fn the_cache_is_pruned_of_old_unused_copies() {
+    let dir = PluginDir::new();
+    dir.add_built("drover_assignor_range");
+    let loader = dir.loader();
+    let registry = PluginRegistry::scan(&loader, &dir.path()).unwrap();
+    let used = registry.loaded().next().unwrap().sha256.clone();
+    let cache = dir.cache_dir();
+    let used_copy = cache.join(format!("{used}.so"));
+    let old = cache.join(format!("{}.so", "a".repeat(64)));
+    let recent = cache.join(format!("{}.so", "b".repeat(64)));
+    let not_ours = cache.join("notes.so");
+    for f in [&old, &recent, &not_ours] {
+        std::fs::write(f, b"x").unwrap();
+    }
+    let two_hours = Duration::from_secs(2 * 3600);
+    for f in [&old, &not_ours, &used_copy] {
+        age(f, two_hours);
+    }
+    PluginRegistry::scan(&loader, &dir.path()).unwrap();
+    assert!(!old.exists(), "old unused copy pruned");
+    assert!(recent.exists(), "recent copy kept");
+    assert!(
+        used_copy.exists(),
+        "copy used by the scan kept, however old"
+    );
+    assert!(not_ours.exists(), "only <sha256>.so files are pruned");
+}
+
+#[test]
+fn a_required_plugin_that_was_refused_is_reported_with_the_refusal() {
+    let dir = PluginDir::new();
+    dir.add_bytes("libdrover_assignor_sticky.so", b"truncated build");
+    dir.add_built("drover_assignor_range");
+    let registry = PluginRegistry::scan(&dir.loader(), &dir.path()).unwrap();
+    let err = registry.require(None, "sticky").err().expect("missing");
+    let text = err.to_string();
+    assert!(
+        text.contains("1 file(s) refused: libdrover_assignor_sticky.so (not a plugin library: expected an ELF shared object"),
+        "{text}"
+    );
+    assert!(text.contains("hint: fix the refused file(s)"), "{text}");
+    assert!(
+        !text.contains("build the plugin as a cdylib"),
+        "hints of refusals are cut: {text}"
+    );
+}
+
+#[test]
+fn a_dlopen_failure_names_the_plugin_file_not_the_cached_copy() {
+    let dir = PluginDir::new();
+    let path = dir.add_bytes("libbroken.so", b"\x7fELF but nothing a loader accepts");
+    let err = dir.loader().load(&path, None).err().expect("refused");
+    let text = err.to_string();
+    assert!(matches!(err, LoadError::Dlopen { .. }), "{text}");
+    assert!(
+        text.starts_with(&format!("{}: cannot load library", path.display())),
+        "{text}"
+    );
+    let cache = std::fs::canonicalize(dir.cache_dir()).unwrap();
+    assert!(!text.contains(&cache.display().to_string()), "{text}");
+    assert!(text.contains("expected a shared object"), "{text}");
+    assert!(text.contains("hint:"), "{text}");
 }

@@ -570,7 +570,7 @@ fn recovery_warns_with_the_file_and_the_bytes_cut() {
 fn damage_after_a_clean_close_is_still_found() {
     let dir = tempfile::tempdir().unwrap();
     let stored = durable_log(dir.path(), 4);
-    let log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+    let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
     log.close().unwrap();
     let path = last_log_file(dir.path());
     let len = fs::metadata(&path).unwrap().len();

@@ -15,7 +15,7 @@ use kafka_protocol::{
 };
 
 use super::first_error;
-use crate::{broker::Broker, server::dispatch::Reply};
+use crate::{broker::Broker, log::records::first_record_at_or_after, server::dispatch::Reply};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -67,7 +67,14 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequ
                                 }
                             }
                             ts if ts >= 0 => match log.offset_for_timestamp(ts) {
-                                Ok(Some(found)) => {
+                                Ok(Some(batch)) => {
+                                    // The time index finds the batch; the record inside it
+                                    // is found by decoding it (Kafka answers per record).
+                                    let found = log
+                                        .read(batch.offset, 1)
+                                        .ok()
+                                        .and_then(|read| first_record_at_or_after(read.records, ts))
+                                        .unwrap_or(batch);
                                     r.offset = found.offset;
                                     r.timestamp = found.timestamp;
                                 }

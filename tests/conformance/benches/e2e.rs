@@ -1,0 +1,253 @@
+//! End-to-end broker benchmark: produce N messages of S bytes with a native Rust Kafka
+//! client (rskafka), then consume them back, and print MB/s and produce latency
+//! percentiles. It runs against a Drover it starts itself (`target/release/drover`)
+//! or, with `--bootstrap`, against any Kafka-compatible broker (the figures in
+//! docs/benchmarks.md compare Drover with tansu this way).
+//!
+//! ```text
+//! cargo build --release -p drover-host
+//! cargo bench -p drover-tests --bench e2e -- [--bootstrap HOST:PORT] [--messages N]
+//!     [--size BYTES] [--batch RECORDS] [--partitions P] [--in-flight K]
+//! ```
+
+use std::{
+    collections::BTreeMap,
+    process::{Child, Command, Stdio},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use rskafka::{
+    client::{
+        partition::{Compression, UnknownTopicHandling},
+        ClientBuilder,
+    },
+    record::Record,
+};
+
+struct Options {
+    bootstrap: Option<String>,
+    messages: usize,
+    size: usize,
+    batch: usize,
+    partitions: i32,
+    in_flight: usize,
+}
+
+fn options() -> Options {
+    let mut o = Options {
+        bootstrap: None,
+        messages: 200_000,
+        size: 1024,
+        batch: 100,
+        partitions: 4,
+        in_flight: 4,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().unwrap_or_else(|| panic!("{arg} needs a value"));
+        match arg.as_str() {
+            "--bench" => {}
+            "--bootstrap" => o.bootstrap = Some(value()),
+            "--messages" => o.messages = value().parse().expect("--messages N"),
+            "--size" => o.size = value().parse().expect("--size BYTES"),
+            "--batch" => o.batch = value().parse().expect("--batch RECORDS"),
+            "--partitions" => o.partitions = value().parse().expect("--partitions P"),
+            "--in-flight" => o.in_flight = value().parse().expect("--in-flight K"),
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    o
+}
+
+/// A Drover started for the run, killed on drop.
+/// The temp dir holds its data and is removed when the broker is gone.
+struct Broker(Child, #[allow(dead_code)] tempfile::TempDir);
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_drover() -> (Broker, String) {
+    let exe = std::env::current_exe().expect("exe");
+    let release = exe.ancestors().nth(2).expect("target/release").to_owned();
+    let drover = release.join("drover");
+    assert!(
+        drover.is_file(),
+        "{} not found: run `cargo build --release -p drover-host` first",
+        drover.display()
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+        l.local_addr().expect("addr").port()
+    };
+    let admin = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+        l.local_addr().expect("addr").port()
+    };
+    std::fs::create_dir(dir.path().join("plugins")).expect("mkdir");
+    let child = Command::new(drover)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--plugin-dir")
+        .arg(dir.path().join("plugins"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start drover");
+    let addr = format!("127.0.0.1:{port}");
+    let started = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "drover did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Broker(child, dir), addr)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+#[tokio::main]
+async fn main() {
+    let o = options();
+    let (_broker, bootstrap) = match &o.bootstrap {
+        Some(b) => (None, b.clone()),
+        None => {
+            let (broker, addr) = start_drover();
+            (Some(broker), addr)
+        }
+    };
+    let client = Arc::new(
+        ClientBuilder::new(vec![bootstrap.clone()])
+            .max_message_size(64 * 1024 * 1024)
+            .build()
+            .await
+            .expect("connect"),
+    );
+    let topic = format!("bench-{}", std::process::id());
+    client
+        .controller_client()
+        .expect("controller")
+        .create_topic(&topic, o.partitions, 1, 10_000)
+        .await
+        .expect("create topic");
+    let payload = vec![b'x'; o.size];
+    let per_partition = o.messages / o.partitions as usize;
+    let total_bytes = (per_partition * o.partitions as usize * o.size) as f64;
+
+    // Produce: each partition gets its share in batches, `in_flight` batches at a time.
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for p in 0..o.partitions {
+        let client = Arc::clone(&client);
+        let topic = topic.clone();
+        let payload = payload.clone();
+        let (batch, in_flight) = (o.batch, o.in_flight);
+        tasks.push(tokio::spawn(async move {
+            let pc = Arc::new(
+                client
+                    .partition_client(topic, p, UnknownTopicHandling::Retry)
+                    .await
+                    .expect("partition client"),
+            );
+            let batches = per_partition.div_ceil(batch);
+            let mut latencies = Vec::with_capacity(batches);
+            let mut pending = tokio::task::JoinSet::new();
+            for b in 0..batches {
+                let n = batch.min(per_partition - b * batch);
+                let records: Vec<Record> = (0..n)
+                    .map(|i| Record {
+                        key: Some(format!("{p}-{b}-{i}").into_bytes()),
+                        value: Some(payload.clone()),
+                        headers: BTreeMap::new(),
+                        timestamp: chrono::Utc::now(),
+                    })
+                    .collect();
+                let pc = Arc::clone(&pc);
+                pending.spawn(async move {
+                    let t = Instant::now();
+                    pc.produce(records, Compression::NoCompression)
+                        .await
+                        .expect("produce");
+                    t.elapsed()
+                });
+                while pending.len() >= in_flight {
+                    latencies.push(pending.join_next().await.expect("task").expect("join"));
+                }
+            }
+            while let Some(l) = pending.join_next().await {
+                latencies.push(l.expect("join"));
+            }
+            latencies
+        }));
+    }
+    let mut latencies = Vec::new();
+    for t in tasks {
+        latencies.extend(t.await.expect("producer"));
+    }
+    let produce_secs = started.elapsed().as_secs_f64();
+    latencies.sort();
+
+    // Consume everything back from offset 0.
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for p in 0..o.partitions {
+        let client = Arc::clone(&client);
+        let topic = topic.clone();
+        tasks.push(tokio::spawn(async move {
+            let pc = client
+                .partition_client(topic, p, UnknownTopicHandling::Retry)
+                .await
+                .expect("partition client");
+            let mut offset = 0i64;
+            let mut seen = 0usize;
+            while seen < per_partition {
+                let (records, _hwm) = pc
+                    .fetch_records(offset, 1..8 * 1024 * 1024, 1_000)
+                    .await
+                    .expect("fetch");
+                for r in &records {
+                    offset = r.offset + 1;
+                }
+                seen += records.len();
+            }
+            seen
+        }));
+    }
+    let mut consumed = 0;
+    for t in tasks {
+        consumed += t.await.expect("consumer");
+    }
+    let consume_secs = started.elapsed().as_secs_f64();
+    assert_eq!(consumed, per_partition * o.partitions as usize);
+
+    let mb = total_bytes / 1e6;
+    println!(
+        "broker {bootstrap}: {} messages x {} B, batch {}, {} partitions, {} in flight per partition",
+        consumed, o.size, o.batch, o.partitions, o.in_flight
+    );
+    println!(
+        "produce: {:.1} MB/s ({:.0} msg/s); latency per batch p50 {:.2} ms, p99 {:.2} ms",
+        mb / produce_secs,
+        consumed as f64 / produce_secs,
+        percentile(&latencies, 0.50).as_secs_f64() * 1e3,
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+    );
+    println!(
+        "consume: {:.1} MB/s ({:.0} msg/s)",
+        mb / consume_secs,
+        consumed as f64 / consume_secs
+    );
+}

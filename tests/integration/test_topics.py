@@ -1,0 +1,98 @@
+"""CreateTopics / DeleteTopics / Metadata through the confluent-kafka AdminClient."""
+
+from __future__ import annotations
+
+import pytest
+
+from drover_testlib import (Msg, ck_admin, ck_consume, ck_create_topic, ck_produce,
+                            ck_topic_id, ck_topic_partitions, ck_watermarks, unique_topic)
+
+
+def create(broker, topic, partitions, **kw):
+    from confluent_kafka.admin import NewTopic
+    admin = ck_admin(broker)
+    fs = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+                             operation_timeout=15, request_timeout=15, **kw)
+    return fs[topic].result(timeout=20)
+
+
+def delete(broker, topic):
+    admin = ck_admin(broker)
+    return admin.delete_topics([topic], operation_timeout=15, request_timeout=15)[topic].result(timeout=20)
+
+
+def error_code(exc_info):
+    return exc_info.value.args[0].code()
+
+
+def test_create_describe_delete_recreate(broker):
+    from confluent_kafka import KafkaError
+    topic = unique_topic("tp")
+    ck_create_topic(broker, topic, 3)
+    first_id = ck_topic_id(broker, topic)
+    assert first_id not in ("", "AAAAAAAAAAAAAAAAAAAAAA"), "topic ID is missing (zero UUID)"
+    with pytest.raises(Exception) as e:
+        create(broker, topic, 3)
+    assert error_code(e) == KafkaError.TOPIC_ALREADY_EXISTS
+    ck_produce(broker, topic, [Msg(b"k", b"v%d" % p, partition=p) for p in range(3)])
+
+    delete(broker, topic)
+    assert ck_topic_partitions(broker, topic) is None
+    with pytest.raises(Exception) as e:
+        delete(broker, topic)
+    assert error_code(e) == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+    # Re-created: a new ID, empty partitions, offsets from 0 again.
+    ck_create_topic(broker, topic, 2)
+    assert ck_topic_id(broker, topic) != first_id
+    assert ck_watermarks(broker, topic, [0, 1]) == {0: (0, 0), 1: (0, 0)}
+    assert ck_produce(broker, topic, [Msg(b"k", b"fresh", partition=1)]) == [(1, 0)]
+    assert ck_consume(broker, topic, {1: 1})[1][0].value == b"fresh"
+
+
+def test_deleted_topic_stays_deleted_after_restart(broker):
+    topic = unique_topic("tp-del")
+    ck_create_topic(broker, topic, 1)
+    ck_produce(broker, topic, [Msg(b"k", b"v", partition=0)])
+    delete(broker, topic)
+    broker.restart()
+    assert ck_topic_partitions(broker, topic) is None
+
+
+def test_create_validate_only(broker):
+    topic = unique_topic("tp-validate")
+    create(broker, topic, 2, validate_only=True)
+    assert ck_topic_partitions(broker, topic) is None
+
+
+@pytest.mark.parametrize("name,partitions", [("bad/name", 1), ("..", 1), ("x" * 250, 1),
+                                             (None, 0)])
+def test_create_invalid(broker, name, partitions):
+    """Invalid names (Kafka: [a-zA-Z0-9._-], at most 249, not . or ..) and partition
+    counts are refused, and nothing is created."""
+    from confluent_kafka import KafkaException
+    name = name or unique_topic("tp-zero")
+    with pytest.raises((KafkaException, ValueError)):
+        create(broker, name, partitions)
+    broker.assert_alive()
+    assert ck_topic_partitions(broker, name) is None
+
+
+def test_create_with_broker_default_partitions(broker_factory):
+    """num_partitions = -1 (KIP-464) takes the broker's default_partitions."""
+    b = broker_factory("[topics]\ndefault_partitions = 3\n")
+    topic = unique_topic("tp-default")
+    create(b, topic, -1)
+    assert ck_topic_partitions(b, topic) == 3
+
+
+def test_topics_created_before_restart_survive(broker):
+    topics = {unique_topic(f"tp-keep{i}"): i + 1 for i in range(3)}
+    ids = {}
+    for t, n in topics.items():
+        ck_create_topic(broker, t, n)
+        ids[t] = ck_topic_id(broker, t)
+    broker.restart()
+    for t, n in topics.items():
+        assert ck_topic_partitions(broker, t) == n
+        assert ck_topic_id(broker, t) == ids[t]
