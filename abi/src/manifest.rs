@@ -63,7 +63,8 @@ pub struct Manifest {
     /// Must equal the kind of the root module it sits in.
     pub kind: PluginKind,
     /// The plugin's name: how configs and groups select it (`range`, `sticky`, `embedded`).
-    /// Unique per kind within one broker.
+    /// Unique across all plugin kinds within one broker (the host refuses a second
+    /// plugin with a name already taken).
     pub name: RStr<'static>,
     /// The plugin's own version (semver of its crate, by convention).
     pub version: RStr<'static>,

@@ -114,6 +114,10 @@ pub struct ServerConfig {
     /// Upper bound on the record bytes of one Fetch response, whatever the client asks
     /// (Kafka's `fetch.max.bytes`). Default 57671680 (55 MiB).
     pub fetch_max_bytes: u32,
+    /// Responses one connection may have pending: requests waiting for an fsync or for
+    /// fetch data while later requests are read. Reading pauses when it is reached.
+    /// Default 32.
+    pub max_in_flight: usize,
 }
 
 impl Default for ServerConfig {
@@ -129,6 +133,7 @@ impl Default for ServerConfig {
             frame_timeout_ms: 30_000,
             max_fetch_wait_ms: 30_000,
             fetch_max_bytes: 55 * 1024 * 1024,
+            max_in_flight: 32,
         }
     }
 }
@@ -216,6 +221,10 @@ impl Config {
                 config.server.max_frame_bytes
             )));
         }
+        config
+            .log
+            .validate()
+            .map_err(|e| invalid(format!("[log]: {e}")))?;
         if config.server.max_connections == 0 {
             return Err(invalid("server.max_connections must be at least 1".into()));
         }
@@ -310,6 +319,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("line 2, column 1: unknown field `dirr`"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_log_values_are_refused_at_parse_time() {
+        let e = Config::parse(Path::new("x"), "[log]\nflush_messages = 0\n").unwrap_err();
+        assert!(e.to_string().contains("flush_messages"), "{e}");
     }
 
     #[test]

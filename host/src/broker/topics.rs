@@ -9,6 +9,7 @@ use std::{
 };
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::log::{LogConfig, LogError, PartitionLog};
@@ -61,12 +62,64 @@ pub enum TopicError {
 }
 
 /// One partition: its log behind a mutex (appends and reads are short, blocking calls
-/// made from the blocking pool).
+/// made from the blocking pool), and the group-commit state that makes appends durable
+/// before they are acknowledged.
 pub struct Partition {
     /// Partition index.
     pub index: i32,
     /// The log.
     pub log: Mutex<PartitionLog>,
+    /// The log's flushed offset, published after every group-commit fsync.
+    durable: watch::Sender<i64>,
+    /// Held by the one task fsyncing this partition; the others wait, then usually find
+    /// their appends covered by that fsync (group commit).
+    flushing: tokio::sync::Mutex<()>,
+}
+
+impl Partition {
+    fn new(index: i32, log: PartitionLog) -> Partition {
+        let flushed = log.flushed_offset();
+        Partition {
+            index,
+            log: Mutex::new(log),
+            durable: watch::channel(flushed).0,
+            flushing: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Waits until every offset below `end` is on disk, fsyncing if nobody else is:
+    /// appends made with `PartitionLog::append_deferred` are acknowledged after this.
+    /// Concurrent waiters share one fsync.
+    pub async fn wait_durable(self: &Arc<Self>, end: i64) -> Result<(), LogError> {
+        loop {
+            if *self.durable.borrow() >= end {
+                return Ok(());
+            }
+            let _gate = self.flushing.lock().await;
+            if *self.durable.borrow() >= end {
+                return Ok(());
+            }
+            let partition = Arc::clone(self);
+            let dir = partition
+                .log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .dir()
+                .to_owned();
+            let flushed = tokio::task::spawn_blocking(move || {
+                let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+                log.flush().map(|()| log.flushed_offset())
+            })
+            .await
+            .map_err(|_| LogError::Offline { path: dir })??;
+            self.durable.send_replace(flushed);
+            if flushed < end {
+                // A successful flush covers the whole log, so this means `end` did not
+                // come from this log; there is nothing this partition can make durable.
+                return Ok(());
+            }
+        }
+    }
 }
 
 /// A topic.
@@ -169,10 +222,10 @@ impl TopicRegistry {
         let partitions = (0..partitions as i32)
             .map(|index| {
                 let dir = self.logs_dir().join(format!("{name}-{index}"));
-                Ok(Arc::new(Partition {
+                Ok(Arc::new(Partition::new(
                     index,
-                    log: Mutex::new(PartitionLog::open(&dir, &self.log_config)?),
-                }))
+                    PartitionLog::open(&dir, &self.log_config)?,
+                )))
             })
             .collect::<Result<Vec<_>, TopicError>>()?;
         Ok(Topic {

@@ -73,6 +73,8 @@ pub struct PartitionLog {
     first_unflushed_ms: Option<i64>,
     /// A write or fsync failed: refuse writes until reopened.
     offline: bool,
+    /// Log end offset at the last successful flush (or open).
+    flushed_offset: i64,
 }
 
 impl PartitionLog {
@@ -130,14 +132,17 @@ impl PartitionLog {
             fs::remove_file(&marker).map_err(LogError::io(&marker))?;
             sync_dir(&dir)?;
         }
-        let log = PartitionLog {
+        let mut log = PartitionLog {
             dir,
             config: config.clone(),
             segments,
             unflushed_messages: 0,
             first_unflushed_ms: None,
             offline: false,
+            flushed_offset: 0,
         };
+        // What recovery kept is what is on disk.
+        log.flushed_offset = log.log_end_offset();
         debug!(
             dir = %log.dir.display(),
             start = log.log_start_offset(),
@@ -165,6 +170,22 @@ impl PartitionLog {
     /// a segment), [`LogError::Io`], [`LogError::Offline`] (after an earlier write error;
     /// a failed write or fsync here also takes the log offline).
     pub fn append(&mut self, records: &mut [u8], now_ms: i64) -> Result<AppendInfo, LogError> {
+        let info = self.append_deferred(records, now_ms)?;
+        if self.unflushed_messages >= self.config.flush_messages {
+            self.flush()?;
+        }
+        Ok(info)
+    }
+
+    /// Like [`Self::append`], but never fsyncs: the caller makes the append durable
+    /// with [`Self::flush`] before acknowledging it. This lets a broker acknowledge many
+    /// appends with one fsync (group commit) while keeping every acknowledged append
+    /// durable. [`Self::flushed_offset`] tells how far the log is durable.
+    pub fn append_deferred(
+        &mut self,
+        records: &mut [u8],
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
         self.check_online()?;
         let mut headers = batch::parse_batches(records, self.config.max_batch_bytes as usize)?;
         if records.len() as u64 > self.config.segment_bytes {
@@ -200,9 +221,6 @@ impl PartitionLog {
         let messages: u64 = headers.iter().map(|h| h.records_count as u64).sum();
         self.unflushed_messages += messages;
         self.first_unflushed_ms.get_or_insert(now_ms);
-        if self.unflushed_messages >= self.config.flush_messages {
-            self.flush()?;
-        }
         Ok(AppendInfo {
             base_offset,
             last_offset: next - 1,
@@ -304,7 +322,14 @@ impl PartitionLog {
         }
         self.unflushed_messages = 0;
         self.first_unflushed_ms = None;
+        self.flushed_offset = self.log_end_offset();
         Ok(())
+    }
+
+    /// The log end offset as of the last successful [`Self::flush`] (or open): every
+    /// offset below it is on disk.
+    pub fn flushed_offset(&self) -> i64 {
+        self.flushed_offset
     }
 
     /// Whether appended records have waited unflushed for [`LogConfig::flush_ms`] or

@@ -68,6 +68,23 @@ pub struct Reply {
     pub error: i16,
 }
 
+/// A handler's result: ready now, or after waiting (a produce waiting for its fsync, a
+/// fetch long-polling). A handler's side effects happen before it returns, in request
+/// order; only the waiting is deferred, so later requests on the connection proceed
+/// while it waits and responses still go out in request order.
+pub enum Handled {
+    /// The reply is ready (boxed: responses are large, the enum stays small).
+    Ready(Box<Reply>),
+    /// The reply comes when this future completes.
+    Deferred(std::pin::Pin<Box<dyn std::future::Future<Output = Reply> + Send>>),
+}
+
+impl From<Reply> for Handled {
+    fn from(reply: Reply) -> Self {
+        Handled::Ready(Box::new(reply))
+    }
+}
+
 impl Reply {
     /// A response with summary error `error`.
     pub fn new(response: impl Into<ResponseKind>, error: i16) -> Reply {
@@ -151,24 +168,42 @@ pub fn decode_request(frame: Bytes) -> Result<(ApiKey, Request), Rejection> {
     ))
 }
 
-/// Handles one request frame.
-pub async fn handle_frame(broker: &Arc<Broker>, frame: Bytes) -> Outcome {
+/// What the connection does with one frame.
+pub enum Step {
+    /// Respond, stay silent or close, now.
+    Now(Outcome),
+    /// The outcome comes when this future completes; later frames may be handled
+    /// meanwhile, responses keep their order.
+    Later(std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>),
+}
+
+/// Handles one request frame: decoding and the handler's ordered part happen now; a
+/// deferred wait is returned as [`Step::Later`].
+pub async fn handle_frame(broker: &Arc<Broker>, frame: Bytes) -> Step {
     let (key, request) = match decode_request(frame) {
         Ok(decoded) => decoded,
-        Err(Rejection::Close(reason, detail)) => return Outcome::Close(reason, detail),
+        Err(Rejection::Close(reason, detail)) => return Step::Now(Outcome::Close(reason, detail)),
         Err(Rejection::ApiVersionsUnsupported(correlation_id)) => {
-            return unsupported_api_versions(broker, correlation_id)
+            return Step::Now(unsupported_api_versions(broker, correlation_id))
         }
     };
     let (version, correlation_id) = (request.version, request.header.correlation_id);
-    let reply = handlers::handle(broker, request).await;
-    broker.metrics.request(api_name(key), reply.error);
-    match reply.response {
-        None => Outcome::Silent,
-        Some(response) => match encode_response(key, version, correlation_id, &response) {
-            Ok(bytes) => Outcome::Respond(bytes),
-            Err(e) => Outcome::Close("encode_error", format!("{key:?} v{version}: {e}")),
-        },
+    let finish = {
+        let broker = Arc::clone(broker);
+        move |reply: Reply| -> Outcome {
+            broker.metrics.request(api_name(key), reply.error);
+            match reply.response {
+                None => Outcome::Silent,
+                Some(response) => match encode_response(key, version, correlation_id, &response) {
+                    Ok(bytes) => Outcome::Respond(bytes),
+                    Err(e) => Outcome::Close("encode_error", format!("{key:?} v{version}: {e}")),
+                },
+            }
+        }
+    };
+    match handlers::handle(broker, request).await {
+        Handled::Ready(reply) => Step::Now(finish(*reply)),
+        Handled::Deferred(wait) => Step::Later(Box::pin(async move { finish(wait.await) })),
     }
 }
 

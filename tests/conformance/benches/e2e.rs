@@ -8,6 +8,7 @@
 //! cargo build --release -p drover-host
 //! cargo bench -p drover-tests --bench e2e -- [--bootstrap HOST:PORT] [--messages N]
 //!     [--size BYTES] [--batch RECORDS] [--partitions P] [--in-flight K]
+//!     [--flush-messages N]
 //! ```
 
 use std::{
@@ -32,6 +33,9 @@ struct Options {
     batch: usize,
     partitions: i32,
     in_flight: usize,
+    /// For the Drover the bench starts: `[log] flush_messages` (default 1: fsync every
+    /// append before acknowledging it).
+    flush_messages: u64,
 }
 
 fn options() -> Options {
@@ -42,6 +46,7 @@ fn options() -> Options {
         batch: 100,
         partitions: 4,
         in_flight: 4,
+        flush_messages: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -54,6 +59,7 @@ fn options() -> Options {
             "--batch" => o.batch = value().parse().expect("--batch RECORDS"),
             "--partitions" => o.partitions = value().parse().expect("--partitions P"),
             "--in-flight" => o.in_flight = value().parse().expect("--in-flight K"),
+            "--flush-messages" => o.flush_messages = value().parse().expect("--flush-messages N"),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -71,7 +77,7 @@ impl Drop for Broker {
     }
 }
 
-fn start_drover() -> (Broker, String) {
+fn start_drover(flush_messages: u64) -> (Broker, String) {
     let exe = std::env::current_exe().expect("exe");
     let release = exe.ancestors().nth(2).expect("target/release").to_owned();
     let drover = release.join("drover");
@@ -90,8 +96,16 @@ fn start_drover() -> (Broker, String) {
         l.local_addr().expect("addr").port()
     };
     std::fs::create_dir(dir.path().join("plugins")).expect("mkdir");
+    let config = dir.path().join("drover.toml");
+    std::fs::write(
+        &config,
+        format!("[log]\nflush_messages = {flush_messages}\n"),
+    )
+    .expect("config");
     let child = Command::new(drover)
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("--config")
+        .arg(&config)
         .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
         .arg("--data-dir")
         .arg(dir.path().join("data"))
@@ -125,7 +139,7 @@ async fn main() {
     let (_broker, bootstrap) = match &o.bootstrap {
         Some(b) => (None, b.clone()),
         None => {
-            let (broker, addr) = start_drover();
+            let (broker, addr) = start_drover(o.flush_messages);
             (Some(broker), addr)
         }
     };

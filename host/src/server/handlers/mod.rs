@@ -14,26 +14,33 @@ use std::sync::Arc;
 
 use kafka_protocol::{error::ResponseError, messages::RequestKind};
 
-use super::dispatch::{Reply, Request};
+use super::dispatch::{Handled, Reply, Request};
 use crate::broker::Broker;
 
 /// Routes a request to its handler.
-pub async fn handle(broker: &Arc<Broker>, request: Request) -> Reply {
+pub async fn handle(broker: &Arc<Broker>, request: Request) -> Handled {
     let version = request.version;
     match request.body {
-        RequestKind::ApiVersions(_) => api_versions::handle(version),
-        RequestKind::Metadata(r) => metadata::handle(broker, version, r),
+        RequestKind::ApiVersions(_) => api_versions::handle(version).into(),
+        RequestKind::Metadata(r) => metadata::handle(broker, version, r).into(),
         RequestKind::Produce(r) => produce::handle(broker, version, r).await,
-        RequestKind::Fetch(r) => fetch::handle(broker, version, r).await,
-        RequestKind::ListOffsets(r) => list_offsets::handle(broker, version, r).await,
-        RequestKind::CreateTopics(r) => create_topics::handle(broker, version, r),
-        RequestKind::DeleteTopics(r) => delete_topics::handle(broker, version, r),
-        RequestKind::FindCoordinator(r) => find_coordinator::handle(broker, version, r),
+        RequestKind::Fetch(r) => {
+            // A long poll must not hold up later requests on the connection.
+            let broker = Arc::clone(broker);
+            Handled::Deferred(Box::pin(
+                async move { fetch::handle(&broker, version, r).await },
+            ))
+        }
+        RequestKind::ListOffsets(r) => list_offsets::handle(broker, version, r).await.into(),
+        RequestKind::CreateTopics(r) => create_topics::handle(broker, version, r).into(),
+        RequestKind::DeleteTopics(r) => delete_topics::handle(broker, version, r).into(),
+        RequestKind::FindCoordinator(r) => find_coordinator::handle(broker, version, r).into(),
         // Not reachable: dispatch only decodes APIs of its handler table.
         _ => Reply {
             response: None,
             error: ResponseError::InvalidRequest.code(),
-        },
+        }
+        .into(),
     }
 }
 

@@ -20,19 +20,25 @@ use kafka_protocol::{
 
 use super::{first_error, now_ms};
 use crate::{
-    broker::{topics::validate_name, Broker, Topic},
-    server::dispatch::Reply,
+    broker::{topics::validate_name, Broker, Partition, Topic},
+    log::AppendInfo,
+    server::dispatch::{Handled, Reply},
 };
 
-/// Handles Produce v3–v13.
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Reply {
+/// Handles Produce v3–v13. The appends happen now, in request order; with durable acks
+/// (`log.flush_messages = 1`, the default) the response waits for an fsync covering
+/// them, shared with every other append waiting on the same partition (group commit).
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Handled {
     let acks = request.acks;
+    let deferred = broker.config.log.flush_messages == 1 && acks != 0;
     let work = Arc::clone(broker);
-    let responses = tokio::task::spawn_blocking(move || {
-        request
+    let (responses, waits) = tokio::task::spawn_blocking(move || {
+        let mut waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
+        let responses = request
             .topic_data
             .into_iter()
-            .map(|data| {
+            .enumerate()
+            .map(|(ti, data)| {
                 let topic = if version >= 13 {
                     work.topics
                         .get_by_id(data.topic_id)
@@ -48,7 +54,8 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                 out.partition_responses = data
                     .partition_data
                     .into_iter()
-                    .map(|p| {
+                    .enumerate()
+                    .map(|(pi, p)| {
                         let mut r = PartitionProduceResponse::default();
                         r.index = p.index;
                         r.base_offset = -1;
@@ -59,42 +66,68 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                                 Err(ResponseError::InvalidRequiredAcks)
                             }
                             (Err(e), _) => Err(*e),
-                            (Ok(topic), _) => append(topic, p.index, p.records),
+                            (Ok(topic), _) => append(topic, p.index, p.records, deferred),
                         };
                         match result {
-                            Ok((base, start)) => {
-                                r.base_offset = base;
-                                r.log_start_offset = start;
+                            Ok((partition, info)) => {
+                                r.base_offset = info.base_offset;
+                                r.log_start_offset = info.log_start_offset;
+                                if deferred {
+                                    waits.push((ti, pi, partition, info.last_offset + 1));
+                                }
                             }
-                            Err(e) => {
-                                r.error_code = e.code();
-                                r.error_message = Some(StrBytes::from_string(format!("{e:?}")));
-                            }
+                            Err(e) => set_error(&mut r, e),
                         }
                         r
                     })
                     .collect();
                 out
             })
-            .collect::<Vec<_>>()
+            .collect::<Vec<_>>();
+        (responses, waits)
     })
     .await
     .unwrap_or_default();
     broker.notify_appended();
-    let error = first_error(
-        responses
-            .iter()
-            .flat_map(|t| t.partition_responses.iter().map(|p| p.error_code)),
-    );
-    if acks == 0 {
-        return Reply {
-            response: None,
-            error,
-        };
+    let reply = move |responses: Vec<TopicProduceResponse>| -> Reply {
+        let error = first_error(
+            responses
+                .iter()
+                .flat_map(|t| t.partition_responses.iter().map(|p| p.error_code)),
+        );
+        if acks == 0 {
+            return Reply {
+                response: None,
+                error,
+            };
+        }
+        let mut response = ProduceResponse::default();
+        response.responses = responses;
+        Reply::new(response, error)
+    };
+    if waits.is_empty() {
+        return reply(responses).into();
     }
-    let mut response = ProduceResponse::default();
-    response.responses = responses;
-    Reply::new(response, error)
+    Handled::Deferred(Box::pin(async move {
+        let mut responses = responses;
+        for (ti, pi, partition, end) in waits {
+            if let Err(e) = partition.wait_durable(end).await {
+                tracing::error!(
+                    partition = partition.index,
+                    "flush failed, produce not acknowledged: {e}"
+                );
+                let r = &mut responses[ti].partition_responses[pi];
+                r.base_offset = -1;
+                set_error(r, super::log_error(&e));
+            }
+        }
+        reply(responses)
+    }))
+}
+
+fn set_error(r: &mut PartitionProduceResponse, e: ResponseError) {
+    r.error_code = e.code();
+    r.error_message = Some(StrBytes::from_string(format!("{e:?}")));
 }
 
 fn find_or_create(broker: &Broker, name: &str) -> Result<Arc<Topic>, ResponseError> {
@@ -121,20 +154,27 @@ fn find_or_create(broker: &Broker, name: &str) -> Result<Arc<Topic>, ResponseErr
     }
 }
 
-/// Appends `records` to partition `index` of `topic`: (base offset, log start offset).
+/// Appends `records` to partition `index` of `topic`; `deferred` leaves the fsync to
+/// [`Partition::wait_durable`].
 fn append(
     topic: &Topic,
     index: i32,
     records: Option<bytes::Bytes>,
-) -> Result<(i64, i64), ResponseError> {
+    deferred: bool,
+) -> Result<(Arc<Partition>, AppendInfo), ResponseError> {
     let partition = usize::try_from(index)
         .ok()
         .and_then(|i| topic.partitions.get(i))
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
     let mut records = Vec::from(records.ok_or(ResponseError::InvalidRecord)?);
     let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-    match log.append(&mut records, now_ms()) {
-        Ok(info) => Ok((info.base_offset, info.log_start_offset)),
+    let result = if deferred {
+        log.append_deferred(&mut records, now_ms())
+    } else {
+        log.append(&mut records, now_ms())
+    };
+    match result {
+        Ok(info) => Ok((Arc::clone(partition), info)),
         Err(e) => {
             tracing::debug!(topic = %topic.name, partition = index, "produce refused: {e}");
             Err(super::log_error(&e))

@@ -1,0 +1,16 @@
+//! Caps on every length and count read from the wire (docs/protocol.md, "Limits").
+//!
+//! A decoder checks each length or count against the bytes that remain (an element
+//! needs at least its minimum encoded size) **and** against the cap here before it
+//! allocates anything, so a forged count costs nothing. Encoders enforce the same caps,
+//! so whatever encodes also decodes.
+
+/// Longest STRING or NULLABLE_STRING, in bytes: the largest INT16 length.
+pub const MAX_STRING_LEN: usize = i16::MAX as usize;
+
+/// Most topic entries in any one topic-level array of a message (requests and
+/// responses alike).
+pub const MAX_TOPICS_PER_REQUEST: usize = 10_000;
+
+/// Most partition entries in the partition array of one topic entry.
+pub const MAX_PARTITIONS_PER_TOPIC: usize = 100_000;

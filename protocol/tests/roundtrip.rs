@@ -1,0 +1,462 @@
+//! Property tests of the native codec: round trips of every message, truncation,
+//! random and mutated input.
+
+use bytes::{Bytes, BytesMut};
+use drover_protocol::*;
+use proptest::collection::vec;
+use proptest::option;
+use proptest::prelude::*;
+
+fn string() -> impl Strategy<Value = String> {
+    "\\PC{0,12}"
+}
+
+fn nullable_string() -> impl Strategy<Value = Option<String>> {
+    option::of(string())
+}
+
+fn error_code() -> impl Strategy<Value = ErrorCode> {
+    prop_oneof![
+        Just(ErrorCode::NONE),
+        Just(ErrorCode::ILLEGAL_GENERATION),
+        any::<i16>().prop_map(ErrorCode),
+    ]
+}
+
+fn topic_offsets() -> impl Strategy<Value = Vec<TopicOffsets>> {
+    vec(
+        (
+            string(),
+            vec(
+                (any::<i32>(), any::<i64>(), nullable_string()).prop_map(
+                    |(partition, offset, metadata)| PartitionOffset {
+                        partition,
+                        offset,
+                        metadata,
+                    },
+                ),
+                0..4,
+            ),
+        )
+            .prop_map(|(topic, partitions)| TopicOffsets { topic, partitions }),
+        0..4,
+    )
+}
+
+fn topic_partitions() -> impl Strategy<Value = Vec<TopicPartitions>> {
+    vec(
+        (string(), vec(any::<i32>(), 0..5)).prop_map(|(t, p)| TopicPartitions::new(t, p)),
+        0..4,
+    )
+}
+
+fn subscription() -> impl Strategy<Value = Subscription> {
+    (
+        any::<i8>(),
+        vec(
+            (string(), any::<i32>()).prop_map(|(topic, streams)| TopicStreams { topic, streams }),
+            0..4,
+        ),
+        nullable_string(),
+        any::<i32>(),
+    )
+        .prop_map(|(kind, topics, pattern, pattern_streams)| Subscription {
+            kind: SubscriptionKind(kind),
+            topics,
+            pattern,
+            pattern_streams,
+        })
+}
+
+fn request() -> impl Strategy<Value = NativeRequest> {
+    prop_oneof![
+        (
+            string(),
+            string(),
+            string(),
+            any::<i32>(),
+            subscription(),
+            any::<i8>(),
+            nullable_string()
+        )
+            .prop_map(
+                |(
+                    group_id,
+                    consumer_id,
+                    host,
+                    session_timeout_ms,
+                    subscription,
+                    reset,
+                    assignor,
+                )| {
+                    NativeRequest::RegisterConsumer(RegisterConsumerRequest {
+                        group_id,
+                        consumer_id,
+                        host,
+                        session_timeout_ms,
+                        subscription,
+                        auto_offset_reset: AutoOffsetReset(reset),
+                        assignor,
+                    })
+                }
+            ),
+        (string(), any::<i32>()).prop_map(|(group_id, generation)| {
+            NativeRequest::Heartbeat(HeartbeatRequest {
+                group_id,
+                generation,
+            })
+        }),
+        (string(), any::<i32>(), any::<bool>(), topic_partitions()).prop_map(
+            |(group_id, generation, stop_all, partitions)| {
+                NativeRequest::StopFetcher(StopFetcherRequest {
+                    group_id,
+                    generation,
+                    stop_all,
+                    partitions,
+                })
+            }
+        ),
+        (
+            string(),
+            any::<i32>(),
+            vec(
+                (
+                    string(),
+                    vec(
+                        (any::<i32>(), any::<i64>()).prop_map(|(partition, start_offset)| {
+                            PartitionStart {
+                                partition,
+                                start_offset,
+                            }
+                        }),
+                        0..5
+                    )
+                )
+                    .prop_map(|(topic, partitions)| TopicAssignment { topic, partitions }),
+                0..4
+            )
+        )
+            .prop_map(|(group_id, generation, assignment)| {
+                NativeRequest::StartFetcher(StartFetcherRequest {
+                    group_id,
+                    generation,
+                    assignment,
+                })
+            }),
+        (string(), string(), any::<i32>(), topic_offsets()).prop_map(
+            |(group_id, consumer_id, generation, topics)| {
+                NativeRequest::CommitOffset(CommitOffsetRequest {
+                    group_id,
+                    consumer_id,
+                    generation,
+                    topics,
+                })
+            }
+        ),
+        (string(), option::of(topic_partitions())).prop_map(|(group_id, topics)| {
+            NativeRequest::FetchOffsets(FetchOffsetsRequest { group_id, topics })
+        }),
+        (string(), string()).prop_map(|(group_id, consumer_id)| {
+            NativeRequest::LeaveGroup(LeaveGroupRequest {
+                group_id,
+                consumer_id,
+            })
+        }),
+    ]
+}
+
+fn response() -> impl Strategy<Value = NativeResponse> {
+    prop_oneof![
+        (error_code(), nullable_string(), any::<i32>(), any::<i32>()).prop_map(
+            |(error_code, error_message, heartbeat_interval_ms, generation)| {
+                NativeResponse::RegisterConsumer(RegisterConsumerResponse {
+                    error_code,
+                    error_message,
+                    heartbeat_interval_ms,
+                    generation,
+                })
+            }
+        ),
+        (error_code(), any::<bool>(), topic_offsets()).prop_map(
+            |(error_code, fetchers_healthy, offsets)| {
+                NativeResponse::Heartbeat(HeartbeatResponse {
+                    error_code,
+                    fetchers_healthy,
+                    offsets,
+                })
+            }
+        ),
+        (error_code(), topic_offsets()).prop_map(|(error_code, offsets)| {
+            NativeResponse::StopFetcher(StopFetcherResponse {
+                error_code,
+                offsets,
+            })
+        }),
+        error_code().prop_map(
+            |error_code| NativeResponse::StartFetcher(StartFetcherResponse { error_code })
+        ),
+        vec(
+            (
+                string(),
+                vec(
+                    (any::<i32>(), error_code()).prop_map(|(partition, error_code)| {
+                        PartitionError {
+                            partition,
+                            error_code,
+                        }
+                    }),
+                    0..5
+                )
+            )
+                .prop_map(|(topic, partitions)| TopicErrors { topic, partitions }),
+            0..4
+        )
+        .prop_map(|topics| NativeResponse::CommitOffset(CommitOffsetResponse { topics })),
+        (
+            error_code(),
+            vec(
+                (
+                    string(),
+                    vec(
+                        (any::<i32>(), any::<i64>(), nullable_string(), error_code()).prop_map(
+                            |(partition, offset, metadata, error_code)| FetchedOffset {
+                                partition,
+                                offset,
+                                metadata,
+                                error_code,
+                            }
+                        ),
+                        0..4
+                    )
+                )
+                    .prop_map(|(topic, partitions)| TopicFetchedOffsets { topic, partitions }),
+                0..4
+            )
+        )
+            .prop_map(|(error_code, topics)| {
+                NativeResponse::FetchOffsets(FetchOffsetsResponse { error_code, topics })
+            }),
+        error_code()
+            .prop_map(|error_code| NativeResponse::LeaveGroup(LeaveGroupResponse { error_code })),
+    ]
+}
+
+fn body_of_request(request: &NativeRequest) -> Bytes {
+    let mut buf = BytesMut::new();
+    request
+        .encode(&mut buf)
+        .expect("generated values are within limits");
+    buf.freeze()
+}
+
+fn body_of_response(response: &NativeResponse) -> Bytes {
+    let mut buf = BytesMut::new();
+    response
+        .encode(&mut buf)
+        .expect("generated values are within limits");
+    buf.freeze()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn requests_round_trip(request in request()) {
+        let key = request.api_key();
+        let body = body_of_request(&request);
+        prop_assert_eq!(&decode_request(key.code(), 0, body.clone()).unwrap(), &request);
+
+        // Whole frames too.
+        let mut frame = BytesMut::new();
+        encode_request_frame(&mut frame, 7, Some("client"), &request).unwrap();
+        let frame = frame.freeze();
+        let size = i32::from_be_bytes(frame[..4].try_into().unwrap());
+        prop_assert_eq!(size as usize, frame.len() - 4);
+        let (header, decoded) = decode_request_frame(frame.slice(4..)).unwrap();
+        prop_assert_eq!(header.api_key, key.code());
+        prop_assert_eq!(header.api_version, 0);
+        prop_assert_eq!(header.correlation_id, 7);
+        prop_assert_eq!(header.client_id.as_deref(), Some("client"));
+        prop_assert_eq!(decoded, request);
+
+        // A trailing byte is refused.
+        let mut longer = BytesMut::from(&body[..]);
+        longer.extend_from_slice(&[0]);
+        prop_assert_eq!(
+            decode_request(key.code(), 0, longer.freeze()),
+            Err(DecodeError::TrailingBytes(1))
+        );
+    }
+
+    #[test]
+    fn responses_round_trip(response in response()) {
+        let key = response.api_key();
+        let body = body_of_response(&response);
+        prop_assert_eq!(&decode_response(key, 0, body.clone()).unwrap(), &response);
+
+        let mut frame = BytesMut::new();
+        encode_response_frame(&mut frame, -3, &response).unwrap();
+        let frame = frame.freeze();
+        let size = i32::from_be_bytes(frame[..4].try_into().unwrap());
+        prop_assert_eq!(size as usize, frame.len() - 4);
+        let (header, decoded) = decode_response_frame(frame.slice(4..), key, 0).unwrap();
+        prop_assert_eq!(header.correlation_id, -3);
+        prop_assert_eq!(decoded, response);
+    }
+
+    #[test]
+    fn truncated_requests_fail_cleanly(request in request()) {
+        let key = request.api_key().code();
+        let body = body_of_request(&request);
+        for len in 0..body.len() {
+            prop_assert!(decode_request(key, 0, body.slice(..len)).is_err(), "prefix {len} decoded");
+        }
+        let mut frame = BytesMut::new();
+        encode_request_frame(&mut frame, 1, None, &request).unwrap();
+        let frame = frame.freeze().slice(4..);
+        for len in 0..frame.len() {
+            prop_assert!(decode_request_frame(frame.slice(..len)).is_err());
+        }
+    }
+
+    #[test]
+    fn truncated_responses_fail_cleanly(response in response()) {
+        let key = response.api_key();
+        let body = body_of_response(&response);
+        for len in 0..body.len() {
+            prop_assert!(decode_response(key, 0, body.slice(..len)).is_err(), "prefix {len} decoded");
+        }
+    }
+
+    #[test]
+    fn random_bytes_never_panic(data in vec(any::<u8>(), 0..256)) {
+        let data = Bytes::from(data);
+        for key in ApiKey::ALL {
+            if let Ok(request) = decode_request(key.code(), 0, data.clone()) {
+                // Whatever decodes re-encodes to something that decodes the same.
+                let again = decode_request(key.code(), 0, body_of_request(&request)).unwrap();
+                prop_assert_eq!(again, request);
+            }
+            if let Ok(response) = decode_response(key, 0, data.clone()) {
+                let again = decode_response(key, 0, body_of_response(&response)).unwrap();
+                prop_assert_eq!(again, response);
+            }
+        }
+        let _ = decode_request_frame(data);
+    }
+
+    #[test]
+    fn mutated_encodings_never_panic(
+        request in request(),
+        response in response(),
+        flips in vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+    ) {
+        let mut req = body_of_request(&request).to_vec();
+        let mut resp = body_of_response(&response).to_vec();
+        for (at, byte) in &flips {
+            if !req.is_empty() {
+                let i = at.index(req.len());
+                req[i] = *byte;
+            }
+            if !resp.is_empty() {
+                let i = at.index(resp.len());
+                resp[i] = *byte;
+            }
+        }
+        let req = Bytes::from(req);
+        let resp = Bytes::from(resp);
+        for key in ApiKey::ALL {
+            if let Ok(decoded) = decode_request(key.code(), 0, req.clone()) {
+                let again = decode_request(key.code(), 0, body_of_request(&decoded)).unwrap();
+                prop_assert_eq!(again, decoded);
+            }
+            if let Ok(decoded) = decode_response(key, 0, resp.clone()) {
+                let again = decode_response(key, 0, body_of_response(&decoded)).unwrap();
+                prop_assert_eq!(again, decoded);
+            }
+        }
+    }
+}
+
+#[test]
+fn unknown_keys_and_versions_are_refused() {
+    assert_eq!(
+        decode_request(20_007, 0, Bytes::new()),
+        Err(DecodeError::UnknownApiKey(20_007))
+    );
+    assert_eq!(
+        decode_request(3, 0, Bytes::new()),
+        Err(DecodeError::UnknownApiKey(3))
+    );
+    assert_eq!(
+        decode_request(20_006, 1, Bytes::new()),
+        Err(DecodeError::UnsupportedVersion {
+            api_key: 20_006,
+            version: 1
+        })
+    );
+    assert_eq!(
+        decode_response(ApiKey::LeaveGroup, -1, Bytes::new()),
+        Err(DecodeError::UnsupportedVersion {
+            api_key: 20_006,
+            version: -1
+        })
+    );
+}
+
+#[test]
+fn encoders_enforce_the_decoders_caps() {
+    let too_many = StartFetcherRequest {
+        group_id: "g".into(),
+        generation: 1,
+        assignment: vec![TopicAssignment {
+            topic: "t".into(),
+            partitions: vec![
+                PartitionStart {
+                    partition: 0,
+                    start_offset: 0
+                };
+                MAX_PARTITIONS_PER_TOPIC + 1
+            ],
+        }],
+    };
+    let mut buf = BytesMut::from(&b"x"[..]);
+    assert!(matches!(
+        too_many.encode(&mut buf),
+        Err(EncodeError::TooManyElements { max, .. }) if max == MAX_PARTITIONS_PER_TOPIC
+    ));
+    assert_eq!(
+        &buf[..],
+        b"x",
+        "a failed encode leaves the buffer unchanged"
+    );
+
+    let long = LeaveGroupRequest {
+        group_id: "g".repeat(MAX_STRING_LEN + 1),
+        consumer_id: "c".into(),
+    };
+    let mut frame = BytesMut::new();
+    assert!(matches!(
+        encode_request_frame(&mut frame, 1, None, &NativeRequest::LeaveGroup(long)),
+        Err(EncodeError::StringTooLong { .. })
+    ));
+    assert!(frame.is_empty());
+
+    // At the caps exactly, it round-trips.
+    let at_cap = FetchOffsetsRequest {
+        group_id: "g".into(),
+        topics: Some(vec![
+            TopicPartitions::new(
+                "t",
+                vec![0; MAX_PARTITIONS_PER_TOPIC]
+            );
+            2
+        ]),
+    };
+    let mut buf = BytesMut::new();
+    at_cap.encode(&mut buf).unwrap();
+    assert_eq!(
+        decode_request(ApiKey::FetchOffsets.code(), 0, buf.freeze()).unwrap(),
+        NativeRequest::FetchOffsets(at_cap)
+    );
+}
