@@ -12,5 +12,7 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+echo "== fuzz smoke run"
+scripts/fuzz-smoke.sh
 echo "== real-client integration tests"
 scripts/integration-tests.sh -q

@@ -1,0 +1,303 @@
+//! How the core calls assignors: synchronously, by name, through [`Assignors`].
+//!
+//! The cdylib wrapper passes the loaded plugins as an [`AssignorSet`] of
+//! `drover_abi::assignor::AssignorArc`s; tests pass in-process implementations. The
+//! core never trusts an assignor's output: [`validate_assignment`] checks it before it is
+//! used.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use drover_abi::assignor::{AssignInput, Assignment, AssignorArc, AssignorMember};
+use drover_abi::std_types::{RNone, RString, RVec};
+use drover_abi::{PluginError, TopicInfo, TopicPartitions};
+
+use crate::types::{ConsumerId, TopicName, TopicPartition};
+
+/// The assignors the coordinator may use, by name.
+pub trait Assignors {
+    /// Whether an assignor of that name is loaded.
+    fn contains(&self, name: &str) -> bool;
+    /// Runs assignor `name`. An unknown name is an error.
+    fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError>;
+}
+
+/// Loaded assignor plugins by name.
+#[derive(Clone, Default)]
+pub struct AssignorSet {
+    assignors: BTreeMap<String, AssignorArc>,
+}
+
+impl AssignorSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) assignor `name`.
+    pub fn insert(&mut self, name: impl Into<String>, assignor: AssignorArc) {
+        self.assignors.insert(name.into(), assignor);
+    }
+
+    /// The names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.assignors.keys().map(String::as_str)
+    }
+}
+
+impl FromIterator<drover_abi::coordinator::NamedAssignor> for AssignorSet {
+    fn from_iter<I: IntoIterator<Item = drover_abi::coordinator::NamedAssignor>>(iter: I) -> Self {
+        let mut set = AssignorSet::new();
+        for named in iter {
+            set.insert(named.name.to_string(), named.assignor);
+        }
+        set
+    }
+}
+
+impl Assignors for AssignorSet {
+    fn contains(&self, name: &str) -> bool {
+        self.assignors.contains_key(name)
+    }
+
+    fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError> {
+        match self.assignors.get(name) {
+            Some(a) => a.assign(input).into_result(),
+            None => Err(PluginError::invalid_input(format!(
+                "no assignor named `{name}` is loaded"
+            ))),
+        }
+    }
+}
+
+impl<A: Assignors + ?Sized> Assignors for Box<A> {
+    fn contains(&self, name: &str) -> bool {
+        (**self).contains(name)
+    }
+    fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError> {
+        (**self).assign(name, input)
+    }
+}
+
+/// One member as the core hands it to an assignor.
+pub(crate) struct MemberView<'a> {
+    pub id: &'a ConsumerId,
+    pub topics: &'a BTreeSet<TopicName>,
+    pub owned: &'a BTreeSet<TopicPartition>,
+}
+
+/// Groups a sorted set of partitions by topic, in the ABI's shape.
+pub(crate) fn to_abi_partitions<'a>(
+    tps: impl IntoIterator<Item = &'a TopicPartition>,
+) -> RVec<TopicPartitions> {
+    let mut out: Vec<TopicPartitions> = Vec::new();
+    for tp in tps {
+        match out.last_mut() {
+            Some(last) if last.topic.as_str() == tp.topic.as_str() => {
+                last.partitions.push(tp.partition)
+            }
+            _ => out.push(TopicPartitions::new(
+                RString::from(tp.topic.as_str()),
+                vec![tp.partition],
+            )),
+        }
+    }
+    out.into()
+}
+
+/// Builds the assignor input: members in id order with their existing subscribed
+/// topics and owned partitions; the partition counts of every subscribed topic.
+pub(crate) fn build_input(
+    group: &str,
+    members: &[MemberView<'_>],
+    topics: &BTreeMap<TopicName, u32>,
+) -> AssignInput {
+    let mut used: BTreeSet<&TopicName> = BTreeSet::new();
+    let members = members
+        .iter()
+        .map(|m| {
+            let subscribed: Vec<RString> = m
+                .topics
+                .iter()
+                .filter(|t| topics.contains_key(*t))
+                .map(|t| {
+                    used.insert(t);
+                    RString::from(t.as_str())
+                })
+                .collect();
+            AssignorMember {
+                member_id: RString::from(m.id.as_str()),
+                topics: subscribed.into(),
+                owned: to_abi_partitions(m.owned.iter()),
+                rack: RNone,
+                weight: 1,
+            }
+        })
+        .collect::<Vec<_>>();
+    let topic_infos = used
+        .into_iter()
+        .map(|t| TopicInfo::new(t.as_str(), topics[t]))
+        .collect::<Vec<_>>();
+    AssignInput {
+        group: RString::from(group),
+        members: members.into(),
+        topics: topic_infos.into(),
+    }
+}
+
+/// Checks an assignor's output against its input and converts it: every partition of a
+/// subscribed topic assigned to exactly one member subscribed to its topic, nothing
+/// else, no unknown member, no member twice. Members missing from the output get
+/// nothing.
+pub(crate) fn validate_assignment(
+    members: &[MemberView<'_>],
+    topics: &BTreeMap<TopicName, u32>,
+    output: &Assignment,
+) -> Result<BTreeMap<ConsumerId, BTreeSet<TopicPartition>>, String> {
+    let by_id: BTreeMap<&str, &MemberView<'_>> =
+        members.iter().map(|m| (m.id.as_str(), m)).collect();
+    let mut result: BTreeMap<ConsumerId, BTreeSet<TopicPartition>> = BTreeMap::new();
+    let mut assigned: BTreeSet<TopicPartition> = BTreeSet::new();
+    for entry in output.members.iter() {
+        let Some(member) = by_id.get(entry.member_id.as_str()) else {
+            return Err(format!(
+                "unknown member `{}` in the output",
+                entry.member_id
+            ));
+        };
+        if result.contains_key(member.id) {
+            return Err(format!("member `{}` appears twice", entry.member_id));
+        }
+        let mut mine = BTreeSet::new();
+        for tps in entry.partitions.iter() {
+            let Some((topic, &count)) = topics.get_key_value(tps.topic.as_str()) else {
+                return Err(format!("unknown topic `{}`", tps.topic));
+            };
+            if !member.topics.contains(topic) {
+                return Err(format!(
+                    "member `{}` got topic `{}` it does not subscribe to",
+                    entry.member_id, tps.topic
+                ));
+            }
+            for &p in tps.partitions.iter() {
+                if p < 0 || i64::from(p) >= i64::from(count) {
+                    return Err(format!("partition {}-{p} does not exist", tps.topic));
+                }
+                let tp = TopicPartition {
+                    topic: topic.clone(),
+                    partition: p,
+                };
+                if !assigned.insert(tp.clone()) {
+                    return Err(format!("partition {tp} assigned twice"));
+                }
+                mine.insert(tp);
+            }
+        }
+        result.insert(member.id.clone(), mine);
+    }
+    for m in members {
+        result.entry(m.id.clone()).or_default();
+        for topic in m.topics {
+            if let Some(&count) = topics.get(topic) {
+                for p in 0..count.min(i32::MAX as u32) as i32 {
+                    let tp = TopicPartition {
+                        topic: topic.clone(),
+                        partition: p,
+                    };
+                    if !assigned.contains(&tp) {
+                        return Err(format!("partition {tp} assigned to no one"));
+                    }
+                }
+            }
+        }
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_abi::assignor::MemberAssignment;
+
+    fn topics() -> BTreeMap<TopicName, u32> {
+        [(TopicName::new("a"), 2), (TopicName::new("b"), 1)]
+            .into_iter()
+            .collect()
+    }
+
+    #[test]
+    fn input_lists_existing_topics_and_owned_partitions() {
+        let id = ConsumerId::new("c1");
+        let subscribed: BTreeSet<TopicName> = ["a", "missing"].map(TopicName::new).into();
+        let owned: BTreeSet<TopicPartition> = [TopicPartition::new("a", 1)].into();
+        let members = [MemberView {
+            id: &id,
+            topics: &subscribed,
+            owned: &owned,
+        }];
+        let input = build_input("g", &members, &topics());
+        assert_eq!(input.members.len(), 1);
+        assert_eq!(input.members[0].topics.len(), 1);
+        assert_eq!(input.members[0].owned[0].partitions.as_slice(), &[1]);
+        assert_eq!(input.topics.as_slice(), &[TopicInfo::new("a", 2)]);
+    }
+
+    #[test]
+    fn output_is_checked() {
+        let c1 = ConsumerId::new("c1");
+        let c2 = ConsumerId::new("c2");
+        let sub_ab: BTreeSet<TopicName> = ["a", "b"].map(TopicName::new).into();
+        let sub_a: BTreeSet<TopicName> = ["a"].map(TopicName::new).into();
+        let none = BTreeSet::new();
+        let members = [
+            MemberView {
+                id: &c1,
+                topics: &sub_ab,
+                owned: &none,
+            },
+            MemberView {
+                id: &c2,
+                topics: &sub_a,
+                owned: &none,
+            },
+        ];
+        type Spec<'a> = Vec<(&'a str, Vec<(&'a str, Vec<i32>)>)>;
+        let assign = |entries: Spec<'_>| Assignment {
+            members: entries
+                .into_iter()
+                .map(|(m, tps)| MemberAssignment {
+                    member_id: m.into(),
+                    partitions: tps
+                        .into_iter()
+                        .map(|(t, ps)| TopicPartitions::new(t, ps))
+                        .collect::<Vec<_>>()
+                        .into(),
+                })
+                .collect::<Vec<_>>()
+                .into(),
+        };
+        let ok = assign(vec![
+            ("c1", vec![("a", vec![0]), ("b", vec![0])]),
+            ("c2", vec![("a", vec![1])]),
+        ]);
+        let r = validate_assignment(&members, &topics(), &ok).unwrap();
+        assert_eq!(r[&c2], [TopicPartition::new("a", 1)].into());
+        // b-0 to a member not subscribed to b.
+        let bad = assign(vec![
+            ("c1", vec![("a", vec![0, 1])]),
+            ("c2", vec![("b", vec![0])]),
+        ]);
+        assert!(validate_assignment(&members, &topics(), &bad).is_err());
+        // a-1 twice.
+        let twice = assign(vec![
+            ("c1", vec![("a", vec![0, 1]), ("b", vec![0])]),
+            ("c2", vec![("a", vec![1])]),
+        ]);
+        assert!(validate_assignment(&members, &topics(), &twice).is_err());
+        // b-0 missing.
+        let missing = assign(vec![("c1", vec![("a", vec![0, 1])])]);
+        assert!(validate_assignment(&members, &topics(), &missing).is_err());
+        // out of range.
+        let range = assign(vec![("c1", vec![("a", vec![0, 1, 2]), ("b", vec![0])])]);
+        assert!(validate_assignment(&members, &topics(), &range).is_err());
+    }
+}

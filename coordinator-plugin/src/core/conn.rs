@@ -1,0 +1,86 @@
+//! Connections: response ordering and which connections are coordinator channels.
+//!
+//! On a connection, responses go out in the order of the requests (docs/protocol.md
+//! §1). Some answers wait for the offset store (CommitOffset, FetchOffsets), so each
+//! request reserves a slot and a response leaves once every earlier slot is filled.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+use crate::types::{ConnId, ConsumerId, GroupId};
+
+/// A reserved place in a connection's response order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SlotRef {
+    pub conn: ConnId,
+    pub id: u64,
+}
+
+/// Which member a channel belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ChannelOf {
+    pub group: GroupId,
+    pub consumer: ConsumerId,
+    pub incarnation: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Conn {
+    /// Response slots in request order: (slot id, the frame once ready).
+    slots: VecDeque<(u64, Option<Bytes>)>,
+    next_slot: u64,
+    /// Set once RegisterConsumer succeeded on this connection.
+    pub channel: Option<ChannelOf>,
+}
+
+impl Conn {
+    pub(crate) fn reserve(&mut self, conn: ConnId) -> SlotRef {
+        let id = self.next_slot;
+        self.next_slot += 1;
+        self.slots.push_back((id, None));
+        SlotRef { conn, id }
+    }
+
+    /// Fills slot `id`; returns the frames now ready to send, in order.
+    pub(crate) fn fill(&mut self, id: u64, frame: Bytes) -> Vec<Bytes> {
+        if let Some(front) = self.slots.front() {
+            let index = id.wrapping_sub(front.0) as usize;
+            if let Some(slot) = self.slots.get_mut(index) {
+                debug_assert_eq!(slot.0, id);
+                slot.1 = Some(frame);
+            }
+        }
+        let mut ready = Vec::new();
+        while matches!(self.slots.front(), Some((_, Some(_)))) {
+            if let Some((_, Some(frame))) = self.slots.pop_front() {
+                ready.push(frame);
+            }
+        }
+        ready
+    }
+
+    /// Whether every response has been sent (so the coordinator may send a request on
+    /// a channel).
+    pub(crate) fn idle(&self) -> bool {
+        self.slots.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn responses_leave_in_request_order() {
+        let mut c = Conn::default();
+        let a = c.reserve(ConnId(1));
+        let b = c.reserve(ConnId(1));
+        let d = c.reserve(ConnId(1));
+        assert!(c.fill(b.id, Bytes::from_static(b"b")).is_empty());
+        assert_eq!(c.fill(a.id, Bytes::from_static(b"a")), ["a", "b"]);
+        assert!(!c.idle());
+        assert_eq!(c.fill(d.id, Bytes::from_static(b"d")), ["d"]);
+        assert!(c.idle());
+    }
+}

@@ -1,0 +1,873 @@
+//! A group's state: members, zombies (failed members whose partitions are not released
+//! yet), the rebalance phase and the commit pipeline; and the rebalance engine
+//! (docs/protocol.md §6.2 and §6.4).
+//!
+//! Safety rests on one piece of bookkeeping: the coordinator's view of who may be
+//! delivering a partition. A live member "owns" the partitions of the last StartFetcher
+//! sent to it, minus those released by its answers to StopFetcher. A failed member whose
+//! partitions are not released at once becomes a [`Zombie`] until its lease has surely
+//! expired (rule d). A partition is handed to a consumer only when no other member owns
+//! it and no zombie holds it; [`Group::start_round`] re-checks this before every
+//! StartFetcher.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use drover_protocol as proto;
+use drover_protocol::NativeRequest;
+
+use super::offsets::Commits;
+use super::{Ctx, TimerKey};
+use crate::assignors::{build_input, validate_assignment, MemberView};
+use crate::config::RebalanceMode;
+use crate::io::{Event, FailureReason, Output};
+use crate::subscription::SubscriptionSpec;
+use crate::types::{ConnId, ConsumerId, Generation, GroupId, TopicName, TopicPartition};
+use crate::wire;
+
+/// What the coordinator asks a consumer to stop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StopPlan {
+    /// Eager: everything.
+    All,
+    /// Incremental: these partitions.
+    Partitions(BTreeSet<TopicPartition>),
+}
+
+/// A StartFetcher waiting for the channel to be free.
+#[derive(Debug, Clone)]
+pub(crate) struct StartPlan {
+    pub generation: Generation,
+    /// Partitions with their start offsets, sorted.
+    pub starts: Vec<(TopicPartition, i64)>,
+}
+
+/// The request outstanding on a channel.
+#[derive(Debug, Clone)]
+pub(crate) enum Outstanding {
+    Heartbeat {
+        corr: i32,
+    },
+    Stop {
+        corr: i32,
+        /// The partitions the request covers (for `stop_all`, everything owned then).
+        partitions: BTreeSet<TopicPartition>,
+    },
+    Start {
+        corr: i32,
+    },
+}
+
+impl Outstanding {
+    pub(crate) fn corr(&self) -> i32 {
+        match self {
+            Outstanding::Heartbeat { corr }
+            | Outstanding::Stop { corr, .. }
+            | Outstanding::Start { corr } => *corr,
+        }
+    }
+
+    pub(crate) fn api_key(&self) -> proto::ApiKey {
+        match self {
+            Outstanding::Heartbeat { .. } => proto::ApiKey::Heartbeat,
+            Outstanding::Stop { .. } => proto::ApiKey::StopFetcher,
+            Outstanding::Start { .. } => proto::ApiKey::StartFetcher,
+        }
+    }
+}
+
+/// A registered consumer.
+#[derive(Debug)]
+pub(crate) struct Member {
+    pub id: ConsumerId,
+    /// Unique per registration, so a stale reference to a replaced registration is
+    /// recognised.
+    pub incarnation: u64,
+    pub conn: ConnId,
+    pub host: String,
+    pub session_timeout_ms: u64,
+    pub heartbeat_interval_ms: u64,
+    pub subscription: SubscriptionSpec,
+    /// The subscription resolved against the current topics.
+    pub topics: Arc<BTreeSet<TopicName>>,
+    pub auto_offset_reset: i8,
+    /// The assignor, resolved (the default when the consumer named none).
+    pub assignor: String,
+    /// The generation the coordinator believes the consumer is in.
+    pub generation: Generation,
+    /// Partitions the consumer may be delivering (see the module docs).
+    pub owned: BTreeSet<TopicPartition>,
+    /// Partitions it released by StopFetcher in the running rebalance.
+    pub stopped_in_rebalance: BTreeSet<TopicPartition>,
+    pub last_recv_ms: u64,
+    pub last_sent_ms: u64,
+    pub next_corr: i32,
+    pub outstanding: Option<Outstanding>,
+    pub queued_stop: Option<StopPlan>,
+    pub queued_start: Option<StartPlan>,
+}
+
+impl Member {
+    /// When the member fails for silence.
+    pub(crate) fn session_deadline(&self) -> u64 {
+        self.last_recv_ms.saturating_add(self.session_timeout_ms)
+    }
+
+    /// The partitions of the outstanding StopFetcher, if any.
+    fn stopping(&self) -> Option<&BTreeSet<TopicPartition>> {
+        match &self.outstanding {
+            Some(Outstanding::Stop { partitions, .. }) => Some(partitions),
+            _ => None,
+        }
+    }
+}
+
+/// Partitions of a failed member, held until `release_at` (rule d).
+#[derive(Debug)]
+pub(crate) struct Zombie {
+    pub consumer: ConsumerId,
+    pub partitions: BTreeSet<TopicPartition>,
+    pub release_at: u64,
+}
+
+/// A computed target assignment.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Target {
+    /// Per member (by incarnation): its partitions.
+    pub members: BTreeMap<ConsumerId, (u64, BTreeSet<TopicPartition>)>,
+    /// Reverse index.
+    pub owner: BTreeMap<TopicPartition, ConsumerId>,
+}
+
+impl Target {
+    fn for_member(&self, m: &Member) -> Option<&BTreeSet<TopicPartition>> {
+        match self.members.get(&m.id) {
+            Some((inc, set)) if *inc == m.incarnation => Some(set),
+            _ => None,
+        }
+    }
+}
+
+/// Where a group is in its rebalance cycle.
+#[derive(Debug)]
+pub(crate) enum Phase {
+    Stable,
+    /// Stopping the partitions that move (incremental: `target` computed first; eager:
+    /// everything, `target` computed once all stopped).
+    Stopping {
+        mode: RebalanceMode,
+        target: Option<Target>,
+    },
+    /// Every move is released; flushing commits, then reading start offsets.
+    Fetching {
+        target: Target,
+        op: Option<crate::types::OpId>,
+    },
+    /// The StartFetcher round of the current generation is out.
+    Starting {
+        awaiting: BTreeSet<ConsumerId>,
+    },
+}
+
+impl Phase {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Phase::Stable => "stable",
+            Phase::Stopping { .. } => "stopping",
+            Phase::Fetching { .. } => "fetching",
+            Phase::Starting { .. } => "starting",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Group {
+    pub id: GroupId,
+    pub generation: Generation,
+    pub members: BTreeMap<ConsumerId, Member>,
+    pub zombies: Vec<Zombie>,
+    pub phase: Phase,
+    /// When the debounced rebalance is due, if one is wanted.
+    pub due: Option<u64>,
+    /// The first trigger of the current debounce series.
+    pub first_trigger: Option<u64>,
+    /// Members with a queued or outstanding StopFetcher in the running rebalance.
+    pub stops_pending: BTreeSet<ConsumerId>,
+    pub commits: Commits,
+}
+
+impl Group {
+    pub(crate) fn new(id: GroupId) -> Self {
+        Group {
+            id,
+            generation: Generation(0),
+            members: BTreeMap::new(),
+            zombies: Vec::new(),
+            phase: Phase::Stable,
+            due: None,
+            first_trigger: None,
+            stops_pending: BTreeSet::new(),
+            commits: Commits::default(),
+        }
+    }
+
+    /// The assignor the group's members use (they all use the same one).
+    pub(crate) fn assignor(&self) -> Option<&str> {
+        self.members.values().next().map(|m| m.assignor.as_str())
+    }
+
+    pub(crate) fn in_rebalance(&self) -> bool {
+        !matches!(self.phase, Phase::Stable)
+    }
+
+    /// Who may be delivering each partition: live members (what they own) and zombies.
+    fn holders(&self) -> BTreeMap<TopicPartition, String> {
+        let mut held = BTreeMap::new();
+        for m in self.members.values() {
+            for tp in &m.owned {
+                held.insert(tp.clone(), format!("owned by {}", m.id));
+            }
+        }
+        for z in &self.zombies {
+            for tp in &z.partitions {
+                held.insert(
+                    tp.clone(),
+                    format!(
+                        "held by failed consumer {} until {}",
+                        z.consumer, z.release_at
+                    ),
+                );
+            }
+        }
+        held
+    }
+
+    // ---------------------------------------------------------------- triggers, timers
+
+    /// A rebalance trigger: debounced by `rebalance_delay_ms`, at most
+    /// `rebalance_max_delay_ms` after the first trigger of a series.
+    pub(crate) fn trigger(&mut self, cx: &mut Ctx, why: &str) {
+        let now = cx.now;
+        let first = *self.first_trigger.get_or_insert(now);
+        let due = now
+            .saturating_add(cx.config.rebalance_delay_ms)
+            .min(first.saturating_add(cx.config.rebalance_max_delay_ms));
+        tracing::debug!(group = %self.id, why, due, "rebalance trigger");
+        self.due = Some(due);
+        self.update_timer(cx);
+    }
+
+    /// Schedules a retry (after an assignor or fetch failure) without debounce.
+    fn retry_later(&mut self, cx: &mut Ctx) {
+        let at = cx.now.saturating_add(cx.config.retry_backoff_ms);
+        self.due = Some(self.due.map_or(at, |d| d.max(at)));
+        self.update_timer(cx);
+    }
+
+    pub(crate) fn update_timer(&self, cx: &mut Ctx) {
+        let zombie = self.zombies.iter().map(|z| z.release_at).min();
+        let at = match (self.due, zombie) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        cx.timers.set(TimerKey::Group(self.id.clone()), at);
+    }
+
+    /// The group timer fired: release expired zombies, then move the rebalance on.
+    pub(crate) fn on_timer(&mut self, cx: &mut Ctx) {
+        let now = cx.now;
+        let before = self.zombies.len();
+        self.zombies.retain(|z| z.release_at > now);
+        if self.zombies.len() != before {
+            tracing::debug!(group = %self.id, released = before - self.zombies.len(), "zombie leases expired");
+        }
+        self.progress(cx);
+    }
+
+    pub(crate) fn update_member_timer(&self, cx: &mut Ctx, id: &ConsumerId) {
+        let Some(m) = self.members.get(id) else {
+            cx.timers
+                .set(TimerKey::Member(self.id.clone(), id.clone()), None);
+            return;
+        };
+        let mut at = m.session_deadline();
+        if m.outstanding.is_none() {
+            at = at.min(m.last_sent_ms.saturating_add(m.heartbeat_interval_ms));
+        }
+        cx.timers
+            .set(TimerKey::Member(self.id.clone(), id.clone()), Some(at));
+    }
+
+    /// A member's timer fired: fail it for silence, or send what is due.
+    pub(crate) fn on_member_timer(&mut self, cx: &mut Ctx, id: &ConsumerId) {
+        let Some(m) = self.members.get(id) else {
+            return;
+        };
+        if cx.now >= m.session_deadline() {
+            self.fail_member(cx, id, FailureReason::SessionTimeout);
+            return;
+        }
+        self.pump(cx, id);
+    }
+
+    // ---------------------------------------------------------------- channel output
+
+    /// Sends the member's next request if its channel is free: a queued StopFetcher or
+    /// StartFetcher, else a Heartbeat once the interval has passed.
+    pub(crate) fn pump(&mut self, cx: &mut Ctx, id: &ConsumerId) {
+        let group_id = self.id.clone();
+        let Some(m) = self.members.get_mut(id) else {
+            return;
+        };
+        let conn_idle = cx.conns.get(&m.conn).is_some_and(|c| c.idle());
+        if m.outstanding.is_some() || !conn_idle {
+            self.update_member_timer(cx, id);
+            return;
+        }
+        let corr = m.next_corr;
+        let (request, outstanding) = if let Some(stop) = m.queued_stop.take() {
+            let (stop_all, partitions) = match stop {
+                StopPlan::All => (true, m.owned.clone()),
+                StopPlan::Partitions(p) => (false, p),
+            };
+            let request = NativeRequest::StopFetcher(proto::StopFetcherRequest {
+                group_id: group_id.to_string(),
+                generation: m.generation.0,
+                stop_all,
+                partitions: if stop_all {
+                    Vec::new()
+                } else {
+                    wire::partitions_to_wire(&partitions)
+                },
+            });
+            (request, Outstanding::Stop { corr, partitions })
+        } else if let Some(start) = m.queued_start.take() {
+            let request = NativeRequest::StartFetcher(proto::StartFetcherRequest {
+                group_id: group_id.to_string(),
+                generation: start.generation.0,
+                assignment: wire::assignment_to_wire(start.starts.iter().map(|(tp, o)| (tp, *o))),
+            });
+            // From the moment it is sent, the consumer may deliver what it names.
+            m.generation = start.generation;
+            m.owned = start.starts.into_iter().map(|(tp, _)| tp).collect();
+            (request, Outstanding::Start { corr })
+        } else if cx.now >= m.last_sent_ms.saturating_add(m.heartbeat_interval_ms) {
+            let request = NativeRequest::Heartbeat(proto::HeartbeatRequest {
+                group_id: group_id.to_string(),
+                generation: m.generation.0,
+            });
+            (request, Outstanding::Heartbeat { corr })
+        } else {
+            self.update_member_timer(cx, id);
+            return;
+        };
+        match wire::encode_request(corr, &request) {
+            Ok(bytes) => {
+                m.next_corr = m.next_corr.wrapping_add(1);
+                m.last_sent_ms = cx.now;
+                m.outstanding = Some(outstanding);
+                cx.out.push(Output::SendFrame {
+                    conn: m.conn,
+                    bytes,
+                });
+                self.update_member_timer(cx, id);
+            }
+            Err(e) => {
+                tracing::error!(group = %group_id, consumer = %id, error = %e, "cannot encode a request to the consumer");
+                self.fail_member(cx, id, FailureReason::EncodeFailure);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- membership
+
+    /// Removes a member: closes its channel (unless it is already closed), releases its
+    /// partitions at once or after its lease, and triggers a rebalance.
+    pub(crate) fn fail_member(&mut self, cx: &mut Ctx, id: &ConsumerId, reason: FailureReason) {
+        self.remove_member(
+            cx,
+            id,
+            reason.releases_at_once(),
+            reason != FailureReason::ChannelClosed,
+        );
+        cx.event(Event::MemberFailed {
+            group: self.id.clone(),
+            consumer: id.clone(),
+            reason,
+        });
+        cx.metric("members_failed", 1);
+        self.trigger(cx, "member failed");
+        self.progress(cx);
+    }
+
+    /// LeaveGroup: releases the member's partitions at once (rule c).
+    pub(crate) fn leave(&mut self, cx: &mut Ctx, id: &ConsumerId) {
+        self.remove_member(cx, id, true, true);
+        cx.event(Event::MemberLeft {
+            group: self.id.clone(),
+            consumer: id.clone(),
+        });
+        self.trigger(cx, "member left");
+        self.progress(cx);
+    }
+
+    fn remove_member(&mut self, cx: &mut Ctx, id: &ConsumerId, release_now: bool, close: bool) {
+        let Some(m) = self.members.remove(id) else {
+            return;
+        };
+        tracing::info!(group = %self.id, consumer = %id, owned = m.owned.len(), release_now, "member removed");
+        cx.timers
+            .set(TimerKey::Member(self.id.clone(), id.clone()), None);
+        cx.conns.remove(&m.conn);
+        if close {
+            cx.closing.insert(m.conn);
+            cx.out.push(Output::CloseConnection { conn: m.conn });
+        }
+        self.stops_pending.remove(id);
+        if let Phase::Starting { awaiting } = &mut self.phase {
+            awaiting.remove(id);
+        }
+        let release_at = m.session_deadline();
+        if !release_now && release_at > cx.now && !m.owned.is_empty() {
+            self.zombies.push(Zombie {
+                consumer: m.id.clone(),
+                partitions: m.owned,
+                release_at,
+            });
+            self.update_timer(cx);
+        }
+    }
+
+    // ---------------------------------------------------------------- rebalance engine
+
+    /// Moves the rebalance on as far as it can go now.
+    pub(crate) fn progress(&mut self, cx: &mut Ctx) {
+        // Each iteration either changes the phase or returns.
+        for _ in 0..8 {
+            let now = cx.now;
+            let due_now = self.due.is_some_and(|d| d <= now);
+            match &mut self.phase {
+                Phase::Stable => {
+                    if !due_now {
+                        break;
+                    }
+                    self.begin(cx);
+                    if matches!(self.phase, Phase::Stable) {
+                        break;
+                    }
+                }
+                Phase::Stopping { .. } => {
+                    if due_now {
+                        self.due = None;
+                        self.first_trigger = None;
+                        self.recompute(cx);
+                    }
+                    if !self.stopping_done(cx) {
+                        break;
+                    }
+                }
+                Phase::Fetching { op, .. } => {
+                    if due_now {
+                        let mode = cx.config.mode_for(self.assignor().unwrap_or(""));
+                        self.phase = Phase::Stopping { mode, target: None };
+                        continue;
+                    }
+                    if self.due.is_some() || op.is_some() {
+                        break;
+                    }
+                    if !self.fetch_start_offsets(cx) {
+                        break;
+                    }
+                }
+                Phase::Starting { awaiting } => {
+                    if !awaiting.is_empty() {
+                        break;
+                    }
+                    self.complete(cx);
+                }
+            }
+        }
+        self.update_timer(cx);
+    }
+
+    /// Stable → Stopping.
+    fn begin(&mut self, cx: &mut Ctx) {
+        self.due = None;
+        self.first_trigger = None;
+        if self.members.is_empty() {
+            return;
+        }
+        let mode = cx.config.mode_for(self.assignor().unwrap_or(""));
+        cx.event(Event::RebalanceStarted {
+            group: self.id.clone(),
+            generation: self.generation,
+            mode: mode.as_str(),
+        });
+        cx.metric("rebalances_started", 1);
+        for m in self.members.values_mut() {
+            m.stopped_in_rebalance.clear();
+        }
+        self.phase = Phase::Stopping { mode, target: None };
+        self.recompute(cx);
+    }
+
+    /// In Stopping: (re)computes the target (incremental) and plans the StopFetchers.
+    fn recompute(&mut self, cx: &mut Ctx) {
+        let Phase::Stopping { mode, .. } = &self.phase else {
+            return;
+        };
+        let mode = *mode;
+        let target = match mode {
+            RebalanceMode::Eager => None,
+            RebalanceMode::Incremental => match self.compute_target(cx) {
+                Ok(t) => Some(t),
+                Err(()) => {
+                    self.retry_later(cx);
+                    None
+                }
+            },
+        };
+        let ids: Vec<ConsumerId> = self.members.keys().cloned().collect();
+        for id in &ids {
+            let Some(m) = self.members.get_mut(id) else {
+                continue;
+            };
+            let plan = match (mode, &target) {
+                (RebalanceMode::Eager, _) => {
+                    if m.owned.is_empty() || m.stopping().is_some() {
+                        None
+                    } else {
+                        Some(StopPlan::All)
+                    }
+                }
+                (RebalanceMode::Incremental, Some(t)) => {
+                    let keep = t.for_member(m);
+                    let in_flight = m.stopping();
+                    let stop: BTreeSet<TopicPartition> = m
+                        .owned
+                        .iter()
+                        .filter(|tp| !keep.is_some_and(|k| k.contains(*tp)))
+                        .filter(|tp| !in_flight.is_some_and(|s| s.contains(*tp)))
+                        .cloned()
+                        .collect();
+                    (!stop.is_empty()).then_some(StopPlan::Partitions(stop))
+                }
+                (RebalanceMode::Incremental, None) => None,
+            };
+            let busy = plan.is_some() || m.stopping().is_some();
+            m.queued_stop = plan;
+            if busy {
+                self.stops_pending.insert(id.clone());
+            } else {
+                self.stops_pending.remove(id);
+            }
+        }
+        self.phase = Phase::Stopping { mode, target };
+        for id in &ids {
+            self.pump(cx, id);
+        }
+    }
+
+    /// Runs the group's assignor over the live members.
+    fn compute_target(&mut self, cx: &mut Ctx) -> Result<Target, ()> {
+        let assignor = self
+            .assignor()
+            .unwrap_or(&cx.config.default_assignor)
+            .to_owned();
+        let views: Vec<MemberView<'_>> = self
+            .members
+            .values()
+            .map(|m| MemberView {
+                id: &m.id,
+                topics: &m.topics,
+                owned: &m.owned,
+            })
+            .collect();
+        let total: u64 = {
+            let mut topics: BTreeSet<&TopicName> = BTreeSet::new();
+            for m in &views {
+                topics.extend(m.topics.iter());
+            }
+            topics
+                .iter()
+                .filter_map(|t| cx.topics.get(*t))
+                .map(|&c| u64::from(c))
+                .sum()
+        };
+        let fail = |cx: &mut Ctx, message: String| {
+            tracing::warn!(group = %self.id, assignor, message, "assignment failed");
+            cx.event(Event::AssignorFailed {
+                group: self.id.clone(),
+                assignor: assignor.clone(),
+                message,
+            });
+            cx.metric("assignor_failures", 1);
+        };
+        if total > cx.config.max_assigned_partitions as u64 {
+            fail(
+                cx,
+                format!(
+                    "{total} partitions exceed max_assigned_partitions ({})",
+                    cx.config.max_assigned_partitions
+                ),
+            );
+            return Err(());
+        }
+        let input = build_input(self.id.as_str(), &views, &cx.topics);
+        let output = match cx.assignors.assign(&assignor, &input) {
+            Ok(o) => o,
+            Err(e) => {
+                fail(cx, e.to_string());
+                return Err(());
+            }
+        };
+        let checked = match validate_assignment(&views, &cx.topics, &output) {
+            Ok(c) => c,
+            Err(message) => {
+                fail(cx, format!("invalid assignment: {message}"));
+                return Err(());
+            }
+        };
+        let mut target = Target::default();
+        for (id, set) in checked {
+            let Some(m) = self.members.get(&id) else {
+                continue;
+            };
+            for tp in &set {
+                target.owner.insert(tp.clone(), id.clone());
+            }
+            target.members.insert(id, (m.incarnation, set));
+        }
+        Ok(target)
+    }
+
+    /// Whether the Stopping phase is over; moves to Fetching when it is.
+    fn stopping_done(&mut self, cx: &mut Ctx) -> bool {
+        if self.due.is_some() || !self.stops_pending.is_empty() {
+            return false;
+        }
+        let Phase::Stopping { mode, target } = &mut self.phase else {
+            return false;
+        };
+        if target.is_none() {
+            if *mode == RebalanceMode::Incremental {
+                // The target could not be computed; a retry is scheduled.
+                return false;
+            }
+            // Eager: everyone has stopped; compute now.
+            match self.compute_target(cx) {
+                Ok(t) => {
+                    if let Phase::Stopping { target, .. } = &mut self.phase {
+                        *target = Some(t);
+                    }
+                }
+                Err(()) => {
+                    self.retry_later(cx);
+                    return false;
+                }
+            }
+        }
+        let Phase::Stopping {
+            target: Some(target),
+            ..
+        } = &self.phase
+        else {
+            return false;
+        };
+        // Partitions of failed consumers are used only once released (rule d).
+        let blocked = self
+            .zombies
+            .iter()
+            .flat_map(|z| z.partitions.iter())
+            .any(|tp| target.owner.contains_key(tp));
+        if blocked {
+            return false;
+        }
+        let target = target.clone();
+        self.phase = Phase::Fetching { target, op: None };
+        true
+    }
+
+    /// In Fetching: once commits are flushed, reads the committed offsets of newly
+    /// assigned partitions; starts the round directly when there are none.
+    fn fetch_start_offsets(&mut self, cx: &mut Ctx) -> bool {
+        let Phase::Fetching { target, .. } = &self.phase else {
+            return false;
+        };
+        let mut wanted: BTreeSet<TopicPartition> = BTreeSet::new();
+        for m in self.members.values() {
+            if let Some(set) = target.for_member(m) {
+                wanted.extend(set.iter().filter(|tp| !m.owned.contains(*tp)).cloned());
+            }
+        }
+        if wanted.is_empty() {
+            self.start_round(cx, &BTreeMap::new());
+            return true;
+        }
+        if !self.commits.drained() {
+            self.commits.urgent = true;
+            self.flush_commits(cx);
+            return false;
+        }
+        let op = cx.next_op();
+        cx.ops.insert(
+            op,
+            super::Op::RebalanceFetch {
+                group: self.id.clone(),
+            },
+        );
+        cx.out.push(Output::FetchOffsets {
+            op,
+            group: self.id.clone(),
+            scope: crate::io::FetchScope::Partitions(wanted.into_iter().collect()),
+        });
+        if let Phase::Fetching { op: slot, .. } = &mut self.phase {
+            *slot = Some(op);
+        }
+        false
+    }
+
+    /// The offsets of a rebalance fetch arrived.
+    pub(crate) fn on_fetched(
+        &mut self,
+        cx: &mut Ctx,
+        op: crate::types::OpId,
+        result: Result<BTreeMap<TopicPartition, i64>, crate::types::StoreError>,
+    ) {
+        let Phase::Fetching {
+            op: Some(current), ..
+        } = &self.phase
+        else {
+            return;
+        };
+        if *current != op {
+            return;
+        }
+        match result {
+            Ok(offsets) => {
+                if self.due.is_some() {
+                    // A trigger came meanwhile: recompute first.
+                    if let Phase::Fetching { op, .. } = &mut self.phase {
+                        *op = None;
+                    }
+                } else {
+                    self.start_round(cx, &offsets);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(group = %self.id, error = %e, "offset fetch for a rebalance failed");
+                cx.event(Event::OffsetFetchFailed {
+                    group: self.id.clone(),
+                    message: e.message,
+                });
+                if let Phase::Fetching { op, .. } = &mut self.phase {
+                    *op = None;
+                }
+                self.retry_later(cx);
+            }
+        }
+        self.progress(cx);
+    }
+
+    /// Fetching → Starting: a new generation, and a StartFetcher to every member.
+    fn start_round(&mut self, cx: &mut Ctx, offsets: &BTreeMap<TopicPartition, i64>) {
+        let Phase::Fetching { target, .. } = std::mem::replace(&mut self.phase, Phase::Stable)
+        else {
+            return;
+        };
+        self.generation = self.generation.next();
+        let generation = self.generation;
+        let ids: Vec<ConsumerId> = self.members.keys().cloned().collect();
+        let mut awaiting = BTreeSet::new();
+        let mut withheld = false;
+        let mut held = self.holders();
+        for id in &ids {
+            let mut starts = Vec::new();
+            if let Some(m) = self.members.get(id) {
+                if let Some(set) = target.for_member(m) {
+                    for tp in set {
+                        if m.owned.contains(tp) {
+                            starts.push((tp.clone(), proto::PartitionStart::KEEP_POSITION));
+                            continue;
+                        }
+                        if let Some(why) = held.get(tp) {
+                            tracing::error!(group = %self.id, partition = %tp, why, "safety check: partition withheld");
+                            cx.event(Event::SafetyCheckFailed {
+                                group: self.id.clone(),
+                                message: format!("{tp} for {id}: {why}"),
+                            });
+                            withheld = true;
+                            continue;
+                        }
+                        held.insert(tp.clone(), format!("started by {id} in this round"));
+                        let start = offsets
+                            .get(tp)
+                            .copied()
+                            .unwrap_or(proto::PartitionStart::NO_COMMITTED_OFFSET);
+                        starts.push((tp.clone(), start));
+                    }
+                }
+            }
+            if let Some(m) = self.members.get_mut(id) {
+                m.queued_start = Some(StartPlan { generation, starts });
+                awaiting.insert(id.clone());
+            }
+        }
+        cx.event(Event::GenerationStarted {
+            group: self.id.clone(),
+            generation,
+            members: awaiting.len(),
+        });
+        cx.metric("generations", 1);
+        self.phase = Phase::Starting { awaiting };
+        for id in &ids {
+            self.pump(cx, id);
+        }
+        if withheld {
+            self.trigger(cx, "partitions withheld by the safety check");
+        }
+    }
+
+    /// Starting → Stable once every member answered its StartFetcher.
+    fn complete(&mut self, cx: &mut Ctx) {
+        self.phase = Phase::Stable;
+        for m in self.members.values_mut() {
+            m.stopped_in_rebalance.clear();
+        }
+        cx.event(Event::RebalanceCompleted {
+            group: self.id.clone(),
+            generation: self.generation,
+            members: self.members.len(),
+        });
+    }
+
+    // ---------------------------------------------------------------- channel input
+
+    /// A StopFetcher was answered NONE: its partitions are released (rule a).
+    pub(crate) fn on_stopped(
+        &mut self,
+        cx: &mut Ctx,
+        id: &ConsumerId,
+        partitions: BTreeSet<TopicPartition>,
+    ) {
+        let Some(m) = self.members.get_mut(id) else {
+            return;
+        };
+        for tp in &partitions {
+            m.owned.remove(tp);
+        }
+        m.stopped_in_rebalance.extend(partitions);
+        if m.queued_stop.is_none() {
+            self.stops_pending.remove(id);
+        }
+        self.progress(cx);
+    }
+
+    /// A StartFetcher was answered NONE.
+    pub(crate) fn on_started(&mut self, cx: &mut Ctx, id: &ConsumerId) {
+        if let Phase::Starting { awaiting } = &mut self.phase {
+            awaiting.remove(id);
+        }
+        self.progress(cx);
+    }
+}

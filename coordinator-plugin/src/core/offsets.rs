@@ -1,0 +1,220 @@
+//! A group's commit pipeline (docs/protocol.md §6.5).
+//!
+//! Offsets from Heartbeat responses, StopFetcher responses and CommitOffset requests
+//! are merged into a pending batch (a later value for a partition replaces an earlier
+//! one) and written as one [`Output::CommitOffsets`]. At most one batch per group is in
+//! flight, so a group's commits reach the store in the order they were accepted and a
+//! partition's committed offset follows the order of acceptance. Heartbeat offsets are
+//! written every `commit_interval_ms`; final offsets and explicit commits at once.
+//! Before a rebalance reads start offsets, the pipeline is drained, so the read sees
+//! every offset accepted before it.
+
+use std::collections::BTreeMap;
+
+use drover_protocol::ErrorCode;
+
+use super::group::Group;
+use super::{Ctx, Op, TimerKey};
+use crate::io::{Event, Output};
+use crate::types::{Generation, OffsetEntry, OpId, StoreError, TopicPartition};
+
+/// Where an offset comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CommitKind {
+    /// A Heartbeat or StopFetcher answer.
+    Channel,
+    /// A member's CommitOffset.
+    Explicit,
+    /// The non-member form of CommitOffset.
+    Reset,
+}
+
+/// An offset value: (offset, metadata).
+pub(crate) type OffsetValue = (i64, Option<String>);
+
+#[derive(Debug, Default)]
+pub(crate) struct Commits {
+    /// Accepted, not yet sent to the store.
+    pub pending: BTreeMap<TopicPartition, OffsetValue>,
+    /// CommitOffset requests answered when the pending batch is durable.
+    pub pending_waiters: Vec<u64>,
+    /// The batch in flight.
+    pub inflight: Option<OpId>,
+    /// The last value accepted per partition (pending, in flight or written) and the
+    /// generation it was accepted in.
+    pub known: BTreeMap<TopicPartition, (OffsetValue, Generation)>,
+    /// Flush as soon as nothing is in flight.
+    pub urgent: bool,
+}
+
+impl Commits {
+    /// Nothing pending and nothing in flight.
+    pub(crate) fn drained(&self) -> bool {
+        self.pending.is_empty() && self.inflight.is_none()
+    }
+}
+
+/// A CommitOffset request waiting for its batch.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    pub slot: super::conn::SlotRef,
+    pub correlation_id: i32,
+    pub response: drover_protocol::CommitOffsetResponse,
+    /// (topic index, partition index) of the entries waiting for the store.
+    pub waiting: Vec<(usize, usize)>,
+}
+
+impl Group {
+    /// Accepts an offset for the pending batch.
+    ///
+    /// Within a generation a partition's committed offset never goes backwards: a
+    /// member's offset below the last one accepted for the partition in the current
+    /// generation (a CommitOffset that raced with a newer Heartbeat answer) is not
+    /// written. Unchanged Heartbeat offsets are not written again. A non-member commit
+    /// (a reset tool, only while the group has no consumers) is always written.
+    pub(crate) fn accept_offset(
+        &mut self,
+        cx: &mut Ctx,
+        tp: TopicPartition,
+        value: OffsetValue,
+        kind: CommitKind,
+    ) {
+        if let Some((known, generation)) = self.commits.known.get(&tp) {
+            match kind {
+                CommitKind::Channel if *known == value => return,
+                CommitKind::Channel | CommitKind::Explicit
+                    if *generation == self.generation && value.0 < known.0 =>
+                {
+                    return
+                }
+                _ => {}
+            }
+        }
+        self.commits
+            .known
+            .insert(tp.clone(), (value.clone(), self.generation));
+        self.commits.pending.insert(tp, value);
+        cx.groups_with_pending.insert(self.id.clone());
+        if cx.timers_commit_tick_unset() {
+            let at = cx.now.saturating_add(cx.config.commit_interval_ms);
+            cx.timers.set(TimerKey::CommitTick, Some(at));
+        }
+    }
+
+    /// Sends the pending batch if nothing is in flight.
+    pub(crate) fn flush_commits(&mut self, cx: &mut Ctx) {
+        if self.commits.inflight.is_some() {
+            return;
+        }
+        if self.commits.pending.is_empty() {
+            // Waiters whose offsets were superseded: what they asked for is stored.
+            for w in std::mem::take(&mut self.commits.pending_waiters) {
+                cx.complete_waiter(w, false);
+            }
+            return;
+        }
+        let records: Vec<OffsetEntry> = std::mem::take(&mut self.commits.pending)
+            .into_iter()
+            .map(|(tp, (offset, metadata))| OffsetEntry {
+                group: self.id.clone(),
+                tp,
+                offset,
+                metadata,
+            })
+            .collect();
+        cx.groups_with_pending.remove(&self.id);
+        let op = cx.next_op();
+        let waiters = std::mem::take(&mut self.commits.pending_waiters);
+        cx.ops.insert(
+            op,
+            Op::Commit {
+                group: self.id.clone(),
+                records: records.clone(),
+                waiters,
+            },
+        );
+        self.commits.inflight = Some(op);
+        self.commits.urgent = false;
+        cx.metric("commit_batches", 1);
+        cx.out.push(Output::CommitOffsets { op, records });
+    }
+
+    /// The result of the batch in flight.
+    pub(crate) fn on_committed(
+        &mut self,
+        cx: &mut Ctx,
+        op: OpId,
+        records: Vec<OffsetEntry>,
+        waiters: Vec<u64>,
+        result: Result<(), StoreError>,
+    ) {
+        if self.commits.inflight == Some(op) {
+            self.commits.inflight = None;
+        }
+        let failed = result.is_err();
+        if let Err(e) = result {
+            tracing::warn!(group = %self.id, records = records.len(), error = %e, "offset commit failed");
+            cx.event(Event::CommitFailed {
+                group: self.id.clone(),
+                records: records.len(),
+                retrying: e.retriable,
+                message: e.message.clone(),
+            });
+            cx.metric("commit_failures", 1);
+            for r in records {
+                let value = (r.offset, r.metadata);
+                if e.retriable {
+                    // Retried with the next batch unless a newer value is pending.
+                    self.commits.pending.entry(r.tp).or_insert(value);
+                } else if self.commits.known.get(&r.tp).map(|k| &k.0) == Some(&value) {
+                    // Let the next Heartbeat carry it again.
+                    self.commits.known.remove(&r.tp);
+                }
+            }
+            if !self.commits.pending.is_empty() {
+                cx.groups_with_pending.insert(self.id.clone());
+                if cx.timers_commit_tick_unset() {
+                    let at = cx.now.saturating_add(cx.config.commit_interval_ms);
+                    cx.timers.set(TimerKey::CommitTick, Some(at));
+                }
+            }
+        }
+        for w in waiters {
+            cx.complete_waiter(w, failed);
+        }
+        // After a failure, wait for the commit tick instead of retrying in a loop (an
+        // empty flush only answers waiters).
+        if (self.commits.urgent && !failed) || self.commits.pending.is_empty() {
+            self.flush_commits(cx);
+        }
+        self.progress(cx);
+    }
+
+    /// A CommitOffset request with accepted entries: answered with the batch.
+    pub(crate) fn add_waiter(&mut self, cx: &mut Ctx, waiter: u64) {
+        self.commits.pending_waiters.push(waiter);
+        self.commits.urgent = true;
+        self.flush_commits(cx);
+    }
+}
+
+impl Ctx {
+    pub(crate) fn timers_commit_tick_unset(&self) -> bool {
+        !self.commit_tick_set()
+    }
+
+    /// Answers a CommitOffset request whose batch completed.
+    pub(crate) fn complete_waiter(&mut self, id: u64, failed: bool) {
+        let Some(mut w) = self.waiters.remove(&id) else {
+            return;
+        };
+        if failed {
+            for (t, p) in w.waiting {
+                w.response.topics[t].partitions[p].error_code =
+                    ErrorCode::COORDINATOR_NOT_AVAILABLE;
+            }
+        }
+        let response = drover_protocol::NativeResponse::CommitOffset(w.response);
+        self.respond(w.slot, w.correlation_id, &response);
+    }
+}

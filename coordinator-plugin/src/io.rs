@@ -1,0 +1,234 @@
+//! What goes into the coordinator ([`Input`]) and what comes out ([`Output`]).
+//!
+//! These are the core's own types. The cdylib wrapper converts them to and from
+//! `drover_abi::coordinator::{CoordinatorInput, CoordinatorOutput}` with the helpers at
+//! the bottom of this module.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::types::{ConnId, ConsumerId, Generation, GroupId, OffsetEntry, OpId, StoreError};
+use crate::types::{TopicName, TopicPartition};
+
+/// An event the host delivers to [`crate::Coordinator::handle`].
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// A complete frame received on `conn`: Kafka framing without the 4-byte size
+    /// prefix. Requests from consumers (RegisterConsumer, CommitOffset, FetchOffsets,
+    /// LeaveGroup), and on a coordinator channel the consumer's responses to the
+    /// coordinator's Heartbeat, StopFetcher and StartFetcher.
+    Frame {
+        /// The connection.
+        conn: ConnId,
+        /// The frame bytes after the size prefix.
+        bytes: Bytes,
+    },
+    /// `conn` closed (by the peer, an error, or a [`Output::CloseConnection`]).
+    ConnectionClosed {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// The deadline from [`crate::Coordinator::poll_timeout`] has passed. (Every input
+    /// also runs the timers that are due, so a late timer is harmless.)
+    Timer,
+    /// The topic metadata changed; the whole new list of topics with partition counts.
+    /// The host delivers it once at startup too.
+    TopicsChanged {
+        /// Every topic and its partition count.
+        topics: BTreeMap<TopicName, u32>,
+    },
+    /// Result of [`Output::CommitOffsets`] `op`: `Ok` once every record is durable.
+    OffsetsCommitted {
+        /// The operation.
+        op: OpId,
+        /// The outcome.
+        result: Result<(), StoreError>,
+    },
+    /// Result of [`Output::FetchOffsets`] `op`: the committed offsets found (partitions
+    /// with none are absent).
+    OffsetsFetched {
+        /// The operation.
+        op: OpId,
+        /// The outcome.
+        result: Result<Vec<OffsetEntry>, StoreError>,
+    },
+}
+
+/// Which offsets an [`Output::FetchOffsets`] asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchScope {
+    /// These partitions.
+    Partitions(Vec<TopicPartition>),
+    /// Every offset the group has committed (FetchOffsets with null `topics`).
+    WholeGroup,
+}
+
+/// An action for the host, in the order returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Send a frame (without the size prefix; the host adds it) on `conn`.
+    SendFrame {
+        /// The connection.
+        conn: ConnId,
+        /// The frame bytes after the size prefix.
+        bytes: Bytes,
+    },
+    /// Close `conn`. The host answers with [`Input::ConnectionClosed`]; frames that
+    /// arrive on it meanwhile are ignored.
+    CloseConnection {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// Write these offsets to the active offset store, as one batch; the result comes
+    /// back as [`Input::OffsetsCommitted`]. At most one commit per group is outstanding,
+    /// so batches of a group may be executed in any order relative to other groups.
+    CommitOffsets {
+        /// The operation id.
+        op: OpId,
+        /// The records.
+        records: Vec<OffsetEntry>,
+    },
+    /// Read committed offsets; the result comes back as [`Input::OffsetsFetched`].
+    FetchOffsets {
+        /// The operation id.
+        op: OpId,
+        /// The group.
+        group: GroupId,
+        /// What to read.
+        scope: FetchScope,
+    },
+    /// Something operators care about: logs and metrics are derived from these.
+    Event(Event),
+}
+
+/// Why a consumer was failed (docs/protocol.md §6.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureReason {
+    /// Nothing received on the channel for the session timeout.
+    SessionTimeout,
+    /// The channel closed.
+    ChannelClosed,
+    /// A malformed frame, a frame when no request was outstanding, or a wrong
+    /// correlation id.
+    ProtocolViolation,
+    /// An answer with an error code other than NONE.
+    ErrorResponse,
+    /// A Heartbeat answer with `fetchers_healthy` false.
+    FetchersUnhealthy,
+    /// The same consumer id registered again.
+    Replaced,
+    /// A StartFetcher could not be encoded (the assignment is over a protocol limit).
+    EncodeFailure,
+}
+
+impl FailureReason {
+    /// Whether the failure releases the consumer's partitions at once (rule b) rather
+    /// than after its lease (rule d).
+    pub fn releases_at_once(self) -> bool {
+        matches!(
+            self,
+            FailureReason::ErrorResponse | FailureReason::FetchersUnhealthy
+        )
+    }
+}
+
+/// A structured log/metric event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A consumer registered.
+    MemberRegistered {
+        /// The group.
+        group: GroupId,
+        /// The consumer.
+        consumer: ConsumerId,
+        /// The group's generation at registration.
+        generation: Generation,
+    },
+    /// A consumer was failed and removed.
+    MemberFailed {
+        /// The group.
+        group: GroupId,
+        /// The consumer.
+        consumer: ConsumerId,
+        /// Why.
+        reason: FailureReason,
+    },
+    /// A consumer left with LeaveGroup.
+    MemberLeft {
+        /// The group.
+        group: GroupId,
+        /// The consumer.
+        consumer: ConsumerId,
+    },
+    /// A rebalance started (from `generation`).
+    RebalanceStarted {
+        /// The group.
+        group: GroupId,
+        /// The generation being ended.
+        generation: Generation,
+        /// `"incremental"` or `"eager"`.
+        mode: &'static str,
+    },
+    /// The group switched to a new generation and sent its StartFetcher round.
+    GenerationStarted {
+        /// The group.
+        group: GroupId,
+        /// The new generation.
+        generation: Generation,
+        /// Live consumers in the round.
+        members: usize,
+    },
+    /// Every consumer acknowledged its StartFetcher.
+    RebalanceCompleted {
+        /// The group.
+        group: GroupId,
+        /// The generation now in force.
+        generation: Generation,
+        /// Consumers in the group.
+        members: usize,
+    },
+    /// The group's assignor failed or returned an invalid assignment; retried later.
+    AssignorFailed {
+        /// The group.
+        group: GroupId,
+        /// The assignor.
+        assignor: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// An offset-store commit failed.
+    CommitFailed {
+        /// The group.
+        group: GroupId,
+        /// Records in the batch.
+        records: usize,
+        /// Whether the records will be retried.
+        retrying: bool,
+        /// The store's message.
+        message: String,
+    },
+    /// An offset fetch for a rebalance failed; retried later.
+    OffsetFetchFailed {
+        /// The group.
+        group: GroupId,
+        /// The store's message.
+        message: String,
+    },
+    /// A connection was closed for a protocol violation (malformed frame, coordinator
+    /// API sent as a request).
+    ConnectionRejected {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        message: String,
+    },
+    /// An internal safety check caught a would-be double assignment; the partition was
+    /// withheld. Never expected; reported loudly.
+    SafetyCheckFailed {
+        /// The group.
+        group: GroupId,
+        /// What was caught.
+        message: String,
+    },
+}

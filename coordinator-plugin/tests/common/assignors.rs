@@ -1,0 +1,171 @@
+//! In-process assignors for the tests.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use drover_abi::assignor::{AssignInput, Assignment, MemberAssignment};
+use drover_abi::{PluginError, TopicPartitions};
+use drover_coordinator::Assignors;
+
+/// A sticky, balanced policy: members keep what they own up to their fair share, the
+/// rest goes to the least-loaded subscribed member (ties by id).
+pub fn sticky(input: &AssignInput) -> Assignment {
+    let members: Vec<&str> = {
+        let mut m: Vec<&str> = input.members.iter().map(|m| m.member_id.as_str()).collect();
+        m.sort();
+        m
+    };
+    let subs: BTreeMap<&str, BTreeSet<&str>> = input
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.as_str(),
+                m.topics.iter().map(|t| t.as_str()).collect(),
+            )
+        })
+        .collect();
+    let owned: BTreeMap<(&str, i32), &str> = input
+        .members
+        .iter()
+        .flat_map(|m| {
+            m.owned.iter().flat_map(move |tp| {
+                tp.partitions
+                    .iter()
+                    .map(move |p| ((tp.topic.as_str(), *p), m.member_id.as_str()))
+            })
+        })
+        .collect();
+    let mut all: Vec<(&str, i32)> = Vec::new();
+    let mut topics: Vec<_> = input.topics.iter().collect();
+    topics.sort_by(|a, b| a.name.cmp(&b.name));
+    for t in topics {
+        if members.iter().any(|m| subs[m].contains(t.name.as_str())) {
+            for p in 0..t.partitions as i32 {
+                all.push((t.name.as_str(), p));
+            }
+        }
+    }
+    // Fair shares: `base` each, one more for `extra` of them.
+    let n = members.len().max(1);
+    let base = all.len() / n;
+    let mut extra = all.len() % n;
+    let mut result: BTreeMap<&str, Vec<(&str, i32)>> =
+        members.iter().map(|m| (*m, Vec::new())).collect();
+    let mut rest = Vec::new();
+    let mut over = Vec::new();
+    for tp in &all {
+        match owned.get(tp) {
+            Some(m) if subs.get(m).is_some_and(|s| s.contains(tp.0)) => {
+                if result[m].len() < base {
+                    result.get_mut(m).unwrap().push(*tp);
+                } else {
+                    over.push((*m, *tp));
+                }
+            }
+            _ => rest.push(*tp),
+        }
+    }
+    for (m, tp) in over {
+        if result[m].len() == base && extra > 0 {
+            extra -= 1;
+            result.get_mut(m).unwrap().push(tp);
+        } else {
+            rest.push(tp);
+        }
+    }
+    for tp in rest {
+        let best = members
+            .iter()
+            .filter(|m| subs[*m].contains(tp.0))
+            .min_by_key(|m| (result[*m].len(), **m))
+            .copied();
+        if let Some(m) = best {
+            result.get_mut(m).unwrap().push(tp);
+        }
+    }
+    to_assignment(result)
+}
+
+/// A range policy: per topic, contiguous ranges over the sorted subscribers. Not
+/// sticky.
+pub fn range(input: &AssignInput) -> Assignment {
+    let mut result: BTreeMap<&str, Vec<(&str, i32)>> = input
+        .members
+        .iter()
+        .map(|m| (m.member_id.as_str(), Vec::new()))
+        .collect();
+    for t in input.topics.iter() {
+        let mut subs: Vec<&str> = input
+            .members
+            .iter()
+            .filter(|m| m.topics.iter().any(|x| x.as_str() == t.name.as_str()))
+            .map(|m| m.member_id.as_str())
+            .collect();
+        subs.sort();
+        if subs.is_empty() {
+            continue;
+        }
+        let n = t.partitions as usize;
+        let k = subs.len();
+        for (i, m) in subs.iter().enumerate() {
+            let start = i * n / k;
+            let end = (i + 1) * n / k;
+            for p in start..end {
+                result.get_mut(m).unwrap().push((t.name.as_str(), p as i32));
+            }
+        }
+    }
+    to_assignment(result)
+}
+
+fn to_assignment(result: BTreeMap<&str, Vec<(&str, i32)>>) -> Assignment {
+    let members = result
+        .into_iter()
+        .map(|(m, mut tps)| {
+            tps.sort();
+            let mut grouped: Vec<TopicPartitions> = Vec::new();
+            for (t, p) in tps {
+                match grouped.last_mut() {
+                    Some(last) if last.topic.as_str() == t => last.partitions.push(p),
+                    _ => grouped.push(TopicPartitions::new(t, vec![p])),
+                }
+            }
+            MemberAssignment {
+                member_id: m.into(),
+                partitions: grouped.into(),
+            }
+        })
+        .collect::<Vec<_>>();
+    Assignment {
+        members: members.into(),
+    }
+}
+
+/// The assignors the tests load: `sticky`, `range`, and `broken` (fails while its switch
+/// is on, then behaves as sticky). Counts calls.
+#[derive(Clone, Default)]
+pub struct TestAssignors {
+    pub calls: Arc<AtomicUsize>,
+    pub broken: Arc<AtomicBool>,
+}
+
+impl Assignors for TestAssignors {
+    fn contains(&self, name: &str) -> bool {
+        matches!(name, "sticky" | "range" | "broken")
+    }
+
+    fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        match name {
+            "sticky" => Ok(sticky(input)),
+            "range" => Ok(range(input)),
+            "broken" if self.broken.load(Ordering::SeqCst) => {
+                Err(PluginError::internal("broken on purpose"))
+            }
+            "broken" => Ok(sticky(input)),
+            other => Err(PluginError::invalid_input(format!("no assignor {other}"))),
+        }
+    }
+}

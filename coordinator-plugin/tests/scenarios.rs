@@ -1,0 +1,890 @@
+//! Scenario tests: one coordinator, a few fake consumers, virtual time.
+
+mod common;
+
+use common::*;
+use drover_coordinator::{CoordinatorConfig, Event, FailureReason, RebalanceMode};
+use drover_protocol as proto;
+use drover_protocol::{ApiKey, ErrorCode, NativeRequest, NativeResponse};
+
+const ST: i32 = 3_000;
+
+fn world() -> World {
+    world_with(test_config())
+}
+
+fn world_with(config: CoordinatorConfig) -> World {
+    let mut w = World::new(config, Params::fixed(), 1);
+    w.set_topics(&[("orders", 6), ("payments", 3)]);
+    w
+}
+
+fn static_spec(id: &str, topics: &[&str]) -> ConsumerSpec {
+    ConsumerSpec::new(
+        id,
+        "g",
+        proto::Subscription::static_topics(topics.iter().map(|t| (*t, 1))),
+        ST,
+    )
+}
+
+fn balanced(w: &World, ids: &[&str], total: usize) {
+    let sizes: Vec<usize> = ids.iter().map(|id| w.owned(id).len()).collect();
+    assert_eq!(sizes.iter().sum::<usize>(), total, "sizes {sizes:?}");
+    let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+    assert!(max - min <= 1, "unbalanced: {sizes:?}");
+}
+
+#[test]
+fn join_of_three_gives_a_balanced_assignment() {
+    let mut w = world();
+    for id in ["c1", "c2", "c3"] {
+        w.join(static_spec(id, &["orders", "payments"]));
+    }
+    w.run_for(2_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    balanced(&w, &["c1", "c2", "c3"], 9);
+    // One rebalance for the three joins (debounced), generation 1.
+    assert_eq!(
+        w.count_events(|e| matches!(e, Event::GenerationStarted { .. })),
+        1
+    );
+    let snap = w.coord.group("g").unwrap();
+    assert_eq!(snap.generation.0, 1);
+    assert_eq!(snap.state, "stable");
+    assert_eq!(snap.members.len(), 3);
+    for c in w.consumers.values() {
+        assert_eq!(c.generation, 1);
+        // Fresh partitions start from −2 (nothing committed).
+        assert!(c.starts[0].2.iter().all(|(_, s)| *s == -2));
+    }
+    // Heartbeats flow: every consumer answered several by now.
+    for c in w.consumers.values() {
+        let pings = c
+            .requests_seen
+            .iter()
+            .filter(|k| **k == ApiKey::Heartbeat)
+            .count();
+        assert!(pings >= 1, "{} saw {pings} heartbeats", c.spec.id);
+    }
+}
+
+/// Partitions a consumer owned, and when others first started any of them afterwards.
+fn first_takeover(
+    w: &World,
+    from: &str,
+    owned: &std::collections::BTreeSet<drover_coordinator::TopicPartition>,
+    after: u64,
+) -> Option<u64> {
+    w.consumers
+        .values()
+        .filter(|c| c.spec.id != from)
+        .flat_map(|c| c.starts.iter())
+        .filter(|(t, _, parts)| {
+            *t >= after && parts.iter().any(|(tp, s)| owned.contains(tp) && *s != -1)
+        })
+        .map(|(t, _, _)| *t)
+        .min()
+}
+
+fn three(w: &mut World) {
+    for id in ["c1", "c2", "c3"] {
+        w.join(static_spec(id, &["orders", "payments"]));
+    }
+    w.run_for(2_000);
+    w.check_coverage().unwrap();
+}
+
+#[test]
+fn a_leaving_consumer_releases_its_partitions_at_once() {
+    let mut w = world();
+    three(&mut w);
+    let owned = w.owned("c2");
+    let t0 = w.now;
+    w.leave("c2");
+    w.run_for(1_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    balanced(&w, &["c1", "c3"], 9);
+    let taken = first_takeover(&w, "c2", &owned, t0).expect("taken over");
+    // Released by LeaveGroup (rule c): no lease wait, only the debounce.
+    assert!(taken - t0 < 500, "took {} ms", taken - t0);
+    assert_eq!(
+        w.count_events(
+            |e| matches!(e, Event::MemberLeft { consumer, .. } if consumer.as_str() == "c2")
+        ),
+        1
+    );
+    assert_eq!(w.coord.group("g").unwrap().members.len(), 2);
+}
+
+#[test]
+fn a_crashed_consumers_partitions_move_only_after_its_lease() {
+    let mut w = world();
+    three(&mut w);
+    let owned = w.owned("c2");
+    let t0 = w.now;
+    w.crash("c2");
+    w.run_for(2 * ST as u64);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    balanced(&w, &["c1", "c3"], 9);
+    assert_eq!(
+        w.count_events(|e| matches!(
+            e,
+            Event::MemberFailed {
+                reason: FailureReason::ChannelClosed,
+                ..
+            }
+        )),
+        1
+    );
+    // Rule d: not before st after the coordinator last heard from c2, which was at
+    // most one heartbeat interval (plus a round trip) before the crash.
+    let taken = first_takeover(&w, "c2", &owned, t0).expect("taken over");
+    assert!(
+        taken >= t0 + ST as u64 - ST as u64 / 3 - 5,
+        "taken over after {} ms",
+        taken - t0
+    );
+}
+
+#[test]
+fn a_silently_partitioned_consumer_stops_before_its_partitions_move() {
+    // Neither side hears of the cut: the coordinator fails c2 by session timeout, and c2
+    // stops at its lease deadline. The safety check runs at every step.
+    let mut w = world();
+    three(&mut w);
+    let owned = w.owned("c2");
+    let t0 = w.now;
+    w.cut_channel("c2", None, None);
+    w.run_for(3 * ST as u64);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    // The coordinator failed c2 by its session timeout, or c2's lease ran out first (its
+    // lease is anchored earlier) and its new registration replaced the old one.
+    assert_eq!(
+        w.count_events(|e| matches!(
+            e,
+            Event::MemberFailed {
+                reason: FailureReason::SessionTimeout | FailureReason::Replaced,
+                ..
+            }
+        )),
+        1
+    );
+    assert!(first_takeover(&w, "c2", &owned, t0).is_some());
+    // c2 noticed through its lease and came back.
+    assert!(w.consumers["c2"].registrations >= 2);
+}
+
+#[test]
+fn a_consumer_with_a_dead_fetcher_releases_at_once() {
+    let mut w = world();
+    three(&mut w);
+    let owned = w.owned("c3");
+    let t0 = w.now;
+    w.fetcher_dies("c3");
+    w.run_for(2_000);
+    w.assert_clean();
+    assert_eq!(
+        w.count_events(|e| matches!(
+            e,
+            Event::MemberFailed {
+                reason: FailureReason::FetchersUnhealthy,
+                ..
+            }
+        )),
+        1
+    );
+    // Rule b: no lease wait; at most a heartbeat interval to notice, then the debounce.
+    let taken = first_takeover(&w, "c3", &owned, t0).expect("taken over");
+    assert!(taken - t0 < ST as u64 / 3 + 500, "took {} ms", taken - t0);
+    w.run_for(2_000);
+    w.check_coverage().unwrap();
+}
+
+#[test]
+fn a_slow_responder_is_failed_by_its_session_timeout() {
+    let mut params = Params::fixed();
+    params.answer_delay = (0, 0);
+    let mut w = World::new(test_config(), params, 1);
+    w.set_topics(&[("orders", 6)]);
+    w.join(static_spec("c1", &["orders"]));
+    w.join(ConsumerSpec::new(
+        "slow",
+        "g",
+        proto::Subscription::static_topics([("orders", 1)]),
+        300,
+    ));
+    w.run_for(1_000);
+    w.check_coverage().unwrap();
+    // From now on "slow" takes longer than its session timeout to answer.
+    w.params.answer_delay = (400, 400);
+    w.run_for(3_000);
+    w.assert_clean();
+    assert!(w.count_events(|e| matches!(e, Event::MemberFailed { consumer, reason: FailureReason::SessionTimeout, .. } if consumer.as_str() == "slow")) >= 1);
+}
+
+#[test]
+fn a_subscription_change_rebalances() {
+    let mut w = world();
+    three(&mut w);
+    w.resubscribe("c1", proto::Subscription::static_topics([("payments", 1)]));
+    w.run_for(2 * ST as u64);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    assert!(w
+        .owned("c1")
+        .iter()
+        .all(|tp| tp.topic.as_str() == "payments"));
+    assert!(
+        w.count_events(|e| matches!(
+            e,
+            Event::MemberFailed {
+                reason: FailureReason::Replaced,
+                ..
+            }
+        )) == 1
+    );
+}
+
+#[test]
+fn a_partition_count_change_rebalances() {
+    let mut w = world();
+    three(&mut w);
+    let generation = w.coord.group("g").unwrap().generation;
+    w.set_topics(&[("orders", 9), ("payments", 3)]);
+    w.run_for(1_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    balanced(&w, &["c1", "c2", "c3"], 12);
+    assert!(w.coord.group("g").unwrap().generation > generation);
+    // The new partitions start from −2; nothing was stopped (sticky, incremental).
+    for c in w.consumers.values() {
+        let (_, _, last) = c.starts.last().unwrap();
+        for (tp, start) in last {
+            if tp.topic.as_str() == "orders" && tp.partition >= 6 {
+                assert_eq!(*start, -2);
+            } else {
+                assert_eq!(*start, -1, "{tp} restarted");
+            }
+        }
+        assert!(c.stops.is_empty(), "{} was stopped", c.spec.id);
+    }
+}
+
+fn wildcard_spec(id: &str, pattern: &str) -> ConsumerSpec {
+    ConsumerSpec::new(id, "g", proto::Subscription::whitelist(pattern, 1), ST)
+}
+
+#[test]
+fn wildcard_topic_creation_and_deletion_rebalance() {
+    let mut w = world();
+    w.join(wildcard_spec("c1", "ord.*"));
+    w.join(wildcard_spec("c2", "ord.*"));
+    w.run_for(1_000);
+    w.check_coverage().unwrap();
+    assert_eq!(w.owned("c1").len() + w.owned("c2").len(), 6);
+    // A matching topic appears.
+    w.set_topics(&[("orders", 6), ("payments", 3), ("orders-eu", 4)]);
+    w.run_for(1_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    assert_eq!(w.owned("c1").len() + w.owned("c2").len(), 10);
+    // A non-matching topic appears: no rebalance.
+    let generation = w.coord.group("g").unwrap().generation;
+    w.set_topics(&[
+        ("orders", 6),
+        ("payments", 3),
+        ("orders-eu", 4),
+        ("audit", 2),
+    ]);
+    w.run_for(1_000);
+    assert_eq!(w.coord.group("g").unwrap().generation, generation);
+    // The matching topic is deleted: its partitions are stopped.
+    w.set_topics(&[("orders", 6), ("payments", 3), ("audit", 2)]);
+    w.run_for(1_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    assert_eq!(w.owned("c1").len() + w.owned("c2").len(), 6);
+    let stopped: usize = w
+        .consumers
+        .values()
+        .flat_map(|c| c.stops.iter())
+        .map(|(_, _, parts)| {
+            parts
+                .iter()
+                .filter(|tp| tp.topic.as_str() == "orders-eu")
+                .count()
+        })
+        .sum();
+    assert_eq!(stopped, 4);
+}
+
+#[test]
+fn blacklist_subscriptions_follow_topics_too() {
+    let mut w = world();
+    w.join(ConsumerSpec::new(
+        "c1",
+        "g",
+        proto::Subscription::blacklist("pay.*", 1),
+        ST,
+    ));
+    w.run_for(1_000);
+    assert_eq!(w.owned("c1").len(), 6);
+    w.set_topics(&[
+        ("orders", 6),
+        ("payments", 3),
+        ("audit", 2),
+        ("__internal", 5),
+    ]);
+    w.run_for(1_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    assert_eq!(w.owned("c1").len(), 8);
+}
+
+#[test]
+fn commits_are_checked_per_partition() {
+    let mut w = world();
+    three(&mut w);
+    let generation = w.consumers["c1"].generation;
+    let mine = w.owned("c1");
+    let not_mine = w.owned("c2");
+    let a = mine.iter().next().unwrap().clone();
+    let b = not_mine.iter().next().unwrap().clone();
+    w.commit("c1", generation, &[(a.clone(), 5_000)]);
+    w.commit("c1", generation - 1, &[(a.clone(), 5_001)]);
+    w.commit(
+        "c1",
+        generation,
+        &[
+            (b.clone(), 7),
+            (tp("nope", 0), 1),
+            (tp("orders", 99), 1),
+            (a.clone(), -3),
+        ],
+    );
+    w.commit("ghost", generation, &[(a.clone(), 1)]);
+    w.run_for(100);
+    let results = &w.consumers["c1"].commit_results;
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0], vec![(a.clone(), 5_000, ErrorCode::NONE)]);
+    assert_eq!(
+        results[1],
+        vec![(a.clone(), 5_001, ErrorCode::ILLEGAL_GENERATION)]
+    );
+    let codes: Vec<ErrorCode> = results[2].iter().map(|r| r.2).collect();
+    assert_eq!(
+        codes,
+        [
+            ErrorCode::ILLEGAL_GENERATION,
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode::INVALID_REQUEST,
+        ]
+    );
+    // NONE means durable.
+    let stored = w.store[&(drover_coordinator::GroupId::new("g"), a.clone())].0;
+    assert!(stored >= 5_000);
+    w.assert_clean();
+}
+
+#[test]
+fn a_commit_from_an_old_generation_is_refused_after_a_rebalance() {
+    let mut w = world();
+    three(&mut w);
+    let old = w.consumers["c1"].generation;
+    let kept = w.owned("c1");
+    w.join(static_spec("c4", &["orders", "payments"]));
+    w.run_for(1_000);
+    w.check_coverage().unwrap();
+    let new = w.consumers["c1"].generation;
+    assert!(new > old);
+    let still = w.owned("c1");
+    let p = kept
+        .intersection(&still)
+        .next()
+        .expect("c1 kept a partition")
+        .clone();
+    w.commit("c1", old, &[(p.clone(), 9_999)]);
+    w.commit("c1", new, &[(p.clone(), 9_999)]);
+    w.run_for(100);
+    let r = &w.consumers["c1"].commit_results;
+    assert_eq!(r[0][0].2, ErrorCode::ILLEGAL_GENERATION);
+    assert_eq!(r[1][0].2, ErrorCode::NONE);
+    w.assert_clean();
+}
+
+#[test]
+fn a_stopped_partition_commit_gets_rebalance_in_progress() {
+    // c1 is slow to answer StartFetcher... simpler: catch the window between c1's
+    // StopFetcher answer and the StartFetcher round by making the store slow.
+    let mut params = Params::fixed();
+    params.store_delay = (300, 300);
+    let mut w = World::new(test_config(), params, 1);
+    w.set_topics(&[("orders", 4)]);
+    w.join(static_spec("c1", &["orders"]));
+    w.run_for(2_000);
+    assert_eq!(w.owned("c1").len(), 4);
+    let generation = w.consumers["c1"].generation;
+    w.join(static_spec("c2", &["orders"]));
+    // Run until c1 has answered its StopFetcher.
+    w.step_until(100_000, |w| !w.consumers["c1"].stops.is_empty());
+    w.run_for(5);
+    let stopped = w.consumers["c1"].stops[0].2[0].clone();
+    let kept = w.owned("c1").into_iter().next().unwrap();
+    assert_eq!(w.coord.group("g").unwrap().state, "fetching");
+    w.commit("c1", generation, &[(stopped.clone(), 1), (kept.clone(), 1)]);
+    w.run_for(2_000);
+    let r = &w.consumers["c1"].commit_results[0];
+    assert_eq!(r[0].2, ErrorCode::REBALANCE_IN_PROGRESS);
+    assert_eq!(r[1].2, ErrorCode::NONE);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+}
+
+#[test]
+fn offsets_reported_on_heartbeats_are_committed_and_used_as_start_offsets() {
+    let mut w = world();
+    three(&mut w);
+    w.run_for(3_000);
+    let g = drover_coordinator::GroupId::new("g");
+    for id in ["c1", "c2", "c3"] {
+        for tp in w.owned(id) {
+            let stored = w.store.get(&(g.clone(), tp.clone())).map(|v| v.0);
+            assert!(stored.is_some_and(|o| o > 0), "{tp}: {stored:?}");
+        }
+    }
+    // A joiner takes partitions over from their committed (final) offsets.
+    w.join(static_spec("c4", &["orders", "payments"]));
+    w.run_for(1_000);
+    w.assert_clean();
+    let (_, _, starts) = w.consumers["c4"].starts.last().unwrap().clone();
+    assert!(!starts.is_empty());
+    for (tp, start) in starts {
+        assert!(start > 0, "{tp} started at {start}");
+        // The final offset from the StopFetcher answer was stored first.
+        assert!(w.store[&(g.clone(), tp.clone())].0 >= start);
+    }
+}
+
+#[test]
+fn fetch_offsets_reads_the_store() {
+    let mut w = world();
+    three(&mut w);
+    w.run_for(1_000);
+    let mine: Vec<_> = w.owned("c1").into_iter().collect();
+    w.fetch(
+        "c1",
+        Some(vec![
+            proto::TopicPartitions::new(mine[0].topic.as_str(), vec![mine[0].partition]),
+            proto::TopicPartitions::new("orders", vec![999]),
+        ]),
+    );
+    w.fetch("c1", None);
+    w.run_for(100);
+    let r = &w.consumers["c1"].fetch_results;
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0].error_code, ErrorCode::NONE);
+    assert!(r[0].topics[0].partitions[0].offset > 0);
+    assert_eq!(
+        r[0].topics[1].partitions[0].error_code,
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+    );
+    assert_eq!(r[0].topics[1].partitions[0].offset, -1);
+    let all: usize = r[1].topics.iter().map(|t| t.partitions.len()).sum();
+    assert_eq!(all, 9);
+}
+
+#[test]
+fn a_consumer_crashing_during_the_stop_phase_restarts_the_rebalance() {
+    let mut params = Params::fixed();
+    params.answer_delay = (50, 50);
+    let mut w = World::new(test_config(), params, 1);
+    w.set_topics(&[("orders", 6), ("payments", 3)]);
+    three(&mut w);
+    w.join(static_spec("c4", &["orders", "payments"]));
+    // Wait for the StopFetchers, then cut c2's channel before it answers.
+    let t0 = w.now;
+    while !w.consumers["c2"].stops.iter().any(|(t, _, _)| *t >= t0) {
+        w.step();
+    }
+    w.cut_channel("c2", Some(10), None);
+    w.run_for(3 * ST as u64);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    assert!(
+        w.count_events(
+            |e| matches!(e, Event::MemberFailed { consumer, .. } if consumer.as_str() == "c2")
+        ) >= 1
+    );
+}
+
+#[test]
+fn a_consumer_crashing_during_the_start_phase_restarts_the_rebalance() {
+    let mut params = Params::fixed();
+    params.answer_delay = (50, 50);
+    let mut w = World::new(test_config(), params, 1);
+    w.set_topics(&[("orders", 6), ("payments", 3)]);
+    three(&mut w);
+    let generations = w.count_events(|e| matches!(e, Event::GenerationStarted { .. }));
+    w.join(static_spec("c4", &["orders", "payments"]));
+    w.step_until(100_000, |w| {
+        w.count_events(|e| matches!(e, Event::GenerationStarted { .. })) > generations
+    });
+    // The StartFetcher round is out; c3 dies before answering.
+    w.run_for(2);
+    w.crash("c3");
+    w.run_for(3 * ST as u64);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    balanced(&w, &["c1", "c2", "c4"], 9);
+    // Another generation followed the interrupted one.
+    assert!(w.count_events(|e| matches!(e, Event::GenerationStarted { .. })) >= generations + 2);
+}
+
+fn mode_world(mode: RebalanceMode) -> World {
+    let mut w = world_with(CoordinatorConfig {
+        rebalance_mode: mode,
+        ..test_config()
+    });
+    w.join(static_spec("c1", &["orders"]));
+    w.join(static_spec("c2", &["orders"]));
+    w.run_for(2_000);
+    w.join(static_spec("c3", &["payments"]));
+    w.run_for(2_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    w
+}
+
+#[test]
+fn incremental_mode_does_not_stop_consumers_that_keep_their_partitions() {
+    let w = mode_world(RebalanceMode::Incremental);
+    for id in ["c1", "c2"] {
+        let c = &w.consumers[id];
+        assert!(c.stops.is_empty(), "{id} was stopped");
+        let (_, _, last) = c.starts.last().unwrap();
+        assert!(last.iter().all(|(_, s)| *s == -1), "{id}: {last:?}");
+        assert_eq!(c.starts.len(), 2);
+    }
+}
+
+#[test]
+fn eager_mode_stops_everyone() {
+    let w = mode_world(RebalanceMode::Eager);
+    for id in ["c1", "c2"] {
+        let c = &w.consumers[id];
+        assert_eq!(c.stops.len(), 1, "{id}");
+        assert!(c.stops[0].1, "stop_all");
+        let (_, _, last) = c.starts.last().unwrap();
+        // Restarted from the committed final offsets.
+        assert!(last.iter().all(|(_, s)| *s >= 0), "{id}: {last:?}");
+    }
+}
+
+#[test]
+fn a_join_storm_gives_one_rebalance() {
+    let mut w = world();
+    for i in 0..20 {
+        w.join(static_spec(&format!("c{i:02}"), &["orders", "payments"]));
+        w.run_for(20);
+    }
+    w.run_for(2_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    assert_eq!(
+        w.count_events(|e| matches!(e, Event::RebalanceStarted { .. })),
+        1
+    );
+    assert_eq!(
+        w.count_events(|e| matches!(e, Event::GenerationStarted { .. })),
+        1
+    );
+}
+
+#[test]
+fn the_debounce_is_bounded() {
+    // Joins every 40 ms (under the 50 ms delay) for 2 s: the 500 ms cap forces
+    // rebalances during the storm.
+    let mut w = world();
+    for i in 0..50 {
+        w.join(static_spec(&format!("c{i:02}"), &["orders", "payments"]));
+        w.run_for(40);
+    }
+    w.run_for(3_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    let n = w.count_events(|e| matches!(e, Event::RebalanceStarted { .. }));
+    assert!((2..=10).contains(&n), "{n} rebalances");
+}
+
+#[test]
+fn the_group_size_is_limited() {
+    let mut w = world_with(CoordinatorConfig {
+        max_group_size: 2,
+        ..test_config()
+    });
+    for id in ["c1", "c2", "c3"] {
+        w.join(static_spec(id, &["orders", "payments"]));
+    }
+    w.run_for(2_000);
+    let refused: Vec<_> = w
+        .consumers
+        .values()
+        .filter(|c| {
+            c.register_errors
+                .contains(&ErrorCode::GROUP_MAX_SIZE_REACHED)
+        })
+        .collect();
+    assert_eq!(refused.len(), 1);
+    assert_eq!(w.coord.group("g").unwrap().members.len(), 2);
+    w.assert_clean();
+}
+
+fn register(
+    w: &mut World,
+    corr: i32,
+    f: impl FnOnce(&mut proto::RegisterConsumerRequest),
+) -> (drover_coordinator::ConnId, proto::RegisterConsumerResponse) {
+    let conn = w.raw_conn();
+    let mut r = proto::RegisterConsumerRequest {
+        group_id: "g".into(),
+        consumer_id: format!("raw{corr}"),
+        host: "h".into(),
+        session_timeout_ms: ST,
+        subscription: proto::Subscription::static_topics([("orders", 1)]),
+        auto_offset_reset: proto::AutoOffsetReset::EARLIEST,
+        assignor: None,
+    };
+    f(&mut r);
+    w.raw_request(conn, corr, &NativeRequest::RegisterConsumer(r));
+    w.run_for(10);
+    let responses = w.raw_decoded(conn, ApiKey::RegisterConsumer);
+    let Some((c, NativeResponse::RegisterConsumer(r))) = responses.into_iter().next() else {
+        panic!("no answer");
+    };
+    assert_eq!(c, corr);
+    (conn, r)
+}
+
+#[test]
+fn registration_errors_are_precise() {
+    let mut w = world();
+    let code = |w: &mut World, corr, f: fn(&mut proto::RegisterConsumerRequest)| {
+        register(w, corr, f).1.error_code
+    };
+    assert_eq!(
+        code(&mut w, 1, |r| r.group_id.clear()),
+        ErrorCode::INVALID_GROUP_ID
+    );
+    assert_eq!(
+        code(&mut w, 2, |r| r.consumer_id.clear()),
+        ErrorCode::INVALID_REQUEST
+    );
+    assert_eq!(
+        code(&mut w, 3, |r| r.session_timeout_ms = 10),
+        ErrorCode::INVALID_SESSION_TIMEOUT
+    );
+    assert_eq!(
+        code(&mut w, 4, |r| r.session_timeout_ms = 1_000_000),
+        ErrorCode::INVALID_SESSION_TIMEOUT
+    );
+    assert_eq!(
+        code(&mut w, 5, |r| r.subscription =
+            proto::Subscription::whitelist("orders(", 1)),
+        ErrorCode::INVALID_REGULAR_EXPRESSION
+    );
+    assert_eq!(
+        code(&mut w, 6, |r| r.subscription =
+            proto::Subscription::blacklist("(?=x)", 1)),
+        ErrorCode::INVALID_REGULAR_EXPRESSION
+    );
+    assert_eq!(
+        code(&mut w, 7, |r| r.assignor = Some("nope".into())),
+        ErrorCode::INVALID_REQUEST
+    );
+    // Structural errors come before the regex check.
+    assert_eq!(
+        code(&mut w, 8, |r| {
+            r.subscription = proto::Subscription::whitelist("(", 0);
+        }),
+        ErrorCode::INVALID_REQUEST
+    );
+    // A registered consumer with `sticky`; another names `range`.
+    let (_, ok) = register(&mut w, 9, |_| {});
+    assert_eq!(ok.error_code, ErrorCode::NONE);
+    assert_eq!(ok.heartbeat_interval_ms, ST / 3);
+    assert_eq!(ok.generation, 0);
+    assert_eq!(
+        code(&mut w, 10, |r| r.assignor = Some("range".into())),
+        ErrorCode::INCONSISTENT_GROUP_PROTOCOL
+    );
+    assert_eq!(
+        code(&mut w, 11, |r| r.assignor = Some("sticky".into())),
+        ErrorCode::NONE
+    );
+    // Too many static topics.
+    let mut small = world_with(CoordinatorConfig {
+        max_subscription_topics: 1,
+        ..test_config()
+    });
+    assert_eq!(
+        code(&mut small, 12, |r| r.subscription =
+            proto::Subscription::static_topics([("a", 1), ("b", 1)])),
+        ErrorCode::INVALID_REQUEST
+    );
+}
+
+#[test]
+fn a_refused_registration_leaves_an_ordinary_connection() {
+    let mut w = world();
+    let (conn, r) = register(&mut w, 1, |r| r.session_timeout_ms = 1);
+    assert_eq!(r.error_code, ErrorCode::INVALID_SESSION_TIMEOUT);
+    // The consumer may retry on the same connection.
+    let mut ok = proto::RegisterConsumerRequest {
+        group_id: "g".into(),
+        consumer_id: "retry".into(),
+        host: "h".into(),
+        session_timeout_ms: ST,
+        subscription: proto::Subscription::static_topics([("orders", 1)]),
+        auto_offset_reset: proto::AutoOffsetReset::EARLIEST,
+        assignor: None,
+    };
+    ok.host = "h2".into();
+    w.raw_request(conn, 2, &NativeRequest::RegisterConsumer(ok));
+    w.run_for(10);
+    let answers = w.raw_decoded(conn, ApiKey::RegisterConsumer);
+    assert_eq!(answers.len(), 2);
+    assert!(!w.closed_by_coordinator(conn));
+    assert_eq!(w.coord.group("g").unwrap().members[0].host, "h2");
+}
+
+#[test]
+fn coordinator_apis_and_malformed_frames_close_the_connection() {
+    let mut w = world();
+    let conn = w.raw_conn();
+    w.raw_request(
+        conn,
+        1,
+        &NativeRequest::Heartbeat(proto::HeartbeatRequest {
+            group_id: "g".into(),
+            generation: 0,
+        }),
+    );
+    w.run_for(10);
+    assert!(w.closed_by_coordinator(conn));
+    let conn = w.raw_conn();
+    w.raw_bytes(
+        conn,
+        bytes::Bytes::from_static(&[0x4e, 0x20, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0, 1]),
+    );
+    w.run_for(10);
+    assert!(w.closed_by_coordinator(conn));
+    assert!(w.raw_responses.is_empty());
+    assert_eq!(
+        w.count_events(|e| matches!(e, Event::ConnectionRejected { .. })),
+        2
+    );
+}
+
+#[test]
+fn leave_group_answers() {
+    let mut w = world();
+    let conn = w.raw_conn();
+    w.raw_request(
+        conn,
+        1,
+        &NativeRequest::LeaveGroup(proto::LeaveGroupRequest {
+            group_id: "g".into(),
+            consumer_id: "nobody".into(),
+        }),
+    );
+    w.raw_request(
+        conn,
+        2,
+        &NativeRequest::LeaveGroup(proto::LeaveGroupRequest {
+            group_id: "".into(),
+            consumer_id: "nobody".into(),
+        }),
+    );
+    w.run_for(10);
+    let codes: Vec<_> = w
+        .raw_decoded(conn, ApiKey::LeaveGroup)
+        .into_iter()
+        .map(|(c, r)| match r {
+            NativeResponse::LeaveGroup(r) => (c, r.error_code),
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            (1, ErrorCode::UNKNOWN_MEMBER_ID),
+            (2, ErrorCode::INVALID_GROUP_ID)
+        ]
+    );
+}
+
+#[test]
+fn a_failing_assignor_is_retried() {
+    let assignors = TestAssignors::default();
+    assignors
+        .broken
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut w = World::with_assignors(
+        CoordinatorConfig {
+            default_assignor: "broken".into(),
+            ..test_config()
+        },
+        Params::fixed(),
+        1,
+        assignors.clone(),
+    );
+    w.set_topics(&[("orders", 6)]);
+    w.join(static_spec("c1", &["orders"]));
+    w.run_for(1_000);
+    assert!(w.count_events(|e| matches!(e, Event::AssignorFailed { .. })) >= 3);
+    assert!(w.owned("c1").is_empty());
+    assignors
+        .broken
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    w.run_for(1_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+}
+
+#[test]
+fn offset_store_failures_are_retried() {
+    let mut params = Params::fixed();
+    params.commit_fail_rate = 0.5;
+    params.fetch_fail_rate = 0.5;
+    let mut w = World::new(test_config(), params, 7);
+    w.set_topics(&[("orders", 6), ("payments", 3)]);
+    three(&mut w);
+    w.join(static_spec("c4", &["orders", "payments"]));
+    w.run_for(5_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    assert!(w.count_events(|e| matches!(e, Event::CommitFailed { .. })) > 0);
+}
+
+#[test]
+fn poll_timeout_drives_heartbeats() {
+    let mut w = world();
+    w.join(static_spec("c1", &["orders"]));
+    w.run_for(1_000);
+    let next = w.coord.poll_timeout().expect("a heartbeat is scheduled");
+    assert!(next > w.now && next <= w.now + ST as u64 / 3 + 1);
+    let before = w.consumers["c1"].requests_seen.len();
+    w.run_for(10 * ST as u64 / 3 + 10);
+    let pings = w.consumers["c1"].requests_seen[before..]
+        .iter()
+        .filter(|k| **k == ApiKey::Heartbeat)
+        .count();
+    assert!((9..=11).contains(&pings), "{pings} pings");
+    w.assert_clean();
+}

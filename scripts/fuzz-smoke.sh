@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# A short fuzzing run of every decoder target (fuzz/README.md), as part of the test
+# command: SECONDS_PER_TARGET each (default 30). Installs cargo-fuzz when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${SECONDS_PER_TARGET:-30}"
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "installing cargo-fuzz 0.13.2"
+  cargo install cargo-fuzz --version 0.13.2 --locked --quiet
+fi
+cd fuzz
+for target in $(cargo fuzz list); do
+  echo "== fuzz $target for ${seconds}s"
+  # RUSTC_BOOTSTRAP lets the stable toolchain take cargo fuzz's sanitizer flags.
+  log="$(mktemp)"
+  if ! RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" -- \
+      -max_total_time="$seconds" -rss_limit_mb=2048 >"$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "fuzz target $target failed; the input is under fuzz/artifacts/$target/"
+    exit 1
+  fi
+  grep -E "^Done" "$log" || tail -n 3 "$log"
+  rm -f "$log"
+done
