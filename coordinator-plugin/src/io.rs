@@ -98,8 +98,16 @@ pub enum Output {
         /// What to read.
         scope: FetchScope,
     },
-    /// Something operators care about: logs and metrics are derived from these.
+    /// Something operators care about, for logs.
     Event(Event),
+    /// A counter increment for the host's metrics (`drover_coordinator_<name>_total`).
+    Metric {
+        /// Counter name: `rebalances_started`, `generations`, `members_failed`,
+        /// `commit_batches`, `commit_failures`, `assignor_failures`.
+        name: &'static str,
+        /// The increment.
+        value: i64,
+    },
 }
 
 /// Why a consumer was failed (docs/protocol.md §6.2).

@@ -3,6 +3,7 @@
 //! A sans-IO state machine implementing the native group protocol of
 //! `docs/protocol.md`. Work in progress.
 
+pub mod abi;
 pub mod assignors;
 pub mod config;
 mod core;

@@ -116,8 +116,16 @@ pub struct ServerConfig {
     pub fetch_max_bytes: u32,
     /// Responses one connection may have pending: requests waiting for an fsync or for
     /// fetch data while later requests are read. Reading pauses when it is reached.
-    /// Default 32.
+    /// Memory per connection is bounded by this × the largest response
+    /// (`fetch_max_bytes`). Default 8.
     pub max_in_flight: usize,
+    /// A connection must send its first request within this long, in ms, or it is
+    /// closed: idle sockets must not hold `max_connections` slots for
+    /// `idle_timeout_ms`. Default 10000.
+    pub first_request_timeout_ms: u64,
+    /// A response the client does not read within this long closes the connection, in
+    /// ms. Default 30000.
+    pub write_timeout_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -133,7 +141,9 @@ impl Default for ServerConfig {
             frame_timeout_ms: 30_000,
             max_fetch_wait_ms: 30_000,
             fetch_max_bytes: 55 * 1024 * 1024,
-            max_in_flight: 32,
+            max_in_flight: 8,
+            first_request_timeout_ms: 10_000,
+            write_timeout_ms: 30_000,
         }
     }
 }
@@ -225,8 +235,36 @@ impl Config {
             .log
             .validate()
             .map_err(|e| invalid(format!("[log]: {e}")))?;
-        if config.server.max_connections == 0 {
-            return Err(invalid("server.max_connections must be at least 1".into()));
+        let server = &config.server;
+        for (key, value, min) in [
+            ("server.max_connections", server.max_connections as u64, 1),
+            ("server.max_in_flight", server.max_in_flight as u64, 1),
+            ("server.idle_timeout_ms", server.idle_timeout_ms, 1000),
+            ("server.frame_timeout_ms", server.frame_timeout_ms, 100),
+            (
+                "server.first_request_timeout_ms",
+                server.first_request_timeout_ms,
+                100,
+            ),
+            ("server.write_timeout_ms", server.write_timeout_ms, 100),
+            (
+                "server.fetch_max_bytes",
+                u64::from(server.fetch_max_bytes),
+                1024,
+            ),
+        ] {
+            if value < min {
+                return Err(invalid(format!(
+                    "{key}: {value} is below the minimum of {min}"
+                )));
+            }
+        }
+        if server.listen.ip().is_unspecified() && server.advertised_host.is_none() {
+            return Err(invalid(format!(
+                "server.listen is {}, which clients cannot connect to: set server.advertised_host \
+                 to the address clients should use",
+                server.listen
+            )));
         }
         if config.topics.default_partitions == 0
             || config.topics.default_partitions > config.topics.max_partitions

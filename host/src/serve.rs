@@ -23,6 +23,9 @@ pub enum ServeError {
     /// The data directory could not be opened.
     #[error(transparent)]
     Broker(#[from] crate::broker::BrokerError),
+    /// The configuration cannot work (after command-line overrides).
+    #[error("invalid configuration: {0}")]
+    Config(String),
     /// A listener could not be bound.
     #[error("cannot listen on {addr} ({what}): {source}")]
     Bind {
@@ -40,6 +43,13 @@ const MAINTENANCE_TICK_MS: u64 = 1_000;
 
 /// Runs the broker until a shutdown signal.
 pub async fn run(config: Config) -> Result<(), ServeError> {
+    if config.server.listen.ip().is_unspecified() && config.server.advertised_host.is_none() {
+        return Err(ServeError::Config(format!(
+            "listening on {} needs server.advertised_host: clients cannot connect to an unspecified address",
+            config.server.listen
+        )));
+    }
+    raise_open_file_limit();
     let plugins = startup::load_plugins(&config)?;
     let kafka = bind(config.server.listen, "Kafka listener").await?;
     let admin_listener = bind(config.server.admin_listen, "admin listener").await?;
@@ -69,7 +79,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     let maintenance = tokio::spawn(maintain(Arc::clone(&broker), stopped.clone()));
     tracing::info!(
         listen = %listen,
-        admin = ?admin_addr,
+        admin = %admin_addr.map(|a| a.to_string()).unwrap_or_default(),
         data_dir = %broker.config.data_dir.display(),
         topics = broker.topics.list().len(),
         "drover ready"
@@ -77,6 +87,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
 
     wait_for_signal().await;
     tracing::info!("shutting down");
+    broker.begin_shutdown();
     let _ = stop.send(true);
     let _ = kafka_task.await;
     let _ = admin_task.await;
@@ -88,6 +99,34 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Every partition keeps three files open: raise the soft open-file limit to the hard
+/// limit, as Kafka's packaging does, and log what it is.
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    tracing::info!(
+        open_files = limit.rlim_cur,
+        "open-file limit (each partition keeps 3 files open)"
+    );
 }
 
 async fn bind(addr: std::net::SocketAddr, what: &'static str) -> Result<TcpListener, ServeError> {

@@ -71,7 +71,10 @@ def test_metrics(broker):
 
     status, ctype, body = http_get(broker.admin_url + "/metrics")
     assert status == 200
-    assert ctype.startswith("text/plain"), ctype
+    # The body is OpenMetrics text (counter families without `_total`, samples with
+    # it, a final `# EOF`), so it must say so: a scraper then picks the right parser.
+    assert ctype.startswith("application/openmetrics-text"), ctype
+    assert body.rstrip().endswith("# EOF"), body[-200:]
     samples = parse_metrics(body)
     assert samples, "no samples"
 

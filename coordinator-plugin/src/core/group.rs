@@ -130,6 +130,24 @@ pub(crate) struct Zombie {
     pub release_at: u64,
 }
 
+/// Who may be delivering a partition, for the safety check.
+#[derive(Debug, Clone)]
+enum Holder {
+    Member(ConsumerId),
+    Zombie(ConsumerId, u64),
+    StartedThisRound(ConsumerId),
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Holder::Member(id) => write!(f, "owned by {id}"),
+            Holder::Zombie(id, at) => write!(f, "held by failed consumer {id} until {at}"),
+            Holder::StartedThisRound(id) => write!(f, "started by {id} in this round"),
+        }
+    }
+}
+
 /// A computed target assignment.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Target {
@@ -221,22 +239,16 @@ impl Group {
     }
 
     /// Who may be delivering each partition: live members (what they own) and zombies.
-    fn holders(&self) -> BTreeMap<TopicPartition, String> {
+    fn holders(&self) -> BTreeMap<TopicPartition, Holder> {
         let mut held = BTreeMap::new();
         for m in self.members.values() {
             for tp in &m.owned {
-                held.insert(tp.clone(), format!("owned by {}", m.id));
+                held.insert(tp.clone(), Holder::Member(m.id.clone()));
             }
         }
         for z in &self.zombies {
             for tp in &z.partitions {
-                held.insert(
-                    tp.clone(),
-                    format!(
-                        "held by failed consumer {} until {}",
-                        z.consumer, z.release_at
-                    ),
-                );
+                held.insert(tp.clone(), Holder::Zombie(z.consumer.clone(), z.release_at));
             }
         }
         held
@@ -266,7 +278,13 @@ impl Group {
 
     pub(crate) fn update_timer(&self, cx: &mut Ctx) {
         let zombie = self.zombies.iter().map(|z| z.release_at).min();
-        let at = match (self.due, zombie) {
+        // While a StartFetcher round is out, a due rebalance waits for its completion
+        // (which runs `progress`), not for a timer.
+        let due = match self.phase {
+            Phase::Starting { .. } => None,
+            _ => self.due,
+        };
+        let at = match (due, zombie) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -646,6 +664,12 @@ impl Group {
         if self.due.is_some() || !self.stops_pending.is_empty() {
             return false;
         }
+        if self.members.is_empty() {
+            // Everyone left: nothing to assign, no new generation.
+            self.phase = Phase::Stable;
+            self.complete_without_round(cx);
+            return false;
+        }
         let Phase::Stopping { mode, target } = &mut self.phase else {
             return false;
         };
@@ -791,7 +815,7 @@ impl Group {
                             continue;
                         }
                         if let Some(why) = held.get(tp) {
-                            tracing::error!(group = %self.id, partition = %tp, why, "safety check: partition withheld");
+                            tracing::error!(group = %self.id, partition = %tp, %why, "safety check: partition withheld");
                             cx.event(Event::SafetyCheckFailed {
                                 group: self.id.clone(),
                                 message: format!("{tp} for {id}: {why}"),
@@ -799,7 +823,7 @@ impl Group {
                             withheld = true;
                             continue;
                         }
-                        held.insert(tp.clone(), format!("started by {id} in this round"));
+                        held.insert(tp.clone(), Holder::StartedThisRound(id.clone()));
                         let start = offsets
                             .get(tp)
                             .copied()
@@ -826,6 +850,15 @@ impl Group {
         if withheld {
             self.trigger(cx, "partitions withheld by the safety check");
         }
+    }
+
+    /// Stopping → Stable when no member is left.
+    fn complete_without_round(&mut self, cx: &mut Ctx) {
+        cx.event(Event::RebalanceCompleted {
+            group: self.id.clone(),
+            generation: self.generation,
+            members: 0,
+        });
     }
 
     /// Starting → Stable once every member answered its StartFetcher.

@@ -91,7 +91,7 @@ impl Ctx {
     }
 
     pub(crate) fn metric(&mut self, name: &'static str, value: i64) {
-        tracing::trace!(name, value, "metric");
+        self.out.push(Output::Metric { name, value });
     }
 
     pub(crate) fn commit_tick_set(&self) -> bool {
@@ -314,7 +314,17 @@ impl Coordinator {
     // ------------------------------------------------------------------ plumbing
 
     fn run_timers(&mut self) {
+        // A handler that keeps re-arming a timer in the past would spin the host's
+        // coordinator thread; the budget turns such a bug into a logged delay.
+        let mut budget = 1_000_000u32;
         while let Some(key) = self.cx.timers.pop_due(self.cx.now) {
+            budget -= 1;
+            if budget == 0 {
+                tracing::error!(?key, "timer livelock; deferring timers by 1 ms");
+                debug_assert!(false, "timer livelock on {key:?}");
+                self.cx.timers.set(key, Some(self.cx.now + 1));
+                return;
+            }
             match key {
                 TimerKey::CommitTick => self.commit_tick(),
                 TimerKey::Group(id) => {
@@ -633,7 +643,7 @@ impl Coordinator {
             } else {
                 CommitKind::Explicit
             };
-            group.accept_offset(cx, tp, value, kind);
+            group.accept_offset(cx, tp, value, Generation(r.generation), kind);
         }
         cx.next_waiter += 1;
         let id = cx.next_waiter;
@@ -915,6 +925,9 @@ fn accept_channel_offsets(
     urgent: bool,
 ) {
     let mut any = false;
+    let Some(generation) = g.members.get(id).map(|m| m.generation) else {
+        return;
+    };
     for o in wire::offsets_from_wire(offsets) {
         let ok = g.members.get(id).is_some_and(|m| m.owned.contains(&o.tp))
             && cx.exists(&o.tp)
@@ -923,7 +936,13 @@ fn accept_channel_offsets(
                 .as_ref()
                 .is_none_or(|m| m.len() <= cx.config.max_metadata_bytes);
         if ok {
-            g.accept_offset(cx, o.tp, (o.offset, o.metadata), CommitKind::Channel);
+            g.accept_offset(
+                cx,
+                o.tp,
+                (o.offset, o.metadata),
+                generation,
+                CommitKind::Channel,
+            );
             any = true;
         }
     }

@@ -67,23 +67,29 @@ pub(crate) struct Waiter {
 impl Group {
     /// Accepts an offset for the pending batch.
     ///
-    /// Within a generation a partition's committed offset never goes backwards: a
-    /// member's offset below the last one accepted for the partition in the current
-    /// generation (a CommitOffset that raced with a newer Heartbeat answer) is not
-    /// written. Unchanged Heartbeat offsets are not written again. A non-member commit
-    /// (a reset tool, only while the group has no consumers) is always written.
+    /// `generation` is the one the offset belongs to: the member's generation (for
+    /// channel offsets, that of the request they answer; for CommitOffset, the one it
+    /// carries, which is checked to be the member's).
+    ///
+    /// Within a generation a partition's committed offset never goes backwards: an
+    /// offset below the last one accepted for the partition in the same generation (a
+    /// CommitOffset that raced with a newer Heartbeat answer, or a Heartbeat answer
+    /// delayed past a CommitOffset) is not written. Unchanged Heartbeat offsets are not
+    /// written again. A non-member commit (a reset tool, only while the group has no
+    /// consumers) is always written.
     pub(crate) fn accept_offset(
         &mut self,
         cx: &mut Ctx,
         tp: TopicPartition,
         value: OffsetValue,
+        generation: Generation,
         kind: CommitKind,
     ) {
-        if let Some((known, generation)) = self.commits.known.get(&tp) {
+        if let Some((known, known_generation)) = self.commits.known.get(&tp) {
             match kind {
                 CommitKind::Channel if *known == value => return,
                 CommitKind::Channel | CommitKind::Explicit
-                    if *generation == self.generation && value.0 < known.0 =>
+                    if *known_generation == generation && value.0 < known.0 =>
                 {
                     return
                 }
@@ -92,7 +98,7 @@ impl Group {
         }
         self.commits
             .known
-            .insert(tp.clone(), (value.clone(), self.generation));
+            .insert(tp.clone(), (value.clone(), generation));
         self.commits.pending.insert(tp, value);
         cx.groups_with_pending.insert(self.id.clone());
         if cx.timers_commit_tick_unset() {

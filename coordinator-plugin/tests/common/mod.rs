@@ -446,17 +446,20 @@ impl World {
                 Output::CommitOffsets { op, records } => {
                     fnv(&mut self.trace_hash, b"commit");
                     for r in &records {
-                        fnv(&mut self.trace_hash, r.tp.to_string().as_bytes());
+                        fnv(&mut self.trace_hash, r.tp.topic.as_str().as_bytes());
+                        fnv(&mut self.trace_hash, &r.tp.partition.to_le_bytes());
                         fnv(&mut self.trace_hash, &r.offset.to_le_bytes());
                     }
                     let ok = !self.rng.chance(self.params.commit_fail_rate);
                     let at = now + self.rng.between(self.params.store_delay);
+                    self.note(|| format!("K commits {op} ok={ok} at {at}: {records:?}"));
                     self.push(at, Ev::CommitDone { op, records, ok });
                 }
                 Output::FetchOffsets { op, group, scope } => {
                     fnv(&mut self.trace_hash, b"fetch");
                     let ok = !self.rng.chance(self.params.fetch_fail_rate);
                     let at = now + self.rng.between(self.params.store_delay);
+                    self.note(|| format!("K fetches {op} ok={ok} {scope:?}"));
                     self.push(
                         at,
                         Ev::FetchDone {
@@ -467,8 +470,9 @@ impl World {
                         },
                     );
                 }
+                Output::Metric { .. } => {}
                 Output::Event(e) => {
-                    fnv(&mut self.trace_hash, format!("{e:?}").as_bytes());
+                    // Events follow from the frames and operations hashed above.
                     if let Event::SafetyCheckFailed { message, .. } = &e {
                         self.violations
                             .push(format!("t={now}: coordinator safety check: {message}"));
@@ -478,6 +482,12 @@ impl World {
                 }
             }
         }
+    }
+
+    /// Replaces the topic map and tells the coordinator.
+    pub fn set_topic_map(&mut self, topics: BTreeMap<TopicName, u32>) {
+        self.topics = topics.clone();
+        self.feed(Input::TopicsChanged { topics });
     }
 
     /// Sets the topics and tells the coordinator.
@@ -949,6 +959,9 @@ impl World {
                         true,
                     )
                 } else {
+                    let id = c.spec.id.clone();
+                    let owned = c.owned.clone();
+                    self.note(|| format!("{id} heartbeat {owned:?}"));
                     (
                         NativeResponse::Heartbeat(proto::HeartbeatResponse {
                             error_code: ErrorCode::NONE,
@@ -991,6 +1004,8 @@ impl World {
                             finals.push((tp.clone(), o));
                         }
                     }
+                    let id = c.spec.id.clone();
+                    self.note(|| format!("{id} stops {finals:?}"));
                     c.stops.push((self.now, s.stop_all, stopped));
                     (
                         NativeResponse::StopFetcher(proto::StopFetcherResponse {
@@ -1041,6 +1056,8 @@ impl World {
                         true,
                     )
                 } else {
+                    let id = c.spec.id.clone();
+                    self.note(|| format!("{id} starts gen {} {log:?}", s.generation));
                     c.starts.push((self.now, s.generation, log));
                     c.owned = next;
                     c.generation = s.generation;
@@ -1112,6 +1129,9 @@ impl World {
                                 ));
                             }
                         }
+                        let id = c.spec.id.clone();
+                        let code = p.error_code;
+                        self.note(|| format!("{id} commit answer {tp}={offset}: {code}"));
                         results.push((tp, offset, p.error_code));
                     }
                 }
@@ -1139,6 +1159,9 @@ impl World {
             topics: c.offsets(),
         });
         let sent = c.owned.clone();
+        let id = c.spec.id.clone();
+        let generation = c.generation;
+        self.note(|| format!("{id} CommitOffset gen {generation} {sent:?}"));
         self.other_request(c, request, Pending::Commit(sent));
     }
 
@@ -1426,20 +1449,25 @@ impl World {
 
     // ------------------------------------------------------------------ invariants
 
-    /// No partition delivered by two consumers of a group; every acknowledged explicit
-    /// commit is in the store.
+    /// No partition is delivered by two consumers of a group at this instant (each
+    /// consumer's own view: owned, and its lease not passed). Acknowledged commits and
+    /// store monotonicity are checked where they happen.
     pub fn check_safety(&mut self) {
-        let mut by_group: BTreeMap<&str, BTreeMap<&TopicPartition, &str>> = BTreeMap::new();
-        let mut found = Vec::new();
+        let now = self.now;
+        let mut seen: Vec<(&str, &TopicPartition, &str)> = Vec::with_capacity(64);
         for c in self.consumers.values() {
-            let map = by_group.entry(c.spec.group.as_str()).or_default();
-            for tp in c.delivering(self.now) {
-                if let Some(other) = map.insert(tp, c.spec.id.as_str()) {
-                    found.push(format!(
-                        "t={}: {tp} of group {} delivered by {other} and {}",
-                        self.now, c.spec.group, c.spec.id
-                    ));
-                }
+            for tp in c.delivering(now) {
+                seen.push((c.spec.group.as_str(), tp, c.spec.id.as_str()));
+            }
+        }
+        seen.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let mut found = Vec::new();
+        for pair in seen.windows(2) {
+            if pair[0].0 == pair[1].0 && pair[0].1 == pair[1].1 {
+                found.push(format!(
+                    "t={now}: {} of group {} delivered by {} and {}",
+                    pair[0].1, pair[0].0, pair[0].2, pair[1].2
+                ));
             }
         }
         self.violations.extend(found);

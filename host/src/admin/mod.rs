@@ -58,7 +58,7 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
         broker.metrics.render(&offsets),
     )

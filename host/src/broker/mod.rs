@@ -56,8 +56,8 @@ pub struct Broker {
     pub metrics: Metrics,
     /// The loaded plugins.
     pub plugins: StartedPlugins,
-    /// Bumped after every append; long-polling fetches wait on it.
-    appended: watch::Sender<u64>,
+    /// Becomes true when shutdown starts; long polls answer early.
+    stopping: watch::Sender<bool>,
 }
 
 impl Broker {
@@ -77,18 +77,18 @@ impl Broker {
             topics,
             metrics: Metrics::new(),
             plugins,
-            appended: watch::channel(0).0,
+            stopping: watch::channel(false).0,
         }))
     }
 
-    /// Tells long-polling fetches that data arrived.
-    pub fn notify_appended(&self) {
-        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+    /// Starts shutdown: waiting fetches answer with what they have.
+    pub fn begin_shutdown(&self) {
+        self.stopping.send_replace(true);
     }
 
-    /// A receiver that changes after every append.
-    pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
-        self.appended.subscribe()
+    /// A receiver that becomes true when shutdown starts.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stopping.subscribe()
     }
 }
 

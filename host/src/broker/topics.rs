@@ -74,6 +74,8 @@ pub struct Partition {
     /// Held by the one task fsyncing this partition; the others wait, then usually find
     /// their appends covered by that fsync (group commit).
     flushing: tokio::sync::Mutex<()>,
+    /// Bumped after appends; long-polling fetches of this partition wait on it.
+    appended: watch::Sender<u64>,
 }
 
 impl Partition {
@@ -84,7 +86,18 @@ impl Partition {
             log: Mutex::new(log),
             durable: watch::channel(flushed).0,
             flushing: tokio::sync::Mutex::new(()),
+            appended: watch::channel(0).0,
         }
+    }
+
+    /// Wakes the fetches waiting on this partition.
+    pub fn notify_appended(&self) {
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver that changes after appends to this partition.
+    pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
+        self.appended.subscribe()
     }
 
     /// Waits until every offset below `end` is on disk, fsyncing if nobody else is:
@@ -206,6 +219,7 @@ impl TopicRegistry {
             loaded.insert(name.to_owned(), Arc::new(topic));
         }
         tracing::info!(topics = loaded.len(), "topics loaded");
+        registry.remove_retired();
         *registry.topics.write().unwrap_or_else(|e| e.into_inner()) = loaded;
         Ok(registry)
     }
@@ -283,50 +297,121 @@ impl TopicRegistry {
             return Err(TopicError::AlreadyExists(name.to_owned()));
         }
         let id = Uuid::new_v4();
-        let topic = Arc::new(self.open_topic(name, id, partitions as u32)?);
+        // Directories left by a failed create or an interrupted delete must not come
+        // back to life as this new topic's data: move them aside first.
+        for index in 0..partitions as i32 {
+            self.retire_partition_dir(name, index, Uuid::nil())?;
+        }
+        let topic = match self.open_topic(name, id, partitions as u32) {
+            Ok(topic) => Arc::new(topic),
+            Err(e) => {
+                for index in 0..partitions as i32 {
+                    let _ = self.retire_partition_dir(name, index, id);
+                }
+                self.remove_retired();
+                return Err(e);
+            }
+        };
         let path = self.meta_dir().join(format!("{name}.json"));
         let body = serde_json::to_vec(&TopicFile {
             id,
             partitions: partitions as u32,
         })
         .unwrap_or_default();
-        write_atomically(&path, &body).map_err(|source| TopicError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        if let Err(source) = write_atomically(&path, &body) {
+            for index in 0..partitions as i32 {
+                let _ = self.retire_partition_dir(name, index, id);
+            }
+            self.remove_retired();
+            return Err(TopicError::Io { path, source });
+        }
         topics.insert(name.to_owned(), topic.clone());
         tracing::info!(topic = name, partitions, %id, "topic created");
         Ok(topic)
     }
 
-    /// Deletes a topic: its metadata first (so a crash leaves no half-known topic),
-    /// then its partition logs.
+    /// Deletes a topic, as Kafka does: under the registry lock, each partition
+    /// directory is renamed to `<topic>-<partition>.<id>-delete` and the metadata file
+    /// removed, so a topic of the same name created right after (even by
+    /// auto-creation racing the delete) starts from fresh directories; the renamed
+    /// directories are then removed. Leftover `-delete` directories are removed at the
+    /// next start.
     pub fn delete(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
         let topic = {
             let mut topics = self.topics.write().unwrap_or_else(|e| e.into_inner());
             let topic = topics
-                .remove(name)
+                .get(name)
+                .cloned()
                 .ok_or_else(|| TopicError::Unknown(name.to_owned()))?;
+            for partition in &topic.partitions {
+                self.retire_partition_dir(name, partition.index, topic.id)?;
+            }
             let path = self.meta_dir().join(format!("{name}.json"));
             std::fs::remove_file(&path).map_err(|source| TopicError::Io { path, source })?;
+            topics.remove(name);
             topic
         };
-        // Remove the files under each partition's lock; a request still holding the
-        // topic finishes against the unlinked files.
-        for partition in &topic.partitions {
-            let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-            let dir = log.dir().to_owned();
-            std::fs::remove_dir_all(&dir).map_err(|source| TopicError::Io { path: dir, source })?;
-        }
+        self.remove_retired();
         tracing::info!(topic = name, "topic deleted");
         Ok(topic)
     }
+
+    /// Renames `logs/<topic>-<index>` (if present) to a `-delete` name; `id` makes the
+    /// new name unique.
+    fn retire_partition_dir(&self, name: &str, index: i32, id: Uuid) -> Result<(), TopicError> {
+        let dir = self.logs_dir().join(format!("{name}-{index}"));
+        if !dir.exists() {
+            return Ok(());
+        }
+        let id = if id.is_nil() { Uuid::new_v4() } else { id };
+        let retired =
+            self.logs_dir()
+                .join(format!("{}.{}-delete", short(name, index), id.simple()));
+        std::fs::rename(&dir, &retired).map_err(|source| TopicError::Io { path: dir, source })?;
+        if let Ok(logs) = std::fs::File::open(self.logs_dir()) {
+            let _ = logs.sync_all();
+        }
+        Ok(())
+    }
+
+    /// Removes every retired (`-delete`) partition directory; failures are logged and
+    /// retried at the next start.
+    pub fn remove_retired(&self) {
+        let Ok(entries) = std::fs::read_dir(self.logs_dir()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with("-delete"))
+            {
+                if let Err(e) = std::fs::remove_dir_all(&path) {
+                    tracing::warn!(
+                        "cannot remove deleted partition directory {}: {e}",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A retired directory name stays within file-name limits: a long topic name is cut
+/// (the id keeps it unique).
+fn short(name: &str, index: i32) -> String {
+    let mut s = format!("{name}-{index}");
+    s.truncate(200);
+    s
 }
 
 /// Writes `body` to `path` via a temporary file, fsync and rename.
 fn write_atomically(path: &Path, body: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
-    let tmp = path.with_extension("json.tmp");
+    // A short temp name: `<topic>.json.tmp` would exceed 255 bytes for 247+ character
+    // topic names.
+    let tmp = path.with_file_name(format!(".{}.tmp", Uuid::new_v4().simple()));
     let mut file = std::fs::File::create(&tmp)?;
     file.write_all(body)?;
     file.sync_all()?;

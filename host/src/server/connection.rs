@@ -57,9 +57,11 @@ async fn read_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let server = &broker.config.server;
-    let limits = FrameLimits {
+    let mut limits = FrameLimits {
         max_bytes: server.max_frame_bytes,
-        idle_timeout_ms: server.idle_timeout_ms,
+        // Until the first request arrives, a shorter timeout: an idle socket must not
+        // hold a connection slot for long.
+        idle_timeout_ms: server.first_request_timeout_ms.min(server.idle_timeout_ms),
         frame_timeout_ms: server.frame_timeout_ms,
     };
     loop {
@@ -79,6 +81,7 @@ async fn read_loop(
                 return;
             }
         };
+        limits.idle_timeout_ms = server.idle_timeout_ms;
         broker.metrics.bytes_in(frame.len() + 4);
         let (slot, last) = match handle_frame(broker, frame).await {
             Step::Now(outcome) => {
@@ -100,6 +103,7 @@ async fn write_loop(
     peer: SocketAddr,
 ) {
     let mut writer = BufWriter::new(writer);
+    let write_timeout = std::time::Duration::from_millis(broker.config.server.write_timeout_ms);
     while let Some(slot) = pending.recv().await {
         let outcome = match slot {
             Pending::Now(outcome) => outcome,
@@ -111,7 +115,7 @@ async fn write_loop(
         match outcome {
             Outcome::Respond(body) => {
                 let len = (body.len() as u32).to_be_bytes();
-                let sent = async {
+                let sent = tokio::time::timeout(write_timeout, async {
                     writer.write_all(&len).await?;
                     writer.write_all(&body).await?;
                     // Flush only when nothing else is ready to go out.
@@ -119,10 +123,15 @@ async fn write_loop(
                         writer.flush().await?;
                     }
                     Ok::<(), std::io::Error>(())
-                }
+                })
                 .await;
-                if sent.is_err() {
-                    return;
+                match sent {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return,
+                    Err(_) => {
+                        tracing::info!(%peer, "closing connection: the client did not read its responses for {write_timeout:?}");
+                        return;
+                    }
                 }
                 broker.metrics.bytes_out(body.len() + 4);
             }

@@ -69,10 +69,12 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
             });
         }
     }
+    // Kafka's fetch.max.bytes: whatever the client asks, one response holds at most this.
+    let cap = broker.config.server.fetch_max_bytes as usize;
     let max_bytes = if request.max_bytes <= 0 {
-        usize::MAX
+        cap
     } else {
-        request.max_bytes as usize
+        (request.max_bytes as usize).min(cap)
     };
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_wait = Duration::from_millis(
@@ -80,19 +82,43 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
     );
     let deadline = Instant::now() + max_wait;
     let targets = Arc::new(targets);
-    let mut appended = broker.subscribe_appends();
+    // Wake on appends to the partitions of this fetch only.
+    let mut appended: Vec<_> = {
+        let mut seen = std::collections::HashSet::new();
+        targets
+            .iter()
+            .filter_map(|t| {
+                let topic = t.topic.as_ref()?;
+                let partition = topic.partitions.get(usize::try_from(t.partition).ok()?)?;
+                seen.insert(Arc::as_ptr(partition) as usize)
+                    .then(|| partition.subscribe_appends())
+            })
+            .collect()
+    };
+    let mut stopping = broker.stopping();
     let partitions = loop {
-        appended.borrow_and_update();
+        for rx in appended.iter_mut() {
+            rx.borrow_and_update();
+        }
         let (partitions, total, any_error) =
             read_all(&targets, max_bytes, unknown_topic(by_id)).await;
         if total >= min_bytes || any_error || Instant::now() >= deadline {
             break partitions;
         }
-        // Wait for the next append anywhere (or the deadline), then read again.
-        if tokio::time::timeout_at(deadline, appended.changed())
-            .await
-            .is_err()
-        {
+        // Wait for the next append to one of these partitions (or the deadline, or
+        // shutdown), then read again.
+        let any_append = async {
+            if appended.is_empty() {
+                std::future::pending::<()>().await;
+            }
+            let waits = appended.iter_mut().map(|rx| Box::pin(rx.changed()));
+            let _ = futures_util::future::select_all(waits).await;
+        };
+        let woke = tokio::select! {
+            changed = tokio::time::timeout_at(deadline, any_append) => changed.is_ok(),
+            _ = stopping.wait_for(|stop| *stop) => false,
+        };
+        if !woke {
             let (partitions, _, _) = read_all(&targets, max_bytes, unknown_topic(by_id)).await;
             break partitions;
         }

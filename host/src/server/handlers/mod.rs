@@ -22,7 +22,11 @@ pub async fn handle(broker: &Arc<Broker>, request: Request) -> Handled {
     let version = request.version;
     match request.body {
         RequestKind::ApiVersions(_) => api_versions::handle(version).into(),
-        RequestKind::Metadata(r) => metadata::handle(broker, version, r).into(),
+        // Metadata may auto-create topics, and topic changes do file I/O and fsyncs:
+        // they run on the blocking pool, never on the async workers.
+        RequestKind::Metadata(r) => {
+            blocking(broker, move |b| metadata::handle(b, version, r)).await
+        }
         RequestKind::Produce(r) => produce::handle(broker, version, r).await,
         RequestKind::Fetch(r) => {
             // A long poll must not hold up later requests on the connection.
@@ -32,13 +36,33 @@ pub async fn handle(broker: &Arc<Broker>, request: Request) -> Handled {
             ))
         }
         RequestKind::ListOffsets(r) => list_offsets::handle(broker, version, r).await.into(),
-        RequestKind::CreateTopics(r) => create_topics::handle(broker, version, r).into(),
-        RequestKind::DeleteTopics(r) => delete_topics::handle(broker, version, r).into(),
+        RequestKind::CreateTopics(r) => {
+            blocking(broker, move |b| create_topics::handle(b, version, r)).await
+        }
+        RequestKind::DeleteTopics(r) => {
+            blocking(broker, move |b| delete_topics::handle(b, version, r)).await
+        }
         RequestKind::FindCoordinator(r) => find_coordinator::handle(broker, version, r).into(),
         // Not reachable: dispatch only decodes APIs of its handler table.
         _ => Reply {
             response: None,
             error: ResponseError::InvalidRequest.code(),
+        }
+        .into(),
+    }
+}
+
+/// Runs a synchronous handler on the blocking pool.
+async fn blocking(
+    broker: &Arc<Broker>,
+    handler: impl FnOnce(&Arc<Broker>) -> Reply + Send + 'static,
+) -> Handled {
+    let broker = Arc::clone(broker);
+    match tokio::task::spawn_blocking(move || handler(&broker)).await {
+        Ok(reply) => reply.into(),
+        Err(_) => Reply {
+            response: None,
+            error: ResponseError::UnknownServerError.code(),
         }
         .into(),
     }

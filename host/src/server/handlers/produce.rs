@@ -21,7 +21,7 @@ use kafka_protocol::{
 use super::{first_error, now_ms};
 use crate::{
     broker::{topics::validate_name, Broker, Partition, Topic},
-    log::AppendInfo,
+    log::{AppendInfo, LogError},
     server::dispatch::{Handled, Reply},
 };
 
@@ -88,7 +88,6 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
     })
     .await
     .unwrap_or_default();
-    broker.notify_appended();
     let reply = move |responses: Vec<TopicProduceResponse>| -> Reply {
         let error = first_error(
             responses
@@ -174,9 +173,21 @@ fn append(
         log.append(&mut records, now_ms())
     };
     match result {
-        Ok(info) => Ok((Arc::clone(partition), info)),
+        Ok(info) => {
+            drop(log);
+            partition.notify_appended();
+            Ok((Arc::clone(partition), info))
+        }
         Err(e) => {
-            tracing::debug!(topic = %topic.name, partition = index, "produce refused: {e}");
+            match &e {
+                // The client's data was refused: its problem, not the broker's.
+                LogError::InvalidBatch(_)
+                | LogError::BatchTooLarge { .. }
+                | LogError::TooManyOffsets { .. } => {
+                    tracing::debug!(topic = %topic.name, partition = index, "produce refused: {e}")
+                }
+                _ => tracing::warn!(topic = %topic.name, partition = index, "append failed: {e}"),
+            }
             Err(super::log_error(&e))
         }
     }

@@ -1,0 +1,191 @@
+//! Conversions between the core's [`Input`]/[`Output`] and the plugin ABI's
+//! [`CoordinatorInput`]/[`CoordinatorOutput`]: the one place where ABI types meet the
+//! core's domain types (besides the assignor call in [`crate::assignors`]).
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use drover_abi::coordinator::{CoordinatorInput, CoordinatorOutput};
+use drover_abi::offset_store::OffsetRecord;
+use drover_abi::std_types::{RString, RVec};
+use drover_abi::TopicInfo;
+
+use crate::assignors::to_abi_partitions;
+use crate::io::{FetchScope, Input, Output};
+use crate::types::{ConnId, GroupId, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
+
+/// The topic list of `TopicsChanged` / `CoordinatorStartup::topics`.
+pub fn topics_from_abi(topics: &[TopicInfo]) -> BTreeMap<TopicName, u32> {
+    topics
+        .iter()
+        .map(|t| (TopicName::new(t.name.as_str()), t.partitions))
+        .collect()
+}
+
+/// A stored offset as the core sees it. The store keeps "no metadata" as an empty
+/// string, read back as `Some("")`.
+pub fn offset_from_abi(r: &OffsetRecord) -> OffsetEntry {
+    OffsetEntry {
+        group: GroupId::new(r.group.as_str()),
+        tp: TopicPartition::new(r.topic.as_str(), r.partition),
+        offset: r.offset,
+        metadata: Some(r.metadata.to_string()),
+    }
+}
+
+/// An offset to commit, stamped with the broker's wall clock (ms since the epoch); the
+/// core has no clock of its own.
+pub fn offset_to_abi(e: &OffsetEntry, commit_time_ms: i64) -> OffsetRecord {
+    OffsetRecord {
+        group: RString::from(e.group.as_str()),
+        topic: RString::from(e.tp.topic.as_str()),
+        partition: e.tp.partition,
+        offset: e.offset,
+        metadata: RString::from(e.metadata.as_deref().unwrap_or("")),
+        commit_time_ms,
+    }
+}
+
+/// Converts a host input.
+pub fn input_from_abi(input: CoordinatorInput) -> Input {
+    match input {
+        CoordinatorInput::Frame { conn, bytes } => Input::Frame {
+            conn: ConnId(conn),
+            bytes: Bytes::from(bytes.into_vec()),
+        },
+        CoordinatorInput::ConnectionClosed { conn } => {
+            Input::ConnectionClosed { conn: ConnId(conn) }
+        }
+        CoordinatorInput::TimerFired => Input::Timer,
+        CoordinatorInput::TopicsChanged { topics } => Input::TopicsChanged {
+            topics: topics_from_abi(&topics),
+        },
+        CoordinatorInput::OffsetsCommitted { op, result } => Input::OffsetsCommitted {
+            op: OpId(op),
+            result: result.into_result().map_err(StoreError::from),
+        },
+        CoordinatorInput::OffsetsFetched { op, result } => Input::OffsetsFetched {
+            op: OpId(op),
+            result: result
+                .into_result()
+                .map(|records| records.iter().map(offset_from_abi).collect())
+                .map_err(StoreError::from),
+        },
+    }
+}
+
+/// Converts an output for the host. Events have no ABI form: the wrapper logs them and
+/// gets `None`. [`FetchScope::WholeGroup`] becomes a fetch with an empty partition list,
+/// which the host driver executes as `OffsetStore::fetch_group`.
+pub fn output_to_abi(output: Output, commit_time_ms: i64) -> Option<CoordinatorOutput> {
+    Some(match output {
+        Output::SendFrame { conn, bytes } => CoordinatorOutput::SendFrame {
+            conn: conn.0,
+            bytes: RVec::from(bytes.to_vec()),
+        },
+        Output::CloseConnection { conn } => CoordinatorOutput::CloseConnection { conn: conn.0 },
+        Output::CommitOffsets { op, records } => CoordinatorOutput::CommitOffsets {
+            op: op.0,
+            records: records
+                .iter()
+                .map(|r| offset_to_abi(r, commit_time_ms))
+                .collect(),
+        },
+        Output::FetchOffsets { op, group, scope } => CoordinatorOutput::FetchOffsets {
+            op: op.0,
+            group: RString::from(group.as_str()),
+            partitions: match scope {
+                FetchScope::WholeGroup => RVec::new(),
+                FetchScope::Partitions(mut list) => {
+                    list.sort();
+                    to_abi_partitions(list.iter())
+                }
+            },
+        },
+        Output::Metric { name, value } => CoordinatorOutput::Metric {
+            name: RString::from(name),
+            value,
+        },
+        Output::Event(_) => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_abi::std_types::RResult::{RErr, ROk};
+    use drover_abi::PluginError;
+
+    #[test]
+    fn inputs_and_outputs_convert() {
+        let input = input_from_abi(CoordinatorInput::Frame {
+            conn: 7,
+            bytes: vec![1, 2].into(),
+        });
+        assert!(
+            matches!(input, Input::Frame { conn: ConnId(7), ref bytes } if bytes[..] == [1, 2])
+        );
+        let input = input_from_abi(CoordinatorInput::OffsetsCommitted {
+            op: 3,
+            result: RErr(PluginError::unavailable("down")),
+        });
+        assert!(
+            matches!(input, Input::OffsetsCommitted { op: OpId(3), result: Err(ref e) } if e.retriable)
+        );
+        let record = OffsetRecord {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 1,
+            offset: 42,
+            metadata: "".into(),
+            commit_time_ms: 5,
+        };
+        let input = input_from_abi(CoordinatorInput::OffsetsFetched {
+            op: 4,
+            result: ROk(vec![record.clone()].into()),
+        });
+        let Input::OffsetsFetched {
+            result: Ok(found), ..
+        } = input
+        else {
+            panic!()
+        };
+        assert_eq!(found[0].offset, 42);
+        let out = output_to_abi(
+            Output::CommitOffsets {
+                op: OpId(9),
+                records: found,
+            },
+            5,
+        );
+        let Some(CoordinatorOutput::CommitOffsets { op: 9, records }) = out else {
+            panic!()
+        };
+        assert_eq!(records[0], record);
+        let out = output_to_abi(
+            Output::FetchOffsets {
+                op: OpId(1),
+                group: GroupId::new("g"),
+                scope: FetchScope::Partitions(vec![
+                    TopicPartition::new("b", 0),
+                    TopicPartition::new("a", 1),
+                    TopicPartition::new("a", 0),
+                ]),
+            },
+            0,
+        );
+        let Some(CoordinatorOutput::FetchOffsets { partitions, .. }) = out else {
+            panic!()
+        };
+        assert_eq!(partitions.len(), 2);
+        assert_eq!(partitions[0].partitions.as_slice(), &[0, 1]);
+        assert!(output_to_abi(
+            Output::Event(crate::io::Event::ConnectionRejected {
+                conn: ConnId(1),
+                message: String::new()
+            }),
+            0
+        )
+        .is_none());
+    }
+}
