@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The main job: build everything, then run the broker's plugin phase on the embedded
-# defaults: list the plugin directory, and load and start the configured plugins
-# (assignors, and the embedded offset store) exactly as broker startup does.
+# The main job: build everything, list the plugin directory, check the configured
+# plugins as startup does, then run the broker with its plugins on the embedded
+# defaults (Kafka on 127.0.0.1:9092, admin API on 127.0.0.1:9644) until Ctrl-C.
 # Honours CARGO_TARGET_DIR (default ./target): config/drover.toml's paths under
 # target/release are rewritten into a generated config in the target directory.
 set -euo pipefail
@@ -28,3 +28,7 @@ echo "== drover plugins list --plugin-dir $release/plugins"
 echo
 echo "== drover plugins check --config $config (generated from config/drover.toml)"
 "$release/drover" plugins check --config "$config"
+echo
+echo "== drover serve --config $config   (Ctrl-C or SIGTERM stops it)"
+echo "   try: kcat -b 127.0.0.1:9092 -L ; curl -s 127.0.0.1:9644/metrics"
+exec "$release/drover" serve --config "$config"
