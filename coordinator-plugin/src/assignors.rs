@@ -2,8 +2,9 @@
 //!
 //! The cdylib wrapper passes the loaded plugins as an [`AssignorSet`] of
 //! `drover_abi::assignor::AssignorArc`s; tests pass in-process implementations. The
-//! core never trusts an assignor's output: [`validate_assignment`] checks it before it is
-//! used.
+//! core never trusts an assignor's output: it checks it (coverage, no partition twice, no
+//! partition outside a member's subscription) before using it; a bad output counts as a
+//! failure of the assignor, retried after `retry_backoff_ms`.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,6 +1,6 @@
 //! The coordinator's own domain types, kept apart from the wire types of
 //! `drover-protocol` and the boundary types of `drover-abi`. Conversions happen in
-//! [`crate::wire`] (frames) and [`crate::assignors`] / [`crate::io`] (ABI).
+//! the private `wire` module (frames) and [`crate::assignors`] / [`crate::abi`] (ABI).
 //!
 //! Names are reference-counted strings: a group of 10,000 members over 10,000
 //! partitions holds each topic name once.

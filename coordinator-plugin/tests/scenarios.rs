@@ -890,3 +890,254 @@ fn poll_timeout_drives_heartbeats() {
     assert!((9..=11).contains(&pings), "{pings} pings");
     w.assert_clean();
 }
+
+// ---------------------------------------------------------------- raw channel clients
+
+fn raw_register(w: &mut World, id: &str, st: i32) -> drover_coordinator::ConnId {
+    let conn = w.raw_conn();
+    w.raw_request(
+        conn,
+        1,
+        &NativeRequest::RegisterConsumer(proto::RegisterConsumerRequest {
+            group_id: "g".into(),
+            consumer_id: id.into(),
+            host: "raw".into(),
+            session_timeout_ms: st,
+            subscription: proto::Subscription::static_topics([("orders", 1)]),
+            auto_offset_reset: proto::AutoOffsetReset::EARLIEST,
+            assignor: None,
+        }),
+    );
+    w.run_for(5);
+    conn
+}
+
+/// The coordinator requests a raw client received on its channel, in order.
+fn channel_requests(w: &World, conn: drover_coordinator::ConnId) -> Vec<(i32, NativeRequest)> {
+    w.raw_responses
+        .iter()
+        .filter(|(c, _)| *c == conn)
+        .filter_map(|(_, b)| proto::decode_request_frame(b.clone()).ok())
+        .map(|(h, r)| (h.correlation_id, r))
+        .collect()
+}
+
+fn answer(w: &mut World, conn: drover_coordinator::ConnId, corr: i32, response: &NativeResponse) {
+    let mut buf = bytes::BytesMut::new();
+    proto::encode_response_frame(&mut buf, corr, response).unwrap();
+    w.raw_bytes(conn, buf.freeze().slice(4..));
+}
+
+fn failures(w: &World, reason: FailureReason) -> usize {
+    w.count_events(|e| matches!(e, Event::MemberFailed { reason: r, .. } if *r == reason))
+}
+
+#[test]
+fn registering_the_same_id_again_replaces_the_old_registration() {
+    let mut w = world();
+    let first = raw_register(&mut w, "c1", ST);
+    let second = raw_register(&mut w, "c1", ST);
+    assert!(w.closed_by_coordinator(first));
+    assert!(!w.closed_by_coordinator(second));
+    assert_eq!(failures(&w, FailureReason::Replaced), 1);
+    assert_eq!(w.coord.group("g").unwrap().members.len(), 1);
+}
+
+#[test]
+fn a_wrong_correlation_id_on_the_channel_fails_the_consumer() {
+    let mut w = world();
+    let conn = raw_register(&mut w, "c1", ST);
+    w.run_for(500);
+    let requests = channel_requests(&w, conn);
+    let (corr, NativeRequest::StartFetcher(_)) = &requests[0] else {
+        panic!("{requests:?}")
+    };
+    let ok = NativeResponse::StartFetcher(proto::StartFetcherResponse {
+        error_code: ErrorCode::NONE,
+    });
+    answer(&mut w, conn, corr + 1, &ok);
+    w.run_for(10);
+    assert!(w.closed_by_coordinator(conn));
+    assert_eq!(failures(&w, FailureReason::ProtocolViolation), 1);
+    // Its partitions wait for the lease (rule d): still held.
+    let snap = w.coord.group("g").unwrap();
+    assert_eq!(snap.held_by_failed.len(), 6);
+    w.run_for(ST as u64);
+    assert!(w.coord.group("g").unwrap().held_by_failed.is_empty());
+}
+
+#[test]
+fn a_frame_with_no_request_outstanding_fails_the_consumer() {
+    let mut w = world();
+    let conn = raw_register(&mut w, "c1", ST);
+    let hb = NativeResponse::Heartbeat(proto::HeartbeatResponse {
+        error_code: ErrorCode::NONE,
+        fetchers_healthy: true,
+        offsets: vec![],
+    });
+    answer(&mut w, conn, 0, &hb);
+    w.run_for(10);
+    assert!(w.closed_by_coordinator(conn));
+    assert_eq!(failures(&w, FailureReason::ProtocolViolation), 1);
+}
+
+#[test]
+fn an_error_answer_releases_at_once() {
+    let mut w = world();
+    let conn = raw_register(&mut w, "raw", ST);
+    w.run_for(500);
+    let requests = channel_requests(&w, conn);
+    let (corr, NativeRequest::StartFetcher(start)) = &requests[0] else {
+        panic!("{requests:?}")
+    };
+    assert_eq!(start.assignment[0].partitions.len(), 6);
+    let ok = NativeResponse::StartFetcher(proto::StartFetcherResponse {
+        error_code: ErrorCode::NONE,
+    });
+    answer(&mut w, conn, *corr, &ok);
+    w.run_for(ST as u64 / 3 + 10);
+    let requests = channel_requests(&w, conn);
+    let (corr, NativeRequest::Heartbeat(_)) = requests.last().unwrap() else {
+        panic!("{requests:?}")
+    };
+    // A regular consumer joins; then the raw one answers its Heartbeat with an error.
+    w.join(static_spec("c2", &["orders"]));
+    w.run_for(100);
+    assert!(w.owned("c2").is_empty());
+    let t0 = w.now;
+    let error = NativeResponse::Heartbeat(proto::HeartbeatResponse {
+        error_code: ErrorCode::ILLEGAL_GENERATION,
+        fetchers_healthy: true,
+        offsets: vec![],
+    });
+    answer(&mut w, conn, *corr, &error);
+    w.run_for(500);
+    assert_eq!(failures(&w, FailureReason::ErrorResponse), 1);
+    // Rule b: no lease wait.
+    assert_eq!(w.owned("c2").len(), 6);
+    let started = w.consumers["c2"].starts.last().unwrap().0;
+    assert!(started - t0 < 200, "{}", started - t0);
+    w.assert_clean();
+}
+
+#[test]
+fn non_member_commits_and_metadata_limits() {
+    let mut w = world();
+    let conn = w.raw_conn();
+    let commit = |generation: i32, consumer: &str, metadata: Option<String>| {
+        NativeRequest::CommitOffset(proto::CommitOffsetRequest {
+            group_id: "g".into(),
+            consumer_id: consumer.into(),
+            generation,
+            topics: vec![proto::TopicOffsets {
+                topic: "orders".into(),
+                partitions: vec![proto::PartitionOffset {
+                    partition: 0,
+                    offset: 100,
+                    metadata,
+                }],
+            }],
+        })
+    };
+    // A reset tool commits while the group has no consumers.
+    w.raw_request(conn, 1, &commit(-1, "", Some("reset".into())));
+    w.raw_request(conn, 2, &commit(-1, "", Some("x".repeat(5000))));
+    w.run_for(10);
+    w.join(static_spec("c1", &["orders"]));
+    w.run_for(1_000);
+    // Now the group has a consumer: refused. And the consumer started from 100.
+    w.raw_request(conn, 3, &commit(-1, "", None));
+    w.run_for(10);
+    let codes: Vec<_> = w
+        .raw_decoded(conn, ApiKey::CommitOffset)
+        .into_iter()
+        .map(|(c, r)| match r {
+            NativeResponse::CommitOffset(r) => (c, r.topics[0].partitions[0].error_code),
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            (1, ErrorCode::NONE),
+            (2, ErrorCode::OFFSET_METADATA_TOO_LARGE),
+            (3, ErrorCode::UNKNOWN_MEMBER_ID)
+        ]
+    );
+    let (_, _, starts) = &w.consumers["c1"].starts[0];
+    assert!(starts.contains(&(tp("orders", 0), 100)));
+    let g = drover_coordinator::GroupId::new("g");
+    assert_eq!(w.store[&(g, tp("orders", 0))].1.as_deref(), Some("reset"));
+}
+
+#[test]
+fn responses_on_a_connection_keep_request_order() {
+    // A FetchOffsets waits for the store; a LeaveGroup after it on the same connection
+    // is answered after it.
+    let mut params = Params::fixed();
+    params.store_delay = (50, 50);
+    let mut w = World::new(test_config(), params, 1);
+    w.set_topics(&[("orders", 2)]);
+    let conn = w.raw_conn();
+    w.raw_request(
+        conn,
+        1,
+        &NativeRequest::FetchOffsets(proto::FetchOffsetsRequest {
+            group_id: "g".into(),
+            topics: None,
+        }),
+    );
+    w.raw_request(
+        conn,
+        2,
+        &NativeRequest::LeaveGroup(proto::LeaveGroupRequest {
+            group_id: "g".into(),
+            consumer_id: "x".into(),
+        }),
+    );
+    w.run_for(200);
+    let mut order = Vec::new();
+    for (_, b) in &w.raw_responses {
+        let mut b = b.clone();
+        order.push(
+            proto::ResponseHeader::decode(&mut b)
+                .unwrap()
+                .correlation_id,
+        );
+    }
+    assert_eq!(order, [1, 2]);
+}
+
+#[test]
+fn a_rebalance_completes_under_constant_heartbeat_commits_and_a_slow_store() {
+    // 20 consumers answering a Heartbeat every 100 ms with fresh offsets, a store that
+    // takes 150 ms per batch: the commit pipeline is never empty. The rebalance only
+    // waits for the offsets of the partitions it reads.
+    let mut params = Params::fixed();
+    params.store_delay = (150, 150);
+    params.consume_every = 10;
+    let mut w = World::new(test_config(), params, 1);
+    w.set_topics(&[("orders", 40)]);
+    for i in 0..20 {
+        w.join(ConsumerSpec::new(
+            &format!("c{i:02}"),
+            "g",
+            proto::Subscription::static_topics([("orders", 1)]),
+            300,
+        ));
+    }
+    w.run_for(3_000);
+    w.check_coverage().unwrap();
+    let generations = w.count_events(|e| matches!(e, Event::GenerationStarted { .. }));
+    w.join(ConsumerSpec::new(
+        "late",
+        "g",
+        proto::Subscription::static_topics([("orders", 1)]),
+        300,
+    ));
+    w.run_for(2_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    assert!(w.count_events(|e| matches!(e, Event::GenerationStarted { .. })) > generations);
+    assert_eq!(w.owned("late").len(), 1);
+}

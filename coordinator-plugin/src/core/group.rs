@@ -309,7 +309,10 @@ impl Group {
             return;
         };
         let mut at = m.session_deadline();
-        if m.outstanding.is_none() {
+        // The next Heartbeat, if the channel can carry it. While an earlier response is
+        // still waiting on the connection, the flush of that response pumps the member.
+        let conn_idle = cx.conns.get(&m.conn).is_some_and(|c| c.idle());
+        if m.outstanding.is_none() && conn_idle {
             at = at.min(m.last_sent_ms.saturating_add(m.heartbeat_interval_ms));
         }
         cx.timers
@@ -728,7 +731,7 @@ impl Group {
             self.start_round(cx, &BTreeMap::new());
             return true;
         }
-        if !self.commits.drained() {
+        if !self.commits.settled(&wanted) {
             self.commits.urgent = true;
             self.flush_commits(cx);
             return false;

@@ -1057,3 +1057,23 @@ fn describe(spec: &SubscriptionSpec) -> String {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_coordinator_can_move_to_the_hosts_coordinator_thread() {
+        fn assert_send<T: Send>() {}
+        assert_send::<Coordinator>();
+    }
+
+    #[test]
+    fn an_invalid_config_is_refused() {
+        let config = CoordinatorConfig {
+            default_assignor: String::new(),
+            ..CoordinatorConfig::default()
+        };
+        assert!(Coordinator::new(config, crate::AssignorSet::new()).is_err());
+    }
+}

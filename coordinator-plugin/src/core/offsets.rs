@@ -6,10 +6,12 @@
 //! flight, so a group's commits reach the store in the order they were accepted and a
 //! partition's committed offset follows the order of acceptance. Heartbeat offsets are
 //! written every `commit_interval_ms`; final offsets and explicit commits at once.
-//! Before a rebalance reads start offsets, the pipeline is drained, so the read sees
-//! every offset accepted before it.
+//! Before a rebalance reads start offsets, every accepted offset of the partitions it
+//! reads is written, so the read sees them. (Those partitions are free: nobody owns
+//! them, so no new offset for them can be accepted while the rebalance waits, and the
+//! wait ends even under a constant stream of Heartbeat offsets for other partitions.)
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use drover_protocol::ErrorCode;
 
@@ -40,6 +42,8 @@ pub(crate) struct Commits {
     pub pending_waiters: Vec<u64>,
     /// The batch in flight.
     pub inflight: Option<OpId>,
+    /// The partitions of the batch in flight.
+    pub inflight_tps: BTreeSet<TopicPartition>,
     /// The last value accepted per partition (pending, in flight or written) and the
     /// generation it was accepted in.
     pub known: BTreeMap<TopicPartition, (OffsetValue, Generation)>,
@@ -48,9 +52,14 @@ pub(crate) struct Commits {
 }
 
 impl Commits {
-    /// Nothing pending and nothing in flight.
-    pub(crate) fn drained(&self) -> bool {
-        self.pending.is_empty() && self.inflight.is_none()
+    /// Whether no offset of these partitions is pending or in flight.
+    pub(crate) fn settled(&self, tps: &BTreeSet<TopicPartition>) -> bool {
+        let pending = if self.pending.len() < tps.len() {
+            self.pending.keys().any(|tp| tps.contains(tp))
+        } else {
+            tps.iter().any(|tp| self.pending.contains_key(tp))
+        };
+        !pending && self.inflight_tps.is_disjoint(tps)
     }
 }
 
@@ -140,6 +149,7 @@ impl Group {
             },
         );
         self.commits.inflight = Some(op);
+        self.commits.inflight_tps = records.iter().map(|r| r.tp.clone()).collect();
         self.commits.urgent = false;
         cx.metric("commit_batches", 1);
         cx.out.push(Output::CommitOffsets { op, records });
@@ -156,6 +166,7 @@ impl Group {
     ) {
         if self.commits.inflight == Some(op) {
             self.commits.inflight = None;
+            self.commits.inflight_tps.clear();
         }
         let failed = result.is_err();
         if let Err(e) = result {

@@ -833,6 +833,17 @@ impl World {
     /// Stops everything and closes the channel (§6.6); re-registers after a backoff when
     /// `retry`.
     fn lose_channel(&mut self, c: &mut FakeConsumer, retry: bool) {
+        // §6.6 step 2: it MAY commit its final offsets with its old generation.
+        if !c.owned.is_empty() && c.running && self.rng.chance(0.5) {
+            let request = NativeRequest::CommitOffset(proto::CommitOffsetRequest {
+                group_id: c.spec.group.clone(),
+                consumer_id: c.spec.id.clone(),
+                generation: c.generation,
+                topics: c.offsets(),
+            });
+            let sent = c.owned.clone();
+            self.other_request(c, request, Pending::Commit(sent));
+        }
         c.owned.clear();
         c.answering = false;
         c.chan_epoch += 1;
