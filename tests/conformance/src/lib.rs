@@ -147,9 +147,10 @@ pub fn set_mode(path: &Path, mode: u32) {
 }
 
 /// Loads the built assignor `lib_name` through the host loader and starts an instance
-/// with an empty config. The directory is leaked (libraries are never unloaded anyway).
+/// with an empty config. The temporary directory is removed on return: a loaded library
+/// stays mapped after its file is unlinked (and is never unloaded).
 pub fn load_assignor(lib_name: &str) -> (LoadedPlugin, AssignorHandle) {
-    let dir = Box::leak(Box::new(PluginDir::new()));
+    let dir = PluginDir::new();
     let path = dir.add_built(lib_name);
     let plugin = dir
         .loader()
