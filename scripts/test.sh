@@ -15,4 +15,4 @@ cargo test --workspace
 echo "== fuzz smoke run"
 scripts/fuzz-smoke.sh
 echo "== real-client integration tests"
-scripts/integration-tests.sh -q
+scripts/integration-tests.sh
