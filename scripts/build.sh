@@ -15,6 +15,7 @@ plugins=(
   drover_assignor_round_robin
   drover_assignor_sticky
   drover_offsets_embedded
+  drover_coordinator
   drover_example_weighted_assignor
 )
 dir="$target_dir/release/plugins"

@@ -112,6 +112,7 @@ pub mod abi;
 pub mod assignors;
 pub mod config;
 mod core;
+pub mod export;
 pub mod io;
 pub mod subscription;
 mod timers;

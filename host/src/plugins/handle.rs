@@ -176,3 +176,55 @@ impl OffsetStoreHandle {
         self.guard.call(|| self.inner.close())
     }
 }
+
+/// The coordinator instance. Called from one thread at a time (the host's coordinator
+/// driver); `&mut self` enforces it.
+pub struct CoordinatorHandle {
+    guard: Guard,
+    inner: drover_abi::coordinator::CoordinatorBox,
+}
+
+impl CoordinatorHandle {
+    pub(super) fn new(
+        summary: Arc<PluginSummary>,
+        inner: drover_abi::coordinator::CoordinatorBox,
+    ) -> Self {
+        CoordinatorHandle {
+            guard: Guard {
+                summary,
+                out_of_service: AtomicBool::new(false),
+            },
+            inner,
+        }
+    }
+
+    /// The plugin's manifest.
+    pub fn summary(&self) -> &PluginSummary {
+        &self.guard.summary
+    }
+
+    /// Feeds one input at `now_ms` (monotonic ms); returns the outputs to execute.
+    pub fn handle(
+        &mut self,
+        now_ms: u64,
+        input: drover_abi::coordinator::CoordinatorInput,
+    ) -> Result<Vec<drover_abi::coordinator::CoordinatorOutput>, CallError> {
+        let inner = &mut self.inner;
+        self.guard
+            .call(|| inner.handle(now_ms, input))
+            .map(RVec::into_vec)
+    }
+
+    /// The next deadline (monotonic ms), if any.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if self.is_out_of_service() {
+            return None;
+        }
+        self.inner.poll_timeout().into_option()
+    }
+
+    /// Whether the instance panicked and was taken out of service.
+    pub fn is_out_of_service(&self) -> bool {
+        self.guard.out_of_service.load(Ordering::Acquire)
+    }
+}

@@ -8,7 +8,7 @@ use drover_abi::{HostServices, PluginKind};
 
 use super::{
     error::LoadError,
-    handle::{AssignorHandle, OffsetStoreHandle},
+    handle::{AssignorHandle, CoordinatorHandle, OffsetStoreHandle},
     loader::{LoadedPlugin, PluginModule},
     log_sink,
 };
@@ -47,6 +47,24 @@ impl LoadedPlugin {
             .into_result()
             .map_err(|e| self.instantiate_error(e))?;
         Ok(AssignorHandle::new(Arc::new(self.summary.clone()), inner))
+    }
+
+    /// Starts the coordinator (standalone) with `config` and `startup`.
+    pub fn start_coordinator(
+        &self,
+        config: &str,
+        startup: drover_abi::coordinator::CoordinatorStartup,
+    ) -> Result<CoordinatorHandle, LoadError> {
+        let PluginModule::Coordinator(module) = self.module else {
+            return Err(self.wrong_kind(PluginKind::Coordinator));
+        };
+        let inner = (module.startup())(self.services(config), startup)
+            .into_result()
+            .map_err(|e| self.instantiate_error(e))?;
+        Ok(CoordinatorHandle::new(
+            Arc::new(self.summary.clone()),
+            inner,
+        ))
     }
 
     /// Opens an offset-store instance with `config`.
