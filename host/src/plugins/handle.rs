@@ -50,15 +50,16 @@ impl Guard {
     }
 }
 
-/// An assignor instance.
-pub struct AssignorHandle {
+/// A plugin instance `I` behind its panic guard. The kind-specific methods are on
+/// [`AssignorHandle`], [`OffsetStoreHandle`] and [`CoordinatorHandle`].
+pub struct PluginHandle<I> {
     guard: Guard,
-    inner: AssignorArc,
+    inner: I,
 }
 
-impl AssignorHandle {
-    pub(super) fn new(summary: Arc<PluginSummary>, inner: AssignorArc) -> Self {
-        AssignorHandle {
+impl<I> PluginHandle<I> {
+    pub(super) fn new(summary: Arc<PluginSummary>, inner: I) -> Self {
+        PluginHandle {
             guard: Guard {
                 summary,
                 out_of_service: AtomicBool::new(false),
@@ -76,7 +77,12 @@ impl AssignorHandle {
     pub fn is_out_of_service(&self) -> bool {
         self.guard.out_of_service.load(Ordering::Acquire)
     }
+}
 
+/// An assignor instance.
+pub type AssignorHandle = PluginHandle<AssignorArc>;
+
+impl AssignorHandle {
     /// Computes an assignment (see `drover_abi::assignor` for the contract).
     pub fn assign(&self, input: &AssignInput) -> Result<Assignment, CallError> {
         self.guard.call(|| self.inner.assign(input))
@@ -89,32 +95,9 @@ impl AssignorHandle {
 }
 
 /// An offset-store instance. Methods may be called from several threads at once.
-pub struct OffsetStoreHandle {
-    guard: Guard,
-    inner: OffsetStoreArc,
-}
+pub type OffsetStoreHandle = PluginHandle<OffsetStoreArc>;
 
 impl OffsetStoreHandle {
-    pub(super) fn new(summary: Arc<PluginSummary>, inner: OffsetStoreArc) -> Self {
-        OffsetStoreHandle {
-            guard: Guard {
-                summary,
-                out_of_service: AtomicBool::new(false),
-            },
-            inner,
-        }
-    }
-
-    /// The plugin's manifest.
-    pub fn summary(&self) -> &PluginSummary {
-        &self.guard.summary
-    }
-
-    /// Whether the instance panicked and was taken out of service.
-    pub fn is_out_of_service(&self) -> bool {
-        self.guard.out_of_service.load(Ordering::Acquire)
-    }
-
     /// Durably commits a batch (all or nothing).
     pub fn commit(&self, batch: &[OffsetRecord]) -> Result<(), CallError> {
         self.guard
@@ -179,30 +162,9 @@ impl OffsetStoreHandle {
 
 /// The coordinator instance. Called from one thread at a time (the host's coordinator
 /// driver); `&mut self` enforces it.
-pub struct CoordinatorHandle {
-    guard: Guard,
-    inner: drover_abi::coordinator::CoordinatorBox,
-}
+pub type CoordinatorHandle = PluginHandle<drover_abi::coordinator::CoordinatorBox>;
 
 impl CoordinatorHandle {
-    pub(super) fn new(
-        summary: Arc<PluginSummary>,
-        inner: drover_abi::coordinator::CoordinatorBox,
-    ) -> Self {
-        CoordinatorHandle {
-            guard: Guard {
-                summary,
-                out_of_service: AtomicBool::new(false),
-            },
-            inner,
-        }
-    }
-
-    /// The plugin's manifest.
-    pub fn summary(&self) -> &PluginSummary {
-        &self.guard.summary
-    }
-
     /// Feeds one input at `now_ms` (monotonic ms); returns the outputs to execute.
     pub fn handle(
         &mut self,
@@ -221,10 +183,5 @@ impl CoordinatorHandle {
             return None;
         }
         self.inner.poll_timeout().into_option()
-    }
-
-    /// Whether the instance panicked and was taken out of service.
-    pub fn is_out_of_service(&self) -> bool {
-        self.guard.out_of_service.load(Ordering::Acquire)
     }
 }

@@ -22,6 +22,6 @@ pub mod registry;
 pub mod table;
 
 pub use error::{CallError, LoadError};
-pub use handle::{AssignorHandle, CoordinatorHandle, OffsetStoreHandle};
+pub use handle::{AssignorHandle, CoordinatorHandle, OffsetStoreHandle, PluginHandle};
 pub use loader::{LoadedPlugin, Loader, LoaderOptions, PluginModule, PluginSummary};
 pub use registry::{PluginRegistry, ScanEntry};
