@@ -1,9 +1,34 @@
-//! The coordinator's configuration.
+//! The coordinator's configuration, and its TOML form: the table the operator writes
+//! under `[plugins.config.drover-coordinator]` in the broker's config, which the host
+//! hands to the plugin as a TOML string. Every key is optional; a missing key keeps
+//! the [`Default`] value, and an unknown key is an error naming it.
+//!
+//! ```toml
+//! [plugins.config.drover-coordinator]
+//! default_assignor = "sticky"          # overridden by the host's own setting, if any
+//! rebalance_mode = "incremental"       # or "eager"
+//! assignor_modes = { range = "eager" } # per assignor
+//! rebalance_delay_ms = 300
+//! rebalance_max_delay_ms = 3000
+//! min_session_timeout_ms = 6000
+//! max_session_timeout_ms = 1800000
+//! max_group_size = 100000
+//! max_subscription_topics = 10000
+//! max_assigned_partitions = 10000000
+//! max_metadata_bytes = 4096
+//! commit_interval_ms = 1000
+//! retry_backoff_ms = 1000
+//! exclude_internal_topics = true
+//! ```
 
 use std::collections::BTreeMap;
 
-/// How a group's rebalances move partitions (docs/protocol.md §6.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+use serde::Deserialize;
+
+/// How a group's rebalances move partitions (docs/protocol.md §6.4). In TOML:
+/// `"incremental"` or `"eager"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum RebalanceMode {
     /// Compute the target first; stop only the partitions that move. Consumers that keep
     /// or only gain partitions keep fetching. The default.
@@ -24,41 +49,62 @@ impl RebalanceMode {
 }
 
 /// Configuration of a [`crate::Coordinator`]. [`Default`] gives Kafka-like values.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Each field is also a key of the plugin's TOML config ([`CoordinatorConfig::from_toml`])
+/// with the same name; the default of each is given below. Durations are in
+/// milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct CoordinatorConfig {
-    /// The assignor of groups whose consumers name none.
+    /// The assignor of groups whose consumers name none: the name of a loaded assignor
+    /// plugin, not empty. Default `"range"`. In the plugin, the host's own
+    /// `default_assignor` setting (passed at startup), when not empty, replaces this
+    /// value.
     pub default_assignor: String,
-    /// The rebalance mode of groups whose assignor has no entry in `assignor_modes`.
+    /// The rebalance mode of groups whose assignor has no entry in `assignor_modes`:
+    /// `"incremental"` (default) or `"eager"`.
     pub rebalance_mode: RebalanceMode,
-    /// Per-assignor rebalance mode (for example eager for a policy that moves most
-    /// partitions anyway).
+    /// Per-assignor rebalance mode, by assignor name (for example eager for a policy
+    /// that moves most partitions anyway). In TOML a table such as
+    /// `assignor_modes = { sticky = "eager" }`. Default: empty.
     pub assignor_modes: BTreeMap<String, RebalanceMode>,
-    /// Debounce of rebalance triggers: a rebalance starts this long after the latest
-    /// trigger (join, leave, failure, subscription or topic change), so a join storm
-    /// gives one rebalance.
+    /// Debounce of rebalance triggers, in ms: a rebalance starts this long after the
+    /// latest trigger (join, leave, failure, subscription or topic change), so a join
+    /// storm gives one rebalance. Default 300; 0 starts at once.
     pub rebalance_delay_ms: u64,
-    /// Upper bound of the debounce: a rebalance starts at most this long after the first
-    /// of a series of triggers, however many follow.
+    /// Upper bound of the debounce, in ms: a rebalance starts at most this long after
+    /// the first of a series of triggers, however many follow. At least
+    /// `rebalance_delay_ms`. Default 3000.
     pub rebalance_max_delay_ms: u64,
-    /// Smallest accepted `session_timeout_ms` (Kafka's `group.min.session.timeout.ms`).
+    /// Smallest accepted `session_timeout_ms` of a registration, in ms (Kafka's
+    /// `group.min.session.timeout.ms`). At least 3 and at most
+    /// `max_session_timeout_ms`. Default 6000.
     pub min_session_timeout_ms: i32,
-    /// Largest accepted `session_timeout_ms` (Kafka's `group.max.session.timeout.ms`).
+    /// Largest accepted `session_timeout_ms` of a registration, in ms (Kafka's
+    /// `group.max.session.timeout.ms`). Default 1800000 (30 min).
     pub max_session_timeout_ms: i32,
-    /// Most consumers in one group (Kafka's `group.max.size`).
+    /// Most consumers in one group (Kafka's `group.max.size`): from 1 to 100000 (the
+    /// protocol's member-array cap, [`drover_protocol::MAX_MEMBERS_PER_GROUP`]).
+    /// Default 100000.
     pub max_group_size: usize,
-    /// Most topics in one static subscription.
+    /// Most topics in one static subscription; at least 1. Default 10000 (the
+    /// protocol's topic-array cap, which also bounds it).
     pub max_subscription_topics: usize,
-    /// Most partitions the coordinator hands to an assignor for one group.
+    /// Most partitions the coordinator hands to an assignor for one group. Default
+    /// 10000000.
     pub max_assigned_partitions: usize,
-    /// Longest offset metadata accepted, in bytes (Kafka's `offset.metadata.max.bytes`).
+    /// Longest offset metadata accepted in a commit, in bytes (Kafka's
+    /// `offset.metadata.max.bytes`). Default 4096.
     pub max_metadata_bytes: usize,
-    /// How often offsets reported in Heartbeat responses are written to the offset store.
-    /// Final offsets (StopFetcher) and explicit commits are written at once.
+    /// How often offsets reported in Heartbeat responses are written to the offset
+    /// store, in ms; at least 1. Final offsets (StopFetcher) and explicit commits are
+    /// written at once. Default 1000.
     pub commit_interval_ms: u64,
-    /// Wait before retrying after an assignor failure or a failed offset fetch.
+    /// Wait before retrying after an assignor failure or a failed offset fetch, in ms;
+    /// at least 1. Default 1000.
     pub retry_backoff_ms: u64,
     /// Whether wildcard subscriptions skip internal topics (names starting with `__`),
-    /// like Kafka's `exclude.internal.topics`.
+    /// like Kafka's `exclude.internal.topics`. Default true.
     pub exclude_internal_topics: bool,
 }
 
@@ -83,13 +129,35 @@ impl Default for CoordinatorConfig {
     }
 }
 
-/// A configuration value out of range.
+/// A configuration that cannot be used: TOML that does not parse, an unknown key, a
+/// value of the wrong type, or a value out of range. The message says which.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid coordinator config: {0}")]
 pub struct ConfigError(pub String);
 
 impl CoordinatorConfig {
-    /// Checks the values; [`crate::Coordinator::new`] calls it.
+    /// Parses the plugin's TOML config (the `[plugins.config.drover-coordinator]`
+    /// table, as a TOML document) and [validates](Self::validate) it. Every key is
+    /// optional, with the [`Default`] value; an empty (or blank) string gives the
+    /// default configuration.
+    ///
+    /// Errors, with the line of the offending key where the parser gives one: TOML
+    /// syntax, an unknown key (named, with the accepted ones), a value of the wrong
+    /// type or a negative count, a rebalance mode other than `"incremental"` or
+    /// `"eager"`, and every error of [`CoordinatorConfig::validate`].
+    pub fn from_toml(text: &str) -> Result<CoordinatorConfig, ConfigError> {
+        let config: CoordinatorConfig =
+            toml::from_str(text).map_err(|e| ConfigError(toml_error(text, &e)))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the values; [`crate::Coordinator::new`] and
+    /// [`CoordinatorConfig::from_toml`] call it. Errors name the key: an empty
+    /// `default_assignor`, `min_session_timeout_ms` below 3 or above
+    /// `max_session_timeout_ms`, `rebalance_max_delay_ms` below `rebalance_delay_ms`,
+    /// `max_group_size` of 0 or above [`drover_protocol::MAX_MEMBERS_PER_GROUP`], a
+    /// `max_subscription_topics`, `commit_interval_ms` or `retry_backoff_ms` of 0.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |m: &str| Err(ConfigError(m.to_owned()));
         if self.default_assignor.is_empty() {
@@ -106,6 +174,12 @@ impl CoordinatorConfig {
         }
         if self.max_group_size == 0 {
             return err("max_group_size must be at least 1");
+        }
+        if self.max_group_size > drover_protocol::MAX_MEMBERS_PER_GROUP {
+            return Err(ConfigError(format!(
+                "max_group_size must be at most {} (the protocol's member-array cap)",
+                drover_protocol::MAX_MEMBERS_PER_GROUP
+            )));
         }
         if self.max_subscription_topics == 0 {
             return err("max_subscription_topics must be at least 1");
@@ -128,6 +202,33 @@ impl CoordinatorConfig {
     }
 }
 
+/// A TOML error on one line: `line L, column C: message` when the parser points at a
+/// place (its `Display` draws the offending line over several lines instead), with
+/// the key of that line when the place is in its value (`key = value`), so that a bad
+/// value names its key too.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim_end();
+    let Some(span) = e.span() else {
+        return message.to_owned();
+    };
+    let start = span.start.min(text.len());
+    // Spans are at character boundaries of `text`; fall back to no position otherwise.
+    let Some(before) = text.get(..start) else {
+        return message.to_owned();
+    };
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = before.matches('\n').count() + 1;
+    let column = before[line_start..].chars().count() + 1;
+    let key = before[line_start..]
+        .split_once('=')
+        .map(|(key, _)| key.trim())
+        .filter(|key| !key.is_empty() && !key.starts_with('['));
+    match key {
+        Some(key) => format!("line {line}, column {column} (key `{key}`): {message}"),
+        None => format!("line {line}, column {column}: {message}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +248,153 @@ mod tests {
             .insert("range".into(), RebalanceMode::Eager);
         assert_eq!(modes.mode_for("range"), RebalanceMode::Eager);
         assert_eq!(modes.mode_for("sticky"), RebalanceMode::Incremental);
+    }
+}
+
+#[cfg(test)]
+mod toml_tests {
+    use super::*;
+
+    #[test]
+    fn empty_text_gives_the_defaults() {
+        for text in ["", "  \n", "# nothing set\n"] {
+            assert_eq!(
+                CoordinatorConfig::from_toml(text),
+                Ok(CoordinatorConfig::default()),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_key_is_read() {
+        let text = r#"
+            default_assignor = "sticky"
+            rebalance_mode = "eager"
+            assignor_modes = { sticky = "incremental", range = "eager" }
+            rebalance_delay_ms = 10
+            rebalance_max_delay_ms = 20
+            min_session_timeout_ms = 100
+            max_session_timeout_ms = 200
+            max_group_size = 7
+            max_subscription_topics = 8
+            max_assigned_partitions = 9
+            max_metadata_bytes = 11
+            commit_interval_ms = 12
+            retry_backoff_ms = 13
+            exclude_internal_topics = false
+        "#;
+        let expected = CoordinatorConfig {
+            default_assignor: "sticky".into(),
+            rebalance_mode: RebalanceMode::Eager,
+            assignor_modes: [
+                ("sticky".to_owned(), RebalanceMode::Incremental),
+                ("range".to_owned(), RebalanceMode::Eager),
+            ]
+            .into_iter()
+            .collect(),
+            rebalance_delay_ms: 10,
+            rebalance_max_delay_ms: 20,
+            min_session_timeout_ms: 100,
+            max_session_timeout_ms: 200,
+            max_group_size: 7,
+            max_subscription_topics: 8,
+            max_assigned_partitions: 9,
+            max_metadata_bytes: 11,
+            commit_interval_ms: 12,
+            retry_backoff_ms: 13,
+            exclude_internal_topics: false,
+        };
+        assert_eq!(CoordinatorConfig::from_toml(text), Ok(expected));
+    }
+
+    #[test]
+    fn missing_keys_keep_their_defaults() {
+        let c = CoordinatorConfig::from_toml("rebalance_delay_ms = 0\n").unwrap();
+        assert_eq!(
+            c,
+            CoordinatorConfig {
+                rebalance_delay_ms: 0,
+                ..CoordinatorConfig::default()
+            }
+        );
+        // The table form the host's TOML serialiser may write.
+        let c = CoordinatorConfig::from_toml("[assignor_modes]\nsticky = \"eager\"\n").unwrap();
+        assert_eq!(c.mode_for("sticky"), RebalanceMode::Eager);
+        assert_eq!(c.mode_for("range"), RebalanceMode::Incremental);
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused_by_name() {
+        let e = CoordinatorConfig::from_toml("rebalance_delay_ms = 5\nsession_timeout = 3\n")
+            .unwrap_err();
+        assert!(e.0.contains("`session_timeout`"), "{e}");
+        assert!(e.0.contains("line 2"), "{e}");
+        let e = CoordinatorConfig::from_toml("[extra]\nx = 1\n").unwrap_err();
+        assert!(e.0.contains("`extra`"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_mode_is_refused() {
+        for text in [
+            "rebalance_mode = \"lazy\"",
+            "rebalance_mode = \"Eager\"",
+            "rebalance_mode = 1",
+            "assignor_modes = { sticky = \"cooperative\" }",
+            "assignor_modes = \"eager\"",
+        ] {
+            let e = CoordinatorConfig::from_toml(text).unwrap_err();
+            assert!(
+                e.to_string().starts_with("invalid coordinator config: "),
+                "{e}"
+            );
+            assert!(e.0.contains("line 1"), "{text:?}: {e}");
+        }
+        let e = CoordinatorConfig::from_toml("rebalance_mode = \"lazy\"").unwrap_err();
+        assert!(
+            e.0.contains("`lazy`") && e.0.contains("`incremental`"),
+            "{e}"
+        );
+        assert!(e.0.contains("key `rebalance_mode`"), "{e}");
+        let e = CoordinatorConfig::from_toml("[assignor_modes]\nsticky = \"x\"").unwrap_err();
+        assert!(
+            e.0.contains("line 2") && e.0.contains("key `sticky`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn wrong_types_and_syntax_are_refused() {
+        for text in [
+            "max_group_size = -1",
+            "rebalance_delay_ms = \"300\"",
+            "exclude_internal_topics = \"yes\"",
+            "min_session_timeout_ms = 3000000000",
+            "default_assignor = [\"range\"]",
+            "not toml [",
+        ] {
+            assert!(CoordinatorConfig::from_toml(text).is_err(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn validation_errors_are_surfaced() {
+        let cases = [
+            ("default_assignor = \"\"", "default_assignor"),
+            (
+                "min_session_timeout_ms = 10\nmax_session_timeout_ms = 5",
+                "min_session_timeout_ms",
+            ),
+            ("rebalance_max_delay_ms = 100", "rebalance_max_delay_ms"),
+            ("max_group_size = 0", "max_group_size"),
+            ("max_group_size = 100001", "max_group_size"),
+            ("max_subscription_topics = 0", "max_subscription_topics"),
+            ("commit_interval_ms = 0", "commit_interval_ms"),
+            ("retry_backoff_ms = 0", "retry_backoff_ms"),
+        ];
+        for (text, key) in cases {
+            let e = CoordinatorConfig::from_toml(text).unwrap_err();
+            assert!(e.0.contains(key), "{text:?}: {e}");
+        }
     }
 }

@@ -2,6 +2,12 @@
 //! A thin adapter — ABI values are converted by [`crate::abi`], the only thing added is
 //! the wall-clock stamp of commit records (the core has no clock).
 //!
+//! Configuration: the plugin's config string (the operator's
+//! `[plugins.config.drover-coordinator]` table, as TOML) is read with
+//! [`CoordinatorConfig::from_toml`]; an empty string gives the defaults. The host's own
+//! default assignor ([`CoordinatorStartup::default_assignor`]), when not empty, then
+//! replaces the config's `default_assignor`, so the broker-wide setting wins.
+//!
 //! Standalone mode only for now: `startup_zookeeper`, `slot_gained` and `slot_lost`
 //! are refused with a clear error until cluster mode exists (issue 7).
 
@@ -52,14 +58,20 @@ fn cluster_mode() -> PluginError {
 
 impl CoordinatorPlugin for ExportedCoordinator {
     fn startup(ctx: &PluginContext, startup: CoordinatorStartup) -> Result<Self, PluginError> {
-        if !ctx.config.trim().is_empty() {
-            return Err(PluginError::invalid_config(
-                "drover-coordinator takes no [plugins.config] keys yet; remove its table",
-            ));
-        }
-        let mut config = CoordinatorConfig::default();
+        let mut config = CoordinatorConfig::from_toml(&ctx.config)
+            .map_err(|e| PluginError::invalid_config(format!("{}: {e}", Self::NAME)))?;
         if !startup.default_assignor.is_empty() {
-            config.default_assignor = startup.default_assignor.to_string();
+            let host = startup.default_assignor.as_str();
+            if config.default_assignor != host
+                && config.default_assignor != CoordinatorConfig::default().default_assignor
+            {
+                tracing::warn!(
+                    plugin_config = config.default_assignor,
+                    host = host,
+                    "default_assignor: the host's setting replaces the plugin config's"
+                );
+            }
+            config.default_assignor = host.to_owned();
         }
         let mut assignors = AssignorSet::new();
         for named in startup.assignors.iter() {
@@ -118,3 +130,59 @@ impl CoordinatorPlugin for ExportedCoordinator {
 }
 
 drover_abi::export_coordinator!(ExportedCoordinator);
+
+#[cfg(test)]
+mod tests {
+    use drover_abi::std_types::{RString, RVec};
+    use drover_abi::ErrorKind;
+
+    use super::*;
+
+    fn start(config: &str, host_default: &str) -> Result<ExportedCoordinator, PluginError> {
+        let ctx = PluginContext {
+            config: config.to_owned(),
+            zookeeper: None,
+        };
+        let startup = CoordinatorStartup {
+            broker_id: 0,
+            assignors: RVec::new(),
+            default_assignor: RString::from(host_default),
+            topics: RVec::new(),
+        };
+        ExportedCoordinator::startup(&ctx, startup)
+    }
+
+    #[test]
+    fn the_plugin_config_is_read() {
+        let c = start("rebalance_mode = \"eager\"\nrebalance_delay_ms = 7\n", "").unwrap();
+        let config = c.core.config();
+        assert_eq!(config.rebalance_mode, crate::RebalanceMode::Eager);
+        assert_eq!(config.rebalance_delay_ms, 7);
+        assert_eq!(config.default_assignor, "range");
+        let c = start("", "").unwrap();
+        assert_eq!(c.core.config(), &CoordinatorConfig::default());
+    }
+
+    #[test]
+    fn the_hosts_default_assignor_wins() {
+        let c = start("default_assignor = \"sticky\"", "round-robin").unwrap();
+        assert_eq!(c.core.config().default_assignor, "round-robin");
+        let c = start("default_assignor = \"sticky\"", "").unwrap();
+        assert_eq!(c.core.config().default_assignor, "sticky");
+    }
+
+    #[test]
+    fn a_bad_config_is_an_invalid_config_error() {
+        for text in [
+            "nope = 1",
+            "rebalance_mode = \"lazy\"",
+            "max_group_size = 0",
+        ] {
+            let Err(e) = start(text, "") else {
+                panic!("{text:?} accepted");
+            };
+            assert_eq!(e.kind, ErrorKind::InvalidConfig, "{text:?}");
+            assert!(e.message.starts_with("drover-coordinator: "), "{e}");
+        }
+    }
+}

@@ -15,9 +15,10 @@ use crate::types::{TopicName, TopicPartition};
 #[derive(Debug, Clone)]
 pub enum Input {
     /// A complete frame received on `conn`: Kafka framing without the 4-byte size
-    /// prefix. Requests from consumers (RegisterConsumer, CommitOffset, FetchOffsets,
-    /// LeaveGroup), and on a coordinator channel the consumer's responses to the
-    /// coordinator's Heartbeat, StopFetcher and StartFetcher.
+    /// prefix. Requests from consumers and admin tools (RegisterConsumer, CommitOffset,
+    /// FetchOffsets, LeaveGroup, DescribeGroups), and on a coordinator channel the
+    /// consumer's responses to the coordinator's Heartbeat, StopFetcher and
+    /// StartFetcher.
     Frame {
         /// The connection.
         conn: ConnId,

@@ -27,6 +27,12 @@
 //! - **Offsets** (§6.5): Heartbeat offsets committed periodically, final offsets and
 //!   CommitOffset at once, one batch in flight per group, stale generations refused,
 //!   offsets never going backwards within a generation; FetchOffsets.
+//! - **DescribeGroups** (§5.8): state, generation, assignor, members and their
+//!   partitions, from [`Coordinator::group`]; what the broker's admin API
+//!   `GET /v1/groups` shows.
+//!
+//! The plugin's configuration is [`CoordinatorConfig`], read from the operator's
+//! `[plugins.config.drover-coordinator]` table with [`CoordinatorConfig::from_toml`].
 //!
 //! The pieces: [`Coordinator`] (the state machine), [`CoordinatorConfig`], [`Input`] /
 //! [`Output`] / [`Event`] ([`io`]), the domain types ([`types`]), the assignor interface

@@ -5,6 +5,7 @@ use bytes::{Bytes, BytesMut};
 use drover_protocol as proto;
 use drover_protocol::{EncodeError, NativeRequest, NativeResponse};
 
+use crate::core::GroupSnapshot;
 use crate::types::{TopicName, TopicPartition};
 
 /// A request frame (header v1, null client id) without the size prefix.
@@ -107,6 +108,83 @@ pub(crate) fn assignment_to_wire<'a>(
     out
 }
 
+/// Cuts `items` to `max` entries, logging what was cut (only beyond the protocol's caps).
+fn capped<T>(mut items: Vec<T>, max: usize, group: &str, what: &'static str) -> Vec<T> {
+    if items.len() > max {
+        tracing::warn!(
+            group,
+            what,
+            count = items.len(),
+            max,
+            "DescribeGroups: array over the protocol cap cut"
+        );
+        items.truncate(max);
+    }
+    items
+}
+
+/// Cuts a string to the longest STRING the protocol carries, at a character boundary.
+fn clipped(mut text: String) -> String {
+    if text.len() > proto::MAX_STRING_LEN {
+        let mut end = proto::MAX_STRING_LEN;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
+/// Sorted partitions in the wire's shape, cut at the protocol's caps.
+fn partitions_capped(
+    tps: &[TopicPartition],
+    group: &str,
+    what: &'static str,
+) -> Vec<proto::TopicPartitions> {
+    let topics = partitions_to_wire(tps)
+        .into_iter()
+        .map(|mut t| {
+            t.partitions = capped(t.partitions, proto::MAX_PARTITIONS_PER_TOPIC, group, what);
+            t
+        })
+        .collect();
+    capped(topics, proto::MAX_TOPICS_PER_REQUEST, group, what)
+}
+
+/// A group snapshot as a DescribeGroups entry (error NONE), within the protocol's caps.
+pub(crate) fn group_to_wire(snapshot: GroupSnapshot) -> proto::DescribedGroup {
+    let group = snapshot.group.as_str();
+    let members = snapshot
+        .members
+        .into_iter()
+        .map(|m| proto::DescribedMember {
+            consumer_id: m.consumer.as_str().to_owned(),
+            host: clipped(m.host),
+            session_timeout_ms: i32::try_from(m.session_timeout_ms).unwrap_or(i32::MAX),
+            generation: m.generation.0,
+            subscription: clipped(m.subscription),
+            topics: capped(
+                m.topics.iter().map(|t| t.as_str().to_owned()).collect(),
+                proto::MAX_TOPICS_PER_REQUEST,
+                group,
+                "topics",
+            ),
+            auto_offset_reset: proto::AutoOffsetReset(m.auto_offset_reset),
+            partitions: partitions_capped(&m.owned, group, "partitions"),
+        })
+        .collect();
+    proto::DescribedGroup {
+        group_id: group.to_owned(),
+        error_code: proto::ErrorCode::NONE,
+        state: snapshot.state.to_owned(),
+        generation: snapshot.generation.0,
+        assignor: snapshot.assignor.map(clipped),
+        rebalance_mode: snapshot.mode.as_str().to_owned(),
+        members: capped(members, proto::MAX_MEMBERS_PER_GROUP, group, "members"),
+        held_by_failed: partitions_capped(&snapshot.held_by_failed, group, "held_by_failed"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,6 +202,50 @@ mod tests {
         let starts = assignment_to_wire(tps.iter().map(|tp| (tp, -2)));
         assert_eq!(starts[0].partitions.len(), 2);
         assert_eq!(starts[1].partitions[0].start_offset, -2);
+    }
+
+    #[test]
+    fn descriptions_stay_within_the_caps() {
+        use crate::core::MemberSnapshot;
+        use crate::types::{ConsumerId, Generation, GroupId};
+
+        let long = "é".repeat(proto::MAX_STRING_LEN); // 2 bytes per char
+        let snapshot = GroupSnapshot {
+            group: GroupId::new("g"),
+            state: "stable",
+            generation: Generation(4),
+            assignor: Some("range".into()),
+            mode: crate::RebalanceMode::Eager,
+            members: vec![MemberSnapshot {
+                consumer: ConsumerId::new("c"),
+                host: "h".into(),
+                session_timeout_ms: 6_000,
+                generation: Generation(4),
+                subscription: long,
+                topics: vec![TopicName::new("t")],
+                auto_offset_reset: 1,
+                owned: (0..(proto::MAX_PARTITIONS_PER_TOPIC as i32 + 5))
+                    .map(|p| TopicPartition::new("t", p))
+                    .collect(),
+            }],
+            held_by_failed: vec![TopicPartition::new("u", 1)],
+        };
+        let described = group_to_wire(snapshot);
+        let m = &described.members[0];
+        assert_eq!(m.subscription.len(), proto::MAX_STRING_LEN - 1);
+        assert_eq!(
+            m.partitions[0].partitions.len(),
+            proto::MAX_PARTITIONS_PER_TOPIC
+        );
+        assert_eq!(described.rebalance_mode, "eager");
+        assert_eq!(
+            described.held_by_failed,
+            [proto::TopicPartitions::new("u", [1])]
+        );
+        let response = NativeResponse::DescribeGroups(proto::DescribeGroupsResponse {
+            groups: vec![described],
+        });
+        assert!(encode_response(1, &response).is_ok());
     }
 
     #[test]

@@ -1141,3 +1141,214 @@ fn a_rebalance_completes_under_constant_heartbeat_commits_and_a_slow_store() {
     assert!(w.count_events(|e| matches!(e, Event::GenerationStarted { .. })) > generations);
     assert_eq!(w.owned("late").len(), 1);
 }
+
+// ------------------------------------------------------------------ DescribeGroups
+
+/// Sends DescribeGroups on a fresh connection and returns the answer.
+fn describe(w: &mut World, groups: Option<Vec<&str>>) -> proto::DescribeGroupsResponse {
+    let conn = w.raw_conn();
+    let request = proto::DescribeGroupsRequest {
+        groups: groups.map(|g| g.into_iter().map(String::from).collect()),
+    };
+    w.raw_request(conn, 9, &NativeRequest::DescribeGroups(request));
+    w.run_for(5);
+    assert!(!w.closed_by_coordinator(conn));
+    let mut answers = w.raw_decoded(conn, ApiKey::DescribeGroups);
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    let Some((9, NativeResponse::DescribeGroups(r))) = answers.pop() else {
+        panic!("{answers:?}")
+    };
+    r
+}
+
+/// The partitions of a described member, flattened.
+fn described_partitions(
+    m: &proto::DescribedMember,
+) -> std::collections::BTreeSet<drover_coordinator::TopicPartition> {
+    m.partitions
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| tp(&t.topic, *p)))
+        .collect()
+}
+
+#[test]
+fn describe_groups_shows_a_formed_group() {
+    let mut w = world();
+    w.join(static_spec("c1", &["orders", "payments"]));
+    let mut c2 = ConsumerSpec::new(
+        "c2",
+        "g",
+        proto::Subscription::whitelist("ord.*", 2),
+        ST * 2,
+    );
+    c2.assignor = Some("sticky".into());
+    w.join(c2);
+    w.run_for(2_000);
+    w.check_coverage().unwrap();
+
+    let r = describe(&mut w, Some(vec!["g"]));
+    assert_eq!(r.groups.len(), 1);
+    let g = &r.groups[0];
+    assert_eq!(g.group_id, "g");
+    assert_eq!(g.error_code, ErrorCode::NONE);
+    assert_eq!(g.state, proto::DescribedGroup::STABLE);
+    let snap = w.coord.group("g").unwrap();
+    assert_eq!(g.generation, snap.generation.0);
+    assert!(g.generation >= 1);
+    assert_eq!(g.assignor.as_deref(), Some("sticky"));
+    assert_eq!(g.rebalance_mode, proto::DescribedGroup::INCREMENTAL);
+    assert!(g.held_by_failed.is_empty());
+
+    let ids: Vec<&str> = g.members.iter().map(|m| m.consumer_id.as_str()).collect();
+    assert_eq!(ids, ["c1", "c2"]);
+    let (m1, m2) = (&g.members[0], &g.members[1]);
+    assert_eq!(m1.host, "test-host");
+    assert_eq!(m1.session_timeout_ms, ST);
+    assert_eq!(m2.session_timeout_ms, 2 * ST);
+    assert_eq!(m1.generation, g.generation);
+    assert_eq!(m2.generation, g.generation);
+    assert_eq!(m1.subscription, "static: orders(1), payments(1)");
+    assert_eq!(m2.subscription, "whitelist: ord.* (2 streams)");
+    assert_eq!(m1.topics, ["orders", "payments"]);
+    assert_eq!(m2.topics, ["orders"]);
+    assert_eq!(m1.auto_offset_reset, proto::AutoOffsetReset::EARLIEST);
+    // The partitions are what each consumer owns, and together all 9, once each.
+    assert_eq!(described_partitions(m1), w.owned("c1"));
+    assert_eq!(described_partitions(m2), w.owned("c2"));
+    assert_eq!(
+        described_partitions(m1).len() + described_partitions(m2).len(),
+        9
+    );
+    assert!(described_partitions(m2)
+        .iter()
+        .all(|p| p.topic.as_str() == "orders"));
+    for m in &g.members {
+        // Sorted by topic, then partition.
+        let topics: Vec<&str> = m.partitions.iter().map(|t| t.topic.as_str()).collect();
+        assert!(topics.windows(2).all(|w| w[0] < w[1]), "{topics:?}");
+        assert!(m
+            .partitions
+            .iter()
+            .all(|t| t.partitions.windows(2).all(|w| w[0] < w[1])));
+    }
+    w.assert_clean();
+}
+
+#[test]
+fn describe_groups_of_an_unknown_group_says_not_found() {
+    let mut w = world();
+    w.join(static_spec("c1", &["orders"]));
+    w.run_for(1_000);
+    let r = describe(&mut w, Some(vec!["nope", "g", "", "nope"]));
+    let codes: Vec<(&str, ErrorCode)> = r
+        .groups
+        .iter()
+        .map(|g| (g.group_id.as_str(), g.error_code))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("nope", ErrorCode::GROUP_ID_NOT_FOUND),
+            ("g", ErrorCode::NONE),
+            ("", ErrorCode::INVALID_GROUP_ID),
+            ("nope", ErrorCode::GROUP_ID_NOT_FOUND),
+        ]
+    );
+    // Not found: every other field is empty.
+    assert_eq!(
+        r.groups[0],
+        proto::DescribedGroup::error("nope", ErrorCode::GROUP_ID_NOT_FOUND)
+    );
+    assert_eq!(r.groups[0].state, "");
+    assert_eq!(r.groups[0].generation, 0);
+    assert_eq!(r.groups[0].assignor, None);
+    assert!(r.groups[0].members.is_empty());
+    // Describing creates nothing.
+    assert_eq!(w.coord.group_ids().len(), 1);
+    // An empty list describes nothing.
+    assert!(describe(&mut w, Some(vec![])).groups.is_empty());
+}
+
+#[test]
+fn describe_groups_with_null_lists_every_group() {
+    let mut w = world();
+    assert!(describe(&mut w, None).groups.is_empty());
+    w.join(static_spec("c1", &["orders"]));
+    w.join(ConsumerSpec::new(
+        "a1",
+        "alpha",
+        proto::Subscription::static_topics([("payments", 1)]),
+        ST,
+    ));
+    w.join(ConsumerSpec::new(
+        "z1",
+        "zulu",
+        proto::Subscription::static_topics([("payments", 1)]),
+        ST,
+    ));
+    w.run_for(1_000);
+    w.leave("z1");
+    w.run_for(1_000);
+
+    let r = describe(&mut w, None);
+    let ids: Vec<&str> = r.groups.iter().map(|g| g.group_id.as_str()).collect();
+    assert_eq!(ids, ["alpha", "g", "zulu"]);
+    assert!(r.groups.iter().all(|g| g.error_code == ErrorCode::NONE));
+    let alpha = &r.groups[0];
+    assert_eq!(alpha.state, "stable");
+    assert_eq!(alpha.members.len(), 1);
+    assert_eq!(described_partitions(&alpha.members[0]).len(), 3);
+    // A group whose last consumer left is still there, empty, with its generation.
+    let zulu = &r.groups[2];
+    assert_eq!(zulu.state, proto::DescribedGroup::EMPTY);
+    assert!(zulu.members.is_empty());
+    assert_eq!(zulu.assignor, None);
+    assert_eq!(zulu.generation, 1);
+    // Without members, the mode is that of the default assignor.
+    assert_eq!(zulu.rebalance_mode, "incremental");
+    // The same as naming them.
+    assert_eq!(describe(&mut w, Some(vec!["alpha", "g", "zulu"])), r);
+}
+
+#[test]
+fn describe_groups_reports_partitions_held_by_a_failed_consumer() {
+    let mut w = world_with(CoordinatorConfig {
+        assignor_modes: [("sticky".to_owned(), RebalanceMode::Eager)]
+            .into_iter()
+            .collect(),
+        ..test_config()
+    });
+    w.join(static_spec("c1", &["orders"]));
+    w.join(static_spec("c2", &["orders"]));
+    w.run_for(1_000);
+    let owned = w.owned("c2");
+    w.crash("c2");
+    w.run_for(200);
+    let r = describe(&mut w, Some(vec!["g"]));
+    let g = &r.groups[0];
+    assert_eq!(g.rebalance_mode, "eager");
+    let held: std::collections::BTreeSet<drover_coordinator::TopicPartition> = g
+        .held_by_failed
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| tp(&t.topic, *p)))
+        .collect();
+    assert_eq!(held, owned);
+    assert_eq!(g.members.len(), 1);
+}
+
+#[test]
+fn describe_groups_on_the_channel_fails_the_consumer() {
+    // DescribeGroups is a consumer request: on the coordinator channel C only answers.
+    let mut w = world();
+    let conn = raw_register(&mut w, "c1", ST);
+    w.run_for(500);
+    w.raw_request(
+        conn,
+        7,
+        &NativeRequest::DescribeGroups(proto::DescribeGroupsRequest { groups: None }),
+    );
+    w.run_for(10);
+    assert!(w.closed_by_coordinator(conn));
+    assert_eq!(failures(&w, FailureReason::ProtocolViolation), 1);
+    assert!(w.raw_decoded(conn, ApiKey::DescribeGroups).is_empty());
+}

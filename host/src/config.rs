@@ -68,6 +68,9 @@ pub struct Config {
     pub topics: TopicsConfig,
     /// The `[log]` table: partition log segments, retention and flushing.
     pub log: crate::log::LogConfig,
+    /// The `[coordinator]` table: which coordinator plugin runs, its default assignor
+    /// and offset store.
+    pub coordinator: CoordinatorSection,
 }
 
 impl Default for Config {
@@ -78,6 +81,43 @@ impl Default for Config {
             server: ServerConfig::default(),
             topics: TopicsConfig::default(),
             log: crate::log::LogConfig::default(),
+            coordinator: CoordinatorSection::default(),
+        }
+    }
+}
+
+/// The `[coordinator]` table. The coordinator plugin's own settings (rebalance mode,
+/// debounce, limits) go in its `[plugins.config.<plugin>]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CoordinatorSection {
+    /// Name of the coordinator plugin to start. Default `drover-coordinator`. If no
+    /// plugin of that name is in the plugin directory, the broker runs without a
+    /// coordinator (native group requests are refused) unless the name is also in
+    /// `plugins.required`, which makes it mandatory.
+    pub plugin: String,
+    /// The assignor of groups whose consumers name none. Default `range` (Kafka's
+    /// default `partition.assignment.strategy`). Must be a loaded assignor.
+    pub default_assignor: String,
+    /// The active offset store: the plugin that keeps committed offsets. Default
+    /// `embedded`. It is opened at startup even when not in `plugins.required`.
+    pub offset_store: String,
+    /// Capacity of the queue from connections to the coordinator thread, in messages;
+    /// when full, connections wait (backpressure). Default 65536.
+    pub queue_capacity: usize,
+    /// Most offset-store operations executed as one batch (one store transaction for
+    /// all commits in it). Default 4096.
+    pub max_store_batch: usize,
+}
+
+impl Default for CoordinatorSection {
+    fn default() -> Self {
+        CoordinatorSection {
+            plugin: "drover-coordinator".into(),
+            default_assignor: "range".into(),
+            offset_store: "embedded".into(),
+            queue_capacity: 65_536,
+            max_store_batch: 4_096,
         }
     }
 }
@@ -237,6 +277,16 @@ impl Config {
             .map_err(|e| invalid(format!("[log]: {e}")))?;
         let server = &config.server;
         for (key, value, min) in [
+            (
+                "coordinator.queue_capacity",
+                config.coordinator.queue_capacity as u64,
+                16,
+            ),
+            (
+                "coordinator.max_store_batch",
+                config.coordinator.max_store_batch as u64,
+                1,
+            ),
             ("server.max_connections", server.max_connections as u64, 1),
             ("server.max_in_flight", server.max_in_flight as u64, 1),
             ("server.idle_timeout_ms", server.idle_timeout_ms, 1000),
@@ -297,14 +347,26 @@ impl Config {
 
     /// The config string for plugin `name`: its `[plugins.config.<name>]` table as TOML,
     /// or an empty string.
+    ///
+    /// The embedded offset store (`embedded`) gets `path = "<data_dir>/offsets.redb"`
+    /// when its table sets no `path`, so the standalone defaults need no config.
     pub fn plugin_config(&self, name: &str) -> String {
-        self.plugins
-            .config
-            .get(name)
-            .map(|t| toml::to_string(t).unwrap_or_default())
-            .unwrap_or_default()
+        let mut table = self.plugins.config.get(name).cloned().unwrap_or_default();
+        if name == EMBEDDED_STORE && !table.contains_key("path") {
+            table.insert(
+                "path".into(),
+                toml::Value::String(self.data_dir.join("offsets.redb").display().to_string()),
+            );
+        }
+        if table.is_empty() {
+            return String::new();
+        }
+        toml::to_string(&table).unwrap_or_default()
     }
 }
+
+/// The name of the embedded offset store plugin, which gets a default `path`.
+pub const EMBEDDED_STORE: &str = "embedded";
 
 /// The parser's message on one line, prefixed with the line and column it points at
 /// (the error's `Display` draws the offending line with a caret under it, which is
@@ -381,5 +443,11 @@ mod tests {
         .unwrap();
         assert_eq!(c.plugin_config("embedded").trim(), "path = \"o.redb\"");
         assert_eq!(c.plugin_config("other"), "");
+        let c = Config::parse(Path::new("x"), "data_dir = 'd'\n").unwrap();
+        assert_eq!(
+            c.plugin_config("embedded").trim(),
+            "path = \"d/offsets.redb\""
+        );
+        assert_eq!(c.coordinator.offset_store, "embedded");
     }
 }

@@ -10,7 +10,7 @@ use crate::{
     admin,
     broker::{Broker, NodeInfo},
     config::Config,
-    server, startup,
+    coordination, server, startup,
 };
 
 /// Why the broker could not start.
@@ -23,6 +23,9 @@ pub enum ServeError {
     /// The data directory could not be opened.
     #[error(transparent)]
     Broker(#[from] crate::broker::BrokerError),
+    /// The coordinator plugin could not start.
+    #[error(transparent)]
+    Coordinator(#[from] crate::coordination::StartError),
     /// The configuration cannot work (after command-line overrides).
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -68,6 +71,9 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         port: i32::from(listen.port()),
     };
     let broker = Broker::open(config, node, plugins)?;
+    if let Some(coordinator) = coordination::start(&broker)? {
+        broker.set_coordinator(coordinator);
+    }
     let (stop, stopped) = watch::channel(false);
     let kafka_task = tokio::spawn(server::serve(Arc::clone(&broker), kafka, stopped.clone()));
     let admin_addr = admin_listener.local_addr().ok();
@@ -92,6 +98,10 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     let _ = kafka_task.await;
     let _ = admin_task.await;
     let _ = maintenance.await;
+    if let Some(coordinator) = broker.coordinator() {
+        // Final commits reach the offset store before it is closed below.
+        coordinator.shutdown().await;
+    }
     let broker_ref = Arc::clone(&broker);
     let _ = tokio::task::spawn_blocking(move || flush_all(&broker_ref)).await;
     if let Err(e) = broker.plugins.close() {

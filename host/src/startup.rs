@@ -34,7 +34,8 @@ pub struct StartedPlugins {
     pub registry: PluginRegistry,
     /// Every assignor that started, by name (groups select them by name).
     pub assignors: BTreeMap<String, Arc<AssignorHandle>>,
-    /// The offset stores named in `plugins.required`, opened, by name.
+    /// The offset stores named in `plugins.required`, and the active one
+    /// (`coordinator.offset_store`), opened, by name.
     pub offset_stores: BTreeMap<String, Arc<OffsetStoreHandle>>,
     /// Loaded plugins that are not required and failed to start, by name, with why.
     pub failed: BTreeMap<String, String>,
@@ -146,6 +147,18 @@ pub fn load_plugins_with(
         if required.contains(name) {
             let store = plugin.open_offset_store(&config.plugin_config(name))?;
             offset_stores.insert(name.clone(), Arc::new(store));
+        } else if *name == config.coordinator.offset_store {
+            // The active store opens even when not required; if it cannot, the
+            // coordinator does not start and says why.
+            match plugin.open_offset_store(&config.plugin_config(name)) {
+                Ok(store) => {
+                    offset_stores.insert(name.clone(), Arc::new(store));
+                }
+                Err(e) => {
+                    tracing::warn!("{e}; the coordinator cannot use it");
+                    failed.insert(name.clone(), e.to_string());
+                }
+            }
         }
     }
     Ok(StartedPlugins {

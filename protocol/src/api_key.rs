@@ -57,11 +57,14 @@ pub enum ApiKey {
     FetchOffsets,
     /// 20006, consumer → coordinator: leave the group.
     LeaveGroup,
+    /// 20007, consumer or admin tool → coordinator: describe groups (state, members,
+    /// assignment).
+    DescribeGroups,
 }
 
 impl ApiKey {
     /// Every native API, in key order.
-    pub const ALL: [ApiKey; 7] = [
+    pub const ALL: [ApiKey; 8] = [
         ApiKey::RegisterConsumer,
         ApiKey::Heartbeat,
         ApiKey::StopFetcher,
@@ -69,6 +72,7 @@ impl ApiKey {
         ApiKey::CommitOffset,
         ApiKey::FetchOffsets,
         ApiKey::LeaveGroup,
+        ApiKey::DescribeGroups,
     ];
 
     /// The INT16 key on the wire.
@@ -81,6 +85,7 @@ impl ApiKey {
             ApiKey::CommitOffset => 20_004,
             ApiKey::FetchOffsets => 20_005,
             ApiKey::LeaveGroup => 20_006,
+            ApiKey::DescribeGroups => 20_007,
         }
     }
 
@@ -94,6 +99,7 @@ impl ApiKey {
             20_004 => ApiKey::CommitOffset,
             20_005 => ApiKey::FetchOffsets,
             20_006 => ApiKey::LeaveGroup,
+            20_007 => ApiKey::DescribeGroups,
             _ => return None,
         })
     }
@@ -119,7 +125,8 @@ impl ApiKey {
             ApiKey::RegisterConsumer
             | ApiKey::CommitOffset
             | ApiKey::FetchOffsets
-            | ApiKey::LeaveGroup => Direction::ConsumerToCoordinator,
+            | ApiKey::LeaveGroup
+            | ApiKey::DescribeGroups => Direction::ConsumerToCoordinator,
         }
     }
 
@@ -133,6 +140,7 @@ impl ApiKey {
             ApiKey::CommitOffset => "CommitOffset",
             ApiKey::FetchOffsets => "FetchOffsets",
             ApiKey::LeaveGroup => "LeaveGroup",
+            ApiKey::DescribeGroups => "DescribeGroups",
         }
     }
 }
@@ -154,7 +162,12 @@ mod tests {
             assert!(ApiKey::is_native_code(key.code()));
             assert!(key.versions().contains(0));
         }
-        assert_eq!(ApiKey::from_code(20_007), None);
+        assert_eq!(ApiKey::from_code(20_007), Some(ApiKey::DescribeGroups));
+        assert_eq!(
+            ApiKey::DescribeGroups.direction(),
+            Direction::ConsumerToCoordinator
+        );
+        assert_eq!(ApiKey::from_code(20_008), None);
         assert_eq!(ApiKey::from_code(0), None);
         assert!(!ApiKey::is_native_code(68));
     }

@@ -51,7 +51,7 @@ pub enum DecodeError {
     /// Bytes left over after the last field of the message.
     #[error("{0} unexpected bytes after the end of the message")]
     TrailingBytes(usize),
-    /// An API key outside the native range 20000–20006.
+    /// An API key that is not a native API this codec knows (20000–20007).
     #[error("unknown native API key {0}")]
     UnknownApiKey(i16),
     /// A version of a native API this codec does not implement.

@@ -35,6 +35,9 @@ impl ErrorCode {
     pub const REBALANCE_IN_PROGRESS: ErrorCode = ErrorCode(27);
     /// 42: the request is well-formed bytes but breaks a protocol rule.
     pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
+    /// 69: the group does not exist on this coordinator (DescribeGroups, for a group id
+    /// it has never seen).
+    pub const GROUP_ID_NOT_FOUND: ErrorCode = ErrorCode(69);
     /// 81: the group already has its maximum number of consumers.
     pub const GROUP_MAX_SIZE_REACHED: ErrorCode = ErrorCode(81);
     /// 128: the subscription pattern is not a valid regular expression (Kafka 4.0+).
@@ -60,6 +63,7 @@ impl ErrorCode {
             26 => "INVALID_SESSION_TIMEOUT",
             27 => "REBALANCE_IN_PROGRESS",
             42 => "INVALID_REQUEST",
+            69 => "GROUP_ID_NOT_FOUND",
             81 => "GROUP_MAX_SIZE_REACHED",
             128 => "INVALID_REGULAR_EXPRESSION",
             _ => return None,

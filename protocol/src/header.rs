@@ -12,7 +12,7 @@ use crate::primitives::{read_i16, read_i32, read_nullable_string, write_nullable
 /// client_id NULLABLE_STRING`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RequestHeader {
-    /// The API key (native keys are 20000–20006).
+    /// The API key (native keys are 20000–20007).
     pub api_key: i16,
     /// The version of the request body (and of the expected response).
     pub api_version: i16,

@@ -10,7 +10,7 @@
 //! - [`messages`]: one struct per request and response, [`NativeRequest`] /
 //!   [`NativeResponse`], and [`decode_request`] / [`decode_response`].
 //! - [`frame`]: whole frames with their size prefix.
-//! - [`ApiKey`] (keys 20000–20006, versions), [`ErrorCode`], [`limits`].
+//! - [`ApiKey`] (keys 20000–20007, versions), [`ErrorCode`], [`limits`].
 //!
 //! Decoding never panics and never allocates more than a small multiple of the input:
 //! every length and count is checked against the remaining bytes and a cap in
@@ -57,5 +57,8 @@ pub use frame::{
     decode_request_frame, decode_response_frame, encode_request_frame, encode_response_frame,
 };
 pub use header::{RequestHeader, ResponseHeader};
-pub use limits::{MAX_PARTITIONS_PER_TOPIC, MAX_STRING_LEN, MAX_TOPICS_PER_REQUEST};
+pub use limits::{
+    MAX_GROUPS_PER_REQUEST, MAX_MEMBERS_PER_GROUP, MAX_PARTITIONS_PER_TOPIC, MAX_STRING_LEN,
+    MAX_TOPICS_PER_REQUEST,
+};
 pub use messages::*;

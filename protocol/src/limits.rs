@@ -14,3 +14,10 @@ pub const MAX_TOPICS_PER_REQUEST: usize = 10_000;
 
 /// Most partition entries in the partition array of one topic entry.
 pub const MAX_PARTITIONS_PER_TOPIC: usize = 100_000;
+
+/// Most group entries in the `groups` array of a DescribeGroups request or response.
+pub const MAX_GROUPS_PER_REQUEST: usize = 100_000;
+
+/// Most member entries in the `members` array of one group described by DescribeGroups.
+/// A coordinator's configured maximum group size must not exceed it.
+pub const MAX_MEMBERS_PER_GROUP: usize = 100_000;

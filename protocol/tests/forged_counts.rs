@@ -62,6 +62,17 @@ fn check(what: &str, result: Result<impl std::fmt::Debug, DecodeError>, allocate
     assert!(allocated < 256, "{what}: {allocated} bytes allocated");
 }
 
+/// As [`check`], for an array nested in elements of outer arrays that were genuinely
+/// decoded (one element each): their `outer` bytes are allowed on top.
+fn check_nested(
+    what: &str,
+    result: Result<impl std::fmt::Debug, DecodeError>,
+    allocated: usize,
+    outer: usize,
+) {
+    check(what, result, allocated.saturating_sub(outer));
+}
+
 #[test]
 fn the_meter_sees_array_allocations() {
     // Control: a genuine array of 64 partitions is allocated and counted.
@@ -152,6 +163,60 @@ fn forged_counts_are_refused_without_allocating() {
         let body = b.freeze();
         let (r, n) = allocated_by(|| decode_response(ApiKey::FetchOffsets, 0, body));
         check(&format!("FetchOffsetsResponse topics {count}"), r, n);
+
+        // DescribeGroups: the (nullable) request list, the response's groups, a
+        // group's members and a member's topics.
+        let mut b = BytesMut::new();
+        b.put_i32(count);
+        b.put_slice(&[0; 16]);
+        let body = b.freeze();
+        let (r, n) = allocated_by(|| decode_request(ApiKey::DescribeGroups.code(), 0, body));
+        check(&format!("DescribeGroups groups {count}"), r, n);
+
+        let mut b = BytesMut::new();
+        b.put_i32(count);
+        b.put_slice(&[0; 16]);
+        let body = b.freeze();
+        let (r, n) = allocated_by(|| decode_response(ApiKey::DescribeGroups, 0, body));
+        check(&format!("DescribeGroupsResponse groups {count}"), r, n);
+
+        let described_group_head = |b: &mut BytesMut| {
+            b.put_i32(1);
+            string(b, "g");
+            b.put_i16(0);
+            string(b, "stable");
+            b.put_i32(1);
+            b.put_i16(-1);
+            string(b, "eager");
+        };
+        let mut b = BytesMut::new();
+        described_group_head(&mut b);
+        b.put_i32(count);
+        b.put_slice(&[0; 16]);
+        let body = b.freeze();
+        let (r, n) = allocated_by(|| decode_response(ApiKey::DescribeGroups, 0, body));
+        let one_group = std::mem::size_of::<DescribedGroup>();
+        check_nested(&format!("DescribedGroup members {count}"), r, n, one_group);
+
+        let mut b = BytesMut::new();
+        described_group_head(&mut b);
+        b.put_i32(1);
+        string(&mut b, "c");
+        string(&mut b, "h");
+        b.put_i32(30_000);
+        b.put_i32(1);
+        string(&mut b, "s");
+        b.put_i32(count);
+        b.put_slice(&[0; 16]);
+        let body = b.freeze();
+        let (r, n) = allocated_by(|| decode_response(ApiKey::DescribeGroups, 0, body));
+        let one_member = std::mem::size_of::<DescribedMember>();
+        check_nested(
+            &format!("DescribedMember topics {count}"),
+            r,
+            n,
+            one_group + one_member,
+        );
 
         // Heartbeat response offsets.
         let mut b = BytesMut::new();

@@ -68,6 +68,55 @@ fn subscription() -> impl Strategy<Value = Subscription> {
         })
 }
 
+fn described_group() -> impl Strategy<Value = DescribedGroup> {
+    let member = (
+        (string(), string(), any::<i32>(), any::<i32>(), string()),
+        vec(string(), 0..4),
+        any::<i8>(),
+        topic_partitions(),
+    )
+        .prop_map(
+            |(
+                (consumer_id, host, session_timeout_ms, generation, subscription),
+                topics,
+                reset,
+                partitions,
+            )| DescribedMember {
+                consumer_id,
+                host,
+                session_timeout_ms,
+                generation,
+                subscription,
+                topics,
+                auto_offset_reset: AutoOffsetReset(reset),
+                partitions,
+            },
+        );
+    (
+        (string(), error_code(), string(), any::<i32>()),
+        (nullable_string(), string()),
+        vec(member, 0..3),
+        topic_partitions(),
+    )
+        .prop_map(
+            |(
+                (group_id, error_code, state, generation),
+                (assignor, rebalance_mode),
+                members,
+                held_by_failed,
+            )| DescribedGroup {
+                group_id,
+                error_code,
+                state,
+                generation,
+                assignor,
+                rebalance_mode,
+                members,
+                held_by_failed,
+            },
+        )
+}
+
 fn request() -> impl Strategy<Value = NativeRequest> {
     prop_oneof![
         (
@@ -162,6 +211,8 @@ fn request() -> impl Strategy<Value = NativeRequest> {
                 consumer_id,
             })
         }),
+        option::of(vec(string(), 0..5))
+            .prop_map(|groups| NativeRequest::DescribeGroups(DescribeGroupsRequest { groups })),
     ]
 }
 
@@ -238,6 +289,8 @@ fn response() -> impl Strategy<Value = NativeResponse> {
             }),
         error_code()
             .prop_map(|error_code| NativeResponse::LeaveGroup(LeaveGroupResponse { error_code })),
+        vec(described_group(), 0..3)
+            .prop_map(|groups| NativeResponse::DescribeGroups(DescribeGroupsResponse { groups })),
     ]
 }
 
@@ -381,8 +434,8 @@ proptest! {
 #[test]
 fn unknown_keys_and_versions_are_refused() {
     assert_eq!(
-        decode_request(20_007, 0, Bytes::new()),
-        Err(DecodeError::UnknownApiKey(20_007))
+        decode_request(20_008, 0, Bytes::new()),
+        Err(DecodeError::UnknownApiKey(20_008))
     );
     assert_eq!(
         decode_request(3, 0, Bytes::new()),
@@ -459,4 +512,173 @@ fn encoders_enforce_the_decoders_caps() {
         decode_request(ApiKey::FetchOffsets.code(), 0, buf.freeze()).unwrap(),
         NativeRequest::FetchOffsets(at_cap)
     );
+}
+
+#[test]
+fn describe_groups_null_and_empty_differ() {
+    // Null (count −1) asks for every group; an empty list for none.
+    let null = DescribeGroupsRequest { groups: None };
+    let mut buf = BytesMut::new();
+    null.encode(&mut buf).unwrap();
+    assert_eq!(&buf[..], &[0xff, 0xff, 0xff, 0xff]);
+    let empty = DescribeGroupsRequest {
+        groups: Some(Vec::new()),
+    };
+    let mut buf = BytesMut::new();
+    empty.encode(&mut buf).unwrap();
+    assert_eq!(&buf[..], &[0, 0, 0, 0]);
+    assert_eq!(
+        decode_request(ApiKey::DescribeGroups.code(), 0, buf.freeze()).unwrap(),
+        NativeRequest::DescribeGroups(empty)
+    );
+    // The response's array is not nullable.
+    assert_eq!(
+        decode_response(
+            ApiKey::DescribeGroups,
+            0,
+            Bytes::from_static(&[0xff, 0xff, 0xff, 0xff])
+        ),
+        Err(DecodeError::UnexpectedNull {
+            what: "DescribeGroupsResponse.groups"
+        })
+    );
+}
+
+#[test]
+fn describe_groups_encoding_is_the_documented_layout() {
+    // docs/protocol.md §5.8, field by field.
+    let response = DescribeGroupsResponse {
+        groups: vec![
+            DescribedGroup {
+                group_id: "g".into(),
+                error_code: ErrorCode::NONE,
+                state: DescribedGroup::STABLE.into(),
+                generation: 3,
+                assignor: Some("range".into()),
+                rebalance_mode: DescribedGroup::EAGER.into(),
+                members: vec![DescribedMember {
+                    consumer_id: "c".into(),
+                    host: "h".into(),
+                    session_timeout_ms: 30_000,
+                    generation: 3,
+                    subscription: "static: t(1)".into(),
+                    topics: vec!["t".into()],
+                    auto_offset_reset: AutoOffsetReset::LATEST,
+                    partitions: vec![TopicPartitions::new("t", vec![0, 1])],
+                }],
+                held_by_failed: vec![TopicPartitions::new("t", vec![2])],
+            },
+            DescribedGroup::error("x", ErrorCode::GROUP_ID_NOT_FOUND),
+        ],
+    };
+    let mut expected: Vec<u8> = Vec::new();
+    let string = |out: &mut Vec<u8>, s: &str| {
+        out.extend_from_slice(&(s.len() as i16).to_be_bytes());
+        out.extend_from_slice(s.as_bytes());
+    };
+    expected.extend_from_slice(&2i32.to_be_bytes());
+    string(&mut expected, "g");
+    expected.extend_from_slice(&0i16.to_be_bytes());
+    string(&mut expected, "stable");
+    expected.extend_from_slice(&3i32.to_be_bytes());
+    string(&mut expected, "range");
+    string(&mut expected, "eager");
+    expected.extend_from_slice(&1i32.to_be_bytes());
+    string(&mut expected, "c");
+    string(&mut expected, "h");
+    expected.extend_from_slice(&30_000i32.to_be_bytes());
+    expected.extend_from_slice(&3i32.to_be_bytes());
+    string(&mut expected, "static: t(1)");
+    expected.extend_from_slice(&1i32.to_be_bytes());
+    string(&mut expected, "t");
+    expected.push(1);
+    expected.extend_from_slice(&1i32.to_be_bytes());
+    string(&mut expected, "t");
+    expected.extend_from_slice(&2i32.to_be_bytes());
+    expected.extend_from_slice(&0i32.to_be_bytes());
+    expected.extend_from_slice(&1i32.to_be_bytes());
+    expected.extend_from_slice(&1i32.to_be_bytes());
+    string(&mut expected, "t");
+    expected.extend_from_slice(&1i32.to_be_bytes());
+    expected.extend_from_slice(&2i32.to_be_bytes());
+    // The not-found entry: empty fields.
+    string(&mut expected, "x");
+    expected.extend_from_slice(&69i16.to_be_bytes());
+    string(&mut expected, "");
+    expected.extend_from_slice(&0i32.to_be_bytes());
+    expected.extend_from_slice(&(-1i16).to_be_bytes());
+    string(&mut expected, "");
+    expected.extend_from_slice(&0i32.to_be_bytes());
+    expected.extend_from_slice(&0i32.to_be_bytes());
+
+    let mut buf = BytesMut::new();
+    response.encode(&mut buf).unwrap();
+    assert_eq!(&buf[..], &expected[..]);
+    assert_eq!(
+        decode_response(ApiKey::DescribeGroups, 0, buf.freeze()).unwrap(),
+        NativeResponse::DescribeGroups(response)
+    );
+}
+
+#[test]
+fn describe_groups_error_answers() {
+    let named = DescribeGroupsRequest {
+        groups: Some(vec!["a".into(), "b".into()]),
+    };
+    let r = DescribeGroupsResponse::error(&named, ErrorCode::NOT_COORDINATOR);
+    assert_eq!(
+        r.groups,
+        [
+            DescribedGroup::error("a", ErrorCode::NOT_COORDINATOR),
+            DescribedGroup::error("b", ErrorCode::NOT_COORDINATOR)
+        ]
+    );
+    let all = DescribeGroupsRequest { groups: None };
+    let r = DescribeGroupsResponse::error(&all, ErrorCode::COORDINATOR_NOT_AVAILABLE);
+    assert_eq!(
+        r.groups,
+        [DescribedGroup::error(
+            "",
+            ErrorCode::COORDINATOR_NOT_AVAILABLE
+        )]
+    );
+    let g = &r.groups[0];
+    assert!(g.state.is_empty() && g.rebalance_mode.is_empty() && g.assignor.is_none());
+    assert_eq!(g.generation, 0);
+    assert!(g.members.is_empty() && g.held_by_failed.is_empty());
+}
+
+#[test]
+fn describe_groups_caps_are_enforced() {
+    let too_many = DescribeGroupsRequest {
+        groups: Some(vec![String::new(); MAX_GROUPS_PER_REQUEST + 1]),
+    };
+    let mut buf = BytesMut::new();
+    assert!(matches!(
+        too_many.encode(&mut buf),
+        Err(EncodeError::TooManyElements { max, .. }) if max == MAX_GROUPS_PER_REQUEST
+    ));
+    assert!(buf.is_empty());
+
+    let member = DescribedMember {
+        consumer_id: String::new(),
+        host: String::new(),
+        session_timeout_ms: 0,
+        generation: 0,
+        subscription: String::new(),
+        topics: Vec::new(),
+        auto_offset_reset: AutoOffsetReset::EARLIEST,
+        partitions: Vec::new(),
+    };
+    let mut group = DescribedGroup::error("g", ErrorCode::NONE);
+    group.members = vec![member; MAX_MEMBERS_PER_GROUP + 1];
+    let response = DescribeGroupsResponse {
+        groups: vec![group],
+    };
+    let mut buf = BytesMut::new();
+    assert!(matches!(
+        response.encode(&mut buf),
+        Err(EncodeError::TooManyElements { max, .. }) if max == MAX_MEMBERS_PER_GROUP
+    ));
+    assert!(buf.is_empty());
 }

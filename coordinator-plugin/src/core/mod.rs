@@ -1,7 +1,7 @@
 //! The coordinator state machine: input dispatch, the consumer requests
-//! (RegisterConsumer, CommitOffset, FetchOffsets, LeaveGroup), the consumers' answers on
-//! their channels, topic changes and timers. Groups and their rebalances are in
-//! [`group`], the commit pipeline in [`offsets`].
+//! (RegisterConsumer, CommitOffset, FetchOffsets, LeaveGroup, DescribeGroups), the
+//! consumers' answers on their channels, topic changes and timers. Groups and their
+//! rebalances are in [`group`], the commit pipeline in [`offsets`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -153,13 +153,15 @@ impl Ctx {
 pub struct GroupSnapshot {
     /// The group.
     pub group: GroupId,
-    /// `stable`, `stopping`, `fetching` or `starting`.
+    /// `stable`, `stopping`, `fetching` or `starting` (where the group is in its
+    /// rebalance cycle), or `empty` when it has no registered consumers and no rebalance
+    /// is running.
     pub state: &'static str,
     /// The current generation.
     pub generation: Generation,
     /// The assignor its members use (none without members).
     pub assignor: Option<String>,
-    /// The rebalance mode for that assignor.
+    /// The rebalance mode for that assignor (for the default assignor without members).
     pub mode: RebalanceMode,
     /// Registered consumers, by id.
     pub members: Vec<MemberSnapshot>,
@@ -174,7 +176,7 @@ pub struct MemberSnapshot {
     pub consumer: ConsumerId,
     /// The host it declared.
     pub host: String,
-    /// Its session timeout.
+    /// Its session timeout, in milliseconds.
     pub session_timeout_ms: u64,
     /// The generation the coordinator believes it is in.
     pub generation: Generation,
@@ -287,9 +289,14 @@ impl Coordinator {
         for z in &g.zombies {
             held.extend(z.partitions.iter().cloned());
         }
+        let state = if g.members.is_empty() && !g.in_rebalance() {
+            "empty"
+        } else {
+            g.phase.name()
+        };
         Some(GroupSnapshot {
             group: g.id.clone(),
-            state: g.phase.name(),
+            state,
             generation: g.generation,
             assignor,
             mode,
@@ -309,6 +316,50 @@ impl Coordinator {
                 .collect(),
             held_by_failed: held.into_iter().collect(),
         })
+    }
+
+    /// The answer to a DescribeGroups request (docs/protocol.md §5.8), built from
+    /// [`Coordinator::group`]: one entry per requested id in request order, or, for
+    /// `groups: None`, one per group of [`Coordinator::group_ids`] (at most
+    /// [`proto::MAX_GROUPS_PER_REQUEST`], the first in id order). An empty id gets
+    /// INVALID_GROUP_ID and an id the coordinator has never seen GROUP_ID_NOT_FOUND,
+    /// both with empty fields. Arrays longer than the protocol's caps are cut at the
+    /// cap (with a warning in the log), so the answer always encodes.
+    pub fn describe_groups(
+        &self,
+        request: &proto::DescribeGroupsRequest,
+    ) -> proto::DescribeGroupsResponse {
+        let describe = |id: &str| {
+            if id.is_empty() {
+                return proto::DescribedGroup::error(id, ErrorCode::INVALID_GROUP_ID);
+            }
+            match self.group(id) {
+                Some(snapshot) => wire::group_to_wire(snapshot),
+                None => proto::DescribedGroup::error(id, ErrorCode::GROUP_ID_NOT_FOUND),
+            }
+        };
+        let groups = match &request.groups {
+            Some(ids) => ids
+                .iter()
+                .take(proto::MAX_GROUPS_PER_REQUEST)
+                .map(|id| describe(id))
+                .collect(),
+            None => {
+                if self.groups.len() > proto::MAX_GROUPS_PER_REQUEST {
+                    tracing::warn!(
+                        groups = self.groups.len(),
+                        max = proto::MAX_GROUPS_PER_REQUEST,
+                        "DescribeGroups of every group: describing only the first groups by id"
+                    );
+                }
+                self.groups
+                    .keys()
+                    .take(proto::MAX_GROUPS_PER_REQUEST)
+                    .map(|id| describe(id.as_str()))
+                    .collect()
+            }
+        };
+        proto::DescribeGroupsResponse { groups }
     }
 
     // ------------------------------------------------------------------ plumbing
@@ -426,6 +477,11 @@ impl Coordinator {
             NativeRequest::CommitOffset(r) => self.on_commit(conn, corr, r),
             NativeRequest::FetchOffsets(r) => self.on_fetch(conn, corr, r),
             NativeRequest::LeaveGroup(r) => self.on_leave(conn, corr, r),
+            NativeRequest::DescribeGroups(r) => {
+                let slot = self.cx.reserve(conn);
+                let response = NativeResponse::DescribeGroups(self.describe_groups(&r));
+                self.cx.respond(slot, corr, &response);
+            }
             other => self.cx.reject(
                 conn,
                 format!(

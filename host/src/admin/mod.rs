@@ -1,7 +1,10 @@
 //! The admin HTTP API, on its own loopback listener:
 //! - `GET /metrics`: Prometheus text (see [`crate::broker::metrics`]);
 //! - `GET /v1/plugins`: what the plugin loader found, as JSON (one object per file);
-//! - `GET /v1/topics`: topics with their id and, per partition, log start and end.
+//! - `GET /v1/topics`: topics with their id and, per partition, log start and end;
+//! - `GET /v1/groups`, `GET /v1/groups/{group}`: consumer groups ([`groups`]).
+
+pub mod groups;
 
 use std::sync::Arc;
 
@@ -21,6 +24,8 @@ pub async fn serve(
         .route("/metrics", get(metrics))
         .route("/v1/plugins", get(plugins))
         .route("/v1/topics", get(topics))
+        .route("/v1/groups", get(groups::list))
+        .route("/v1/groups/{group}", get(groups::detail))
         .with_state(broker);
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(async move {

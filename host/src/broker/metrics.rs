@@ -6,6 +6,9 @@
 //!   frames included;
 //! - `drover_connections_open` (gauge), `drover_connections_accepted_total`;
 //! - `drover_frames_rejected_total{reason}`: frames refused before decoding;
+//! - `drover_native_requests_total{api}`: native coordinator requests answered;
+//! - `drover_coordinator_events_total{name}`: counters the coordinator plugin reports
+//!   (rebalances, generations, failed members, commit batches, ...);
 //! - `drover_log_end_offset{topic,partition}`: rendered at scrape time.
 
 use kafka_protocol::error::ParseResponseErrorCode;
@@ -22,6 +25,16 @@ struct RequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApiLabels {
+    api: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NameLabels {
+    name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     reason: String,
 }
@@ -35,6 +48,8 @@ pub struct Metrics {
     connections: Gauge,
     connections_total: Counter,
     frames_rejected: Family<ReasonLabels, Counter>,
+    native_requests: Family<ApiLabels, Counter>,
+    coordinator_events: Family<NameLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -83,8 +98,22 @@ impl Metrics {
             "Frames refused before decoding (oversized, malformed, unknown API, unsupported version)",
             frames_rejected.clone(),
         );
+        let native_requests = Family::<ApiLabels, Counter>::default();
+        registry.register(
+            "native_requests",
+            "Native coordinator requests answered, by API",
+            native_requests.clone(),
+        );
+        let coordinator_events = Family::<NameLabels, Counter>::default();
+        registry.register(
+            "coordinator_events",
+            "Counters reported by the coordinator plugin, by name",
+            coordinator_events.clone(),
+        );
         Metrics {
             registry,
+            native_requests,
+            coordinator_events,
             requests,
             bytes_in,
             bytes_out,
@@ -127,6 +156,26 @@ impl Metrics {
     /// A connection closed.
     pub fn connection_closed(&self) {
         self.connections.dec();
+    }
+
+    /// Counts a native request answered by the coordinator (API key 20000–20099).
+    pub fn native_request(&self, api_key: i16) {
+        let api = match drover_protocol::ApiKey::from_code(api_key) {
+            Some(key) => format!("{key:?}"),
+            None => api_key.to_string(),
+        };
+        self.native_requests.get_or_create(&ApiLabels { api }).inc();
+    }
+
+    /// Adds `value` to the coordinator's counter `name` (negative values are ignored).
+    pub fn coordinator_event(&self, name: &str, value: i64) {
+        if value > 0 {
+            self.coordinator_events
+                .get_or_create(&NameLabels {
+                    name: name.to_owned(),
+                })
+                .inc_by(value as u64);
+        }
     }
 
     /// A frame was refused before decoding, for `reason`.

@@ -5,11 +5,14 @@
 pub mod metrics;
 pub mod topics;
 
-use std::{path::Path, sync::Arc};
+use std::{
+    path::Path,
+    sync::{Arc, OnceLock},
+};
 
 use tokio::sync::watch;
 
-use crate::{config::Config, startup::StartedPlugins};
+use crate::{config::Config, coordination::CoordinatorClient, startup::StartedPlugins};
 
 pub use metrics::Metrics;
 pub use topics::{Partition, Topic, TopicError, TopicRegistry};
@@ -58,6 +61,8 @@ pub struct Broker {
     pub plugins: StartedPlugins,
     /// Becomes true when shutdown starts; long polls answer early.
     stopping: watch::Sender<bool>,
+    /// The running coordinator, once started (see [`crate::coordination`]).
+    coordinator: OnceLock<CoordinatorClient>,
 }
 
 impl Broker {
@@ -78,7 +83,18 @@ impl Broker {
             metrics: Metrics::new(),
             plugins,
             stopping: watch::channel(false).0,
+            coordinator: OnceLock::new(),
         }))
+    }
+
+    /// The running coordinator, if one started.
+    pub fn coordinator(&self) -> Option<&CoordinatorClient> {
+        self.coordinator.get()
+    }
+
+    /// Installs the coordinator (once; later calls are ignored).
+    pub fn set_coordinator(&self, client: CoordinatorClient) {
+        let _ = self.coordinator.set(client);
     }
 
     /// Starts shutdown: waiting fetches answer with what they have.

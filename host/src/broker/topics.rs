@@ -156,6 +156,8 @@ pub struct TopicRegistry {
     data_dir: PathBuf,
     log_config: LogConfig,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    /// Bumped after every create and delete, for the coordinator's topic metadata.
+    changes: watch::Sender<u64>,
 }
 
 /// Kafka's topic name rules: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -191,6 +193,7 @@ impl TopicRegistry {
             data_dir: data_dir.to_owned(),
             log_config,
             topics: RwLock::new(BTreeMap::new()),
+            changes: watch::channel(0).0,
         };
         let dir = registry.meta_dir();
         let io = |path: &Path| {
@@ -268,6 +271,12 @@ impl TopicRegistry {
             .cloned()
     }
 
+    /// A receiver that changes after every topic creation and deletion (its value
+    /// counts them); the coordinator driver watches it to re-send topic metadata.
+    pub fn subscribe_changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
     /// Every topic, by name.
     pub fn list(&self) -> Vec<Arc<Topic>> {
         self.topics
@@ -326,6 +335,8 @@ impl TopicRegistry {
             return Err(TopicError::Io { path, source });
         }
         topics.insert(name.to_owned(), topic.clone());
+        drop(topics);
+        self.changes.send_modify(|n| *n += 1);
         tracing::info!(topic = name, partitions, %id, "topic created");
         Ok(topic)
     }
@@ -351,6 +362,7 @@ impl TopicRegistry {
             topics.remove(name);
             topic
         };
+        self.changes.send_modify(|n| *n += 1);
         self.remove_retired();
         tracing::info!(topic = name, "topic deleted");
         Ok(topic)

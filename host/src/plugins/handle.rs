@@ -177,6 +177,17 @@ impl CoordinatorHandle {
             .map(RVec::into_vec)
     }
 
+    /// The broker is stopping: the coordinator's final outputs. No call follows.
+    pub fn shutdown(
+        &mut self,
+        now_ms: u64,
+    ) -> Result<Vec<drover_abi::coordinator::CoordinatorOutput>, CallError> {
+        let inner = &mut self.inner;
+        self.guard
+            .call(|| inner.shutdown(now_ms))
+            .map(RVec::into_vec)
+    }
+
     /// The next deadline (monotonic ms), if any.
     pub fn poll_timeout(&self) -> Option<u64> {
         if self.is_out_of_service() {

@@ -8,13 +8,28 @@
 //! queued in order; the writer sends responses in that order. A frame that cannot be
 //! answered closes the connection after the earlier responses went out; the broker
 //! keeps serving everyone else.
+//!
+//! Native coordinator requests (API keys 20000–20099, docs/protocol.md) go to the
+//! coordinator thread: the reader queues a slot for the answer first, then hands the
+//! frame over, so answers keep request order. Once RegisterConsumer succeeds the
+//! connection is a coordinator channel: the coordinator pushes its own requests onto
+//! the queue and every frame read is the consumer's answer, passed on as is. The
+//! coordinator may close the connection at any time.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{
+    net::SocketAddr,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+};
 
+use bytes::Bytes;
+use drover_protocol::api_key::{NATIVE_API_KEY_FIRST, NATIVE_API_KEY_LAST};
 use tokio::{
     io::{AsyncWriteExt, BufWriter},
     net::{tcp::OwnedReadHalf, tcp::OwnedWriteHalf, TcpStream},
-    sync::{mpsc, watch},
+    sync::{mpsc, oneshot, watch},
     task::JoinHandle,
 };
 
@@ -22,12 +37,29 @@ use super::{
     dispatch::{handle_frame, Outcome, Step},
     frame::{read_frame, FrameError, FrameLimits},
 };
-use crate::broker::Broker;
+use crate::{
+    broker::Broker,
+    coordination::{conns::ConnSink, driver::next_conn_id},
+};
 
-/// A response slot in the queue.
-enum Pending {
+/// An entry of a connection's outgoing queue, sent in queue order.
+pub enum Pending {
+    /// Ready now (also the coordinator's pushed requests on a channel).
     Now(Outcome),
+    /// A data-plane handler still waiting (fsync, long poll).
     Later(JoinHandle<Outcome>),
+    /// The coordinator's answer to a native request.
+    Reply(oneshot::Receiver<Outcome>),
+}
+
+/// The connection's side of the coordinator routing.
+struct Native {
+    conn: u64,
+    /// Set by the coordinator thread when RegisterConsumer succeeded.
+    channel: Arc<AtomicBool>,
+    close: Arc<watch::Sender<bool>>,
+    /// Whether the coordinator thread knows this connection.
+    attached: bool,
 }
 
 /// Serves one connection until the peer leaves, an unanswerable frame arrives, or
@@ -42,8 +74,26 @@ pub async fn run(
     let _ = socket.set_nodelay(true);
     let (reader, writer) = socket.into_split();
     let (queue, pending) = mpsc::channel(broker.config.server.max_in_flight.max(1));
-    let writer = tokio::spawn(write_loop(Arc::clone(&broker), writer, pending, peer));
-    read_loop(&broker, reader, queue, peer, shutdown).await;
+    let (close, closed) = watch::channel(false);
+    let mut native = Native {
+        conn: next_conn_id(),
+        channel: Arc::new(AtomicBool::new(false)),
+        close: Arc::new(close),
+        attached: false,
+    };
+    let writer = tokio::spawn(write_loop(
+        Arc::clone(&broker),
+        writer,
+        pending,
+        peer,
+        closed.clone(),
+    ));
+    read_loop(&broker, reader, queue, peer, shutdown, &mut native, closed).await;
+    if native.attached {
+        if let Some(coordinator) = broker.coordinator() {
+            coordinator.closed(native.conn).await;
+        }
+    }
     // The queue is closed: the writer sends what is pending, then stops.
     let _ = writer.await;
     broker.metrics.connection_closed();
@@ -55,6 +105,8 @@ async fn read_loop(
     queue: mpsc::Sender<Pending>,
     peer: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
+    native: &mut Native,
+    mut closed: watch::Receiver<bool>,
 ) {
     let server = &broker.config.server;
     let mut limits = FrameLimits {
@@ -69,6 +121,7 @@ async fn read_loop(
             frame = read_frame(&mut reader, limits) => frame,
             _ = shutdown.changed() => return,
             _ = queue.closed() => return,
+            _ = closed.wait_for(|c| *c) => return,
         };
         let frame = match frame {
             Ok(f) => f,
@@ -83,6 +136,12 @@ async fn read_loop(
         };
         limits.idle_timeout_ms = server.idle_timeout_ms;
         broker.metrics.bytes_in(frame.len() + 4);
+        if native.channel.load(Ordering::Acquire) || is_native(&frame) {
+            if !to_coordinator(broker, &queue, native, frame).await {
+                return;
+            }
+            continue;
+        }
         let (slot, last) = match handle_frame(broker, frame).await {
             Step::Now(outcome) => {
                 let close = matches!(outcome, Outcome::Close(..));
@@ -96,20 +155,87 @@ async fn read_loop(
     }
 }
 
+/// Whether `frame` is a request with a native API key.
+fn is_native(frame: &Bytes) -> bool {
+    frame.len() >= 2
+        && (NATIVE_API_KEY_FIRST..=NATIVE_API_KEY_LAST)
+            .contains(&i16::from_be_bytes([frame[0], frame[1]]))
+}
+
+/// Hands a native request, or any frame on a coordinator channel, to the coordinator
+/// thread. Returns false when the connection must end.
+async fn to_coordinator(
+    broker: &Arc<Broker>,
+    queue: &mpsc::Sender<Pending>,
+    native: &mut Native,
+    frame: Bytes,
+) -> bool {
+    let Some(coordinator) = broker.coordinator() else {
+        let _ = queue
+            .send(Pending::Now(Outcome::Close(
+                "no_coordinator",
+                "a native coordinator request arrived, but no coordinator plugin is running".into(),
+            )))
+            .await;
+        return false;
+    };
+    if !native.attached {
+        let sink = ConnSink {
+            queue: queue.clone(),
+            channel: Arc::clone(&native.channel),
+            close: Arc::clone(&native.close),
+        };
+        if coordinator.attach(native.conn, sink).await.is_err() {
+            return false;
+        }
+        native.attached = true;
+    }
+    if native.channel.load(Ordering::Acquire) {
+        return coordinator.channel_frame(native.conn, frame).await.is_ok();
+    }
+    let api_key = i16::from_be_bytes([frame[0], frame[1]]);
+    // The answer's place in the response order is taken before the coordinator sees
+    // the request.
+    let (reply, answer) = oneshot::channel();
+    if queue.send(Pending::Reply(answer)).await.is_err() {
+        return false;
+    }
+    coordinator
+        .request(native.conn, api_key, frame, reply)
+        .await
+        .is_ok()
+}
+
 async fn write_loop(
     broker: Arc<Broker>,
     writer: OwnedWriteHalf,
     mut pending: mpsc::Receiver<Pending>,
     peer: SocketAddr,
+    mut closed: watch::Receiver<bool>,
 ) {
     let mut writer = BufWriter::new(writer);
     let write_timeout = std::time::Duration::from_millis(broker.config.server.write_timeout_ms);
-    while let Some(slot) = pending.recv().await {
+    loop {
+        let slot = tokio::select! {
+            slot = pending.recv() => match slot {
+                Some(slot) => slot,
+                None => break,
+            },
+            _ = closed.wait_for(|c| *c) => break,
+        };
         let outcome = match slot {
             Pending::Now(outcome) => outcome,
             Pending::Later(task) => match task.await {
                 Ok(outcome) => outcome,
                 Err(e) => Outcome::Close("handler_failed", format!("request handler failed: {e}")),
+            },
+            Pending::Reply(answer) => tokio::select! {
+                answer = answer => match answer {
+                    Ok(outcome) => outcome,
+                    // The coordinator closed the connection before answering.
+                    Err(_) => break,
+                },
+                _ = closed.wait_for(|c| *c) => break,
             },
         };
         match outcome {

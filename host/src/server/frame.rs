@@ -21,7 +21,7 @@ pub enum FrameError {
     #[error("idle for {0} ms")]
     Idle(u64),
     /// The announced size is negative or above the limit.
-    #[error("frame of {size} bytes refused: expected 8..={max} bytes")]
+    #[error("frame of {size} bytes refused: expected 4..={max} bytes")]
     BadSize {
         /// Announced size.
         size: i64,
@@ -53,6 +53,9 @@ impl FrameError {
         }
     }
 }
+
+/// The smallest frame accepted, bytes: a correlation id.
+pub const MIN_FRAME_BYTES: i32 = 4;
 
 /// Limits applied while reading one frame.
 #[derive(Debug, Clone, Copy)]
@@ -88,9 +91,10 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
             .map_err(|_| truncated(4, first, "end of stream"))?;
     }
     let size = i32::from_be_bytes(size_buf);
-    // The smallest request header (api key, version, correlation id, client id length)
-    // is 10 bytes; 8 is a safe floor that still rejects nonsense early.
-    if size < 8 || size as u32 > limits.max_bytes {
+    // The smallest frame is a response header (correlation id) on a coordinator
+    // channel, where the consumer answers: 4 bytes. Requests shorter than their header
+    // are refused when decoded.
+    if size < MIN_FRAME_BYTES || size as u32 > limits.max_bytes {
         return Err(FrameError::BadSize {
             size: i64::from(size),
             max: limits.max_bytes,
@@ -140,6 +144,11 @@ mod tests {
         assert!(matches!(
             read_frame(&mut negative, LIMITS).await,
             Err(FrameError::BadSize { .. })
+        ));
+        let mut tiny: &[u8] = &[0, 0, 0, 3, 1, 2, 3];
+        assert!(matches!(
+            read_frame(&mut tiny, LIMITS).await,
+            Err(FrameError::BadSize { size: 3, .. })
         ));
         let mut short: &[u8] = &[0, 0, 0, 100, 1, 2, 3];
         assert!(matches!(

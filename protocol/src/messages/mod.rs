@@ -12,6 +12,7 @@ use crate::error::{DecodeError, EncodeError};
 
 mod commit_offset;
 mod common;
+mod describe_groups;
 mod fetch_offsets;
 mod heartbeat;
 mod leave_group;
@@ -21,6 +22,9 @@ mod stop_fetcher;
 
 pub use commit_offset::{CommitOffsetRequest, CommitOffsetResponse, PartitionError, TopicErrors};
 pub use common::{PartitionOffset, TopicOffsets, TopicPartitions};
+pub use describe_groups::{
+    DescribeGroupsRequest, DescribeGroupsResponse, DescribedGroup, DescribedMember,
+};
 pub use fetch_offsets::{
     FetchOffsetsRequest, FetchOffsetsResponse, FetchedOffset, TopicFetchedOffsets,
 };
@@ -53,6 +57,8 @@ pub enum NativeRequest {
     FetchOffsets(FetchOffsetsRequest),
     /// LeaveGroup (20006).
     LeaveGroup(LeaveGroupRequest),
+    /// DescribeGroups (20007).
+    DescribeGroups(DescribeGroupsRequest),
 }
 
 /// Any native response.
@@ -73,6 +79,8 @@ pub enum NativeResponse {
     FetchOffsets(FetchOffsetsResponse),
     /// LeaveGroup (20006).
     LeaveGroup(LeaveGroupResponse),
+    /// DescribeGroups (20007).
+    DescribeGroups(DescribeGroupsResponse),
 }
 
 impl NativeRequest {
@@ -86,6 +94,7 @@ impl NativeRequest {
             NativeRequest::CommitOffset(_) => ApiKey::CommitOffset,
             NativeRequest::FetchOffsets(_) => ApiKey::FetchOffsets,
             NativeRequest::LeaveGroup(_) => ApiKey::LeaveGroup,
+            NativeRequest::DescribeGroups(_) => ApiKey::DescribeGroups,
         }
     }
 
@@ -99,6 +108,7 @@ impl NativeRequest {
             NativeRequest::CommitOffset(m) => m.encode(buf),
             NativeRequest::FetchOffsets(m) => m.encode(buf),
             NativeRequest::LeaveGroup(m) => m.encode(buf),
+            NativeRequest::DescribeGroups(m) => m.encode(buf),
         }
     }
 }
@@ -114,6 +124,7 @@ impl NativeResponse {
             NativeResponse::CommitOffset(_) => ApiKey::CommitOffset,
             NativeResponse::FetchOffsets(_) => ApiKey::FetchOffsets,
             NativeResponse::LeaveGroup(_) => ApiKey::LeaveGroup,
+            NativeResponse::DescribeGroups(_) => ApiKey::DescribeGroups,
         }
     }
 
@@ -127,6 +138,7 @@ impl NativeResponse {
             NativeResponse::CommitOffset(m) => m.encode(buf),
             NativeResponse::FetchOffsets(m) => m.encode(buf),
             NativeResponse::LeaveGroup(m) => m.encode(buf),
+            NativeResponse::DescribeGroups(m) => m.encode(buf),
         }
     }
 }
@@ -168,6 +180,9 @@ pub fn decode_request(
         ApiKey::CommitOffset => NativeRequest::CommitOffset(CommitOffsetRequest::decode(buf)?),
         ApiKey::FetchOffsets => NativeRequest::FetchOffsets(FetchOffsetsRequest::decode(buf)?),
         ApiKey::LeaveGroup => NativeRequest::LeaveGroup(LeaveGroupRequest::decode(buf)?),
+        ApiKey::DescribeGroups => {
+            NativeRequest::DescribeGroups(DescribeGroupsRequest::decode(buf)?)
+        }
     };
     finish(&body, request)
 }
@@ -192,6 +207,9 @@ pub fn decode_response(
         ApiKey::CommitOffset => NativeResponse::CommitOffset(CommitOffsetResponse::decode(buf)?),
         ApiKey::FetchOffsets => NativeResponse::FetchOffsets(FetchOffsetsResponse::decode(buf)?),
         ApiKey::LeaveGroup => NativeResponse::LeaveGroup(LeaveGroupResponse::decode(buf)?),
+        ApiKey::DescribeGroups => {
+            NativeResponse::DescribeGroups(DescribeGroupsResponse::decode(buf)?)
+        }
     };
     finish(&body, response)
 }

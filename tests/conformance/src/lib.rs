@@ -2,6 +2,8 @@
 //! `cargo test` built for this run, lays out private plugin directories, and loads
 //! plugins through the host's real loader (never the rlibs).
 
+pub mod native;
+
 use std::{
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},

@@ -1,0 +1,298 @@
+//! `GET /v1/groups` and `GET /v1/groups/{group}`: consumer groups as operators see
+//! them.
+//!
+//! Membership and assignment come from the coordinator (a native DescribeGroups
+//! request, docs/protocol.md §5.8, on an internal connection); committed offsets from
+//! the active offset store; lag is the partition's log end offset minus the committed
+//! offset. Groups that only have committed offsets (no members) are listed as `empty`,
+//! as Kafka's ListGroups does.
+//!
+//! Errors: 503 when no coordinator runs or it does not answer; 404 for a group that
+//! neither the coordinator nor the offset store knows; 502 when the offset store fails.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
+
+use axum::{
+    extract::{Path, State},
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    Json,
+};
+use bytes::BytesMut;
+use drover_protocol::{
+    decode_response_frame, encode_request_frame, ApiKey, DescribeGroupsRequest, DescribedGroup,
+    NativeRequest, NativeResponse,
+};
+use serde::Serialize;
+
+use crate::broker::Broker;
+
+/// One row of `GET /v1/groups`.
+#[derive(Serialize)]
+pub struct GroupSummary {
+    /// Group id.
+    pub group: String,
+    /// Group protocol: `native` (the coordinator-driven protocol of docs/protocol.md).
+    pub protocol: &'static str,
+    /// `stable`, `stopping`, `fetching`, `starting`, or `empty` (committed offsets only).
+    pub state: String,
+    /// Current generation (0 before the first rebalance or when empty).
+    pub generation: i32,
+    /// The group's assignor, if it has members.
+    pub assignor: Option<String>,
+    /// Registered consumers.
+    pub members: usize,
+}
+
+/// `GET /v1/groups/{group}`.
+#[derive(Serialize)]
+pub struct GroupDetail {
+    /// Group id.
+    pub group: String,
+    /// Group protocol: `native`.
+    pub protocol: &'static str,
+    /// See [`GroupSummary::state`].
+    pub state: String,
+    /// Current generation.
+    pub generation: i32,
+    /// The group's assignor, if it has members.
+    pub assignor: Option<String>,
+    /// `incremental` or `eager`.
+    pub rebalance_mode: Option<String>,
+    /// Registered consumers.
+    pub members: Vec<MemberView>,
+    /// Every partition the group owns or has committed, with offsets and lag.
+    pub partitions: Vec<PartitionView>,
+}
+
+/// A consumer in [`GroupDetail`].
+#[derive(Serialize)]
+pub struct MemberView {
+    /// Consumer id.
+    pub consumer_id: String,
+    /// Host it declared at registration.
+    pub host: String,
+    /// Session timeout, ms.
+    pub session_timeout_ms: i32,
+    /// Subscription as text (static topics with stream counts, or a pattern).
+    pub subscription: String,
+    /// Subscribed topics, resolved against the current topics.
+    pub topics: Vec<String>,
+    /// Assigned partitions, `topic-partition`.
+    pub partitions: Vec<String>,
+}
+
+/// A partition in [`GroupDetail`].
+#[derive(Serialize)]
+pub struct PartitionView {
+    /// Topic.
+    pub topic: String,
+    /// Partition index.
+    pub partition: i32,
+    /// The consumer delivering it, if any.
+    pub owner: Option<String>,
+    /// Committed offset (next record to consume), if any.
+    pub committed_offset: Option<i64>,
+    /// Log end offset, if the partition exists on this broker.
+    pub log_end_offset: Option<i64>,
+    /// `log_end_offset - committed_offset` (≥ 0), when both are known.
+    pub lag: Option<i64>,
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
+}
+
+/// Asks the coordinator to describe `groups` (every group when `None`).
+async fn describe(
+    broker: &Broker,
+    groups: Option<Vec<String>>,
+) -> Result<Vec<DescribedGroup>, Response> {
+    let Some(coordinator) = broker.coordinator() else {
+        return Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no coordinator plugin is running",
+        ));
+    };
+    let request = NativeRequest::DescribeGroups(DescribeGroupsRequest { groups });
+    let mut frame = BytesMut::new();
+    encode_request_frame(&mut frame, 0, Some("drover-admin"), &request)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let answer = coordinator
+        .call(ApiKey::DescribeGroups.code(), frame.freeze().slice(4..))
+        .await
+        .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    match decode_response_frame(answer, ApiKey::DescribeGroups, 0) {
+        Ok((_, NativeResponse::DescribeGroups(r))) => Ok(r.groups),
+        Ok((_, other)) => Err(error(
+            StatusCode::BAD_GATEWAY,
+            format!("the coordinator answered {:?}", other.api_key()),
+        )),
+        Err(e) => Err(error(
+            StatusCode::BAD_GATEWAY,
+            format!("undecodable DescribeGroups answer: {e}"),
+        )),
+    }
+}
+
+/// `GET /v1/groups`: every group the coordinator or the offset store knows.
+pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
+    let described = match describe(&broker, None).await {
+        Ok(groups) => groups,
+        Err(response) => return response,
+    };
+    let mut rows: BTreeMap<String, GroupSummary> = described
+        .into_iter()
+        .filter(|g| g.error_code.is_none())
+        .map(|g| {
+            (
+                g.group_id.clone(),
+                GroupSummary {
+                    group: g.group_id,
+                    protocol: "native",
+                    state: g.state,
+                    generation: g.generation,
+                    assignor: g.assignor,
+                    members: g.members.len(),
+                },
+            )
+        })
+        .collect();
+    let stored = {
+        let broker = Arc::clone(&broker);
+        tokio::task::spawn_blocking(move || match active_store(&broker) {
+            Some(store) => store.list_groups().map_err(|e| e.to_string()),
+            None => Ok(Vec::new()),
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()))
+    };
+    match stored {
+        Ok(groups) => {
+            for group in groups {
+                rows.entry(group.clone()).or_insert(GroupSummary {
+                    group,
+                    protocol: "native",
+                    state: "empty".into(),
+                    generation: 0,
+                    assignor: None,
+                    members: 0,
+                });
+            }
+        }
+        Err(e) => return error(StatusCode::BAD_GATEWAY, format!("offset store: {e}")),
+    }
+    Json(rows.into_values().collect::<Vec<_>>()).into_response()
+}
+
+fn active_store(broker: &Broker) -> Option<Arc<crate::plugins::OffsetStoreHandle>> {
+    broker
+        .plugins
+        .offset_stores
+        .get(&broker.config.coordinator.offset_store)
+        .cloned()
+}
+
+/// `GET /v1/groups/{group}`.
+pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>) -> Response {
+    let described = match describe(&broker, Some(vec![group.clone()])).await {
+        Ok(groups) => groups.into_iter().find(|g| g.group_id == group),
+        Err(response) => return response,
+    };
+    let committed = {
+        let broker = Arc::clone(&broker);
+        let group = group.clone();
+        tokio::task::spawn_blocking(move || match active_store(&broker) {
+            Some(store) => store.fetch_group(&group).map_err(|e| e.to_string()),
+            None => Ok(Vec::new()),
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()))
+    };
+    let committed = match committed {
+        Ok(records) => records,
+        Err(e) => return error(StatusCode::BAD_GATEWAY, format!("offset store: {e}")),
+    };
+    let live = described.filter(|g| g.error_code.is_none());
+    if live.is_none() && committed.is_empty() {
+        return error(StatusCode::NOT_FOUND, format!("no group `{group}`"));
+    }
+
+    let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
+    let mut members = Vec::new();
+    if let Some(g) = &live {
+        for m in &g.members {
+            let mut partitions = Vec::new();
+            for t in &m.partitions {
+                for p in &t.partitions {
+                    owners.insert((t.topic.clone(), *p), m.consumer_id.clone());
+                    partitions.push(format!("{}-{p}", t.topic));
+                }
+            }
+            members.push(MemberView {
+                consumer_id: m.consumer_id.clone(),
+                host: m.host.clone(),
+                session_timeout_ms: m.session_timeout_ms,
+                subscription: m.subscription.clone(),
+                topics: m.topics.clone(),
+                partitions,
+            });
+        }
+    }
+    let committed: BTreeMap<(String, i32), i64> = committed
+        .into_iter()
+        .map(|r| ((r.topic.to_string(), r.partition), r.offset))
+        .collect();
+    let keys: BTreeSet<(String, i32)> = owners.keys().chain(committed.keys()).cloned().collect();
+    let partitions = keys
+        .into_iter()
+        .map(|(topic, partition)| {
+            let log_end_offset = broker.topics.get(&topic).and_then(|t| {
+                t.partitions.get(partition as usize).map(|p| {
+                    p.log
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .log_end_offset()
+                })
+            });
+            let committed_offset = committed.get(&(topic.clone(), partition)).copied();
+            PartitionView {
+                owner: owners.get(&(topic.clone(), partition)).cloned(),
+                lag: match (log_end_offset, committed_offset) {
+                    (Some(end), Some(at)) => Some((end - at).max(0)),
+                    _ => None,
+                },
+                topic,
+                partition,
+                committed_offset,
+                log_end_offset,
+            }
+        })
+        .collect();
+    let detail = match live {
+        Some(g) => GroupDetail {
+            group: g.group_id,
+            protocol: "native",
+            state: g.state,
+            generation: g.generation,
+            assignor: g.assignor,
+            rebalance_mode: Some(g.rebalance_mode),
+            members,
+            partitions,
+        },
+        None => GroupDetail {
+            group,
+            protocol: "native",
+            state: "empty".into(),
+            generation: 0,
+            assignor: None,
+            rebalance_mode: None,
+            members,
+            partitions,
+        },
+    };
+    Json(detail).into_response()
+}

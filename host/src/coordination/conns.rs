@@ -1,0 +1,266 @@
+//! The driver's table of connections that spoke a native API.
+//!
+//! A connection may mix Kafka and native requests, and answers must leave in request
+//! order (docs/protocol.md §1). So each native request reserves a response slot in the
+//! connection's outgoing queue before it reaches the coordinator, and the driver fills
+//! the oldest open slot with the next frame the coordinator sends on that connection
+//! (the coordinator itself answers a connection's requests in order). A frame sent when
+//! no slot is open is the coordinator's own request on a coordinator channel
+//! (Heartbeat, StopFetcher, StartFetcher) and is pushed onto the queue.
+//!
+//! When a RegisterConsumer answer with error NONE goes out, the connection becomes a
+//! channel: the driver sets its flag before the answer is queued, so the connection
+//! reads every later frame as the consumer's answer (no slot).
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+};
+
+use bytes::Bytes;
+use drover_protocol::{ApiKey, NativeResponse};
+use tokio::sync::{mpsc::error::TrySendError, oneshot, watch};
+
+use crate::server::{connection::Pending, dispatch::Outcome};
+
+/// What a connection hands the driver with its first native frame.
+pub struct ConnSink {
+    /// The connection's outgoing queue; the writer sends in queue order.
+    pub queue: tokio::sync::mpsc::Sender<Pending>,
+    /// Set once RegisterConsumer succeeded: every later frame read on the connection
+    /// is the consumer's answer to a coordinator request.
+    pub channel: Arc<AtomicBool>,
+    /// The driver sends `true` to close the connection.
+    pub close: Arc<watch::Sender<bool>>,
+}
+
+/// A reserved answer: the request's API key and where the answer goes.
+pub struct Slot {
+    /// The native API key of the request.
+    pub api_key: i16,
+    /// Receives the answer; its receiver sits in the connection's outgoing queue.
+    pub reply: oneshot::Sender<Outcome>,
+}
+
+/// What became of a frame the coordinator sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// It answered a request of API `api_key`.
+    Answered {
+        /// The request's API key.
+        api_key: i16,
+    },
+    /// It was queued as a coordinator request on a channel.
+    Pushed,
+    /// The connection is gone (closed, or never spoke a native API).
+    Gone,
+    /// The connection's queue is full: the consumer does not read. Close it.
+    Overflow,
+}
+
+#[derive(Default)]
+struct Entry {
+    sink: Option<ConnSink>,
+    slots: VecDeque<Slot>,
+}
+
+/// Connections known to the driver, by connection id.
+#[derive(Default)]
+pub struct ConnTable {
+    conns: HashMap<u64, Entry>,
+    /// Closed by the driver; frames still arriving from them are dropped until the
+    /// connection reports that it is gone.
+    closing: HashSet<u64>,
+}
+
+impl ConnTable {
+    /// Records the sink of `conn` (its first native frame).
+    pub fn attach(&mut self, conn: u64, sink: ConnSink) {
+        self.conns.entry(conn).or_default().sink = Some(sink);
+    }
+
+    /// Reserves the next answer on `conn` for a request of `api_key`.
+    pub fn reserve(&mut self, conn: u64, slot: Slot) {
+        self.conns.entry(conn).or_default().slots.push_back(slot);
+    }
+
+    /// Delivers a frame the coordinator sent on `conn` (see the module docs).
+    pub fn deliver(&mut self, conn: u64, bytes: Bytes) -> Delivery {
+        let Some(entry) = self.conns.get_mut(&conn) else {
+            return Delivery::Gone;
+        };
+        if let Some(slot) = entry.slots.pop_front() {
+            if slot.api_key == ApiKey::RegisterConsumer.code() && registered(&bytes) {
+                if let Some(sink) = &entry.sink {
+                    sink.channel.store(true, Ordering::Release);
+                }
+            }
+            let _ = slot.reply.send(Outcome::Respond(bytes));
+            return Delivery::Answered {
+                api_key: slot.api_key,
+            };
+        }
+        let Some(sink) = &entry.sink else {
+            return Delivery::Gone;
+        };
+        match sink.queue.try_send(Pending::Now(Outcome::Respond(bytes))) {
+            Ok(()) => Delivery::Pushed,
+            Err(TrySendError::Full(_)) => Delivery::Overflow,
+            Err(TrySendError::Closed(_)) => Delivery::Gone,
+        }
+    }
+
+    /// Forgets `conn` and tells the connection to close; returns whether it was known.
+    /// Unanswered slots are dropped, which closes the connection after the answers
+    /// before them went out.
+    pub fn close(&mut self, conn: u64) -> bool {
+        match self.conns.remove(&conn) {
+            Some(entry) => {
+                if let Some(sink) = entry.sink {
+                    sink.close.send_replace(true);
+                }
+                self.closing.insert(conn);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the driver closed `conn` and it has not reported its end yet: its
+    /// frames are dropped.
+    pub fn is_closing(&self, conn: u64) -> bool {
+        self.closing.contains(&conn)
+    }
+
+    /// Forgets `conn`, which reported its end; returns whether it was open (not
+    /// already closed by the driver).
+    pub fn remove(&mut self, conn: u64) -> bool {
+        self.closing.remove(&conn);
+        self.conns.remove(&conn).is_some()
+    }
+
+    /// Every known connection id.
+    pub fn ids(&self) -> Vec<u64> {
+        self.conns.keys().copied().collect()
+    }
+
+    /// Number of known connections.
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Whether no connection is known.
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty()
+    }
+}
+
+/// Whether `frame` is a RegisterConsumer answer with error NONE.
+fn registered(frame: &Bytes) -> bool {
+    matches!(
+        drover_protocol::decode_response_frame(frame.clone(), ApiKey::RegisterConsumer, 0),
+        Ok((_, NativeResponse::RegisterConsumer(r))) if r.error_code.is_none()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use drover_protocol::{ErrorCode, RegisterConsumerResponse};
+
+    fn sink() -> (
+        ConnSink,
+        tokio::sync::mpsc::Receiver<Pending>,
+        watch::Receiver<bool>,
+    ) {
+        let (queue, rx) = tokio::sync::mpsc::channel(2);
+        let (close, closed) = watch::channel(false);
+        (
+            ConnSink {
+                queue,
+                channel: Arc::new(AtomicBool::new(false)),
+                close: Arc::new(close),
+            },
+            rx,
+            closed,
+        )
+    }
+
+    fn register_answer(code: ErrorCode) -> Bytes {
+        let mut buf = BytesMut::new();
+        drover_protocol::encode_response_frame(
+            &mut buf,
+            5,
+            &NativeResponse::RegisterConsumer(RegisterConsumerResponse {
+                error_code: code,
+                error_message: None,
+                heartbeat_interval_ms: 1000,
+                generation: 0,
+            }),
+        )
+        .unwrap();
+        buf.freeze().slice(4..)
+    }
+
+    #[test]
+    fn answers_fill_slots_in_order_then_frames_are_pushed() {
+        let mut table = ConnTable::default();
+        let (sink, mut queue, _closed) = sink();
+        let channel = Arc::clone(&sink.channel);
+        table.attach(1, sink);
+        let (tx, mut rx) = oneshot::channel();
+        table.reserve(
+            1,
+            Slot {
+                api_key: ApiKey::RegisterConsumer.code(),
+                reply: tx,
+            },
+        );
+        assert_eq!(
+            table.deliver(1, register_answer(ErrorCode::NONE)),
+            Delivery::Answered { api_key: 20_000 }
+        );
+        assert!(matches!(rx.try_recv(), Ok(Outcome::Respond(_))));
+        assert!(channel.load(Ordering::Acquire), "registered: now a channel");
+        assert_eq!(
+            table.deliver(1, Bytes::from_static(b"ping")),
+            Delivery::Pushed
+        );
+        assert!(queue.try_recv().is_ok());
+        assert_eq!(table.deliver(1, Bytes::from_static(b"a")), Delivery::Pushed);
+        assert_eq!(table.deliver(1, Bytes::from_static(b"b")), Delivery::Pushed);
+        assert_eq!(
+            table.deliver(1, Bytes::from_static(b"c")),
+            Delivery::Overflow
+        );
+        assert_eq!(table.deliver(2, Bytes::from_static(b"x")), Delivery::Gone);
+    }
+
+    #[test]
+    fn a_refused_registration_leaves_an_ordinary_connection() {
+        let mut table = ConnTable::default();
+        let (sink, _queue, closed) = sink();
+        let channel = Arc::clone(&sink.channel);
+        table.attach(1, sink);
+        let (tx, _rx) = oneshot::channel();
+        table.reserve(
+            1,
+            Slot {
+                api_key: ApiKey::RegisterConsumer.code(),
+                reply: tx,
+            },
+        );
+        table.deliver(1, register_answer(ErrorCode(26)));
+        assert!(!channel.load(Ordering::Acquire));
+        assert!(table.close(1));
+        assert!(*closed.borrow());
+        assert!(table.is_closing(1));
+        assert!(!table.close(1));
+        assert!(!table.remove(1), "already closed by the driver");
+        assert!(!table.is_closing(1));
+    }
+}

@@ -1,0 +1,413 @@
+//! The coordinator thread: owns the coordinator instance, feeds it inputs, executes its
+//! outputs, fires its timers.
+//!
+//! Everything reaches the thread as a [`Msg`] on one bounded channel
+//! (`coordinator.queue_capacity`; senders wait when it is full). The thread waits for
+//! the next message or the coordinator's `poll_timeout` deadline, whichever is first.
+//! Executing outputs never blocks: frames are handed to connection queues with
+//! `try_send` (a consumer that does not read its channel is disconnected), offset-store
+//! operations go to the store worker's queue.
+
+use std::{
+    collections::VecDeque,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use abi_stable::std_types::{RResult, RVec};
+use bytes::Bytes;
+use drover_abi::{
+    coordinator::{CoordinatorInput, CoordinatorOutput},
+    PluginError, TopicInfo,
+};
+use tokio::sync::oneshot;
+
+use super::{
+    conns::{ConnSink, ConnTable, Delivery, Slot},
+    store_worker::StoreOp,
+};
+use crate::{broker::Broker, plugins::CoordinatorHandle, server::dispatch::Outcome};
+
+/// Connection ids, unique for the process's lifetime (the coordinator keys its state
+/// by them, so one is never reused).
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh connection id.
+pub fn next_conn_id() -> u64 {
+    NEXT_CONN.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The coordinator thread has stopped (broker shutdown, or it never started).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum DriverError {
+    /// The coordinator thread is gone.
+    #[error("the coordinator is not running")]
+    Stopped,
+    /// The coordinator closed the connection instead of answering.
+    #[error("the coordinator closed the request's connection: {0}")]
+    Refused(String),
+}
+
+/// A message to the coordinator thread.
+pub enum Msg {
+    /// A connection's first native frame comes with its sink.
+    Attach {
+        /// Connection id.
+        conn: u64,
+        /// Where answers and pushed frames go.
+        sink: ConnSink,
+    },
+    /// A native request; its answer goes to `reply`.
+    Request {
+        /// Connection id.
+        conn: u64,
+        /// The request's native API key.
+        api_key: i16,
+        /// The frame after the size prefix.
+        bytes: Bytes,
+        /// Receives the answer.
+        reply: oneshot::Sender<Outcome>,
+    },
+    /// A frame read on a coordinator channel (the consumer's answer).
+    ChannelFrame {
+        /// Connection id.
+        conn: u64,
+        /// The frame after the size prefix.
+        bytes: Bytes,
+    },
+    /// A connection that spoke a native API ended.
+    Closed {
+        /// Connection id.
+        conn: u64,
+    },
+    /// The topic metadata changed: every topic with its partition count.
+    TopicsChanged(RVec<TopicInfo>),
+    /// Results of offset-store operations.
+    Store(Vec<CoordinatorInput>),
+    /// Stop: final coordinator outputs, drain the store worker, close channels.
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// The handle connections and the admin API use to reach the coordinator thread.
+#[derive(Clone)]
+pub struct CoordinatorClient {
+    tx: flume::Sender<Msg>,
+    plugin: String,
+}
+
+impl CoordinatorClient {
+    /// The coordinator plugin's name.
+    pub fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
+    async fn send(&self, msg: Msg) -> Result<(), DriverError> {
+        self.tx
+            .send_async(msg)
+            .await
+            .map_err(|_| DriverError::Stopped)
+    }
+
+    /// Registers connection `conn`'s sink (before its first native request).
+    pub async fn attach(&self, conn: u64, sink: ConnSink) -> Result<(), DriverError> {
+        self.send(Msg::Attach { conn, sink }).await
+    }
+
+    /// Sends a native request frame (after the size prefix); its answer goes to
+    /// `reply`. The caller queues the receiver first, so the answer keeps its place in
+    /// the connection's response order.
+    pub async fn request(
+        &self,
+        conn: u64,
+        api_key: i16,
+        bytes: Bytes,
+        reply: oneshot::Sender<Outcome>,
+    ) -> Result<(), DriverError> {
+        self.send(Msg::Request {
+            conn,
+            api_key,
+            bytes,
+            reply,
+        })
+        .await
+    }
+
+    /// Sends a frame read on a coordinator channel.
+    pub async fn channel_frame(&self, conn: u64, bytes: Bytes) -> Result<(), DriverError> {
+        self.send(Msg::ChannelFrame { conn, bytes }).await
+    }
+
+    /// Reports that connection `conn` ended.
+    pub async fn closed(&self, conn: u64) {
+        let _ = self.send(Msg::Closed { conn }).await;
+    }
+
+    /// One request on a connection of its own, for the admin API: returns the answer
+    /// frame (after the size prefix).
+    pub async fn call(&self, api_key: i16, bytes: Bytes) -> Result<Bytes, DriverError> {
+        let conn = next_conn_id();
+        let (reply, answer) = oneshot::channel();
+        let result = match self.request(conn, api_key, bytes, reply).await {
+            Ok(()) => match answer.await {
+                Ok(Outcome::Respond(bytes)) => Ok(bytes),
+                Ok(Outcome::Close(_, why)) => Err(DriverError::Refused(why)),
+                Ok(Outcome::Silent) | Err(_) => Err(DriverError::Refused(
+                    "the coordinator gave no answer".into(),
+                )),
+            },
+            Err(e) => Err(e),
+        };
+        self.closed(conn).await;
+        result
+    }
+
+    /// Sends new topic metadata.
+    pub async fn topics_changed(&self, topics: RVec<TopicInfo>) -> Result<(), DriverError> {
+        self.send(Msg::TopicsChanged(topics)).await
+    }
+
+    /// Stops the coordinator thread after its final outputs and pending offset commits.
+    pub async fn shutdown(&self) {
+        let (done, finished) = oneshot::channel();
+        if self.send(Msg::Shutdown(done)).await.is_ok() {
+            let _ = finished.await;
+        }
+    }
+}
+
+/// The coordinator thread's state.
+pub struct Driver {
+    coordinator: CoordinatorHandle,
+    conns: ConnTable,
+    store: flume::Sender<StoreOp>,
+    store_thread: Option<JoinHandle<()>>,
+    broker: Arc<Broker>,
+    epoch: Instant,
+    /// Whether connections were closed after the coordinator went out of service.
+    failed_over: bool,
+}
+
+/// Starts the coordinator thread; returns its client and join handle.
+pub fn spawn(
+    coordinator: CoordinatorHandle,
+    store: flume::Sender<StoreOp>,
+    store_thread: JoinHandle<()>,
+    broker: Arc<Broker>,
+    channel: (flume::Sender<Msg>, flume::Receiver<Msg>),
+) -> std::io::Result<(CoordinatorClient, JoinHandle<()>)> {
+    let (tx, rx) = channel;
+    let plugin = coordinator.summary().name.clone();
+    let driver = Driver {
+        coordinator,
+        conns: ConnTable::default(),
+        store,
+        store_thread: Some(store_thread),
+        broker,
+        epoch: Instant::now(),
+        failed_over: false,
+    };
+    let thread = std::thread::Builder::new()
+        .name("drover-coordinator".into())
+        .spawn(move || driver.run(rx))?;
+    Ok((CoordinatorClient { tx, plugin }, thread))
+}
+
+impl Driver {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn run(mut self, rx: flume::Receiver<Msg>) {
+        let done = loop {
+            let msg = match self.coordinator.poll_timeout() {
+                Some(deadline) => {
+                    let at = self.epoch + Duration::from_millis(deadline);
+                    match rx.recv_deadline(at) {
+                        Ok(msg) => Some(msg),
+                        Err(flume::RecvTimeoutError::Timeout) => None,
+                        Err(flume::RecvTimeoutError::Disconnected) => break None,
+                    }
+                }
+                None => match rx.recv() {
+                    Ok(msg) => Some(msg),
+                    Err(_) => break None,
+                },
+            };
+            match msg {
+                None => self.feed(CoordinatorInput::TimerFired),
+                Some(Msg::Shutdown(done)) => break Some(done),
+                Some(msg) => self.on_message(msg),
+            }
+        };
+        drop(rx);
+        self.stop();
+        if let Some(done) = done {
+            let _ = done.send(());
+        }
+    }
+
+    fn on_message(&mut self, msg: Msg) {
+        match msg {
+            Msg::Attach { conn, sink } => self.conns.attach(conn, sink),
+            Msg::Request {
+                conn,
+                api_key,
+                bytes,
+                reply,
+            } => {
+                if self.conns.is_closing(conn) {
+                    return;
+                }
+                if self.coordinator.is_out_of_service() {
+                    let _ = reply.send(Outcome::Close(
+                        "coordinator_unavailable",
+                        "the coordinator plugin is out of service".into(),
+                    ));
+                    return;
+                }
+                self.conns.reserve(conn, Slot { api_key, reply });
+                self.feed(CoordinatorInput::Frame {
+                    conn,
+                    bytes: RVec::from(bytes.to_vec()),
+                });
+            }
+            Msg::ChannelFrame { conn, bytes } => {
+                if !self.conns.is_closing(conn) {
+                    self.feed(CoordinatorInput::Frame {
+                        conn,
+                        bytes: RVec::from(bytes.to_vec()),
+                    });
+                }
+            }
+            Msg::Closed { conn } => {
+                if self.conns.remove(conn) {
+                    self.feed(CoordinatorInput::ConnectionClosed { conn });
+                }
+            }
+            Msg::TopicsChanged(topics) => self.feed(CoordinatorInput::TopicsChanged { topics }),
+            Msg::Store(results) => {
+                for input in results {
+                    self.feed(input);
+                }
+            }
+            Msg::Shutdown(_) => unreachable!("handled by run"),
+        }
+    }
+
+    /// Feeds `input` and everything its outputs lead to (connections the coordinator
+    /// closed are reported back at once).
+    fn feed(&mut self, input: CoordinatorInput) {
+        let mut inputs = VecDeque::from([input]);
+        while let Some(input) = inputs.pop_front() {
+            let now = self.now_ms();
+            match self.coordinator.handle(now, input) {
+                Ok(outputs) => {
+                    for output in outputs {
+                        self.execute(output, &mut inputs);
+                    }
+                }
+                Err(e) => {
+                    self.broker.metrics.coordinator_event("plugin_errors", 1);
+                    tracing::error!("coordinator: {e}");
+                    if self.coordinator.is_out_of_service() && !self.failed_over {
+                        // Consumers must rediscover rather than wait on a dead
+                        // coordinator: close every channel.
+                        self.failed_over = true;
+                        for conn in self.conns.ids() {
+                            self.conns.close(conn);
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn execute(&mut self, output: CoordinatorOutput, inputs: &mut VecDeque<CoordinatorInput>) {
+        match output {
+            CoordinatorOutput::SendFrame { conn, bytes } => {
+                match self.conns.deliver(conn, Bytes::from(bytes.into_vec())) {
+                    Delivery::Answered { api_key } => self.broker.metrics.native_request(api_key),
+                    Delivery::Pushed | Delivery::Gone => {}
+                    Delivery::Overflow => {
+                        tracing::info!(
+                            conn,
+                            "closing a coordinator channel: the consumer does not read it"
+                        );
+                        self.conns.close(conn);
+                        inputs.push_back(CoordinatorInput::ConnectionClosed { conn });
+                    }
+                }
+            }
+            CoordinatorOutput::CloseConnection { conn } => {
+                if self.conns.close(conn) {
+                    inputs.push_back(CoordinatorInput::ConnectionClosed { conn });
+                }
+            }
+            CoordinatorOutput::CommitOffsets { op, records } => {
+                if self.store.send(StoreOp::Commit { op, records }).is_err() {
+                    inputs.push_back(CoordinatorInput::OffsetsCommitted {
+                        op,
+                        result: RResult::RErr(store_gone()),
+                    });
+                }
+            }
+            CoordinatorOutput::FetchOffsets {
+                op,
+                group,
+                partitions,
+            } => {
+                if self
+                    .store
+                    .send(StoreOp::Fetch {
+                        op,
+                        group,
+                        partitions,
+                    })
+                    .is_err()
+                {
+                    inputs.push_back(CoordinatorInput::OffsetsFetched {
+                        op,
+                        result: RResult::RErr(store_gone()),
+                    });
+                }
+            }
+            CoordinatorOutput::Metric { name, value } => {
+                self.broker.metrics.coordinator_event(&name, value)
+            }
+        }
+    }
+
+    /// Final outputs, then the store worker drains its queue, then channels close.
+    fn stop(&mut self) {
+        let now = self.now_ms();
+        match self.coordinator.shutdown(now) {
+            Ok(outputs) => {
+                let mut ignored = VecDeque::new();
+                for output in outputs {
+                    self.execute(output, &mut ignored);
+                }
+            }
+            Err(e) => tracing::warn!("coordinator shutdown: {e}"),
+        }
+        // Closing the queue lets the worker finish what it has, then stop.
+        let (closed, _) = flume::bounded(0);
+        drop(std::mem::replace(&mut self.store, closed));
+        if let Some(worker) = self.store_thread.take() {
+            let _ = worker.join();
+        }
+        for conn in self.conns.ids() {
+            self.conns.close(conn);
+        }
+        tracing::info!("coordinator stopped");
+    }
+}
+
+fn store_gone() -> PluginError {
+    PluginError::unavailable("the offset-store worker has stopped")
+}

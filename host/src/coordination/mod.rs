@@ -1,0 +1,27 @@
+//! The host side of the coordinator plugin (DESIGN.md, "The coordinator core is
+//! sans-IO"): thin adapters around the loaded coordinator.
+//!
+//! - [`driver`]: one OS thread owns the coordinator instance. Connections, the topic
+//!   registry and the offset-store worker feed it messages through one bounded
+//!   channel; it calls `handle(now, input)`, executes the outputs (frames to
+//!   connections, closes, offset-store operations, metrics) and delivers `TimerFired`
+//!   at the coordinator's `poll_timeout`.
+//! - [`conns`]: the driver's view of the connections that spoke a native API: the
+//!   response slots that keep responses in request order, and the queue on which it
+//!   pushes the coordinator's own requests (Heartbeat, StopFetcher, StartFetcher) on
+//!   coordinator channels.
+//! - [`store_worker`]: executes offset-store operations in batches on its own thread
+//!   (all commits of a batch in one store transaction) and feeds the results back.
+//! - [`start`]: starts the configured coordinator plugin with the loaded assignors and
+//!   the topic metadata, and the threads above.
+//!
+//! Time given to the coordinator is milliseconds since the driver started, on the
+//! monotonic clock.
+
+pub mod conns;
+pub mod driver;
+pub mod start;
+pub mod store_worker;
+
+pub use driver::{CoordinatorClient, DriverError};
+pub use start::{start, StartError};

@@ -1,0 +1,169 @@
+//! Starting the coordinator: the plugin named in `coordinator.plugin`, the offset-store
+//! worker, the coordinator thread, and the task that forwards topic changes.
+
+use std::{collections::BTreeSet, sync::Arc};
+
+use abi_stable::std_types::{RString, RVec};
+use drover_abi::{
+    coordinator::{CoordinatorStartup, NamedAssignor},
+    PluginKind, TopicInfo,
+};
+
+use super::{
+    driver::{self, CoordinatorClient, Msg},
+    store_worker,
+};
+use crate::{broker::Broker, plugins::LoadError};
+
+/// Why the coordinator could not start. Each names the config key to fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// `coordinator.offset_store` names a store that is not loaded or did not open.
+    #[error(
+        "coordinator.offset_store: offset store `{store}` is not available ({why}); \
+         put its plugin in the plugin directory or name another store"
+    )]
+    NoOffsetStore {
+        /// The configured store.
+        store: String,
+        /// Not loaded, or its open error.
+        why: String,
+    },
+    /// `coordinator.default_assignor` names an assignor that did not start.
+    #[error("coordinator.default_assignor: assignor `{name}` is not loaded (loaded: {loaded})")]
+    NoDefaultAssignor {
+        /// The configured assignor.
+        name: String,
+        /// The assignors that started.
+        loaded: String,
+    },
+    /// The plugin's startup failed.
+    #[error(transparent)]
+    Plugin(#[from] LoadError),
+    /// A thread could not be spawned.
+    #[error("cannot start the coordinator thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+/// Every topic with its partition count, as the coordinator sees topic metadata.
+pub fn topic_infos(broker: &Broker) -> RVec<TopicInfo> {
+    broker
+        .topics
+        .list()
+        .iter()
+        .map(|t| TopicInfo {
+            name: RString::from(t.name.as_str()),
+            partitions: t.partitions.len() as u32,
+        })
+        .collect()
+}
+
+/// Starts the configured coordinator plugin and its threads, and installs its client in
+/// `broker`. Returns `Ok(None)` when there is nothing to start: `coordinator.plugin`
+/// is empty, or names no plugin in the plugin directory (native group requests are
+/// then refused). Must be called inside the tokio runtime (it spawns the topic
+/// watcher).
+pub fn start(broker: &Arc<Broker>) -> Result<Option<CoordinatorClient>, StartError> {
+    let section = &broker.config.coordinator;
+    if section.plugin.is_empty() {
+        tracing::info!("coordinator.plugin is empty: running without a group coordinator");
+        return Ok(None);
+    }
+    let plugins = &broker.plugins;
+    let Some(plugin) = plugins
+        .registry
+        .of_kind(PluginKind::Coordinator)
+        .find(|p| p.summary.name == section.plugin)
+    else {
+        tracing::warn!(
+            "no coordinator plugin `{}` in {}: running without a group coordinator",
+            section.plugin,
+            broker.config.plugins.dir.display()
+        );
+        return Ok(None);
+    };
+    let store = match plugins.offset_stores.get(&section.offset_store) {
+        Some(store) => Arc::clone(store),
+        None => {
+            return Err(StartError::NoOffsetStore {
+                store: section.offset_store.clone(),
+                why: plugins
+                    .failed
+                    .get(&section.offset_store)
+                    .cloned()
+                    .unwrap_or_else(|| "not loaded".into()),
+            })
+        }
+    };
+    if !plugins.assignors.contains_key(&section.default_assignor) {
+        return Err(StartError::NoDefaultAssignor {
+            name: section.default_assignor.clone(),
+            loaded: plugins
+                .assignors
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    let startup = CoordinatorStartup {
+        broker_id: broker.config.server.broker_id,
+        assignors: plugins
+            .assignors
+            .iter()
+            .map(|(name, handle)| NamedAssignor {
+                name: RString::from(name.as_str()),
+                assignor: handle.instance(),
+            })
+            .collect(),
+        default_assignor: RString::from(section.default_assignor.as_str()),
+        topics: topic_infos(broker),
+    };
+    let coordinator =
+        plugin.start_coordinator(&broker.config.plugin_config(&section.plugin), startup)?;
+
+    let channel = flume::bounded::<Msg>(section.queue_capacity);
+    let (store_tx, store_rx) = flume::unbounded();
+    let results = channel.0.clone();
+    let max_batch = section.max_store_batch;
+    let store_thread = std::thread::Builder::new()
+        .name("drover-offsets".into())
+        .spawn(move || {
+            store_worker::run(store, store_rx, max_batch, |inputs| {
+                results.send(Msg::Store(inputs)).is_ok()
+            })
+        })?;
+    let (client, _thread) = driver::spawn(
+        coordinator,
+        store_tx,
+        store_thread,
+        Arc::clone(broker),
+        channel,
+    )?;
+    tokio::spawn(forward_topic_changes(Arc::clone(broker), client.clone()));
+    tracing::info!(
+        plugin = %section.plugin,
+        offset_store = %section.offset_store,
+        default_assignor = %section.default_assignor,
+        assignors = %plugins.assignors.keys().cloned().collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(","),
+        "coordinator started"
+    );
+    Ok(Some(client))
+}
+
+/// Sends the topic list to the coordinator after every topic creation and deletion,
+/// until the coordinator stops.
+async fn forward_topic_changes(broker: Arc<Broker>, client: CoordinatorClient) {
+    let mut changes = broker.topics.subscribe_changes();
+    let mut stopping = broker.stopping();
+    loop {
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return },
+            _ = stopping.wait_for(|stop| *stop) => return,
+        }
+        if client.topics_changed(topic_infos(&broker)).await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Executes the coordinator's offset-store operations, batched, on a thread of its own.
+//!
+//! The coordinator asks for commits and fetches as outputs (DESIGN.md: "Offset-store
+//! operations are outputs executed by the host on a blocking pool (batched), whose
+//! results come back as inputs"). The worker takes every operation waiting in its
+//! queue (up to `coordinator.max_store_batch`), writes all commits among them in
+//! **one** store call (one durable transaction for the embedded store), runs the
+//! fetches, and sends every result back to the driver in one message. While a batch is
+//! being written, new operations queue up and form the next batch: group commit.
+
+use std::sync::Arc;
+
+use abi_stable::std_types::{RResult, RString, RVec};
+use drover_abi::{
+    coordinator::CoordinatorInput, ErrorKind, OffsetRecord, PluginError, TopicPartitions,
+};
+
+use crate::plugins::{CallError, OffsetStoreHandle};
+
+/// One operation from the coordinator.
+#[derive(Debug)]
+pub enum StoreOp {
+    /// Write `records` durably; answered with `OffsetsCommitted { op }`.
+    Commit {
+        /// The coordinator's operation id.
+        op: u64,
+        /// The records.
+        records: RVec<OffsetRecord>,
+    },
+    /// Read committed offsets (every offset of the group when `partitions` is empty);
+    /// answered with `OffsetsFetched { op }`.
+    Fetch {
+        /// The coordinator's operation id.
+        op: u64,
+        /// The group.
+        group: RString,
+        /// The partitions, or empty for the whole group.
+        partitions: RVec<TopicPartitions>,
+    },
+}
+
+/// Runs the worker until `ops` is closed. `deliver` sends a batch of results to the
+/// driver; it returns false when the driver is gone, which stops the worker.
+pub fn run(
+    store: Arc<OffsetStoreHandle>,
+    ops: flume::Receiver<StoreOp>,
+    max_batch: usize,
+    deliver: impl Fn(Vec<CoordinatorInput>) -> bool,
+) {
+    while let Ok(first) = ops.recv() {
+        let mut batch = vec![first];
+        while batch.len() < max_batch {
+            match ops.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        if !deliver(execute(&store, batch)) {
+            return;
+        }
+    }
+}
+
+/// Executes one batch: all commits in one store call, then the fetches.
+pub fn execute(store: &OffsetStoreHandle, batch: Vec<StoreOp>) -> Vec<CoordinatorInput> {
+    let mut commit_ops = Vec::new();
+    let mut records = Vec::new();
+    let mut fetches = Vec::new();
+    for op in batch {
+        match op {
+            StoreOp::Commit { op, records: r } => {
+                commit_ops.push(op);
+                records.extend(r);
+            }
+            StoreOp::Fetch {
+                op,
+                group,
+                partitions,
+            } => fetches.push((op, group, partitions)),
+        }
+    }
+    let mut results = Vec::with_capacity(commit_ops.len() + fetches.len());
+    if !commit_ops.is_empty() {
+        let outcome: RResult<(), PluginError> = store.commit(&records).map_err(to_abi).into();
+        if let RResult::RErr(e) = &outcome {
+            tracing::warn!(
+                records = records.len(),
+                operations = commit_ops.len(),
+                "offset commit failed: {e}"
+            );
+        }
+        results.extend(
+            commit_ops
+                .into_iter()
+                .map(|op| CoordinatorInput::OffsetsCommitted {
+                    op,
+                    result: outcome.clone(),
+                }),
+        );
+    }
+    for (op, group, partitions) in fetches {
+        let fetched = if partitions.is_empty() {
+            store.fetch_group(&group)
+        } else {
+            store.fetch(&group, &partitions)
+        };
+        results.push(CoordinatorInput::OffsetsFetched {
+            op,
+            result: fetched.map(RVec::from).map_err(to_abi).into(),
+        });
+    }
+    results
+}
+
+/// A host-side call error as the plugin error the coordinator receives.
+fn to_abi(e: CallError) -> PluginError {
+    match e {
+        CallError::Plugin { error, .. } => error,
+        other @ CallError::OutOfService { .. } => {
+            PluginError::new(ErrorKind::Unavailable, other.to_string())
+        }
+    }
+}
