@@ -106,7 +106,10 @@ pub fn output_to_abi(output: Output, commit_time_ms: i64) -> Option<CoordinatorO
             name: RString::from(name),
             value,
         },
-        Output::Event(_) => return None,
+        Output::Event(event) => {
+            event.log();
+            return None;
+        }
     })
 }
 

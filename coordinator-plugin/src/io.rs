@@ -241,3 +241,56 @@ pub enum Event {
         message: String,
     },
 }
+
+impl Event {
+    /// Writes the event to the log (`tracing`; through the plugin log bridge this
+    /// reaches the broker's log): membership and rebalance milestones at info,
+    /// failures at warn, a caught safety violation at error.
+    pub fn log(&self) {
+        match self {
+            Event::MemberRegistered { .. } | Event::ConnectionRejected { .. } => {
+                // Logged where they happen, with more context.
+            }
+            Event::MemberFailed {
+                group,
+                consumer,
+                reason,
+            } => tracing::info!(%group, %consumer, ?reason, "consumer failed"),
+            Event::MemberLeft { group, consumer } => {
+                tracing::info!(%group, %consumer, "consumer left")
+            }
+            Event::RebalanceStarted {
+                group,
+                generation,
+                mode,
+            } => tracing::info!(%group, %generation, mode, "rebalance started"),
+            Event::GenerationStarted {
+                group,
+                generation,
+                members,
+            } => tracing::info!(%group, %generation, members, "generation started"),
+            Event::RebalanceCompleted {
+                group,
+                generation,
+                members,
+            } => tracing::info!(%group, %generation, members, "rebalance completed"),
+            Event::AssignorFailed {
+                group,
+                assignor,
+                message,
+            } => tracing::warn!(%group, assignor, message, "assignor failed; retrying"),
+            Event::CommitFailed {
+                group,
+                records,
+                retrying,
+                message,
+            } => tracing::warn!(%group, records, retrying, message, "offset commit failed"),
+            Event::OffsetFetchFailed { group, message } => {
+                tracing::warn!(%group, message, "offset fetch failed; retrying")
+            }
+            Event::SafetyCheckFailed { group, message } => {
+                tracing::error!(%group, message, "safety check failed")
+            }
+        }
+    }
+}

@@ -15,8 +15,8 @@ use std::{
 use bytes::{Bytes, BytesMut};
 use drover_protocol::{
     decode_request_frame, decode_response_frame, encode_request_frame, encode_response_frame,
-    ApiKey, AutoOffsetReset, ErrorCode, HeartbeatResponse, NativeRequest, NativeResponse,
-    PartitionOffset, PartitionStart, RegisterConsumerRequest, StartFetcherResponse,
+    ApiKey, AutoOffsetReset, ErrorCode, HeartbeatResponse, LeaveGroupRequest, NativeRequest,
+    NativeResponse, PartitionOffset, PartitionStart, RegisterConsumerRequest, StartFetcherResponse,
     StopFetcherResponse, Subscription, TopicOffsets,
 };
 use tokio::{
@@ -101,6 +101,9 @@ pub struct ConsumerState {
     pub generation: i32,
     /// Owned partitions → position (next offset to consume; −1 when unknown).
     pub positions: BTreeMap<(String, i32), i64>,
+    /// When the consumer last answered a coordinator request (its lease anchor is at
+    /// most this late, docs/protocol.md §6.2).
+    pub last_answer: Option<Instant>,
 }
 
 /// A running light consumer.
@@ -147,6 +150,30 @@ impl LightConsumer {
     /// Drops the connection at once (like a crashed process: no LeaveGroup).
     pub fn kill(self) {
         self.task.abort();
+    }
+
+    /// Leaves the group: LeaveGroup on a new connection to `addr` (which releases the
+    /// consumer's partitions at once, docs/protocol.md §6.7), then drops the channel.
+    /// Returns the answer's error code.
+    pub async fn leave(self, addr: SocketAddr) -> std::io::Result<ErrorCode> {
+        let request = NativeRequest::LeaveGroup(LeaveGroupRequest {
+            group_id: self.spec.group.clone(),
+            consumer_id: self.spec.consumer_id.clone(),
+        });
+        let mut out = BytesMut::new();
+        encode_request_frame(&mut out, 1, Some("light-consumer"), &request)
+            .map_err(std::io::Error::other)?;
+        let stream = TcpStream::connect(addr).await?;
+        let (mut reader, mut writer) = stream.into_split();
+        write_frame(&mut writer, out).await?;
+        let answer = read_frame(&mut reader).await?;
+        self.task.abort();
+        match decode_response_frame(answer, ApiKey::LeaveGroup, 0) {
+            Ok((_, NativeResponse::LeaveGroup(r))) => Ok(r.error_code),
+            other => Err(std::io::Error::other(format!(
+                "bad LeaveGroup answer: {other:?}"
+            ))),
+        }
     }
 }
 
@@ -268,6 +295,7 @@ fn answer(
 ) -> NativeResponse {
     let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
     let now = Instant::now();
+    state.last_answer = Some(now);
     match request {
         NativeRequest::Heartbeat(_) => {
             let _ = events.send(ChannelEvent::Heartbeat { at: now });
