@@ -195,19 +195,35 @@ pub(crate) fn validate_assignment(
         }
         result.insert(member.id.clone(), mine);
     }
+    // Full coverage, checked once per subscribed topic (not once per member: that is
+    // members × partitions lookups, hundreds of ms at 1,000 × 10,000).
+    let mut subscribed: BTreeSet<&TopicName> = BTreeSet::new();
     for m in members {
         result.entry(m.id.clone()).or_default();
-        for topic in m.topics {
-            if let Some(&count) = topics.get(topic) {
-                for p in 0..count.min(i32::MAX as u32) as i32 {
-                    let tp = TopicPartition {
+        subscribed.extend(m.topics.iter());
+    }
+    for topic in subscribed {
+        if let Some(&count) = topics.get(topic) {
+            let count = count.min(i32::MAX as u32) as usize;
+            let covered = assigned
+                .range(
+                    TopicPartition {
                         topic: topic.clone(),
-                        partition: p,
-                    };
-                    if !assigned.contains(&tp) {
-                        return Err(format!("partition {tp} assigned to no one"));
-                    }
-                }
+                        partition: 0,
+                    }..,
+                )
+                .take_while(|tp| &tp.topic == topic)
+                .count();
+            if covered < count {
+                let missing = (0..count as i32)
+                    .find(|&p| {
+                        !assigned.contains(&TopicPartition {
+                            topic: topic.clone(),
+                            partition: p,
+                        })
+                    })
+                    .unwrap_or(0);
+                return Err(format!("partition {topic}-{missing} assigned to no one"));
             }
         }
     }
@@ -296,7 +312,12 @@ mod tests {
         assert!(validate_assignment(&members, &topics(), &twice).is_err());
         // b-0 missing.
         let missing = assign(vec![("c1", vec![("a", vec![0, 1])])]);
-        assert!(validate_assignment(&members, &topics(), &missing).is_err());
+        let e = validate_assignment(&members, &topics(), &missing).unwrap_err();
+        assert_eq!(e, "partition b-0 assigned to no one");
+        // a-1 missing, with a-0 and b-0 assigned.
+        let gap = assign(vec![("c1", vec![("a", vec![0]), ("b", vec![0])])]);
+        let e = validate_assignment(&members, &topics(), &gap).unwrap_err();
+        assert_eq!(e, "partition a-1 assigned to no one");
         // out of range.
         let range = assign(vec![("c1", vec![("a", vec![0, 1, 2]), ("b", vec![0])])]);
         assert!(validate_assignment(&members, &topics(), &range).is_err());
