@@ -132,7 +132,9 @@ pub enum CoordinatorOutput {
         op: u64,
         /// The group.
         group: RString,
-        /// The partitions to fetch.
+        /// The partitions to fetch. **Empty means every committed offset of the group**
+        /// (the host calls the store's `fetch_group`), as a FetchOffsets request with
+        /// null topics asks (docs/protocol.md §5.6).
         partitions: RVec<TopicPartitions>,
     },
     /// A counter or gauge for the host's metrics (`drover_coordinator_<name>`).
