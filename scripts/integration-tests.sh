@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-test-deps.sh
-echo "== cargo build -p drover-host"
-cargo build -q -p drover-host
+echo "== cargo build: the broker and the plugin libraries the tests install"
+cargo build -q -p drover-host -p drover-coordinator -p drover-assignor-range -p drover-assignor-round-robin -p drover-assignor-sticky -p drover-offsets-embedded
 echo "== pytest tests/integration"
 exec target/test-venv/bin/pytest -q tests/integration "$@"
