@@ -1,0 +1,154 @@
+//! One connection to a broker: Kafka framing, one request at a time, Kafka APIs through
+//! `kafka-protocol` and the native APIs through `drover-protocol`. Every read is bounded
+//! by the response size limit and every exchange by the request timeout.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use drover_protocol::{NativeRequest, NativeResponse};
+use kafka_protocol::{
+    messages::{RequestHeader, ResponseHeader},
+    protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes},
+};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
+
+use crate::error::ClientError;
+
+/// Largest response accepted, bytes (a fetch response is bounded by `fetch_max_bytes`).
+pub(crate) const MAX_RESPONSE_BYTES: usize = 128 * 1024 * 1024;
+
+/// The client id sent in every request header.
+pub(crate) const CLIENT_ID: &str = "drover-client";
+
+/// A connection to one broker.
+pub(crate) struct Conn {
+    stream: TcpStream,
+    addr: String,
+    next_correlation: i32,
+    timeout: Duration,
+}
+
+fn io(addr: &str, what: &str, e: impl std::fmt::Display) -> ClientError {
+    ClientError::Io(format!("{addr}: {what}: {e}"))
+}
+
+impl Conn {
+    /// Connects to `addr` within `timeout`.
+    pub(crate) async fn connect(addr: &str, timeout: Duration) -> Result<Conn, ClientError> {
+        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| io(addr, "connect", "timed out"))?
+            .map_err(|e| io(addr, "connect", e))?;
+        let _ = stream.set_nodelay(true);
+        Ok(Conn {
+            stream,
+            addr: addr.to_owned(),
+            next_correlation: 0,
+            timeout,
+        })
+    }
+
+    /// The broker address.
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    fn correlation(&mut self) -> i32 {
+        self.next_correlation = self.next_correlation.wrapping_add(1);
+        self.next_correlation
+    }
+
+    /// Sends a Kafka request at `version` and reads its response.
+    pub(crate) async fn send<R: Request>(
+        &mut self,
+        version: i16,
+        request: &R,
+    ) -> Result<R::Response, ClientError> {
+        let correlation = self.correlation();
+        let mut header = RequestHeader::default();
+        header.request_api_key = R::KEY;
+        header.request_api_version = version;
+        header.correlation_id = correlation;
+        header.client_id = Some(StrBytes::from_static_str(CLIENT_ID));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, R::header_version(version))
+            .and_then(|()| request.encode(&mut body, version))
+            .map_err(|e| io(&self.addr, "encode", e))?;
+        let mut frame = BytesMut::with_capacity(body.len() + 4);
+        frame.extend_from_slice(&(body.len() as i32).to_be_bytes());
+        frame.extend_from_slice(&body);
+        let mut answer = self.exchange(&frame).await?;
+        let header = ResponseHeader::decode(&mut answer, R::Response::header_version(version))
+            .map_err(|e| io(&self.addr, "response header", e))?;
+        if header.correlation_id != correlation {
+            return Err(io(
+                &self.addr,
+                "response",
+                format!(
+                    "correlation id {} instead of {correlation}",
+                    header.correlation_id
+                ),
+            ));
+        }
+        R::Response::decode(&mut answer, version).map_err(|e| io(&self.addr, "response", e))
+    }
+
+    /// Sends a native request (version 0) and reads its response.
+    pub(crate) async fn native(
+        &mut self,
+        request: &NativeRequest,
+    ) -> Result<NativeResponse, ClientError> {
+        let correlation = self.correlation();
+        let mut frame = BytesMut::new();
+        drover_protocol::encode_request_frame(&mut frame, correlation, Some(CLIENT_ID), request)
+            .map_err(|e| io(&self.addr, "encode", e))?;
+        let answer = self.exchange(&frame).await?;
+        let (header, response) =
+            drover_protocol::decode_response_frame(answer, request.api_key(), 0)
+                .map_err(|e| io(&self.addr, "native response", e))?;
+        if header.correlation_id != correlation {
+            return Err(io(&self.addr, "native response", "wrong correlation id"));
+        }
+        Ok(response)
+    }
+
+    async fn exchange(&mut self, frame: &[u8]) -> Result<Bytes, ClientError> {
+        let timeout = self.timeout;
+        let addr = self.addr.clone();
+        tokio::time::timeout(timeout, async {
+            self.stream
+                .write_all(frame)
+                .await
+                .map_err(|e| io(&addr, "send", e))?;
+            read_frame(&mut self.stream, &addr).await
+        })
+        .await
+        .map_err(|_| io(&addr, "request", format!("no response within {timeout:?}")))?
+    }
+
+    /// Splits the connection for the coordinator channel.
+    pub(crate) fn into_stream(self) -> TcpStream {
+        self.stream
+    }
+}
+
+/// Reads one size-prefixed frame (bounded by [`MAX_RESPONSE_BYTES`]).
+pub(crate) async fn read_frame(
+    reader: &mut (impl AsyncReadExt + Unpin),
+    addr: &str,
+) -> Result<Bytes, ClientError> {
+    let size = reader.read_i32().await.map_err(|e| io(addr, "read", e))?;
+    if size < 4 || size as usize > MAX_RESPONSE_BYTES {
+        return Err(io(addr, "read", format!("frame size {size} out of range")));
+    }
+    let mut buf = vec![0; size as usize];
+    reader
+        .read_exact(&mut buf)
+        .await
+        .map_err(|e| io(addr, "read", e))?;
+    Ok(Bytes::from(buf))
+}

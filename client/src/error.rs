@@ -1,0 +1,72 @@
+//! The connector's errors.
+
+use std::time::Duration;
+
+/// What went wrong, as the application sees it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The configuration cannot work (empty broker list, bad value).
+    #[error("invalid consumer config: {0}")]
+    Config(String),
+    /// A whitelist/blacklist pattern is not a valid regular expression.
+    #[error("invalid topic pattern `{pattern}`: {message}")]
+    InvalidPattern {
+        /// The pattern.
+        pattern: String,
+        /// What the regex parser said.
+        message: String,
+    },
+    /// A topic of a static subscription does not exist.
+    #[error("unknown topic `{0}` (the broker has no such topic)")]
+    UnknownTopic(String),
+    /// No bootstrap broker answered within the bootstrap timeout.
+    #[error("no broker reachable within {waited:?} (tried {tried}); last error: {last}")]
+    Unreachable {
+        /// The brokers tried.
+        tried: String,
+        /// How long we tried.
+        waited: Duration,
+        /// The last connection or protocol error.
+        last: String,
+    },
+    /// The coordinator refused the registration (docs/protocol.md §7.2).
+    #[error("the coordinator refused the registration: {code} ({message})")]
+    Refused {
+        /// The error code's name.
+        code: String,
+        /// The coordinator's message.
+        message: String,
+    },
+    /// A partition has no committed offset and `auto_offset_reset` is `none`.
+    #[error(
+        "no committed offset for {topic}-{partition} and auto_offset_reset = none; \
+         commit an offset for it or choose earliest/latest"
+    )]
+    NoCommittedOffset {
+        /// Topic.
+        topic: String,
+        /// Partition.
+        partition: i32,
+    },
+    /// A network or protocol failure talking to a broker.
+    #[error("{0}")]
+    Io(String),
+    /// A request was answered with an error code.
+    #[error("{api} failed: {code}")]
+    Response {
+        /// The API.
+        api: &'static str,
+        /// The error code's name or number.
+        code: String,
+    },
+    /// The consumer is shut down.
+    #[error("the consumer is shut down")]
+    Shutdown,
+}
+
+impl From<std::io::Error> for ClientError {
+    fn from(e: std::io::Error) -> Self {
+        ClientError::Io(e.to_string())
+    }
+}
