@@ -245,6 +245,9 @@ impl Consumer {
     /// every task; the streams end. Returns the first error of the commit or the leave.
     pub async fn shutdown(self) -> Result<(), ClientError> {
         let committed = self.commit().await;
+        // Stop delivering before leaving; the membership loop sees `closed` when the
+        // coordinator closes the channel, and does not register again.
+        self.shared.lock().closed = true;
         let leave = NativeRequest::LeaveGroup(LeaveGroupRequest {
             group_id: self.config.group.clone(),
             consumer_id: self.config.consumer_id.clone(),
@@ -373,6 +376,9 @@ async fn membership(
             &mut registered,
         )
         .await;
+        if shared.lock().closed {
+            return;
+        }
         match end {
             SessionEnd::Shutdown => return,
             SessionEnd::Refused(e) => {

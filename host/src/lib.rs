@@ -16,6 +16,7 @@
 pub mod admin;
 pub mod broker;
 pub mod config;
+pub mod consume;
 pub mod coordination;
 pub mod log;
 pub mod logging;

@@ -25,6 +25,10 @@ enum Command {
     /// Logs one `drover ready` line when it serves; SIGTERM or Ctrl-C stops it
     /// gracefully with a final flush.
     Serve(ServeArgs),
+    /// Join a consumer group with the native protocol (drover-client) and print every
+    /// message read, one line each; Ctrl-C or SIGTERM commits and leaves the group.
+    /// Membership events go to stderr.
+    Consume(ConsumeArgs),
     /// Inspect the plugin directory.
     Plugins {
         #[command(subcommand)]
@@ -49,6 +53,54 @@ struct ServeArgs {
     /// Plugin directory (default ./plugins).
     #[arg(long)]
     plugin_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct ConsumeArgs {
+    /// Bootstrap brokers, HOST:PORT, comma-separated.
+    #[arg(long, default_value = "127.0.0.1:9092", value_delimiter = ',')]
+    brokers: Vec<String>,
+    /// The consumer group.
+    #[arg(long)]
+    group: String,
+    /// A topic to read, as TOPIC or TOPIC:STREAMS; repeatable.
+    #[arg(long = "topic", conflicts_with_all = ["whitelist", "blacklist"])]
+    topics: Vec<String>,
+    /// Read every topic whose name matches this regular expression.
+    #[arg(long, conflicts_with = "blacklist")]
+    whitelist: Option<String>,
+    /// Read every topic whose name does not match this regular expression.
+    #[arg(long)]
+    blacklist: Option<String>,
+    /// Streams for a whitelist or blacklist subscription.
+    #[arg(long, default_value_t = 1)]
+    streams: usize,
+    /// This consumer's id in the group (default: GROUP-<random>).
+    #[arg(long)]
+    consumer_id: Option<String>,
+    /// Session timeout, ms.
+    #[arg(long, default_value_t = 10_000)]
+    session_timeout_ms: i32,
+    /// Where partitions without a committed offset start: earliest, latest or none.
+    #[arg(long, default_value = "earliest")]
+    reset: String,
+    /// Assignor to ask for (default: the coordinator's).
+    #[arg(long)]
+    assignor: Option<String>,
+    /// Commit consumed offsets this often, ms (0: only at exit; Heartbeat answers carry
+    /// them anyway).
+    #[arg(long, default_value_t = 5_000)]
+    auto_commit_interval_ms: u64,
+    /// Line format: offsets (`topic partition offset`), values, or full (`topic
+    /// partition offset key value`).
+    #[arg(long, default_value = "full")]
+    format: String,
+    /// Exit (commit and leave) after this many messages.
+    #[arg(long)]
+    max_messages: Option<u64>,
+    /// Exit (commit and leave) after this long without a message, ms.
+    #[arg(long)]
+    idle_exit_ms: Option<u64>,
 }
 
 #[derive(Subcommand)]
@@ -96,6 +148,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Consume(args) => consume(args),
         Command::Plugins { command } => match command {
             PluginsCommand::List { source, format } => list(source, format),
             PluginsCommand::Check { source } => check(source),
@@ -134,6 +187,54 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     runtime
         .block_on(drover_host::serve::run(config))
+        .map_err(|e| e.to_string())
+}
+
+fn consume(args: ConsumeArgs) -> Result<(), String> {
+    use drover_host::consume::{self, ConsumeOptions, Output, Subscribe};
+    let mut config = drover_client::ConsumerConfig::new(args.brokers, &args.group);
+    if let Some(id) = args.consumer_id {
+        config.consumer_id = id;
+    }
+    config.session_timeout_ms = args.session_timeout_ms;
+    config.auto_offset_reset = consume::parse_reset(&args.reset)?;
+    config.assignor = args.assignor;
+    config.auto_commit_interval_ms = args.auto_commit_interval_ms;
+    let subscribe = match (args.whitelist, args.blacklist) {
+        (Some(p), _) => Subscribe::Filter(drover_client::TopicFilter::Whitelist(p), args.streams),
+        (_, Some(p)) => Subscribe::Filter(drover_client::TopicFilter::Blacklist(p), args.streams),
+        (None, None) if args.topics.is_empty() => {
+            return Err("name at least one --topic, or a --whitelist/--blacklist pattern".into())
+        }
+        (None, None) => Subscribe::Topics(
+            args.topics
+                .iter()
+                .map(|t| consume::parse_topic(t))
+                .collect::<Result<_, _>>()?,
+        ),
+    };
+    let output = match args.format.as_str() {
+        "offsets" => Output::Offsets,
+        "values" => Output::Values,
+        "full" => Output::Full,
+        other => {
+            return Err(format!(
+                "--format {other}: expected offsets, values or full"
+            ))
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime
+        .block_on(consume::run(ConsumeOptions {
+            config,
+            subscribe,
+            output,
+            max_messages: args.max_messages,
+            idle_exit_ms: args.idle_exit_ms,
+        }))
         .map_err(|e| e.to_string())
 }
 
