@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import struct
 
-from drover_testlib import (API_FIND_COORDINATOR, API_METADATA, RawConn, api_versions,
+from drover_testlib import (API_METADATA, RawConn, api_versions,
                             assert_healthy, kp_consumer, kstr)
 
 # Kafka 4.1's ranges for the APIs Drover serves (kafka-protocol 0.18.0 schemas).
@@ -41,19 +41,6 @@ def read_str(buf, pos):
     if n < 0:
         return None, pos
     return buf[pos:pos + n].decode(), pos + n
-
-
-def test_find_coordinator_v0_names_this_broker(broker):
-    with RawConn(broker) as c:
-        corr = c.request(API_FIND_COORDINATOR, 0, kstr("some-group"))
-        body = c.recv_response(corr)
-    err, node = struct.unpack_from(">hi", body, 0)
-    host, pos = read_str(body, 6)
-    (port,) = struct.unpack_from(">i", body, pos)
-    assert err == 0
-    assert (host, port) == (broker.host, broker.port)
-    assert node >= 0
-    assert_healthy(broker)
 
 
 def test_metadata_v1_lists_this_broker(broker):

@@ -1,5 +1,7 @@
-//! FindCoordinator: in standalone mode every group's coordinator is this broker.
-//! Transaction and share-group coordinators are not offered
+//! FindCoordinator: in standalone mode every group's coordinator is this broker, when
+//! it runs a coordinator plugin. Without one, group keys get `COORDINATOR_NOT_AVAILABLE`
+//! (docs/protocol.md §4), so clients back off instead of sending group requests that
+//! nobody can answer. Transaction and share-group coordinators are not offered
 //! (`COORDINATOR_NOT_AVAILABLE`), since this broker serves neither.
 
 use std::sync::Arc;
@@ -20,8 +22,9 @@ const GROUP: i8 = 0;
 /// Handles FindCoordinator v0–v6 (v4+ batches keys).
 pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorRequest) -> Reply {
     let node = &broker.node;
+    let groups_served = broker.coordinator().is_some();
     let answer = |key_type: i8| -> (i16, i32, StrBytes, i32) {
-        if key_type == GROUP {
+        if key_type == GROUP && groups_served {
             (
                 0,
                 node.id,
