@@ -244,10 +244,10 @@ fn answer(shared: &Shared, request: NativeRequest) -> (NativeResponse, Option<St
             NativeResponse::StopFetcher(stop_fetcher(shared, stop)),
             None,
         ),
-        NativeRequest::StartFetcher(start) => (
-            NativeResponse::StartFetcher(start_fetcher(shared, start)),
-            None,
-        ),
+        NativeRequest::StartFetcher(start) => {
+            let (response, leave) = start_fetcher(shared, start);
+            (NativeResponse::StartFetcher(response), leave)
+        }
         other => (
             // Not a coordinator request; answering with an error makes the coordinator
             // fail this consumer, which then registers again.
@@ -288,7 +288,28 @@ fn stop_fetcher(shared: &Shared, stop: StopFetcherRequest) -> StopFetcherRespons
     }
 }
 
-fn start_fetcher(shared: &Shared, start: StartFetcherRequest) -> StartFetcherResponse {
+/// Applies a StartFetcher (docs/protocol.md §6.4). A topic outside the subscription is
+/// refused with INVALID_REQUEST (the second value: the consumer then leaves the
+/// channel).
+fn start_fetcher(
+    shared: &Shared,
+    start: StartFetcherRequest,
+) -> (StartFetcherResponse, Option<String>) {
+    if let Some(t) = start
+        .assignment
+        .iter()
+        .find(|t| !shared.routing.subscribes(&t.topic))
+    {
+        return (
+            StartFetcherResponse {
+                error_code: ErrorCode::INVALID_REQUEST,
+            },
+            Some(format!(
+                "StartFetcher assigns topic `{}`, which this consumer does not subscribe to",
+                t.topic
+            )),
+        );
+    }
     let mut state = shared.lock();
     let mut next: BTreeMap<TopicPartition, i64> = BTreeMap::new();
     for topic in &start.assignment {
@@ -308,24 +329,25 @@ fn start_fetcher(shared: &Shared, start: StartFetcherRequest) -> StartFetcherRes
         let kept = state.owned.remove(&tp);
         let out_of_range = state.out_of_range.get(&tp).copied();
         let entry = match kept {
-            // Keep position (−1) of a partition still being delivered to the same
-            // stream: nothing changes.
-            Some(o)
-                if start_offset == PartitionStart::KEEP_POSITION
-                    && o.stream == stream
-                    && o.dead.is_none() =>
-            {
-                o
+            // −1 (keep): the partition stays as it is — position, a pending reset, a
+            // dead fetcher. Only a move to another stream restarts it under a new epoch
+            // from what was delivered (queued messages of the old stream are dropped).
+            Some(o) if start_offset == PartitionStart::KEEP_POSITION => {
+                if o.stream == stream {
+                    o
+                } else {
+                    Owned {
+                        epoch: state.epoch(),
+                        fetch_position: if o.consumed >= 0 { o.consumed } else { -1 },
+                        stream,
+                        ..o
+                    }
+                }
             }
-            Some(o) if start_offset == PartitionStart::KEEP_POSITION && o.consumed >= 0 => Owned {
-                epoch: state.epoch(),
-                consumed: o.consumed,
-                fetch_position: o.consumed,
-                stream,
-                needs_reset: false,
-                dead: None,
-            },
             _ => {
+                // A start offset, −2 (no committed offset), or −1 for a partition not
+                // owned (nothing to keep): the reset policy decides unless an offset
+                // is given that is not the one found out of range.
                 let reset = start_offset < 0 || out_of_range == Some(start_offset);
                 if out_of_range == Some(start_offset) {
                     tracing::info!(
@@ -356,7 +378,10 @@ fn start_fetcher(shared: &Shared, start: StartFetcherRequest) -> StartFetcherRes
         generation: start.generation,
         partitions: owned_now.into_iter().collect(),
     });
-    StartFetcherResponse {
-        error_code: ErrorCode::NONE,
-    }
+    (
+        StartFetcherResponse {
+            error_code: ErrorCode::NONE,
+        },
+        None,
+    )
 }

@@ -125,27 +125,29 @@ impl Consumer {
         let pattern = match &filter {
             TopicFilter::Whitelist(p) | TopicFilter::Blacklist(p) => p.clone(),
         };
-        if let Err(e) = regex::Regex::new(&format!("^(?:{pattern})$")) {
-            return Err(ClientError::InvalidPattern {
-                pattern,
-                message: e.to_string().lines().last().unwrap_or("").trim().to_owned(),
-            });
-        }
+        let compiled = match regex::Regex::new(&format!("^(?:{pattern})$")) {
+            Ok(compiled) => compiled,
+            Err(e) => {
+                return Err(ClientError::InvalidPattern {
+                    pattern,
+                    message: e.to_string().lines().last().unwrap_or("").trim().to_owned(),
+                })
+            }
+        };
         let n = streams.min(i32::MAX as usize) as i32;
+        let whitelist = matches!(filter, TopicFilter::Whitelist(_));
         let subscription = match filter {
             TopicFilter::Whitelist(p) => Subscription::whitelist(p, n),
             TopicFilter::Blacklist(p) => Subscription::blacklist(p, n),
         };
         let config = Arc::new(config);
         let cluster = Cluster::new(Arc::clone(&config));
-        Consumer::start(
-            config,
-            cluster,
-            subscription,
-            Routing::Wildcard(streams),
+        let routing = Routing::Wildcard {
             streams,
-        )
-        .await
+            pattern: compiled,
+            whitelist,
+        };
+        Consumer::start(config, cluster, subscription, routing, streams).await
     }
 
     async fn start(

@@ -196,7 +196,11 @@ async fn reset(
                     let mut state = ctx.shared.lock();
                     match state.owned.get_mut(&(topic.clone(), partition)) {
                         Some(o) if o.epoch == epoch => {
+                            // Owned but unreadable: the next Heartbeat reports it, which
+                            // releases the consumer's partitions (docs/protocol.md §6.4).
                             o.needs_reset = false;
+                            o.dead =
+                                Some("no committed offset and auto_offset_reset = none".into());
                             Some(o.stream)
                         }
                         _ => None,

@@ -72,11 +72,29 @@ pub enum ConsumerEvent {
 pub(crate) enum Routing {
     /// `{topic: n}`: each topic's owned partitions spread over its own streams.
     Static(BTreeMap<String, Vec<usize>>),
-    /// A wildcard: every owned partition spread over all streams.
-    Wildcard(usize),
+    /// A wildcard: every owned partition spread over all `streams`.
+    Wildcard {
+        /// Number of streams.
+        streams: usize,
+        /// The pattern, anchored at both ends.
+        pattern: regex::Regex,
+        /// Whitelist (topics matching) or blacklist (topics not matching).
+        whitelist: bool,
+    },
 }
 
 impl Routing {
+    /// Whether the subscription covers `topic` (a StartFetcher naming another topic is
+    /// refused, docs/protocol.md §6.4).
+    pub(crate) fn subscribes(&self, topic: &str) -> bool {
+        match self {
+            Routing::Static(streams) => streams.contains_key(topic),
+            Routing::Wildcard {
+                pattern, whitelist, ..
+            } => pattern.is_match(topic) == *whitelist,
+        }
+    }
+
     /// The stream of every partition in `owned` (sorted).
     pub(crate) fn assign(
         &self,
@@ -99,9 +117,9 @@ impl Routing {
                     *i += 1;
                 }
             }
-            Routing::Wildcard(n) => {
+            Routing::Wildcard { streams, .. } => {
                 for (i, tp) in owned.iter().enumerate() {
-                    out.insert(tp.clone(), i % (*n).max(1));
+                    out.insert(tp.clone(), i % (*streams).max(1));
                 }
             }
         }
@@ -224,7 +242,13 @@ mod tests {
 
     #[test]
     fn wildcard_routing_spreads_everything() {
-        let out = Routing::Wildcard(2).assign(&tps(&[("a", 0), ("b", 0), ("c", 0)]));
+        let routing = Routing::Wildcard {
+            streams: 2,
+            pattern: regex::Regex::new("^(?:[a-c])$").unwrap(),
+            whitelist: true,
+        };
+        let out = routing.assign(&tps(&[("a", 0), ("b", 0), ("c", 0)]));
         assert_eq!(out.values().copied().collect::<Vec<_>>(), vec![0, 1, 0]);
+        assert!(routing.subscribes("b") && !routing.subscribes("d"));
     }
 }
