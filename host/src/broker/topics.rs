@@ -40,6 +40,17 @@ pub enum TopicError {
         /// Allowed maximum.
         max: u32,
     },
+    /// A new partition count that does not grow the topic (partitions are never
+    /// removed).
+    #[error("topic `{name}` has {current} partition(s); {requested} would not be an increase")]
+    NotAnIncrease {
+        /// The topic.
+        name: String,
+        /// Its partition count.
+        current: usize,
+        /// The requested total.
+        requested: i64,
+    },
     /// Reading or writing topic metadata failed.
     #[error("{path}: {source}")]
     Io {
@@ -156,7 +167,8 @@ pub struct TopicRegistry {
     data_dir: PathBuf,
     log_config: LogConfig,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
-    /// Bumped after every create and delete, for the coordinator's topic metadata.
+    /// Bumped after every create, delete and partition addition, for the coordinator's
+    /// topic metadata.
     changes: watch::Sender<u64>,
 }
 
@@ -271,8 +283,9 @@ impl TopicRegistry {
             .cloned()
     }
 
-    /// A receiver that changes after every topic creation and deletion (its value
-    /// counts them); the coordinator driver watches it to re-send topic metadata.
+    /// A receiver that changes after every topic creation, deletion and partition
+    /// addition (its value counts them); the coordinator driver watches it to re-send
+    /// topic metadata, so groups rebalance when a topic grows.
     pub fn subscribe_changes(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
     }
@@ -338,6 +351,111 @@ impl TopicRegistry {
         drop(topics);
         self.changes.send_modify(|n| *n += 1);
         tracing::info!(topic = name, partitions, %id, "topic created");
+        Ok(topic)
+    }
+
+    /// Checks what [`Self::add_partitions`] would check, without changing anything
+    /// (CreatePartitions with `validate_only`); returns the topic as it is.
+    pub fn check_add_partitions(
+        &self,
+        name: &str,
+        count: i64,
+        max_partitions: u32,
+    ) -> Result<Arc<Topic>, TopicError> {
+        let topic = self
+            .get(name)
+            .ok_or_else(|| TopicError::Unknown(name.to_owned()))?;
+        check_growth(&topic, count, max_partitions)?;
+        Ok(topic)
+    }
+
+    /// Grows topic `name` to `count` partitions in total (Kafka's CreatePartitions;
+    /// partitions are only ever added). Crash-safe like [`Self::create`]: under the
+    /// registry lock, stale directories of the new partition numbers (left by a crash
+    /// between these steps, or an interrupted delete) are moved aside (and removed
+    /// once the topic has grown), the new
+    /// partition logs are opened, and only then is the metadata file rewritten
+    /// atomically with the new count; a crash before that rename leaves the topic as
+    /// it was. The new [`Topic`] keeps the id and shares the existing partitions'
+    /// `Arc<Partition>`s, so produces and fetches in flight are unaffected; it is
+    /// published in the registry and the change is signalled to
+    /// [`Self::subscribe_changes`].
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        count: i64,
+        max_partitions: u32,
+    ) -> Result<Arc<Topic>, TopicError> {
+        let mut topics = self.topics.write().unwrap_or_else(|e| e.into_inner());
+        let old = topics
+            .get(name)
+            .cloned()
+            .ok_or_else(|| TopicError::Unknown(name.to_owned()))?;
+        check_growth(&old, count, max_partitions)?;
+        let added = old.partitions.len() as i32..count as i32;
+        let mut stale = false;
+        for index in added.clone() {
+            stale |= self.logs_dir().join(format!("{name}-{index}")).exists();
+            self.retire_partition_dir(name, index, Uuid::nil())?;
+        }
+        let undo = |opened: Vec<Arc<Partition>>| {
+            drop(opened);
+            for index in added.clone() {
+                let _ = self.retire_partition_dir(name, index, Uuid::nil());
+            }
+            self.remove_retired();
+        };
+        let mut opened = Vec::with_capacity(added.len());
+        for index in added.clone() {
+            let dir = self.logs_dir().join(format!("{name}-{index}"));
+            match PartitionLog::open(&dir, &self.log_config) {
+                Ok(log) => opened.push(Arc::new(Partition::new(index, log))),
+                Err(e) => {
+                    undo(opened);
+                    return Err(e.into());
+                }
+            }
+        }
+        let path = self.meta_dir().join(format!("{name}.json"));
+        let body = serde_json::to_vec(&TopicFile {
+            id: old.id,
+            partitions: count as u32,
+        })
+        .unwrap_or_default();
+        if let Err(source) = write_atomically(&path, &body) {
+            // The rename may have happened (a failed directory fsync): put the old
+            // count back, so a restart does not see partitions this call refused.
+            let previous = serde_json::to_vec(&TopicFile {
+                id: old.id,
+                partitions: old.partitions.len() as u32,
+            })
+            .unwrap_or_default();
+            if let Err(e) = write_atomically(&path, &previous) {
+                tracing::error!(topic = name, "cannot restore {}: {e}", path.display());
+            }
+            undo(opened);
+            return Err(TopicError::Io { path, source });
+        }
+        let mut partitions = old.partitions.clone();
+        partitions.extend(opened);
+        let topic = Arc::new(Topic {
+            name: old.name.clone(),
+            id: old.id,
+            partitions,
+        });
+        topics.insert(name.to_owned(), Arc::clone(&topic));
+        drop(topics);
+        self.changes.send_modify(|n| *n += 1);
+        if stale {
+            self.remove_retired();
+        }
+        tracing::info!(
+            topic = name,
+            from = old.partitions.len(),
+            partitions = count,
+            id = %old.id,
+            "partitions added"
+        );
         Ok(topic)
     }
 
@@ -410,6 +528,26 @@ impl TopicRegistry {
     }
 }
 
+/// Whether `topic` may grow to `count` partitions: more than it has, at most
+/// `max_partitions`.
+fn check_growth(topic: &Topic, count: i64, max_partitions: u32) -> Result<(), TopicError> {
+    let current = topic.partitions.len();
+    if count <= current as i64 {
+        return Err(TopicError::NotAnIncrease {
+            name: topic.name.clone(),
+            current,
+            requested: count,
+        });
+    }
+    if count > i64::from(max_partitions) {
+        return Err(TopicError::InvalidPartitions {
+            count,
+            max: max_partitions,
+        });
+    }
+    Ok(())
+}
+
 /// A retired directory name stays within file-name limits: a long topic name is cut
 /// (the id keeps it unique).
 fn short(name: &str, index: i32) -> String {
@@ -436,7 +574,163 @@ fn write_atomically(path: &Path, body: &[u8]) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::validate_name;
+    use super::*;
+    use crate::log::test_util::batch;
+
+    /// No fsync per append: these tests are not about durability.
+    fn registry(dir: &Path) -> TopicRegistry {
+        let config = LogConfig {
+            flush_messages: u64::MAX,
+            ..LogConfig::default()
+        };
+        TopicRegistry::open(dir, config).unwrap()
+    }
+
+    fn append(partition: &Partition, records: usize) {
+        let mut data = batch(records, 10, 1_000);
+        partition
+            .log
+            .lock()
+            .unwrap()
+            .append(&mut data, 1_000)
+            .unwrap();
+    }
+
+    fn end_offsets(topic: &Topic) -> Vec<i64> {
+        topic
+            .partitions
+            .iter()
+            .map(|p| p.log.lock().unwrap().log_end_offset())
+            .collect()
+    }
+
+    #[test]
+    fn add_partitions_grows_a_topic_and_keeps_its_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = registry(dir.path());
+        let before = topics.create("grow", 3, 100).unwrap();
+        for (i, p) in before.partitions.iter().enumerate() {
+            append(p, i + 1);
+        }
+        let mut changes = topics.subscribe_changes();
+        changes.mark_unchanged();
+
+        let after = topics.add_partitions("grow", 6, 100).unwrap();
+        assert!(changes.has_changed().unwrap(), "changes watch not bumped");
+        assert_eq!(after.id, before.id);
+        assert_eq!(after.partitions.len(), 6);
+        let indexes: Vec<i32> = after.partitions.iter().map(|p| p.index).collect();
+        assert_eq!(indexes, [0, 1, 2, 3, 4, 5]);
+        // The old partitions are the same objects: in-flight produce/fetch keep working.
+        for (old, new) in before.partitions.iter().zip(&after.partitions) {
+            assert!(Arc::ptr_eq(old, new));
+        }
+        assert_eq!(
+            before.partitions.len(),
+            3,
+            "the old Arc<Topic> is untouched"
+        );
+        assert_eq!(end_offsets(&after), [1, 2, 3, 0, 0, 0]);
+        assert!(Arc::ptr_eq(&topics.get("grow").unwrap(), &after));
+        assert!(Arc::ptr_eq(&topics.get_by_id(before.id).unwrap(), &after));
+
+        // The new partitions take appends; the old ones still do.
+        append(&after.partitions[5], 4);
+        append(&before.partitions[0], 1);
+        assert_eq!(end_offsets(&after), [2, 2, 3, 0, 0, 4]);
+        let first = after.partitions[0]
+            .log
+            .lock()
+            .unwrap()
+            .read(0, 1 << 20)
+            .unwrap();
+        assert!(!first.records.is_empty());
+
+        // From disk: the new count, the same id, every partition's data.
+        drop((before, after));
+        drop(topics);
+        let topics = registry(dir.path());
+        let reopened = topics.get("grow").unwrap();
+        assert_eq!(reopened.partitions.len(), 6);
+        assert_eq!(end_offsets(&reopened), [2, 2, 3, 0, 0, 4]);
+        assert_eq!(topics.list().len(), 1);
+    }
+
+    #[test]
+    fn add_partitions_refuses_what_is_not_an_increase() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = registry(dir.path());
+        let topic = topics.create("t", 3, 10).unwrap();
+        append(&topic.partitions[1], 2);
+        let mut changes = topics.subscribe_changes();
+        changes.mark_unchanged();
+        for count in [-1, 0, 2, 3] {
+            let Err(err) = topics.add_partitions("t", count, 10) else {
+                panic!("{count}: accepted");
+            };
+            assert!(
+                matches!(err, TopicError::NotAnIncrease { current: 3, requested, .. } if requested == count),
+                "{count}: {err}"
+            );
+            assert!(
+                err.to_string().contains("would not be an increase"),
+                "{err}"
+            );
+            assert!(topics.check_add_partitions("t", count, 10).is_err());
+        }
+        assert!(matches!(
+            topics.add_partitions("t", 11, 10),
+            Err(TopicError::InvalidPartitions { count: 11, max: 10 })
+        ));
+        assert!(matches!(
+            topics.add_partitions("missing", 4, 10),
+            Err(TopicError::Unknown(_))
+        ));
+        assert!(matches!(
+            topics.check_add_partitions("missing", 4, 10),
+            Err(TopicError::Unknown(_))
+        ));
+        // A check that passes changes nothing either.
+        let checked = topics.check_add_partitions("t", 10, 10).unwrap();
+        assert!(Arc::ptr_eq(&checked, &topic));
+        assert!(!changes.has_changed().unwrap());
+        assert!(Arc::ptr_eq(&topics.get("t").unwrap(), &topic));
+        assert!(!dir.path().join("logs/t-3").exists());
+
+        drop((topic, checked));
+        drop(topics);
+        let topics = registry(dir.path());
+        let reopened = topics.get("t").unwrap();
+        assert_eq!(end_offsets(&reopened), [0, 2, 0]);
+    }
+
+    #[test]
+    fn stale_directories_of_new_partitions_do_not_come_back() {
+        // A crash after the new partition directories were opened but before the
+        // metadata file was rewritten leaves directories beyond the topic's count; the
+        // next growth must start those partitions empty.
+        let dir = tempfile::tempdir().unwrap();
+        let topics = registry(dir.path());
+        topics.create("s", 1, 10).unwrap();
+        let stale = dir.path().join("logs/s-1");
+        {
+            let mut log = PartitionLog::open(&stale, &LogConfig::default()).unwrap();
+            log.append(&mut batch(5, 10, 1_000), 1_000).unwrap();
+            log.close().unwrap();
+        }
+        drop(topics);
+        let topics = registry(dir.path());
+        assert_eq!(topics.get("s").unwrap().partitions.len(), 1);
+
+        let grown = topics.add_partitions("s", 2, 10).unwrap();
+        assert_eq!(end_offsets(&grown), [0, 0]);
+        let leftovers: Vec<String> = std::fs::read_dir(dir.path().join("logs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with("-delete"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
 
     #[test]
     fn kafka_topic_name_rules() {

@@ -35,7 +35,7 @@ mod segment;
 mod time_index;
 
 #[cfg(test)]
-mod test_util;
+pub(crate) mod test_util;
 
 pub use config::LogConfig;
 pub use error::LogError;

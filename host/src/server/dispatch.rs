@@ -31,6 +31,7 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::ApiVersions,
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
+    ApiKey::CreatePartitions,
 ];
 
 /// The versions of `key` this broker serves, if it serves it.
@@ -249,6 +250,7 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::ApiVersions => "ApiVersions",
         ApiKey::CreateTopics => "CreateTopics",
         ApiKey::DeleteTopics => "DeleteTopics",
+        ApiKey::CreatePartitions => "CreatePartitions",
         _ => "Other",
     }
 }
@@ -379,6 +381,7 @@ mod tests {
             ApiKey::ApiVersions => ApiVersionsRequest::default().encode(out, version),
             ApiKey::CreateTopics => CreateTopicsRequest::default().encode(out, version),
             ApiKey::DeleteTopics => DeleteTopicsRequest::default().encode(out, version),
+            ApiKey::CreatePartitions => CreatePartitionsRequest::default().encode(out, version),
             _ => Ok(()),
         };
         result.unwrap();

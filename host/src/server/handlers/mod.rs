@@ -2,6 +2,7 @@
 //! Kafka error codes are response values, never `Err`.
 
 pub mod api_versions;
+pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
 pub mod fetch;
@@ -41,6 +42,9 @@ pub async fn handle(broker: &Arc<Broker>, request: Request) -> Handled {
         }
         RequestKind::DeleteTopics(r) => {
             blocking(broker, move |b| delete_topics::handle(b, version, r)).await
+        }
+        RequestKind::CreatePartitions(r) => {
+            blocking(broker, move |b| create_partitions::handle(b, version, r)).await
         }
         RequestKind::FindCoordinator(r) => find_coordinator::handle(broker, version, r).into(),
         // Not reachable: dispatch only decodes APIs of its handler table.
