@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # The main job: build everything, list the plugin directory, check the configured
-# plugins as startup does, then run the broker with its plugins on the embedded
-# defaults (Kafka on 127.0.0.1:9092, admin API on 127.0.0.1:9644) until Ctrl-C.
+# plugins as startup does, then run `drover demo`: a broker with the coordinator,
+# sticky assignor and embedded offset store, the lines of real files produced with a
+# Kafka client, a group of three consumers with one killed midway, and a summary
+# (exit status 1 if anything is missing).
+#   scripts/run.sh [DEMO OPTIONS]   e.g. --input FILE (repeatable), --rate LINES_PER_S
+#   scripts/run.sh serve            instead run the broker on the embedded defaults
+#                                   (Kafka 127.0.0.1:9092, admin 127.0.0.1:9644) until
+#                                   Ctrl-C
 # Honours CARGO_TARGET_DIR (default ./target): config/drover.toml's paths under
 # target/release are rewritten into a generated config in the target directory.
 set -euo pipefail
@@ -29,6 +35,10 @@ echo
 echo "== drover plugins check --config $config (generated from config/drover.toml)"
 "$release/drover" plugins check --config "$config"
 echo
-echo "== drover serve --config $config   (Ctrl-C or SIGTERM stops it)"
-echo "   try: kcat -b 127.0.0.1:9092 -L ; curl -s 127.0.0.1:9644/metrics"
-exec "$release/drover" serve --config "$config"
+if [[ "${1:-}" == "serve" ]]; then
+  echo "== drover serve --config $config   (Ctrl-C or SIGTERM stops it)"
+  echo "   try: kcat -b 127.0.0.1:9092 -L ; curl -s 127.0.0.1:9644/metrics"
+  exec "$release/drover" serve --config "$config"
+fi
+echo "== drover demo --plugin-dir $release/plugins $*"
+exec "$release/drover" demo --plugin-dir "$release/plugins" "$@"

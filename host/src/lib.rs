@@ -18,6 +18,7 @@ pub mod broker;
 pub mod config;
 pub mod consume;
 pub mod coordination;
+pub mod demo;
 pub mod log;
 pub mod logging;
 pub mod plugins;

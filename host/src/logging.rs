@@ -6,9 +6,16 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
-/// Installs the global subscriber; later calls do nothing.
+/// Installs the global subscriber (default level `info`); later calls do nothing.
 pub fn init() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    init_with_default("info");
+}
+
+/// Installs the global subscriber with `default` as the filter when `RUST_LOG` is not
+/// set (`drover demo` and `drover consume` use `warn`, so their own output stays
+/// readable); later calls do nothing.
+pub fn init_with_default(default: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -29,6 +29,12 @@ enum Command {
     /// message read, one line each; Ctrl-C or SIGTERM commits and leaves the group.
     /// Membership events go to stderr.
     Consume(ConsumeArgs),
+    /// The main job: a broker with the coordinator, sticky assignor and embedded offset
+    /// store; the lines of real files produced with a Kafka client; a group of three
+    /// `drover consume` processes, one killed midway; a live progress line and a
+    /// summary. Exits 1 if any line is missing or committed offsets are not at the log
+    /// end.
+    Demo(DemoArgs),
     /// Inspect the plugin directory.
     Plugins {
         #[command(subcommand)]
@@ -103,6 +109,24 @@ struct ConsumeArgs {
     idle_exit_ms: Option<u64>,
 }
 
+#[derive(clap::Args)]
+struct DemoArgs {
+    /// Plugin directory (default: `plugins` next to the drover binary, where
+    /// scripts/build.sh installs them).
+    #[arg(long)]
+    plugin_dir: Option<PathBuf>,
+    /// Broker data directory (default: a fresh temporary directory).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// An input file whose lines are produced; repeatable (default: every file in
+    /// /usr/share/common-licenses).
+    #[arg(long = "input")]
+    inputs: Vec<PathBuf>,
+    /// Lines produced per second.
+    #[arg(long, default_value_t = 800)]
+    rate: u32,
+}
+
 #[derive(Subcommand)]
 enum PluginsCommand {
     /// Load every `*.so` in the plugin directory and print what was found. Exits 0 even
@@ -144,11 +168,15 @@ enum Format {
 }
 
 fn main() -> ExitCode {
-    logging::init();
     let cli = Cli::parse();
+    match cli.command {
+        Command::Demo(_) | Command::Consume(_) => logging::init_with_default("warn"),
+        _ => logging::init(),
+    }
     let result = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Consume(args) => consume(args),
+        Command::Demo(args) => demo(args),
         Command::Plugins { command } => match command {
             PluginsCommand::List { source, format } => list(source, format),
             PluginsCommand::Check { source } => check(source),
@@ -188,6 +216,28 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     runtime
         .block_on(drover_host::serve::run(config))
         .map_err(|e| e.to_string())
+}
+
+fn demo(args: DemoArgs) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the drover binary: {e}"))?;
+    let plugin_dir = match args.plugin_dir {
+        Some(dir) => dir,
+        None => exe
+            .parent()
+            .map(|d| d.join("plugins"))
+            .ok_or("cannot find the plugin directory; pass --plugin-dir")?,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(drover_host::demo::run(drover_host::demo::DemoOptions {
+        exe,
+        plugin_dir,
+        data_dir: args.data_dir,
+        inputs: args.inputs,
+        rate: args.rate,
+    }))
 }
 
 fn consume(args: ConsumeArgs) -> Result<(), String> {

@@ -44,8 +44,30 @@ pub enum ServeError {
 /// How often the maintenance task runs (flush policy by time, retention), ms.
 const MAINTENANCE_TICK_MS: u64 = 1_000;
 
+/// A broker started by [`start`]: its addresses, its state, and what [`Running::stop`]
+/// waits for.
+pub struct Running {
+    /// The shared broker state.
+    pub broker: Arc<Broker>,
+    /// The Kafka listener's address.
+    pub listen: std::net::SocketAddr,
+    /// The admin listener's address.
+    pub admin: std::net::SocketAddr,
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
 /// Runs the broker until a shutdown signal.
 pub async fn run(config: Config) -> Result<(), ServeError> {
+    let running = start(config).await?;
+    wait_for_signal().await;
+    running.stop().await;
+    Ok(())
+}
+
+/// Starts the broker — plugins, topics and logs, the coordinator, the Kafka listener,
+/// the admin API and log maintenance — and logs the `drover ready` line.
+pub async fn start(config: Config) -> Result<Running, ServeError> {
     if config.server.listen.ip().is_unspecified() && config.server.advertised_host.is_none() {
         return Err(ServeError::Config(format!(
             "listening on {} needs server.advertised_host: clients cannot connect to an unspecified address",
@@ -56,11 +78,16 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     let plugins = startup::load_plugins(&config)?;
     let kafka = bind(config.server.listen, "Kafka listener").await?;
     let admin_listener = bind(config.server.admin_listen, "admin listener").await?;
-    let listen = kafka.local_addr().map_err(|source| ServeError::Bind {
-        addr: config.server.listen,
-        what: "Kafka listener",
-        source,
-    })?;
+    let addr_of = |l: &TcpListener, what: &'static str, addr| {
+        l.local_addr()
+            .map_err(|source| ServeError::Bind { addr, what, source })
+    };
+    let listen = addr_of(&kafka, "Kafka listener", config.server.listen)?;
+    let admin = addr_of(
+        &admin_listener,
+        "admin listener",
+        config.server.admin_listen,
+    )?;
     let node = NodeInfo {
         id: config.server.broker_id,
         host: config
@@ -75,40 +102,53 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         broker.set_coordinator(coordinator);
     }
     let (stop, stopped) = watch::channel(false);
-    let kafka_task = tokio::spawn(server::serve(Arc::clone(&broker), kafka, stopped.clone()));
-    let admin_addr = admin_listener.local_addr().ok();
-    let admin_task = tokio::spawn(admin::serve(
-        Arc::clone(&broker),
-        admin_listener,
-        stopped.clone(),
-    ));
-    let maintenance = tokio::spawn(maintain(Arc::clone(&broker), stopped.clone()));
+    let tasks = vec![
+        tokio::spawn(server::serve(Arc::clone(&broker), kafka, stopped.clone())),
+        tokio::spawn(admin::serve(
+            Arc::clone(&broker),
+            admin_listener,
+            stopped.clone(),
+        )),
+        tokio::spawn(maintain(Arc::clone(&broker), stopped.clone())),
+    ];
     tracing::info!(
         listen = %listen,
-        admin = %admin_addr.map(|a| a.to_string()).unwrap_or_default(),
+        admin = %admin,
         data_dir = %broker.config.data_dir.display(),
         topics = broker.topics.list().len(),
         "drover ready"
     );
+    Ok(Running {
+        broker,
+        listen,
+        admin,
+        stop,
+        tasks,
+    })
+}
 
-    wait_for_signal().await;
-    tracing::info!("shutting down");
-    broker.begin_shutdown();
-    let _ = stop.send(true);
-    let _ = kafka_task.await;
-    let _ = admin_task.await;
-    let _ = maintenance.await;
-    if let Some(coordinator) = broker.coordinator() {
-        // Final commits reach the offset store before it is closed below.
-        coordinator.shutdown().await;
+impl Running {
+    /// Graceful shutdown: listeners stop, the coordinator writes its last commits,
+    /// every partition is flushed, offset stores are closed.
+    pub async fn stop(self) {
+        let broker = self.broker;
+        tracing::info!("shutting down");
+        broker.begin_shutdown();
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        if let Some(coordinator) = broker.coordinator() {
+            // Final commits reach the offset store before it is closed below.
+            coordinator.shutdown().await;
+        }
+        let broker_ref = Arc::clone(&broker);
+        let _ = tokio::task::spawn_blocking(move || flush_all(&broker_ref)).await;
+        if let Err(e) = broker.plugins.close() {
+            tracing::warn!("closing offset stores: {e}");
+        }
+        tracing::info!("stopped");
     }
-    let broker_ref = Arc::clone(&broker);
-    let _ = tokio::task::spawn_blocking(move || flush_all(&broker_ref)).await;
-    if let Err(e) = broker.plugins.close() {
-        tracing::warn!("closing offset stores: {e}");
-    }
-    tracing::info!("stopped");
-    Ok(())
 }
 
 /// Every partition keeps three files open: raise the soft open-file limit to the hard
