@@ -71,6 +71,8 @@ pub struct Config {
     /// The `[coordinator]` table: which coordinator plugin runs, its default assignor
     /// and offset store.
     pub coordinator: CoordinatorSection,
+    /// The `[offsets]` table: committed-offset retention.
+    pub offsets: OffsetsSection,
 }
 
 impl Default for Config {
@@ -82,6 +84,28 @@ impl Default for Config {
             topics: TopicsConfig::default(),
             log: crate::log::LogConfig::default(),
             coordinator: CoordinatorSection::default(),
+            offsets: OffsetsSection::default(),
+        }
+    }
+}
+
+/// The `[offsets]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OffsetsSection {
+    /// A group's committed offsets are deleted this long after the group became empty
+    /// (Kafka's `offsets.retention.minutes`, KIP-211), ms; −1 keeps them forever.
+    /// Default 604800000 (7 days).
+    pub retention_ms: i64,
+    /// How often retention runs, ms. Default 60000.
+    pub retention_check_interval_ms: u64,
+}
+
+impl Default for OffsetsSection {
+    fn default() -> Self {
+        OffsetsSection {
+            retention_ms: 7 * 24 * 60 * 60 * 1000,
+            retention_check_interval_ms: 60_000,
         }
     }
 }
@@ -286,6 +310,11 @@ impl Config {
                 "coordinator.max_store_batch",
                 config.coordinator.max_store_batch as u64,
                 1,
+            ),
+            (
+                "offsets.retention_check_interval_ms",
+                config.offsets.retention_check_interval_ms,
+                100,
             ),
             ("server.max_connections", server.max_connections as u64, 1),
             ("server.max_in_flight", server.max_in_flight as u64, 1),

@@ -14,6 +14,7 @@
 //! `../shared/DESIGN.md`).
 
 pub mod admin;
+pub mod admin_cli;
 pub mod broker;
 pub mod config;
 pub mod consume;
@@ -21,6 +22,7 @@ pub mod coordination;
 pub mod demo;
 pub mod log;
 pub mod logging;
+pub mod offsets;
 pub mod plugins;
 pub mod serve;
 pub mod server;

@@ -35,6 +35,14 @@ enum Command {
     /// summary. Exits 1 if any line is missing or committed offsets are not at the log
     /// end.
     Demo(DemoArgs),
+    /// Talk to a running broker's admin API.
+    Admin {
+        /// The admin listener, HOST:PORT.
+        #[arg(long, default_value = "127.0.0.1:9644", global = true)]
+        admin: std::net::SocketAddr,
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
     /// Inspect the plugin directory.
     Plugins {
         #[command(subcommand)]
@@ -128,6 +136,41 @@ struct DemoArgs {
 }
 
 #[derive(Subcommand)]
+enum AdminCommand {
+    /// The active offset store and the state of a swap.
+    OffsetStore {
+        #[command(subcommand)]
+        command: OffsetStoreCommand,
+    },
+    /// Consumer groups (`GET /v1/groups`, or one group with its members and lag).
+    Groups {
+        /// One group.
+        group: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum OffsetStoreCommand {
+    /// Print the active store and the last swap's status (JSON).
+    Status,
+    /// Swap the active offset store on the running broker, under load, losing no
+    /// commit: open NAME with the config file, write to both, copy every offset, switch
+    /// reads, close the old store. Waits until it completes (exit 0) or fails (exit 1;
+    /// the broker stays on the old store).
+    Swap {
+        /// The offset-store plugin to switch to.
+        #[arg(long)]
+        to: String,
+        /// Its TOML config file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Return once the swap started.
+        #[arg(long)]
+        no_wait: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum PluginsCommand {
     /// Load every `*.so` in the plugin directory and print what was found. Exits 0 even
     /// when some files are refused (each refusal says why); exits 1 when the plugin
@@ -170,13 +213,16 @@ enum Format {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Demo(_) | Command::Consume(_) => logging::init_with_default("warn"),
+        Command::Demo(_) | Command::Consume(_) | Command::Admin { .. } => {
+            logging::init_with_default("warn")
+        }
         _ => logging::init(),
     }
     let result = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Consume(args) => consume(args),
         Command::Demo(args) => demo(args),
+        Command::Admin { admin, command } => admin_command(admin, command),
         Command::Plugins { command } => match command {
             PluginsCommand::List { source, format } => list(source, format),
             PluginsCommand::Check { source } => check(source),
@@ -216,6 +262,40 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     runtime
         .block_on(drover_host::serve::run(config))
         .map_err(|e| e.to_string())
+}
+
+fn admin_command(admin: std::net::SocketAddr, command: AdminCommand) -> Result<(), String> {
+    use drover_host::admin_cli;
+    match command {
+        AdminCommand::OffsetStore { command } => match command {
+            OffsetStoreCommand::Status => admin_cli::offset_store_status(admin),
+            OffsetStoreCommand::Swap {
+                to,
+                config,
+                no_wait,
+            } => {
+                let text = match config {
+                    Some(path) => std::fs::read_to_string(&path)
+                        .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+                    None => String::new(),
+                };
+                admin_cli::offset_store_swap(admin, &to, &text, !no_wait)
+            }
+        },
+        AdminCommand::Groups { group } => {
+            let path = match group {
+                Some(g) => format!("/v1/groups/{g}"),
+                None => "/v1/groups".to_owned(),
+            };
+            let (status, body) = admin_cli::http(admin, "GET", &path, None)?;
+            println!("{body}");
+            if status == 200 {
+                Ok(())
+            } else {
+                Err(format!("HTTP {status}"))
+            }
+        }
+    }
 }
 
 fn demo(args: DemoArgs) -> Result<(), String> {

@@ -110,6 +110,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
             stopped.clone(),
         )),
         tokio::spawn(maintain(Arc::clone(&broker), stopped.clone())),
+        tokio::spawn(crate::offsets::retention::run(Arc::clone(&broker))),
     ];
     tracing::info!(
         listen = %listen,

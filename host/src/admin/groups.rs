@@ -188,12 +188,8 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
     Json(rows.into_values().collect::<Vec<_>>()).into_response()
 }
 
-fn active_store(broker: &Broker) -> Option<Arc<crate::plugins::OffsetStoreHandle>> {
-    broker
-        .plugins
-        .offset_stores
-        .get(&broker.config.coordinator.offset_store)
-        .cloned()
+fn active_store(broker: &Broker) -> Option<Arc<crate::offsets::OffsetStores>> {
+    broker.offsets()
 }
 
 /// `GET /v1/groups/{group}`.

@@ -2,9 +2,12 @@
 //! - `GET /metrics`: Prometheus text (see [`crate::broker::metrics`]);
 //! - `GET /v1/plugins`: what the plugin loader found, as JSON (one object per file);
 //! - `GET /v1/topics`: topics with their id and, per partition, log start and end;
-//! - `GET /v1/groups`, `GET /v1/groups/{group}`: consumer groups ([`groups`]).
+//! - `GET /v1/groups`, `GET /v1/groups/{group}`: consumer groups ([`groups`]);
+//! - `GET /v1/offset-store`, `POST /v1/offset-store`: the active offset store and
+//!   swapping it ([`offset_store`]).
 
 pub mod groups;
+pub mod offset_store;
 
 use std::sync::Arc;
 
@@ -26,6 +29,10 @@ pub async fn serve(
         .route("/v1/topics", get(topics))
         .route("/v1/groups", get(groups::list))
         .route("/v1/groups/{group}", get(groups::detail))
+        .route(
+            "/v1/offset-store",
+            get(offset_store::get).post(offset_store::post),
+        )
         .with_state(broker);
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(async move {

@@ -12,7 +12,12 @@ use std::{
 
 use tokio::sync::watch;
 
-use crate::{config::Config, coordination::CoordinatorClient, startup::StartedPlugins};
+use crate::{
+    config::Config,
+    coordination::CoordinatorClient,
+    offsets::{NamedStore, OffsetStores},
+    startup::StartedPlugins,
+};
 
 pub use metrics::Metrics;
 pub use topics::{Partition, Topic, TopicError, TopicRegistry};
@@ -63,6 +68,8 @@ pub struct Broker {
     stopping: watch::Sender<bool>,
     /// The running coordinator, once started (see [`crate::coordination`]).
     coordinator: OnceLock<CoordinatorClient>,
+    /// The active offset store (`coordinator.offset_store`), swappable.
+    offsets: Option<Arc<OffsetStores>>,
 }
 
 impl Broker {
@@ -75,7 +82,17 @@ impl Broker {
     ) -> Result<Arc<Broker>, BrokerError> {
         let topics = TopicRegistry::open(&config.data_dir, config.log.clone())?;
         let cluster_id = cluster_id(&config.data_dir)?;
+        let offsets = plugins
+            .offset_stores
+            .get(&config.coordinator.offset_store)
+            .map(|store| {
+                OffsetStores::new(NamedStore {
+                    name: config.coordinator.offset_store.clone(),
+                    store: Arc::clone(store),
+                })
+            });
         Ok(Arc::new(Broker {
+            offsets,
             config,
             node,
             cluster_id,
@@ -85,6 +102,11 @@ impl Broker {
             stopping: watch::channel(false).0,
             coordinator: OnceLock::new(),
         }))
+    }
+
+    /// The active offset store, if one is open.
+    pub fn offsets(&self) -> Option<Arc<OffsetStores>> {
+        self.offsets.clone()
     }
 
     /// The running coordinator, if one started.

@@ -83,18 +83,15 @@ pub fn start(broker: &Arc<Broker>) -> Result<Option<CoordinatorClient>, StartErr
         );
         return Ok(None);
     };
-    let store = match plugins.offset_stores.get(&section.offset_store) {
-        Some(store) => Arc::clone(store),
-        None => {
-            return Err(StartError::NoOffsetStore {
-                store: section.offset_store.clone(),
-                why: plugins
-                    .failed
-                    .get(&section.offset_store)
-                    .cloned()
-                    .unwrap_or_else(|| "not loaded".into()),
-            })
-        }
+    let Some(store) = broker.offsets() else {
+        return Err(StartError::NoOffsetStore {
+            store: section.offset_store.clone(),
+            why: plugins
+                .failed
+                .get(&section.offset_store)
+                .cloned()
+                .unwrap_or_else(|| "not loaded".into()),
+        });
     };
     if !plugins.assignors.contains_key(&section.default_assignor) {
         return Err(StartError::NoDefaultAssignor {

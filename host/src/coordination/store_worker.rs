@@ -7,6 +7,7 @@
 //! **one** store call (one durable transaction for the embedded store), runs the
 //! fetches, and sends every result back to the driver in one message. While a batch is
 //! being written, new operations queue up and form the next batch: group commit.
+//! The store is whichever [`OffsetStores`] routes to, so a swap happens underneath.
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use drover_abi::{
     coordinator::CoordinatorInput, ErrorKind, OffsetRecord, PluginError, TopicPartitions,
 };
 
-use crate::plugins::{CallError, OffsetStoreHandle};
+use crate::{offsets::OffsetStores, plugins::CallError};
 
 /// One operation from the coordinator.
 #[derive(Debug)]
@@ -42,7 +43,7 @@ pub enum StoreOp {
 /// Runs the worker until `ops` is closed. `deliver` sends a batch of results to the
 /// driver; it returns false when the driver is gone, which stops the worker.
 pub fn run(
-    store: Arc<OffsetStoreHandle>,
+    store: Arc<OffsetStores>,
     ops: flume::Receiver<StoreOp>,
     max_batch: usize,
     deliver: impl Fn(Vec<CoordinatorInput>) -> bool,
@@ -62,7 +63,7 @@ pub fn run(
 }
 
 /// Executes one batch: all commits in one store call, then the fetches.
-pub fn execute(store: &OffsetStoreHandle, batch: Vec<StoreOp>) -> Vec<CoordinatorInput> {
+pub fn execute(store: &OffsetStores, batch: Vec<StoreOp>) -> Vec<CoordinatorInput> {
     let mut commit_ops = Vec::new();
     let mut records = Vec::new();
     let mut fetches = Vec::new();

@@ -270,12 +270,7 @@ async fn final_offsets(
 ) -> Result<BTreeMap<i32, (Option<i64>, i64)>, String> {
     let broker = Arc::clone(&running.broker);
     tokio::task::spawn_blocking(move || {
-        let store = broker
-            .plugins
-            .offset_stores
-            .get(&broker.config.coordinator.offset_store)
-            .cloned()
-            .ok_or("the offset store is not open")?;
+        let store = broker.offsets().ok_or("the offset store is not open")?;
         let committed: BTreeMap<i32, i64> = store
             .fetch_group(GROUP)
             .map_err(|e| format!("offset store: {e}"))?

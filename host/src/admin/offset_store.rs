@@ -1,0 +1,98 @@
+//! `GET /v1/offset-store` and `POST /v1/offset-store`: the active offset store and
+//! swapping it ([`crate::offsets::swap`]).
+//!
+//! `POST` takes `{"plugin": NAME, "config": CONFIG}` where CONFIG is the plugin's TOML
+//! config as a string, or a JSON object (converted to TOML). It answers 202 with the
+//! status once the swap has started (follow it with `GET`), 409 when a swap is running
+//! or NAME is already active, 503 without an active store, 400 for a bad body.
+
+use std::sync::Arc;
+
+use axum::{extract::State, http::StatusCode, response::IntoResponse, Json};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    broker::Broker,
+    offsets::{
+        swap::{self, SwapError, SwapRequest},
+        SwapStatus,
+    },
+};
+
+/// `GET /v1/offset-store`.
+#[derive(Serialize)]
+pub struct StoreView {
+    /// The store reads and writes go to now.
+    pub active: Option<String>,
+    /// The last or current swap.
+    pub swap: SwapStatus,
+}
+
+/// The `POST` body.
+#[derive(Deserialize)]
+pub struct SwapBody {
+    /// Offset-store plugin name.
+    pub plugin: String,
+    /// Its config: TOML text or a JSON object.
+    #[serde(default)]
+    pub config: serde_json::Value,
+}
+
+fn view(broker: &Broker) -> StoreView {
+    match broker.offsets() {
+        Some(stores) => StoreView {
+            active: Some(stores.active_name()),
+            swap: stores.status(),
+        },
+        None => StoreView {
+            active: None,
+            swap: SwapStatus::default(),
+        },
+    }
+}
+
+/// `GET /v1/offset-store`.
+pub async fn get(State(broker): State<Arc<Broker>>) -> Json<StoreView> {
+    Json(view(&broker))
+}
+
+/// The plugin config as TOML text.
+fn config_text(value: &serde_json::Value) -> Result<String, String> {
+    match value {
+        serde_json::Value::Null => Ok(String::new()),
+        serde_json::Value::String(s) => Ok(s.clone()),
+        serde_json::Value::Object(_) => {
+            let table: toml::Table = serde_json::from_value(value.clone())
+                .map_err(|e| format!("config: not representable as TOML: {e}"))?;
+            toml::to_string(&table).map_err(|e| format!("config: {e}"))
+        }
+        _ => Err("config must be TOML text or a JSON object".into()),
+    }
+}
+
+/// `POST /v1/offset-store`.
+pub async fn post(
+    State(broker): State<Arc<Broker>>,
+    body: Result<Json<SwapBody>, axum::extract::rejection::JsonRejection>,
+) -> impl IntoResponse {
+    let error = |status: StatusCode, message: String| {
+        (status, Json(serde_json::json!({ "error": message }))).into_response()
+    };
+    let Json(body) = match body {
+        Ok(body) => body,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+    };
+    let config = match config_text(&body.config) {
+        Ok(text) => text,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let request = SwapRequest {
+        plugin: body.plugin,
+        config,
+    };
+    match swap::start(&broker, request) {
+        Ok(()) => (StatusCode::ACCEPTED, Json(view(&broker))).into_response(),
+        Err(e @ SwapError::NoActiveStore) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err(e) => error(StatusCode::CONFLICT, e.to_string()),
+    }
+}
