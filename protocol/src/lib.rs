@@ -11,6 +11,7 @@
 //!   [`NativeResponse`], and [`decode_request`] / [`decode_response`].
 //! - [`frame`]: whole frames with their size prefix.
 //! - [`ApiKey`] (keys 20000–20007, versions), [`ErrorCode`], [`limits`].
+//! - [`slot`]: the coordinator slot of a group in cluster mode.
 //!
 //! Decoding never panics and never allocates more than a small multiple of the input:
 //! every length and count is checked against the remaining bytes and a cap in
@@ -49,6 +50,7 @@ pub mod header;
 pub mod limits;
 pub mod messages;
 pub mod primitives;
+pub mod slot;
 
 pub use api_key::{ApiKey, Direction, VersionRange};
 pub use error::{DecodeError, EncodeError};
@@ -62,3 +64,4 @@ pub use limits::{
     MAX_TOPICS_PER_REQUEST,
 };
 pub use messages::*;
+pub use slot::coordinator_slot;
