@@ -73,6 +73,8 @@ pub struct Config {
     pub coordinator: CoordinatorSection,
     /// The `[offsets]` table: committed-offset retention.
     pub offsets: OffsetsSection,
+    /// The `[zookeeper]` table: cluster mode.
+    pub zookeeper: ZookeeperSection,
 }
 
 impl Default for Config {
@@ -85,7 +87,56 @@ impl Default for Config {
             log: crate::log::LogConfig::default(),
             coordinator: CoordinatorSection::default(),
             offsets: OffsetsSection::default(),
+            zookeeper: ZookeeperSection::default(),
         }
+    }
+}
+
+/// The `[zookeeper]` table: cluster mode (DESIGN.md, "Cluster mode").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ZookeeperSection {
+    /// Run in cluster mode. Default false (standalone).
+    pub enabled: bool,
+    /// ZooKeeper ensemble, `host:port[,host:port...]`. Default `127.0.0.1:2181`.
+    pub connect: String,
+    /// Every node the cluster uses lives below this path. Default `/drover`.
+    pub chroot: String,
+    /// ZooKeeper session timeout, ms. Default 6000.
+    pub session_timeout_ms: u64,
+    /// Number of coordinator slots; a group belongs to slot fnv1a(group) mod this.
+    /// Every broker of a cluster must use the same value. Default 16.
+    pub slots: u32,
+    /// A broker that is not a slot's preferred owner waits this long before claiming
+    /// the unowned slot, so slots spread over brokers, ms. Default 2000.
+    pub slot_claim_delay_ms: u64,
+}
+
+impl Default for ZookeeperSection {
+    fn default() -> Self {
+        ZookeeperSection {
+            enabled: false,
+            connect: "127.0.0.1:2181".into(),
+            chroot: "/drover".into(),
+            session_timeout_ms: 6_000,
+            slots: 16,
+            slot_claim_delay_ms: 2_000,
+        }
+    }
+}
+
+impl ZookeeperSection {
+    /// Applies `--zookeeper HOST:PORT[,HOST:PORT][/chroot]`: sets `connect` (and
+    /// `chroot` when given) and enables cluster mode.
+    pub fn apply_flag(&mut self, flag: &str) {
+        match flag.find('/') {
+            Some(i) => {
+                self.connect = flag[..i].to_owned();
+                self.chroot = flag[i..].to_owned();
+            }
+            None => self.connect = flag.to_owned(),
+        }
+        self.enabled = true;
     }
 }
 
@@ -352,6 +403,23 @@ impl Config {
                 "topics.default_partitions: {} must be between 1 and topics.max_partitions ({})",
                 config.topics.default_partitions, config.topics.max_partitions
             )));
+        }
+        let zk = &config.zookeeper;
+        if zk.enabled {
+            if zk.slots == 0 {
+                return Err(invalid("zookeeper.slots must be at least 1".into()));
+            }
+            if !zk.chroot.starts_with('/') || (zk.chroot.len() > 1 && zk.chroot.ends_with('/')) {
+                return Err(invalid(format!(
+                    "zookeeper.chroot `{}` must be an absolute path without a trailing `/`",
+                    zk.chroot
+                )));
+            }
+            if zk.session_timeout_ms < 1_000 {
+                return Err(invalid(
+                    "zookeeper.session_timeout_ms must be at least 1000".into(),
+                ));
+            }
         }
         for digest in &config.plugins.sha256_allowlist {
             if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {

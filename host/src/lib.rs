@@ -16,6 +16,7 @@
 pub mod admin;
 pub mod admin_cli;
 pub mod broker;
+pub mod cluster;
 pub mod config;
 pub mod consume;
 pub mod coordination;

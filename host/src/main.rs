@@ -67,6 +67,12 @@ struct ServeArgs {
     /// Plugin directory (default ./plugins).
     #[arg(long)]
     plugin_dir: Option<PathBuf>,
+    /// This broker's id (cluster mode: unique per broker; default 0).
+    #[arg(long)]
+    broker_id: Option<i32>,
+    /// Run in cluster mode with this ZooKeeper ensemble, HOST:PORT[,HOST:PORT][/chroot].
+    #[arg(long)]
+    zookeeper: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -142,6 +148,8 @@ enum AdminCommand {
         #[command(subcommand)]
         command: OffsetStoreCommand,
     },
+    /// Cluster mode: live brokers, coordinator slot owners, topic placement.
+    Cluster,
     /// Consumer groups (`GET /v1/groups`, or one group with its members and lag).
     Groups {
         /// One group.
@@ -254,6 +262,12 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     if let Some(dir) = args.plugin_dir {
         config.plugins.dir = dir;
     }
+    if let Some(id) = args.broker_id {
+        config.server.broker_id = id;
+    }
+    if let Some(zk) = args.zookeeper {
+        config.zookeeper.apply_flag(&zk);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("drover")
@@ -282,10 +296,11 @@ fn admin_command(admin: std::net::SocketAddr, command: AdminCommand) -> Result<(
                 admin_cli::offset_store_swap(admin, &to, &text, !no_wait)
             }
         },
-        AdminCommand::Groups { group } => {
-            let path = match group {
-                Some(g) => format!("/v1/groups/{g}"),
-                None => "/v1/groups".to_owned(),
+        AdminCommand::Cluster | AdminCommand::Groups { .. } => {
+            let path = match command {
+                AdminCommand::Groups { group: Some(g) } => format!("/v1/groups/{g}"),
+                AdminCommand::Groups { group: None } => "/v1/groups".to_owned(),
+                _ => "/v1/cluster".to_owned(),
             };
             let (status, body) = admin_cli::http(admin, "GET", &path, None)?;
             println!("{body}");

@@ -98,6 +98,19 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         port: i32::from(listen.port()),
     };
     let broker = Broker::open(config, node, plugins)?;
+    let cluster = broker.config.zookeeper.enabled.then(|| {
+        crate::cluster::Cluster::new(
+            broker.node.id,
+            crate::cluster::BrokerAddr {
+                host: broker.node.host.clone(),
+                port: broker.node.port,
+            },
+            broker.config.zookeeper.clone(),
+        )
+    });
+    if let Some(cluster) = &cluster {
+        broker.set_cluster(Arc::clone(cluster));
+    }
     if let Some(coordinator) = coordination::start(&broker)? {
         broker.set_coordinator(coordinator);
     }
@@ -112,6 +125,13 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         tokio::spawn(maintain(Arc::clone(&broker), stopped.clone())),
         tokio::spawn(crate::offsets::retention::run(Arc::clone(&broker))),
     ];
+    let mut tasks = tasks;
+    if let Some(cluster) = cluster {
+        tasks.push(tokio::spawn(crate::cluster::run(
+            Arc::clone(&broker),
+            cluster,
+        )));
+    }
     tracing::info!(
         listen = %listen,
         admin = %admin,

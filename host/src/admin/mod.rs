@@ -4,7 +4,9 @@
 //! - `GET /v1/topics`: topics with their id and, per partition, log start and end;
 //! - `GET /v1/groups`, `GET /v1/groups/{group}`: consumer groups ([`groups`]);
 //! - `GET /v1/offset-store`, `POST /v1/offset-store`: the active offset store and
-//!   swapping it ([`offset_store`]).
+//!   swapping it ([`offset_store`]);
+//! - `GET /v1/cluster`: cluster mode — this broker, live brokers, slot owners, topic
+//!   placement (404 when standalone).
 
 pub mod groups;
 pub mod offset_store;
@@ -29,6 +31,7 @@ pub async fn serve(
         .route("/v1/topics", get(topics))
         .route("/v1/groups", get(groups::list))
         .route("/v1/groups/{group}", get(groups::detail))
+        .route("/v1/cluster", get(cluster))
         .route(
             "/v1/offset-store",
             get(offset_store::get).post(offset_store::post),
@@ -74,6 +77,32 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
         )],
         broker.metrics.render(&offsets),
     )
+}
+
+async fn cluster(State(broker): State<Arc<Broker>>) -> axum::response::Response {
+    match broker.cluster() {
+        None => (
+            axum::http::StatusCode::NOT_FOUND,
+            Json(serde_json::json!({"error": "standalone broker (zookeeper.enabled is false)"})),
+        )
+            .into_response(),
+        Some(c) => {
+            let owned: Vec<u32> = c
+                .owned
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .copied()
+                .collect();
+            Json(serde_json::json!({
+                "broker": c.me,
+                "slot_count": c.settings.slots,
+                "owned_slots": owned,
+                "view": c.view(),
+            }))
+            .into_response()
+        }
+    }
 }
 
 async fn plugins(State(broker): State<Arc<Broker>>) -> Json<Vec<table::Row>> {

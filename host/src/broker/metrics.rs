@@ -50,6 +50,7 @@ pub struct Metrics {
     frames_rejected: Family<ReasonLabels, Counter>,
     native_requests: Family<ApiLabels, Counter>,
     coordinator_events: Family<NameLabels, Counter>,
+    zookeeper_connected: Gauge,
 }
 
 impl Default for Metrics {
@@ -110,8 +111,15 @@ impl Metrics {
             "Counters reported by the coordinator plugin, by name",
             coordinator_events.clone(),
         );
+        let zookeeper_connected = Gauge::default();
+        registry.register(
+            "zookeeper_connected",
+            "1 while the ZooKeeper session is connected (cluster mode), else 0",
+            zookeeper_connected.clone(),
+        );
         Metrics {
             registry,
+            zookeeper_connected,
             native_requests,
             coordinator_events,
             requests,
@@ -176,6 +184,11 @@ impl Metrics {
                 })
                 .inc_by(value as u64);
         }
+    }
+
+    /// Records whether the ZooKeeper session is connected.
+    pub fn zookeeper_connected(&self, connected: bool) {
+        self.zookeeper_connected.set(i64::from(connected));
     }
 
     /// A frame was refused before decoding, for `reason`.

@@ -70,6 +70,8 @@ pub struct Broker {
     coordinator: OnceLock<CoordinatorClient>,
     /// The active offset store (`coordinator.offset_store`), swappable.
     offsets: Option<Arc<OffsetStores>>,
+    /// Cluster membership, in cluster mode.
+    cluster: OnceLock<Arc<crate::cluster::Cluster>>,
 }
 
 impl Broker {
@@ -101,12 +103,35 @@ impl Broker {
             plugins,
             stopping: watch::channel(false).0,
             coordinator: OnceLock::new(),
+            cluster: OnceLock::new(),
         }))
     }
 
     /// The active offset store, if one is open.
     pub fn offsets(&self) -> Option<Arc<OffsetStores>> {
         self.offsets.clone()
+    }
+
+    /// Cluster membership, in cluster mode.
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+        self.cluster.get()
+    }
+
+    /// Installs the cluster membership (once).
+    pub fn set_cluster(&self, cluster: Arc<crate::cluster::Cluster>) {
+        let _ = self.cluster.set(cluster);
+    }
+
+    /// Whether this broker serves `topic`-`partition`: always standalone; in cluster
+    /// mode only the partitions it leads.
+    pub fn serves(&self, topic: &str, partition: i32) -> bool {
+        self.cluster().is_none_or(|c| c.leads(topic, partition))
+    }
+
+    /// Whether topics may be created implicitly (Metadata, Produce): configured, and
+    /// standalone only (in cluster mode topics are created with CreateTopics).
+    pub fn auto_create(&self) -> bool {
+        self.config.topics.auto_create && self.cluster().is_none()
     }
 
     /// The running coordinator, if one started.

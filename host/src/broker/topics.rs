@@ -307,6 +307,18 @@ impl TopicRegistry {
         partitions: i64,
         max_partitions: u32,
     ) -> Result<Arc<Topic>, TopicError> {
+        self.create_with_id(name, Uuid::new_v4(), partitions, max_partitions)
+    }
+
+    /// Creates a topic with a given id (cluster mode: every broker creates its copy of
+    /// a topic with the id recorded in ZooKeeper).
+    pub fn create_with_id(
+        &self,
+        name: &str,
+        id: Uuid,
+        partitions: i64,
+        max_partitions: u32,
+    ) -> Result<Arc<Topic>, TopicError> {
         validate_name(name)?;
         if partitions < 1 || partitions > i64::from(max_partitions) {
             return Err(TopicError::InvalidPartitions {
@@ -318,7 +330,7 @@ impl TopicRegistry {
         if topics.contains_key(name) {
             return Err(TopicError::AlreadyExists(name.to_owned()));
         }
-        let id = Uuid::new_v4();
+
         // Directories left by a failed create or an interrupted delete must not come
         // back to life as this new topic's data: move them aside first.
         for index in 0..partitions as i32 {

@@ -89,6 +89,10 @@ pub enum Msg {
     TopicsChanged(RVec<TopicInfo>),
     /// Results of offset-store operations.
     Store(Vec<CoordinatorInput>),
+    /// Cluster mode: this broker now owns coordinator slot `n`.
+    SlotGained(u32),
+    /// Cluster mode: this broker no longer owns coordinator slot `n`.
+    SlotLost(u32),
     /// Stop: final coordinator outputs, drain the store worker, close channels.
     Shutdown(oneshot::Sender<()>),
 }
@@ -164,6 +168,16 @@ impl CoordinatorClient {
         };
         self.closed(conn).await;
         result
+    }
+
+    /// Cluster mode: this broker now owns coordinator slot `slot`.
+    pub async fn slot_gained(&self, slot: u32) {
+        let _ = self.send(Msg::SlotGained(slot)).await;
+    }
+
+    /// Cluster mode: this broker no longer owns coordinator slot `slot`.
+    pub async fn slot_lost(&self, slot: u32) {
+        let _ = self.send(Msg::SlotLost(slot)).await;
     }
 
     /// Sends new topic metadata.
@@ -295,6 +309,16 @@ impl Driver {
                     self.feed(input);
                 }
             }
+            Msg::SlotGained(slot) => {
+                let now = self.now_ms();
+                let result = self.coordinator.slot_gained(now, slot);
+                self.run_outputs(result);
+            }
+            Msg::SlotLost(slot) => {
+                let now = self.now_ms();
+                let result = self.coordinator.slot_lost(now, slot);
+                self.run_outputs(result);
+            }
             Msg::Shutdown(_) => unreachable!("handled by run"),
         }
     }
@@ -325,6 +349,22 @@ impl Driver {
                     return;
                 }
             }
+        }
+    }
+
+    /// Executes the outputs of a slot hook and everything they lead to.
+    fn run_outputs(&mut self, result: Result<Vec<CoordinatorOutput>, crate::plugins::CallError>) {
+        match result {
+            Ok(outputs) => {
+                let mut inputs = VecDeque::new();
+                for output in outputs {
+                    self.execute(output, &mut inputs);
+                }
+                for input in inputs {
+                    self.feed(input);
+                }
+            }
+            Err(e) => tracing::error!("coordinator slot hook: {e}"),
         }
     }
 

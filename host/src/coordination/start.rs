@@ -5,7 +5,7 @@ use std::{collections::BTreeSet, sync::Arc};
 
 use abi_stable::std_types::{RString, RVec};
 use drover_abi::{
-    coordinator::{CoordinatorStartup, NamedAssignor},
+    coordinator::{CoordinatorStartup, NamedAssignor, ZkCoordinatorStartup},
     PluginKind, TopicInfo,
 };
 
@@ -117,8 +117,18 @@ pub fn start(broker: &Arc<Broker>) -> Result<Option<CoordinatorClient>, StartErr
         default_assignor: RString::from(section.default_assignor.as_str()),
         topics: topic_infos(broker),
     };
-    let coordinator =
-        plugin.start_coordinator(&broker.config.plugin_config(&section.plugin), startup)?;
+    let config = broker.config.plugin_config(&section.plugin);
+    let coordinator = match broker.cluster() {
+        None => plugin.start_coordinator(&config, startup)?,
+        Some(cluster) => plugin.start_coordinator_zookeeper(
+            &config,
+            ZkCoordinatorStartup {
+                base: startup,
+                slot_count: cluster.settings.slots,
+                session: crate::cluster::session::for_plugins(cluster),
+            },
+        )?,
+    };
 
     let channel = flume::bounded::<Msg>(section.queue_capacity);
     let (store_tx, store_rx) = flume::unbounded();

@@ -177,6 +177,30 @@ impl CoordinatorHandle {
             .map(RVec::into_vec)
     }
 
+    /// Cluster mode: this broker now owns coordinator slot `slot`.
+    pub fn slot_gained(
+        &mut self,
+        now_ms: u64,
+        slot: u32,
+    ) -> Result<Vec<drover_abi::coordinator::CoordinatorOutput>, CallError> {
+        let inner = &mut self.inner;
+        self.guard
+            .call(|| inner.slot_gained(now_ms, slot))
+            .map(RVec::into_vec)
+    }
+
+    /// Cluster mode: this broker no longer owns coordinator slot `slot`.
+    pub fn slot_lost(
+        &mut self,
+        now_ms: u64,
+        slot: u32,
+    ) -> Result<Vec<drover_abi::coordinator::CoordinatorOutput>, CallError> {
+        let inner = &mut self.inner;
+        self.guard
+            .call(|| inner.slot_lost(now_ms, slot))
+            .map(RVec::into_vec)
+    }
+
     /// The broker is stopping: the coordinator's final outputs. No call follows.
     pub fn shutdown(
         &mut self,

@@ -67,6 +67,25 @@ impl LoadedPlugin {
         ))
     }
 
+    /// Starts the coordinator in cluster mode with `config` and `startup` (slot count
+    /// and the broker's ZooKeeper session); it owns no slot until `slot_gained`.
+    pub fn start_coordinator_zookeeper(
+        &self,
+        config: &str,
+        startup: drover_abi::coordinator::ZkCoordinatorStartup,
+    ) -> Result<CoordinatorHandle, LoadError> {
+        let PluginModule::Coordinator(module) = self.module else {
+            return Err(self.wrong_kind(PluginKind::Coordinator));
+        };
+        let inner = (module.startup_zookeeper())(self.services(config), startup)
+            .into_result()
+            .map_err(|e| self.instantiate_error(e))?;
+        Ok(CoordinatorHandle::new(
+            Arc::new(self.summary.clone()),
+            inner,
+        ))
+    }
+
     /// Opens an offset-store instance with `config`.
     pub fn open_offset_store(&self, config: &str) -> Result<OffsetStoreHandle, LoadError> {
         let PluginModule::OffsetStore(module) = self.module else {

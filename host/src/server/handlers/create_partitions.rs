@@ -87,6 +87,11 @@ fn grow(
     if validate_only {
         return Ok(());
     }
+    if let Some(cluster) = broker.cluster() {
+        cluster
+            .add_partitions(name, count as u32)
+            .map_err(super::cluster_refusal)?;
+    }
     // Checked again under the registry lock: the topic may have changed meanwhile.
     broker
         .topics

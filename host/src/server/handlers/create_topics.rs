@@ -95,9 +95,18 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) 
                 if request.validate_only {
                     return Ok(());
                 }
+                // Cluster mode: the topic is placed and recorded in ZooKeeper first;
+                // every broker then keeps a local copy with the same id.
+                let id = match broker.cluster() {
+                    None => uuid::Uuid::new_v4(),
+                    Some(cluster) => match cluster.create_topic(&name, partitions as u32) {
+                        Ok(placement) => placement.id,
+                        Err(e) => return Err(super::cluster_refusal(e)),
+                    },
+                };
                 match broker
                     .topics
-                    .create(&name, partitions, config.max_partitions)
+                    .create_with_id(&name, id, partitions, config.max_partitions)
                 {
                     Ok(topic) => {
                         r.topic_id = topic.id;

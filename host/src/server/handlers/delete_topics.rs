@@ -43,18 +43,28 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) 
             };
             let outcome = match &name {
                 None => Err(ResponseError::UnknownTopicId),
-                Some(n) => match broker.topics.delete(n) {
+                Some(n) => match broker
+                    .cluster()
+                    .map_or(Ok(()), |c| {
+                        c.delete_topic(n).map_err(super::cluster_refusal)
+                    })
+                    .map_err(|(code, _)| code)
+                    .and_then(|()| {
+                        broker.topics.delete(n).map_err(|e| match e {
+                            TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition,
+                            e => {
+                                tracing::warn!("deleting topic `{n}`: {e}");
+                                ResponseError::KafkaStorageError
+                            }
+                        })
+                    }) {
                     Ok(topic) => {
                         if version >= 6 {
                             r.topic_id = topic.id;
                         }
                         Ok(())
                     }
-                    Err(TopicError::Unknown(_)) => Err(ResponseError::UnknownTopicOrPartition),
-                    Err(e) => {
-                        tracing::warn!("deleting topic `{n}`: {e}");
-                        Err(ResponseError::KafkaStorageError)
-                    }
+                    Err(code) => Err(code),
                 },
             };
             r.name = name.map(|n| TopicName(StrBytes::from_string(n)));

@@ -36,6 +36,8 @@ struct Target {
     partition: i32,
     offset: i64,
     max_bytes: usize,
+    /// Cluster mode: another broker leads it.
+    not_leader: bool,
 }
 
 /// Handles Fetch v4–v18.
@@ -60,7 +62,11 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
         out.topic_id = t.topic_id;
         skeleton.push(out);
         for p in t.partitions {
+            let not_leader = topic
+                .as_ref()
+                .is_some_and(|t| !broker.serves(&t.name, p.partition));
             targets.push(Target {
+                not_leader,
                 topic_index,
                 topic: topic.clone(),
                 partition: p.partition,
@@ -175,6 +181,11 @@ async fn read_all(
                     any_error = true;
                     return data;
                 };
+                if t.not_leader {
+                    data.error_code = ResponseError::NotLeaderOrFollower.code();
+                    any_error = true;
+                    return data;
+                }
                 let limit = t.max_bytes.min(budget);
                 let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
                 // KIP-74: the first non-empty partition may exceed the limits by one batch.

@@ -1,5 +1,7 @@
 //! FindCoordinator: in standalone mode every group's coordinator is this broker, when
-//! it runs a coordinator plugin. Without one, group keys get `COORDINATOR_NOT_AVAILABLE`
+//! it runs a coordinator plugin; in cluster mode it is the broker owning the group's
+//! coordinator slot (`coordinator_slot(group, zookeeper.slots)`), or
+//! COORDINATOR_NOT_AVAILABLE while the slot has no owner. Without one, group keys get `COORDINATOR_NOT_AVAILABLE`
 //! (docs/protocol.md §4), so clients back off instead of sending group requests that
 //! nobody can answer. Transaction and share-group coordinators are not offered
 //! (`COORDINATOR_NOT_AVAILABLE`), since this broker serves neither.
@@ -23,14 +25,26 @@ const GROUP: i8 = 0;
 pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorRequest) -> Reply {
     let node = &broker.node;
     let groups_served = broker.coordinator().is_some();
-    let answer = |key_type: i8| -> (i16, i32, StrBytes, i32) {
+    let answer = |key_type: i8, key: &str| -> (i16, i32, StrBytes, i32) {
         if key_type == GROUP && groups_served {
-            (
-                0,
-                node.id,
-                StrBytes::from_string(node.host.clone()),
-                node.port,
-            )
+            match broker.cluster() {
+                None => (
+                    0,
+                    node.id,
+                    StrBytes::from_string(node.host.clone()),
+                    node.port,
+                ),
+                // Cluster mode: the owner of the group's slot, if it has one now.
+                Some(cluster) => match cluster.coordinator_of(key) {
+                    Some((id, addr)) => (0, id, StrBytes::from_string(addr.host), addr.port),
+                    None => (
+                        ResponseError::CoordinatorNotAvailable.code(),
+                        -1,
+                        StrBytes::default(),
+                        -1,
+                    ),
+                },
+            }
         } else {
             (
                 ResponseError::CoordinatorNotAvailable.code(),
@@ -46,7 +60,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorReques
             .coordinator_keys
             .into_iter()
             .map(|key| {
-                let (error, id, host, port) = answer(request.key_type);
+                let (error, id, host, port) = answer(request.key_type, key.as_str());
                 let mut c = Coordinator::default();
                 c.key = key;
                 c.node_id = BrokerId(id);
@@ -59,7 +73,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorReques
         let error = super::first_error(response.coordinators.iter().map(|c| c.error_code));
         Reply::new(response, error)
     } else {
-        let (error, id, host, port) = answer(request.key_type);
+        let (error, id, host, port) = answer(request.key_type, request.key.as_str());
         response.error_code = error;
         response.node_id = BrokerId(id);
         response.host = host;

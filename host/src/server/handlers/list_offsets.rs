@@ -32,6 +32,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequ
             .into_iter()
             .map(|t| {
                 let topic = broker.topics.get(t.name.0.as_str());
+                let name = t.name.0.to_string();
                 let mut out = ListOffsetsTopicResponse::default();
                 out.name = t.name;
                 out.partitions = t
@@ -52,6 +53,10 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequ
                             r.error_code = ResponseError::UnknownTopicOrPartition.code();
                             return r;
                         };
+                        if !broker.serves(&name, p.partition_index) {
+                            r.error_code = ResponseError::NotLeaderOrFollower.code();
+                            return r;
+                        }
                         let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
                         if version >= 4 {
                             r.leader_epoch = crate::log::LEADER_EPOCH;

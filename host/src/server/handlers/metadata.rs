@@ -27,8 +27,7 @@ use crate::{
 
 /// Handles Metadata v0–v13.
 pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> Reply {
-    let allow_create =
-        broker.config.topics.auto_create && (version < 4 || request.allow_auto_topic_creation);
+    let allow_create = broker.auto_create() && (version < 4 || request.allow_auto_topic_creation);
     let topics: Vec<MetadataResponseTopic> = match request.topics {
         None => all(broker, version),
         Some(list) if list.is_empty() && version == 0 => all(broker, version),
@@ -42,15 +41,37 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> R
     };
     let error = super::first_error(topics.iter().map(|t| t.error_code));
     let mut response = MetadataResponse::default();
-    let mut node = MetadataResponseBroker::default();
-    node.node_id = BrokerId(broker.node.id);
-    node.host = StrBytes::from_string(broker.node.host.clone());
-    node.port = broker.node.port;
-    response.brokers = vec![node];
+    response.brokers = brokers(broker);
     response.cluster_id = Some(StrBytes::from_string(broker.cluster_id.clone()));
     response.controller_id = BrokerId(broker.node.id);
     response.topics = topics;
     Reply::new(response, error)
+}
+
+/// This broker, or in cluster mode every live broker.
+fn brokers(broker: &Arc<Broker>) -> Vec<MetadataResponseBroker> {
+    let entry = |id: i32, host: &str, port: i32| {
+        let mut node = MetadataResponseBroker::default();
+        node.node_id = BrokerId(id);
+        node.host = StrBytes::from_string(host.to_owned());
+        node.port = port;
+        node
+    };
+    match broker.cluster() {
+        None => vec![entry(broker.node.id, &broker.node.host, broker.node.port)],
+        Some(cluster) => {
+            let view = cluster.view();
+            let mut out: Vec<MetadataResponseBroker> = view
+                .brokers
+                .iter()
+                .map(|(id, a)| entry(*id, &a.host, a.port))
+                .collect();
+            if !view.brokers.contains_key(&broker.node.id) {
+                out.push(entry(broker.node.id, &broker.node.host, broker.node.port));
+            }
+            out
+        }
+    }
 }
 
 fn all(broker: &Arc<Broker>, version: i16) -> Vec<MetadataResponseTopic> {
@@ -125,10 +146,18 @@ fn describe(broker: &Arc<Broker>, version: i16, topic: &Topic) -> MetadataRespon
         .map(|p| {
             let mut mp = MetadataResponsePartition::default();
             mp.partition_index = p.index;
-            mp.leader_id = me;
+            let leader = match broker.cluster() {
+                None => me,
+                Some(c) => BrokerId(c.leader(&topic.name, p.index).unwrap_or(-1)),
+            };
+            mp.leader_id = leader;
             mp.leader_epoch = 0;
-            mp.replica_nodes = vec![me];
-            mp.isr_nodes = vec![me];
+            if leader.0 < 0 {
+                mp.error_code = ResponseError::LeaderNotAvailable.code();
+            } else {
+                mp.replica_nodes = vec![leader];
+                mp.isr_nodes = vec![leader];
+            }
             mp
         })
         .collect();

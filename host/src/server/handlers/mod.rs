@@ -92,3 +92,18 @@ pub fn log_error(e: &crate::log::LogError) -> ResponseError {
         .err()
         .unwrap_or(ResponseError::UnknownServerError)
 }
+
+/// The Kafka error for a refused cluster operation (cluster mode).
+pub(crate) fn cluster_refusal(
+    e: crate::cluster::ClusterError,
+) -> (kafka_protocol::error::ResponseError, String) {
+    use crate::cluster::ClusterError;
+    use kafka_protocol::error::ResponseError;
+    let code = match &e {
+        ClusterError::TopicExists(_) => ResponseError::TopicAlreadyExists,
+        ClusterError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
+        ClusterError::Unavailable(_) | ClusterError::NoBrokers => ResponseError::RequestTimedOut,
+        _ => ResponseError::KafkaStorageError,
+    };
+    (code, e.to_string())
+}

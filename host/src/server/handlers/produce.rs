@@ -66,6 +66,9 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                                 Err(ResponseError::InvalidRequiredAcks)
                             }
                             (Err(e), _) => Err(*e),
+                            (Ok(topic), _) if !work.serves(&topic.name, p.index) => {
+                                Err(ResponseError::NotLeaderOrFollower)
+                            }
                             (Ok(topic), _) => append(topic, p.index, p.records, deferred),
                         };
                         match result {
@@ -137,7 +140,7 @@ fn find_or_create(broker: &Broker, name: &str) -> Result<Arc<Topic>, ResponseErr
         return Err(ResponseError::InvalidTopicException);
     }
     let config = &broker.config.topics;
-    if !config.auto_create {
+    if !broker.auto_create() {
         return Err(ResponseError::UnknownTopicOrPartition);
     }
     match broker.topics.create(
