@@ -171,6 +171,20 @@ impl Cluster {
             .ok_or_else(|| ClusterError::Unavailable("not connected".into()))
     }
 
+    /// The connected client, waiting up to a session timeout for a reconnection.
+    /// Blocking: call from a blocking thread.
+    fn client_blocking(&self) -> Result<zk::Client, ClusterError> {
+        let deadline =
+            std::time::Instant::now() + Duration::from_millis(self.settings.session_timeout_ms);
+        loop {
+            match self.client() {
+                Ok(c) => return Ok(c),
+                Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
     /// The leader of `topic`-`partition`: `None` for an unknown partition, `Some(-1)`
     /// when its broker is down.
     pub fn leader(&self, topic: &str, partition: i32) -> Option<i32> {
@@ -216,7 +230,7 @@ impl Cluster {
         name: &str,
         partitions: u32,
     ) -> Result<TopicPlacement, ClusterError> {
-        let client = self.client()?;
+        let client = self.client_blocking()?;
         let brokers: Vec<i32> = self.view.borrow().brokers.keys().copied().collect();
         if brokers.is_empty() {
             return Err(ClusterError::NoBrokers);
@@ -251,7 +265,7 @@ impl Cluster {
 
     /// Deletes a topic from ZooKeeper. Blocking.
     pub fn delete_topic(&self, name: &str) -> Result<(), ClusterError> {
-        let client = self.client()?;
+        let client = self.client_blocking()?;
         let path = format!("{TOPICS}/{name}");
         self.block_on(async { client.delete(&path, None).await })
             .map_err(|e| match e {
@@ -266,7 +280,7 @@ impl Cluster {
 
     /// Grows a topic to `count` partitions, placing the new ones. Blocking.
     pub fn add_partitions(&self, name: &str, count: u32) -> Result<TopicPlacement, ClusterError> {
-        let client = self.client()?;
+        let client = self.client_blocking()?;
         let path = format!("{TOPICS}/{name}");
         let brokers: Vec<i32> = self.view.borrow().brokers.keys().copied().collect();
         if brokers.is_empty() {

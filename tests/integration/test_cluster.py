@@ -1,0 +1,121 @@
+"""Cluster mode with a real ZooKeeper and three brokers on loopback: metadata from any
+broker, topics created through one broker served by the others, leaders and
+NOT_LEADER_OR_FOLLOWER, a killed broker's partitions reported leaderless and served
+again after its restart, and a ZooKeeper restart."""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster_testlib import ZooKeeper, start_cluster, wait_until
+from drover_testlib import (Msg, RawConn, ck_consume, ck_produce, http_get, kstr)
+
+
+@pytest.fixture
+def zookeeper(tmp_path):
+    zk = ZooKeeper(tmp_path / "zookeeper").start()
+    yield zk
+    zk.stop()
+
+
+def admin(b) -> AdminClient:
+    return AdminClient({"bootstrap.servers": b.bootstrap})
+
+
+def cluster_view(b) -> dict:
+    status, _, body = http_get(f"{b.admin_url}/v1/cluster")
+    assert status == 200, body
+    return json.loads(body)
+
+
+def leaders(b, topic: str) -> dict[int, int]:
+    md = admin(b).list_topics(topic, timeout=10)
+    t = md.topics[topic]
+    return {p: pm.leader for p, pm in t.partitions.items()}
+
+
+def create(b, topic: str, partitions: int) -> None:
+    a = admin(b)  # keep the client alive until the futures resolve
+    for _t, f in a.create_topics([NewTopic(topic, partitions, 1)]).items():
+        f.result(timeout=20)
+
+
+def test_brokers_share_topics_and_serve_only_their_partitions(broker_factory, zookeeper):
+    brokers = start_cluster(broker_factory, zookeeper)
+    # Every broker lists all three.
+    for b in brokers:
+        wait_until(lambda: sorted(admin(b).list_topics(timeout=10).brokers) == [1, 2, 3], 15,
+                   "three live brokers")
+    # A topic created through broker 1 is known to 2 and 3, with the same id and leaders.
+    create(brokers[0], "shared", 6)
+    views = lambda: [cluster_view(b)["view"]["topics"].get("shared") for b in brokers]
+    wait_until(lambda: None not in views(), 15, "the topic on every broker's view")
+    placement = views()
+    assert placement[0] == placement[1] == placement[2], placement
+    assert sorted(set(placement[0]["leaders"])) == [1, 2, 3]
+    expected = dict(enumerate(placement[0]["leaders"]))
+    for b in brokers:
+        assert wait_until(lambda: leaders(b, "shared") == expected, 15, "leaders") is True
+    # Produce through the leaders (the client routes by Metadata) and read back.
+    msgs = [Msg(f"k{i}".encode(), f"v{i}".encode(), [], partition=i % 6) for i in range(600)]
+    ck_produce(brokers[1], "shared", msgs)
+    got = ck_consume(brokers[2], "shared", {p: 100 for p in range(6)})
+    assert {p: len(recs) for p, recs in got.items()} == {p: 100 for p in range(6)}
+    # A broker answers NOT_LEADER_OR_FOLLOWER for a partition it does not lead.
+    foreign = next(p for p, l in expected.items() if l != 1)
+    with RawConn(brokers[0]) as c:
+        # ListOffsets v1: replica_id, [topic, [partition, timestamp]]
+        body = (struct.pack(">i", -1) + struct.pack(">i", 1) + kstr("shared")
+                + struct.pack(">i", 1) + struct.pack(">iq", foreign, -1))
+        corr = c.request(2, 1, body)
+        resp = c.recv_response(corr)
+    (_n,) = struct.unpack_from(">i", resp, 0)
+    _name_len = struct.unpack_from(">h", resp, 4)[0]
+    pos = 6 + _name_len + 4
+    _p, err = struct.unpack_from(">ih", resp, pos)
+    assert err == 6, f"expected NOT_LEADER_OR_FOLLOWER (6), got {err}"
+
+
+def test_a_killed_broker_is_leaderless_until_it_returns(broker_factory, zookeeper):
+    brokers = start_cluster(broker_factory, zookeeper)
+    create(brokers[0], "lost", 3)
+    wait_until(lambda: len(set(leaders(brokers[0], "lost").values())) == 3, 15, "placement")
+    by_leader = {l: p for p, l in leaders(brokers[0], "lost").items()}
+    p2 = by_leader[2]
+    ck_produce(brokers[0], "lost", [Msg(b"k", b"before", [], partition=p2)])
+    brokers[1].kill9()
+    # After its session expires, its partition has no leader.
+    wait_until(lambda: leaders(brokers[0], "lost")[p2] == -1, 20, "leader -1")
+    assert sorted(admin(brokers[0]).list_topics(timeout=10).brokers) == [1, 3]
+    # The others keep serving theirs.
+    p1 = by_leader[1]
+    ck_produce(brokers[2], "lost", [Msg(b"k", b"still", [], partition=p1)])
+    brokers[1].start()
+    wait_until(lambda: leaders(brokers[0], "lost")[p2] == 2, 30, "leader back")
+    got = ck_consume(brokers[0], "lost", {p2: 1})
+    assert [r.value for r in got[p2]] == [b"before"]
+
+
+def test_brokers_survive_a_zookeeper_restart(broker_factory, zookeeper):
+    brokers = start_cluster(broker_factory, zookeeper)
+    create(brokers[0], "zkr", 3)
+    wait_until(lambda: all("zkr" in cluster_view(b)["view"]["topics"] for b in brokers), 15,
+               "topic everywhere")
+    zookeeper.stop()
+    # Disconnected: the metric says so, the brokers keep serving their partitions.
+    wait_until(lambda: all("drover_zookeeper_connected 0" in http_get(f"{b.admin_url}/metrics")[2]
+                           for b in brokers), 15, "disconnected metric")
+    ck_produce(brokers[0], "zkr", [Msg(b"k", b"during", [], partition=0)])
+    zookeeper.start()
+    wait_until(lambda: all("drover_zookeeper_connected 1" in http_get(f"{b.admin_url}/metrics")[2]
+                           for b in brokers), 40, "reconnected metric")
+    wait_until(lambda: all(sorted(cluster_view(b)["view"]["brokers"]) == ["1", "2", "3"]
+                           for b in brokers), 40, "all brokers registered again")
+    # Topics survive (they are in ZooKeeper's data dir).
+    assert all("zkr" in cluster_view(b)["view"]["topics"] for b in brokers)
