@@ -170,6 +170,7 @@ async fn serve(
             }
         };
         anchor = last_sent;
+        shared.lock().lease_until = Some(anchor + session_timeout - margin);
         let (header, request) = match drover_protocol::decode_request_frame(frame) {
             Ok(decoded) => decoded,
             Err(e) => break SessionEnd::Retry(format!("malformed coordinator request: {e}")),

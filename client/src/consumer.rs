@@ -168,6 +168,7 @@ impl Consumer {
                 queue: rx,
                 shared: Arc::clone(&shared),
                 index,
+                pending: None,
             });
         }
         let fetch = Arc::new(FetchContext {

@@ -140,6 +140,10 @@ pub(crate) struct State {
     pub metadata: MetadataView,
     /// Shutdown started: nothing more is delivered.
     pub closed: bool,
+    /// The lease deadline of the current channel (docs/protocol.md §6.2): after it
+    /// nothing is delivered, even before the channel task notices (a process frozen
+    /// and resumed must not deliver stale messages).
+    pub lease_until: Option<std::time::Instant>,
     next_epoch: u64,
 }
 
@@ -152,6 +156,7 @@ impl State {
     /// Drops every partition (lost channel, lease expiry, shutdown); returns their
     /// consumed offsets.
     pub(crate) fn drop_all(&mut self) -> Vec<(TopicPartition, i64)> {
+        self.lease_until = None;
         let all = std::mem::take(&mut self.owned);
         all.into_iter()
             .filter(|(_, o)| o.consumed >= 0)
@@ -191,6 +196,7 @@ impl Shared {
                 out_of_range: BTreeMap::new(),
                 metadata: MetadataView::default(),
                 closed: false,
+                lease_until: None,
                 next_epoch: 0,
             }),
             changed: watch::channel(0).0,

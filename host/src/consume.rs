@@ -3,13 +3,19 @@
 //! each, flushed at once (so what was printed survives a `kill -9`), prints membership
 //! events to stderr, and on Ctrl-C or SIGTERM commits and leaves the group.
 
-use std::{io::Write, time::Duration};
+use std::{
+    io::Write,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+    time::{Duration, Instant},
+};
 
 use drover_client::{
     ClientError, Consumer, ConsumerConfig, ConsumerEvent, Message, MessageStream, OffsetReset,
     TopicFilter,
 };
-use tokio::sync::mpsc;
 
 /// What to subscribe to.
 #[derive(Debug, Clone)]
@@ -134,50 +140,86 @@ pub async fn run(options: ConsumeOptions) -> Result<(), ClientError> {
             eprintln!("event {text}");
         }
     });
-    // Every stream feeds one printer, so lines never interleave.
-    let (tx, mut rx) = mpsc::channel::<Result<Message, ClientError>>(1024);
+    // Each stream prints what it takes at once (taking a message is what marks it
+    // consumed, and consumed offsets are what gets committed): nothing is taken that
+    // is not printed. Lines are written whole under the stdout lock.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let printed = Arc::new(AtomicU64::new(0));
+    let last_print = Arc::new(Mutex::new(Instant::now()));
+    let enough = Arc::new(tokio::sync::Notify::new());
+    let mut readers = Vec::new();
     for mut stream in streams {
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            while let Some(item) = stream.next().await {
-                if tx.send(item).await.is_err() {
-                    return;
+        let mut stopped = stopped.clone();
+        let (printed, last_print, enough) = (
+            Arc::clone(&printed),
+            Arc::clone(&last_print),
+            Arc::clone(&enough),
+        );
+        let output = options.output;
+        let max = options.max_messages;
+        readers.push(tokio::spawn(async move {
+            loop {
+                // Cancelling `next` while it waits takes nothing.
+                let item = tokio::select! {
+                    item = stream.next() => item,
+                    _ = stopped.wait_for(|s| *s) => return,
+                };
+                match item {
+                    None => return,
+                    Some(Ok(message)) => {
+                        if !stream.is_current() {
+                            // Stopped, moved, or the lease ran out while we held it:
+                            // the next owner delivers it.
+                            continue;
+                        }
+                        {
+                            let mut out = std::io::stdout().lock();
+                            let _ = writeln!(out, "{}", line(output, &message));
+                            let _ = out.flush();
+                        }
+                        stream.done();
+                        *last_print.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+                        let n = printed.fetch_add(1, Ordering::Relaxed) + 1;
+                        if max.is_some_and(|max| n >= max) {
+                            enough.notify_one();
+                            return;
+                        }
+                    }
+                    Some(Err(e)) => eprintln!("error {e}"),
                 }
             }
-        });
+        }));
     }
-    drop(tx);
     let idle = options.idle_exit_ms.map(Duration::from_millis);
-    let mut count = 0u64;
-    let stdout = std::io::stdout();
+    // Installed once: a signal that arrives at any moment stops the consumer.
+    let signal = signal();
+    tokio::pin!(signal);
     loop {
-        let next = async {
-            match idle {
-                Some(idle) => tokio::time::timeout(idle, rx.recv()).await.ok(),
-                None => Some(rx.recv().await),
-            }
-        };
-        let item = tokio::select! {
-            item = next => item,
-            _ = signal() => break,
-        };
-        match item {
-            None | Some(None) => break,
-            Some(Some(Ok(message))) => {
-                let mut out = stdout.lock();
-                let _ = writeln!(out, "{}", line(options.output, &message));
-                let _ = out.flush();
-                count += 1;
-                if options.max_messages.is_some_and(|max| count >= max) {
+        tokio::select! {
+            _ = &mut signal => break,
+            _ = enough.notified() => break,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                if readers.iter().all(|r| r.is_finished()) {
                     break;
                 }
+                if let Some(idle) = idle {
+                    let last = *last_print.lock().unwrap_or_else(|e| e.into_inner());
+                    if last.elapsed() >= idle {
+                        break;
+                    }
+                }
             }
-            Some(Some(Err(e))) => eprintln!("error {e}"),
         }
+    }
+    stop.send_replace(true);
+    for reader in readers {
+        let _ = reader.await;
     }
     consumer.shutdown().await
 }
 
+/// Completes at Ctrl-C or SIGTERM. The SIGTERM listener is registered when this is
+/// first polled, so create the future once and keep polling the same one.
 async fn signal() {
     #[cfg(unix)]
     {
