@@ -125,11 +125,10 @@ impl MessageStream {
             return false;
         };
         let state = self.shared.lock();
-        !state.closed
-            && !state
-                .lease_until
-                .is_some_and(|d| std::time::Instant::now() >= d)
-            && state.owned.get(tp).is_some_and(|o| o.epoch == *epoch)
+        let lease_holds = state
+            .lease_until
+            .is_none_or(|d| std::time::Instant::now() < d);
+        !state.closed && lease_holds && state.owned.get(tp).is_some_and(|o| o.epoch == *epoch)
     }
 
     /// The delivery gate: `None` when shut down, `Some(None)` to skip a stale message.
