@@ -19,7 +19,12 @@
 //! commit_interval_ms = 1000
 //! retry_backoff_ms = 1000
 //! exclude_internal_topics = true
+//! slot_takeover_wait_ms = 1800000      # cluster mode; default max_session_timeout_ms
 //! ```
+//!
+//! The number of coordinator slots (cluster mode) is not a key of this table: the host
+//! passes it at startup (`startup_zookeeper`), from the broker's own ZooKeeper settings,
+//! so that the broker's FindCoordinator and the coordinator agree on it.
 
 use std::collections::BTreeMap;
 
@@ -106,6 +111,26 @@ pub struct CoordinatorConfig {
     /// Whether wildcard subscriptions skip internal topics (names starting with `__`),
     /// like Kafka's `exclude.internal.topics`. Default true.
     pub exclude_internal_topics: bool,
+    /// Cluster mode: how long after gaining a coordinator slot the coordinator waits
+    /// before the first rebalance of any group of that slot, in ms (docs/protocol.md
+    /// §6.8). Consumers of the slot's previous owner may go on delivering until their
+    /// lease ends, up to their session timeout after the previous owner stopped, and no
+    /// consumer's session timeout exceeds `max_session_timeout_ms`; so this wait may
+    /// not be below `max_session_timeout_ms` (an error otherwise). Unset (the default):
+    /// equal to `max_session_timeout_ms`. To shorten fail-over, lower
+    /// `max_session_timeout_ms`, which lowers this wait with it. Set it above when some
+    /// broker of the cluster has had a larger `max_session_timeout_ms` since its
+    /// consumers registered (a rolling change of that setting). Unused standalone.
+    pub slot_takeover_wait_ms: Option<u64>,
+    /// Cluster mode: the number of coordinator slots; a group belongs to slot
+    /// [`drover_protocol::coordinator_slot`]`(group, slot_count)` and the coordinator
+    /// serves only the groups of the slots it owns ([`crate::Input::SlotGained`]).
+    /// `None` (the default): standalone, every group is served. At least 1.
+    ///
+    /// Not a TOML key (an error if given): in the plugin it comes from the host's
+    /// `ZkCoordinatorStartup::slot_count`.
+    #[serde(skip)]
+    pub slot_count: Option<u32>,
 }
 
 impl Default for CoordinatorConfig {
@@ -125,6 +150,8 @@ impl Default for CoordinatorConfig {
             commit_interval_ms: 1_000,
             retry_backoff_ms: 1_000,
             exclude_internal_topics: true,
+            slot_takeover_wait_ms: None,
+            slot_count: None,
         }
     }
 }
@@ -157,7 +184,8 @@ impl CoordinatorConfig {
     /// `default_assignor`, `min_session_timeout_ms` below 3 or above
     /// `max_session_timeout_ms`, `rebalance_max_delay_ms` below `rebalance_delay_ms`,
     /// `max_group_size` of 0 or above [`drover_protocol::MAX_MEMBERS_PER_GROUP`], a
-    /// `max_subscription_topics`, `commit_interval_ms` or `retry_backoff_ms` of 0.
+    /// `max_subscription_topics`, `commit_interval_ms` or `retry_backoff_ms` of 0, a
+    /// `slot_takeover_wait_ms` below `max_session_timeout_ms`, a `slot_count` of 0.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |m: &str| Err(ConfigError(m.to_owned()));
         if self.default_assignor.is_empty() {
@@ -190,7 +218,28 @@ impl CoordinatorConfig {
         if self.retry_backoff_ms == 0 {
             return err("retry_backoff_ms must be at least 1");
         }
+        if let Some(wait) = self.slot_takeover_wait_ms {
+            if wait < self.max_session_timeout_ms.max(0) as u64 {
+                return Err(ConfigError(format!(
+                    "slot_takeover_wait_ms ({wait}) is below max_session_timeout_ms ({}): \
+                     a consumer of a slot's previous coordinator may deliver for up to its \
+                     session timeout after the slot moves; lower max_session_timeout_ms to \
+                     shorten the wait",
+                    self.max_session_timeout_ms
+                )));
+            }
+        }
+        if self.slot_count == Some(0) {
+            return err("slot_count must be at least 1");
+        }
         Ok(())
+    }
+
+    /// Cluster mode: the wait after gaining a slot before the first rebalance of its
+    /// groups, in ms: `slot_takeover_wait_ms`, or `max_session_timeout_ms` when unset.
+    pub fn takeover_wait_ms(&self) -> u64 {
+        self.slot_takeover_wait_ms
+            .unwrap_or(self.max_session_timeout_ms.max(0) as u64)
     }
 
     /// The rebalance mode of groups using `assignor`.
@@ -283,6 +332,7 @@ mod toml_tests {
             commit_interval_ms = 12
             retry_backoff_ms = 13
             exclude_internal_topics = false
+            slot_takeover_wait_ms = 250
         "#;
         let expected = CoordinatorConfig {
             default_assignor: "sticky".into(),
@@ -304,6 +354,8 @@ mod toml_tests {
             commit_interval_ms: 12,
             retry_backoff_ms: 13,
             exclude_internal_topics: false,
+            slot_takeover_wait_ms: Some(250),
+            slot_count: None,
         };
         assert_eq!(CoordinatorConfig::from_toml(text), Ok(expected));
     }
@@ -332,6 +384,26 @@ mod toml_tests {
         assert!(e.0.contains("line 2"), "{e}");
         let e = CoordinatorConfig::from_toml("[extra]\nx = 1\n").unwrap_err();
         assert!(e.0.contains("`extra`"), "{e}");
+        // The slot count comes from the host, not from the plugin's table.
+        let e = CoordinatorConfig::from_toml("slot_count = 4\n").unwrap_err();
+        assert!(e.0.contains("`slot_count`"), "{e}");
+    }
+
+    #[test]
+    fn the_takeover_wait_defaults_to_the_largest_session_timeout() {
+        let c = CoordinatorConfig::from_toml("max_session_timeout_ms = 45000").unwrap();
+        assert_eq!(c.slot_takeover_wait_ms, None);
+        assert_eq!(c.takeover_wait_ms(), 45_000);
+        let c = CoordinatorConfig::from_toml(
+            "max_session_timeout_ms = 45000\nslot_takeover_wait_ms = 60000",
+        )
+        .unwrap();
+        assert_eq!(c.takeover_wait_ms(), 60_000);
+        let zero_slots = CoordinatorConfig {
+            slot_count: Some(0),
+            ..CoordinatorConfig::default()
+        };
+        assert!(zero_slots.validate().unwrap_err().0.contains("slot_count"));
     }
 
     #[test]
@@ -391,6 +463,10 @@ mod toml_tests {
             ("max_subscription_topics = 0", "max_subscription_topics"),
             ("commit_interval_ms = 0", "commit_interval_ms"),
             ("retry_backoff_ms = 0", "retry_backoff_ms"),
+            (
+                "max_session_timeout_ms = 10000\nslot_takeover_wait_ms = 9999",
+                "slot_takeover_wait_ms",
+            ),
         ];
         for (text, key) in cases {
             let e = CoordinatorConfig::from_toml(text).unwrap_err();

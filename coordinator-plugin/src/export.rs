@@ -8,11 +8,18 @@
 //! default assignor ([`CoordinatorStartup::default_assignor`]), when not empty, then
 //! replaces the config's `default_assignor`, so the broker-wide setting wins.
 //!
-//! Standalone mode only for now: `startup_zookeeper`, `slot_gained` and `slot_lost`
-//! are refused with a clear error until cluster mode exists (issue 7).
+//! Standalone (`startup`) the core serves every group. In cluster mode
+//! (`startup_zookeeper`) it starts with [`CoordinatorConfig::slot_count`] set to the
+//! host's [`ZkCoordinatorStartup::slot_count`], owning no slot; the host's
+//! `slot_gained` / `slot_lost` calls become [`Input::SlotGained`] /
+//! [`Input::SlotLost`] (docs/protocol.md §6.8). The ZooKeeper session is kept (the
+//! core has no use for it yet: ownership comes from the host's election). A slot call
+//! on a standalone coordinator, or for a slot at or above the slot count, is refused
+//! with an `InvalidInput` error and changes nothing.
 
 use drover_abi::{
-    coordinator::{CoordinatorInput, CoordinatorOutput, CoordinatorStartup},
+    coordinator::{CoordinatorInput, CoordinatorOutput, CoordinatorStartup, ZkCoordinatorStartup},
+    host::ZkSessionArc,
     sdk::{CoordinatorPlugin, PluginContext, PluginInfo},
     PluginError,
 };
@@ -25,6 +32,9 @@ use crate::{
 /// The exported coordinator plugin, named `drover-coordinator`.
 pub struct ExportedCoordinator {
     core: Coordinator,
+    /// Cluster mode: the broker's ZooKeeper session, kept for the coordinator's
+    /// lifetime (not used by the core yet).
+    _zookeeper: Option<ZkSessionArc>,
 }
 
 impl PluginInfo for ExportedCoordinator {
@@ -50,16 +60,24 @@ fn to_abi(outputs: Vec<Output>) -> Vec<CoordinatorOutput> {
         .collect()
 }
 
-fn cluster_mode() -> PluginError {
-    PluginError::invalid_input(
-        "drover-coordinator runs standalone only: cluster mode (coordinator slots) is not implemented yet",
-    )
-}
-
-impl CoordinatorPlugin for ExportedCoordinator {
-    fn startup(ctx: &PluginContext, startup: CoordinatorStartup) -> Result<Self, PluginError> {
+impl ExportedCoordinator {
+    /// Both startups: the plugin config, the host's default assignor, the assignors
+    /// and topics; `slot_count` for cluster mode.
+    fn start(
+        ctx: &PluginContext,
+        startup: CoordinatorStartup,
+        slot_count: Option<u32>,
+        zookeeper: Option<ZkSessionArc>,
+    ) -> Result<Self, PluginError> {
         let mut config = CoordinatorConfig::from_toml(&ctx.config)
             .map_err(|e| PluginError::invalid_config(format!("{}: {e}", Self::NAME)))?;
+        if slot_count == Some(0) {
+            return Err(PluginError::invalid_config(format!(
+                "{}: the slot count must be at least 1",
+                Self::NAME
+            )));
+        }
+        config.slot_count = slot_count;
         if !startup.default_assignor.is_empty() {
             let host = startup.default_assignor.as_str();
             if config.default_assignor != host
@@ -86,12 +104,59 @@ impl CoordinatorPlugin for ExportedCoordinator {
                 topics: topics_from_abi(&startup.topics),
             },
         );
-        tracing::info!(
-            assignors = startup.assignors.len(),
-            topics = startup.topics.len(),
-            "coordinator started (standalone)"
-        );
-        Ok(ExportedCoordinator { core })
+        match slot_count {
+            None => tracing::info!(
+                broker = startup.broker_id,
+                assignors = startup.assignors.len(),
+                topics = startup.topics.len(),
+                "coordinator started (standalone)"
+            ),
+            Some(slots) => tracing::info!(
+                broker = startup.broker_id,
+                assignors = startup.assignors.len(),
+                topics = startup.topics.len(),
+                slots,
+                takeover_wait_ms = core.config().takeover_wait_ms(),
+                "coordinator started (cluster mode, no slot owned yet)"
+            ),
+        }
+        Ok(ExportedCoordinator {
+            core,
+            _zookeeper: zookeeper,
+        })
+    }
+
+    /// Checks a slot call: cluster mode, slot in range.
+    fn check_slot(&self, slot: u32) -> Result<(), PluginError> {
+        match self.core.config().slot_count {
+            None => Err(PluginError::invalid_input(format!(
+                "{}: slot {slot}: this coordinator runs standalone (started without ZooKeeper)",
+                Self::NAME
+            ))),
+            Some(count) if slot >= count => Err(PluginError::invalid_input(format!(
+                "{}: slot {slot} is out of range (slot count {count})",
+                Self::NAME
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+impl CoordinatorPlugin for ExportedCoordinator {
+    fn startup(ctx: &PluginContext, startup: CoordinatorStartup) -> Result<Self, PluginError> {
+        Self::start(ctx, startup, None, None)
+    }
+
+    fn startup_zookeeper(
+        ctx: &PluginContext,
+        startup: ZkCoordinatorStartup,
+    ) -> Result<Self, PluginError> {
+        let ZkCoordinatorStartup {
+            base,
+            slot_count,
+            session,
+        } = startup;
+        Self::start(ctx, base, Some(slot_count), Some(session))
     }
 
     fn handle(
@@ -108,18 +173,16 @@ impl CoordinatorPlugin for ExportedCoordinator {
 
     fn slot_gained(
         &mut self,
-        _now_ms: u64,
-        _slot: u32,
+        now_ms: u64,
+        slot: u32,
     ) -> Result<Vec<CoordinatorOutput>, PluginError> {
-        Err(cluster_mode())
+        self.check_slot(slot)?;
+        Ok(to_abi(self.core.handle(now_ms, Input::SlotGained { slot })))
     }
 
-    fn slot_lost(
-        &mut self,
-        _now_ms: u64,
-        _slot: u32,
-    ) -> Result<Vec<CoordinatorOutput>, PluginError> {
-        Err(cluster_mode())
+    fn slot_lost(&mut self, now_ms: u64, slot: u32) -> Result<Vec<CoordinatorOutput>, PluginError> {
+        self.check_slot(slot)?;
+        Ok(to_abi(self.core.handle(now_ms, Input::SlotLost { slot })))
     }
 
     fn shutdown(&mut self, _now_ms: u64) -> Result<Vec<CoordinatorOutput>, PluginError> {
@@ -169,6 +232,129 @@ mod tests {
         assert_eq!(c.core.config().default_assignor, "round-robin");
         let c = start("default_assignor = \"sticky\"", "").unwrap();
         assert_eq!(c.core.config().default_assignor, "sticky");
+    }
+
+    /// A ZooKeeper session that fails every call (the coordinator makes none).
+    struct NoZk;
+
+    impl drover_abi::host::ZkSession for NoZk {
+        fn session_id(&self) -> i64 {
+            7
+        }
+        fn get(
+            &self,
+            _: drover_abi::std_types::RStr<'_>,
+        ) -> drover_abi::std_types::RResult<
+            drover_abi::std_types::ROption<drover_abi::host::ZkData>,
+            PluginError,
+        > {
+            drover_abi::std_types::RResult::RErr(PluginError::unavailable("no zookeeper"))
+        }
+        fn children(
+            &self,
+            _: drover_abi::std_types::RStr<'_>,
+        ) -> drover_abi::std_types::RResult<RVec<RString>, PluginError> {
+            drover_abi::std_types::RResult::RErr(PluginError::unavailable("no zookeeper"))
+        }
+        fn create(
+            &self,
+            _: drover_abi::std_types::RStr<'_>,
+            _: drover_abi::std_types::RSlice<'_, u8>,
+            _: drover_abi::host::ZkCreateMode,
+        ) -> drover_abi::std_types::RResult<RString, PluginError> {
+            drover_abi::std_types::RResult::RErr(PluginError::unavailable("no zookeeper"))
+        }
+        fn set_data(
+            &self,
+            _: drover_abi::std_types::RStr<'_>,
+            _: drover_abi::std_types::RSlice<'_, u8>,
+            _: i32,
+        ) -> drover_abi::std_types::RResult<i32, PluginError> {
+            drover_abi::std_types::RResult::RErr(PluginError::unavailable("no zookeeper"))
+        }
+        fn delete(
+            &self,
+            _: drover_abi::std_types::RStr<'_>,
+            _: i32,
+        ) -> drover_abi::std_types::RResult<(), PluginError> {
+            drover_abi::std_types::RResult::RErr(PluginError::unavailable("no zookeeper"))
+        }
+        fn multi(
+            &self,
+            _: RVec<drover_abi::host::ZkOp>,
+        ) -> drover_abi::std_types::RResult<(), PluginError> {
+            drover_abi::std_types::RResult::RErr(PluginError::unavailable("no zookeeper"))
+        }
+    }
+
+    fn start_cluster(config: &str, slots: u32) -> Result<ExportedCoordinator, PluginError> {
+        let session: ZkSessionArc = drover_abi::std_types::RArc::new(
+            drover_abi::host::ZkSession_TO::from_value(NoZk, abi_stable::sabi_trait::TD_Opaque),
+        );
+        let ctx = PluginContext {
+            config: config.to_owned(),
+            zookeeper: Some(session.clone()),
+        };
+        let startup = ZkCoordinatorStartup {
+            base: CoordinatorStartup {
+                broker_id: 3,
+                assignors: RVec::new(),
+                default_assignor: RString::from(""),
+                topics: RVec::new(),
+            },
+            slot_count: slots,
+            session,
+        };
+        ExportedCoordinator::startup_zookeeper(&ctx, startup)
+    }
+
+    #[test]
+    fn startup_zookeeper_starts_in_slot_mode_owning_nothing() {
+        let mut c = start_cluster("slot_takeover_wait_ms = 2000000", 8).unwrap();
+        assert_eq!(c.core.config().slot_count, Some(8));
+        assert_eq!(c.core.config().takeover_wait_ms(), 2_000_000);
+        assert_eq!(
+            c.core.ownership(),
+            &crate::Ownership::Slots {
+                count: 8,
+                owned: Default::default()
+            }
+        );
+        assert!(!c.core.owns("billing"));
+        let slot = drover_protocol::coordinator_slot("billing", 8);
+        c.slot_gained(10, slot).unwrap();
+        assert!(c.core.owns("billing"));
+        assert_eq!(c.core.takeover_until(slot), Some(2_000_010));
+        c.slot_lost(20, slot).unwrap();
+        assert!(!c.core.owns("billing"));
+        assert_eq!(c.core.takeover_until(slot), None);
+        assert!(c._zookeeper.as_ref().is_some_and(|z| z.session_id() == 7));
+    }
+
+    #[test]
+    fn slot_calls_are_checked() {
+        let mut c = start_cluster("", 4).unwrap();
+        for result in [c.slot_gained(0, 4), c.slot_lost(0, 9)] {
+            let e = result.unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidInput);
+            assert!(e.message.contains("out of range"), "{e}");
+        }
+        let mut standalone = start("", "").unwrap();
+        let e = standalone.slot_gained(0, 0).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidInput);
+        assert!(e.message.contains("standalone"), "{e}");
+        assert!(standalone.slot_lost(0, 0).is_err());
+        let Err(e) = start_cluster("", 0) else {
+            panic!("0 slots accepted");
+        };
+        assert_eq!(e.kind, ErrorKind::InvalidConfig);
+        let Err(e) = start_cluster(
+            "max_session_timeout_ms = 10000\nslot_takeover_wait_ms = 10",
+            4,
+        ) else {
+            panic!("a takeover wait below the session timeout bound accepted");
+        };
+        assert_eq!(e.kind, ErrorKind::InvalidConfig);
     }
 
     #[test]

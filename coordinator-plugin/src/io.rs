@@ -54,6 +54,27 @@ pub enum Input {
         /// The outcome.
         result: Result<Vec<OffsetEntry>, StoreError>,
     },
+    /// Cluster mode: this broker now owns coordinator slot `slot` (it won the slot's
+    /// election). The slot's groups start empty: their consumers re-register, and the
+    /// first rebalance of each waits until [`CoordinatorConfig::takeover_wait_ms`] after
+    /// this input (docs/protocol.md §6.8). Ignored (with a warning) standalone, for a
+    /// slot out of range, or for a slot already owned.
+    ///
+    /// [`CoordinatorConfig::takeover_wait_ms`]: crate::CoordinatorConfig::takeover_wait_ms
+    SlotGained {
+        /// The slot, below the slot count.
+        slot: u32,
+    },
+    /// Cluster mode: this broker no longer owns coordinator slot `slot`. Every group of
+    /// the slot is dropped: its consumers' channels are closed, its timers removed, its
+    /// accepted but unwritten offsets discarded (docs/protocol.md §6.8). The host
+    /// delivers it as soon as ownership may have ended: on losing contact with
+    /// ZooKeeper, not only on session expiry. Ignored standalone or for a slot not
+    /// owned.
+    SlotLost {
+        /// The slot.
+        slot: u32,
+    },
 }
 
 /// Which offsets an [`Output::FetchOffsets`] asks for.
@@ -104,7 +125,8 @@ pub enum Output {
     /// A counter increment for the host's metrics (`drover_coordinator_<name>_total`).
     Metric {
         /// Counter name: `rebalances_started`, `generations`, `members_failed`,
-        /// `commit_batches`, `commit_failures`, `assignor_failures`.
+        /// `commit_batches`, `commit_failures`, `assignor_failures`, `slots_gained`,
+        /// `slots_lost`.
         name: &'static str,
         /// The increment.
         value: i64,
@@ -240,6 +262,25 @@ pub enum Event {
         /// What was caught.
         message: String,
     },
+    /// Cluster mode: the coordinator took slot `slot`; its groups' first rebalances
+    /// wait until `takeover_until` (ms, the host's monotonic clock).
+    SlotGained {
+        /// The slot.
+        slot: u32,
+        /// No StartFetcher for a group of the slot before this time.
+        takeover_until: u64,
+    },
+    /// Cluster mode: the coordinator gave up slot `slot` and dropped its groups.
+    SlotLost {
+        /// The slot.
+        slot: u32,
+        /// Groups dropped.
+        groups: usize,
+        /// Consumers whose channels were closed.
+        consumers: usize,
+        /// Accepted offsets not yet sent to the store, discarded.
+        discarded_offsets: usize,
+    },
 }
 
 impl Event {
@@ -291,6 +332,22 @@ impl Event {
             Event::SafetyCheckFailed { group, message } => {
                 tracing::error!(%group, message, "safety check failed")
             }
+            Event::SlotGained {
+                slot,
+                takeover_until,
+            } => tracing::info!(slot, takeover_until, "coordinator slot gained"),
+            Event::SlotLost {
+                slot,
+                groups,
+                consumers,
+                discarded_offsets,
+            } => tracing::info!(
+                slot,
+                groups,
+                consumers,
+                discarded_offsets,
+                "coordinator slot lost; its groups dropped"
+            ),
         }
     }
 }

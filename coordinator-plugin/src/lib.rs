@@ -30,6 +30,12 @@
 //! - **DescribeGroups** (§5.8): state, generation, assignor, members and their
 //!   partitions, from [`Coordinator::group`]; what the broker's admin API
 //!   `GET /v1/groups` shows.
+//! - **Cluster mode** (§6.8): with [`CoordinatorConfig::slot_count`] set, the
+//!   coordinator serves only the groups of the coordinator slots it owns
+//!   ([`Ownership`]), answers NOT_COORDINATOR for the others, drops a slot's groups
+//!   (closing their channels) on [`Input::SlotLost`], and after [`Input::SlotGained`]
+//!   rebuilds them from the consumers that re-register, with no rebalance before the
+//!   takeover wait ([`CoordinatorConfig::takeover_wait_ms`]) has passed.
 //!
 //! The plugin's configuration is [`CoordinatorConfig`], read from the operator's
 //! `[plugins.config.drover-coordinator]` table with [`CoordinatorConfig::from_toml`].
@@ -125,7 +131,7 @@ mod timers;
 pub mod types;
 mod wire;
 
-pub use crate::core::{Coordinator, GroupSnapshot, MemberSnapshot};
+pub use crate::core::{Coordinator, GroupSnapshot, MemberSnapshot, Ownership};
 pub use assignors::{AssignorSet, Assignors};
 pub use config::{ConfigError, CoordinatorConfig, RebalanceMode};
 pub use io::{Event, FailureReason, FetchScope, Input, Output};

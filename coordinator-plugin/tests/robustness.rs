@@ -1,7 +1,8 @@
 //! Property test: arbitrary sequences of well-formed and malformed inputs never make the
 //! coordinator panic, its timer never asks to be woken in the past, and every frame it
 //! sends is either a coordinator request on a channel or an answer to a request the
-//! client sent on that connection.
+//! client sent on that connection. The same in cluster mode, with coordinator slots
+//! gained and lost in between.
 
 mod common;
 
@@ -9,7 +10,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::BytesMut;
 use common::{test_config, TestAssignors};
-use drover_coordinator::{ConnId, Coordinator, Input, OffsetEntry, OpId, Output, StoreError};
+use drover_coordinator::{
+    ConnId, Coordinator, CoordinatorConfig, Input, OffsetEntry, OpId, Output, StoreError,
+};
 use drover_coordinator::{TopicName, TopicPartition};
 use drover_protocol as proto;
 use drover_protocol::{ApiKey, Direction, NativeRequest, NativeResponse};
@@ -60,6 +63,19 @@ enum Op {
     Topics {
         counts: Vec<u8>,
     },
+    /// Cluster mode: a slot gained or lost (slots 0..3 of 2: one out of range).
+    Slot {
+        gain: bool,
+        slot: u8,
+    },
+}
+
+/// [`op`], and slot changes.
+fn cluster_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => op(),
+        1 => (any::<bool>(), 0..3u8).prop_map(|(gain, slot)| Op::Slot { gain, slot }),
+    ]
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -372,18 +388,26 @@ impl Harness {
                     .collect();
                 self.handle(Input::TopicsChanged { topics })?;
             }
+            Op::Slot { gain, slot } => {
+                let slot = u32::from(slot);
+                let input = if gain {
+                    Input::SlotGained { slot }
+                } else {
+                    Input::SlotLost { slot }
+                };
+                self.handle(input)?;
+                if !self.coord.owns("g") {
+                    prop_assert!(self.coord.group_ids().is_empty());
+                    prop_assert!(self.outstanding.is_empty(), "a channel left open");
+                }
+            }
         }
         Ok(())
     }
-}
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
-
-    #[test]
-    fn arbitrary_inputs_are_handled(ops in proptest::collection::vec(op(), 1..60)) {
+    fn new(config: CoordinatorConfig) -> Result<Harness, TestCaseError> {
         let mut h = Harness {
-            coord: Coordinator::new(test_config(), TestAssignors::default()).unwrap(),
+            coord: Coordinator::new(config, TestAssignors::default()).unwrap(),
             now: 0,
             sent: BTreeMap::new(),
             outstanding: BTreeMap::new(),
@@ -392,8 +416,37 @@ proptest! {
             next_corr: 0,
         };
         h.handle(Input::TopicsChanged {
-            topics: [(TopicName::new("t0"), 2), (TopicName::new("t1"), 1)].into_iter().collect(),
+            topics: [(TopicName::new("t0"), 2), (TopicName::new("t1"), 1)]
+                .into_iter()
+                .collect(),
         })?;
+        Ok(h)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn arbitrary_inputs_are_handled(ops in proptest::collection::vec(op(), 1..60)) {
+        let mut h = Harness::new(test_config())?;
+        for op in ops {
+            h.run(op)?;
+        }
+    }
+
+    #[test]
+    fn arbitrary_inputs_are_handled_in_cluster_mode(
+        ops in proptest::collection::vec(cluster_op(), 1..60),
+    ) {
+        let config = CoordinatorConfig {
+            slot_count: Some(2),
+            max_session_timeout_ms: 5_000,
+            ..test_config()
+        };
+        let mut h = Harness::new(config)?;
+        // Group "g" is in slot coordinator_slot("g", 2); own it from the start.
+        h.handle(Input::SlotGained { slot: proto::coordinator_slot("g", 2) })?;
         for op in ops {
             h.run(op)?;
         }

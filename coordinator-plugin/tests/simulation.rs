@@ -14,13 +14,22 @@
 //!
 //! `SIM_SEEDS=n` runs n seeds (default 300); `SIM_SEED=s` replays seed s with a trace of
 //! the run printed on failure. A failure prints its seed.
+//!
+//! `simulation_cluster` runs the same in cluster mode (docs/protocol.md §6.8): 1–3
+//! coordinator slots, and among the disturbances the loss of an owned slot (the
+//! coordinator drops its groups and closes their channels; their consumers get
+//! NOT_COORDINATOR until the slot comes back) and the gain of a lost one (a takeover:
+//! the same coordinator plays the new owner, with the takeover wait, while consumers
+//! cut off from the old one may still be delivering). Every lost slot is gained back
+//! before each quiet period. `SIM_CLUSTER_SEEDS=n` (default 200) and
+//! `SIM_CLUSTER_SEED=s` as above.
 
 mod common;
 
 use std::collections::BTreeMap;
 
 use common::*;
-use drover_coordinator::{CoordinatorConfig, RebalanceMode, TopicName};
+use drover_coordinator::{CoordinatorConfig, Ownership, RebalanceMode, TopicName};
 use drover_protocol as proto;
 
 /// Chaos-then-quiet rounds per seed.
@@ -32,6 +41,8 @@ struct Sim {
     ids: Vec<String>,
     max_st: u64,
     max_answer: u64,
+    /// Cluster mode: the slot count.
+    slots: Option<u32>,
 }
 
 fn subscription(rng: &mut Rng) -> proto::Subscription {
@@ -45,7 +56,7 @@ fn subscription(rng: &mut Rng) -> proto::Subscription {
 }
 
 impl Sim {
-    fn new(seed: u64) -> Sim {
+    fn new(seed: u64, cluster: bool) -> Sim {
         let mut rng = Rng::new(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xD1B5_4A32_D192_ED03);
         let mode = if rng.chance(0.3) {
             RebalanceMode::Eager
@@ -53,7 +64,7 @@ impl Sim {
             RebalanceMode::Incremental
         };
         let delay = rng.between((0, 80));
-        let config = CoordinatorConfig {
+        let mut config = CoordinatorConfig {
             rebalance_mode: mode,
             rebalance_delay_ms: delay,
             rebalance_max_delay_ms: delay + rng.between((0, 300)),
@@ -65,6 +76,17 @@ impl Sim {
         let max_answer = rng.between((0, 20));
         let max_store = rng.between((0, 20));
         let failing_store = rng.chance(0.3);
+        // Session timeouts are drawn below from st_min..=st_min + 500 (see there).
+        let st_min = (3 * (4 * max_net + max_answer) / 2 + 50).max(100);
+        let slots = if cluster {
+            let slots = rng.between((1, 3)) as u32;
+            config.slot_count = Some(slots);
+            // The bound of session timeouts, and so the takeover wait.
+            config.max_session_timeout_ms = (st_min + 500) as i32;
+            Some(slots)
+        } else {
+            None
+        };
         let params = Params {
             net_delay: (rng.between((0, max_net)), max_net),
             answer_delay: (0, max_answer),
@@ -76,6 +98,9 @@ impl Sim {
             backoff: rng.between((20, 200)),
         };
         let mut w = World::new(config, params, seed);
+        for slot in 0..slots.unwrap_or(0) {
+            w.slot_gained(slot);
+        }
         let mut topics = BTreeMap::new();
         for t in 0..4 {
             if rng.chance(0.8) {
@@ -111,6 +136,7 @@ impl Sim {
             ids,
             max_st,
             max_answer,
+            slots,
         }
     }
 
@@ -128,8 +154,17 @@ impl Sim {
         }
     }
 
+    /// Cluster mode: the slots owned, and those not.
+    fn slot_sets(&self) -> (Vec<u32>, Vec<u32>) {
+        match self.w.coord.ownership() {
+            Ownership::All => (Vec::new(), Vec::new()),
+            Ownership::Slots { count, owned } => (0..*count).partition(|s| owned.contains(s)),
+        }
+    }
+
     fn disturb(&mut self) {
-        match self.rng.below(12) {
+        let kinds = if self.slots.is_some() { 15 } else { 12 };
+        match self.rng.below(kinds) {
             0..=3 => {
                 if let Some(id) = self.pick(|c| !c.running || !c.wants) {
                     self.w.start(&id);
@@ -185,6 +220,46 @@ impl Sim {
                 let slow = self.rng.between((0, self.max_st * 3 / 2));
                 self.w.params.answer_delay = (0, slow);
             }
+            12 | 13 => {
+                // The slot moves. Its owner may be cut off from some of the slot's
+                // consumers first, without either side noticing (a partitioned
+                // broker): those go on delivering until their leases end, while the
+                // others see their channels closed and re-register. Half the time the
+                // slot is gained again at once (the new owner won the election the
+                // instant the old one lost it).
+                let (owned, _) = self.slot_sets();
+                if !owned.is_empty() {
+                    let slot = owned[self.rng.below(owned.len() as u64) as usize];
+                    let n = self.slots.unwrap_or(1);
+                    let members: Vec<String> = self
+                        .ids
+                        .iter()
+                        .filter(|id| {
+                            // Members only: the fake consumers have no request timeout,
+                            // so a cut registration would hang.
+                            let c = &self.w.consumers[*id];
+                            c.is_member() && proto::coordinator_slot(&c.spec.group, n) == slot
+                        })
+                        .cloned()
+                        .collect();
+                    for id in members {
+                        if self.rng.chance(0.5) {
+                            self.w.cut_channel(&id, None, None);
+                        }
+                    }
+                    self.w.slot_lost(slot);
+                    if self.rng.chance(0.5) {
+                        self.w.slot_gained(slot);
+                    }
+                }
+            }
+            14 => {
+                let (_, lost) = self.slot_sets();
+                if !lost.is_empty() {
+                    let slot = lost[self.rng.below(lost.len() as u64) as usize];
+                    self.w.slot_gained(slot);
+                }
+            }
             _ => {
                 self.w.params.answer_delay = (0, self.max_answer);
             }
@@ -216,10 +291,20 @@ impl Sim {
                 self.run_until(next)?;
                 self.disturb();
             }
-            // Quiet: normal answer times, no disturbance. Within the bound every
-            // subscribed partition must be owned by exactly one live consumer.
+            // Quiet: normal answer times, no disturbance, every slot owned again. Within
+            // the bound (after the takeover wait of a slot gained now) every subscribed
+            // partition must be owned by exactly one live consumer.
             self.w.params.answer_delay = (0, self.max_answer);
-            let bound = 2 * self.max_st + 1_500;
+            let (_, lost) = self.slot_sets();
+            for slot in lost {
+                self.w.slot_gained(slot);
+            }
+            let takeover = self.w.coord.config().takeover_wait_ms();
+            let bound = if self.slots.is_some() {
+                takeover + 2 * self.max_st + 1_500
+            } else {
+                2 * self.max_st + 1_500
+            };
             let quiet_end = self.w.now + bound;
             self.run_until(quiet_end)?;
             self.w.check_coverage().map_err(|e| {
@@ -230,27 +315,44 @@ impl Sim {
     }
 }
 
-fn run_seed(seed: u64, rounds: u32, log: bool) -> (Result<(), String>, u64, Vec<String>) {
-    let mut sim = Sim::new(seed);
+fn run_seed(
+    seed: u64,
+    rounds: u32,
+    log: bool,
+    cluster: bool,
+) -> (Result<(), String>, u64, Vec<String>) {
+    let mut sim = Sim::new(seed, cluster);
     if log {
         sim.w.log = Some(Vec::new());
     }
     let result = sim.run(rounds);
     let mut trace = sim.w.log.take().unwrap_or_default();
     trace.push(format!(
-        "{} steps, {} ms of virtual time, {} consumers",
+        "{} steps, {} ms of virtual time, {} consumers, {} slots",
         sim.w.steps,
         sim.w.now,
-        sim.ids.len()
+        sim.ids.len(),
+        sim.slots.map_or("no".to_owned(), |n| n.to_string())
     ));
     (result, sim.w.trace_hash, trace)
 }
 
 #[test]
 fn simulation() {
-    if let Ok(seed) = std::env::var("SIM_SEED") {
-        let seed: u64 = seed.parse().expect("SIM_SEED is a number");
-        let (result, hash, trace) = run_seed(seed, ROUNDS, true);
+    seeds("SIM_SEED", "SIM_SEEDS", 300, false);
+}
+
+#[test]
+fn simulation_cluster() {
+    seeds("SIM_CLUSTER_SEED", "SIM_CLUSTER_SEEDS", 200, true);
+}
+
+/// Replays the seed in `one`, or runs the number of seeds in `many` (default
+/// `default`).
+fn seeds(one: &str, many: &str, default: u64, cluster: bool) {
+    if let Ok(seed) = std::env::var(one) {
+        let seed: u64 = seed.parse().unwrap_or_else(|_| panic!("{one} is a number"));
+        let (result, hash, trace) = run_seed(seed, ROUNDS, true, cluster);
         if let Err(e) = result {
             let tail = trace.len().saturating_sub(400);
             panic!(
@@ -264,20 +366,20 @@ fn simulation() {
         );
         return;
     }
-    let seeds: u64 = std::env::var("SIM_SEEDS")
+    let seeds: u64 = std::env::var(many)
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(300);
+        .unwrap_or(default);
     let mut failures = Vec::new();
     for seed in 0..seeds {
-        let (result, _, _) = run_seed(seed, ROUNDS, false);
+        let (result, _, _) = run_seed(seed, ROUNDS, false, cluster);
         if let Err(e) = result {
             failures.push(format!("seed {seed}: {e}"));
         }
     }
     assert!(
         failures.is_empty(),
-        "{} of {seeds} seeds failed (replay one with SIM_SEED=<seed>):\n{}",
+        "{} of {seeds} seeds failed (replay one with {one}=<seed>):\n{}",
         failures.len(),
         failures.join("\n")
     );
@@ -285,13 +387,15 @@ fn simulation() {
 
 #[test]
 fn the_same_seed_gives_the_same_trace() {
-    for seed in [3, 17] {
-        let (a, hash_a, _) = run_seed(seed, 2, false);
-        let (b, hash_b, _) = run_seed(seed, 2, false);
-        assert_eq!(a, b);
-        assert_eq!(hash_a, hash_b, "seed {seed} is not deterministic");
+    for cluster in [false, true] {
+        for seed in [3, 17] {
+            let (a, hash_a, _) = run_seed(seed, 2, false, cluster);
+            let (b, hash_b, _) = run_seed(seed, 2, false, cluster);
+            assert_eq!(a, b);
+            assert_eq!(hash_a, hash_b, "seed {seed} is not deterministic");
+        }
+        let (_, h1, _) = run_seed(1, 2, false, cluster);
+        let (_, h2, _) = run_seed(2, 2, false, cluster);
+        assert_ne!(h1, h2);
     }
-    let (_, h1, _) = run_seed(1, 2, false);
-    let (_, h2, _) = run_seed(2, 2, false);
-    assert_ne!(h1, h2);
 }

@@ -212,10 +212,14 @@ pub(crate) struct Group {
     /// Members with a queued or outstanding StopFetcher in the running rebalance.
     pub stops_pending: BTreeSet<ConsumerId>,
     pub commits: Commits,
+    /// Cluster mode: no rebalance starts before this time, the end of the takeover
+    /// wait of the group's slot (docs/protocol.md §6.8). Consumers of the slot's
+    /// previous coordinator may be delivering until then, so nothing may be started.
+    pub hold_until: Option<u64>,
 }
 
 impl Group {
-    pub(crate) fn new(id: GroupId) -> Self {
+    pub(crate) fn new(id: GroupId, hold_until: Option<u64>) -> Self {
         Group {
             id,
             generation: Generation(0),
@@ -226,7 +230,13 @@ impl Group {
             first_trigger: None,
             stops_pending: BTreeSet::new(),
             commits: Commits::default(),
+            hold_until,
         }
+    }
+
+    /// Whether the takeover wait of the group's slot is still running at `now`.
+    fn held(&self, now: u64) -> bool {
+        self.hold_until.is_some_and(|h| now < h)
     }
 
     /// The assignor the group's members use (they all use the same one).
@@ -279,10 +289,13 @@ impl Group {
     pub(crate) fn update_timer(&self, cx: &mut Ctx) {
         let zombie = self.zombies.iter().map(|z| z.release_at).min();
         // While a StartFetcher round is out, a due rebalance waits for its completion
-        // (which runs `progress`), not for a timer.
+        // (which runs `progress`), not for a timer. During a slot's takeover wait, it
+        // waits for the end of the wait.
         let due = match self.phase {
             Phase::Starting { .. } => None,
-            _ => self.due,
+            _ => self
+                .due
+                .map(|d| self.hold_until.map_or(d, |hold| d.max(hold))),
         };
         let at = match (due, zombie) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -466,7 +479,10 @@ impl Group {
         // Each iteration either changes the phase or returns.
         for _ in 0..8 {
             let now = cx.now;
-            let due_now = self.due.is_some_and(|d| d <= now);
+            // A group of a freshly gained slot stays in Stable (owning nothing) until
+            // the takeover wait is over: its first rebalance, and so its first
+            // StartFetcher, comes after.
+            let due_now = self.due.is_some_and(|d| d <= now) && !self.held(now);
             match &mut self.phase {
                 Phase::Stable => {
                     if !due_now {

@@ -1,7 +1,8 @@
 //! The coordinator state machine: input dispatch, the consumer requests
 //! (RegisterConsumer, CommitOffset, FetchOffsets, LeaveGroup, DescribeGroups), the
-//! consumers' answers on their channels, topic changes and timers. Groups and their
-//! rebalances are in [`group`], the commit pipeline in [`offsets`].
+//! consumers' answers on their channels, topic changes, timers, and in cluster mode
+//! the coordinator slots it owns ([`Ownership`]). Groups and their rebalances are in
+//! [`group`], the commit pipeline in [`offsets`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -51,6 +52,13 @@ pub(crate) enum Op {
     RebalanceFetch {
         group: GroupId,
     },
+    /// A commit of a group dropped with its slot: the result only answers the
+    /// CommitOffset requests that waited for it.
+    DroppedCommit {
+        waiters: Vec<u64>,
+    },
+    /// A rebalance fetch of a group dropped with its slot: the result is ignored.
+    DroppedFetch,
     ClientFetch {
         slot: SlotRef,
         correlation_id: i32,
@@ -190,12 +198,53 @@ pub struct MemberSnapshot {
     pub owned: Vec<TopicPartition>,
 }
 
+/// Which groups the coordinator serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// Standalone: every group (the default, [`CoordinatorConfig::slot_count`] `None`).
+    All,
+    /// Cluster mode: the groups whose slot,
+    /// [`drover_protocol::coordinator_slot`]`(group, count)`, is in `owned`. Requests
+    /// for other groups get NOT_COORDINATOR (docs/protocol.md §6.8).
+    Slots {
+        /// The number of slots.
+        count: u32,
+        /// The slots this coordinator owns ([`Input::SlotGained`] /
+        /// [`Input::SlotLost`]).
+        owned: BTreeSet<u32>,
+    },
+}
+
+impl Ownership {
+    /// Whether `group` is served.
+    pub fn owns(&self, group: &str) -> bool {
+        match self {
+            Ownership::All => true,
+            Ownership::Slots { count, owned } => {
+                owned.contains(&proto::coordinator_slot(group, *count))
+            }
+        }
+    }
+
+    /// The slot of `group` in cluster mode; `None` standalone.
+    pub fn slot_of(&self, group: &str) -> Option<u32> {
+        match self {
+            Ownership::All => None,
+            Ownership::Slots { count, .. } => Some(proto::coordinator_slot(group, *count)),
+        }
+    }
+}
+
 /// The consumer group coordinator: a deterministic state machine. Feed it inputs with
 /// [`Coordinator::handle`]; execute the outputs; deliver [`Input::Timer`] at
 /// [`Coordinator::poll_timeout`].
 pub struct Coordinator {
     cx: Ctx,
     groups: BTreeMap<GroupId, Group>,
+    ownership: Ownership,
+    /// Cluster mode: per owned slot, until when its groups may not rebalance (the
+    /// takeover wait of docs/protocol.md §6.8).
+    takeover_until: BTreeMap<u32, u64>,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -210,12 +259,20 @@ impl std::fmt::Debug for Coordinator {
 
 impl Coordinator {
     /// A coordinator with no groups and no topics (deliver [`Input::TopicsChanged`]
-    /// first).
+    /// first). With [`CoordinatorConfig::slot_count`] set it starts in cluster mode
+    /// owning no slot ([`Input::SlotGained`]); otherwise it serves every group.
     pub fn new(
         config: CoordinatorConfig,
         assignors: impl Assignors + Send + 'static,
     ) -> Result<Self, ConfigError> {
         config.validate()?;
+        let ownership = match config.slot_count {
+            None => Ownership::All,
+            Some(count) => Ownership::Slots {
+                count,
+                owned: BTreeSet::new(),
+            },
+        };
         Ok(Coordinator {
             cx: Ctx {
                 config,
@@ -235,6 +292,8 @@ impl Coordinator {
                 next_incarnation: 0,
             },
             groups: BTreeMap::new(),
+            ownership,
+            takeover_until: BTreeMap::new(),
         })
     }
 
@@ -246,6 +305,25 @@ impl Coordinator {
     /// The topics as last reported.
     pub fn topics(&self) -> &BTreeMap<TopicName, u32> {
         &self.cx.topics
+    }
+
+    /// Which groups the coordinator serves: all (standalone) or those of the slots it
+    /// owns (cluster mode).
+    pub fn ownership(&self) -> &Ownership {
+        &self.ownership
+    }
+
+    /// Whether the coordinator serves `group` (standalone: always; cluster mode: when
+    /// it owns the group's slot).
+    pub fn owns(&self, group: &str) -> bool {
+        self.ownership.owns(group)
+    }
+
+    /// Cluster mode: until when the groups of owned slot `slot` may not rebalance (the
+    /// takeover wait after [`Input::SlotGained`]); `None` for a slot not owned, and
+    /// standalone.
+    pub fn takeover_until(&self, slot: u32) -> Option<u64> {
+        self.takeover_until.get(&slot).copied()
     }
 
     /// Handles one input at `now_ms` (a monotonic clock; a value below an earlier one is
@@ -260,6 +338,8 @@ impl Coordinator {
             Input::TopicsChanged { topics } => self.on_topics(topics),
             Input::OffsetsCommitted { op, result } => self.on_committed(op, result),
             Input::OffsetsFetched { op, result } => self.on_fetched(op, result),
+            Input::SlotGained { slot } => self.on_slot_gained(slot),
+            Input::SlotLost { slot } => self.on_slot_lost(slot),
         }
         self.settle();
         std::mem::take(&mut self.cx.out)
@@ -271,7 +351,8 @@ impl Coordinator {
         self.cx.timers.next()
     }
 
-    /// The ids of every group the coordinator has seen.
+    /// The ids of every group the coordinator has seen (in cluster mode: since it
+    /// gained the group's slot, which it still owns).
     pub fn group_ids(&self) -> Vec<GroupId> {
         self.groups.keys().cloned().collect()
     }
@@ -322,9 +403,11 @@ impl Coordinator {
     /// [`Coordinator::group`]: one entry per requested id in request order, or, for
     /// `groups: None`, one per group of [`Coordinator::group_ids`] (at most
     /// [`proto::MAX_GROUPS_PER_REQUEST`], the first in id order). An empty id gets
-    /// INVALID_GROUP_ID and an id the coordinator has never seen GROUP_ID_NOT_FOUND,
-    /// both with empty fields. Arrays longer than the protocol's caps are cut at the
-    /// cap (with a warning in the log), so the answer always encodes.
+    /// INVALID_GROUP_ID, the id of a group whose slot the coordinator does not own
+    /// (cluster mode) NOT_COORDINATOR, and an id the coordinator has never seen
+    /// GROUP_ID_NOT_FOUND, all with empty fields. Arrays longer than the protocol's
+    /// caps are cut at the cap (with a warning in the log), so the answer always
+    /// encodes.
     pub fn describe_groups(
         &self,
         request: &proto::DescribeGroupsRequest,
@@ -332,6 +415,9 @@ impl Coordinator {
         let describe = |id: &str| {
             if id.is_empty() {
                 return proto::DescribedGroup::error(id, ErrorCode::INVALID_GROUP_ID);
+            }
+            if !self.owns(id) {
+                return proto::DescribedGroup::error(id, ErrorCode::NOT_COORDINATOR);
             }
             match self.group(id) {
                 Some(snapshot) => wire::group_to_wire(snapshot),
@@ -504,6 +590,13 @@ impl Coordinator {
             });
             cx.respond(slot, corr, &response);
         };
+        // An empty group id is INVALID_GROUP_ID (from `validate`) wherever it is sent;
+        // any other check comes after the ownership check (docs/protocol.md §7.2).
+        if !r.group_id.is_empty() && !self.owns(&r.group_id) {
+            let message = self.not_coordinator_message(&r.group_id);
+            return refuse(&mut self.cx, ErrorCode::NOT_COORDINATOR, message);
+        }
+        let hold_until = self.hold_for(&r.group_id);
         let cx = &mut self.cx;
         if let Err((code, message)) = r.validate() {
             return refuse(cx, code, message);
@@ -569,7 +662,7 @@ impl Coordinator {
         let group = self
             .groups
             .entry(gid.clone())
-            .or_insert_with(|| Group::new(gid.clone()));
+            .or_insert_with(|| Group::new(gid.clone(), hold_until));
         if let Some((_, other)) = group.members.iter().find(|(id, _)| **id != cid) {
             if other.assignor != assignor {
                 let message = format!(
@@ -643,6 +736,28 @@ impl Coordinator {
 
     fn on_commit(&mut self, conn: ConnId, corr: i32, r: proto::CommitOffsetRequest) {
         let slot = self.cx.reserve(conn);
+        if !r.group_id.is_empty() && !self.owns(&r.group_id) {
+            // Every partition gets NOT_COORDINATOR; nothing is kept.
+            let topics = r
+                .topics
+                .into_iter()
+                .map(|t| proto::TopicErrors {
+                    topic: t.topic,
+                    partitions: t
+                        .partitions
+                        .into_iter()
+                        .map(|p| proto::PartitionError {
+                            partition: p.partition,
+                            error_code: ErrorCode::NOT_COORDINATOR,
+                        })
+                        .collect(),
+                })
+                .collect();
+            let response = NativeResponse::CommitOffset(proto::CommitOffsetResponse { topics });
+            self.cx.respond(slot, corr, &response);
+            return;
+        }
+        let hold_until = self.hold_for(&r.group_id);
         let cx = &mut self.cx;
         let gid = GroupId::new(&r.group_id);
         let non_member = r.consumer_id.is_empty() && r.generation == -1;
@@ -690,7 +805,7 @@ impl Coordinator {
         let group = self
             .groups
             .entry(gid.clone())
-            .or_insert_with(|| Group::new(gid.clone()));
+            .or_insert_with(|| Group::new(gid.clone(), hold_until));
         let mut waiting = Vec::with_capacity(accepted.len());
         for (ti, pi, tp, value) in accepted {
             waiting.push((ti, pi));
@@ -725,6 +840,14 @@ impl Coordinator {
             self.cx.respond(slot, corr, &response);
             return;
         }
+        if !self.owns(&r.group_id) {
+            let response = NativeResponse::FetchOffsets(proto::FetchOffsetsResponse {
+                error_code: ErrorCode::NOT_COORDINATOR,
+                topics: Vec::new(),
+            });
+            self.cx.respond(slot, corr, &response);
+            return;
+        }
         let group = GroupId::new(&r.group_id);
         let scope = match &r.topics {
             None => FetchScope::WholeGroup,
@@ -747,6 +870,8 @@ impl Coordinator {
         let slot = self.cx.reserve(conn);
         let code = if r.group_id.is_empty() {
             ErrorCode::INVALID_GROUP_ID
+        } else if !self.owns(&r.group_id) {
+            ErrorCode::NOT_COORDINATOR
         } else {
             match self.groups.get_mut(r.group_id.as_str()) {
                 Some(g) if g.members.contains_key(r.consumer_id.as_str()) => {
@@ -821,6 +946,138 @@ impl Coordinator {
         }
     }
 
+    // ------------------------------------------------------------------ slots
+
+    /// The NOT_COORDINATOR message of a RegisterConsumer for `group`.
+    fn not_coordinator_message(&self, group: &str) -> String {
+        match &self.ownership {
+            Ownership::Slots { count, .. } => format!(
+                "this broker does not coordinate group `{group}` (slot {} of {count}); \
+                 find its coordinator again",
+                proto::coordinator_slot(group, *count)
+            ),
+            Ownership::All => format!("this broker does not coordinate group `{group}`"),
+        }
+    }
+
+    /// The takeover wait a group created now inherits from its slot, if still running.
+    fn hold_for(&self, group: &str) -> Option<u64> {
+        let slot = self.ownership.slot_of(group)?;
+        self.takeover_until
+            .get(&slot)
+            .copied()
+            .filter(|&until| until > self.cx.now)
+    }
+
+    /// Cluster mode: slot `slot` is now ours. Its groups start empty; the first
+    /// rebalance of each waits for the end of the takeover wait (§6.8).
+    fn on_slot_gained(&mut self, slot: u32) {
+        let Ownership::Slots { count, owned } = &mut self.ownership else {
+            tracing::warn!(slot, "slot gained by a standalone coordinator: ignored");
+            return;
+        };
+        if slot >= *count {
+            tracing::warn!(slot, count = *count, "slot gained out of range: ignored");
+            return;
+        }
+        if !owned.insert(slot) {
+            tracing::warn!(slot, "slot gained while already owned: ignored");
+            return;
+        }
+        let count = *count;
+        debug_assert!(
+            !self
+                .groups
+                .keys()
+                .any(|g| proto::coordinator_slot(g.as_str(), count) == slot),
+            "a group of a slot not owned"
+        );
+        let until = self
+            .cx
+            .now
+            .saturating_add(self.cx.config.takeover_wait_ms());
+        self.takeover_until.insert(slot, until);
+        self.cx.event(Event::SlotGained {
+            slot,
+            takeover_until: until,
+        });
+        self.cx.metric("slots_gained", 1);
+    }
+
+    /// Cluster mode: slot `slot` is no longer ours. Every group of the slot is dropped
+    /// (§6.8): the channels of its consumers are closed, its timers removed, its
+    /// accepted offsets not yet handed to the store discarded (the CommitOffset
+    /// requests waiting for them get NOT_COORDINATOR); a batch already handed to the
+    /// store answers its waiting requests when its result comes, and a rebalance
+    /// fetch's result is ignored. No frame is sent for those groups afterwards.
+    fn on_slot_lost(&mut self, slot: u32) {
+        let Ownership::Slots { count, owned } = &mut self.ownership else {
+            tracing::warn!(slot, "slot lost by a standalone coordinator: ignored");
+            return;
+        };
+        if !owned.remove(&slot) {
+            tracing::warn!(slot, "slot lost while not owned: ignored");
+            return;
+        }
+        let count = *count;
+        self.takeover_until.remove(&slot);
+        let ids: Vec<GroupId> = self
+            .groups
+            .keys()
+            .filter(|g| proto::coordinator_slot(g.as_str(), count) == slot)
+            .cloned()
+            .collect();
+        let (mut consumers, mut discarded) = (0, 0);
+        let cx = &mut self.cx;
+        for id in &ids {
+            let Some(g) = self.groups.remove(id) else {
+                continue;
+            };
+            tracing::info!(group = %id, slot, members = g.members.len(), "group dropped with its slot");
+            for m in g.members.values() {
+                cx.timers
+                    .set(TimerKey::Member(g.id.clone(), m.id.clone()), None);
+                if cx.conns.remove(&m.conn).is_some() {
+                    cx.closing.insert(m.conn);
+                    cx.out.push(Output::CloseConnection { conn: m.conn });
+                }
+                consumers += 1;
+            }
+            cx.timers.set(TimerKey::Group(g.id.clone()), None);
+            cx.groups_with_pending.remove(&g.id);
+            discarded += g.commits.pending.len();
+            for w in g.commits.pending_waiters {
+                cx.complete_waiter_with(w, ErrorCode::NOT_COORDINATOR);
+            }
+        }
+        if !ids.is_empty() {
+            let dropped: BTreeSet<&GroupId> = ids.iter().collect();
+            for op in cx.ops.values_mut() {
+                match op {
+                    Op::Commit { group, waiters, .. } if dropped.contains(group) => {
+                        *op = Op::DroppedCommit {
+                            waiters: std::mem::take(waiters),
+                        };
+                    }
+                    Op::RebalanceFetch { group } if dropped.contains(group) => {
+                        *op = Op::DroppedFetch;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if cx.groups_with_pending.is_empty() {
+            cx.timers.set(TimerKey::CommitTick, None);
+        }
+        cx.event(Event::SlotLost {
+            slot,
+            groups: ids.len(),
+            consumers,
+            discarded_offsets: discarded,
+        });
+        cx.metric("slots_lost", 1);
+    }
+
     // ------------------------------------------------------------------ topics, store
 
     fn on_topics(&mut self, topics: BTreeMap<TopicName, u32>) {
@@ -870,6 +1127,15 @@ impl Coordinator {
                     }
                 }
             }
+            Some(Op::DroppedCommit { waiters }) => {
+                // The batch was handed to the store before the group's slot was lost:
+                // the CommitOffset requests that waited for it get its real outcome
+                // (NONE only if durable). Nothing else depends on it.
+                tracing::debug!(%op, ok = result.is_ok(), "commit result of a group dropped with its slot");
+                for w in waiters {
+                    self.cx.complete_waiter(w, result.is_err());
+                }
+            }
             Some(other) => {
                 tracing::warn!(%op, "commit result for a fetch operation");
                 self.cx.ops.insert(op, other);
@@ -892,6 +1158,9 @@ impl Coordinator {
                         .collect::<BTreeMap<_, _>>()
                 });
                 g.on_fetched(&mut self.cx, op, result);
+            }
+            Some(Op::DroppedFetch) => {
+                tracing::debug!(%op, "start offsets of a group dropped with its slot: ignored");
             }
             Some(Op::ClientFetch {
                 slot,

@@ -222,13 +222,23 @@ impl Ctx {
 
     /// Answers a CommitOffset request whose batch completed.
     pub(crate) fn complete_waiter(&mut self, id: u64, failed: bool) {
+        let code = if failed {
+            ErrorCode::COORDINATOR_NOT_AVAILABLE
+        } else {
+            ErrorCode::NONE
+        };
+        self.complete_waiter_with(id, code);
+    }
+
+    /// Answers a CommitOffset request: its entries that waited for the store get
+    /// `code` (NONE: written).
+    pub(crate) fn complete_waiter_with(&mut self, id: u64, code: ErrorCode) {
         let Some(mut w) = self.waiters.remove(&id) else {
             return;
         };
-        if failed {
+        if !code.is_none() {
             for (t, p) in w.waiting {
-                w.response.topics[t].partitions[p].error_code =
-                    ErrorCode::COORDINATOR_NOT_AVAILABLE;
+                w.response.topics[t].partitions[p].error_code = code;
             }
         }
         let response = drover_protocol::NativeResponse::CommitOffset(w.response);

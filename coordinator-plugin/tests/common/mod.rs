@@ -490,6 +490,18 @@ impl World {
         self.feed(Input::TopicsChanged { topics });
     }
 
+    /// Cluster mode: the coordinator gains slot `slot` now.
+    pub fn slot_gained(&mut self, slot: u32) {
+        self.note(|| format!("K gains slot {slot}"));
+        self.feed(Input::SlotGained { slot });
+    }
+
+    /// Cluster mode: the coordinator loses slot `slot` now.
+    pub fn slot_lost(&mut self, slot: u32) {
+        self.note(|| format!("K loses slot {slot}"));
+        self.feed(Input::SlotLost { slot });
+    }
+
     /// Sets the topics and tells the coordinator.
     pub fn set_topics(&mut self, topics: &[(&str, u32)]) {
         self.topics = topics
@@ -895,7 +907,12 @@ impl World {
                     Ok((_, NativeResponse::RegisterConsumer(r))) => {
                         c.register_errors.push(r.error_code);
                         self.consumer_close(conn);
-                        if r.error_code == ErrorCode::GROUP_MAX_SIZE_REACHED {
+                        // §6.6 step 5 and §7.2: retried after a backoff (and, for
+                        // NOT_COORDINATOR, a rediscovery: here there is one coordinator).
+                        if r.error_code == ErrorCode::GROUP_MAX_SIZE_REACHED
+                            || r.error_code == ErrorCode::NOT_COORDINATOR
+                            || r.error_code == ErrorCode::COORDINATOR_NOT_AVAILABLE
+                        {
                             c.phase = Phase::Member(conn); // so lose_channel retries
                             self.lose_channel(c, true);
                         } else {

@@ -131,6 +131,12 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
                     broker.metrics.zookeeper_connected(false);
                     cluster.update(|v| v.connected = false);
                     disconnected_since.get_or_insert_with(Instant::now);
+                    // The session may expire on the server at any moment from now (its
+                    // timer started when the server last heard from us), and another
+                    // broker may then claim our slots: stop coordinating at once. The
+                    // slots are gained again (after the takeover wait) if the session
+                    // survives the disconnection.
+                    give_up_slots(broker, cluster, "disconnected from ZooKeeper").await;
                 }
                 _ => {
                     if disconnected_since.take().is_some() {
@@ -143,15 +149,11 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
             _ = tokio::time::sleep(REFRESH) => {}
         }
         if let Some(since) = disconnected_since {
-            // The server expires the session (and the slot nodes) a session timeout
-            // after it last heard from us: by then someone else may own the slots.
             if since.elapsed() >= session_timeout {
-                give_up_slots(
-                    broker,
-                    cluster,
-                    "disconnected from ZooKeeper for a session timeout",
-                )
-                .await;
+                tracing::debug!(
+                    "ZooKeeper unreachable for {:?}: the session has surely expired",
+                    since.elapsed()
+                );
             }
         }
     }
