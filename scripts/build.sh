@@ -15,6 +15,8 @@ plugins=(
   drover_assignor_round_robin
   drover_assignor_sticky
   drover_offsets_embedded
+  drover_offsets_zookeeper
+  drover_offsets_postgres
   drover_coordinator
   drover_example_weighted_assignor
 )

@@ -28,6 +28,12 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 # netcat-openbsd specifically (nc -z, -q); another netcat does not count.
 dpkg-query -W -f='${Status}' netcat-openbsd 2>/dev/null | grep -q "install ok installed" \
   || missing+=(netcat-openbsd)
+# PostgreSQL's server binaries (initdb, postgres, psql) for the `postgres` offset store tests.
+dpkg-query -W -f='${Status}' postgresql 2>/dev/null | grep -q "install ok installed" \
+  || missing+=(postgresql)
+# ZooKeeper 3.8 (server jar run by the tests themselves) for the `zookeeper` offset store.
+dpkg-query -W -f='${Status}' zookeeper 2>/dev/null | grep -q "install ok installed" \
+  || missing+=(zookeeper)
 if ((${#missing[@]})); then
   echo "== installing Debian packages: ${missing[*]}"
   SUDO=()

@@ -10,6 +10,7 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+scripts/install-test-deps.sh  # Debian packages the tests need (PostgreSQL, ZooKeeper, ...)
 echo "== cargo test"
 cargo test --workspace
 echo "== fuzz smoke run"

@@ -3,6 +3,7 @@
 //! plugins through the host's real loader (never the rlibs).
 
 pub mod native;
+pub mod services;
 
 use std::{
     os::unix::fs::PermissionsExt,
@@ -23,7 +24,11 @@ pub const ASSIGNORS: &[(&str, &str)] = &[
 ];
 
 /// The library names of every offset store under conformance test, with plugin names.
-pub const OFFSET_STORES: &[(&str, &str)] = &[("drover_offsets_embedded", "embedded")];
+pub const OFFSET_STORES: &[(&str, &str)] = &[
+    ("drover_offsets_embedded", "embedded"),
+    ("drover_offsets_zookeeper", "zookeeper"),
+    ("drover_offsets_postgres", "postgres"),
+];
 
 /// The built `lib<lib_name>.so`. Looks next to the running test binary
 /// (`<target dir>/<profile>/deps`, where cargo puts the cdylibs of dependencies, so this
@@ -139,6 +144,8 @@ pub fn store_config(name: &str, dir: &PluginDir) -> String {
             "path = {:?}\n",
             dir.scratch("offsets.redb").display().to_string()
         ),
+        "zookeeper" => services::zookeeper::ZkServer::shared().store_config(),
+        "postgres" => services::postgres::PgServer::shared().store_config(),
         other => panic!("no test config for offset store `{other}`"),
     }
 }

@@ -1,0 +1,280 @@
+//! The plugin's configuration: the TOML string the operator writes under
+//! `[plugins.config.zookeeper]`.
+
+use std::time::Duration;
+
+use drover_abi::PluginError;
+use serde::Deserialize;
+
+use crate::layout;
+
+/// Kafka's default for `offset.metadata.max.bytes`.
+pub const DEFAULT_MAX_METADATA_BYTES: usize = 4096;
+/// The default chroot: every node of the store lives below it.
+pub const DEFAULT_CHROOT: &str = "/drover";
+/// Kafka's default `zookeeper.session.timeout.ms`.
+pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 18_000;
+/// The default bound on one ZooKeeper request (and on connecting).
+pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 10_000;
+/// The default bound on the encoded size of one multi-operation: half of ZooKeeper's
+/// default `jute.maxbuffer` (1 MiB), which bounds every request a server accepts.
+pub const DEFAULT_MAX_MULTI_BYTES: usize = 512 * 1024;
+/// The largest `max_multi_bytes` accepted: below ZooKeeper's default `jute.maxbuffer`
+/// (1,048,575 bytes) with room for the request headers.
+pub const MAX_MULTI_BYTES_LIMIT: usize = 1_000_000;
+/// The smallest `max_multi_bytes` accepted.
+pub const MIN_MULTI_BYTES: usize = 4096;
+/// Worst-case growth of metadata in the JSON node value: a control character is
+/// escaped as `\u00XX`, six bytes for one.
+pub const METADATA_ESCAPE_FACTOR: usize = 6;
+/// Room in one multi for a record's paths and the value's other fields, on top of its
+/// escaped metadata (see [`Config::parse`]'s check of `max_metadata_bytes`).
+pub const RECORD_OVERHEAD_BYTES: usize = 2048;
+
+/// The validated configuration of a ZooKeeper store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The ZooKeeper ensemble, `host:port[,host:port...]`, as given.
+    pub connect: String,
+    /// The node below which the store keeps `consumers/...`: absolute, no trailing `/`
+    /// (except `/` itself).
+    pub chroot: String,
+    /// The session timeout asked of the server (which clamps it to its own bounds).
+    pub session_timeout: Duration,
+    /// The longest wait for one ZooKeeper request, and for (re)connecting. A call made
+    /// while ZooKeeper is down fails with `Unavailable` after at most about this long.
+    pub request_timeout: Duration,
+    /// The longest metadata string (in UTF-8 bytes) a commit may carry; a batch with a
+    /// longer one is refused as a whole.
+    pub max_metadata_bytes: usize,
+    /// The largest encoded size of one multi-operation; larger batches are split.
+    pub max_multi_bytes: usize,
+}
+
+/// The TOML shape; every field optional so that a missing `connect` gets our own message.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    connect: Option<String>,
+    chroot: Option<String>,
+    session_timeout_ms: Option<u64>,
+    request_timeout_ms: Option<u64>,
+    max_metadata_bytes: Option<usize>,
+    max_multi_bytes: Option<usize>,
+}
+
+fn invalid(message: impl std::fmt::Display) -> PluginError {
+    PluginError::invalid_config(format!(
+        "offset store `zookeeper`: invalid config: {message}"
+    ))
+}
+
+impl Config {
+    /// Parses and validates `text`. Errors are [`drover_abi::ErrorKind::InvalidConfig`]:
+    /// a missing or malformed `connect`, a `chroot` that is not an absolute ZooKeeper
+    /// path, an unknown key (named in the message), a value of the wrong type or out of
+    /// range (the message gives the range).
+    pub fn parse(text: &str) -> Result<Config, PluginError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| invalid(e.message()))?;
+        let connect = match raw.connect {
+            Some(c) if !c.trim().is_empty() => c.trim().to_owned(),
+            _ => {
+                return Err(PluginError::invalid_config(
+                    "offset store `zookeeper`: `connect` is required (the ZooKeeper \
+                     ensemble, e.g. connect = \"127.0.0.1:2181\" or \
+                     \"zk1:2181,zk2:2181,zk3:2181\")",
+                ))
+            }
+        };
+        validate_connect(&connect)?;
+        let chroot = normalize_chroot(raw.chroot.as_deref().unwrap_or(DEFAULT_CHROOT))?;
+        let session_timeout_ms = raw.session_timeout_ms.unwrap_or(DEFAULT_SESSION_TIMEOUT_MS);
+        if !(1_000..=3_600_000).contains(&session_timeout_ms) {
+            return Err(invalid(format_args!(
+                "`session_timeout_ms` = {session_timeout_ms} is out of range 1000..=3600000"
+            )));
+        }
+        let request_timeout_ms = raw.request_timeout_ms.unwrap_or(DEFAULT_REQUEST_TIMEOUT_MS);
+        if !(100..=3_600_000).contains(&request_timeout_ms) {
+            return Err(invalid(format_args!(
+                "`request_timeout_ms` = {request_timeout_ms} is out of range 100..=3600000"
+            )));
+        }
+        let max_multi_bytes = raw.max_multi_bytes.unwrap_or(DEFAULT_MAX_MULTI_BYTES);
+        if !(MIN_MULTI_BYTES..=MAX_MULTI_BYTES_LIMIT).contains(&max_multi_bytes) {
+            return Err(invalid(format_args!(
+                "`max_multi_bytes` = {max_multi_bytes} is out of range \
+                 {MIN_MULTI_BYTES}..={MAX_MULTI_BYTES_LIMIT} (a ZooKeeper server refuses \
+                 requests larger than its jute.maxbuffer, 1 MiB by default)"
+            )));
+        }
+        let max_metadata_bytes = raw.max_metadata_bytes.unwrap_or(DEFAULT_MAX_METADATA_BYTES);
+        let largest = max_metadata_bytes
+            .saturating_mul(METADATA_ESCAPE_FACTOR)
+            .saturating_add(RECORD_OVERHEAD_BYTES);
+        if largest > max_multi_bytes {
+            let most = (max_multi_bytes - RECORD_OVERHEAD_BYTES) / METADATA_ESCAPE_FACTOR;
+            return Err(invalid(format_args!(
+                "`max_metadata_bytes` = {max_metadata_bytes} is too large: one record must \
+                 fit in one multi-operation of `max_multi_bytes` = {max_multi_bytes} \
+                 (metadata may grow {METADATA_ESCAPE_FACTOR}x when escaped); at most {most}"
+            )));
+        }
+        Ok(Config {
+            connect,
+            chroot,
+            session_timeout: Duration::from_millis(session_timeout_ms),
+            request_timeout: Duration::from_millis(request_timeout_ms),
+            max_metadata_bytes,
+            max_multi_bytes,
+        })
+    }
+}
+
+/// Checks `host:port[,host:port...]`. A `/chroot` suffix (allowed by ZooKeeper's own
+/// clients) is refused with a hint to use the `chroot` key.
+fn validate_connect(connect: &str) -> Result<(), PluginError> {
+    if connect.contains('/') {
+        return Err(invalid(format_args!(
+            "`connect` = {connect:?} contains a path; hint: give only host:port pairs and \
+             put the path in `chroot` (e.g. chroot = \"/drover\")"
+        )));
+    }
+    for server in connect.split(',') {
+        let server = server.trim();
+        let port = server.rsplit_once(':').and_then(|(host, port)| {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            (!host.is_empty() && !host.contains(char::is_whitespace))
+                .then(|| port.parse::<u16>().ok().filter(|p| *p != 0))
+                .flatten()
+        });
+        if port.is_none() {
+            return Err(invalid(format_args!(
+                "`connect` = {connect:?}: {server:?} is not host:port (e.g. \"127.0.0.1:2181\")"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Validates an absolute ZooKeeper path and drops a trailing `/` (keeping `/` itself).
+fn normalize_chroot(chroot: &str) -> Result<String, PluginError> {
+    let bad = |why: &str| {
+        invalid(format_args!(
+            "`chroot` = {chroot:?} {why} (an absolute ZooKeeper path, e.g. \"/drover\")"
+        ))
+    };
+    if !chroot.starts_with('/') {
+        return Err(bad("does not start with '/'"));
+    }
+    let trimmed = chroot.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return Ok("/".to_owned());
+    }
+    for component in trimmed[1..].split('/') {
+        if component.is_empty() {
+            return Err(bad("has an empty path component"));
+        }
+        if component == "." || component == ".." {
+            return Err(bad("has a relative component (. or ..)"));
+        }
+        if component.chars().any(layout::is_forbidden_in_path) {
+            return Err(bad("has characters ZooKeeper does not allow in paths"));
+        }
+    }
+    Ok(trimmed.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use drover_abi::ErrorKind;
+
+    use super::*;
+
+    #[test]
+    fn full_config() {
+        let c = Config::parse(
+            "connect = \"zk1:2181, zk2:2182\"\nchroot = \"/a/b/\"\nsession_timeout_ms = 6000\n\
+             request_timeout_ms = 500\nmax_metadata_bytes = 10\nmax_multi_bytes = 65536\n",
+        )
+        .unwrap();
+        assert_eq!(c.connect, "zk1:2181, zk2:2182");
+        assert_eq!(c.chroot, "/a/b");
+        assert_eq!(c.session_timeout, Duration::from_millis(6000));
+        assert_eq!(c.request_timeout, Duration::from_millis(500));
+        assert_eq!(c.max_metadata_bytes, 10);
+        assert_eq!(c.max_multi_bytes, 65536);
+    }
+
+    #[test]
+    fn defaults() {
+        let c = Config::parse("connect = '127.0.0.1:2181'").unwrap();
+        assert_eq!(c.chroot, DEFAULT_CHROOT);
+        assert_eq!(c.max_metadata_bytes, DEFAULT_MAX_METADATA_BYTES);
+        assert_eq!(c.max_multi_bytes, DEFAULT_MAX_MULTI_BYTES);
+        assert_eq!(
+            c.request_timeout,
+            Duration::from_millis(DEFAULT_REQUEST_TIMEOUT_MS)
+        );
+        assert_eq!(
+            c.session_timeout,
+            Duration::from_millis(DEFAULT_SESSION_TIMEOUT_MS)
+        );
+        let c = Config::parse("connect = '[::1]:2181'\nchroot = '/'").unwrap();
+        assert_eq!(c.chroot, "/");
+    }
+
+    #[test]
+    fn missing_connect_is_rejected() {
+        for text in ["", "  \n", "connect = \"\"", "chroot = '/x'"] {
+            let e = Config::parse(text).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidConfig, "{text:?}");
+            assert!(e.message.contains("`connect` is required"), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn bad_values_are_explained() {
+        for (text, needle) in [
+            ("connect = 'zk:2181/drover'", "`chroot`"),
+            ("connect = 'zk'", "host:port"),
+            ("connect = 'zk:0'", "host:port"),
+            ("connect = 'zk:2181,'", "host:port"),
+            ("connect = ':2181'", "host:port"),
+            ("connect = 'zk:2181'\nchroot = 'drover'", "start with '/'"),
+            (
+                "connect = 'zk:2181'\nchroot = '/a//b'",
+                "empty path component",
+            ),
+            ("connect = 'zk:2181'\nchroot = '/a/../b'", "relative"),
+            ("connect = 'zk:2181'\nchroot = \"/a\\u0001\"", "characters"),
+            (
+                "connect = 'zk:2181'\nsession_timeout_ms = 10",
+                "1000..=3600000",
+            ),
+            (
+                "connect = 'zk:2181'\nrequest_timeout_ms = 0",
+                "100..=3600000",
+            ),
+            (
+                "connect = 'zk:2181'\nmax_multi_bytes = 2000000",
+                "jute.maxbuffer",
+            ),
+            (
+                "connect = 'zk:2181'\nmax_metadata_bytes = 1000000",
+                "at most",
+            ),
+            ("connect = 'zk:2181'\ncache_mb = 3", "cache_mb"),
+            ("connect = 3", "invalid config"),
+            (
+                "connect = 'zk:2181'\nmax_metadata_bytes = -1",
+                "invalid config",
+            ),
+            ("not toml [", "invalid config"),
+        ] {
+            let e = Config::parse(text).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidConfig, "{text:?}");
+            assert!(e.message.contains(needle), "{text:?}: {e}");
+        }
+    }
+}
