@@ -19,6 +19,9 @@ import pytest
 from conftest import Broker, BrokerError, _die_with_parent, drover_bin, free_port
 
 ZK_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar"]
+# Coordinator slots of the test clusters.
+SLOTS_IN_TEST = 8
+
 PLUGIN_LIBS = [
     "libdrover_coordinator.so",
     "libdrover_assignor_range.so",
@@ -119,7 +122,8 @@ def cluster_config(zk: ZooKeeper, chroot: str, broker_id: int, *, coordinator: b
     text = (
         f"[server]\nbroker_id = {broker_id}\n"
         f"[zookeeper]\nenabled = true\nconnect = \"{zk.connect}\"\nchroot = \"{chroot}\"\n"
-        "session_timeout_ms = 3000\nslots = 8\nslot_claim_delay_ms = 500\n"
+        "session_timeout_ms = 3000\n"
+        f"slots = {SLOTS_IN_TEST}\nslot_claim_delay_ms = 500\n"
     )
     if coordinator:
         text += (
@@ -128,7 +132,7 @@ def cluster_config(zk: ZooKeeper, chroot: str, broker_id: int, *, coordinator: b
             f"[plugins.config.zookeeper]\nconnect = \"{zk.connect}\"\nchroot = \"{chroot}\"\n"
             "[plugins.config.drover-coordinator]\nmin_session_timeout_ms = 1000\n"
             "rebalance_delay_ms = 100\ncommit_interval_ms = 200\n"
-            "max_session_timeout_ms = 5000\nslot_takeover_wait_ms = 3000\n"
+            "max_session_timeout_ms = 3000\nslot_takeover_wait_ms = 3000\n"
         )
     return text + extra
 

@@ -119,3 +119,109 @@ def test_brokers_survive_a_zookeeper_restart(broker_factory, zookeeper):
                            for b in brokers), 40, "all brokers registered again")
     # Topics survive (they are in ZooKeeper's data dir).
     assert all("zkr" in cluster_view(b)["view"]["topics"] for b in brokers)
+
+
+# ---------------------------------------------------------------------------------
+# Consumer groups across brokers: slots spread, coordinator failover
+# ---------------------------------------------------------------------------------
+import subprocess  # noqa: E402
+
+from cluster_testlib import SLOTS_IN_TEST  # noqa: E402
+from conftest import drover_bin  # noqa: E402
+
+
+def fnv1a32(data: bytes) -> int:
+    h = 0x811C9DC5
+    for b in data:
+        h ^= b
+        h = (h * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def coordinator_of(b, group: str) -> int | None:
+    slot = fnv1a32(group.encode()) % SLOTS_IN_TEST
+    return cluster_view(b)["view"]["slots"].get(str(slot))
+
+
+class Consumer:
+    def __init__(self, brokers, group, topic, cid, tmp):
+        self.out = open(tmp / f"{cid}.out", "w+")
+        self.err = open(tmp / f"{cid}.err", "w+")
+        self.path = tmp / f"{cid}.out"
+        boot = ",".join(b.bootstrap for b in brokers)
+        self.proc = subprocess.Popen(
+            [str(drover_bin()), "consume", "--brokers", boot, "--group", group, "--topic", topic,
+             "--consumer-id", cid, "--session-timeout-ms", "2000", "--format", "offsets",
+             "--auto-commit-interval-ms", "200"],
+            stdout=self.out, stderr=self.err)
+
+    def records(self) -> list[tuple[int, int]]:
+        out = []
+        for line in self.path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 3:
+                out.append((int(parts[1]), int(parts[2])))
+        return out
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def test_groups_spread_and_survive_the_loss_of_their_coordinator(broker_factory, zookeeper,
+                                                                 tmp_path):
+    brokers = start_cluster(broker_factory, zookeeper, coordinator=True)
+    # Slots spread over the three brokers.
+    wait_until(lambda: len(set(cluster_view(brokers[0])["view"]["slots"].values())) == 3
+               and len(cluster_view(brokers[0])["view"]["slots"]) == SLOTS_IN_TEST, 20,
+               "every slot owned, by all three brokers")
+    create(brokers[0], "orders", 6)
+    placement = wait_until(lambda: cluster_view(brokers[1])["view"]["topics"].get("orders"), 15,
+                           "placement")
+    leaders_of = dict(enumerate(placement["leaders"]))
+    # A group whose coordinator is not broker 1 (we keep broker 1 for the checks).
+    group = next(g for g in (f"grp-{i}" for i in range(100))
+                 if coordinator_of(brokers[0], g) not in (None, 1))
+    coord = coordinator_of(brokers[0], group)
+    victim = brokers[coord - 1]
+    survivors = [b for b in brokers if b is not victim]
+    msgs = [Msg(f"k{i}".encode(), f"v{i}".encode(), [], partition=i % 6) for i in range(1200)]
+    ck_produce(brokers[0], "orders", msgs)
+    consumers = [Consumer(survivors, group, "orders", f"c{i}", tmp_path) for i in range(3)]
+    try:
+        def consumed():
+            return {r for c in consumers for r in c.records()}
+        want_all = {(p, o) for p in range(6) for o in range(200)}
+        wait_until(lambda: consumed() >= want_all, 60, "the first batch consumed")
+        # Kill the group's coordinator (with its partitions).
+        victim.kill9()
+        dead = {p for p, l in leaders_of.items() if l == coord}
+        live = [p for p in range(6) if p not in dead]
+        # The slot moves to a live broker; the consumers find it and register again.
+        wait_until(lambda: coordinator_of(survivors[0], group) not in (None, coord), 30,
+                   "the slot owned by a live broker")
+        more = [Msg(f"k2-{i}".encode(), b"after", [], partition=live[i % len(live)])
+                for i in range(600)]
+        ck_produce(survivors[0], "orders", more)
+        want_live = {(p, o) for p in live for o in range(200 + 600 // len(live))}
+        t0 = time.time()
+        wait_until(lambda: consumed() >= want_live, 60, "consumption on the live partitions")
+        print(f"group consuming again {time.time() - t0:.1f}s after the second batch")
+        # The killed broker returns with its partitions; everything is consumed.
+        victim.start()
+        more2 = [Msg(f"k3-{i}".encode(), b"back", [], partition=p) for i, p in enumerate(sorted(dead))]
+        wait_until(lambda: all(leaders(survivors[0], "orders")[p] == coord for p in dead), 30,
+                   "partitions back")
+        ck_produce(survivors[0], "orders", more2)
+        want_end = want_live | {(p, o) for p in dead for o in range(201)}
+        wait_until(lambda: consumed() >= want_end, 60, "everything consumed")
+        # Committed offsets never went backwards and reached what was consumed.
+        for c in consumers:
+            assert c.proc.poll() is None, c.err.name
+    finally:
+        for c in consumers:
+            c.stop()

@@ -266,6 +266,50 @@ async fn refresh(
             }
         }
     }
+    // Hand back slots whose preferred owner is another live broker (one that joined
+    // after we claimed them), once it has been live for the claim delay: slots spread
+    // again after a broker joins or returns.
+    if !live.is_empty() {
+        let mine: Vec<u32> = owners
+            .iter()
+            .filter(|(_, o)| **o == cluster.me)
+            .map(|(s, _)| *s)
+            .collect();
+        for slot in mine {
+            let preferred = live[slot as usize % live.len()];
+            let key = u32::MAX - slot; // separate keys from the unowned timers
+            if preferred == cluster.me {
+                unowned_since.remove(&key);
+                continue;
+            }
+            let since = *unowned_since.entry(key).or_insert_with(Instant::now);
+            if since.elapsed() >= delay {
+                // Stop coordinating the slot before anyone else can claim it.
+                let was_owned = cluster
+                    .owned
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&slot);
+                if was_owned {
+                    if let Some(c) = broker.coordinator() {
+                        c.slot_lost(slot).await;
+                    }
+                }
+                match client.delete(&format!("{SLOTS}/{slot}"), None).await {
+                    Ok(()) | Err(zk::Error::NoNode) => {
+                        tracing::info!(
+                            slot,
+                            to = preferred,
+                            "handing a coordinator slot to its preferred owner"
+                        );
+                        owners.remove(&slot);
+                        unowned_since.remove(&key);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
     let view = ClusterView {
         connected: true,
         brokers,
