@@ -247,7 +247,21 @@ impl Consumer {
     /// Commits, leaves the group (LeaveGroup releases the partitions at once), stops
     /// every task; the streams end. Returns the first error of the commit or the leave.
     pub async fn shutdown(self) -> Result<(), ClientError> {
-        let committed = self.commit().await;
+        // A rebalance that started a moment ago (another member left) refuses commits
+        // of the previous generation until this consumer has the new one: retry briefly.
+        let mut committed = self.commit().await;
+        for _ in 0..10 {
+            match &committed {
+                Err(ClientError::Response { code, .. })
+                    if code.contains("ILLEGAL_GENERATION")
+                        || code.contains("REBALANCE_IN_PROGRESS") =>
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    committed = self.commit().await;
+                }
+                _ => break,
+            }
+        }
         // Stop delivering before leaving; the membership loop sees `closed` when the
         // coordinator closes the channel, and does not register again.
         self.shared.lock().closed = true;
