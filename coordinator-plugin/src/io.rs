@@ -319,18 +319,20 @@ impl Event {
                 group,
                 assignor,
                 message,
-            } => tracing::warn!(%group, assignor, message, "assignor failed; retrying"),
+            } => tracing::warn!(%group, assignor, error = %message, "assignor failed; retrying"),
             Event::CommitFailed {
                 group,
                 records,
                 retrying,
                 message,
-            } => tracing::warn!(%group, records, retrying, message, "offset commit failed"),
+            } => {
+                tracing::warn!(%group, records, retrying, error = %message, "offset commit failed")
+            }
             Event::OffsetFetchFailed { group, message } => {
-                tracing::warn!(%group, message, "offset fetch failed; retrying")
+                tracing::warn!(%group, error = %message, "offset fetch failed; retrying")
             }
             Event::SafetyCheckFailed { group, message } => {
-                tracing::error!(%group, message, "safety check failed")
+                tracing::error!(%group, error = %message, "safety check failed")
             }
             Event::SlotGained {
                 slot,

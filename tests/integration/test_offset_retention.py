@@ -66,3 +66,41 @@ def test_empty_groups_expire_and_groups_with_members_keep_their_offsets(broker_f
     finally:
         member.terminate()
         member.wait(timeout=30)
+
+
+def test_swapping_back_to_an_older_store_does_not_revive_expired_groups(broker_factory, tmp_path):
+    """A group deleted by retention while another store was active must not come back
+    when the broker swaps back to a store that still holds it."""
+    import json
+    import urllib.request
+
+    from test_offset_swap import wait_swap
+
+    b = broker_factory(CONFIG, start=False)
+    install_plugins(b)
+    try:
+        b.start()
+    except BrokerError as e:
+        pytest.fail(str(e), pytrace=False)
+    ck_create_topic(b, "ret2", 1)
+
+    def swap(config: str):
+        body = json.dumps({"plugin": "embedded", "config": config}).encode()
+        req = urllib.request.Request(f"{b.admin_url}/v1/offset-store", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 202
+        s = wait_swap(b)
+        assert s["swap"]["state"] == "completed", s
+
+    with np.Conn(b.host, b.port) as c:
+        c.request(np.CommitOffsetRequest("gone", "", -1, [("ret2", [(0, 3, None)])]))
+    original = b.data_dir / "offsets.redb"
+    swap(f'path = "{tmp_path / "other.redb"}"\n')
+    deadline = time.time() + 20
+    while time.time() < deadline and committed(b, "gone"):
+        time.sleep(0.1)
+    assert committed(b, "gone") == {}, "retention did not expire the group"
+    # The original file still has `gone`; swapping back must not revive it.
+    swap(f'path = "{original}"\n')
+    assert committed(b, "gone") == {}

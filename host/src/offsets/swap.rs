@@ -229,6 +229,31 @@ fn copy(stores: &OffsetStores, old: &NamedStore, new: &NamedStore) -> Result<u64
         copied += page.len() as u64;
         stores.set_status(|s| s.copied = copied);
     }
+    // The new store may hold offsets of its own (a store swapped away from earlier,
+    // a shared table or chroot): groups the old store does not have — deleted since,
+    // or expired by retention — must not come back. Under the gate, so no commit
+    // creates a group meanwhile (commits reach both stores).
+    {
+        let _gate = write(&stores.gate);
+        let keep: std::collections::BTreeSet<String> = old
+            .store
+            .list_groups()
+            .map_err(|e| format!("reading `{}`: {e}", old.name))?
+            .into_iter()
+            .collect();
+        for group in new
+            .store
+            .list_groups()
+            .map_err(|e| format!("reading `{}`: {e}", new.name))?
+        {
+            if !keep.contains(&group) {
+                new.store.delete_group(&group).map_err(|e| {
+                    format!("removing stale group `{group}` from `{}`: {e}", new.name)
+                })?;
+                tracing::info!(%group, store = %new.name, "removed a group the old store no longer has");
+            }
+        }
+    }
     new.store
         .flush()
         .map_err(|e| format!("flushing `{}`: {e}", new.name))?;
