@@ -63,6 +63,8 @@ pub struct PgServer {
     bin: PathBuf,
     run_as: Option<(libc::uid_t, libc::gid_t)>,
     child: Mutex<Option<Child>>,
+    /// Extra server settings, after the defaults (so they override them).
+    settings: Vec<(String, String)>,
     /// Owns `dir` for a dedicated server (the shared one's is removed at exit).
     _temp: Option<tempfile::TempDir>,
 }
@@ -76,19 +78,35 @@ impl PgServer {
             let temp = new_temp_dir();
             let dir = temp.keep();
             register_dir_cleanup(&dir);
-            PgServer::launch(dir, None)
+            PgServer::launch(dir, None, Vec::new())
         })
     }
 
     /// A dedicated server, for tests that stop, restart or freeze it. Shut down and
     /// removed on drop.
     pub fn start() -> PgServer {
-        let temp = new_temp_dir();
-        let dir = temp.path().to_owned();
-        PgServer::launch(dir, Some(temp))
+        PgServer::start_with_settings(&[])
     }
 
-    fn launch(dir: PathBuf, temp: Option<tempfile::TempDir>) -> PgServer {
+    /// A dedicated server started with `settings` (`-c name=value`) after the test
+    /// defaults (`fsync = off`, `full_page_writes = off`, `shared_buffers = 32MB`, ...),
+    /// so they override them: e.g. `[("fsync", "on"), ("full_page_writes", "on")]` for a
+    /// benchmark of durable commits. Shut down and removed on drop.
+    pub fn start_with_settings(settings: &[(&str, &str)]) -> PgServer {
+        let temp = new_temp_dir();
+        let dir = temp.path().to_owned();
+        let settings = settings
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        PgServer::launch(dir, Some(temp), settings)
+    }
+
+    fn launch(
+        dir: PathBuf,
+        temp: Option<tempfile::TempDir>,
+        settings: Vec<(String, String)>,
+    ) -> PgServer {
         let bin = bin_dir();
         let run_as = run_as();
         if let Some((uid, gid)) = run_as {
@@ -99,7 +117,7 @@ impl PgServer {
         let mut last_error = String::new();
         for _ in 0..5 {
             let port = free_port();
-            match spawn_server(&bin, &dir, port, run_as) {
+            match spawn_server(&bin, &dir, port, run_as, &settings) {
                 Ok(child) => {
                     return PgServer {
                         port,
@@ -107,6 +125,7 @@ impl PgServer {
                         bin,
                         run_as,
                         child: Mutex::new(Some(child)),
+                        settings,
                         _temp: temp,
                     }
                 }
@@ -231,7 +250,7 @@ impl PgServer {
         self.stop();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            match spawn_server(&self.bin, &self.dir, self.port, self.run_as) {
+            match spawn_server(&self.bin, &self.dir, self.port, self.run_as, &self.settings) {
                 Ok(child) => {
                     *self.slot() = Some(child);
                     return;
@@ -404,14 +423,15 @@ fn init_cluster(bin: &Path, dir: &Path, run_as: Option<(libc::uid_t, libc::gid_t
     }
 }
 
-/// Spawns `postgres` on `port` with its data in `<dir>/data` and waits until it
-/// accepts connections. On failure the child is stopped and the error carries the end
-/// of its log.
+/// Spawns `postgres` on `port` with its data in `<dir>/data` (and `settings` after the
+/// default ones) and waits until it accepts connections. On failure the child is stopped
+/// and the error carries the end of its log.
 fn spawn_server(
     bin: &Path,
     dir: &Path,
     port: u16,
     run_as: Option<(libc::uid_t, libc::gid_t)>,
+    settings: &[(String, String)],
 ) -> Result<Child, String> {
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -437,10 +457,11 @@ fn spawn_server(
             "shared_buffers=32MB",
             "-c",
             "max_connections=200",
-        ])
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log2);
+        ]);
+    for (name, value) in settings {
+        command.arg("-c").arg(format!("{name}={value}"));
+    }
+    command.stdin(Stdio::null()).stdout(log).stderr(log2);
     let mut child = spawn_tied_to_process(command)
         .map_err(|e| format!("cannot run {}: {e}", bin.join("postgres").display()))?;
     register_pid(child.id());

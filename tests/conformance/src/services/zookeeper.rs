@@ -45,6 +45,8 @@ pub struct ZkServer {
     port: u16,
     dir: PathBuf,
     child: Mutex<Option<Child>>,
+    /// Extra `java` options, after the defaults (so they override them).
+    java_options: Vec<String>,
     /// Owns `dir` for a dedicated server (the shared one's is removed at exit).
     _temp: Option<tempfile::TempDir>,
 }
@@ -57,28 +59,42 @@ impl ZkServer {
             let temp = new_temp_dir();
             let dir = temp.keep();
             register_dir_cleanup(&dir);
-            ZkServer::launch(dir, None)
+            ZkServer::launch(dir, None, Vec::new())
         })
     }
 
     /// A dedicated server, for tests that stop and restart it. Killed on drop.
     pub fn start() -> ZkServer {
-        let temp = new_temp_dir();
-        let dir = temp.path().to_owned();
-        ZkServer::launch(dir, Some(temp))
+        ZkServer::start_with_java_options(&[])
     }
 
-    fn launch(dir: PathBuf, temp: Option<tempfile::TempDir>) -> ZkServer {
+    /// A dedicated server whose JVM also gets `options`, after the test defaults
+    /// (`-Xmx256m`, `-XX:TieredStopAtLevel=1`, ...), so they override them: e.g.
+    /// `["-Xmx2g", "-XX:TieredStopAtLevel=4"]` for a benchmark holding a million nodes.
+    /// Killed on drop.
+    pub fn start_with_java_options(options: &[&str]) -> ZkServer {
+        let temp = new_temp_dir();
+        let dir = temp.path().to_owned();
+        let options = options.iter().map(|o| o.to_string()).collect();
+        ZkServer::launch(dir, Some(temp), options)
+    }
+
+    fn launch(
+        dir: PathBuf,
+        temp: Option<tempfile::TempDir>,
+        java_options: Vec<String>,
+    ) -> ZkServer {
         check_installed();
         let mut last_error = String::new();
         for _ in 0..5 {
             let port = free_port();
-            match spawn_server(&dir, port) {
+            match spawn_server(&dir, port, &java_options) {
                 Ok(child) => {
                     return ZkServer {
                         port,
                         dir,
                         child: Mutex::new(Some(child)),
+                        java_options,
                         _temp: temp,
                     }
                 }
@@ -126,7 +142,7 @@ impl ZkServer {
         self.stop();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            match spawn_server(&self.dir, self.port) {
+            match spawn_server(&self.dir, self.port, &self.java_options) {
                 Ok(child) => {
                     *self.slot() = Some(child);
                     return;
@@ -162,9 +178,10 @@ impl Drop for ZkServer {
     }
 }
 
-/// Writes the config of a server on `port` with its data in `dir`, spawns it and waits
-/// for `imok`. On failure the child is killed and the error carries the end of its log.
-fn spawn_server(dir: &Path, port: u16) -> Result<Child, String> {
+/// Writes the config of a server on `port` with its data in `dir`, spawns it (with
+/// `java_options` after the default JVM options) and waits for `imok`. On failure the
+/// child is killed and the error carries the end of its log.
+fn spawn_server(dir: &Path, port: u16, java_options: &[String]) -> Result<Child, String> {
     let data = dir.join("data");
     std::fs::create_dir_all(&data).map_err(|e| format!("mkdir {}: {e}", data.display()))?;
     let cfg = dir.join("zoo.cfg");
@@ -198,6 +215,9 @@ fn spawn_server(dir: &Path, port: u16) -> Result<Child, String> {
             "-XX:TieredStopAtLevel=1",
             "-Dzookeeper.admin.enableServer=false",
             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+        ])
+        .args(java_options)
+        .args([
             "-cp",
             &format!("{ZOOKEEPER_JAR}:{SLF4J_JAR}"),
             "org.apache.zookeeper.server.quorum.QuorumPeerMain",
