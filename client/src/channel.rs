@@ -190,8 +190,16 @@ async fn serve(
             break SessionEnd::Retry(why);
         }
     };
-    let dropped = shared.lock().drop_all();
+    let (dropped, leaving) = {
+        let mut state = shared.lock();
+        (state.drop_all(), state.closed)
+    };
     shared.bump();
+    if leaving {
+        // Shutdown: the consumer left the group; the coordinator closed the channel.
+        tracing::debug!("coordinator channel closed after leaving the group");
+        return SessionEnd::Shutdown;
+    }
     let reason = match &end {
         SessionEnd::Retry(why) => why.clone(),
         SessionEnd::Refused(e) => e.to_string(),

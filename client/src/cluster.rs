@@ -142,13 +142,16 @@ impl Cluster {
                 let r = conn.send(FIND_COORDINATOR_VERSION, &request).await?;
                 if r.error_code != 0 {
                     let code = if RETRIABLE_COORDINATOR.contains(&r.error_code) {
-                        "no coordinator available yet"
+                        "COORDINATOR_NOT_AVAILABLE: the broker answers but runs no group \
+                         coordinator for this group (no coordinator plugin, or its slot has \
+                         no owner yet)"
+                            .to_owned()
                     } else {
-                        "refused"
+                        format!("error code {}", r.error_code)
                     };
                     return Err(ClientError::Response {
                         api: "FindCoordinator",
-                        code: format!("{} ({code})", r.error_code),
+                        code,
                     });
                 }
                 Ok(format!("{}:{}", r.host.as_str(), r.port))

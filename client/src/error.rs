@@ -21,7 +21,7 @@ pub enum ClientError {
     #[error("unknown topic `{0}` (the broker has no such topic)")]
     UnknownTopic(String),
     /// No bootstrap broker answered within the bootstrap timeout.
-    #[error("no broker reachable within {waited:?} (tried {tried}); last error: {last}")]
+    #[error("gave up after {:.1} s (brokers tried: {tried}); last error: {last}", waited.as_secs_f64())]
     Unreachable {
         /// The brokers tried.
         tried: String,

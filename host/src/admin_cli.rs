@@ -49,6 +49,19 @@ pub fn http(
     Ok((status, body))
 }
 
+/// Percent-encodes `segment` for a URL path (everything but unreserved characters).
+pub fn encode_segment(segment: &str) -> String {
+    let mut out = String::new();
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// Decodes a chunked body.
 fn dechunk(mut rest: &str) -> String {
     let mut out = String::new();
@@ -135,6 +148,12 @@ pub fn offset_store_swap(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encodes_path_segments() {
+        assert_eq!(encode_segment("a/b c?"), "a%2Fb%20c%3F");
+        assert_eq!(encode_segment("grp-1.x_y~"), "grp-1.x_y~");
+    }
 
     #[test]
     fn dechunks() {

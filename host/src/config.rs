@@ -404,6 +404,12 @@ impl Config {
                 config.topics.default_partitions, config.topics.max_partitions
             )));
         }
+        if config.offsets.retention_ms < -1 {
+            return Err(invalid(format!(
+                "offsets.retention_ms: {} must be -1 (keep forever) or >= 0",
+                config.offsets.retention_ms
+            )));
+        }
         let zk = &config.zookeeper;
         if zk.enabled {
             if zk.slots == 0 {

@@ -147,13 +147,15 @@ pub async fn run(options: ConsumeOptions) -> Result<(), ClientError> {
     let printed = Arc::new(AtomicU64::new(0));
     let last_print = Arc::new(Mutex::new(Instant::now()));
     let enough = Arc::new(tokio::sync::Notify::new());
+    let unreadable = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut readers = Vec::new();
     for mut stream in streams {
         let mut stopped = stopped.clone();
-        let (printed, last_print, enough) = (
+        let (printed, last_print, enough, unreadable) = (
             Arc::clone(&printed),
             Arc::clone(&last_print),
             Arc::clone(&enough),
+            Arc::clone(&unreadable),
         );
         let output = options.output;
         let max = options.max_messages;
@@ -185,7 +187,10 @@ pub async fn run(options: ConsumeOptions) -> Result<(), ClientError> {
                             return;
                         }
                     }
-                    Some(Err(e)) => eprintln!("error {e}"),
+                    Some(Err(e)) => {
+                        eprintln!("error {e}");
+                        unreadable.store(true, Ordering::Relaxed);
+                    }
                 }
             }
         }));
@@ -215,7 +220,14 @@ pub async fn run(options: ConsumeOptions) -> Result<(), ClientError> {
     for reader in readers {
         let _ = reader.await;
     }
-    consumer.shutdown().await
+    consumer.shutdown().await?;
+    if unreadable.load(Ordering::Relaxed) {
+        // Kafka fails the same way (NoOffsetForPartition): the exit status says so.
+        return Err(ClientError::Config(
+            "some partitions could not be read (see the `error` lines above)".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Completes at Ctrl-C or SIGTERM. The SIGTERM listener is registered when this is

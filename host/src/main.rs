@@ -298,7 +298,9 @@ fn admin_command(admin: std::net::SocketAddr, command: AdminCommand) -> Result<(
         },
         AdminCommand::Cluster | AdminCommand::Groups { .. } => {
             let path = match command {
-                AdminCommand::Groups { group: Some(g) } => format!("/v1/groups/{g}"),
+                AdminCommand::Groups { group: Some(g) } => {
+                    format!("/v1/groups/{}", admin_cli::encode_segment(&g))
+                }
                 AdminCommand::Groups { group: None } => "/v1/groups".to_owned(),
                 _ => "/v1/cluster".to_owned(),
             };
@@ -358,6 +360,9 @@ fn consume(args: ConsumeArgs) -> Result<(), String> {
                 .collect::<Result<_, _>>()?,
         ),
     };
+    if args.max_messages == Some(0) {
+        return Err("--max-messages must be at least 1".into());
+    }
     let output = match args.format.as_str() {
         "offsets" => Output::Offsets,
         "values" => Output::Values,
@@ -431,5 +436,10 @@ fn check(source: PluginSource) -> Result<(), String> {
     let options = plugin_loader_options(&config, from_file);
     let plugins = startup::load_plugins_with(&config, options).map_err(|e| e.to_string())?;
     println!("{}", plugins.describe());
-    plugins.close().map_err(|e| e.to_string())
+    // What `serve` treats as fatal when a coordinator runs: its default assignor, its
+    // offset store, and its own config (the plugin is started once and dropped).
+    let verdict = startup::check_coordinator(&config, &plugins);
+    let closed = plugins.close().map_err(|e| e.to_string());
+    verdict?;
+    closed
 }

@@ -168,3 +168,58 @@ pub fn load_plugins_with(
         failed,
     })
 }
+
+/// The checks `drover serve` makes when it starts the coordinator, for `drover plugins
+/// check`: if the coordinator plugin is loaded, its default assignor must have started,
+/// its offset store must be open, and the plugin must accept its config (it is started
+/// once, with no topics, and dropped).
+pub fn check_coordinator(config: &Config, plugins: &StartedPlugins) -> Result<(), String> {
+    let section = &config.coordinator;
+    let Some(plugin) = plugins
+        .registry
+        .of_kind(PluginKind::Coordinator)
+        .find(|p| p.summary.name == section.plugin)
+    else {
+        return Ok(());
+    };
+    if !plugins.offset_stores.contains_key(&section.offset_store) {
+        return Err(format!(
+            "coordinator.offset_store: offset store `{}` is not available ({})",
+            section.offset_store,
+            plugins
+                .failed
+                .get(&section.offset_store)
+                .cloned()
+                .unwrap_or_else(|| "not loaded".into())
+        ));
+    }
+    if !plugins.assignors.contains_key(&section.default_assignor) {
+        return Err(format!(
+            "coordinator.default_assignor: assignor `{}` is not loaded (loaded: {})",
+            section.default_assignor,
+            plugins
+                .assignors
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let startup = drover_abi::coordinator::CoordinatorStartup {
+        broker_id: config.server.broker_id,
+        assignors: plugins
+            .assignors
+            .iter()
+            .map(|(name, handle)| drover_abi::coordinator::NamedAssignor {
+                name: name.as_str().into(),
+                assignor: handle.instance(),
+            })
+            .collect(),
+        default_assignor: section.default_assignor.as_str().into(),
+        topics: Default::default(),
+    };
+    plugin
+        .start_coordinator(&config.plugin_config(&section.plugin), startup)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}

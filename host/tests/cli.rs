@@ -286,3 +286,32 @@ fn check_help_says_what_is_started() {
     assert!(stdout.contains("start every assignor"), "{stdout}");
     assert!(!stdout.contains("start each named plugin"), "{stdout}");
 }
+
+#[test]
+fn check_refuses_what_serve_refuses_when_a_coordinator_runs() {
+    let dir = PluginDir::new();
+    for lib in [
+        "drover_coordinator",
+        "drover_assignor_range",
+        "drover_offsets_embedded",
+    ] {
+        dir.add_built(lib);
+    }
+    let check = |tail: &str| {
+        let config = write_config(&dir, "", tail);
+        drover(&["plugins", "check", "--config", config.to_str().unwrap()])
+    };
+    let (ok, _, stderr) = check("");
+    assert!(ok, "{stderr}");
+    let (ok, _, stderr) = check("[plugins.config.drover-coordinator]\nbogus_key = 1\n");
+    assert!(!ok && stderr.contains("bogus_key"), "{stderr}");
+    let (ok, _, stderr) = check("[coordinator]\ndefault_assignor = \"nosuch\"\n");
+    assert!(!ok && stderr.contains("assignor `nosuch` is not loaded"), "{stderr}");
+    let blocker = dir.scratch("not-a-dir");
+    std::fs::write(&blocker, "x").unwrap();
+    let (ok, _, stderr) = check(&format!(
+        "[plugins.config.embedded]\npath = {:?}\n",
+        blocker.join("offsets.redb").display().to_string()
+    ));
+    assert!(!ok && stderr.contains("offset store `embedded` is not available"), "{stderr}");
+}
