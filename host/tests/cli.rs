@@ -306,12 +306,18 @@ fn check_refuses_what_serve_refuses_when_a_coordinator_runs() {
     let (ok, _, stderr) = check("[plugins.config.drover-coordinator]\nbogus_key = 1\n");
     assert!(!ok && stderr.contains("bogus_key"), "{stderr}");
     let (ok, _, stderr) = check("[coordinator]\ndefault_assignor = \"nosuch\"\n");
-    assert!(!ok && stderr.contains("assignor `nosuch` is not loaded"), "{stderr}");
+    assert!(
+        !ok && stderr.contains("assignor `nosuch` is not loaded"),
+        "{stderr}"
+    );
     let blocker = dir.scratch("not-a-dir");
     std::fs::write(&blocker, "x").unwrap();
     let (ok, _, stderr) = check(&format!(
         "[plugins.config.embedded]\npath = {:?}\n",
         blocker.join("offsets.redb").display().to_string()
     ));
-    assert!(!ok && stderr.contains("offset store `embedded` is not available"), "{stderr}");
+    assert!(
+        !ok && stderr.contains("offset store `embedded` is not available"),
+        "{stderr}"
+    );
 }
