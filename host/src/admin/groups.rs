@@ -21,11 +21,7 @@ use axum::{
     response::{IntoResponse, Response},
     Json,
 };
-use bytes::BytesMut;
-use drover_protocol::{
-    decode_response_frame, encode_request_frame, ApiKey, DescribeGroupsRequest, DescribedGroup,
-    NativeRequest, NativeResponse,
-};
+use drover_protocol::DescribedGroup;
 use serde::Serialize;
 
 use crate::broker::Broker;
@@ -117,25 +113,10 @@ async fn describe(
             "no coordinator plugin is running",
         ));
     };
-    let request = NativeRequest::DescribeGroups(DescribeGroupsRequest { groups });
-    let mut frame = BytesMut::new();
-    encode_request_frame(&mut frame, 0, Some("drover-admin"), &request)
-        .map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;
-    let answer = coordinator
-        .call(ApiKey::DescribeGroups.code(), frame.freeze().slice(4..))
+    coordinator
+        .describe_groups(groups)
         .await
-        .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
-    match decode_response_frame(answer, ApiKey::DescribeGroups, 0) {
-        Ok((_, NativeResponse::DescribeGroups(r))) => Ok(r.groups),
-        Ok((_, other)) => Err(error(
-            StatusCode::BAD_GATEWAY,
-            format!("the coordinator answered {:?}", other.api_key()),
-        )),
-        Err(e) => Err(error(
-            StatusCode::BAD_GATEWAY,
-            format!("undecodable DescribeGroups answer: {e}"),
-        )),
-    }
+        .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
 }
 
 /// `GET /v1/groups`: every group the coordinator or the offset store knows.

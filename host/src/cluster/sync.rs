@@ -111,11 +111,11 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
 
     let mut state = client.state_watcher();
     let mut disconnected_since: Option<Instant> = None;
-    let mut unowned_since: BTreeMap<u32, Instant> = BTreeMap::new();
+    let mut timers = SlotTimers::default();
     let session_timeout = Duration::from_millis(settings.session_timeout_ms);
     loop {
         if disconnected_since.is_none() {
-            match refresh(broker, cluster, &client, &mut unowned_since).await {
+            match refresh(broker, cluster, &client, &mut timers).await {
                 Ok(()) => {}
                 Err(zk::Error::SessionExpired) => return Err("session expired".into()),
                 Err(e) => tracing::debug!("cluster refresh: {e}"),
@@ -187,12 +187,20 @@ async fn register(client: &zk::Client, cluster: &Cluster) -> Result<(), String> 
     }
 }
 
+/// Since when each slot has been unowned, and since when each slot we own has had a
+/// live preferred owner other than us.
+#[derive(Default)]
+struct SlotTimers {
+    unowned: BTreeMap<u32, Instant>,
+    handback: BTreeMap<u32, Instant>,
+}
+
 /// Re-reads brokers, topics and slots; syncs local topics; claims slots.
 async fn refresh(
     broker: &Arc<Broker>,
     cluster: &Arc<Cluster>,
     client: &zk::Client,
-    unowned_since: &mut BTreeMap<u32, Instant>,
+    timers: &mut SlotTimers,
 ) -> Result<(), zk::Error> {
     let mut brokers = BTreeMap::new();
     for id in client.list_children(BROKERS).await? {
@@ -244,10 +252,10 @@ async fn refresh(
     if !live.is_empty() {
         for slot in 0..cluster.settings.slots {
             if owners.contains_key(&slot) {
-                unowned_since.remove(&slot);
+                timers.unowned.remove(&slot);
                 continue;
             }
-            let since = *unowned_since.entry(slot).or_insert_with(Instant::now);
+            let since = *timers.unowned.entry(slot).or_insert_with(Instant::now);
             let preferred = live[slot as usize % live.len()] == cluster.me;
             if !preferred && since.elapsed() < delay {
                 continue;
@@ -259,7 +267,7 @@ async fn refresh(
             {
                 Ok(_) => {
                     owners.insert(slot, cluster.me);
-                    unowned_since.remove(&slot);
+                    timers.unowned.remove(&slot);
                 }
                 Err(zk::Error::NodeExists) => {}
                 Err(e) => return Err(e),
@@ -277,12 +285,11 @@ async fn refresh(
             .collect();
         for slot in mine {
             let preferred = live[slot as usize % live.len()];
-            let key = u32::MAX - slot; // separate keys from the unowned timers
             if preferred == cluster.me {
-                unowned_since.remove(&key);
+                timers.handback.remove(&slot);
                 continue;
             }
-            let since = *unowned_since.entry(key).or_insert_with(Instant::now);
+            let since = *timers.handback.entry(slot).or_insert_with(Instant::now);
             if since.elapsed() >= delay {
                 // Stop coordinating the slot before anyone else can claim it.
                 let was_owned = cluster
@@ -303,7 +310,7 @@ async fn refresh(
                             "handing a coordinator slot to its preferred owner"
                         );
                         owners.remove(&slot);
-                        unowned_since.remove(&key);
+                        timers.handback.remove(&slot);
                     }
                     Err(e) => return Err(e),
                 }

@@ -180,6 +180,32 @@ impl CoordinatorClient {
         let _ = self.send(Msg::SlotLost(slot)).await;
     }
 
+    /// Describes `groups` (every group when `None`) with a native DescribeGroups
+    /// request on a connection of its own (docs/protocol.md §5.8).
+    pub async fn describe_groups(
+        &self,
+        groups: Option<Vec<String>>,
+    ) -> Result<Vec<drover_protocol::DescribedGroup>, DriverError> {
+        use drover_protocol::{ApiKey, DescribeGroupsRequest, NativeRequest, NativeResponse};
+        let request = NativeRequest::DescribeGroups(DescribeGroupsRequest { groups });
+        let mut frame = bytes::BytesMut::new();
+        drover_protocol::encode_request_frame(&mut frame, 0, Some("drover-host"), &request)
+            .map_err(|e| DriverError::Refused(e.to_string()))?;
+        let answer = self
+            .call(ApiKey::DescribeGroups.code(), frame.freeze().slice(4..))
+            .await?;
+        match drover_protocol::decode_response_frame(answer, ApiKey::DescribeGroups, 0) {
+            Ok((_, NativeResponse::DescribeGroups(r))) => Ok(r.groups),
+            Ok((_, other)) => Err(DriverError::Refused(format!(
+                "the coordinator answered {:?}",
+                other.api_key()
+            ))),
+            Err(e) => Err(DriverError::Refused(format!(
+                "undecodable DescribeGroups answer: {e}"
+            ))),
+        }
+    }
+
     /// Sends new topic metadata.
     pub async fn topics_changed(&self, topics: RVec<TopicInfo>) -> Result<(), DriverError> {
         self.send(Msg::TopicsChanged(topics)).await

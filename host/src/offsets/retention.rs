@@ -10,35 +10,19 @@ use std::{
     time::Duration,
 };
 
-use bytes::BytesMut;
-use drover_protocol::{
-    decode_response_frame, encode_request_frame, ApiKey, DescribeGroupsRequest, NativeRequest,
-    NativeResponse,
-};
-
 use crate::broker::Broker;
 
 /// Groups that have members now, according to the coordinator; `None` when it cannot
 /// say (then nothing expires this round).
 async fn groups_with_members(broker: &Broker) -> Option<BTreeSet<String>> {
-    let coordinator = broker.coordinator()?;
-    let request = NativeRequest::DescribeGroups(DescribeGroupsRequest { groups: None });
-    let mut frame = BytesMut::new();
-    encode_request_frame(&mut frame, 0, Some("drover-retention"), &request).ok()?;
-    let answer = coordinator
-        .call(ApiKey::DescribeGroups.code(), frame.freeze().slice(4..))
-        .await
-        .ok()?;
-    match decode_response_frame(answer, ApiKey::DescribeGroups, 0).ok()? {
-        (_, NativeResponse::DescribeGroups(r)) => Some(
-            r.groups
-                .into_iter()
-                .filter(|g| g.error_code.is_none() && !g.members.is_empty())
-                .map(|g| g.group_id)
-                .collect(),
-        ),
-        _ => None,
-    }
+    let groups = broker.coordinator()?.describe_groups(None).await.ok()?;
+    Some(
+        groups
+            .into_iter()
+            .filter(|g| g.error_code.is_none() && !g.members.is_empty())
+            .map(|g| g.group_id)
+            .collect(),
+    )
 }
 
 /// Which of `stored` groups expire at `now_ms`: empty ones whose newest commit and
