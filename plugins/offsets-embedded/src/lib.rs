@@ -25,8 +25,8 @@
 //! been `fsync`ed, so the batch survives `kill -9` (and power loss, on storage that
 //! honours `fsync`), and redb's copy-on-write B-trees plus its checksummed commit slots
 //! make the whole batch appear at once or not at all. After a crash, opening the file runs redb's repair. Concurrent
-//! commits share transactions (group commit, see [`group_commit`]), so many committers
-//! pay for one `fsync` together; each still returns only once its own batch is durable.
+//! commits share transactions (group commit, see `drover_offsets_common::group_commit`),
+//! so many committers pay for one `fsync` together; each still returns only once its own batch is durable.
 //! `flush` therefore has nothing to do. `delete_group` is durable on return as well.
 //!
 //! Reads use redb read transactions (MVCC snapshots): they never block on writers and
@@ -40,7 +40,6 @@
 
 pub mod config;
 pub mod errors;
-pub mod group_commit;
 pub mod layout;
 pub mod store;
 

@@ -15,10 +15,11 @@ use std::{
 use drover_abi::{OffsetKey, OffsetRecord, PluginError, TopicPartitions};
 use redb::{Database, Durability, ReadableTable, TableError};
 
+use drover_offsets_common::GroupCommit;
+
 use crate::{
     config::Config,
     errors::{closed, from_create_dir, from_open, from_redb},
-    group_commit::GroupCommit,
     layout::{self, Key, OFFSETS},
 };
 
@@ -50,7 +51,7 @@ impl Store {
         );
         Ok(Store {
             db: RwLock::new(Some(db)),
-            committer: GroupCommit::default(),
+            committer: GroupCommit::new("embedded"),
             config,
         })
     }

@@ -39,7 +39,8 @@
 //! survives `kill -9` of the broker (and of the database server, as far as its own
 //! durability settings go: the store turns a server default of `synchronous_commit =
 //! off` back on for its sessions). Concurrent commits share transactions (group
-//! commit, see [`group_commit`]). `delete_group` is one autocommitted statement.
+//! commit, see `drover_offsets_common::group_commit`). `delete_group` is one
+//! autocommitted statement.
 //! `flush` has nothing to do. Reads see only whole batches (each statement sees one
 //! snapshot).
 //!
@@ -62,7 +63,6 @@
 
 pub mod config;
 pub mod errors;
-pub mod group_commit;
 pub mod layout;
 pub mod pool;
 pub mod store;

@@ -14,10 +14,11 @@ use std::{
 use drover_abi::{OffsetKey, OffsetRecord, PluginError, TopicPartitions};
 use tokio_postgres::Row;
 
+use drover_offsets_common::GroupCommit;
+
 use crate::{
     config::Config,
     errors::closed,
-    group_commit::GroupCommit,
     layout::{ScanFrom, UPSERT_CHUNK},
     pool::Pool,
 };
@@ -44,7 +45,7 @@ impl Store {
         );
         Ok(Store {
             pool: RwLock::new(Some(pool)),
-            committer: GroupCommit::default(),
+            committer: GroupCommit::new("postgres"),
             config,
         })
     }

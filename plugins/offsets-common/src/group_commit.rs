@@ -1,19 +1,20 @@
 //! Group commit: concurrent `commit` calls share one durable write transaction.
 //!
-//! A durable redb commit costs an `fsync`, and redb lets one write transaction run at a
-//! time, so committers that simply took turns would each pay for their own `fsync`. Here
-//! at most one thread (the *leader*) writes at a time. A caller that arrives while a
-//! leader is writing copies its batch into the queue and waits; when the leader is done,
-//! one waiter becomes the next leader and writes the whole queue — every batch that
-//! arrived meanwhile — in one transaction, and every caller whose batch was in it gets
-//! that transaction's result. A caller that arrives when nobody is writing writes at
-//! once, without copying its batch (together with anything already queued).
+//! A durable commit costs the backend a flush (an `fsync` for redb, a WAL flush and a
+//! round trip for PostgreSQL), and stores often run one write transaction at a time, so
+//! committers that simply took turns would each pay for their own flush. Here at most
+//! one thread (the *leader*) writes at a time. A caller that arrives while a leader is
+//! writing copies its batch into the queue and waits; when the leader is done, one
+//! waiter becomes the next leader and writes the whole queue — every batch that arrived
+//! meanwhile — in one transaction, and every caller whose batch was in it gets that
+//! transaction's result. A caller that arrives when nobody is writing writes at once,
+//! without copying its batch (together with anything already queued).
 //!
-//! Guarantees: a caller returns only after the transaction holding its batch committed
-//! (or failed, in which case none of the batches in it were applied: redb transactions
-//! are atomic). Batches are applied in the order they were queued, each batch's records
-//! in order, so within a batch a later record for the same key wins. A panicking leader
-//! fails its group instead of leaving the others waiting forever.
+//! A caller returns only once its batch is in a transaction that committed durably
+//! (or failed, in which case none of the batches in it were applied: the store's
+//! transactions must be atomic). Batches are applied in the order they were queued, each
+//! batch's records in order, so within a batch a later record for the same key wins. A
+//! panicking leader fails its group instead of leaving the others waiting forever.
 
 use std::{
     mem,
@@ -23,8 +24,9 @@ use std::{
 use drover_abi::{OffsetRecord, PluginError};
 
 /// Batches committers into shared write transactions; see the module docs.
-#[derive(Default)]
 pub struct GroupCommit {
+    /// The store's plugin name, for messages.
+    store: &'static str,
     state: Mutex<State>,
     written: Condvar,
 }
@@ -44,6 +46,15 @@ struct State {
 struct Outcome(OnceLock<Result<(), PluginError>>);
 
 impl GroupCommit {
+    /// Group commit for the store named `store` (used in error messages).
+    pub fn new(store: &'static str) -> GroupCommit {
+        GroupCommit {
+            store,
+            state: Mutex::default(),
+            written: Condvar::new(),
+        }
+    }
+
     /// Commits `batch`, sharing a transaction with concurrent callers. `write` must apply
     /// the given slices, in order, in one durable transaction.
     pub fn commit<W>(&self, batch: &[OffsetRecord], write: W) -> Result<(), PluginError>
@@ -119,10 +130,11 @@ struct Leader<'a> {
 
 impl Drop for Leader<'_> {
     fn drop(&mut self) {
-        let _ = self.outcome.0.set(Err(PluginError::internal(
-            "offset store `embedded`: the thread writing this commit panicked; \
+        let _ = self.outcome.0.set(Err(PluginError::internal(format!(
+            "offset store `{}`: the thread writing this commit panicked; \
              the batch was not committed",
-        )));
+            self.group.store
+        ))));
         self.group.lock().writing = false;
         self.group.written.notify_all();
     }
@@ -151,7 +163,7 @@ mod tests {
 
     #[test]
     fn concurrent_batches_are_all_written_once() {
-        let group = GroupCommit::default();
+        let group = GroupCommit::new("test");
         let written = Mutex::new(Vec::new());
         let transactions = AtomicUsize::new(0);
         let barrier = Barrier::new(8);
@@ -190,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_failed_transaction_fails_every_member() {
-        let group = GroupCommit::default();
+        let group = GroupCommit::new("test");
         let r = group.commit(&[record(0)], |_| Err(PluginError::unavailable("disk gone")));
         assert_eq!(r.unwrap_err().message.as_str(), "disk gone");
         // The committer is usable afterwards.
@@ -199,7 +211,7 @@ mod tests {
 
     #[test]
     fn a_panicking_leader_does_not_block_others() {
-        let group = GroupCommit::default();
+        let group = GroupCommit::new("test");
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             group.commit(&[record(0)], |_| panic!("boom"))
         }));
