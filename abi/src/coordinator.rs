@@ -62,6 +62,16 @@ pub struct ZkCoordinatorStartup {
     pub session: ZkSessionArc,
 }
 
+/// A topic's id, as Kafka's Metadata reports it (KIP-516).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct TopicId {
+    /// Topic name.
+    pub name: RString,
+    /// The id: a UUID's 16 bytes, most significant first.
+    pub id: [u8; 16],
+}
+
 /// An event the host delivers to the coordinator.
 #[repr(u8)]
 #[derive(StableAbi, Debug, Clone)]
@@ -100,6 +110,20 @@ pub enum CoordinatorInput {
         /// The committed offsets found (absent partitions have none).
         result: RResult<RVec<OffsetRecord>, PluginError>,
     },
+    /// The result of a [`CoordinatorOutput::DeleteOffsets`] with the same `op`.
+    OffsetsDeleted {
+        /// The operation id from the output.
+        op: u64,
+        /// The number of committed offsets deleted.
+        result: RResult<u64, PluginError>,
+    },
+    /// The id of every topic, replacing the previous list; the host sends it before
+    /// every `TopicsChanged` and once after startup. Kafka's KIP-848 APIs name topics by
+    /// id.
+    TopicIds {
+        /// Every topic with its id.
+        topics: RVec<TopicId>,
+    },
 }
 
 /// An action the coordinator asks the host to perform.
@@ -135,6 +159,20 @@ pub enum CoordinatorOutput {
         /// The partitions to fetch. **Empty means every committed offset of the group**
         /// (the host calls the store's `fetch_group`), as a FetchOffsets request with
         /// null topics asks (docs/protocol.md §5.6).
+        partitions: RVec<TopicPartitions>,
+    },
+    /// Delete committed offsets of `group`: the result comes back as
+    /// `OffsetsDeleted { op }`.
+    DeleteOffsets {
+        /// Coordinator-chosen operation id.
+        op: u64,
+        /// The group.
+        group: RString,
+        /// The partitions whose offsets to delete. **Empty means every committed offset
+        /// of the group** (the host calls the store's `delete_group`; DeleteGroups).
+        /// Otherwise (OffsetDelete) the host reads the group's offsets, deletes the
+        /// group and commits back the others: not atomic across a crash, since the
+        /// store interface has no per-partition delete.
         partitions: RVec<TopicPartitions>,
     },
     /// A counter or gauge for the host's metrics (`drover_coordinator_<name>`).

@@ -64,6 +64,16 @@ pub fn input_from_abi(input: CoordinatorInput) -> Input {
             op: OpId(op),
             result: result.into_result().map_err(StoreError::from),
         },
+        CoordinatorInput::OffsetsDeleted { op, result } => Input::OffsetsDeleted {
+            op: OpId(op),
+            result: result.into_result().map_err(StoreError::from),
+        },
+        CoordinatorInput::TopicIds { topics } => Input::TopicIds {
+            ids: topics
+                .iter()
+                .map(|t| (crate::types::TopicName::new(t.name.as_str()), t.id))
+                .collect(),
+        },
         CoordinatorInput::OffsetsFetched { op, result } => Input::OffsetsFetched {
             op: OpId(op),
             result: result
@@ -92,6 +102,17 @@ pub fn output_to_abi(output: Output, commit_time_ms: i64) -> Option<CoordinatorO
                 .collect(),
         },
         Output::FetchOffsets { op, group, scope } => CoordinatorOutput::FetchOffsets {
+            op: op.0,
+            group: RString::from(group.as_str()),
+            partitions: match scope {
+                FetchScope::WholeGroup => RVec::new(),
+                FetchScope::Partitions(mut list) => {
+                    list.sort();
+                    to_abi_partitions(list.iter())
+                }
+            },
+        },
+        Output::DeleteOffsets { op, group, scope } => CoordinatorOutput::DeleteOffsets {
             op: op.0,
             group: RString::from(group.as_str()),
             partitions: match scope {

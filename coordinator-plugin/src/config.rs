@@ -111,6 +111,21 @@ pub struct CoordinatorConfig {
     /// Whether wildcard subscriptions skip internal topics (names starting with `__`),
     /// like Kafka's `exclude.internal.topics`. Default true.
     pub exclude_internal_topics: bool,
+    /// Classic Kafka groups: how long the first rebalance of an empty group waits for
+    /// more members to join, in ms (Kafka's `group.initial.rebalance.delay.ms`).
+    /// Default 3000; 0 starts at once.
+    pub initial_rebalance_delay_ms: u64,
+    /// Classic Kafka groups: the most protocol metadata (names and metadata bytes of
+    /// every protocol) one JoinGroup may carry, in bytes; a larger one is refused with
+    /// INVALID_REQUEST. Default 1048576 (1 MiB).
+    pub max_join_metadata_bytes: usize,
+    /// KIP-848 groups: the heartbeat interval given to members, in ms (Kafka's
+    /// `group.consumer.heartbeat.interval.ms`). At least 1. Default 5000.
+    pub consumer_heartbeat_interval_ms: u32,
+    /// KIP-848 groups: a member that sends no ConsumerGroupHeartbeat for this long is
+    /// removed, in ms (Kafka's `group.consumer.session.timeout.ms`). Above
+    /// `consumer_heartbeat_interval_ms`. Default 45000.
+    pub consumer_session_timeout_ms: u32,
     /// Cluster mode: how long after gaining a coordinator slot the coordinator waits
     /// before the first rebalance of any group of that slot, in ms (docs/protocol.md
     /// §6.8). Consumers of the slot's previous owner may go on delivering until their
@@ -150,6 +165,10 @@ impl Default for CoordinatorConfig {
             commit_interval_ms: 1_000,
             retry_backoff_ms: 1_000,
             exclude_internal_topics: true,
+            initial_rebalance_delay_ms: 3_000,
+            max_join_metadata_bytes: 1 << 20,
+            consumer_heartbeat_interval_ms: 5_000,
+            consumer_session_timeout_ms: 45_000,
             slot_takeover_wait_ms: None,
             slot_count: None,
         }
@@ -217,6 +236,12 @@ impl CoordinatorConfig {
         }
         if self.retry_backoff_ms == 0 {
             return err("retry_backoff_ms must be at least 1");
+        }
+        if self.consumer_heartbeat_interval_ms == 0 {
+            return err("consumer_heartbeat_interval_ms must be at least 1");
+        }
+        if self.consumer_session_timeout_ms <= self.consumer_heartbeat_interval_ms {
+            return err("consumer_session_timeout_ms must exceed consumer_heartbeat_interval_ms");
         }
         if let Some(wait) = self.slot_takeover_wait_ms {
             if wait < self.max_session_timeout_ms.max(0) as u64 {
@@ -332,6 +357,10 @@ mod toml_tests {
             commit_interval_ms = 12
             retry_backoff_ms = 13
             exclude_internal_topics = false
+            initial_rebalance_delay_ms = 14
+            max_join_metadata_bytes = 15
+            consumer_heartbeat_interval_ms = 16
+            consumer_session_timeout_ms = 170
             slot_takeover_wait_ms = 250
         "#;
         let expected = CoordinatorConfig {
@@ -354,6 +383,10 @@ mod toml_tests {
             commit_interval_ms: 12,
             retry_backoff_ms: 13,
             exclude_internal_topics: false,
+            initial_rebalance_delay_ms: 14,
+            max_join_metadata_bytes: 15,
+            consumer_heartbeat_interval_ms: 16,
+            consumer_session_timeout_ms: 170,
             slot_takeover_wait_ms: Some(250),
             slot_count: None,
         };

@@ -54,6 +54,21 @@ pub enum Input {
         /// The outcome.
         result: Result<Vec<OffsetEntry>, StoreError>,
     },
+    /// Result of [`Output::DeleteOffsets`] `op`: how many committed offsets were
+    /// deleted.
+    OffsetsDeleted {
+        /// The operation.
+        op: OpId,
+        /// The outcome.
+        result: Result<u64, StoreError>,
+    },
+    /// The ids of the topics (16-byte UUIDs as in Kafka's Metadata), by name: the whole
+    /// map, replacing the previous one. Needed by the KIP-848 APIs, which name topics by
+    /// id. The host delivers it before every [`Input::TopicsChanged`].
+    TopicIds {
+        /// Topic id by name.
+        ids: BTreeMap<TopicName, [u8; 16]>,
+    },
     /// Cluster mode: this broker now owns coordinator slot `slot` (it won the slot's
     /// election). The slot's groups start empty: their consumers re-register, and the
     /// first rebalance of each waits until [`CoordinatorConfig::takeover_wait_ms`] after
@@ -118,6 +133,17 @@ pub enum Output {
         /// The group.
         group: GroupId,
         /// What to read.
+        scope: FetchScope,
+    },
+    /// Delete a group's committed offsets: every one ([`FetchScope::WholeGroup`],
+    /// DeleteGroups) or those of some partitions (OffsetDelete). The result comes back
+    /// as [`Input::OffsetsDeleted`].
+    DeleteOffsets {
+        /// The operation id.
+        op: OpId,
+        /// The group.
+        group: GroupId,
+        /// What to delete.
         scope: FetchScope,
     },
     /// Something operators care about, for logs.

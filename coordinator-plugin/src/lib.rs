@@ -126,6 +126,7 @@ pub mod config;
 mod core;
 pub mod export;
 pub mod io;
+pub mod kafka_wire;
 pub mod subscription;
 mod timers;
 pub mod types;

@@ -180,6 +180,9 @@ impl Harness {
                         drover_coordinator::FetchScope::WholeGroup => vec![],
                     }),
                 )),
+                Output::DeleteOffsets { .. } => {
+                    prop_assert!(false, "native requests delete no offsets")
+                }
                 Output::Event(_) | Output::Metric { .. } => {}
             }
         }

@@ -112,6 +112,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         broker.set_cluster(Arc::clone(cluster));
     }
     if let Some(coordinator) = coordination::start(&broker)? {
+        coordinator.probe_kafka_apis().await;
         broker.set_coordinator(coordinator);
     }
     let (stop, stopped) = watch::channel(false);

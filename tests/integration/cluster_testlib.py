@@ -5,8 +5,6 @@ directory; it dies with the test process (PR_SET_PDEATHSIG) and on teardown."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -16,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Broker, BrokerError, _die_with_parent, drover_bin, free_port
+import conftest
+from conftest import Broker, BrokerError, _die_with_parent, free_port
 
 ZK_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar"]
 # Coordinator slots of the test clusters.
@@ -109,12 +108,7 @@ class ZooKeeper:
 
 
 def install_plugins(broker: Broker, libs=PLUGIN_LIBS) -> None:
-    src = drover_bin().parent
-    for n in libs:
-        if not (src / n).exists():
-            pytest.fail(f"plugin library {n} missing in {src}", pytrace=False)
-        shutil.copyfile(src / n, broker.plugin_dir / n)
-        os.chmod(broker.plugin_dir / n, 0o644)
+    conftest.install_plugins(broker, libs)
 
 
 def cluster_config(zk: ZooKeeper, chroot: str, broker_id: int, *, coordinator: bool,

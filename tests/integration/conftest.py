@@ -234,6 +234,33 @@ def pytest_runtest_makereport(item, call):
     setattr(item, "rep_" + rep.when, rep)
 
 
+def install_plugins(broker: Broker, libs: list[str]) -> None:
+    """Copies plugin libraries (as built next to the drover binary) into the broker's
+    plugin directory, readable but not group-writable as the loader requires."""
+    import shutil
+    src = drover_bin().parent
+    missing = [n for n in libs if not (src / n).exists()]
+    if missing:
+        pytest.fail(f"plugin libraries missing in {src}: {missing}; build them with "
+                    "`cargo build --workspace` (see scripts/integration-tests.sh)", pytrace=False)
+    for n in libs:
+        dst = broker.plugin_dir / n
+        shutil.copyfile(src / n, dst)
+        os.chmod(dst, 0o644)
+
+
+def start_or_fail(broker: Broker) -> Broker:
+    """Starts the broker, or fails the test with its log."""
+    err = None
+    try:
+        broker.start()
+    except BrokerError as e:
+        err = str(e)
+    if err is not None:
+        pytest.fail(err, pytrace=False)
+    return broker
+
+
 @pytest.fixture
 def broker_factory(tmp_path, request):
     """make(config=None, start=True) -> Broker. `config` is TOML text for --config."""

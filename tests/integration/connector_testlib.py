@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import struct
@@ -21,9 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 
-from conftest import Broker, BrokerError, _die_with_parent, drover_bin
+from conftest import Broker, _die_with_parent, drover_bin, install_plugins, start_or_fail
 from drover_testlib import http_get
 
 # Plugins the broker needs for native groups, as built next to the drover binary.
@@ -49,30 +47,11 @@ commit_interval_ms = 200
 """
 
 
-def install_plugins(broker) -> None:
-    src_dir = drover_bin().parent
-    missing = [n for n in PLUGIN_LIBS if not (src_dir / n).exists()]
-    if missing:
-        pytest.fail(f"plugin libraries missing in {src_dir}: {missing}; build them with "
-                    "`cargo build -p drover-coordinator -p drover-assignor-range ...` "
-                    "(see scripts/integration-tests.sh)", pytrace=False)
-    for n in PLUGIN_LIBS:
-        dst = broker.plugin_dir / n
-        shutil.copyfile(src_dir / n, dst)
-        os.chmod(dst, 0o644)
-
-
 def start_connector_broker(workdir: Path, config: str = CONFIG) -> Broker:
     """A started broker with the plugins installed, or pytest.fail with its log."""
     b = Broker(workdir, config=config)
-    install_plugins(b)
-    err = None
-    try:
-        b.start()
-    except BrokerError as e:
-        err = str(e)
-    if err is not None:
-        pytest.fail(err, pytrace=False)
+    install_plugins(b, PLUGIN_LIBS)
+    start_or_fail(b)
     return b
 
 

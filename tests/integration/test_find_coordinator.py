@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from conftest import BrokerError
+from conftest import start_or_fail
 from drover_testlib import API_FIND_COORDINATOR, RawConn, kstr, uvarint
 from test_native_group import CONFIG, install_plugins
 
@@ -130,14 +130,7 @@ def coordinator_broker(broker_factory):
     """A broker with the coordinator plugin (and what it needs) loaded."""
     b = broker_factory(CONFIG, start=False)
     install_plugins(b)
-    err = None
-    try:
-        b.start()
-    except BrokerError as e:
-        err = str(e)
-    if err is not None:
-        pytest.fail(err, pytrace=False)
-    return b
+    return start_or_fail(b)
 
 
 def test_without_a_coordinator_groups_are_not_served(broker):

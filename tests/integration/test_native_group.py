@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +26,8 @@ from pathlib import Path
 import pytest
 
 import native_protocol as np
-from conftest import BrokerError, _die_with_parent, drover_bin
+import conftest
+from conftest import _die_with_parent
 from drover_testlib import Msg, ck_create_topic, ck_produce, http_get, unique_topic
 
 HERE = Path(__file__).resolve().parent
@@ -65,15 +64,7 @@ def config_for(mode: str | None) -> str:
 # Fixtures
 # ---------------------------------------------------------------------------------
 def install_plugins(broker) -> None:
-    src_dir = drover_bin().parent
-    missing = [n for n in PLUGIN_LIBS if not (src_dir / n).exists()]
-    if missing:
-        pytest.fail(f"plugin libraries missing in {src_dir}: {missing}; build them with "
-                    "`cargo build --workspace` (or set DROVER_BIN next to them)", pytrace=False)
-    for n in PLUGIN_LIBS:
-        dst = broker.plugin_dir / n
-        shutil.copyfile(src_dir / n, dst)
-        os.chmod(dst, 0o644)
+    conftest.install_plugins(broker, PLUGIN_LIBS)
 
 
 @pytest.fixture
@@ -85,14 +76,7 @@ def native_broker(broker_factory, request):
         mode = request.node.callspec.params.get("mode")
     b = broker_factory(config_for(mode), start=False)
     install_plugins(b)
-    err = None
-    try:
-        b.start()
-    except BrokerError as e:
-        err = str(e)
-    if err is not None:
-        pytest.fail(err, pytrace=False)
-    return b
+    return conftest.start_or_fail(b)
 
 
 @dataclass

@@ -385,6 +385,7 @@ impl Driver {
                 }
                 Output::Event(event) => self.on_event(event),
                 Output::Metric { .. } => {}
+                Output::DeleteOffsets { .. } => panic!("native groups delete no offsets"),
             }
         }
     }

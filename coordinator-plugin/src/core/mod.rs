@@ -13,6 +13,7 @@ use drover_protocol::{ErrorCode, NativeRequest, NativeResponse};
 
 mod conn;
 mod group;
+mod kafka;
 mod offsets;
 
 use conn::{ChannelOf, Conn, SlotRef};
@@ -39,6 +40,8 @@ pub(crate) enum TimerKey {
     Group(GroupId),
     /// A member's heartbeat or session deadline.
     Member(GroupId, ConsumerId),
+    /// A classic Kafka group's deadline.
+    Classic(GroupId, kafka::ClassicTimer),
 }
 
 /// An offset-store operation in flight.
@@ -124,6 +127,11 @@ impl Ctx {
                 return;
             }
         };
+        self.fill(slot, bytes);
+    }
+
+    /// Fills a response slot with an encoded frame and sends what is ready.
+    pub(crate) fn fill(&mut self, slot: SlotRef, bytes: Bytes) {
         let Some(conn) = self.conns.get_mut(&slot.conn) else {
             return;
         };
@@ -245,6 +253,8 @@ pub struct Coordinator {
     /// Cluster mode: per owned slot, until when its groups may not rebalance (the
     /// takeover wait of docs/protocol.md §6.8).
     takeover_until: BTreeMap<u32, u64>,
+    /// Kafka's classic and KIP-848 groups and Kafka offset requests in flight.
+    kafka: kafka::KafkaGroups,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -294,6 +304,7 @@ impl Coordinator {
             groups: BTreeMap::new(),
             ownership,
             takeover_until: BTreeMap::new(),
+            kafka: kafka::KafkaGroups::default(),
         })
     }
 
@@ -338,6 +349,8 @@ impl Coordinator {
             Input::TopicsChanged { topics } => self.on_topics(topics),
             Input::OffsetsCommitted { op, result } => self.on_committed(op, result),
             Input::OffsetsFetched { op, result } => self.on_fetched(op, result),
+            Input::OffsetsDeleted { op, result } => self.on_offsets_deleted(op, result),
+            Input::TopicIds { ids } => self.kafka.topic_ids = ids,
             Input::SlotGained { slot } => self.on_slot_gained(slot),
             Input::SlotLost { slot } => self.on_slot_lost(slot),
         }
@@ -474,6 +487,7 @@ impl Coordinator {
                         g.on_member_timer(&mut self.cx, &cid);
                     }
                 }
+                TimerKey::Classic(gid, timer) => self.on_classic_timer(&gid, timer),
             }
         }
     }
@@ -550,6 +564,11 @@ impl Coordinator {
     // ------------------------------------------------------------------ requests
 
     fn on_request(&mut self, conn: ConnId, bytes: Bytes) {
+        if bytes.len() >= 2
+            && !proto::ApiKey::is_native_code(i16::from_be_bytes([bytes[0], bytes[1]]))
+        {
+            return self.on_kafka_request(conn, bytes);
+        }
         let (header, request) = match proto::decode_request_frame(bytes) {
             Ok(x) => x,
             Err(e) => {
@@ -1069,6 +1088,8 @@ impl Coordinator {
         if cx.groups_with_pending.is_empty() {
             cx.timers.set(TimerKey::CommitTick, None);
         }
+        self.drop_kafka_groups_of(slot, count);
+        let cx = &mut self.cx;
         cx.event(Event::SlotLost {
             slot,
             groups: ids.len(),
@@ -1113,6 +1134,9 @@ impl Coordinator {
     }
 
     fn on_committed(&mut self, op: OpId, result: Result<(), StoreError>) {
+        if self.kafka.offsets.has_op(op) {
+            return self.on_kafka_committed(op, result);
+        }
         match self.cx.ops.remove(&op) {
             Some(Op::Commit {
                 group,
@@ -1145,6 +1169,9 @@ impl Coordinator {
     }
 
     fn on_fetched(&mut self, op: OpId, result: Result<Vec<OffsetEntry>, StoreError>) {
+        if self.kafka.offsets.has_op(op) {
+            return self.on_kafka_fetched(op, result);
+        }
         match self.cx.ops.remove(&op) {
             Some(Op::RebalanceFetch { group }) => {
                 let Some(g) = self.groups.get_mut(&group) else {

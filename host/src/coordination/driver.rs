@@ -21,7 +21,7 @@ use std::{
 use abi_stable::std_types::{RResult, RVec};
 use bytes::Bytes;
 use drover_abi::{
-    coordinator::{CoordinatorInput, CoordinatorOutput},
+    coordinator::{CoordinatorInput, CoordinatorOutput, TopicId},
     PluginError, TopicInfo,
 };
 use tokio::sync::oneshot;
@@ -85,8 +85,9 @@ pub enum Msg {
         /// Connection id.
         conn: u64,
     },
-    /// The topic metadata changed: every topic with its partition count.
-    TopicsChanged(RVec<TopicInfo>),
+    /// The topic metadata changed: every topic with its partition count, and every
+    /// topic's id.
+    TopicsChanged(RVec<TopicInfo>, RVec<TopicId>),
     /// Results of offset-store operations.
     Store(Vec<CoordinatorInput>),
     /// Cluster mode: this broker now owns coordinator slot `n`.
@@ -102,6 +103,7 @@ pub enum Msg {
 pub struct CoordinatorClient {
     tx: flume::Sender<Msg>,
     plugin: String,
+    kafka_apis: Arc<std::sync::OnceLock<Vec<(i16, i16, i16)>>>,
 }
 
 impl CoordinatorClient {
@@ -206,9 +208,79 @@ impl CoordinatorClient {
         }
     }
 
-    /// Sends new topic metadata.
-    pub async fn topics_changed(&self, topics: RVec<TopicInfo>) -> Result<(), DriverError> {
-        self.send(Msg::TopicsChanged(topics)).await
+    /// Sends new topic metadata: partition counts and ids.
+    pub async fn topics_changed(
+        &self,
+        topics: RVec<TopicInfo>,
+        ids: RVec<TopicId>,
+    ) -> Result<(), DriverError> {
+        self.send(Msg::TopicsChanged(topics, ids)).await
+    }
+
+    /// The Kafka APIs the coordinator serves, as (key, min version, max version):
+    /// learnt at startup by [`CoordinatorClient::probe_kafka_apis`]; empty before and
+    /// for a coordinator that serves none.
+    pub fn kafka_apis(&self) -> &[(i16, i16, i16)] {
+        self.kafka_apis.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether requests with API key `key` go to the coordinator: a native key, or a
+    /// Kafka group API the coordinator serves.
+    pub fn serves(&self, key: i16) -> bool {
+        drover_protocol::ApiKey::is_native_code(key)
+            || self.kafka_apis().iter().any(|(k, _, _)| *k == key)
+    }
+
+    /// Asks the coordinator which Kafka APIs it serves, with an ApiVersions request
+    /// (v3) on a connection of its own, and remembers the answer. A coordinator that
+    /// closes the connection or answers with an error serves none.
+    pub async fn probe_kafka_apis(&self) {
+        use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
+        use kafka_protocol::protocol::{Decodable, Encodable};
+        let version = 3;
+        let mut frame = bytes::BytesMut::new();
+        let mut header = RequestHeader::default();
+        header.request_api_key = ApiKey::ApiVersions as i16;
+        header.request_api_version = version;
+        header.correlation_id = 1;
+        let encoded = header
+            .encode(
+                &mut frame,
+                ApiKey::ApiVersions.request_header_version(version),
+            )
+            .and_then(|()| ApiVersionsRequest::default().encode(&mut frame, version));
+        let apis = match encoded {
+            Err(e) => Err(e.to_string()),
+            Ok(()) => match self.call(ApiKey::ApiVersions as i16, frame.freeze()).await {
+                Err(e) => Err(e.to_string()),
+                Ok(mut answer) => ResponseHeader::decode(
+                    &mut answer,
+                    ApiKey::ApiVersions.response_header_version(version),
+                )
+                .and_then(|_| {
+                    kafka_protocol::messages::ApiVersionsResponse::decode(&mut answer, version)
+                })
+                .map_err(|e| e.to_string())
+                .and_then(|r| {
+                    if r.error_code != 0 {
+                        return Err(format!("error code {}", r.error_code));
+                    }
+                    Ok(r.api_keys
+                        .iter()
+                        .filter(|a| !drover_protocol::ApiKey::is_native_code(a.api_key))
+                        .map(|a| (a.api_key, a.min_version, a.max_version))
+                        .collect::<Vec<_>>())
+                }),
+            },
+        };
+        let apis = apis.unwrap_or_else(|e| {
+            tracing::info!(plugin = %self.plugin, "the coordinator serves no Kafka group API ({e})");
+            Vec::new()
+        });
+        if !apis.is_empty() {
+            tracing::info!(plugin = %self.plugin, apis = apis.len(), "the coordinator serves Kafka's group APIs");
+        }
+        let _ = self.kafka_apis.set(apis);
     }
 
     /// Stops the coordinator thread after its final outputs and pending offset commits.
@@ -254,7 +326,14 @@ pub fn spawn(
     let thread = std::thread::Builder::new()
         .name("drover-coordinator".into())
         .spawn(move || driver.run(rx))?;
-    Ok((CoordinatorClient { tx, plugin }, thread))
+    Ok((
+        CoordinatorClient {
+            tx,
+            plugin,
+            kafka_apis: Arc::default(),
+        },
+        thread,
+    ))
 }
 
 impl Driver {
@@ -329,7 +408,10 @@ impl Driver {
                     self.feed(CoordinatorInput::ConnectionClosed { conn });
                 }
             }
-            Msg::TopicsChanged(topics) => self.feed(CoordinatorInput::TopicsChanged { topics }),
+            Msg::TopicsChanged(topics, ids) => {
+                self.feed(CoordinatorInput::TopicIds { topics: ids });
+                self.feed(CoordinatorInput::TopicsChanged { topics });
+            }
             Msg::Store(results) => {
                 for input in results {
                     self.feed(input);
@@ -398,7 +480,18 @@ impl Driver {
         match output {
             CoordinatorOutput::SendFrame { conn, bytes } => {
                 match self.conns.deliver(conn, Bytes::from(bytes.into_vec())) {
-                    Delivery::Answered { api_key } => self.broker.metrics.native_request(api_key),
+                    Delivery::Answered { api_key } => {
+                        if drover_protocol::ApiKey::is_native_code(api_key) {
+                            self.broker.metrics.native_request(api_key)
+                        } else if let Ok(key) = kafka_protocol::messages::ApiKey::try_from(api_key)
+                        {
+                            // Kafka group APIs count with the broker's own requests (their
+                            // error codes are inside the answer: counted as 0 here).
+                            self.broker
+                                .metrics
+                                .request(crate::server::dispatch::api_name(key), 0)
+                        }
+                    }
                     Delivery::Pushed | Delivery::Gone => {}
                     Delivery::Overflow => {
                         tracing::info!(
@@ -438,6 +531,26 @@ impl Driver {
                     .is_err()
                 {
                     inputs.push_back(CoordinatorInput::OffsetsFetched {
+                        op,
+                        result: RResult::RErr(store_gone()),
+                    });
+                }
+            }
+            CoordinatorOutput::DeleteOffsets {
+                op,
+                group,
+                partitions,
+            } => {
+                if self
+                    .store
+                    .send(StoreOp::Delete {
+                        op,
+                        group,
+                        partitions,
+                    })
+                    .is_err()
+                {
+                    inputs.push_back(CoordinatorInput::OffsetsDeleted {
                         op,
                         result: RResult::RErr(store_gone()),
                     });

@@ -5,7 +5,7 @@ use std::{collections::BTreeSet, sync::Arc};
 
 use abi_stable::std_types::{RString, RVec};
 use drover_abi::{
-    coordinator::{CoordinatorStartup, NamedAssignor, ZkCoordinatorStartup},
+    coordinator::{CoordinatorStartup, NamedAssignor, TopicId, ZkCoordinatorStartup},
     PluginKind, TopicInfo,
 };
 
@@ -55,6 +55,19 @@ pub fn topic_infos(broker: &Broker) -> RVec<TopicInfo> {
         .map(|t| TopicInfo {
             name: RString::from(t.name.as_str()),
             partitions: t.partitions.len() as u32,
+        })
+        .collect()
+}
+
+/// Every topic's id, for the coordinator's Kafka APIs that name topics by id.
+pub fn topic_ids(broker: &Broker) -> RVec<TopicId> {
+    broker
+        .topics
+        .list()
+        .iter()
+        .map(|t| TopicId {
+            name: RString::from(t.name.as_str()),
+            id: *t.id.as_bytes(),
         })
         .collect()
 }
@@ -164,12 +177,24 @@ pub fn start(broker: &Arc<Broker>) -> Result<Option<CoordinatorClient>, StartErr
 async fn forward_topic_changes(broker: Arc<Broker>, client: CoordinatorClient) {
     let mut changes = broker.topics.subscribe_changes();
     let mut stopping = broker.stopping();
+    // The startup input carried partition counts only: the ids follow at once.
+    if client
+        .topics_changed(topic_infos(&broker), topic_ids(&broker))
+        .await
+        .is_err()
+    {
+        return;
+    }
     loop {
         tokio::select! {
             changed = changes.changed() => if changed.is_err() { return },
             _ = stopping.wait_for(|stop| *stop) => return,
         }
-        if client.topics_changed(topic_infos(&broker)).await.is_err() {
+        if client
+            .topics_changed(topic_infos(&broker), topic_ids(&broker))
+            .await
+            .is_err()
+        {
             return;
         }
     }

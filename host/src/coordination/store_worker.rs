@@ -38,6 +38,16 @@ pub enum StoreOp {
         /// The partitions, or empty for the whole group.
         partitions: RVec<TopicPartitions>,
     },
+    /// Delete committed offsets (the whole group when `partitions` is empty); answered
+    /// with `OffsetsDeleted { op }`.
+    Delete {
+        /// The coordinator's operation id.
+        op: u64,
+        /// The group.
+        group: RString,
+        /// The partitions, or empty for the whole group.
+        partitions: RVec<TopicPartitions>,
+    },
 }
 
 /// Runs the worker until `ops` is closed. `deliver` sends a batch of results to the
@@ -62,13 +72,21 @@ pub fn run(
     }
 }
 
-/// Executes one batch: all commits in one store call, then the fetches.
+/// Executes one batch: all commits in one store call, then the fetches, then the
+/// deletes (an OffsetDelete or DeleteGroups accepted after a commit of the same batch
+/// still comes after it).
 pub fn execute(store: &OffsetStores, batch: Vec<StoreOp>) -> Vec<CoordinatorInput> {
     let mut commit_ops = Vec::new();
     let mut records = Vec::new();
     let mut fetches = Vec::new();
+    let mut deletes = Vec::new();
     for op in batch {
         match op {
+            StoreOp::Delete {
+                op,
+                group,
+                partitions,
+            } => deletes.push((op, group, partitions)),
             StoreOp::Commit { op, records: r } => {
                 commit_ops.push(op);
                 records.extend(r);
@@ -110,7 +128,47 @@ pub fn execute(store: &OffsetStores, batch: Vec<StoreOp>) -> Vec<CoordinatorInpu
             result: fetched.map(RVec::from).map_err(to_abi).into(),
         });
     }
+    for (op, group, partitions) in deletes {
+        let deleted = delete(store, &group, &partitions);
+        results.push(CoordinatorInput::OffsetsDeleted {
+            op,
+            result: deleted.map_err(to_abi).into(),
+        });
+    }
     results
+}
+
+/// Deletes a group's offsets, or those of `partitions`: the store interface has no
+/// per-partition delete, so the group's other offsets are read, the group deleted and
+/// the others committed back (not atomic: a crash in between loses them; the log says
+/// which were being rewritten).
+fn delete(
+    store: &OffsetStores,
+    group: &str,
+    partitions: &[TopicPartitions],
+) -> Result<u64, CallError> {
+    if partitions.is_empty() {
+        return store.delete_group(group);
+    }
+    let all = store.fetch_group(group)?;
+    let doomed = |r: &OffsetRecord| {
+        partitions
+            .iter()
+            .any(|t| t.topic == r.topic && t.partitions.contains(&r.partition))
+    };
+    let (gone, keep): (Vec<OffsetRecord>, Vec<OffsetRecord>) = all.into_iter().partition(doomed);
+    if gone.is_empty() {
+        return Ok(0);
+    }
+    store.delete_group(group)?;
+    if !keep.is_empty() {
+        if let Err(e) = store.commit(&keep) {
+            tracing::error!(group, kept = ?keep.iter().map(|r| format!("{}-{}@{}", r.topic, r.partition, r.offset)).collect::<Vec<_>>(),
+                "OffsetDelete: rewriting the group's other offsets failed: {e}");
+            return Err(e);
+        }
+    }
+    Ok(gone.len() as u64)
 }
 
 /// A host-side call error as the plugin error the coordinator receives.

@@ -136,7 +136,7 @@ async fn read_loop(
         };
         limits.idle_timeout_ms = server.idle_timeout_ms;
         broker.metrics.bytes_in(frame.len() + 4);
-        if native.channel.load(Ordering::Acquire) || is_native(&frame) {
+        if native.channel.load(Ordering::Acquire) || to_coordinator_key(broker, &frame) {
             if !to_coordinator(broker, &queue, native, frame).await {
                 return;
             }
@@ -155,11 +155,16 @@ async fn read_loop(
     }
 }
 
-/// Whether `frame` is a request with a native API key.
-fn is_native(frame: &Bytes) -> bool {
-    frame.len() >= 2
-        && (NATIVE_API_KEY_FIRST..=NATIVE_API_KEY_LAST)
-            .contains(&i16::from_be_bytes([frame[0], frame[1]]))
+/// Whether `frame` is a request for the coordinator: a native API key (answered with a
+/// clear refusal when no coordinator runs), or a Kafka group API the running
+/// coordinator serves.
+fn to_coordinator_key(broker: &Broker, frame: &Bytes) -> bool {
+    if frame.len() < 2 {
+        return false;
+    }
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    (NATIVE_API_KEY_FIRST..=NATIVE_API_KEY_LAST).contains(&key)
+        || broker.coordinator().is_some_and(|c| c.serves(key))
 }
 
 /// Hands a native request, or any frame on a coordinator channel, to the coordinator

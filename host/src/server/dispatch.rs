@@ -230,7 +230,7 @@ pub fn encode_response(
 /// ApiVersions with a version this broker does not know: answer in v0 with
 /// `UNSUPPORTED_VERSION` and the supported ranges (KIP-511).
 fn unsupported_api_versions(broker: &Arc<Broker>, correlation_id: i32) -> Outcome {
-    let mut response = handlers::api_versions::response(0);
+    let mut response = handlers::api_versions::response(broker, 0);
     response.error_code = ResponseError::UnsupportedVersion.code();
     broker.metrics.request("ApiVersions", response.error_code);
     match encode_response(ApiKey::ApiVersions, 0, correlation_id, &response.into()) {
@@ -251,6 +251,18 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::CreateTopics => "CreateTopics",
         ApiKey::DeleteTopics => "DeleteTopics",
         ApiKey::CreatePartitions => "CreatePartitions",
+        ApiKey::OffsetCommit => "OffsetCommit",
+        ApiKey::OffsetFetch => "OffsetFetch",
+        ApiKey::JoinGroup => "JoinGroup",
+        ApiKey::Heartbeat => "Heartbeat",
+        ApiKey::LeaveGroup => "LeaveGroup",
+        ApiKey::SyncGroup => "SyncGroup",
+        ApiKey::DescribeGroups => "DescribeGroups",
+        ApiKey::ListGroups => "ListGroups",
+        ApiKey::DeleteGroups => "DeleteGroups",
+        ApiKey::OffsetDelete => "OffsetDelete",
+        ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
+        ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
         _ => "Other",
     }
 }

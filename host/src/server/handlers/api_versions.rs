@@ -1,11 +1,14 @@
-//! ApiVersions: the supported version range of every API in the handler table.
+//! ApiVersions: the supported version range of every API in the handler table, and of
+//! every Kafka group API the coordinator plugin serves (learnt at startup,
+//! [`crate::coordination::CoordinatorClient::probe_kafka_apis`]).
 
 use kafka_protocol::messages::{api_versions_response::ApiVersion, ApiVersionsResponse};
 
+use crate::broker::Broker;
 use crate::server::dispatch::{supported_versions, Reply, HANDLERS};
 
-/// The response listing every served API with its version range.
-pub fn response(_version: i16) -> ApiVersionsResponse {
+/// The response listing every served API with its version range, in key order.
+pub fn response(broker: &Broker, _version: i16) -> ApiVersionsResponse {
     let mut response = ApiVersionsResponse::default();
     response.api_keys = HANDLERS
         .iter()
@@ -18,11 +21,21 @@ pub fn response(_version: i16) -> ApiVersionsResponse {
             Some(v)
         })
         .collect();
+    if let Some(coordinator) = broker.coordinator() {
+        for &(key, min, max) in coordinator.kafka_apis() {
+            let mut v = ApiVersion::default();
+            v.api_key = key;
+            v.min_version = min;
+            v.max_version = max;
+            response.api_keys.push(v);
+        }
+    }
+    response.api_keys.sort_by_key(|v| v.api_key);
     response
 }
 
 /// Handles ApiVersions (any supported version; the request body carries only the
 /// client's software name and version).
-pub fn handle(version: i16) -> Reply {
-    Reply::new(response(version), 0)
+pub fn handle(broker: &Broker, version: i16) -> Reply {
+    Reply::new(response(broker, version), 0)
 }

@@ -22,7 +22,7 @@ use crate::broker::Broker;
 pub async fn handle(broker: &Arc<Broker>, request: Request) -> Handled {
     let version = request.version;
     match request.body {
-        RequestKind::ApiVersions(_) => api_versions::handle(version).into(),
+        RequestKind::ApiVersions(_) => api_versions::handle(broker, version).into(),
         // Metadata may auto-create topics, and topic changes do file I/O and fsyncs:
         // they run on the blocking pool, never on the async workers.
         RequestKind::Metadata(r) => {

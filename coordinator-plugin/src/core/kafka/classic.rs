@@ -1,0 +1,921 @@
+//! A classic Kafka consumer group: the JoinGroup / SyncGroup / Heartbeat / LeaveGroup
+//! state machine of Kafka's group coordinator (Kafka protocol guide, "The consumer
+//! group protocol"; KIP-394 member ids; KIP-345 static membership; the initial
+//! rebalance delay of `group.initial.rebalance.delay.ms`).
+//!
+//! States: `Empty` → `PreparingRebalance` (members rejoin; the join phase ends when all
+//! known members have rejoined or the rebalance timeout passes) → `CompletingRebalance`
+//! (the leader computes the assignment with the client-side assignor and sends it with
+//! SyncGroup) → `Stable`. A member that stops heartbeating for its session timeout is
+//! removed and the group rebalances.
+//!
+//! The group works on domain values; its answers are [`ClassicReply`]s handed to the
+//! wire boundary (`classic_api`) through [`Pending`] reply handles. Times are the
+//! coordinator's `now` in ms.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+
+use crate::core::conn::SlotRef;
+use crate::core::{Ctx, TimerKey};
+use crate::kafka_wire::KafkaReplyTo;
+use crate::types::GroupId;
+
+/// Where a deferred answer goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pending {
+    pub slot: SlotRef,
+    pub to: KafkaReplyTo,
+}
+
+/// The state of a classic group (the names DescribeGroups reports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClassicState {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+}
+
+impl ClassicState {
+    /// Kafka's name of the state.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ClassicState::Empty => "Empty",
+            ClassicState::PreparingRebalance => "PreparingRebalance",
+            ClassicState::CompletingRebalance => "CompletingRebalance",
+            ClassicState::Stable => "Stable",
+        }
+    }
+}
+
+/// A classic group's deadlines.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum ClassicTimer {
+    /// End of the join phase (initial delay or rebalance timeout).
+    Join,
+    /// End of the sync phase: members that have not sent SyncGroup are removed.
+    Sync,
+    /// A member's session deadline.
+    Session(String),
+    /// A KIP-394 member id handed out but not yet used to join.
+    PendingJoin(String),
+}
+
+/// A member as its JoinGroup described it.
+#[derive(Debug, Clone)]
+pub(crate) struct ClassicMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    /// (protocol name, metadata) in the member's order of preference.
+    pub protocols: Vec<(String, Bytes)>,
+    /// The assignment from the last SyncGroup of the leader.
+    pub assignment: Bytes,
+    awaiting_join: Option<Pending>,
+    awaiting_sync: Option<Pending>,
+}
+
+impl ClassicMember {
+    /// The metadata of protocol `name`, if the member supports it.
+    pub(crate) fn metadata(&self, name: &str) -> Option<&Bytes> {
+        self.protocols
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, m)| m)
+    }
+}
+
+/// What a JoinGroup asks, after the wire checks.
+#[derive(Debug, Clone)]
+pub(crate) struct JoinParams {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    /// KIP-394 (JoinGroup v4+): a dynamic member without an id gets one with
+    /// MEMBER_ID_REQUIRED and joins again with it.
+    pub require_known_member_id: bool,
+}
+
+/// An answer of the group, in domain form.
+#[derive(Debug, Clone)]
+pub(crate) enum ClassicReply {
+    Join(JoinResult),
+    Sync {
+        error: i16,
+        protocol_type: Option<String>,
+        protocol_name: Option<String>,
+        assignment: Bytes,
+    },
+}
+
+/// The answer to a JoinGroup.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct JoinResult {
+    pub error: i16,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub leader: String,
+    pub member_id: String,
+    /// The leader gets (member id, instance id, metadata) of every member.
+    pub members: Vec<(String, Option<String>, Bytes)>,
+    /// v9+: the leader of a group that stays stable does not assign again.
+    pub skip_assignment: bool,
+}
+
+impl JoinResult {
+    pub(crate) fn error(error: ResponseError, member_id: &str) -> JoinResult {
+        JoinResult {
+            error: error.code(),
+            generation: -1,
+            member_id: member_id.to_owned(),
+            ..JoinResult::default()
+        }
+    }
+}
+
+/// The configuration a classic group needs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClassicLimits {
+    pub initial_rebalance_delay_ms: u64,
+    pub max_group_size: usize,
+}
+
+/// One classic group.
+#[derive(Debug)]
+pub(crate) struct ClassicGroup {
+    pub id: GroupId,
+    pub state: ClassicState,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub leader: Option<String>,
+    pub members: BTreeMap<String, ClassicMember>,
+    /// Static members: group.instance.id → member id.
+    pub instances: BTreeMap<String, String>,
+    /// KIP-394 member ids handed out and not yet joined, with their session timeout.
+    pending_members: BTreeMap<String, i32>,
+    /// During the initial delay of an empty group's first rebalance: when it ends.
+    initial_delay_until: Option<u64>,
+    next_member: u64,
+}
+
+/// Hands an answer to the wire boundary.
+pub(crate) type Reply<'a> = &'a mut dyn FnMut(&mut Ctx, Pending, ClassicReply);
+
+impl ClassicGroup {
+    pub(crate) fn new(id: GroupId) -> ClassicGroup {
+        ClassicGroup {
+            id,
+            state: ClassicState::Empty,
+            generation: 0,
+            protocol_type: None,
+            protocol_name: None,
+            leader: None,
+            members: BTreeMap::new(),
+            instances: BTreeMap::new(),
+            pending_members: BTreeMap::new(),
+            initial_delay_until: None,
+            next_member: 0,
+        }
+    }
+
+    fn timer(&self, t: ClassicTimer) -> TimerKey {
+        TimerKey::Classic(self.id.clone(), t)
+    }
+
+    fn new_member_id(&mut self, cx: &Ctx, prefix: &str) -> String {
+        self.next_member += 1;
+        // Unique for the broker's lifetime: the coordinator's clock and a counter.
+        format!("{prefix}-{:x}-{:x}", cx.now, self.next_member)
+    }
+
+    /// Whether `member_id` / `instance_id` name a current member: `Err` with
+    /// FENCED_INSTANCE_ID when the instance belongs to another member id, else
+    /// UNKNOWN_MEMBER_ID when unknown.
+    pub(crate) fn check_member(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<(), ResponseError> {
+        if let Some(instance) = instance_id {
+            if let Some(owner) = self.instances.get(instance) {
+                if owner != member_id {
+                    return Err(ResponseError::FencedInstanceId);
+                }
+            }
+        }
+        if self.members.contains_key(member_id) {
+            Ok(())
+        } else {
+            Err(ResponseError::UnknownMemberId)
+        }
+    }
+
+    /// The protocols every member supports, in the first member's order.
+    fn common_protocols(&self) -> Vec<String> {
+        let mut members = self.members.values();
+        let Some(first) = members.next() else {
+            return Vec::new();
+        };
+        let mut common: Vec<String> = first.protocols.iter().map(|(n, _)| n.clone()).collect();
+        for m in members {
+            common.retain(|n| m.metadata(n).is_some());
+        }
+        common
+    }
+
+    fn supports(&self, protocol_type: &str, protocols: &[(String, Bytes)]) -> bool {
+        if self.members.is_empty() {
+            return true;
+        }
+        if self.protocol_type.as_deref() != Some(protocol_type) {
+            return false;
+        }
+        let common = self.common_protocols();
+        protocols.iter().any(|(n, _)| common.contains(n))
+    }
+
+    /// The topics the members subscribe to, from their `consumer` protocol metadata
+    /// (Kafka's ConsumerProtocolSubscription: a version, then the subscription); `None`
+    /// when some member's metadata does not parse or the protocol type is not
+    /// `consumer`.
+    pub(crate) fn subscribed_topics(&self) -> Option<std::collections::BTreeSet<String>> {
+        use kafka_protocol::messages::ConsumerProtocolSubscription;
+        use kafka_protocol::protocol::Decodable;
+        let mut out = std::collections::BTreeSet::new();
+        if self.members.is_empty() {
+            return Some(out);
+        }
+        if self.protocol_type.as_deref() != Some("consumer") {
+            return None;
+        }
+        for m in self.members.values() {
+            let (_, mut metadata) = m.protocols.first()?.clone();
+            if metadata.len() < 2 {
+                return None;
+            }
+            let version = i16::from_be_bytes([metadata[0], metadata[1]]);
+            let _ = bytes::Buf::get_i16(&mut metadata);
+            let sub =
+                ConsumerProtocolSubscription::decode(&mut metadata, version.clamp(0, 3)).ok()?;
+            out.extend(sub.topics.iter().map(|t| t.to_string()));
+        }
+        Some(out)
+    }
+
+    // ------------------------------------------------------------------ JoinGroup
+
+    /// Handles a JoinGroup; the answer goes through `reply` now or later.
+    pub(crate) fn join(
+        &mut self,
+        cx: &mut Ctx,
+        limits: ClassicLimits,
+        p: JoinParams,
+        pending: Pending,
+        reply: Reply<'_>,
+    ) {
+        if !self.supports(&p.protocol_type, &p.protocols) {
+            let r = JoinResult::error(ResponseError::InconsistentGroupProtocol, &p.member_id);
+            return reply(cx, pending, ClassicReply::Join(r));
+        }
+        if p.member_id.is_empty() {
+            return self.join_new(cx, limits, p, pending, reply);
+        }
+        if let Some(session) = self.pending_members.remove(&p.member_id) {
+            cx.timers.set(
+                self.timer(ClassicTimer::PendingJoin(p.member_id.clone())),
+                None,
+            );
+            let _ = session;
+            return self.add_member(cx, limits, p, pending, reply);
+        }
+        if let Err(e) = self.check_member(&p.member_id, p.instance_id.as_deref()) {
+            return reply(
+                cx,
+                pending,
+                ClassicReply::Join(JoinResult::error(e, &p.member_id)),
+            );
+        }
+        // A known member joins again.
+        let changed = self.members[&p.member_id].protocols != p.protocols;
+        let is_leader = self.leader.as_deref() == Some(p.member_id.as_str());
+        if let Some(m) = self.members.get_mut(&p.member_id) {
+            m.protocols = p.protocols;
+            m.session_timeout_ms = p.session_timeout_ms;
+            m.rebalance_timeout_ms = p.rebalance_timeout_ms;
+            m.client_id = p.client_id;
+            m.client_host = p.client_host;
+        }
+        match self.state {
+            ClassicState::PreparingRebalance => {
+                self.await_join(cx, &p.member_id, pending, reply);
+                self.try_complete_join(cx, reply);
+            }
+            ClassicState::CompletingRebalance | ClassicState::Stable
+                if !(changed || is_leader && self.state == ClassicState::Stable) =>
+            {
+                // Same metadata: the current generation stands (Kafka answers at once).
+                let r = self.join_result(&p.member_id, false);
+                reply(cx, pending, ClassicReply::Join(r));
+            }
+            _ => {
+                self.await_join(cx, &p.member_id, pending, reply);
+                self.prepare_rebalance(cx, limits, "a member joined again", reply);
+            }
+        }
+    }
+
+    fn join_new(
+        &mut self,
+        cx: &mut Ctx,
+        limits: ClassicLimits,
+        mut p: JoinParams,
+        pending: Pending,
+        reply: Reply<'_>,
+    ) {
+        let prefix = p.instance_id.clone().unwrap_or_else(|| {
+            if p.client_id.is_empty() {
+                "member".into()
+            } else {
+                p.client_id.clone()
+            }
+        });
+        let member_id = self.new_member_id(cx, &prefix);
+        if let Some(instance) = p.instance_id.clone() {
+            if let Some(old) = self.instances.get(&instance).cloned() {
+                return self.replace_static(cx, limits, old, member_id, p, pending, reply);
+            }
+            p.member_id = member_id;
+            return self.add_member(cx, limits, p, pending, reply);
+        }
+        if p.require_known_member_id {
+            if self.members.len() + self.pending_members.len() >= limits.max_group_size {
+                let r = JoinResult::error(ResponseError::GroupMaxSizeReached, "");
+                return reply(cx, pending, ClassicReply::Join(r));
+            }
+            self.pending_members
+                .insert(member_id.clone(), p.session_timeout_ms);
+            let at = cx.now + p.session_timeout_ms.max(0) as u64;
+            cx.timers.set(
+                self.timer(ClassicTimer::PendingJoin(member_id.clone())),
+                Some(at),
+            );
+            let r = JoinResult::error(ResponseError::MemberIdRequired, &member_id);
+            return reply(cx, pending, ClassicReply::Join(r));
+        }
+        p.member_id = member_id;
+        self.add_member(cx, limits, p, pending, reply);
+    }
+
+    /// KIP-345: a static member restarted with a new member id takes the old one's place
+    /// and assignment; a stable group does not rebalance unless its protocols changed.
+    #[allow(clippy::too_many_arguments)]
+    fn replace_static(
+        &mut self,
+        cx: &mut Ctx,
+        limits: ClassicLimits,
+        old_id: String,
+        new_id: String,
+        p: JoinParams,
+        pending: Pending,
+        reply: Reply<'_>,
+    ) {
+        let Some(mut member) = self.members.remove(&old_id) else {
+            self.instances
+                .remove(p.instance_id.as_deref().unwrap_or_default());
+            let mut p = p;
+            p.member_id = new_id;
+            return self.add_member(cx, limits, p, pending, reply);
+        };
+        cx.timers
+            .set(self.timer(ClassicTimer::Session(old_id.clone())), None);
+        // The old incarnation's outstanding answers: it is fenced.
+        for old in [member.awaiting_join.take(), member.awaiting_sync.take()]
+            .into_iter()
+            .flatten()
+        {
+            let e = ResponseError::FencedInstanceId;
+            let r = match old.to.key {
+                kafka_protocol::messages::ApiKey::JoinGroup => {
+                    ClassicReply::Join(JoinResult::error(e, &old_id))
+                }
+                _ => ClassicReply::Sync {
+                    error: e.code(),
+                    protocol_type: None,
+                    protocol_name: None,
+                    assignment: Bytes::new(),
+                },
+            };
+            reply(cx, old, r);
+        }
+        let changed = member.protocols != p.protocols;
+        member.member_id = new_id.clone();
+        member.protocols = p.protocols;
+        member.session_timeout_ms = p.session_timeout_ms;
+        member.rebalance_timeout_ms = p.rebalance_timeout_ms;
+        member.client_id = p.client_id;
+        member.client_host = p.client_host;
+        self.members.insert(new_id.clone(), member);
+        if let Some(instance) = &p.instance_id {
+            self.instances.insert(instance.clone(), new_id.clone());
+        }
+        if self.leader.as_deref() == Some(old_id.as_str()) {
+            self.leader = Some(new_id.clone());
+        }
+        tracing::info!(group = %self.id, old = old_id, new = new_id, "static member rejoined");
+        match self.state {
+            ClassicState::Stable if !changed => {
+                self.touch(cx, &new_id);
+                let r = self.join_result(&new_id, true);
+                reply(cx, pending, ClassicReply::Join(r));
+            }
+            ClassicState::PreparingRebalance => {
+                self.await_join(cx, &new_id, pending, reply);
+                self.try_complete_join(cx, reply);
+            }
+            _ => {
+                self.await_join(cx, &new_id, pending, reply);
+                self.prepare_rebalance(
+                    cx,
+                    limits,
+                    "a static member joined with new metadata",
+                    reply,
+                );
+            }
+        }
+    }
+
+    fn add_member(
+        &mut self,
+        cx: &mut Ctx,
+        limits: ClassicLimits,
+        p: JoinParams,
+        pending: Pending,
+        reply: Reply<'_>,
+    ) {
+        if self.members.len() >= limits.max_group_size {
+            let r = JoinResult::error(ResponseError::GroupMaxSizeReached, &p.member_id);
+            return reply(cx, pending, ClassicReply::Join(r));
+        }
+        if self.members.is_empty() {
+            self.protocol_type = Some(p.protocol_type.clone());
+        }
+        if let Some(instance) = &p.instance_id {
+            self.instances.insert(instance.clone(), p.member_id.clone());
+        }
+        let id = p.member_id.clone();
+        self.members.insert(
+            id.clone(),
+            ClassicMember {
+                member_id: id.clone(),
+                instance_id: p.instance_id,
+                client_id: p.client_id,
+                client_host: p.client_host,
+                session_timeout_ms: p.session_timeout_ms,
+                rebalance_timeout_ms: p.rebalance_timeout_ms,
+                protocols: p.protocols,
+                assignment: Bytes::new(),
+                awaiting_join: None,
+                awaiting_sync: None,
+            },
+        );
+        tracing::debug!(group = %self.id, member = id, "member joined");
+        self.await_join(cx, &id, pending, reply);
+        if self.state == ClassicState::PreparingRebalance {
+            self.try_complete_join(cx, reply);
+        } else {
+            self.prepare_rebalance(cx, limits, "a member joined", reply);
+        }
+    }
+
+    /// Parks a member's JoinGroup answer until the join phase ends; no session deadline
+    /// meanwhile (Kafka does not expire members waiting for their join answer).
+    fn await_join(&mut self, cx: &mut Ctx, member_id: &str, pending: Pending, reply: Reply<'_>) {
+        cx.timers.set(
+            self.timer(ClassicTimer::Session(member_id.to_owned())),
+            None,
+        );
+        let Some(m) = self.members.get_mut(member_id) else {
+            return;
+        };
+        if let Some(old) = m.awaiting_join.replace(pending) {
+            let r = JoinResult::error(ResponseError::RebalanceInProgress, member_id);
+            reply(cx, old, ClassicReply::Join(r));
+        }
+    }
+
+    /// Starts (or restarts) the join phase.
+    fn prepare_rebalance(
+        &mut self,
+        cx: &mut Ctx,
+        limits: ClassicLimits,
+        why: &str,
+        reply: Reply<'_>,
+    ) {
+        if self.state == ClassicState::CompletingRebalance {
+            // Members waiting for their assignment must join again.
+            for m in self.members.values_mut() {
+                m.assignment = Bytes::new();
+                if let Some(p) = m.awaiting_sync.take() {
+                    reply(
+                        cx,
+                        p,
+                        ClassicReply::Sync {
+                            error: ResponseError::RebalanceInProgress.code(),
+                            protocol_type: None,
+                            protocol_name: None,
+                            assignment: Bytes::new(),
+                        },
+                    );
+                }
+            }
+            cx.timers.set(self.timer(ClassicTimer::Sync), None);
+        }
+        if self.state == ClassicState::PreparingRebalance {
+            return self.try_complete_join(cx, reply);
+        }
+        tracing::debug!(group = %self.id, generation = self.generation, why, "rebalance");
+        cx.metric("classic_rebalances", 1);
+        let at = if self.state == ClassicState::Empty && limits.initial_rebalance_delay_ms > 0 {
+            let until = cx.now + limits.initial_rebalance_delay_ms;
+            self.initial_delay_until = Some(until);
+            until
+        } else {
+            self.initial_delay_until = None;
+            cx.now + self.max_rebalance_timeout()
+        };
+        self.state = ClassicState::PreparingRebalance;
+        cx.timers.set(self.timer(ClassicTimer::Join), Some(at));
+        self.try_complete_join(cx, reply);
+    }
+
+    fn max_rebalance_timeout(&self) -> u64 {
+        self.members
+            .values()
+            .map(|m| m.rebalance_timeout_ms.max(0) as u64)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Ends the join phase once every member has rejoined and no KIP-394 member id is
+    /// outstanding (and the initial delay, if any, is over).
+    fn try_complete_join(&mut self, cx: &mut Ctx, reply: Reply<'_>) {
+        if self.state != ClassicState::PreparingRebalance || self.initial_delay_until.is_some() {
+            return;
+        }
+        let all = self.members.values().all(|m| m.awaiting_join.is_some());
+        if all && self.pending_members.is_empty() {
+            self.complete_join(cx, reply);
+        }
+    }
+
+    /// The join phase's deadline: after the initial delay the ordinary wait starts;
+    /// after the rebalance timeout, members that did not rejoin are removed.
+    fn on_join_timer(&mut self, cx: &mut Ctx, reply: Reply<'_>) {
+        if self.state != ClassicState::PreparingRebalance {
+            return;
+        }
+        if self.initial_delay_until.take().is_some() {
+            let at = cx.now + self.max_rebalance_timeout();
+            cx.timers.set(self.timer(ClassicTimer::Join), Some(at));
+            return self.try_complete_join(cx, reply);
+        }
+        self.complete_join(cx, reply);
+    }
+
+    fn complete_join(&mut self, cx: &mut Ctx, reply: Reply<'_>) {
+        cx.timers.set(self.timer(ClassicTimer::Join), None);
+        let gone: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| m.awaiting_join.is_none())
+            .map(|m| m.member_id.clone())
+            .collect();
+        for id in gone {
+            tracing::info!(group = %self.id, member = id, "member did not rejoin in time: removed");
+            self.remove(cx, &id, reply);
+        }
+        self.generation += 1;
+        cx.metric("classic_generations", 1);
+        if self.members.is_empty() {
+            self.state = ClassicState::Empty;
+            self.protocol_name = None;
+            self.protocol_type = None;
+            self.leader = None;
+            return;
+        }
+        self.protocol_name = self.select_protocol();
+        if !self
+            .leader
+            .as_ref()
+            .is_some_and(|l| self.members.contains_key(l))
+        {
+            self.leader = self.members.keys().next().cloned();
+        }
+        self.state = ClassicState::CompletingRebalance;
+        let ids: Vec<String> = self.members.keys().cloned().collect();
+        for id in ids {
+            let result = self.join_result(&id, false);
+            if let Some(p) = self
+                .members
+                .get_mut(&id)
+                .and_then(|m| m.awaiting_join.take())
+            {
+                reply(cx, p, ClassicReply::Join(result));
+            }
+            self.touch(cx, &id);
+        }
+        let at = cx.now + self.max_rebalance_timeout();
+        cx.timers.set(self.timer(ClassicTimer::Sync), Some(at));
+        tracing::info!(group = %self.id, generation = self.generation, members = self.members.len(),
+            protocol = self.protocol_name.as_deref().unwrap_or(""), "classic group generation");
+    }
+
+    /// The protocol most members prefer among those all support (ties: the first
+    /// member's order).
+    fn select_protocol(&self) -> Option<String> {
+        let common = self.common_protocols();
+        let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in self.members.values() {
+            if let Some((name, _)) = m.protocols.iter().find(|(n, _)| common.contains(n)) {
+                *votes.entry(name.as_str()).or_default() += 1;
+            }
+        }
+        let best = votes.values().copied().max()?;
+        common
+            .iter()
+            .find(|n| votes.get(n.as_str()) == Some(&best))
+            .cloned()
+    }
+
+    /// The JoinGroup answer of `member_id` for the current generation.
+    fn join_result(&self, member_id: &str, skip_assignment: bool) -> JoinResult {
+        let leader = self.leader.clone().unwrap_or_default();
+        let protocol = self.protocol_name.clone().unwrap_or_default();
+        let members = if leader == member_id {
+            self.members
+                .values()
+                .map(|m| {
+                    (
+                        m.member_id.clone(),
+                        m.instance_id.clone(),
+                        m.metadata(&protocol).cloned().unwrap_or_default(),
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        JoinResult {
+            error: 0,
+            generation: self.generation,
+            protocol_type: self.protocol_type.clone(),
+            protocol_name: self.protocol_name.clone(),
+            leader,
+            member_id: member_id.to_owned(),
+            members,
+            skip_assignment,
+        }
+    }
+
+    // ------------------------------------------------------------------ SyncGroup
+
+    /// Handles a SyncGroup whose member and generation the caller has checked.
+    pub(crate) fn sync(
+        &mut self,
+        cx: &mut Ctx,
+        limits: ClassicLimits,
+        member_id: &str,
+        assignments: Vec<(String, Bytes)>,
+        pending: Pending,
+        reply: Reply<'_>,
+    ) {
+        match self.state {
+            ClassicState::PreparingRebalance | ClassicState::Empty => {
+                self.sync_error(cx, pending, ResponseError::RebalanceInProgress, reply)
+            }
+            ClassicState::Stable => {
+                self.touch(cx, member_id);
+                let r = self.sync_ok(member_id);
+                reply(cx, pending, r);
+            }
+            ClassicState::CompletingRebalance => {
+                self.touch(cx, member_id);
+                if let Some(m) = self.members.get_mut(member_id) {
+                    if let Some(old) = m.awaiting_sync.replace(pending) {
+                        self.sync_error(cx, old, ResponseError::RebalanceInProgress, reply);
+                    }
+                }
+                if self.leader.as_deref() != Some(member_id) {
+                    return;
+                }
+                let mut given: BTreeMap<String, Bytes> = assignments.into_iter().collect();
+                for m in self.members.values_mut() {
+                    m.assignment = given.remove(&m.member_id).unwrap_or_default();
+                }
+                if !given.is_empty() {
+                    tracing::debug!(group = %self.id, unknown = given.len(), "assignment for unknown members ignored");
+                }
+                self.state = ClassicState::Stable;
+                cx.timers.set(self.timer(ClassicTimer::Sync), None);
+                let ids: Vec<String> = self.members.keys().cloned().collect();
+                for id in ids {
+                    let r = self.sync_ok(&id);
+                    if let Some(p) = self
+                        .members
+                        .get_mut(&id)
+                        .and_then(|m| m.awaiting_sync.take())
+                    {
+                        reply(cx, p, r);
+                    }
+                }
+                let _ = limits;
+            }
+        }
+    }
+
+    fn sync_ok(&self, member_id: &str) -> ClassicReply {
+        ClassicReply::Sync {
+            error: 0,
+            protocol_type: self.protocol_type.clone(),
+            protocol_name: self.protocol_name.clone(),
+            assignment: self
+                .members
+                .get(member_id)
+                .map(|m| m.assignment.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn sync_error(&self, cx: &mut Ctx, p: Pending, e: ResponseError, reply: Reply<'_>) {
+        let r = ClassicReply::Sync {
+            error: e.code(),
+            protocol_type: None,
+            protocol_name: None,
+            assignment: Bytes::new(),
+        };
+        reply(cx, p, r);
+    }
+
+    /// The sync phase's deadline: members that have not sent SyncGroup are removed and
+    /// the group rebalances.
+    fn on_sync_timer(&mut self, cx: &mut Ctx, limits: ClassicLimits, reply: Reply<'_>) {
+        if self.state != ClassicState::CompletingRebalance {
+            return;
+        }
+        let late: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| m.awaiting_sync.is_none())
+            .map(|m| m.member_id.clone())
+            .collect();
+        for id in &late {
+            tracing::info!(group = %self.id, member = id, "no SyncGroup before the rebalance timeout: removed");
+            self.remove(cx, id, reply);
+        }
+        self.prepare_rebalance(cx, limits, "members did not sync", reply);
+    }
+
+    // ------------------------------------------------------------------ Heartbeat, LeaveGroup
+
+    /// A heartbeat of a checked member of the current generation: the error to answer.
+    pub(crate) fn heartbeat(&mut self, cx: &mut Ctx, member_id: &str) -> Option<ResponseError> {
+        match self.state {
+            ClassicState::Empty => Some(ResponseError::UnknownMemberId),
+            ClassicState::PreparingRebalance => {
+                if self.members[member_id].awaiting_join.is_none() {
+                    self.touch(cx, member_id);
+                }
+                Some(ResponseError::RebalanceInProgress)
+            }
+            ClassicState::CompletingRebalance | ClassicState::Stable => {
+                self.touch(cx, member_id);
+                None
+            }
+        }
+    }
+
+    /// A member leaves (LeaveGroup): removed, and the group rebalances.
+    pub(crate) fn leave(
+        &mut self,
+        cx: &mut Ctx,
+        limits: ClassicLimits,
+        member_id: &str,
+        reply: Reply<'_>,
+    ) {
+        if self.pending_members.remove(member_id).is_some() {
+            cx.timers.set(
+                self.timer(ClassicTimer::PendingJoin(member_id.to_owned())),
+                None,
+            );
+            return self.try_complete_join(cx, reply);
+        }
+        tracing::info!(group = %self.id, member = member_id, "member left");
+        self.remove(cx, member_id, reply);
+        self.prepare_rebalance(cx, limits, "a member left", reply);
+    }
+
+    /// Whether `member_id` is a KIP-394 id handed out and not yet used.
+    pub(crate) fn is_pending(&self, member_id: &str) -> bool {
+        self.pending_members.contains_key(member_id)
+    }
+
+    /// Restarts `member_id`'s session deadline.
+    fn touch(&self, cx: &mut Ctx, member_id: &str) {
+        if let Some(m) = self.members.get(member_id) {
+            let at = cx.now + m.session_timeout_ms.max(0) as u64;
+            cx.timers.set(
+                self.timer(ClassicTimer::Session(member_id.to_owned())),
+                Some(at),
+            );
+        }
+    }
+
+    fn remove(&mut self, cx: &mut Ctx, member_id: &str, reply: Reply<'_>) {
+        cx.timers.set(
+            self.timer(ClassicTimer::Session(member_id.to_owned())),
+            None,
+        );
+        let Some(mut m) = self.members.remove(member_id) else {
+            return;
+        };
+        if let Some(instance) = &m.instance_id {
+            if self.instances.get(instance).map(String::as_str) == Some(member_id) {
+                self.instances.remove(instance);
+            }
+        }
+        if self.leader.as_deref() == Some(member_id) {
+            self.leader = None;
+        }
+        if let Some(p) = m.awaiting_join.take() {
+            let r = JoinResult::error(ResponseError::UnknownMemberId, member_id);
+            reply(cx, p, ClassicReply::Join(r));
+        }
+        if let Some(p) = m.awaiting_sync.take() {
+            self.sync_error(cx, p, ResponseError::UnknownMemberId, reply);
+        }
+    }
+
+    /// A deadline of this group passed.
+    pub(crate) fn on_timer(
+        &mut self,
+        cx: &mut Ctx,
+        limits: ClassicLimits,
+        timer: ClassicTimer,
+        reply: Reply<'_>,
+    ) {
+        match timer {
+            ClassicTimer::Join => self.on_join_timer(cx, reply),
+            ClassicTimer::Sync => self.on_sync_timer(cx, limits, reply),
+            ClassicTimer::Session(member) => {
+                if self.members.contains_key(&member) {
+                    tracing::info!(group = %self.id, member, "session timeout: member removed");
+                    cx.metric("classic_members_expired", 1);
+                    self.remove(cx, &member, reply);
+                    self.prepare_rebalance(cx, limits, "a member's session expired", reply);
+                }
+            }
+            ClassicTimer::PendingJoin(member) => {
+                if self.pending_members.remove(&member).is_some() {
+                    self.try_complete_join(cx, reply);
+                }
+            }
+        }
+    }
+
+    /// Drops every member (the group's slot was lost, or the group is deleted): their
+    /// outstanding answers get `error`, their timers go.
+    pub(crate) fn drop_all(&mut self, cx: &mut Ctx, error: ResponseError, reply: Reply<'_>) {
+        for t in [ClassicTimer::Join, ClassicTimer::Sync] {
+            cx.timers.set(self.timer(t), None);
+        }
+        for id in std::mem::take(&mut self.pending_members).into_keys() {
+            cx.timers
+                .set(self.timer(ClassicTimer::PendingJoin(id)), None);
+        }
+        for (id, mut m) in std::mem::take(&mut self.members) {
+            cx.timers
+                .set(self.timer(ClassicTimer::Session(id.clone())), None);
+            if let Some(p) = m.awaiting_join.take() {
+                reply(cx, p, ClassicReply::Join(JoinResult::error(error, &id)));
+            }
+            if let Some(p) = m.awaiting_sync.take() {
+                self.sync_error(cx, p, error, reply);
+            }
+        }
+        self.instances.clear();
+        self.state = ClassicState::Empty;
+    }
+}

@@ -1,0 +1,360 @@
+//! JoinGroup, SyncGroup, Heartbeat and LeaveGroup: the wire checks common to every
+//! classic request (group id, ownership, the group's protocol, member and generation)
+//! and the conversion between `kafka-protocol` messages and the classic group's
+//! domain values.
+
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::{
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    LeaveGroupResponse, ResponseKind, SyncGroupRequest, SyncGroupResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::classic::{
+    ClassicGroup, ClassicLimits, ClassicReply, ClassicTimer, JoinParams, JoinResult, Pending,
+};
+use super::GroupKind;
+use crate::core::conn::SlotRef;
+use crate::core::{Coordinator, Ctx};
+use crate::kafka_wire::KafkaReplyTo;
+use crate::types::GroupId;
+
+fn s(v: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+/// Sends a classic group's answer in the version it was asked in.
+pub(super) fn send(cx: &mut Ctx, p: Pending, reply: ClassicReply) {
+    let v = p.to.version;
+    let response = match reply {
+        ClassicReply::Join(r) => {
+            let mut out = JoinGroupResponse::default();
+            out.error_code = r.error;
+            out.generation_id = r.generation;
+            // Non-nullable before v7.
+            out.protocol_type = r.protocol_type.map(s).or((v < 7).then(StrBytes::default));
+            out.protocol_name = r.protocol_name.map(s).or((v < 7).then(StrBytes::default));
+            out.leader = s(r.leader);
+            out.skip_assignment = v >= 9 && r.skip_assignment;
+            out.member_id = s(r.member_id);
+            out.members = r
+                .members
+                .into_iter()
+                .map(|(id, instance, metadata)| {
+                    let mut m = JoinGroupResponseMember::default();
+                    m.member_id = s(id);
+                    m.group_instance_id = if v >= 5 { instance.map(s) } else { None };
+                    m.metadata = metadata;
+                    m
+                })
+                .collect();
+            ResponseKind::JoinGroup(out)
+        }
+        ClassicReply::Sync {
+            error,
+            protocol_type,
+            protocol_name,
+            assignment,
+        } => {
+            let mut out = SyncGroupResponse::default();
+            out.error_code = error;
+            if v >= 5 {
+                out.protocol_type = protocol_type.map(s);
+                out.protocol_name = protocol_name.map(s);
+            }
+            out.assignment = assignment;
+            ResponseKind::SyncGroup(out)
+        }
+    };
+    cx.respond_kafka(p.slot, p.to, response);
+}
+
+impl Coordinator {
+    pub(super) fn classic_limits(&self) -> ClassicLimits {
+        ClassicLimits {
+            initial_rebalance_delay_ms: self.cx.config.initial_rebalance_delay_ms,
+            max_group_size: self.cx.config.max_group_size,
+        }
+    }
+
+    /// The error of a request for classic group `id`, before the group is looked at:
+    /// empty id, another coordinator's group, a group of another protocol.
+    fn classic_precheck(&self, id: &str) -> Option<ResponseError> {
+        if id.is_empty() {
+            return Some(ResponseError::InvalidGroupId);
+        }
+        if !self.owns(id) {
+            return Some(ResponseError::NotCoordinator);
+        }
+        match self.group_kind(id) {
+            Some(GroupKind::Native) => Some(ResponseError::InconsistentGroupProtocol),
+            _ => None,
+        }
+    }
+
+    pub(super) fn on_join_group(
+        &mut self,
+        slot: SlotRef,
+        to: KafkaReplyTo,
+        client_id: String,
+        r: JoinGroupRequest,
+    ) {
+        let pending = Pending { slot, to };
+        let member_id = r.member_id.to_string();
+        let fail = |cx: &mut Ctx, e: ResponseError| {
+            send(
+                cx,
+                pending,
+                ClassicReply::Join(JoinResult::error(e, &member_id)),
+            );
+        };
+        let id = r.group_id.to_string();
+        if let Some(e) = self.classic_precheck(&id) {
+            return fail(&mut self.cx, e);
+        }
+        let config = &self.cx.config;
+        if r.session_timeout_ms < config.min_session_timeout_ms
+            || r.session_timeout_ms > config.max_session_timeout_ms
+        {
+            return fail(&mut self.cx, ResponseError::InvalidSessionTimeout);
+        }
+        if r.protocol_type.is_empty() || r.protocols.is_empty() {
+            return fail(&mut self.cx, ResponseError::InconsistentGroupProtocol);
+        }
+        let metadata: usize = r
+            .protocols
+            .iter()
+            .map(|p| p.name.len() + p.metadata.len())
+            .sum();
+        if metadata > config.max_join_metadata_bytes {
+            tracing::info!(
+                group = id,
+                bytes = metadata,
+                max = config.max_join_metadata_bytes,
+                "JoinGroup refused: protocol metadata over the limit"
+            );
+            return fail(&mut self.cx, ResponseError::InvalidRequest);
+        }
+        let params = JoinParams {
+            member_id: member_id.clone(),
+            instance_id: r.group_instance_id.as_ref().map(|i| i.to_string()),
+            client_id,
+            client_host: String::new(),
+            session_timeout_ms: r.session_timeout_ms,
+            // v0 has no rebalance timeout: it is the session timeout.
+            rebalance_timeout_ms: if to.version >= 1 {
+                r.rebalance_timeout_ms
+            } else {
+                r.session_timeout_ms
+            },
+            protocol_type: r.protocol_type.to_string(),
+            protocols: r
+                .protocols
+                .into_iter()
+                .map(|p| (p.name.to_string(), p.metadata))
+                .collect(),
+            require_known_member_id: to.version >= 4,
+        };
+        let limits = self.classic_limits();
+        let gid = GroupId::new(&id);
+        let group = self
+            .kafka
+            .classic
+            .entry(gid.clone())
+            .or_insert_with(|| ClassicGroup::new(gid));
+        group.join(&mut self.cx, limits, params, pending, &mut send);
+    }
+
+    /// The member and generation checks of SyncGroup and Heartbeat.
+    fn classic_member_check(
+        &self,
+        id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> Result<(), ResponseError> {
+        if let Some(e) = self.classic_precheck(id) {
+            return Err(e);
+        }
+        let Some(group) = self.kafka.classic.get(id) else {
+            return Err(ResponseError::UnknownMemberId);
+        };
+        group.check_member(member_id, instance_id)?;
+        if generation != group.generation {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_sync_group(&mut self, slot: SlotRef, to: KafkaReplyTo, r: SyncGroupRequest) {
+        let pending = Pending { slot, to };
+        let id = r.group_id.to_string();
+        let member_id = r.member_id.to_string();
+        let instance = r.group_instance_id.as_ref().map(|i| i.to_string());
+        let error = |e: ResponseError| ClassicReply::Sync {
+            error: e.code(),
+            protocol_type: None,
+            protocol_name: None,
+            assignment: Default::default(),
+        };
+        if let Err(e) =
+            self.classic_member_check(&id, &member_id, instance.as_deref(), r.generation_id)
+        {
+            return send(&mut self.cx, pending, error(e));
+        }
+        let limits = self.classic_limits();
+        let Some(group) = self.kafka.classic.get_mut(id.as_str()) else {
+            return send(&mut self.cx, pending, error(ResponseError::UnknownMemberId));
+        };
+        // v5: the protocol type and name must be the group's.
+        let mismatch = |given: &Option<StrBytes>, ours: &Option<String>| {
+            given
+                .as_ref()
+                .is_some_and(|g| ours.as_deref() != Some(g.as_str()))
+        };
+        if mismatch(&r.protocol_type, &group.protocol_type)
+            || mismatch(&r.protocol_name, &group.protocol_name)
+        {
+            return send(
+                &mut self.cx,
+                pending,
+                error(ResponseError::InconsistentGroupProtocol),
+            );
+        }
+        let assignments = r
+            .assignments
+            .into_iter()
+            .map(|a| (a.member_id.to_string(), a.assignment))
+            .collect();
+        group.sync(
+            &mut self.cx,
+            limits,
+            &member_id,
+            assignments,
+            pending,
+            &mut send,
+        );
+    }
+
+    pub(super) fn on_classic_heartbeat(
+        &mut self,
+        slot: SlotRef,
+        to: KafkaReplyTo,
+        r: HeartbeatRequest,
+    ) {
+        let id = r.group_id.to_string();
+        let member_id = r.member_id.to_string();
+        let instance = r.group_instance_id.as_ref().map(|i| i.to_string());
+        let error = match self.classic_member_check(
+            &id,
+            &member_id,
+            instance.as_deref(),
+            r.generation_id,
+        ) {
+            Err(e) => Some(e),
+            Ok(()) => self
+                .kafka
+                .classic
+                .get_mut(id.as_str())
+                .and_then(|g| g.heartbeat(&mut self.cx, &member_id)),
+        };
+        let mut out = HeartbeatResponse::default();
+        out.error_code = error.map_or(0, |e| e.code());
+        self.cx
+            .respond_kafka(slot, to, ResponseKind::Heartbeat(out));
+    }
+
+    pub(super) fn on_leave_group(&mut self, slot: SlotRef, to: KafkaReplyTo, r: LeaveGroupRequest) {
+        let id = r.group_id.to_string();
+        // v0–v2: one member by id; v3+ (KIP-345): a batch of (member id, instance id).
+        let leaving: Vec<(String, Option<String>)> = if to.version >= 3 {
+            r.members
+                .iter()
+                .map(|m| {
+                    (
+                        m.member_id.to_string(),
+                        m.group_instance_id.as_ref().map(|i| i.to_string()),
+                    )
+                })
+                .collect()
+        } else {
+            vec![(r.member_id.to_string(), None)]
+        };
+        let mut out = LeaveGroupResponse::default();
+        if let Some(e) = self.classic_precheck(&id) {
+            out.error_code = e.code();
+            return self
+                .cx
+                .respond_kafka(slot, to, ResponseKind::LeaveGroup(out));
+        }
+        let limits = self.classic_limits();
+        let mut results = Vec::with_capacity(leaving.len());
+        match self.kafka.classic.get_mut(id.as_str()) {
+            None => {
+                out.error_code = ResponseError::UnknownMemberId.code();
+            }
+            Some(group) => {
+                for (member_id, instance) in leaving {
+                    // A static member may leave by instance id alone.
+                    let member = match (&instance, member_id.is_empty()) {
+                        (Some(i), true) => group.instances.get(i).cloned().unwrap_or_default(),
+                        _ => member_id.clone(),
+                    };
+                    let code = if group.is_pending(&member) {
+                        group.leave(&mut self.cx, limits, &member, &mut send);
+                        0
+                    } else {
+                        match group.check_member(&member, instance.as_deref()) {
+                            Ok(()) => {
+                                group.leave(&mut self.cx, limits, &member, &mut send);
+                                0
+                            }
+                            Err(e) => e.code(),
+                        }
+                    };
+                    let mut m = MemberResponse::default();
+                    m.member_id = s(member_id);
+                    m.group_instance_id = instance.map(s);
+                    m.error_code = code;
+                    results.push(m);
+                }
+            }
+        }
+        if to.version >= 3 {
+            out.members = results;
+        } else if let Some(m) = results.first() {
+            out.error_code = m.error_code;
+        }
+        self.cx
+            .respond_kafka(slot, to, ResponseKind::LeaveGroup(out));
+    }
+
+    /// Drops the Kafka groups of a lost slot: members waiting for an answer get
+    /// NOT_COORDINATOR and find the slot's new owner (offset commits in flight still
+    /// get the store's answer).
+    pub(crate) fn drop_kafka_groups_of(&mut self, slot: u32, count: u32) {
+        let ids: Vec<GroupId> = self
+            .kafka
+            .classic
+            .keys()
+            .filter(|g| drover_protocol::coordinator_slot(g.as_str(), count) == slot)
+            .cloned()
+            .collect();
+        for id in ids {
+            if let Some(mut g) = self.kafka.classic.remove(&id) {
+                tracing::info!(group = %id, slot, members = g.members.len(), "classic group dropped with its slot");
+                g.drop_all(&mut self.cx, ResponseError::NotCoordinator, &mut send);
+            }
+        }
+    }
+
+    /// A classic group's deadline passed.
+    pub(crate) fn on_classic_timer(&mut self, group: &GroupId, timer: ClassicTimer) {
+        let limits = self.classic_limits();
+        if let Some(g) = self.kafka.classic.get_mut(group) {
+            g.on_timer(&mut self.cx, limits, timer, &mut send);
+        }
+    }
+}
