@@ -75,7 +75,6 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         )));
     }
     raise_open_file_limit();
-    let plugins = startup::load_plugins(&config)?;
     let kafka = bind(config.server.listen, "Kafka listener").await?;
     let admin_listener = bind(config.server.admin_listen, "admin listener").await?;
     let addr_of = |l: &TcpListener, what: &'static str, addr| {
@@ -97,17 +96,26 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
             .unwrap_or_else(|| listen.ip().to_string()),
         port: i32::from(listen.port()),
     };
-    let broker = Broker::open(config, node, plugins)?;
-    let cluster = broker.config.zookeeper.enabled.then(|| {
+    // In cluster mode the cluster (and the session it lends to plugins) exists before
+    // the plugins start: offset stores get the broker's ZooKeeper session in their
+    // HostServices. It connects once the cluster task runs (below); until then calls
+    // on the lent session wait for it, within the session timeout.
+    let cluster = config.zookeeper.enabled.then(|| {
         crate::cluster::Cluster::new(
-            broker.node.id,
+            node.id,
             crate::cluster::BrokerAddr {
-                host: broker.node.host.clone(),
-                port: broker.node.port,
+                host: node.host.clone(),
+                port: node.port,
             },
-            broker.config.zookeeper.clone(),
+            config.zookeeper.clone(),
         )
     });
+    let plugins = startup::load_plugins_with_session(
+        &config,
+        startup::loader_options(&config),
+        cluster.as_ref().map(crate::cluster::session::for_plugins),
+    )?;
+    let broker = Broker::open(config, node, plugins)?;
     if let Some(cluster) = &cluster {
         broker.set_cluster(Arc::clone(cluster));
     }

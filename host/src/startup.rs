@@ -6,7 +6,7 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use drover_abi::PluginKind;
+use drover_abi::{host::ZkSessionArc, PluginKind};
 
 use crate::{
     config::Config,
@@ -94,6 +94,19 @@ pub fn load_plugins_with(
     config: &Config,
     options: LoaderOptions,
 ) -> Result<StartedPlugins, LoadError> {
+    load_plugins_with_session(config, options, None)
+}
+
+/// Loads and starts the plugins `config` asks for, with loader `options`; offset stores
+/// get `zookeeper` in their `HostServices` — in cluster mode the broker's lendable
+/// session ([`crate::cluster::session::for_plugins`]), made before the cluster task
+/// connects; `None` standalone. Errors: a plugin named in `plugins.required` that fails
+/// to load or start.
+pub fn load_plugins_with_session(
+    config: &Config,
+    options: LoaderOptions,
+    zookeeper: Option<ZkSessionArc>,
+) -> Result<StartedPlugins, LoadError> {
     let loader = Loader::new(options);
     let required = &config.plugins.required;
     let dir = &config.plugins.dir;
@@ -144,13 +157,14 @@ pub fn load_plugins_with(
     let mut offset_stores = BTreeMap::new();
     for plugin in registry.of_kind(PluginKind::OffsetStore) {
         let name = &plugin.summary.name;
+        let open = || plugin.open_offset_store_with(&config.plugin_config(name), zookeeper.clone());
         if required.contains(name) {
-            let store = plugin.open_offset_store(&config.plugin_config(name))?;
+            let store = open()?;
             offset_stores.insert(name.clone(), Arc::new(store));
         } else if *name == config.coordinator.offset_store {
             // The active store opens even when not required; if it cannot, the
             // coordinator does not start and says why.
-            match plugin.open_offset_store(&config.plugin_config(name)) {
+            match open() {
                 Ok(store) => {
                     offset_stores.insert(name.clone(), Arc::new(store));
                 }

@@ -123,7 +123,6 @@ def cluster_config(zk: ZooKeeper, chroot: str, broker_id: int, *, coordinator: b
         text += (
             "[plugins]\nrequired = [\"drover-coordinator\", \"range\", \"sticky\", \"zookeeper\"]\n"
             "[coordinator]\ndefault_assignor = \"sticky\"\noffset_store = \"zookeeper\"\n"
-            f"[plugins.config.zookeeper]\nconnect = \"{zk.connect}\"\nchroot = \"{chroot}\"\n"
             "[plugins.config.drover-coordinator]\nmin_session_timeout_ms = 1000\n"
             "rebalance_delay_ms = 100\ncommit_interval_ms = 200\n"
             "max_session_timeout_ms = 3000\nslot_takeover_wait_ms = 3000\n"

@@ -2,7 +2,8 @@
 //!
 //! Steps (DESIGN.md, "Offset stores and hot swap"): find the plugin (a file added to
 //! the plugin directory after startup is loaded from a content-addressed copy), open
-//! the new store with its config and health-check it, write new commits to both,
+//! the new store with its config (and, in cluster mode, the broker's ZooKeeper session,
+//! like the stores opened at startup) and health-check it, write new commits to both,
 //! copy every existing offset across page by page, switch reads, then drain and close
 //! the old store. If any step before the switch fails, the broker stays on the old
 //! store and the status says why. Swapping back is just another swap, and so is
@@ -137,8 +138,11 @@ fn find_plugin(broker: &Broker, name: &str) -> Result<LoadedPlugin, String> {
 /// The swap itself; returns how many offsets were copied.
 fn run(broker: &Broker, stores: &OffsetStores, request: &SwapRequest) -> Result<u64, String> {
     let plugin = find_plugin(broker, &request.plugin)?;
+    // In cluster mode the new store gets the broker's ZooKeeper session, as the stores
+    // opened at startup do.
+    let zookeeper = broker.cluster().map(crate::cluster::session::for_plugins);
     let new = plugin
-        .open_offset_store(&request.config)
+        .open_offset_store_with(&request.config, zookeeper)
         .map_err(|e| format!("opening `{}`: {e}", request.plugin))?;
     let new = NamedStore {
         name: request.plugin.clone(),

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use abi_stable::std_types::{RNone, RString};
-use drover_abi::{HostServices, PluginKind};
+use abi_stable::std_types::{ROption, RString};
+use drover_abi::{host::ZkSessionArc, HostServices, PluginKind};
 
 use super::{
     error::LoadError,
@@ -15,10 +15,14 @@ use super::{
 
 impl LoadedPlugin {
     fn services(&self, config: &str) -> HostServices {
+        self.services_with(config, None)
+    }
+
+    fn services_with(&self, config: &str, zookeeper: Option<ZkSessionArc>) -> HostServices {
         HostServices {
             log: log_sink::for_plugin(&self.summary),
             config: RString::from(config),
-            zookeeper: RNone,
+            zookeeper: ROption::from(zookeeper),
         }
     }
 
@@ -86,12 +90,26 @@ impl LoadedPlugin {
         ))
     }
 
-    /// Opens an offset-store instance with `config`.
+    /// Opens an offset-store instance with `config`, standalone (no ZooKeeper session
+    /// in its `HostServices`).
     pub fn open_offset_store(&self, config: &str) -> Result<OffsetStoreHandle, LoadError> {
+        self.open_offset_store_with(config, None)
+    }
+
+    /// Opens an offset-store instance with `config` and, in cluster mode, the broker's
+    /// ZooKeeper session (`HostServices.zookeeper`; see
+    /// [`crate::cluster::session::for_plugins`]). Errors: [`LoadError::WrongKind`] when
+    /// the plugin is not an offset store, [`LoadError::Instantiate`] with the plugin's
+    /// error when it refuses to open.
+    pub fn open_offset_store_with(
+        &self,
+        config: &str,
+        zookeeper: Option<ZkSessionArc>,
+    ) -> Result<OffsetStoreHandle, LoadError> {
         let PluginModule::OffsetStore(module) = self.module else {
             return Err(self.wrong_kind(PluginKind::OffsetStore));
         };
-        let inner = (module.open())(self.services(config))
+        let inner = (module.open())(self.services_with(config, zookeeper))
             .into_result()
             .map_err(|e| self.instantiate_error(e))?;
         Ok(OffsetStoreHandle::new(

@@ -1,5 +1,10 @@
 //! The plugin's configuration: the TOML string the operator writes under
 //! `[plugins.config.zookeeper]`.
+//!
+//! The same table serves both ways of reaching ZooKeeper ([`SessionSource`]): with its
+//! own session (standalone broker) `connect` is required and `chroot` is an absolute
+//! path on that ensemble; over the broker's session (cluster mode) `connect` may be
+//! left out (it is ignored) and `chroot` is a path below the broker's own chroot.
 
 use std::time::Duration;
 
@@ -10,8 +15,12 @@ use crate::layout;
 
 /// Kafka's default for `offset.metadata.max.bytes`.
 pub const DEFAULT_MAX_METADATA_BYTES: usize = 4096;
-/// The default chroot: every node of the store lives below it.
+/// The default chroot with the store's own session: every node of the store lives
+/// below it.
 pub const DEFAULT_CHROOT: &str = "/drover";
+/// The default root over the broker's session: the broker's chroot itself, so offsets
+/// live at `<broker chroot>/consumers/...`.
+pub const DEFAULT_BROKER_ROOT: &str = "/";
 /// Kafka's default `zookeeper.session.timeout.ms`.
 pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 18_000;
 /// The default bound on one ZooKeeper request (and on connecting).
@@ -31,13 +40,27 @@ pub const METADATA_ESCAPE_FACTOR: usize = 6;
 /// escaped metadata (see [`Config::parse`]'s check of `max_metadata_bytes`).
 pub const RECORD_OVERHEAD_BYTES: usize = 2048;
 
+/// Which ZooKeeper session the store uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionSource {
+    /// Its own session, opened from `connect` (the broker is standalone).
+    Own,
+    /// The broker's session, lent through `HostServices.zookeeper` in cluster mode.
+    /// Paths are below the broker's chroot; `connect` and `session_timeout_ms` are
+    /// ignored.
+    Broker,
+}
+
 /// The validated configuration of a ZooKeeper store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// The ZooKeeper ensemble, `host:port[,host:port...]`, as given.
+    /// Which session the store uses.
+    pub session: SessionSource,
+    /// The ZooKeeper ensemble, `host:port[,host:port...]`, as given; empty when not
+    /// given over the broker's session (where it is ignored).
     pub connect: String,
     /// The node below which the store keeps `consumers/...`: absolute, no trailing `/`
-    /// (except `/` itself).
+    /// (except `/` itself). Over the broker's session, relative to the broker's chroot.
     pub chroot: String,
     /// The session timeout asked of the server (which clamps it to its own bounds).
     pub session_timeout: Duration,
@@ -70,24 +93,40 @@ fn invalid(message: impl std::fmt::Display) -> PluginError {
 }
 
 impl Config {
-    /// Parses and validates `text`. Errors are [`drover_abi::ErrorKind::InvalidConfig`]:
-    /// a missing or malformed `connect`, a `chroot` that is not an absolute ZooKeeper
+    /// Parses and validates `text` for a store with its own session
+    /// ([`SessionSource::Own`]). Errors are [`drover_abi::ErrorKind::InvalidConfig`]: a
+    /// missing or malformed `connect`, a `chroot` that is not an absolute ZooKeeper
     /// path, an unknown key (named in the message), a value of the wrong type or out of
     /// range (the message gives the range).
     pub fn parse(text: &str) -> Result<Config, PluginError> {
+        Config::parse_for(text, SessionSource::Own)
+    }
+
+    /// Parses and validates `text` for a store using `session`. Over the broker's
+    /// session `connect` is optional (checked when given, then ignored) and `chroot`
+    /// defaults to [`DEFAULT_BROKER_ROOT`]. Errors as [`Config::parse`].
+    pub fn parse_for(text: &str, session: SessionSource) -> Result<Config, PluginError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| invalid(e.message()))?;
-        let connect = match raw.connect {
-            Some(c) if !c.trim().is_empty() => c.trim().to_owned(),
-            _ => {
+        let connect = match (raw.connect, session) {
+            (Some(c), _) if !c.trim().is_empty() => c.trim().to_owned(),
+            (_, SessionSource::Broker) => String::new(),
+            (_, SessionSource::Own) => {
                 return Err(PluginError::invalid_config(
                     "offset store `zookeeper`: `connect` is required (the ZooKeeper \
                      ensemble, e.g. connect = \"127.0.0.1:2181\" or \
-                     \"zk1:2181,zk2:2181,zk3:2181\")",
+                     \"zk1:2181,zk2:2181,zk3:2181\"); only in cluster mode, where the \
+                     broker lends the store its own ZooKeeper session, may it be left out",
                 ))
             }
         };
-        validate_connect(&connect)?;
-        let chroot = normalize_chroot(raw.chroot.as_deref().unwrap_or(DEFAULT_CHROOT))?;
+        if !connect.is_empty() {
+            validate_connect(&connect)?;
+        }
+        let default_chroot = match session {
+            SessionSource::Own => DEFAULT_CHROOT,
+            SessionSource::Broker => DEFAULT_BROKER_ROOT,
+        };
+        let chroot = normalize_chroot(raw.chroot.as_deref().unwrap_or(default_chroot))?;
         let session_timeout_ms = raw.session_timeout_ms.unwrap_or(DEFAULT_SESSION_TIMEOUT_MS);
         if !(1_000..=3_600_000).contains(&session_timeout_ms) {
             return Err(invalid(format_args!(
@@ -121,6 +160,7 @@ impl Config {
             )));
         }
         Ok(Config {
+            session,
             connect,
             chroot,
             session_timeout: Duration::from_millis(session_timeout_ms),
@@ -222,6 +262,30 @@ mod tests {
         );
         let c = Config::parse("connect = '[::1]:2181'\nchroot = '/'").unwrap();
         assert_eq!(c.chroot, "/");
+    }
+
+    #[test]
+    fn over_the_broker_session() {
+        let c = Config::parse_for("", SessionSource::Broker).unwrap();
+        assert_eq!(c.session, SessionSource::Broker);
+        assert_eq!(c.connect, "");
+        assert_eq!(c.chroot, DEFAULT_BROKER_ROOT);
+        let c = Config::parse_for(
+            "connect = '10.0.0.1:2181'\nchroot = '/offsets/'\nrequest_timeout_ms = 500",
+            SessionSource::Broker,
+        )
+        .unwrap();
+        assert_eq!(c.connect, "10.0.0.1:2181");
+        assert_eq!(c.chroot, "/offsets");
+        // A malformed `connect` or an unknown key is still refused.
+        for text in ["connect = 'zk'", "cache_mb = 3", "chroot = 'x'"] {
+            let e = Config::parse_for(text, SessionSource::Broker).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidConfig, "{text:?}");
+        }
+        assert_eq!(
+            Config::parse("connect = 'zk:1'").unwrap().session,
+            SessionSource::Own
+        );
     }
 
     #[test]

@@ -59,11 +59,7 @@ impl Connection {
             })?;
         let connection = Connection {
             runtime,
-            errors: ErrorContext {
-                connect: config.connect.clone(),
-                chroot: config.chroot.clone(),
-                request_timeout: config.request_timeout,
-            },
+            errors: ErrorContext::for_config(config),
             config: config.clone(),
             client: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),

@@ -11,11 +11,17 @@
 //!
 //! [`PluginError::code`] carries ZooKeeper's error code when there is one (for example
 //! −4 connection loss, −101 no node, −112 session expired), as in the ABI's `ZkSession`.
+//!
+//! Over the broker's session ([`crate::config::SessionSource::Broker`]) errors come from
+//! the host as `PluginError`s with ZooKeeper's code; [`ErrorContext::from_broker`]
+//! applies the same rules to them by code, keeping the host's message.
 
 use std::time::Duration;
 
 use drover_abi::{ErrorKind, PluginError};
 use zookeeper_client::Error as ZkError;
+
+use crate::config::SessionSource;
 
 /// ZooKeeper's numeric code of `err` (0 when it has none).
 pub fn zk_code(err: &ZkError) -> i32 {
@@ -66,10 +72,24 @@ pub fn is_unavailable(err: &ZkError) -> bool {
     )
 }
 
-/// What the store knows to put in an error message: the ensemble and the timeout.
+/// Whether ZooKeeper error code `code` (as carried by [`PluginError::code`]) means the
+/// same as [`is_unavailable`].
+pub fn code_is_unavailable(code: i32) -> bool {
+    // ConnectionLoss, OperationTimeout, SessionExpired, SessionMoved, NotReadOnly,
+    // NoAuth, AuthFailed, QuotaExceeded, Throttled.
+    matches!(
+        code,
+        -4 | -7 | -112 | -118 | -119 | -102 | -115 | -125 | -127
+    )
+}
+
+/// What the store knows to put in an error message: the session, the ensemble and the
+/// timeout.
 #[derive(Debug, Clone)]
 pub struct ErrorContext {
-    /// The configured `connect` string.
+    /// Which session the store uses.
+    pub session: SessionSource,
+    /// The configured `connect` string (unused over the broker's session).
     pub connect: String,
     /// The configured chroot.
     pub chroot: String,
@@ -78,32 +98,70 @@ pub struct ErrorContext {
 }
 
 impl ErrorContext {
+    /// The context of a store opened with `config`.
+    pub fn for_config(config: &crate::config::Config) -> ErrorContext {
+        ErrorContext {
+            session: config.session,
+            connect: config.connect.clone(),
+            chroot: config.chroot.clone(),
+            request_timeout: config.request_timeout,
+        }
+    }
+
+    /// Where requests go, for messages: `ZooKeeper at <connect>` or the broker's session.
+    fn server(&self) -> String {
+        match self.session {
+            SessionSource::Own => format!("ZooKeeper at {}", self.connect),
+            SessionSource::Broker => "ZooKeeper (the broker's session)".to_owned(),
+        }
+    }
+
+    /// The store's chroot, for messages.
+    fn root(&self) -> String {
+        match self.session {
+            SessionSource::Own => self.chroot.clone(),
+            SessionSource::Broker => format!("{} (below the broker's chroot)", self.chroot),
+        }
+    }
+
+    /// The access hint of permission errors.
+    fn acl_hint(&self) -> String {
+        format!(
+            "hint: the ACLs of {} and below must let the broker create, read, write and \
+             delete nodes",
+            self.root()
+        )
+    }
+
     /// The [`PluginError`] for ZooKeeper error `err` that happened while doing `what`
     /// (for example "commit", "fetch offsets of group `g`").
     pub fn from_zk(&self, what: &str, err: ZkError) -> PluginError {
-        let connect = &self.connect;
+        let server = self.server();
         let code = zk_code(&err);
         let message = match &err {
-            ZkError::Timeout => format!(
-                "offset store `zookeeper`: {what}: no answer from ZooKeeper at {connect} within \
-                 {} ms (request_timeout_ms); ZooKeeper is down or unreachable",
-                self.request_timeout.as_millis()
-            ),
+            ZkError::Timeout => match self.session {
+                SessionSource::Own => format!(
+                    "offset store `zookeeper`: {what}: no answer from {server} within {} ms \
+                     (request_timeout_ms); ZooKeeper is down or unreachable",
+                    self.request_timeout.as_millis()
+                ),
+                SessionSource::Broker => format!(
+                    "offset store `zookeeper`: {what}: no answer from {server} in time; \
+                     ZooKeeper is down or unreachable"
+                ),
+            },
             ZkError::NoAuth | ZkError::AuthFailed => format!(
-                "offset store `zookeeper`: {what}: ZooKeeper at {connect} refused access ({err}); \
-                 hint: the ACLs of {} and below must let the broker create, read, write and \
-                 delete nodes",
-                self.chroot
+                "offset store `zookeeper`: {what}: {server} refused access ({err}); {}",
+                self.acl_hint()
             ),
             ZkError::QuotaExceeded => format!(
-                "offset store `zookeeper`: {what}: ZooKeeper at {connect}: quota exceeded below \
-                 {} ({err})",
-                self.chroot
+                "offset store `zookeeper`: {what}: {server}: quota exceeded below {} ({err})",
+                self.root()
             ),
-            e if is_unavailable(e) => format!(
-                "offset store `zookeeper`: {what}: ZooKeeper at {connect} is unavailable ({err})"
-            ),
-            _ => format!("offset store `zookeeper`: {what}: ZooKeeper at {connect}: {err}"),
+            e if is_unavailable(e) => {
+                format!("offset store `zookeeper`: {what}: {server} is unavailable ({err})")
+            }
+            _ => format!("offset store `zookeeper`: {what}: {server}: {err}"),
         };
         let kind = if is_unavailable(&err) {
             ErrorKind::Unavailable
@@ -113,11 +171,37 @@ impl ErrorContext {
         PluginError::new(kind, message).with_code(code)
     }
 
+    /// The [`PluginError`] for an error the broker's session returned while doing
+    /// `what`: `Unavailable` when the host says so or its ZooKeeper code is one of
+    /// [`is_unavailable`]'s, else `Internal`; the host's message and code are kept.
+    pub fn from_broker(&self, what: &str, err: &PluginError) -> PluginError {
+        let unavailable = err.kind == ErrorKind::Unavailable || code_is_unavailable(err.code);
+        let kind = if unavailable {
+            ErrorKind::Unavailable
+        } else {
+            ErrorKind::Internal
+        };
+        let hint = if matches!(err.code, -102 | -115) {
+            format!("; {}", self.acl_hint())
+        } else {
+            String::new()
+        };
+        PluginError::new(
+            kind,
+            format!(
+                "offset store `zookeeper`: {what}: {}: {}{hint}",
+                self.server(),
+                err.message
+            ),
+        )
+        .with_code(err.code)
+    }
+
     /// A node value that does not decode: data this store cannot read.
     pub fn bad_value(&self, path: &str, why: &str) -> PluginError {
         PluginError::internal(format!(
-            "offset store `zookeeper`: node {path} in ZooKeeper at {}: {why}",
-            self.connect
+            "offset store `zookeeper`: node {path} in {}: {why}",
+            self.server()
         ))
     }
 }
@@ -133,6 +217,7 @@ mod tests {
 
     fn ctx() -> ErrorContext {
         ErrorContext {
+            session: SessionSource::Own,
             connect: "127.0.0.1:2181".into(),
             chroot: "/drover".into(),
             request_timeout: Duration::from_millis(1500),
@@ -162,5 +247,38 @@ mod tests {
         assert_eq!((e.kind, e.code), (ErrorKind::Internal, -5));
 
         assert_eq!(closed().kind, ErrorKind::Closed);
+    }
+
+    #[test]
+    fn errors_of_the_broker_session() {
+        let ctx = ErrorContext {
+            session: SessionSource::Broker,
+            ..ctx()
+        };
+        // The host reports a missing node as InvalidInput: for the store it is Internal.
+        let e = ctx.from_broker(
+            "commit",
+            &PluginError::invalid_input("ZooKeeper: node not exists").with_code(-101),
+        );
+        assert_eq!((e.kind, e.code), (ErrorKind::Internal, -101));
+        assert!(e.message.contains("the broker's session"), "{e}");
+        assert!(e.message.contains("node not exists"), "{e}");
+        let e = ctx.from_broker(
+            "scan",
+            &PluginError::unavailable("ZooKeeper: not connected").with_code(-4),
+        );
+        assert_eq!((e.kind, e.code), (ErrorKind::Unavailable, -4));
+        // Permission errors are retriable, with a hint naming the root.
+        let e = ctx.from_broker(
+            "x",
+            &PluginError::invalid_input("ZooKeeper: not authorized").with_code(-102),
+        );
+        assert_eq!(e.kind, ErrorKind::Unavailable);
+        assert!(
+            e.message.contains("/drover (below the broker's chroot)"),
+            "{e}"
+        );
+        let e = ctx.from_zk("x", ZkError::Timeout);
+        assert!(!e.message.contains("127.0.0.1"), "{e}");
     }
 }

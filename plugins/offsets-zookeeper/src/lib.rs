@@ -5,19 +5,34 @@
 //!
 //! ```toml
 //! [plugins.config.zookeeper]
-//! connect = "zk1:2181,zk2:2181,zk3:2181"  # required; host:port pairs, no path
-//! chroot = "/drover"                       # optional; created when missing
+//! connect = "zk1:2181,zk2:2181,zk3:2181"  # required standalone; host:port pairs, no path
+//! chroot = "/drover"                       # optional; created when missing (see below)
 //! session_timeout_ms = 18000               # optional; asked of the server
 //! request_timeout_ms = 10000               # optional; bound on each ZooKeeper wait
 //! max_metadata_bytes = 4096                # optional; longer commit metadata is refused
 //! max_multi_bytes = 524288                 # optional; bound on one multi-operation
 //! ```
 //!
-//! See [`config`] for the ranges. The store opens its own ZooKeeper session.
-//! TODO(cluster mode): when the broker runs with ZooKeeper it passes its own session in
-//! [`PluginContext::zookeeper`]; the store should then use that session (through the
-//! ABI's `ZkSession`) instead of opening a second one. Not implemented yet: the store
-//! logs that it ignores the offered session and connects with its own config.
+//! See [`config`] for the ranges.
+//!
+//! # Which ZooKeeper session
+//!
+//! - **Standalone broker** (`HostServices.zookeeper` is `RNone`): the store opens its
+//!   own session from `connect` ([`connection`]); `connect` is required and `chroot`
+//!   is an absolute path on that ensemble.
+//! - **Cluster mode** (the broker lends its session in [`PluginContext::zookeeper`]):
+//!   the store uses the broker's session (the ABI's synchronous `ZkSession`) and opens
+//!   none of its own. Paths are then relative to the broker's chroot: `chroot` names
+//!   the store's root below it (default `/`, the broker's chroot itself), so offsets
+//!   live at `<broker chroot><chroot>/consumers/...`; `connect` may be left out and is
+//!   ignored (as is `session_timeout_ms`; the host bounds every call by the broker's
+//!   session timeout, and `request_timeout_ms` does not apply). Opening makes no
+//!   request, because the broker may not be connected yet: the first commit creates the
+//!   root. The store follows the broker across session expiries.
+//!
+//! The store logs once at open which session it uses. The logic — layout, batching into
+//! multi-operations, size limits, conflict retries — is the same over both
+//! ([`backend`]).
 //!
 //! # Layout
 //!
@@ -56,10 +71,13 @@
 //!
 //! # Availability
 //!
-//! Every ZooKeeper request is bounded by `request_timeout_ms`: while ZooKeeper is down,
-//! calls fail with `Unavailable` (retriable) after at most about that long, never hang.
-//! The session reconnects by itself, and a new session is opened when the old one has
-//! expired, so service resumes when ZooKeeper is back. See [`connection`] and [`errors`].
+//! With its own session, every ZooKeeper request is bounded by `request_timeout_ms`:
+//! while ZooKeeper is down, calls fail with `Unavailable` (retriable) after at most
+//! about that long, never hang. The session reconnects by itself, and a new session is
+//! opened when the old one has expired, so service resumes when ZooKeeper is back. See
+//! [`connection`] and [`errors`]. Over the broker's session the host gives the same
+//! guarantees, with its session timeout as the bound, and the broker opens the new
+//! session after an expiry (calls in between wait for it, within that bound).
 //!
 //! # Errors
 //!
@@ -67,6 +85,7 @@
 //! multi) refuses the whole batch with `InvalidInput`. A node value this store cannot
 //! decode is `Internal`, naming the node. After `close` every call returns `Closed`.
 
+pub mod backend;
 pub mod config;
 pub mod connection;
 pub mod errors;
@@ -81,7 +100,10 @@ use drover_abi::{
     OffsetKey, OffsetRecord, PluginError, TopicPartitions,
 };
 
-use crate::{config::Config, store::Store};
+use crate::{
+    config::{Config, SessionSource},
+    store::Store,
+};
 
 /// The `zookeeper` offset-store plugin: a [`Store`] opened from the plugin's config.
 pub struct ZookeeperStore {
@@ -89,10 +111,25 @@ pub struct ZookeeperStore {
 }
 
 impl ZookeeperStore {
-    /// Opens a store from a config string (the TOML the host passes the plugin).
+    /// Opens a store with its own session from a config string (the TOML the host
+    /// passes the plugin). Errors: `InvalidConfig` (see [`Config::parse`]),
+    /// `Unavailable` when ZooKeeper cannot be reached (see [`Store::open`]).
     pub fn open_with_config(config: &str) -> Result<ZookeeperStore, PluginError> {
         Ok(ZookeeperStore {
             store: Store::open(Config::parse(config)?)?,
+        })
+    }
+
+    /// Opens a store over the broker's ZooKeeper `session` (cluster mode) from a config
+    /// string; paths are below the broker's chroot. Errors: `InvalidConfig` only (see
+    /// [`Config::parse_for`]); no ZooKeeper request is made.
+    pub fn open_with_session(
+        config: &str,
+        session: drover_abi::host::ZkSessionArc,
+    ) -> Result<ZookeeperStore, PluginError> {
+        let config = Config::parse_for(config, SessionSource::Broker)?;
+        Ok(ZookeeperStore {
+            store: Store::open_with_session(config, session),
         })
     }
 
@@ -110,14 +147,10 @@ impl PluginInfo for ZookeeperStore {
 
 impl OffsetStorePlugin for ZookeeperStore {
     fn open(ctx: &PluginContext) -> Result<Self, PluginError> {
-        if ctx.zookeeper.is_some() {
-            // TODO(cluster mode): use the broker's session instead of opening our own.
-            tracing::info!(
-                "the broker offered its ZooKeeper session; this version of the zookeeper \
-                 offset store opens its own session from its config"
-            );
+        match &ctx.zookeeper {
+            Some(session) => ZookeeperStore::open_with_session(&ctx.config, session.clone()),
+            None => ZookeeperStore::open_with_config(&ctx.config),
         }
-        ZookeeperStore::open_with_config(&ctx.config)
     }
 
     fn commit(&self, batch: &[OffsetRecord]) -> Result<(), PluginError> {

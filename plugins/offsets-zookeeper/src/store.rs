@@ -1,39 +1,37 @@
-//! The store proper: a [`Connection`] behind an open/closed switch, and the offset
-//! operations on the [`crate::layout`].
+//! The store proper: a [`Backend`] (the store's own session, or the broker's) behind an
+//! open/closed switch, and the offset operations on the [`crate::layout`]. The logic
+//! here — planning commits into multi-operations within `max_multi_bytes`, re-planning
+//! after concurrent changes, batched reads, scans and deletes — is the same over both
+//! backends; only the primitives in [`crate::backend`] differ.
 //!
 //! Every operation holds a read lock on the switch for its whole duration, so
-//! [`Store::close`] (which takes the write lock) waits for calls in flight, then closes
-//! the session and stops the runtime; later calls find the switch empty and return
+//! [`Store::close`] (which takes the write lock) waits for calls in flight, then
+//! releases the backend (closing the store's own session and stopping its runtime;
+//! the broker's session is left open); later calls find the switch empty and return
 //! `Closed`.
 //!
-//! Reads are batched and pipelined: [`READ_BATCH`] nodes are read with one ZooKeeper
-//! multi-read, and [`READS_IN_FLIGHT`] multi-reads are in flight at once on the session,
-//! so fetching thousands of offsets costs a few round trips, not thousands.
+//! Reads are batched: [`READ_BATCH`] nodes are read with one ZooKeeper multi-read, and
+//! [`READS_IN_FLIGHT`] multi-reads are in flight at once on the store's own session
+//! (over the broker's session, single reads from that many threads), so fetching
+//! thousands of offsets costs a few round trips, not thousands.
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
     sync::{PoisonError, RwLock, RwLockReadGuard},
 };
 
-use drover_abi::{OffsetKey, OffsetRecord, PluginError, TopicPartitions};
-use futures_util::{stream, StreamExt, TryStreamExt};
-use zookeeper_client::{
-    Acls, Client, CreateMode, CreateOptions, Error as ZkError, MultiReadResult, MultiWriteError,
-    Stat,
-};
+use drover_abi::{host::ZkSessionArc, OffsetKey, OffsetRecord, PluginError, TopicPartitions};
+use zookeeper_client::Error as ZkError;
 
+pub use crate::backend::{READS_IN_FLIGHT, READ_BATCH};
 use crate::{
-    config::Config,
+    backend::{Backend, Fault, Found, MultiOutcome, Read},
+    config::{Config, SessionSource},
     connection::Connection,
-    errors::closed,
+    errors::{closed, ErrorContext},
     layout::{self, Layout},
 };
 
-/// Reads batched into one ZooKeeper multi-read (`get_data` or `get_children` of this
-/// many nodes in one request).
-pub const READ_BATCH: usize = 256;
-/// Multi-reads in flight at once (pipelined on the session).
-pub const READS_IN_FLIGHT: usize = 8;
 /// How many times one commit or delete re-plans after a concurrent change (a node
 /// created or deleted by another writer between planning and writing) before giving up
 /// with `Unavailable`.
@@ -42,10 +40,8 @@ pub const MAX_CONFLICTS: usize = 16;
 /// (operation header, ACL, flags, version, length prefixes), rounded up.
 const OP_OVERHEAD: usize = 64;
 
-/// Nodes are created persistent and open to everyone, like Kafka's ZooKeeper nodes
-/// without `zookeeper.set.acl`; restrict access with ACLs on the chroot's parent or
-/// network policy.
-const PERSISTENT: CreateOptions<'static> = CreateMode::Persistent.with_acls(Acls::anyone_all());
+/// A node's data and its modification time (ms since the epoch; 0 when unknown).
+type NodeData = (Vec<u8>, i64);
 
 /// An open ZooKeeper offset store.
 pub struct Store {
@@ -53,15 +49,16 @@ pub struct Store {
     config: Config,
 }
 
-/// What an open store has: the session and the paths.
+/// What an open store has: the backend, the paths and how errors are described.
 struct Inner {
-    conn: Connection,
+    backend: Backend,
     layout: Layout,
     config: Config,
+    errors: ErrorContext,
 }
 
-/// One write in a multi.
-enum Op {
+/// One write in a multi-operation (paths below the session's chroot).
+pub enum Op {
     /// Create a parent node (empty value).
     Dir(String),
     /// Create a partition node.
@@ -73,7 +70,8 @@ enum Op {
 }
 
 impl Op {
-    fn path(&self) -> &str {
+    /// The node the operation writes.
+    pub fn path(&self) -> &str {
         match self {
             Op::Dir(p) | Op::Create(p, _) | Op::Set(p, _) | Op::Delete(p) => p,
         }
@@ -142,49 +140,87 @@ fn pack(units: Vec<Unit>, max: usize) -> Vec<Chunk> {
     chunks
 }
 
-/// How a multi ended.
-enum MultiOutcome {
-    Done,
-    /// A node was created or deleted concurrently: plan again.
-    Conflict(String, ZkError),
-}
-
 impl Store {
-    /// Connects to ZooKeeper and creates `<chroot>/consumers` (and the chroot) when
-    /// missing. Errors: `Unavailable` when ZooKeeper cannot be reached within
+    /// Opens a store with its own session ([`SessionSource::Own`]): connects to
+    /// ZooKeeper and creates `<chroot>/consumers` (and the chroot) when missing.
+    /// Errors: `Unavailable` when ZooKeeper cannot be reached within
     /// `request_timeout_ms`; `InvalidConfig` when the chroot cannot be created for lack
     /// of permission.
     pub fn open(config: Config) -> Result<Store, PluginError> {
         let conn = Connection::open(&config)?;
         let layout = Layout::new(&config.chroot);
-        conn.block_on(async {
-            let client = conn.client().await?;
-            conn.io(client.mkdir(layout.consumers(), &PERSISTENT))
-                .await
-                .map_err(|e| {
-                    let what = format!("cannot create {}", layout.consumers());
-                    let err = conn.errors().from_zk(&what, e.clone());
-                    if matches!(e, ZkError::NoAuth) {
-                        PluginError::invalid_config(err.message.to_string()).with_code(err.code)
-                    } else {
-                        err
-                    }
-                })
-        })?;
+        let errors = ErrorContext::for_config(&config);
+        let backend = Backend::Own(Box::new(conn));
+        if let Err(fault) = backend.mkdir(layout.consumers()) {
+            let what = format!("cannot create {}", layout.consumers());
+            let err = describe(&errors, &what, fault.clone());
+            backend.shutdown();
+            return Err(if fault.is_no_auth() {
+                PluginError::invalid_config(err.message.to_string()).with_code(err.code)
+            } else {
+                err
+            });
+        }
         tracing::info!(
+            session = "own",
             connect = %config.connect,
             chroot = %config.chroot,
             max_metadata_bytes = config.max_metadata_bytes,
-            "zookeeper offset store opened"
+            "zookeeper offset store opened with its own ZooKeeper session"
         );
-        Ok(Store {
+        Ok(Store::with_backend(backend, layout, errors, config))
+    }
+
+    /// Opens a store over the broker's ZooKeeper `session` ([`SessionSource::Broker`],
+    /// cluster mode): paths are below the broker's chroot, so the offsets live at
+    /// `<broker chroot><config.chroot>/consumers/...`. Makes no ZooKeeper request (the
+    /// broker may not be connected yet): `<chroot>/consumers` is created by the first
+    /// commit. Never fails; `config.connect`, if any, is ignored.
+    pub fn open_with_session(config: Config, session: ZkSessionArc) -> Store {
+        let config = Config {
+            session: SessionSource::Broker,
+            ..config
+        };
+        let layout = Layout::new(&config.chroot);
+        let errors = ErrorContext::for_config(&config);
+        let backend = Backend::broker(session);
+        let session_id = match &backend {
+            Backend::Broker(b) => b.session_id(),
+            Backend::Own(_) => 0,
+        };
+        if !config.connect.is_empty() {
+            tracing::info!(
+                connect = %config.connect,
+                "`connect` is ignored: the zookeeper offset store uses the broker's session"
+            );
+        }
+        tracing::info!(
+            session = "broker",
+            broker_session_id = format_args!("{session_id:#x}"),
+            root = %config.chroot,
+            max_metadata_bytes = config.max_metadata_bytes,
+            "zookeeper offset store opened over the broker's ZooKeeper session; offsets \
+             under <broker chroot>{}",
+            layout.consumers()
+        );
+        Store::with_backend(backend, layout, errors, config)
+    }
+
+    fn with_backend(
+        backend: Backend,
+        layout: Layout,
+        errors: ErrorContext,
+        config: Config,
+    ) -> Store {
+        Store {
             inner: RwLock::new(Some(Inner {
-                conn,
+                backend,
                 layout,
                 config: config.clone(),
+                errors,
             })),
             config,
-        })
+        }
     }
 
     /// Writes `batch` with multi-operations (see the crate docs on atomicity). Refuses
@@ -196,7 +232,7 @@ impl Store {
             if batch.is_empty() {
                 return Ok(());
             }
-            inner.conn.block_on(inner.commit(batch))
+            inner.commit(batch)
         })
     }
 
@@ -207,22 +243,22 @@ impl Store {
         group: &str,
         partitions: &[TopicPartitions],
     ) -> Result<Vec<OffsetRecord>, PluginError> {
-        self.with(|inner| inner.conn.block_on(inner.fetch(group, partitions)))
+        self.with(|inner| inner.fetch(group, partitions))
     }
 
     /// Every committed offset of `group`, in key order (empty for an unknown group).
     pub fn fetch_group(&self, group: &str) -> Result<Vec<OffsetRecord>, PluginError> {
-        self.with(|inner| inner.conn.block_on(inner.fetch_group(group)))
+        self.with(|inner| inner.fetch_group(group))
     }
 
     /// Every group with at least one committed offset, sorted.
     pub fn list_groups(&self) -> Result<Vec<String>, PluginError> {
-        self.with(|inner| inner.conn.block_on(inner.list_groups()))
+        self.with(|inner| inner.list_groups())
     }
 
     /// Deletes every offset of `group`; returns how many there were.
     pub fn delete_group(&self, group: &str) -> Result<u64, PluginError> {
-        self.with(|inner| inner.conn.block_on(inner.delete_group(group)))
+        self.with(|inner| inner.delete_group(group))
     }
 
     /// Up to `limit` records strictly after `after` (from the start when `None`), in key
@@ -240,7 +276,7 @@ impl Store {
                 ));
             }
             let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-            inner.conn.block_on(inner.scan(after, limit))
+            inner.scan(after, limit)
         })
     }
 
@@ -250,8 +286,9 @@ impl Store {
         self.with(|_| Ok(()))
     }
 
-    /// Waits for calls in flight, then closes the session and stops the runtime. Later
-    /// calls return `Closed`; closing again is a no-op.
+    /// Waits for calls in flight, then releases the backend: closes the store's own
+    /// session and stops its runtime (the broker's session stays open). Later calls
+    /// return `Closed`; closing again is a no-op.
     pub fn close(&self) -> Result<(), PluginError> {
         let taken = self
             .inner
@@ -259,10 +296,14 @@ impl Store {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(inner) = taken {
-            inner.conn.shutdown();
+            inner.backend.shutdown();
             tracing::info!(
                 connect = %self.config.connect,
                 chroot = %self.config.chroot,
+                session = match self.config.session {
+                    SessionSource::Own => "own",
+                    SessionSource::Broker => "broker",
+                },
                 "zookeeper offset store closed"
             );
         }
@@ -284,6 +325,15 @@ impl Store {
         // A panic while holding the write lock (in `close`) leaves `None` or the store
         // intact; either state is consistent.
         self.inner.read().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The [`PluginError`] for `fault` while doing `what`.
+fn describe(errors: &ErrorContext, what: &str, fault: Fault) -> PluginError {
+    match fault {
+        Fault::Zk(e) => errors.from_zk(what, e),
+        Fault::Broker(e) => errors.from_broker(what, &e),
+        Fault::Described(e) => e,
     }
 }
 
@@ -325,9 +375,29 @@ fn decode_partitions(parent: &str, children: Vec<String>) -> Vec<i32> {
     partitions
 }
 
+/// The children a batched read found, or an error if it found data.
+fn expect_children(found: Option<Found>) -> Result<Option<Vec<String>>, Fault> {
+    match found {
+        None => Ok(None),
+        Some(Found::Children(children)) => Ok(Some(children)),
+        Some(other) => Err(unexpected("children", &other)),
+    }
+}
+
+/// A batched read that answered the wrong kind of result.
+fn unexpected(expected: &str, got: &Found) -> Fault {
+    let got = match got {
+        Found::Data { .. } => "data",
+        Found::Children(_) => "children",
+    };
+    Fault::Zk(ZkError::UnexpectedError(format!(
+        "batched read: expected {expected}, got {got}"
+    )))
+}
+
 impl Inner {
-    fn err(&self, what: &str, e: ZkError) -> PluginError {
-        self.conn.errors().from_zk(what, e)
+    fn err(&self, what: &str, fault: Fault) -> PluginError {
+        describe(&self.errors, what, fault)
     }
 
     fn validate(&self, batch: &[OffsetRecord]) -> Result<(), PluginError> {
@@ -363,117 +433,51 @@ impl Inner {
         Ok(())
     }
 
-    async fn children(&self, client: &Client, path: &str) -> Result<Option<Vec<String>>, ZkError> {
-        match self.conn.io(client.list_children(path)).await {
-            Ok(children) => Ok(Some(children)),
-            Err(ZkError::NoNode) => Ok(None),
-            Err(e) => Err(e),
-        }
+    fn children(&self, path: &str) -> Result<Option<Vec<String>>, Fault> {
+        self.backend.children(path)
     }
 
-    /// Reads many nodes with batched, pipelined multi-reads: for each path in order,
-    /// its data and stat (`get_children == false`) or its children, `None` when the
-    /// node does not exist.
-    async fn read_many(
-        &self,
-        client: &Client,
-        paths: &[String],
-        get_children: bool,
-    ) -> Result<Vec<Option<MultiReadResult>>, ZkError> {
-        let batches: Vec<Vec<Option<MultiReadResult>>> = stream::iter(paths.chunks(READ_BATCH))
-            .map(|batch| async move {
-                let mut reader = client.new_multi_reader();
-                for path in batch {
-                    if get_children {
-                        reader.add_get_children(path)?;
-                    } else {
-                        reader.add_get_data(path)?;
-                    }
-                }
-                let results = self.conn.io(reader.commit()).await?;
-                if results.len() != batch.len() {
-                    return Err(ZkError::UnexpectedError(format!(
-                        "multi-read of {} nodes answered {} results",
-                        batch.len(),
-                        results.len()
-                    )));
-                }
-                results
-                    .into_iter()
-                    .map(|r| match r {
-                        MultiReadResult::Error {
-                            err: ZkError::NoNode,
-                        } => Ok(None),
-                        MultiReadResult::Error { err } => Err(err),
-                        found => Ok(Some(found)),
-                    })
-                    .collect()
-            })
-            .buffered(READS_IN_FLIGHT)
-            .try_collect()
-            .await?;
-        Ok(batches.into_iter().flatten().collect())
-    }
-
-    /// The data and stat of each of `paths` (`None`: no such node).
-    async fn get_many(
-        &self,
-        client: &Client,
-        paths: &[String],
-    ) -> Result<Vec<Option<(Vec<u8>, Stat)>>, ZkError> {
-        let results = self.read_many(client, paths, false).await?;
-        results
+    /// The data and modification time of each of `paths` (`None`: no such node), with
+    /// batched reads.
+    fn get_many(&self, paths: &[String]) -> Result<Vec<Option<NodeData>>, Fault> {
+        let reads: Vec<Read<'_>> = paths.iter().map(|p| Read::Data(p)).collect();
+        self.backend
+            .read_many(&reads)?
             .into_iter()
-            .map(|r| match r {
+            .map(|found| match found {
                 None => Ok(None),
-                Some(MultiReadResult::Data { data, stat }) => Ok(Some((data, stat))),
-                Some(other) => Err(ZkError::UnexpectedError(format!(
-                    "multi-read: expected data, got {other:?}"
-                ))),
+                Some(Found::Data { data, mtime_ms }) => Ok(Some((data, mtime_ms))),
+                Some(other) => Err(unexpected("data", &other)),
             })
             .collect()
     }
 
-    /// The children of each of `paths` (`None`: no such node).
-    async fn children_many(
-        &self,
-        client: &Client,
-        paths: &[String],
-    ) -> Result<Vec<Option<Vec<String>>>, ZkError> {
-        let results = self.read_many(client, paths, true).await?;
-        results
+    /// The children of each of `paths` (`None`: no such node), with batched reads.
+    fn children_many(&self, paths: &[String]) -> Result<Vec<Option<Vec<String>>>, Fault> {
+        let reads: Vec<Read<'_>> = paths.iter().map(|p| Read::Children(p)).collect();
+        self.backend
+            .read_many(&reads)?
             .into_iter()
-            .map(|r| match r {
-                None => Ok(None),
-                Some(MultiReadResult::Children { children }) => Ok(Some(children)),
-                Some(other) => Err(ZkError::UnexpectedError(format!(
-                    "multi-read: expected children, got {other:?}"
-                ))),
-            })
+            .map(expect_children)
             .collect()
     }
 
     /// Reads the partition nodes of `keys`; absent ones are left out.
-    async fn read_records(
-        &self,
-        client: &Client,
-        keys: Vec<(&str, &str, i32)>,
-    ) -> Result<Vec<OffsetRecord>, PluginError> {
+    fn read_records(&self, keys: Vec<(&str, &str, i32)>) -> Result<Vec<OffsetRecord>, PluginError> {
         let paths: Vec<String> = keys
             .iter()
             .map(|&(g, t, p)| self.layout.partition(g, t, p))
             .collect();
         let found = self
-            .get_many(client, &paths)
-            .await
+            .get_many(&paths)
             .map_err(|e| self.err("read offsets", e))?;
         let mut out = Vec::with_capacity(found.len());
         for (((group, topic, partition), path), found) in keys.into_iter().zip(&paths).zip(found) {
-            let Some((data, stat)) = found else {
+            let Some((data, mtime_ms)) = found else {
                 continue;
             };
-            let value = layout::decode_value(&data, stat.mtime)
-                .map_err(|why| self.conn.errors().bad_value(path, &why))?;
+            let value = layout::decode_value(&data, mtime_ms)
+                .map_err(|why| self.errors.bad_value(path, &why))?;
             out.push(OffsetRecord {
                 group: group.into(),
                 topic: topic.into(),
@@ -486,7 +490,7 @@ impl Inner {
         Ok(out)
     }
 
-    async fn commit(&self, batch: &[OffsetRecord]) -> Result<(), PluginError> {
+    fn commit(&self, batch: &[OffsetRecord]) -> Result<(), PluginError> {
         // Later records for a key win; key order keeps each group's records together.
         let mut latest: BTreeMap<(&str, &str, i32), &OffsetRecord> = BTreeMap::new();
         for r in batch {
@@ -496,13 +500,11 @@ impl Inner {
         let mut done = 0;
         let mut conflicts = 0;
         'plan: while done < records.len() {
-            let client = self.conn.client().await?;
             let chunks = self
-                .plan(&client, &records[done..])
-                .await
+                .plan(&records[done..])
                 .map_err(|e| self.err("commit", e))?;
             for chunk in chunks {
-                match self.multi(&client, &chunk.ops, "commit").await? {
+                match self.multi(&chunk.ops, "commit")? {
                     MultiOutcome::Done => done += chunk.records,
                     MultiOutcome::Conflict(path, e) => {
                         conflicts += 1;
@@ -518,22 +520,18 @@ impl Inner {
         Ok(())
     }
 
-    fn too_many_conflicts(&self, what: &str, path: &str, e: ZkError) -> PluginError {
+    fn too_many_conflicts(&self, what: &str, path: &str, e: Fault) -> PluginError {
         PluginError::unavailable(format!(
             "offset store `zookeeper`: {what}: gave up after {MAX_CONFLICTS} concurrent changes \
              by other writers (last: {e} at {path}); retry"
         ))
-        .with_code(crate::errors::zk_code(&e))
+        .with_code(e.code())
     }
 
     /// Finds which nodes `records` need created and which exist, and turns them into
     /// multis: parent nodes created before their children, one group per multi when
     /// it fits.
-    async fn plan(
-        &self,
-        client: &Client,
-        records: &[&OffsetRecord],
-    ) -> Result<Vec<Chunk>, ZkError> {
+    fn plan(&self, records: &[&OffsetRecord]) -> Result<Vec<Chunk>, Fault> {
         let mut groups: Vec<&str> = records.iter().map(|r| r.group.as_str()).collect();
         groups.dedup();
         let mut topics: Vec<(&str, &str)> = records
@@ -553,17 +551,22 @@ impl Inner {
             .iter()
             .map(|&(g, t)| self.layout.topic(g, t))
             .collect();
-        // Both reads at once: one round trip for a small batch.
-        let (found, topic_lists) = futures_util::future::try_join(
-            self.read_many(client, &paths, false),
-            self.children_many(client, &topic_paths),
-        )
-        .await?;
+        // Both kinds of reads in one batch: one round trip for a small batch.
+        let reads: Vec<Read<'_>> = paths
+            .iter()
+            .map(|p| Read::Data(p))
+            .chain(topic_paths.iter().map(|p| Read::Children(p)))
+            .collect();
+        let mut found = self.backend.read_many(&reads)?;
+        let topic_lists = found
+            .split_off(paths.len())
+            .into_iter()
+            .map(expect_children)
+            .collect::<Result<Vec<_>, Fault>>()?;
         if found[0].is_none() {
-            // Removed behind our back: recreate it (idempotent).
-            self.conn
-                .io(client.mkdir(self.layout.consumers(), &PERSISTENT))
-                .await?;
+            // Not created yet (over the broker's session, the first commit creates it),
+            // or removed behind our back: create it (idempotent).
+            self.backend.mkdir(self.layout.consumers())?;
         }
         let group_nodes: Vec<(bool, bool)> = found[1..]
             .chunks(2)
@@ -615,45 +618,15 @@ impl Inner {
     }
 
     /// Sends `ops` as one multi-operation.
-    async fn multi(
-        &self,
-        client: &Client,
-        ops: &[Op],
-        what: &str,
-    ) -> Result<MultiOutcome, PluginError> {
-        let mut writer = client.new_multi_writer();
-        for op in ops {
-            let added = match op {
-                Op::Dir(path) => writer.add_create(path, &[], &PERSISTENT),
-                Op::Create(path, data) => writer.add_create(path, data, &PERSISTENT),
-                Op::Set(path, data) => writer.add_set_data(path, data, None),
-                Op::Delete(path) => writer.add_delete(path, None),
-            };
-            added.map_err(|e| self.err(&format!("{what} ({})", op.path()), e))?;
-        }
-        let result = self.conn.io(async { Ok(writer.commit().await) }).await;
-        match result {
-            Err(e) => Err(self.err(what, e)),
-            Ok(Ok(_)) => Ok(MultiOutcome::Done),
-            Ok(Err(MultiWriteError::OperationFailed { index, source })) => {
-                let path = ops.get(index).map_or("?", Op::path).to_owned();
-                match source {
-                    ZkError::NodeExists | ZkError::NoNode | ZkError::NotEmpty => {
-                        Ok(MultiOutcome::Conflict(path, source))
-                    }
-                    e => Err(self.err(&format!("{what} ({path})"), e)),
-                }
-            }
-            Ok(Err(MultiWriteError::RequestFailed { source })) => Err(self.err(what, source)),
-        }
+    fn multi(&self, ops: &[Op], what: &str) -> Result<MultiOutcome, PluginError> {
+        self.backend.multi(ops).map_err(|e| self.err(what, e))
     }
 
-    async fn fetch(
+    fn fetch(
         &self,
         group: &str,
         partitions: &[TopicPartitions],
     ) -> Result<Vec<OffsetRecord>, PluginError> {
-        let client = self.conn.client().await?;
         let keys = partitions
             .iter()
             .flat_map(|tp| {
@@ -663,17 +636,13 @@ impl Inner {
                     .map(move |&p| (group, tp.topic.as_str(), p))
             })
             .collect();
-        self.read_records(&client, keys).await
+        self.read_records(keys)
     }
 
     /// The topics of `group` (decoded, sorted) with their partitions (sorted).
-    async fn group_partitions(
-        &self,
-        client: &Client,
-        group: &str,
-    ) -> Result<Vec<(String, Vec<i32>)>, ZkError> {
+    fn group_partitions(&self, group: &str) -> Result<Vec<(String, Vec<i32>)>, Fault> {
         let offsets = self.layout.offsets(group);
-        let Some(children) = self.children(client, &offsets).await? else {
+        let Some(children) = self.children(&offsets)? else {
             return Ok(Vec::new());
         };
         let topics = decode_names(&offsets, children);
@@ -681,7 +650,7 @@ impl Inner {
             .iter()
             .map(|(topic, _)| self.layout.topic(group, topic))
             .collect();
-        let lists = self.children_many(client, &paths).await?;
+        let lists = self.children_many(&paths)?;
         Ok(topics
             .into_iter()
             .zip(paths.iter().zip(lists))
@@ -694,37 +663,33 @@ impl Inner {
             .collect())
     }
 
-    async fn fetch_group(&self, group: &str) -> Result<Vec<OffsetRecord>, PluginError> {
-        let client = self.conn.client().await?;
+    fn fetch_group(&self, group: &str) -> Result<Vec<OffsetRecord>, PluginError> {
         let topics = self
-            .group_partitions(&client, group)
-            .await
+            .group_partitions(group)
             .map_err(|e| self.err(&format!("fetch offsets of group `{group}`"), e))?;
         let keys = topics
             .iter()
             .flat_map(|(topic, ps)| ps.iter().map(move |&p| (group, topic.as_str(), p)))
             .collect();
-        self.read_records(&client, keys).await
+        self.read_records(keys)
     }
 
-    async fn list_groups(&self) -> Result<Vec<String>, PluginError> {
-        let client = self.conn.client().await?;
-        self.groups_with_offsets(&client)
-            .await
+    fn list_groups(&self) -> Result<Vec<String>, PluginError> {
+        self.groups_with_offsets()
             .map_err(|e| self.err("list groups", e))
     }
 
     /// The groups (sorted) with at least one partition node. Looks at one topic of
     /// every group at a time, with multi-reads: usually the first topic settles it.
-    async fn groups_with_offsets(&self, client: &Client) -> Result<Vec<String>, ZkError> {
+    fn groups_with_offsets(&self) -> Result<Vec<String>, Fault> {
         let consumers = self.layout.consumers();
-        let children = self.children(client, consumers).await?.unwrap_or_default();
+        let children = self.children(consumers)?.unwrap_or_default();
         let groups: Vec<String> = decode_names(consumers, children)
             .into_iter()
             .map(|(g, _)| g)
             .collect();
         let offsets: Vec<String> = groups.iter().map(|g| self.layout.offsets(g)).collect();
-        let topic_lists = self.children_many(client, &offsets).await?;
+        let topic_lists = self.children_many(&offsets)?;
         // Per group: its topics not looked at yet (in reverse, to pop the next).
         let mut pending: Vec<(usize, Vec<String>)> = topic_lists
             .into_iter()
@@ -750,7 +715,7 @@ impl Inner {
                 None => false,
             });
             let paths: Vec<String> = probes.iter().map(|(_, p)| p.clone()).collect();
-            let lists = self.children_many(client, &paths).await?;
+            let lists = self.children_many(&paths)?;
             for ((i, path), partitions) in probes.iter().zip(lists) {
                 if partitions.is_some_and(|c| !decode_partitions(path, c).is_empty()) {
                     has[*i] = true;
@@ -765,21 +730,16 @@ impl Inner {
             .collect())
     }
 
-    async fn delete_group(&self, group: &str) -> Result<u64, PluginError> {
+    fn delete_group(&self, group: &str) -> Result<u64, PluginError> {
         let what = format!("delete group `{group}`");
         let mut deleted = 0u64;
         let mut conflicts = 0;
         'plan: loop {
-            let client = self.conn.client().await?;
-            let Some(chunks) = self
-                .plan_delete(&client, group)
-                .await
-                .map_err(|e| self.err(&what, e))?
-            else {
+            let Some(chunks) = self.plan_delete(group).map_err(|e| self.err(&what, e))? else {
                 return Ok(deleted);
             };
             for chunk in chunks {
-                match self.multi(&client, &chunk.ops, &what).await? {
+                match self.multi(&chunk.ops, &what)? {
                     MultiOutcome::Done => deleted += chunk.records as u64,
                     MultiOutcome::Conflict(path, e) => {
                         conflicts += 1;
@@ -799,24 +759,19 @@ impl Inner {
     /// many multis as needed), then in one last multi the topic nodes, `offsets`, and the
     /// group node itself unless it has other children (such as the `ids` and `owners`
     /// of Kafka's old consumers). `None` when the group has no `offsets` node.
-    async fn plan_delete(
-        &self,
-        client: &Client,
-        group: &str,
-    ) -> Result<Option<Vec<Chunk>>, ZkError> {
+    fn plan_delete(&self, group: &str) -> Result<Option<Vec<Chunk>>, Fault> {
         let offsets = self.layout.offsets(group);
-        let Some(topic_nodes) = self.children(client, &offsets).await? else {
+        let Some(topic_nodes) = self.children(&offsets)? else {
             return Ok(None);
         };
         let group_children = self
-            .children(client, &self.layout.group(group))
-            .await?
+            .children(&self.layout.group(group))?
             .unwrap_or_default();
         let topic_paths: Vec<String> = topic_nodes
             .iter()
             .map(|node| format!("{offsets}/{node}"))
             .collect();
-        let lists = self.children_many(client, &topic_paths).await?;
+        let lists = self.children_many(&topic_paths)?;
         let leaves: Vec<(String, Vec<String>)> = topic_paths
             .into_iter()
             .zip(lists)
@@ -840,17 +795,15 @@ impl Inner {
         Ok(Some(chunks))
     }
 
-    async fn scan(
+    fn scan(
         &self,
         after: Option<&OffsetKey>,
         limit: usize,
     ) -> Result<Vec<OffsetRecord>, PluginError> {
-        let client = self.conn.client().await?;
         let mut cursor = after.cloned();
         loop {
             let keys = self
-                .scan_keys(&client, cursor.as_ref(), limit)
-                .await
+                .scan_keys(cursor.as_ref(), limit)
                 .map_err(|e| self.err("scan offsets", e))?;
             let Some((g, t, p)) = keys.last() else {
                 return Ok(Vec::new());
@@ -860,14 +813,11 @@ impl Inner {
                 topic: t.as_str().into(),
                 partition: *p,
             };
-            let records = self
-                .read_records(
-                    &client,
-                    keys.iter()
-                        .map(|(g, t, p)| (g.as_str(), t.as_str(), *p))
-                        .collect(),
-                )
-                .await?;
+            let records = self.read_records(
+                keys.iter()
+                    .map(|(g, t, p)| (g.as_str(), t.as_str(), *p))
+                    .collect(),
+            )?;
             if !records.is_empty() {
                 return Ok(records);
             }
@@ -878,25 +828,21 @@ impl Inner {
     }
 
     /// Up to `limit` keys strictly after `after`, in key order, from the listings.
-    async fn scan_keys(
+    fn scan_keys(
         &self,
-        client: &Client,
         after: Option<&OffsetKey>,
         limit: usize,
-    ) -> Result<Vec<(String, String, i32)>, ZkError> {
+    ) -> Result<Vec<(String, String, i32)>, Fault> {
         let mut keys = Vec::new();
         let consumers = self.layout.consumers();
-        let groups = decode_names(
-            consumers,
-            self.children(client, consumers).await?.unwrap_or_default(),
-        );
+        let groups = decode_names(consumers, self.children(consumers)?.unwrap_or_default());
         for (group, _) in groups {
             if after.is_some_and(|a| group.as_str() < a.group.as_str()) {
                 continue;
             }
             let same_group = after.filter(|a| a.group.as_str() == group);
             let offsets = self.layout.offsets(&group);
-            let Some(topics) = self.children(client, &offsets).await? else {
+            let Some(topics) = self.children(&offsets)? else {
                 continue;
             };
             let topics: Vec<String> = decode_names(&offsets, topics)
@@ -908,7 +854,7 @@ impl Inner {
             for batch in topics.chunks(READ_BATCH) {
                 let paths: Vec<String> =
                     batch.iter().map(|t| self.layout.topic(&group, t)).collect();
-                let lists = self.children_many(client, &paths).await?;
+                let lists = self.children_many(&paths)?;
                 for ((topic, path), partitions) in batch.iter().zip(&paths).zip(lists) {
                     let Some(partitions) = partitions else {
                         continue;
