@@ -84,6 +84,14 @@ pub enum CoordinatorInput {
         /// The frame bytes.
         bytes: RVec<u8>,
     },
+    /// Connection `conn` sent its first request for the coordinator; `peer` is the
+    /// client's IP address (Kafka's DescribeGroups shows it as the member's host).
+    ConnectionOpened {
+        /// The connection id.
+        conn: u64,
+        /// The client's IP address, as text.
+        peer: RString,
+    },
     /// Connection `conn` closed (by the peer, by an error or by a `CloseConnection`).
     ConnectionClosed {
         /// The connection id.

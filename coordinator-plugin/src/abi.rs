@@ -68,6 +68,10 @@ pub fn input_from_abi(input: CoordinatorInput) -> Input {
             op: OpId(op),
             result: result.into_result().map_err(StoreError::from),
         },
+        CoordinatorInput::ConnectionOpened { conn, peer } => Input::ConnectionOpened {
+            conn: ConnId(conn),
+            peer: peer.into_string(),
+        },
         CoordinatorInput::TopicIds { topics } => Input::TopicIds {
             ids: topics
                 .iter()

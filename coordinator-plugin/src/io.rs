@@ -25,6 +25,15 @@ pub enum Input {
         /// The frame bytes after the size prefix.
         bytes: Bytes,
     },
+    /// `conn` sent its first request for the coordinator, from IP address `peer`
+    /// (reported as the member host of Kafka groups). Optional: without it the host is
+    /// empty.
+    ConnectionOpened {
+        /// The connection.
+        conn: ConnId,
+        /// The client's IP address.
+        peer: String,
+    },
     /// `conn` closed (by the peer, an error, or a [`Output::CloseConnection`]).
     ConnectionClosed {
         /// The connection.

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+import pytest
+
 from cluster_testlib import wait_until
 from conftest import _die_with_parent, install_plugins, start_or_fail
 
@@ -25,7 +27,8 @@ PLUGIN_LIBS = [
     "libdrover_offsets_embedded.so",
 ]
 
-# Short delays keep the tests quick; Kafka's defaults are 3000 ms and 45000 ms.
+# Short delays keep the tests quick (Kafka's defaults: a 3000 ms initial rebalance delay,
+# KIP-848 sessions of 45000 ms with 5000 ms heartbeats).
 CONFIG = """\
 [plugins]
 required = ["drover-coordinator", "range", "round-robin", "sticky", "embedded"]
@@ -33,6 +36,8 @@ required = ["drover-coordinator", "range", "round-robin", "sticky", "embedded"]
 [plugins.config.drover-coordinator]
 initial_rebalance_delay_ms = 300
 min_session_timeout_ms = 1000
+consumer_session_timeout_ms = 3000
+consumer_heartbeat_interval_ms = 500
 """
 
 
@@ -40,6 +45,25 @@ def start_group_broker(broker_factory, extra: str = ""):
     b = broker_factory(CONFIG + extra, start=False)
     install_plugins(b, PLUGIN_LIBS)
     return start_or_fail(b)
+
+
+@pytest.fixture
+def group_broker(broker_factory):
+    """A started broker with the coordinator, the assignors and the embedded store."""
+    return start_group_broker(broker_factory)
+
+
+@pytest.fixture
+def consumers(tmp_path, request):
+    """Group member processes of the test; stopped at the end, their logs printed on
+    failure."""
+    cs = Consumers(tmp_path / "consumers")
+    cs.workdir.mkdir()
+    yield cs
+    cs.stop_all()
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        print("\n===== consumers =====\n" + cs.logs())
 
 
 @dataclass
@@ -129,3 +153,92 @@ class Consumers:
 
 def wait_for(predicate, timeout: float, what: str):
     return wait_until(predicate, timeout, what, interval=0.2)
+
+
+# ---------------------------------------------------------------------------------
+# Raw Kafka group requests the Python clients do not expose (ListGroups v5 with the
+# group type, OffsetDelete v0), on a RawConn of drover_testlib.
+# ---------------------------------------------------------------------------------
+API_LIST_GROUPS, API_OFFSET_DELETE = 16, 47
+
+
+def _compact_str(s: str) -> bytes:
+    from drover_testlib import uvarint
+    b = s.encode()
+    return uvarint(len(b) + 1) + b
+
+
+def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    n, shift = 0, 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return n, pos
+        shift += 7
+
+
+def _read_compact_str(buf: bytes, pos: int) -> tuple[str | None, int]:
+    n, pos = _read_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    return buf[pos:pos + n - 1].decode(), pos + n - 1
+
+
+def _skip_tags(buf: bytes, pos: int) -> int:
+    n, pos = _read_uvarint(buf, pos)
+    for _ in range(n):
+        _tag, pos = _read_uvarint(buf, pos)
+        size, pos = _read_uvarint(buf, pos)
+        pos += size
+    return pos
+
+
+def raw_list_groups(broker, states: list[str] = (), types: list[str] = ()) -> tuple[int, list[dict]]:
+    """ListGroups v5 (flexible) -> (error_code, [{group_id, protocol_type, state, type}])."""
+    import struct
+    from drover_testlib import RawConn, uvarint
+    body = (uvarint(len(states) + 1) + b"".join(_compact_str(s) for s in states)
+            + uvarint(len(types) + 1) + b"".join(_compact_str(t) for t in types) + b"\x00")
+    with RawConn(broker) as c:
+        corr = c.request(API_LIST_GROUPS, 5, body, flexible_header=True)
+        resp = c.recv_response(corr, flexible_header=True)
+    _throttle, err = struct.unpack_from(">ih", resp, 0)
+    pos = 6
+    n, pos = _read_uvarint(resp, pos)
+    groups = []
+    for _ in range(max(n - 1, 0)):
+        gid, pos = _read_compact_str(resp, pos)
+        ptype, pos = _read_compact_str(resp, pos)
+        state, pos = _read_compact_str(resp, pos)
+        gtype, pos = _read_compact_str(resp, pos)
+        pos = _skip_tags(resp, pos)
+        groups.append({"group_id": gid, "protocol_type": ptype, "state": state, "type": gtype})
+    return err, groups
+
+
+def raw_offset_delete(broker, group: str, topics: dict[str, list[int]]) -> tuple[int, dict]:
+    """OffsetDelete v0 -> (group error_code, {(topic, partition): error_code})."""
+    import struct
+    from drover_testlib import RawConn, kstr
+    body = kstr(group) + struct.pack(">i", len(topics))
+    for t, parts in topics.items():
+        body += kstr(t) + struct.pack(">i", len(parts)) + b"".join(struct.pack(">i", p) for p in parts)
+    with RawConn(broker) as c:
+        corr = c.request(API_OFFSET_DELETE, 0, body)
+        resp = c.recv_response(corr)
+    err, _throttle, nt = struct.unpack_from(">hii", resp, 0)
+    pos = 10
+    out = {}
+    for _ in range(nt):
+        (tl,) = struct.unpack_from(">h", resp, pos)
+        topic = resp[pos + 2:pos + 2 + tl].decode()
+        pos += 2 + tl
+        (np_,) = struct.unpack_from(">i", resp, pos)
+        pos += 4
+        for _ in range(np_):
+            p, e = struct.unpack_from(">ih", resp, pos)
+            pos += 6
+            out[(topic, p)] = e
+    return err, out

@@ -12,26 +12,10 @@ import time
 
 import pytest
 
-from drover_testlib import Msg, ck_create_topic, ck_produce, unique_topic
-from kafka_groups_testlib import Consumers, start_group_broker, wait_for
+from drover_testlib import Msg, ck_admin, ck_create_topic, ck_produce, unique_topic
+from kafka_groups_testlib import consumers, group_broker, wait_for  # noqa: F401 (fixtures)
 
 PARTITIONS = 6
-
-
-@pytest.fixture
-def group_broker(broker_factory):
-    return start_group_broker(broker_factory)
-
-
-@pytest.fixture
-def consumers(tmp_path, request):
-    cs = Consumers(tmp_path / "consumers")
-    cs.workdir.mkdir()
-    yield cs
-    cs.stop_all()
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed:
-        print("\n===== consumers =====\n" + cs.logs())
 
 
 def produce_round(broker, topic: str, tag: str, per_partition: int) -> None:
@@ -63,6 +47,10 @@ CLIENTS = [
     pytest.param("confluent", {"assignor": "range"}, id="confluent-range"),
     pytest.param("confluent", {"assignor": "roundrobin"}, id="confluent-roundrobin"),
     pytest.param("confluent", {"assignor": "cooperative-sticky"}, id="confluent-cooperative-sticky"),
+    pytest.param("confluent", {"protocol": "consumer", "assignor": "uniform"},
+                 id="confluent-kip848-uniform"),
+    pytest.param("confluent", {"protocol": "consumer", "assignor": "range"},
+                 id="confluent-kip848-range"),
     pytest.param("kafka-python", {"assignor": "range"}, id="kafka-python-range"),
     pytest.param("kcat", {}, id="kcat"),
 ]
@@ -82,6 +70,13 @@ def test_a_group_of_three_consumes_everything_and_survives_a_kill(group_broker, 
              "the group to consume the first round")
     wait_for(lambda: disjoint_full_assignment(members), 30,
              "a full, disjoint assignment over the three members")
+    # The group runs the protocol the clients asked for.
+    admin = ck_admin(b)  # alive until the future resolves
+    listing = {g.group_id: g for g in
+               admin.list_consumer_groups(request_timeout=10).result(timeout=15).valid}
+    want = "CONSUMER" if opts.get("protocol") == "consumer" else "CLASSIC"
+    assert group in listing, listing
+    assert listing[group].type.name == want, listing[group]
     # Kill one member holding partitions; the others take them over after its session
     # timeout, from its committed offsets.
     victim = next(m for m in members if m.current())

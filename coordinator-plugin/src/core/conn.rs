@@ -32,6 +32,8 @@ pub(crate) struct Conn {
     next_slot: u64,
     /// Set once RegisterConsumer succeeded on this connection.
     pub channel: Option<ChannelOf>,
+    /// The client's IP address, if the host told it.
+    pub peer: Option<String>,
 }
 
 impl Conn {

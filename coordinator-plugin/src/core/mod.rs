@@ -42,6 +42,8 @@ pub(crate) enum TimerKey {
     Member(GroupId, ConsumerId),
     /// A classic Kafka group's deadline.
     Classic(GroupId, kafka::ClassicTimer),
+    /// The earliest deadline of the KIP-848 groups.
+    ConsumerGroups,
 }
 
 /// An offset-store operation in flight.
@@ -344,6 +346,9 @@ impl Coordinator {
         self.run_timers();
         match input {
             Input::Frame { conn, bytes } => self.on_frame(conn, bytes),
+            Input::ConnectionOpened { conn, peer } => {
+                self.cx.conns.entry(conn).or_default().peer = Some(peer);
+            }
             Input::ConnectionClosed { conn } => self.on_closed(conn),
             Input::Timer => {}
             Input::TopicsChanged { topics } => self.on_topics(topics),
@@ -488,6 +493,7 @@ impl Coordinator {
                     }
                 }
                 TimerKey::Classic(gid, timer) => self.on_classic_timer(&gid, timer),
+                TimerKey::ConsumerGroups => self.on_consumer_timer(),
             }
         }
     }
@@ -614,6 +620,17 @@ impl Coordinator {
         if !r.group_id.is_empty() && !self.owns(&r.group_id) {
             let message = self.not_coordinator_message(&r.group_id);
             return refuse(&mut self.cx, ErrorCode::NOT_COORDINATOR, message);
+        }
+        if !r.group_id.is_empty() && !self.take_group_id(&r.group_id, kafka::GroupKind::Native) {
+            let message = format!(
+                "group {} is a Kafka consumer group with members (classic or KIP-848)",
+                r.group_id
+            );
+            return refuse(
+                &mut self.cx,
+                ErrorCode::INCONSISTENT_GROUP_PROTOCOL,
+                message,
+            );
         }
         let hold_until = self.hold_for(&r.group_id);
         let cx = &mut self.cx;
@@ -1131,6 +1148,7 @@ impl Coordinator {
                 g.progress(&mut self.cx);
             }
         }
+        self.consumer_topics_changed();
     }
 
     fn on_committed(&mut self, op: OpId, result: Result<(), StoreError>) {

@@ -472,8 +472,9 @@ impl World {
                 }
                 Output::Metric { .. } => {}
                 Output::DeleteOffsets { op, .. } => {
-                    self.violations
-                        .push(format!("t={now}: {op}: native consumers never delete offsets"));
+                    self.violations.push(format!(
+                        "t={now}: {op}: native consumers never delete offsets"
+                    ));
                 }
                 Output::Event(e) => {
                     // Events follow from the frames and operations hashed above.

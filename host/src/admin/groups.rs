@@ -1,8 +1,10 @@
 //! `GET /v1/groups` and `GET /v1/groups/{group}`: consumer groups as operators see
 //! them.
 //!
-//! Membership and assignment come from the coordinator (a native DescribeGroups
-//! request, docs/protocol.md §5.8, on an internal connection); committed offsets from
+//! Membership and assignment come from the coordinator: native groups from a native
+//! DescribeGroups request (docs/protocol.md §5.8), classic Kafka groups from Kafka's
+//! ListGroups and DescribeGroups (their assignments decoded from the `consumer`
+//! protocol), each on an internal connection; committed offsets from
 //! the active offset store; lag is the partition's log end offset minus the committed
 //! offset. Groups that only have committed offsets (no members) are listed as `empty`,
 //! as Kafka's ListGroups does.
@@ -31,13 +33,18 @@ use crate::broker::Broker;
 pub struct GroupSummary {
     /// Group id.
     pub group: String,
-    /// Group protocol: `native` (the coordinator-driven protocol of docs/protocol.md).
-    pub protocol: &'static str,
-    /// `stable`, `stopping`, `fetching`, `starting`, or `empty` (committed offsets only).
+    /// Group protocol: `native` (the coordinator-driven protocol of docs/protocol.md),
+    /// `classic` (Kafka's JoinGroup/SyncGroup) or `consumer` (KIP-848).
+    pub protocol: String,
+    /// Native groups: `stable`, `stopping`, `fetching`, `starting`, or `empty`
+    /// (committed offsets only); Kafka groups: Kafka's state name (`Stable`,
+    /// `PreparingRebalance`, `CompletingRebalance`, `Empty`, ...).
     pub state: String,
-    /// Current generation (0 before the first rebalance or when empty).
-    pub generation: i32,
-    /// The group's assignor, if it has members.
+    /// Current generation of a native group (0 before the first rebalance or when
+    /// empty); `null` for Kafka groups (Kafka's DescribeGroups does not report it).
+    pub generation: Option<i32>,
+    /// The group's assignor, if it has members (classic groups: the client-side
+    /// protocol the members chose, such as `range` or `cooperative-sticky`).
     pub assignor: Option<String>,
     /// Registered consumers.
     pub members: usize,
@@ -48,12 +55,12 @@ pub struct GroupSummary {
 pub struct GroupDetail {
     /// Group id.
     pub group: String,
-    /// Group protocol: `native`.
-    pub protocol: &'static str,
+    /// See [`GroupSummary::protocol`].
+    pub protocol: String,
     /// See [`GroupSummary::state`].
     pub state: String,
-    /// Current generation.
-    pub generation: i32,
+    /// See [`GroupSummary::generation`].
+    pub generation: Option<i32>,
     /// The group's assignor, if it has members.
     pub assignor: Option<String>,
     /// `incremental` or `eager`.
@@ -67,13 +74,15 @@ pub struct GroupDetail {
 /// A consumer in [`GroupDetail`].
 #[derive(Serialize)]
 pub struct MemberView {
-    /// Consumer id.
+    /// Consumer id (classic groups: the member id).
     pub consumer_id: String,
-    /// Host it declared at registration.
+    /// Host it declared at registration (classic groups: the client host, may be
+    /// empty).
     pub host: String,
-    /// Session timeout, ms.
-    pub session_timeout_ms: i32,
-    /// Subscription as text (static topics with stream counts, or a pattern).
+    /// Session timeout, ms (`null` for classic groups: DescribeGroups omits it).
+    pub session_timeout_ms: Option<i32>,
+    /// Subscription as text (static topics with stream counts, or a pattern; classic
+    /// groups: the subscribed topics, comma-separated).
     pub subscription: String,
     /// Subscribed topics, resolved against the current topics.
     pub topics: Vec<String>,
@@ -133,15 +142,40 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
                 g.group_id.clone(),
                 GroupSummary {
                     group: g.group_id,
-                    protocol: "native",
+                    protocol: "native".into(),
                     state: g.state,
-                    generation: g.generation,
+                    generation: Some(g.generation),
                     assignor: g.assignor,
                     members: g.members.len(),
                 },
             )
         })
         .collect();
+    if let Some(coordinator) = broker.coordinator() {
+        if coordinator.serves(kafka_protocol::messages::ApiKey::ListGroups as i16) {
+            let listed = match coordinator.list_groups().await {
+                Ok(listed) => listed,
+                Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            };
+            for g in listed.into_iter().filter(|g| g.group_type != "native") {
+                let members = match coordinator.describe_classic(&g.group).await {
+                    Ok(Some(c)) => c.members.len(),
+                    _ => 0,
+                };
+                rows.insert(
+                    g.group.clone(),
+                    GroupSummary {
+                        group: g.group,
+                        protocol: g.group_type,
+                        state: g.state,
+                        generation: None,
+                        assignor: None,
+                        members,
+                    },
+                );
+            }
+        }
+    }
     let stored = {
         let broker = Arc::clone(&broker);
         tokio::task::spawn_blocking(move || match active_store(&broker) {
@@ -156,9 +190,9 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
             for group in groups {
                 rows.entry(group.clone()).or_insert(GroupSummary {
                     group,
-                    protocol: "native",
+                    protocol: "native".into(),
                     state: "empty".into(),
-                    generation: 0,
+                    generation: Some(0),
                     assignor: None,
                     members: 0,
                 });
@@ -194,7 +228,16 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
         Err(e) => return error(StatusCode::BAD_GATEWAY, format!("offset store: {e}")),
     };
     let live = described.filter(|g| g.error_code.is_none());
-    if live.is_none() && committed.is_empty() {
+    let classic = match (&live, broker.coordinator()) {
+        (None, Some(c)) if c.serves(kafka_protocol::messages::ApiKey::DescribeGroups as i16) => {
+            match c.describe_classic(&group).await {
+                Ok(found) => found,
+                Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            }
+        }
+        _ => None,
+    };
+    if live.is_none() && classic.is_none() && committed.is_empty() {
         return error(StatusCode::NOT_FOUND, format!("no group `{group}`"));
     }
 
@@ -212,10 +255,29 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             members.push(MemberView {
                 consumer_id: m.consumer_id.clone(),
                 host: m.host.clone(),
-                session_timeout_ms: m.session_timeout_ms,
+                session_timeout_ms: Some(m.session_timeout_ms),
                 subscription: m.subscription.clone(),
                 topics: m.topics.clone(),
                 partitions,
+            });
+        }
+    }
+    if let Some(g) = &classic {
+        for m in &g.members {
+            for (topic, p) in &m.partitions {
+                owners.insert((topic.clone(), *p), m.member_id.clone());
+            }
+            members.push(MemberView {
+                consumer_id: m.member_id.clone(),
+                host: m.client_host.clone(),
+                session_timeout_ms: None,
+                subscription: m.topics.join(","),
+                topics: m.topics.clone(),
+                partitions: m
+                    .partitions
+                    .iter()
+                    .map(|(t, p)| format!("{t}-{p}"))
+                    .collect(),
             });
         }
     }
@@ -249,22 +311,32 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             }
         })
         .collect();
-    let detail = match live {
-        Some(g) => GroupDetail {
+    let detail = match (live, classic) {
+        (Some(g), _) => GroupDetail {
             group: g.group_id,
-            protocol: "native",
+            protocol: "native".into(),
             state: g.state,
-            generation: g.generation,
+            generation: Some(g.generation),
             assignor: g.assignor,
             rebalance_mode: Some(g.rebalance_mode),
             members,
             partitions,
         },
-        None => GroupDetail {
+        (None, Some(c)) => GroupDetail {
             group,
-            protocol: "native",
+            protocol: "classic".into(),
+            state: c.state,
+            generation: None,
+            assignor: Some(c.protocol).filter(|p| !p.is_empty()),
+            rebalance_mode: None,
+            members,
+            partitions,
+        },
+        (None, None) => GroupDetail {
+            group,
+            protocol: "native".into(),
             state: "empty".into(),
-            generation: 0,
+            generation: Some(0),
             assignor: None,
             rebalance_mode: None,
             members,

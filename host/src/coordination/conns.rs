@@ -35,6 +35,8 @@ pub struct ConnSink {
     pub channel: Arc<AtomicBool>,
     /// The driver sends `true` to close the connection.
     pub close: Arc<watch::Sender<bool>>,
+    /// The client's address (Kafka's DescribeGroups reports it as the member's host).
+    pub peer: std::net::SocketAddr,
 }
 
 /// A reserved answer: the request's API key and where the answer goes.
@@ -184,6 +186,7 @@ mod tests {
                 queue,
                 channel: Arc::new(AtomicBool::new(false)),
                 close: Arc::new(close),
+                peer: ([127, 0, 0, 1], 9).into(),
             },
             rx,
             closed,

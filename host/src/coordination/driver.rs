@@ -231,55 +231,9 @@ impl CoordinatorClient {
             || self.kafka_apis().iter().any(|(k, _, _)| *k == key)
     }
 
-    /// Asks the coordinator which Kafka APIs it serves, with an ApiVersions request
-    /// (v3) on a connection of its own, and remembers the answer. A coordinator that
-    /// closes the connection or answers with an error serves none.
-    pub async fn probe_kafka_apis(&self) {
-        use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
-        use kafka_protocol::protocol::{Decodable, Encodable};
-        let version = 3;
-        let mut frame = bytes::BytesMut::new();
-        let mut header = RequestHeader::default();
-        header.request_api_key = ApiKey::ApiVersions as i16;
-        header.request_api_version = version;
-        header.correlation_id = 1;
-        let encoded = header
-            .encode(
-                &mut frame,
-                ApiKey::ApiVersions.request_header_version(version),
-            )
-            .and_then(|()| ApiVersionsRequest::default().encode(&mut frame, version));
-        let apis = match encoded {
-            Err(e) => Err(e.to_string()),
-            Ok(()) => match self.call(ApiKey::ApiVersions as i16, frame.freeze()).await {
-                Err(e) => Err(e.to_string()),
-                Ok(mut answer) => ResponseHeader::decode(
-                    &mut answer,
-                    ApiKey::ApiVersions.response_header_version(version),
-                )
-                .and_then(|_| {
-                    kafka_protocol::messages::ApiVersionsResponse::decode(&mut answer, version)
-                })
-                .map_err(|e| e.to_string())
-                .and_then(|r| {
-                    if r.error_code != 0 {
-                        return Err(format!("error code {}", r.error_code));
-                    }
-                    Ok(r.api_keys
-                        .iter()
-                        .filter(|a| !drover_protocol::ApiKey::is_native_code(a.api_key))
-                        .map(|a| (a.api_key, a.min_version, a.max_version))
-                        .collect::<Vec<_>>())
-                }),
-            },
-        };
-        let apis = apis.unwrap_or_else(|e| {
-            tracing::info!(plugin = %self.plugin, "the coordinator serves no Kafka group API ({e})");
-            Vec::new()
-        });
-        if !apis.is_empty() {
-            tracing::info!(plugin = %self.plugin, apis = apis.len(), "the coordinator serves Kafka's group APIs");
-        }
+    /// Records the Kafka APIs the coordinator serves (once; see
+    /// [`CoordinatorClient::probe_kafka_apis`]).
+    pub(super) fn set_kafka_apis(&self, apis: Vec<(i16, i16, i16)>) {
         let _ = self.kafka_apis.set(apis);
     }
 
@@ -372,7 +326,14 @@ impl Driver {
 
     fn on_message(&mut self, msg: Msg) {
         match msg {
-            Msg::Attach { conn, sink } => self.conns.attach(conn, sink),
+            Msg::Attach { conn, sink } => {
+                let peer = sink.peer.ip().to_string();
+                self.conns.attach(conn, sink);
+                self.feed(CoordinatorInput::ConnectionOpened {
+                    conn,
+                    peer: peer.into(),
+                });
+            }
             Msg::Request {
                 conn,
                 api_key,

@@ -12,6 +12,9 @@
 //!   coordinator channels.
 //! - [`store_worker`]: executes offset-store operations in batches on its own thread
 //!   (all commits of a batch in one store transaction) and feeds the results back.
+//! - [`kafka_admin`]: the host as a Kafka client of its coordinator: which Kafka group
+//!   APIs it serves (an ApiVersions probe at startup), and ListGroups/DescribeGroups
+//!   for the admin API.
 //! - [`start`]: starts the configured coordinator plugin with the loaded assignors and
 //!   the topic metadata, and the threads above.
 //!
@@ -20,6 +23,7 @@
 
 pub mod conns;
 pub mod driver;
+pub mod kafka_admin;
 pub mod start;
 pub mod store_worker;
 

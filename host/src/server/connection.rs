@@ -60,6 +60,8 @@ struct Native {
     close: Arc<watch::Sender<bool>>,
     /// Whether the coordinator thread knows this connection.
     attached: bool,
+    /// The client's address.
+    peer: SocketAddr,
 }
 
 /// Serves one connection until the peer leaves, an unanswerable frame arrives, or
@@ -80,6 +82,7 @@ pub async fn run(
         channel: Arc::new(AtomicBool::new(false)),
         close: Arc::new(close),
         attached: false,
+        peer,
     };
     let writer = tokio::spawn(write_loop(
         Arc::clone(&broker),
@@ -189,6 +192,7 @@ async fn to_coordinator(
             queue: queue.clone(),
             channel: Arc::clone(&native.channel),
             close: Arc::clone(&native.close),
+            peer: native.peer,
         };
         if coordinator.attach(native.conn, sink).await.is_err() {
             return false;

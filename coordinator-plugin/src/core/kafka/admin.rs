@@ -3,17 +3,24 @@
 //! DeleteGroups.
 //!
 //! Kafka names a group's type `classic` or `consumer` (KIP-848); Drover's native groups
-//! are listed with type `native` and protocol type `drover-native`, their states mapped
-//! to Kafka's names (`Stable`, `PreparingRebalance` while a rebalance runs, `Empty`).
+//! are listed with type `native` and protocol type `consumer` (they are consumer groups:
+//! Kafka tools such as librdkafka's admin client list only groups of that protocol
+//! type), their states mapped to Kafka's names (`Stable`, `PreparingRebalance` while a
+//! rebalance runs, `Empty`), and their members' subscriptions and assignments encoded as
+//! Kafka's `consumer` protocol metadata, so `kafka-consumer-groups --describe` shows
+//! them.
 
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedTopicPartition;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{ConsumerProtocolAssignment, ConsumerProtocolSubscription};
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
     ListGroupsRequest, ListGroupsResponse, ResponseKind,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 
 use super::offsets::DeleteWait;
@@ -23,8 +30,17 @@ use crate::io::{FetchScope, Output};
 use crate::kafka_wire::KafkaReplyTo;
 use crate::types::{GroupId, OpId, StoreError};
 
-/// Protocol type reported for native groups.
-pub(crate) const NATIVE_PROTOCOL_TYPE: &str = "drover-native";
+/// Protocol type reported for native groups: they are consumer groups.
+pub(crate) const NATIVE_PROTOCOL_TYPE: &str = "consumer";
+
+/// Kafka's `consumer` protocol encoding (a version, then the message) at v0.
+fn consumer_protocol(message: &impl Encodable) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_i16(0);
+    // v0 of both messages has no field that can fail to encode.
+    let _ = message.encode(&mut out, 0);
+    out.freeze()
+}
 
 fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
@@ -75,6 +91,14 @@ impl Coordinator {
                 protocol_type: g.protocol_type.clone().unwrap_or_default(),
                 state: g.state.name(),
                 group_type: "classic",
+            });
+        }
+        for (id, state) in self.kafka.consumer.list() {
+            out.push(Listed {
+                group: id.to_string(),
+                protocol_type: "consumer".into(),
+                state,
+                group_type: "consumer",
             });
         }
         out.sort_by(|a, b| a.group.cmp(&b.group));
@@ -166,6 +190,15 @@ impl Coordinator {
             }
             return d;
         }
+        if self.kafka.consumer.contains(id) {
+            // Kafka 4: DescribeGroups describes classic groups only.
+            error(
+                &mut d,
+                ResponseError::GroupIdNotFound,
+                format!("group {id} is not a classic group"),
+            );
+            return d;
+        }
         if let Some(snapshot) = self.group(id) {
             let listed = self.list_kafka();
             let state = listed
@@ -180,6 +213,24 @@ impl Coordinator {
                 dm.member_id = s(m.consumer.to_string());
                 dm.client_id = s(m.consumer.to_string());
                 dm.client_host = s(m.host);
+                let mut sub = ConsumerProtocolSubscription::default();
+                sub.topics = m.topics.iter().map(|t| s(t.as_str())).collect();
+                dm.member_metadata = consumer_protocol(&sub);
+                let mut assignment = ConsumerProtocolAssignment::default();
+                for tp in &m.owned {
+                    match assignment.assigned_partitions.last_mut() {
+                        Some(t) if t.topic.as_str() == tp.topic.as_str() => {
+                            t.partitions.push(tp.partition)
+                        }
+                        _ => {
+                            let mut t = AssignedTopicPartition::default();
+                            t.topic = s(tp.topic.as_str()).into();
+                            t.partitions.push(tp.partition);
+                            assignment.assigned_partitions.push(t);
+                        }
+                    }
+                }
+                dm.member_assignment = consumer_protocol(&assignment);
                 d.members.push(dm);
             }
             return d;
@@ -220,6 +271,8 @@ impl Coordinator {
                 Some(ResponseError::InvalidGroupId)
             } else if !self.owns(&id) {
                 Some(ResponseError::NotCoordinator)
+            } else if let Err(code) = self.delete_consumer_group(&id) {
+                ResponseError::try_from_code(code)
             } else if self
                 .groups
                 .get(id.as_str())
@@ -264,6 +317,15 @@ impl Coordinator {
         self.cx.out.extend(outputs);
     }
 
+    /// DeleteGroups of a KIP-848 group: refused while it has members. `Ok` for a group
+    /// of another kind (checked by the caller).
+    fn delete_consumer_group(&mut self, id: &str) -> Result<(), i16> {
+        if !self.kafka.consumer.contains(id) {
+            return Ok(());
+        }
+        self.kafka.consumer.delete(id)
+    }
+
     /// Forgets an empty group (DeleteGroups).
     fn drop_empty_group(&mut self, id: &str) {
         if self.groups.get(id).is_some_and(|g| g.members.is_empty()) {
@@ -301,9 +363,15 @@ impl Coordinator {
                 slot,
                 to,
                 mut response,
+                known,
             } => {
-                if result.is_err() {
-                    response.error_code = ResponseError::CoordinatorNotAvailable.code();
+                match result {
+                    Err(_) => response.error_code = ResponseError::CoordinatorNotAvailable.code(),
+                    Ok(0) if !known => {
+                        response.error_code = ResponseError::GroupIdNotFound.code();
+                        response.topics.clear();
+                    }
+                    Ok(_) => {}
                 }
                 self.cx
                     .respond_kafka(slot, to, ResponseKind::OffsetDelete(response));

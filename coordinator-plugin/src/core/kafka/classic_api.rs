@@ -89,7 +89,9 @@ impl Coordinator {
             return Some(ResponseError::NotCoordinator);
         }
         match self.group_kind(id) {
-            Some(GroupKind::Native) => Some(ResponseError::InconsistentGroupProtocol),
+            Some(GroupKind::Native | GroupKind::Consumer) => {
+                Some(ResponseError::InconsistentGroupProtocol)
+            }
             _ => None,
         }
     }
@@ -111,6 +113,9 @@ impl Coordinator {
             );
         };
         let id = r.group_id.to_string();
+        if !id.is_empty() && self.owns(&id) && !self.take_group_id(&id, GroupKind::Classic) {
+            return fail(&mut self.cx, ResponseError::InconsistentGroupProtocol);
+        }
         if let Some(e) = self.classic_precheck(&id) {
             return fail(&mut self.cx, e);
         }
@@ -141,7 +146,7 @@ impl Coordinator {
             member_id: member_id.clone(),
             instance_id: r.group_instance_id.as_ref().map(|i| i.to_string()),
             client_id,
-            client_host: String::new(),
+            client_host: self.client_host(slot.conn),
             session_timeout_ms: r.session_timeout_ms,
             // v0 has no rebalance timeout: it is the session timeout.
             rebalance_timeout_ms: if to.version >= 1 {
@@ -348,6 +353,14 @@ impl Coordinator {
                 g.drop_all(&mut self.cx, ResponseError::NotCoordinator, &mut send);
             }
         }
+        for id in self.kafka.consumer.ids() {
+            if drover_protocol::coordinator_slot(id.as_str(), count) == slot
+                && self.kafka.consumer.remove(id.as_str())
+            {
+                tracing::info!(group = %id, slot, "KIP-848 group dropped with its slot");
+            }
+        }
+        self.arm_consumer_timer();
     }
 
     /// A classic group's deadline passed.

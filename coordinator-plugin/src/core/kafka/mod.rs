@@ -11,6 +11,8 @@
 pub(crate) mod admin;
 mod classic;
 mod classic_api;
+mod consumer_api;
+mod consumer_group;
 mod offsets;
 
 use std::collections::BTreeMap;
@@ -31,6 +33,8 @@ use crate::types::{ConnId, GroupId, TopicName};
 pub(crate) struct KafkaGroups {
     /// Classic groups by id.
     pub classic: BTreeMap<GroupId, ClassicGroup>,
+    /// KIP-848 groups.
+    pub consumer: consumer_group::ConsumerGroups,
     /// Offset commits and fetches in flight.
     pub offsets: KafkaOffsets,
     /// DeleteGroups requests waiting for the store.
@@ -44,6 +48,7 @@ pub(crate) struct KafkaGroups {
 pub(crate) enum GroupKind {
     Native,
     Classic,
+    Consumer,
 }
 
 impl Ctx {
@@ -68,9 +73,58 @@ impl Coordinator {
             Some(GroupKind::Native)
         } else if self.kafka.classic.contains_key(id) {
             Some(GroupKind::Classic)
+        } else if self.kafka.consumer.contains(id) {
+            Some(GroupKind::Consumer)
         } else {
             None
         }
+    }
+
+    /// Makes group id `id` available to a group of `kind`: a group of another kind
+    /// that has no member is forgotten (its committed offsets stay; Kafka 4 converts an
+    /// empty group the same way); `false` when one with members holds the id.
+    pub(crate) fn take_group_id(&mut self, id: &str, kind: GroupKind) -> bool {
+        match self.group_kind(id) {
+            None => true,
+            Some(k) if k == kind => true,
+            Some(GroupKind::Native) => {
+                if self
+                    .groups
+                    .get(id)
+                    .is_some_and(|g| g.members.is_empty() && !g.in_rebalance())
+                {
+                    self.groups.remove(id);
+                    true
+                } else {
+                    false
+                }
+            }
+            Some(GroupKind::Classic) => {
+                if self
+                    .kafka
+                    .classic
+                    .get(id)
+                    .is_some_and(|g| g.members.is_empty())
+                {
+                    self.kafka.classic.remove(id);
+                    true
+                } else {
+                    false
+                }
+            }
+            Some(GroupKind::Consumer) => self.kafka.consumer.delete(id).is_ok(),
+        }
+    }
+
+    /// A member's host as Kafka reports it (`/` and the client's IP address), or
+    /// empty when the host did not say.
+    pub(crate) fn client_host(&self, conn: ConnId) -> String {
+        self.cx
+            .conns
+            .get(&conn)
+            .and_then(|c| c.peer.as_deref())
+            .map(|ip| format!("/{ip}"))
+            .unwrap_or_default()
     }
 
     /// A request of one of Kafka's group APIs (or the host's ApiVersions probe).
@@ -102,6 +156,10 @@ impl Coordinator {
             RequestKind::DescribeGroups(r) => self.on_describe_groups(slot, to, r),
             RequestKind::ListGroups(r) => self.on_list_groups(slot, to, r),
             RequestKind::DeleteGroups(r) => self.on_delete_groups(slot, to, r),
+            RequestKind::ConsumerGroupHeartbeat(r) => {
+                self.on_consumer_heartbeat(slot, to, client_id, r)
+            }
+            RequestKind::ConsumerGroupDescribe(r) => self.on_consumer_group_describe(slot, to, r),
             other => {
                 tracing::debug!(?to.key, "no handler");
                 let _ = other;

@@ -29,6 +29,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::classic::ClassicState;
+use super::ClassicGroup;
 use crate::core::conn::SlotRef;
 use crate::core::Coordinator;
 use crate::io::{FetchScope, Output};
@@ -70,6 +71,9 @@ pub(super) enum DeleteWait {
         slot: SlotRef,
         to: KafkaReplyTo,
         response: OffsetDeleteResponse,
+        /// Whether the coordinator knew the group (else, when nothing was deleted:
+        /// GROUP_ID_NOT_FOUND).
+        known: bool,
     },
     Group {
         wait: u64,
@@ -109,6 +113,9 @@ impl KafkaOffsets {
 /// Partitions asked for, by topic; `None`: every partition the group has offsets for.
 type Asked = Option<Vec<(TopicName, Vec<i32>)>>;
 
+/// A KIP-848 member's id and epoch in an OffsetFetch v9.
+type MemberEpoch = (Option<String>, i32);
+
 /// Partitions to answer for, by topic, each with its committed offset if any.
 type Answer<'a> = Vec<(TopicName, Vec<(i32, Option<&'a OffsetEntry>)>)>;
 
@@ -139,6 +146,15 @@ impl Coordinator {
             } else {
                 Err(ResponseError::UnknownMemberId)
             };
+        }
+        if self.kafka.consumer.contains(group) {
+            return self
+                .kafka
+                .consumer
+                .check_commit(group, member_id, generation)
+                .map_err(|code| {
+                    ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError)
+                });
         }
         let Some(g) = self.kafka.classic.get(group) else {
             return if generation < 0 {
@@ -232,6 +248,14 @@ impl Coordinator {
                 .cx
                 .respond_kafka(slot, to, ResponseKind::OffsetCommit(wait.response));
         }
+        if self.group_kind(gid.as_str()).is_none() {
+            // Kafka keeps a group that only commits (generation −1: the admin client,
+            // manually assigned consumers) as an empty classic group: ListGroups and
+            // DescribeGroups show it.
+            self.kafka
+                .classic
+                .insert(gid.clone(), ClassicGroup::new(gid.clone()));
+        }
         if self.kafka.offsets.inflight.contains_key(&gid) {
             self.kafka.offsets.queued.entry(gid).or_default().push(wait);
         } else {
@@ -278,7 +302,7 @@ impl Coordinator {
         to: KafkaReplyTo,
         r: OffsetFetchRequest,
     ) {
-        let asked: Vec<(String, Asked)> = if to.version >= 8 {
+        let asked: Vec<(String, Asked, Option<MemberEpoch>)> = if to.version >= 8 {
             r.groups
                 .into_iter()
                 .map(|g| {
@@ -287,7 +311,9 @@ impl Coordinator {
                             .map(|t| (TopicName::new(t.name.as_str()), t.partition_indexes))
                             .collect()
                     });
-                    (g.group_id.to_string(), topics)
+                    let member = (to.version >= 9)
+                        .then(|| (g.member_id.map(|m| m.to_string()), g.member_epoch));
+                    (g.group_id.to_string(), topics, member)
                 })
                 .collect()
         } else {
@@ -296,7 +322,7 @@ impl Coordinator {
                     .map(|t| (TopicName::new(t.name.as_str()), t.partition_indexes))
                     .collect()
             });
-            vec![(r.group_id.to_string(), topics)]
+            vec![(r.group_id.to_string(), topics, None)]
         };
         let wait_id = self.kafka.offsets.next_wait();
         let mut wait = FetchWait {
@@ -306,11 +332,21 @@ impl Coordinator {
             remaining: 0,
         };
         let mut outputs = Vec::new();
-        for (index, (group, topics)) in asked.into_iter().enumerate() {
+        for (index, (group, topics, member)) in asked.into_iter().enumerate() {
             let error = if group.is_empty() {
                 Some(ResponseError::InvalidGroupId)
             } else if !self.owns(&group) {
                 Some(ResponseError::NotCoordinator)
+            } else if let Some((member_id, epoch)) = member {
+                // v9: a KIP-848 member's fetch carries its epoch.
+                self.kafka
+                    .consumer
+                    .check_fetch(&group, member_id.as_deref(), epoch)
+                    .err()
+                    .map(|code| {
+                        ResponseError::try_from_code(code)
+                            .unwrap_or(ResponseError::UnknownServerError)
+                    })
             } else {
                 None
             };
@@ -507,10 +543,16 @@ impl Coordinator {
                 .respond_kafka(slot, to, ResponseKind::OffsetDelete(response));
         }
         let op = self.cx.next_op();
-        self.kafka
-            .offsets
-            .deletes
-            .insert(op, DeleteWait::Offsets { slot, to, response });
+        let known = self.group_kind(&group).is_some();
+        self.kafka.offsets.deletes.insert(
+            op,
+            DeleteWait::Offsets {
+                slot,
+                to,
+                response,
+                known,
+            },
+        );
         self.cx.out.push(Output::DeleteOffsets {
             op,
             group: GroupId::new(&group),
@@ -526,6 +568,12 @@ impl Coordinator {
         if let Some(g) = self.groups.get(group) {
             for m in g.members.values() {
                 out.extend(m.topics.iter().cloned());
+            }
+        }
+        if let Some(d) = self.kafka.consumer.describe(group) {
+            for m in d.members {
+                out.extend(m.subscribed_topic_names);
+                out.extend(m.assignment.into_iter().map(|tp| tp.topic));
             }
         }
         if let Some(g) = self.kafka.classic.get(group) {
