@@ -74,11 +74,11 @@ fn plugin_built_against_another_abi_major_is_refused() {
     let err = dir.loader().load(&path, None).err().expect("refused");
     let text = err.to_string();
     assert!(
-        matches!(err, LoadError::AbiMajor { expected: 1, .. }),
+        matches!(err, LoadError::AbiMajor { expected: 2, .. }),
         "{text}"
     );
-    assert!(text.contains("expected drover-abi 1.x"), "{text}");
-    assert!(text.contains("found drover-abi 2.0.0"), "{text}");
+    assert!(text.contains("expected drover-abi 2.x"), "{text}");
+    assert!(text.contains("found drover-abi 3.0.0"), "{text}");
     assert!(text.contains("hint: rebuild"), "{text}");
 }
 
