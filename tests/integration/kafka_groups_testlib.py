@@ -29,20 +29,26 @@ PLUGIN_LIBS = [
 
 # Short delays keep the tests quick (Kafka's defaults: a 3000 ms initial rebalance delay,
 # KIP-848 sessions of 45000 ms with 5000 ms heartbeats).
-CONFIG = """\
-[plugins]
-required = ["drover-coordinator", "range", "round-robin", "sticky", "embedded"]
-
-[plugins.config.drover-coordinator]
-initial_rebalance_delay_ms = 300
-min_session_timeout_ms = 1000
-consumer_session_timeout_ms = 3000
-consumer_heartbeat_interval_ms = 500
-"""
+COORDINATOR = {
+    "initial_rebalance_delay_ms": 300,
+    "min_session_timeout_ms": 1000,
+    "consumer_session_timeout_ms": 3000,
+    "consumer_heartbeat_interval_ms": 500,
+}
 
 
-def start_group_broker(broker_factory, extra: str = ""):
-    b = broker_factory(CONFIG + extra, start=False)
+def group_config(extra: str = "", **overrides) -> str:
+    """The broker config: the coordinator's keys above with `overrides`, then `extra`
+    lines inside the coordinator's table."""
+    keys = {**COORDINATOR, **overrides}
+    lines = "".join(f"{k} = {v}\n" for k, v in keys.items())
+    return ("[plugins]\n"
+            'required = ["drover-coordinator", "range", "round-robin", "sticky", "embedded"]\n\n'
+            f"[plugins.config.drover-coordinator]\n{lines}{extra}")
+
+
+def start_group_broker(broker_factory, extra: str = "", **overrides):
+    b = broker_factory(group_config(extra, **overrides), start=False)
     install_plugins(b, PLUGIN_LIBS)
     return start_or_fail(b)
 

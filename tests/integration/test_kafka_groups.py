@@ -8,12 +8,14 @@ On failure the consumers' stderr and the broker's log are printed."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
-from drover_testlib import Msg, ck_admin, ck_create_topic, ck_produce, unique_topic
-from kafka_groups_testlib import consumers, group_broker, wait_for  # noqa: F401 (fixtures)
+from drover_testlib import Msg, ck_admin, ck_create_topic, ck_produce, http_get, unique_topic
+from kafka_groups_testlib import (consumers, group_broker,  # noqa: F401 (fixtures)
+                                  start_group_broker, wait_for)
 
 PARTITIONS = 6
 
@@ -77,6 +79,14 @@ def test_a_group_of_three_consumes_everything_and_survives_a_kill(group_broker, 
     want = "CONSUMER" if opts.get("protocol") == "consumer" else "CLASSIC"
     assert group in listing, listing
     assert listing[group].type.name == want, listing[group]
+    # The admin API shows the group with its protocol, members and partition owners.
+    status, _, body = http_get(f"{b.admin_url}/v1/groups/{group}")
+    assert status == 200, body
+    detail = json.loads(body)
+    assert detail["protocol"] == want.lower(), detail
+    assert len(detail["members"]) == 3, detail
+    owned = {(p["topic"], p["partition"]): p["owner"] for p in detail["partitions"]}
+    assert all(owned.get((topic, p)) for p in range(PARTITIONS)), detail
     # Kill one member holding partitions; the others take them over after its session
     # timeout, from its committed offsets.
     victim = next(m for m in members if m.current())
@@ -99,26 +109,36 @@ def test_a_group_of_three_consumes_everything_and_survives_a_kill(group_broker, 
             assert not firsts or min(firsts) >= last[p], (p, last[p], firsts)
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_a_static_member_restarted_within_its_session_timeout_keeps_its_partitions(
-        group_broker, consumers):
-    b = group_broker
+        broker_factory, consumers, protocol):
+    # KIP-848 sessions are the broker's (10 s here); classic ones the client's.
+    b = start_group_broker(broker_factory, consumer_session_timeout_ms=10000)
     topic = unique_topic("static")
     ck_create_topic(b, topic, PARTITIONS)
     group = f"g-{topic}"
     produce_round(b, topic, "a", 5)
+    assignor = "range"  # classic: client-side range; KIP-848: the server-side range plugin
     members = [consumers.start("confluent", b, topic, group, f"static-{i}",
                                instance_id=f"inst-{i}", session_timeout_ms=10000,
-                               assignor="range") for i in range(3)]
+                               assignor=assignor, protocol=protocol) for i in range(3)]
     wait_for(lambda: delivered_values(members) >= expected("a", 5), 60, "first round")
     wait_for(lambda: disjoint_full_assignment(members), 30, "full assignment")
     before = [m.current() for m in members]
     others_events = [len(m.records()) for m in members[1:]]
     others_assign_counts = [len(m.assignments()) for m in members[1:]]
-    # Restart member 0 with the same instance id, well within its session timeout
-    # (a static member leaves no LeaveGroup behind).
-    members[0].kill()
+    # Restart member 0 with the same instance id, well within its session timeout.
+    # Classic: killed, it leaves nothing behind and the new incarnation replaces it.
+    # KIP-848: closed, it leaves with epoch −2 (a static member's temporary leave); a
+    # killed one would hold its instance id until its session expires
+    # (UNRELEASED_INSTANCE_ID, as in Kafka).
+    if protocol == "classic":
+        members[0].kill()
+    else:
+        members[0].stop()
     again = consumers.start("confluent", b, topic, group, "static-0-again",
-                            instance_id="inst-0", session_timeout_ms=10000, assignor="range")
+                            instance_id="inst-0", session_timeout_ms=10000, assignor=assignor,
+                            protocol=protocol)
     wait_for(lambda: again.current() is not None, 30, "the restarted member's assignment")
     assert again.current() == before[0]
     produce_round(b, topic, "b", 5)

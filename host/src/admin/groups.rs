@@ -41,7 +41,8 @@ pub struct GroupSummary {
     /// `PreparingRebalance`, `CompletingRebalance`, `Empty`, ...).
     pub state: String,
     /// Current generation of a native group (0 before the first rebalance or when
-    /// empty); `null` for Kafka groups (Kafka's DescribeGroups does not report it).
+    /// empty), the group epoch of a KIP-848 group; `null` for classic groups (Kafka's
+    /// DescribeGroups does not report it).
     pub generation: Option<i32>,
     /// The group's assignor, if it has members (classic groups: the client-side
     /// protocol the members chose, such as `range` or `cooperative-sticky`).
@@ -158,9 +159,16 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
                 Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
             };
             for g in listed.into_iter().filter(|g| g.group_type != "native") {
-                let members = match coordinator.describe_classic(&g.group).await {
-                    Ok(Some(c)) => c.members.len(),
-                    _ => 0,
+                let (members, generation, assignor) = if g.group_type == "consumer" {
+                    match coordinator.describe_consumer_group(&g.group).await {
+                        Ok(Some(c)) => (c.members.len(), Some(c.group_epoch), Some(c.assignor)),
+                        _ => (0, None, None),
+                    }
+                } else {
+                    match coordinator.describe_classic(&g.group).await {
+                        Ok(Some(c)) => (c.members.len(), None, Some(c.protocol)),
+                        _ => (0, None, None),
+                    }
                 };
                 rows.insert(
                     g.group.clone(),
@@ -168,8 +176,8 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
                         group: g.group,
                         protocol: g.group_type,
                         state: g.state,
-                        generation: None,
-                        assignor: None,
+                        generation,
+                        assignor: assignor.filter(|a| !a.is_empty()),
                         members,
                     },
                 );
@@ -237,7 +245,18 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
         }
         _ => None,
     };
-    if live.is_none() && classic.is_none() && committed.is_empty() {
+    let consumer = match (&live, &classic, broker.coordinator()) {
+        (None, None, Some(c))
+            if c.serves(kafka_protocol::messages::ApiKey::ConsumerGroupDescribe as i16) =>
+        {
+            match c.describe_consumer_group(&group).await {
+                Ok(found) => found,
+                Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            }
+        }
+        _ => None,
+    };
+    if live.is_none() && classic.is_none() && consumer.is_none() && committed.is_empty() {
         return error(StatusCode::NOT_FOUND, format!("no group `{group}`"));
     }
 
@@ -281,6 +300,25 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             });
         }
     }
+    if let Some(g) = &consumer {
+        for m in &g.members {
+            for (topic, p) in &m.partitions {
+                owners.insert((topic.clone(), *p), m.member_id.clone());
+            }
+            members.push(MemberView {
+                consumer_id: m.member_id.clone(),
+                host: m.client_host.clone(),
+                session_timeout_ms: None,
+                subscription: m.regex.clone().unwrap_or_else(|| m.topics.join(",")),
+                topics: m.topics.clone(),
+                partitions: m
+                    .partitions
+                    .iter()
+                    .map(|(t, p)| format!("{t}-{p}"))
+                    .collect(),
+            });
+        }
+    }
     let committed: BTreeMap<(String, i32), i64> = committed
         .into_iter()
         .map(|r| ((r.topic.to_string(), r.partition), r.offset))
@@ -311,8 +349,8 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             }
         })
         .collect();
-    let detail = match (live, classic) {
-        (Some(g), _) => GroupDetail {
+    let detail = match (live, classic, consumer) {
+        (Some(g), _, _) => GroupDetail {
             group: g.group_id,
             protocol: "native".into(),
             state: g.state,
@@ -322,7 +360,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             members,
             partitions,
         },
-        (None, Some(c)) => GroupDetail {
+        (None, Some(c), _) => GroupDetail {
             group,
             protocol: "classic".into(),
             state: c.state,
@@ -332,7 +370,19 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             members,
             partitions,
         },
-        (None, None) => GroupDetail {
+        // KIP-848: the group epoch stands for the generation; reconciliation is
+        // incremental (only moving partitions are revoked).
+        (None, None, Some(c)) => GroupDetail {
+            group,
+            protocol: "consumer".into(),
+            state: c.state,
+            generation: Some(c.group_epoch),
+            assignor: Some(c.assignor).filter(|a| !a.is_empty()),
+            rebalance_mode: Some("incremental".into()),
+            members,
+            partitions,
+        },
+        (None, None, None) => GroupDetail {
             group,
             protocol: "native".into(),
             state: "empty".into(),

@@ -1,15 +1,16 @@
 //! The host as a Kafka client of its own coordinator: the ApiVersions probe that tells
 //! which Kafka group APIs the coordinator serves, and the ListGroups / DescribeGroups
-//! calls the admin API uses for classic and KIP-848 groups.
+//! calls the admin API uses for classic groups, ConsumerGroupDescribe for KIP-848
+//! groups.
 //!
 //! Each call is one request on a connection of its own
 //! ([`CoordinatorClient::call`]), encoded and decoded with `kafka-protocol`.
 
 use bytes::{Buf, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ConsumerProtocolAssignment, ConsumerProtocolSubscription,
-    DescribeGroupsRequest, ListGroupsRequest, RequestHeader, RequestKind, ResponseHeader,
-    ResponseKind,
+    ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest, ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription, DescribeGroupsRequest, ListGroupsRequest, RequestHeader,
+    RequestKind, ResponseHeader, ResponseKind,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
@@ -183,6 +184,89 @@ impl CoordinatorClient {
                     } else {
                         Vec::new()
                     },
+                })
+                .collect(),
+        }))
+    }
+}
+
+/// A KIP-848 group's member, from ConsumerGroupDescribe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerMember {
+    /// Member id.
+    pub member_id: String,
+    /// The member's epoch.
+    pub member_epoch: i32,
+    /// The client's host.
+    pub client_host: String,
+    /// Subscribed topic names.
+    pub topics: Vec<String>,
+    /// Subscribed regular expression, if any.
+    pub regex: Option<String>,
+    /// Current assignment (topic, partition).
+    pub partitions: Vec<(String, i32)>,
+}
+
+/// A KIP-848 group, from ConsumerGroupDescribe (v1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroup {
+    /// State (`Empty`, `Assigning`, `Reconciling`, `Stable`).
+    pub state: String,
+    /// Group epoch.
+    pub group_epoch: i32,
+    /// The server-side assignor.
+    pub assignor: String,
+    /// Members.
+    pub members: Vec<ConsumerMember>,
+}
+
+impl CoordinatorClient {
+    /// A KIP-848 group (ConsumerGroupDescribe v1), or `None` if the coordinator does
+    /// not know it as one.
+    pub async fn describe_consumer_group(
+        &self,
+        group: &str,
+    ) -> Result<Option<ConsumerGroup>, DriverError> {
+        let mut request = ConsumerGroupDescribeRequest::default();
+        request.group_ids = vec![StrBytes::from_string(group.to_owned()).into()];
+        let answer = self
+            .kafka_call(
+                ApiKey::ConsumerGroupDescribe,
+                1,
+                RequestKind::ConsumerGroupDescribe(request),
+            )
+            .await?;
+        let ResponseKind::ConsumerGroupDescribe(r) = answer else {
+            return Err(DriverError::Refused(
+                "ConsumerGroupDescribe: another answer".into(),
+            ));
+        };
+        let Some(g) = r.groups.into_iter().next().filter(|g| g.error_code == 0) else {
+            return Ok(None);
+        };
+        Ok(Some(ConsumerGroup {
+            state: g.group_state.to_string(),
+            group_epoch: g.group_epoch,
+            assignor: g.assignor_name.to_string(),
+            members: g
+                .members
+                .into_iter()
+                .map(|m| ConsumerMember {
+                    member_id: m.member_id.to_string(),
+                    member_epoch: m.member_epoch,
+                    client_host: m.client_host.to_string(),
+                    topics: m
+                        .subscribed_topic_names
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect(),
+                    regex: m.subscribed_topic_regex.map(|r| r.to_string()),
+                    partitions: m
+                        .assignment
+                        .topic_partitions
+                        .iter()
+                        .flat_map(|t| t.partitions.iter().map(|p| (t.topic_name.to_string(), *p)))
+                        .collect(),
                 })
                 .collect(),
         }))
