@@ -4,7 +4,8 @@ OffsetCommit from a stale generation or an unknown member refused; a standalone 
 (generation −1, no member id) to an unknown group accepted and readable; a JoinGroup
 over the metadata limit, or with a session timeout out of bounds, refused cleanly; a
 truncated JoinGroup closes only its own connection; ApiVersions lists the group APIs
-only when the coordinator plugin serves them.
+only when the coordinator plugin serves them; KIP-848: OffsetCommit v9 from a stale
+member epoch refused (ConsumerGroupHeartbeat and OffsetCommit in flexible versions).
 
 The broker runs with max_join_metadata_bytes = 1000, min_session_timeout_ms = 1000 and
 initial_rebalance_delay_ms = 300 (kafka_groups_testlib.CONFIG)."""
@@ -19,7 +20,7 @@ import pytest
 
 from drover_testlib import (API_API_VERSIONS, RawConn, api_versions, assert_healthy,
                             ck_create_topic, frame, kstr, parse_api_versions_v0,
-                            request_header, unique_topic)
+                            request_header, unique_topic, uvarint)
 from kafka_groups_testlib import start_group_broker
 
 API_OFFSET_COMMIT, API_OFFSET_FETCH, API_JOIN_GROUP, API_HEARTBEAT = 8, 9, 11, 12
@@ -466,3 +467,100 @@ def test_api_versions_without_the_coordinator(broker):
     apis = api_versions(broker)
     listed = [name for k, name in GROUP_APIS.items() if k in apis]
     assert not listed, f"a broker without the coordinator advertises {listed}"
+
+
+# ---------------------------------------------------------------------------------
+# KIP-848 at the wire level (flexible versions: compact strings and arrays, tagged
+# fields): ConsumerGroupHeartbeat v0, OffsetCommit v9 with member epochs
+# ---------------------------------------------------------------------------------
+API_CONSUMER_GROUP_HEARTBEAT = 68
+STALE_MEMBER_EPOCH = 113
+
+
+def cstr(s: str | None) -> bytes:
+    """COMPACT_NULLABLE_STRING."""
+    if s is None:
+        return b"\x00"
+    b = s.encode()
+    return uvarint(len(b) + 1) + b
+
+
+def carray(items: list[bytes] | None) -> bytes:
+    """COMPACT_NULLABLE_ARRAY of encoded items."""
+    if items is None:
+        return b"\x00"
+    return uvarint(len(items) + 1) + b"".join(items)
+
+
+class CReader(Reader):
+    def uvarint(self) -> int:
+        shift = value = 0
+        while True:
+            b = self.buf[self.pos]
+            self.pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+
+    def cstr(self) -> str | None:
+        n = self.uvarint()
+        if n == 0:
+            return None
+        s = self.buf[self.pos:self.pos + n - 1].decode()
+        self.pos += n - 1
+        return s
+
+
+def consumer_heartbeat(c: RawConn, group: str, member_id: str, epoch: int,
+                       topics: list[str] | None) -> tuple[int, str, int]:
+    """ConsumerGroupHeartbeat v0: (error code, member id, member epoch)."""
+    body = (cstr(group) + cstr(member_id) + struct.pack(">i", epoch)
+            + cstr(None) + cstr(None)                  # instance id, rack id
+            + struct.pack(">i", 10000 if epoch == 0 else -1)
+            + carray(None if topics is None else [cstr(t) for t in topics])
+            + cstr(None)                               # server assignor
+            + carray(None if epoch != 0 else [])       # owned partitions
+            + b"\x00")
+    corr = c.request(API_CONSUMER_GROUP_HEARTBEAT, 0, body, flexible_header=True)
+    r = CReader(c.recv_response(corr, flexible_header=True))
+    r.i32()  # throttle
+    error = r.i16()
+    r.cstr()  # error message
+    member = r.cstr() or ""
+    return error, member, r.i32()
+
+
+def commit_v9(c: RawConn, group: str, member_id: str, epoch: int, topic: str,
+              offset: int) -> int:
+    """OffsetCommit v9 of partition 0: its error code."""
+    partition = struct.pack(">iqi", 0, offset, -1) + cstr("") + b"\x00"
+    body = (cstr(group) + struct.pack(">i", epoch) + cstr(member_id) + cstr(None)
+            + carray([cstr(topic) + carray([partition]) + b"\x00"]) + b"\x00")
+    corr = c.request(API_OFFSET_COMMIT, 9, body, flexible_header=True)
+    r = CReader(c.recv_response(corr, flexible_header=True))
+    r.i32()  # throttle
+    assert r.uvarint() == 2, "one topic"
+    assert r.cstr() == topic
+    assert r.uvarint() == 2, "one partition"
+    assert r.i32() == 0
+    return r.i16()
+
+
+def test_kip848_commit_from_a_stale_member_epoch_is_refused(wire_broker):
+    topic = unique_topic("kip848-wire")
+    ck_create_topic(wire_broker, topic, 2)
+    group = f"g-{topic}"
+    with RawConn(wire_broker) as c:
+        error, member, epoch = consumer_heartbeat(c, group, "", 0, [topic])
+        assert (error, bool(member)) == (NONE, True), (error, member)
+        assert epoch >= 1, epoch
+        # The member's own epoch commits; any other is STALE_MEMBER_EPOCH.
+        assert commit_v9(c, group, member, epoch, topic, 5) == NONE
+        assert commit_v9(c, group, member, epoch - 1, topic, 6) == STALE_MEMBER_EPOCH
+        assert commit_v9(c, group, member, epoch + 1, topic, 6) == STALE_MEMBER_EPOCH
+        assert commit_v9(c, group, "not-a-member", epoch, topic, 6) == UNKNOWN_MEMBER_ID
+        # Leaving (epoch −1): the group is empty, a standalone commit is accepted again.
+        error, _, left = consumer_heartbeat(c, group, member, -1, None)
+        assert (error, left) == (NONE, -1), (error, left)
+        assert commit_v9(c, group, "", -1, topic, 7) == NONE
