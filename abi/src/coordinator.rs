@@ -203,11 +203,15 @@ pub trait Coordinator: Send {
     ) -> RResult<RVec<CoordinatorOutput>, PluginError>;
     /// When the coordinator next needs a `TimerFired` (ms on the same clock), if ever.
     fn poll_timeout(&self) -> ROption<u64>;
-    /// This broker now owns coordinator slot `slot` (cluster mode).
+    /// This broker now owns coordinator slot `slot` (cluster mode). Its previous owner
+    /// has not coordinated the slot for at least `stopped_ms` ms (0 when the host cannot
+    /// tell): the coordinator may shorten its takeover wait by that much
+    /// (docs/protocol.md §6.8).
     fn slot_gained(
         &mut self,
         now_ms: u64,
         slot: u32,
+        stopped_ms: u64,
     ) -> RResult<RVec<CoordinatorOutput>, PluginError>;
     /// This broker no longer owns coordinator slot `slot` (cluster mode).
     fn slot_lost(

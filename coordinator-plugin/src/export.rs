@@ -175,9 +175,11 @@ impl CoordinatorPlugin for ExportedCoordinator {
         &mut self,
         now_ms: u64,
         slot: u32,
+        stopped_ms: u64,
     ) -> Result<Vec<CoordinatorOutput>, PluginError> {
         self.check_slot(slot)?;
-        Ok(to_abi(self.core.handle(now_ms, Input::SlotGained { slot })))
+        let input = Input::SlotGained { slot, stopped_ms };
+        Ok(to_abi(self.core.handle(now_ms, input)))
     }
 
     fn slot_lost(&mut self, now_ms: u64, slot: u32) -> Result<Vec<CoordinatorOutput>, PluginError> {
@@ -322,7 +324,7 @@ mod tests {
         );
         assert!(!c.core.owns("billing"));
         let slot = drover_protocol::coordinator_slot("billing", 8);
-        c.slot_gained(10, slot).unwrap();
+        c.slot_gained(10, slot, 0).unwrap();
         assert!(c.core.owns("billing"));
         assert_eq!(c.core.takeover_until(slot), Some(2_000_010));
         c.slot_lost(20, slot).unwrap();
@@ -334,13 +336,13 @@ mod tests {
     #[test]
     fn slot_calls_are_checked() {
         let mut c = start_cluster("", 4).unwrap();
-        for result in [c.slot_gained(0, 4), c.slot_lost(0, 9)] {
+        for result in [c.slot_gained(0, 4, 0), c.slot_lost(0, 9)] {
             let e = result.unwrap_err();
             assert_eq!(e.kind, ErrorKind::InvalidInput);
             assert!(e.message.contains("out of range"), "{e}");
         }
         let mut standalone = start("", "").unwrap();
-        let e = standalone.slot_gained(0, 0).unwrap_err();
+        let e = standalone.slot_gained(0, 0, 0).unwrap_err();
         assert_eq!(e.kind, ErrorKind::InvalidInput);
         assert!(e.message.contains("standalone"), "{e}");
         assert!(standalone.slot_lost(0, 0).is_err());

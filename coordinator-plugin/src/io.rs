@@ -81,13 +81,18 @@ pub enum Input {
     /// Cluster mode: this broker now owns coordinator slot `slot` (it won the slot's
     /// election). The slot's groups start empty: their consumers re-register, and the
     /// first rebalance of each waits until [`CoordinatorConfig::takeover_wait_ms`] after
-    /// this input (docs/protocol.md §6.8). Ignored (with a warning) standalone, for a
-    /// slot out of range, or for a slot already owned.
+    /// the previous owner stopped coordinating the slot, that is `takeover_wait_ms −
+    /// stopped_ms` after this input (docs/protocol.md §6.8). Ignored (with a warning)
+    /// standalone, for a slot out of range, or for a slot already owned.
     ///
     /// [`CoordinatorConfig::takeover_wait_ms`]: crate::CoordinatorConfig::takeover_wait_ms
     SlotGained {
         /// The slot, below the slot count.
         slot: u32,
+        /// A lower bound of how long the slot's previous owner has not coordinated it,
+        /// ms (0 when unknown): from the host, which knows when its ZooKeeper session
+        /// guard stops an owner (DESIGN.md, cluster mode).
+        stopped_ms: u64,
     },
     /// Cluster mode: this broker no longer owns coordinator slot `slot`. Every group of
     /// the slot is dropped: its consumers' channels are closed, its timers removed, its

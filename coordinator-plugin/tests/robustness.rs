@@ -394,7 +394,10 @@ impl Harness {
             Op::Slot { gain, slot } => {
                 let slot = u32::from(slot);
                 let input = if gain {
-                    Input::SlotGained { slot }
+                    Input::SlotGained {
+                        slot,
+                        stopped_ms: 0,
+                    }
                 } else {
                     Input::SlotLost { slot }
                 };
@@ -449,7 +452,10 @@ proptest! {
         };
         let mut h = Harness::new(config)?;
         // Group "g" is in slot coordinator_slot("g", 2); own it from the start.
-        h.handle(Input::SlotGained { slot: proto::coordinator_slot("g", 2) })?;
+        h.handle(Input::SlotGained {
+            slot: proto::coordinator_slot("g", 2),
+            stopped_ms: 0,
+        })?;
         for op in ops {
             h.run(op)?;
         }

@@ -257,7 +257,19 @@ impl Sim {
                 let (_, lost) = self.slot_sets();
                 if !lost.is_empty() {
                     let slot = lost[self.rng.below(lost.len() as u64) as usize];
-                    self.w.slot_gained(slot);
+                    // The host's bound of how long the slot has not been coordinated:
+                    // any lower bound of the truth (the slot guard, DESIGN.md), which
+                    // shortens the takeover wait by as much.
+                    let since = self
+                        .w
+                        .slot_lost_at(slot)
+                        .map_or(0, |at| self.w.now.saturating_sub(at));
+                    let bound = if since > 0 && self.rng.chance(0.7) {
+                        self.rng.below(since + 1)
+                    } else {
+                        0
+                    };
+                    self.w.slot_gained_after(slot, bound);
                 }
             }
             _ => {

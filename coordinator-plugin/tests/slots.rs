@@ -543,7 +543,15 @@ fn raw_frame(request: &NativeRequest) -> bytes::Bytes {
 fn slot_inputs_out_of_place_are_ignored() {
     // Standalone: slot inputs change nothing.
     let mut k = Coordinator::new(test_config(), TestAssignors::default()).unwrap();
-    assert!(k.handle(0, Input::SlotGained { slot: 0 }).is_empty());
+    assert!(k
+        .handle(
+            0,
+            Input::SlotGained {
+                slot: 0,
+                stopped_ms: 0
+            }
+        )
+        .is_empty());
     assert!(k.handle(0, Input::SlotLost { slot: 0 }).is_empty());
     assert_eq!(k.ownership(), &Ownership::All);
     assert!(k.owns("anything"));
@@ -551,14 +559,36 @@ fn slot_inputs_out_of_place_are_ignored() {
 
     let mut k = Coordinator::new(cluster_config(), TestAssignors::default()).unwrap();
     // Out of range, lost while not owned: nothing.
-    assert!(k.handle(0, Input::SlotGained { slot: SLOTS }).is_empty());
+    assert!(k
+        .handle(
+            0,
+            Input::SlotGained {
+                slot: SLOTS,
+                stopped_ms: 0
+            }
+        )
+        .is_empty());
     assert!(k.handle(0, Input::SlotLost { slot: 1 }).is_empty());
     // Gained twice: the takeover wait is not restarted.
-    let out = k.handle(5, Input::SlotGained { slot: 1 });
+    let out = k.handle(
+        5,
+        Input::SlotGained {
+            slot: 1,
+            stopped_ms: 0,
+        },
+    );
     assert!(out
         .iter()
         .any(|o| matches!(o, Output::Event(Event::SlotGained { slot: 1, .. }))));
-    assert!(k.handle(900, Input::SlotGained { slot: 1 }).is_empty());
+    assert!(k
+        .handle(
+            900,
+            Input::SlotGained {
+                slot: 1,
+                stopped_ms: 0
+            }
+        )
+        .is_empty());
     assert_eq!(k.takeover_until(1), Some(5 + WAIT));
     // A registration while owned, then the loss: one close, no timers left.
     let g = group_in_slot(1, 0);

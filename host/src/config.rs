@@ -110,6 +110,16 @@ pub struct ZookeeperSection {
     /// A broker that is not a slot's preferred owner waits this long before claiming
     /// the unowned slot, so slots spread over brokers, ms. Default 2000.
     pub slot_claim_delay_ms: u64,
+    /// The slot guard, ms: a broker that has had no answer from ZooKeeper for this
+    /// long stops coordinating its slots (it may be cut off, and its session may expire
+    /// soon). Because every broker stops this long after its last answer, a slot whose
+    /// owner's session expired has not been served for at least `session_timeout_ms −
+    /// slot_guard_ms` (less a 100 ms margin) when another broker claims it, and the new
+    /// owner's takeover wait is shortened by that much (docs/protocol.md §6.8). Smaller
+    /// is faster fail-over but gives slots up on shorter ZooKeeper stalls. Every broker
+    /// of a cluster must use the same value. Default: a third of the session timeout,
+    /// at most 750; at least 300 and below `session_timeout_ms`.
+    pub slot_guard_ms: Option<u64>,
 }
 
 impl Default for ZookeeperSection {
@@ -121,11 +131,18 @@ impl Default for ZookeeperSection {
             session_timeout_ms: 6_000,
             slots: 16,
             slot_claim_delay_ms: 2_000,
+            slot_guard_ms: None,
         }
     }
 }
 
 impl ZookeeperSection {
+    /// The slot guard in ms: [`ZookeeperSection::slot_guard_ms`] or its default.
+    pub fn slot_guard(&self) -> u64 {
+        self.slot_guard_ms
+            .unwrap_or_else(|| (self.session_timeout_ms / 3).clamp(300, 750))
+    }
+
     /// Applies `--zookeeper HOST:PORT[,HOST:PORT][/chroot]`: sets `connect` (and
     /// `chroot` when given) and enables cluster mode.
     pub fn apply_flag(&mut self, flag: &str) {
@@ -425,6 +442,14 @@ impl Config {
                 return Err(invalid(
                     "zookeeper.session_timeout_ms must be at least 1000".into(),
                 ));
+            }
+            let guard = zk.slot_guard();
+            if guard < 300 || guard >= zk.session_timeout_ms {
+                return Err(invalid(format!(
+                    "zookeeper.slot_guard_ms ({guard}) must be at least 300 and below \
+                     session_timeout_ms ({})",
+                    zk.session_timeout_ms
+                )));
             }
         }
         for digest in &config.plugins.sha256_allowlist {

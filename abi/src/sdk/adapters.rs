@@ -289,8 +289,8 @@ impl<T: CoordinatorPlugin> Coordinator for Adapter<T> {
         }
     }
 
-    fn slot_gained(&mut self, now_ms: u64, slot: u32) -> Outputs {
-        self.call_mut(|t| t.slot_gained(now_ms, slot).map(RVec::from))
+    fn slot_gained(&mut self, now_ms: u64, slot: u32, stopped_ms: u64) -> Outputs {
+        self.call_mut(|t| t.slot_gained(now_ms, slot, stopped_ms).map(RVec::from))
     }
 
     fn slot_lost(&mut self, now_ms: u64, slot: u32) -> Outputs {
@@ -373,7 +373,12 @@ mod tests {
         fn poll_timeout(&self) -> Option<u64> {
             panic!("poll_timeout exploded")
         }
-        fn slot_gained(&mut self, _: u64, _: u32) -> Result<Vec<CoordinatorOutput>, PluginError> {
+        fn slot_gained(
+            &mut self,
+            _: u64,
+            _: u32,
+            _: u64,
+        ) -> Result<Vec<CoordinatorOutput>, PluginError> {
             Ok(Vec::new())
         }
         fn slot_lost(&mut self, _: u64, _: u32) -> Result<Vec<CoordinatorOutput>, PluginError> {
@@ -418,7 +423,7 @@ mod tests {
         assert_eq!(coordinator.poll_timeout(), ROption::RNone);
         for result in [
             coordinator.handle(2, CoordinatorInput::TimerFired),
-            coordinator.slot_gained(2, 0),
+            coordinator.slot_gained(2, 0, 0),
             coordinator.slot_lost(2, 0),
             coordinator.shutdown(2),
         ] {

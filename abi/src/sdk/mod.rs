@@ -139,11 +139,13 @@ pub trait CoordinatorPlugin: PluginInfo + Send + Sized + 'static {
     ) -> Result<Vec<CoordinatorOutput>, PluginError>;
     /// The next deadline (ms), if any.
     fn poll_timeout(&self) -> Option<u64>;
-    /// Slot gained (cluster mode).
+    /// Slot gained (cluster mode); its previous owner has not coordinated it for at
+    /// least `stopped_ms` ms.
     fn slot_gained(
         &mut self,
         now_ms: u64,
         slot: u32,
+        stopped_ms: u64,
     ) -> Result<Vec<CoordinatorOutput>, PluginError>;
     /// Slot lost (cluster mode).
     fn slot_lost(&mut self, now_ms: u64, slot: u32) -> Result<Vec<CoordinatorOutput>, PluginError>;

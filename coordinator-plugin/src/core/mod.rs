@@ -356,7 +356,7 @@ impl Coordinator {
             Input::OffsetsFetched { op, result } => self.on_fetched(op, result),
             Input::OffsetsDeleted { op, result } => self.on_offsets_deleted(op, result),
             Input::TopicIds { ids } => self.kafka.topic_ids = ids,
-            Input::SlotGained { slot } => self.on_slot_gained(slot),
+            Input::SlotGained { slot, stopped_ms } => self.on_slot_gained(slot, stopped_ms),
             Input::SlotLost { slot } => self.on_slot_lost(slot),
         }
         self.settle();
@@ -1007,7 +1007,7 @@ impl Coordinator {
 
     /// Cluster mode: slot `slot` is now ours. Its groups start empty; the first
     /// rebalance of each waits for the end of the takeover wait (§6.8).
-    fn on_slot_gained(&mut self, slot: u32) {
+    fn on_slot_gained(&mut self, slot: u32, stopped_ms: u64) {
         let Ownership::Slots { count, owned } = &mut self.ownership else {
             tracing::warn!(slot, "slot gained by a standalone coordinator: ignored");
             return;
@@ -1028,10 +1028,12 @@ impl Coordinator {
                 .any(|g| proto::coordinator_slot(g.as_str(), count) == slot),
             "a group of a slot not owned"
         );
+        // The previous owner's consumers may deliver until their leases end, at most
+        // `takeover_wait_ms` after it stopped, which was `stopped_ms` ago.
         let until = self
             .cx
             .now
-            .saturating_add(self.cx.config.takeover_wait_ms());
+            .saturating_add(self.cx.config.takeover_wait_ms().saturating_sub(stopped_ms));
         self.takeover_until.insert(slot, until);
         self.cx.event(Event::SlotGained {
             slot,

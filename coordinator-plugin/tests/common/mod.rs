@@ -368,6 +368,8 @@ pub struct World {
     pub steps: u64,
     /// Record every delivery for debugging (off by default).
     pub log: Option<Vec<String>>,
+    /// When each slot was last lost (cluster mode).
+    slot_lost_at: BTreeMap<u32, u64>,
 }
 
 fn fnv(hash: &mut u64, bytes: &[u8]) {
@@ -407,6 +409,7 @@ impl World {
             trace_hash: 0xcbf2_9ce4_8422_2325,
             steps: 0,
             log: None,
+            slot_lost_at: BTreeMap::new(),
         }
     }
 
@@ -497,14 +500,26 @@ impl World {
 
     /// Cluster mode: the coordinator gains slot `slot` now.
     pub fn slot_gained(&mut self, slot: u32) {
-        self.note(|| format!("K gains slot {slot}"));
-        self.feed(Input::SlotGained { slot });
+        self.slot_gained_after(slot, 0);
+    }
+
+    /// Cluster mode: the coordinator gains slot `slot` now, told that its previous
+    /// owner stopped coordinating it at least `stopped_ms` ago.
+    pub fn slot_gained_after(&mut self, slot: u32, stopped_ms: u64) {
+        self.note(|| format!("K gains slot {slot} (previous owner stopped ≥ {stopped_ms} ms ago)"));
+        self.feed(Input::SlotGained { slot, stopped_ms });
     }
 
     /// Cluster mode: the coordinator loses slot `slot` now.
     pub fn slot_lost(&mut self, slot: u32) {
         self.note(|| format!("K loses slot {slot}"));
+        self.slot_lost_at.insert(slot, self.now);
         self.feed(Input::SlotLost { slot });
+    }
+
+    /// When slot `slot` was last lost, if ever.
+    pub fn slot_lost_at(&self, slot: u32) -> Option<u64> {
+        self.slot_lost_at.get(&slot).copied()
     }
 
     /// Sets the topics and tells the coordinator.

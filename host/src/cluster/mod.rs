@@ -123,6 +123,8 @@ pub struct Cluster {
     runtime: tokio::runtime::Handle,
     /// Slots this broker's coordinator was told it owns.
     pub(crate) owned: Mutex<BTreeSet<u32>>,
+    /// When this broker last stopped coordinating each slot it gave up.
+    pub(crate) stopped_at: Mutex<BTreeMap<u32, std::time::Instant>>,
 }
 
 /// Paths below the chroot.
@@ -141,6 +143,7 @@ impl Cluster {
             client: RwLock::new(None),
             runtime: tokio::runtime::Handle::current(),
             owned: Mutex::new(BTreeSet::new()),
+            stopped_at: Mutex::new(BTreeMap::new()),
         })
     }
 

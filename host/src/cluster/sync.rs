@@ -4,6 +4,8 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
+    future::Future,
+    pin::Pin,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -66,12 +68,55 @@ async fn give_up_slots(broker: &Broker, cluster: &Cluster, why: &str) {
         return;
     }
     tracing::warn!(slots = ?owned, "giving up coordinator slots: {why}");
-    if let Some(c) = broker.coordinator() {
-        for slot in owned {
-            c.slot_lost(slot).await;
-        }
+    for &slot in &owned {
+        stop_slot(broker, cluster, slot).await;
     }
 }
+
+/// Tells the coordinator it no longer owns `slot`, and remembers when it stopped.
+async fn stop_slot(broker: &Broker, cluster: &Cluster, slot: u32) {
+    if let Some(c) = broker.coordinator() {
+        c.slot_lost(slot).await;
+    }
+    cluster
+        .stopped_at
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(slot, Instant::now());
+}
+
+/// A lower bound, in ms, of how long slot `slot`'s previous owner has not coordinated
+/// it, when this broker gains it (docs/protocol.md §6.8): this broker itself, since it
+/// gave the slot up; another broker whose session has expired (it is gone from the
+/// live brokers), `session − guard − 100 ms`, since every broker stops coordinating
+/// `guard` after its last answer from ZooKeeper and the session expires no earlier
+/// than `session` after it; otherwise (a live owner handing the slot back, or an owner
+/// not seen) 0.
+fn previous_owner_stopped_ms(
+    cluster: &Cluster,
+    slot: u32,
+    previous: &ClusterView,
+    now_live: &BTreeMap<i32, BrokerAddr>,
+    session: Duration,
+) -> u64 {
+    match previous.slots.get(&slot) {
+        Some(&owner) if owner == cluster.me => cluster
+            .stopped_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&slot)
+            .map_or(0, |t| t.elapsed().as_millis() as u64),
+        Some(owner) if previous.connected && !now_live.contains_key(owner) => {
+            let session = session.as_millis() as u64;
+            session.saturating_sub(cluster.settings.slot_guard() + GUARD_MARGIN_MS)
+        }
+        _ => 0,
+    }
+}
+
+/// Allowance for the time between a broker's guard expiring and its coordinator
+/// having stopped, and for clock-rate differences, ms.
+const GUARD_MARGIN_MS: u64 = 100;
 
 /// One session: connect, register, then follow until it expires.
 async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), String> {
@@ -97,6 +142,7 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
             Err(e) => return Err(format!("creating {path}: {e}")),
         }
     }
+    let registered_at = Instant::now();
     register(&client, cluster).await?;
     tracing::info!(
         broker = cluster.me,
@@ -112,15 +158,75 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
     let mut state = client.state_watcher();
     let mut disconnected_since: Option<Instant> = None;
     let mut timers = SlotTimers::default();
-    let session_timeout = Duration::from_millis(settings.session_timeout_ms);
+    let session_timeout = client
+        .session_timeout()
+        .min(Duration::from_millis(settings.session_timeout_ms));
+    let guard = Duration::from_millis(settings.slot_guard());
+    // The slot guard: coordinating is safe only until `guard` after the start of the
+    // last request ZooKeeper answered (the server heard from us after that start, so our
+    // session cannot expire before `session_timeout` after it).
+    let mut last_ok = registered_at;
+    let mut keepalive = tokio::time::interval(guard / 3);
+    keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let me = format!("{BROKERS}/{}", cluster.me);
+    let mut refresh_tick = tokio::time::interval(REFRESH);
+    refresh_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    refresh_tick.tick().await;
+    let mut refresh_due = true;
+    let mut watch_fired: Pin<Box<dyn Future<Output = ()> + Send>> =
+        Box::pin(std::future::pending());
     loop {
-        if disconnected_since.is_none() {
-            match refresh(broker, cluster, &client, &mut timers).await {
-                Ok(()) => {}
-                Err(zk::Error::SessionExpired) => return Err("session expired".into()),
-                Err(e) => tracing::debug!("cluster refresh: {e}"),
+        if refresh_due && disconnected_since.is_none() {
+            refresh_due = false;
+            let started = Instant::now();
+            // The refresh reads slots (and claims them) first, so its gains happen soon
+            // after `started`; they count only while the guard started then holds.
+            let sessions = Sessions {
+                session_timeout,
+                guard_until: started + guard,
+            };
+            let owns_slots = owns_any(cluster);
+            let outcome = tokio::select! {
+                r = tokio::time::timeout(
+                    session_timeout,
+                    refresh(broker, cluster, &client, &mut timers, sessions),
+                ) => Some(r),
+                // A refresh stuck on an unanswered request must not keep us
+                // coordinating past the guard; it is dropped and starts over.
+                _ = tokio::time::sleep_until(tokio::time::Instant::from_std(last_ok + guard)),
+                    if owns_slots => None,
+            };
+            match outcome {
+                Some(Ok(Ok(watches))) => {
+                    last_ok = last_ok.max(started);
+                    // Brokers joining or leaving and slots freed or claimed trigger the
+                    // next refresh at once.
+                    watch_fired = Box::pin(async move {
+                        if watches.is_empty() {
+                            std::future::pending::<()>().await;
+                        }
+                        let changed = watches.into_iter().map(|w| Box::pin(w.changed()));
+                        futures_util::future::select_all(changed).await;
+                    });
+                }
+                Some(Ok(Err(zk::Error::SessionExpired))) => return Err("session expired".into()),
+                Some(Ok(Err(e))) => tracing::debug!("cluster refresh: {e}"),
+                Some(Err(_)) => {
+                    tracing::debug!("cluster refresh: no answer within the session timeout");
+                    refresh_due = true;
+                }
+                None => {
+                    give_up_slots(
+                        broker,
+                        cluster,
+                        &format!("no answer from ZooKeeper for the slot guard ({guard:?})"),
+                    )
+                    .await;
+                    refresh_due = true;
+                }
             }
         }
+        let owns_slots = owns_any(cluster);
         tokio::select! {
             s = state.changed() => match s {
                 zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed => {
@@ -144,9 +250,39 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
                     }
                     broker.metrics.zookeeper_connected(true);
                     cluster.update(|v| v.connected = true);
+                    refresh_due = true;
                 }
             },
-            _ = tokio::time::sleep(REFRESH) => {}
+            _ = tokio::time::sleep_until(tokio::time::Instant::from_std(last_ok + guard)), if owns_slots => {
+                give_up_slots(
+                    broker,
+                    cluster,
+                    &format!("no answer from ZooKeeper for the slot guard ({guard:?})"),
+                )
+                .await;
+            }
+            _ = keepalive.tick(), if disconnected_since.is_none() => {
+                let started = Instant::now();
+                // Never wait past the guard while coordinating: the guard arm must run.
+                let deadline = if owns_slots {
+                    (last_ok + guard).max(started)
+                } else {
+                    started + guard
+                };
+                let answer = tokio::time::timeout_at(
+                    tokio::time::Instant::from_std(deadline),
+                    client.check_stat(&me),
+                )
+                .await;
+                if let Ok(Ok(_)) = answer {
+                    last_ok = last_ok.max(started);
+                }
+            }
+            _ = &mut watch_fired => {
+                watch_fired = Box::pin(std::future::pending());
+                refresh_due = true;
+            }
+            _ = refresh_tick.tick() => refresh_due = true,
         }
         if let Some(since) = disconnected_since {
             if since.elapsed() >= session_timeout {
@@ -157,6 +293,24 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
             }
         }
     }
+}
+
+/// Whether this broker's coordinator owns any slot.
+fn owns_any(cluster: &Cluster) -> bool {
+    !cluster
+        .owned
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .is_empty()
+}
+
+/// What slot claims need to know about sessions.
+#[derive(Clone, Copy)]
+struct Sessions {
+    /// The ZooKeeper session timeout (the negotiated one, if shorter).
+    session_timeout: Duration,
+    /// Coordinating is safe until then (the slot guard).
+    guard_until: Instant,
 }
 
 /// Creates this broker's ephemeral node, waiting for a previous session's node (a
@@ -201,9 +355,11 @@ async fn refresh(
     cluster: &Arc<Cluster>,
     client: &zk::Client,
     timers: &mut SlotTimers,
-) -> Result<(), zk::Error> {
+    sessions: Sessions,
+) -> Result<Vec<zk::OneshotWatcher>, zk::Error> {
     let mut brokers = BTreeMap::new();
-    for id in client.list_children(BROKERS).await? {
+    let (ids, brokers_watch) = client.list_and_watch_children(BROKERS).await?;
+    for id in ids {
         let Ok(n) = id.parse::<i32>() else { continue };
         match client.get_data(&format!("{BROKERS}/{id}")).await {
             Ok((data, _)) => {
@@ -215,20 +371,9 @@ async fn refresh(
             Err(e) => return Err(e),
         }
     }
-    let mut topics = BTreeMap::new();
-    for name in client.list_children(TOPICS).await? {
-        match client.get_data(&format!("{TOPICS}/{name}")).await {
-            Ok((data, _)) => {
-                if let Ok(p) = serde_json::from_slice::<TopicPlacement>(&data) {
-                    topics.insert(name, p);
-                }
-            }
-            Err(zk::Error::NoNode) => {}
-            Err(e) => return Err(e),
-        }
-    }
     let mut owners = BTreeMap::new();
-    for name in client.list_children(SLOTS).await? {
+    let (names, slots_watch) = client.list_and_watch_children(SLOTS).await?;
+    for name in names {
         let Ok(slot) = name.parse::<u32>() else {
             continue;
         };
@@ -298,9 +443,7 @@ async fn refresh(
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(&slot);
                 if was_owned {
-                    if let Some(c) = broker.coordinator() {
-                        c.slot_lost(slot).await;
-                    }
+                    stop_slot(broker, cluster, slot).await;
                 }
                 match client.delete(&format!("{SLOTS}/{slot}"), None).await {
                     Ok(()) | Err(zk::Error::NoNode) => {
@@ -317,16 +460,34 @@ async fn refresh(
             }
         }
     }
-    let view = ClusterView {
+    let mut view = ClusterView {
         connected: true,
         brokers,
-        topics,
+        topics: cluster.view().topics,
         slots: owners,
     };
+    sync_slots(broker, cluster, &view, sessions).await;
+    cluster.update(|v| {
+        v.connected = true;
+        v.brokers = view.brokers.clone();
+        v.slots = view.slots.clone();
+    });
+    let mut topics = BTreeMap::new();
+    for name in client.list_children(TOPICS).await? {
+        match client.get_data(&format!("{TOPICS}/{name}")).await {
+            Ok((data, _)) => {
+                if let Ok(p) = serde_json::from_slice::<TopicPlacement>(&data) {
+                    topics.insert(name, p);
+                }
+            }
+            Err(zk::Error::NoNode) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    view.topics = topics;
     sync_local_topics(broker, &view).await;
-    sync_slots(broker, cluster, &view).await;
     cluster.update(|v| *v = view);
-    Ok(())
+    Ok(vec![brokers_watch, slots_watch])
 }
 
 /// Makes the local topic registry match ZooKeeper: same topics, ids, partition counts.
@@ -385,8 +546,12 @@ async fn sync_local_topics(broker: &Arc<Broker>, view: &ClusterView) {
     .await;
 }
 
-/// Tells the coordinator about slots gained and lost.
-async fn sync_slots(broker: &Broker, cluster: &Cluster, view: &ClusterView) {
+/// Tells the coordinator about slots gained and lost. A slot is gained only while the
+/// slot guard holds; each with how long its previous owner has surely not coordinated
+/// it ([`previous_owner_stopped_ms`]).
+async fn sync_slots(broker: &Broker, cluster: &Cluster, view: &ClusterView, sessions: Sessions) {
+    let previous = cluster.view();
+    let safe = Instant::now() < sessions.guard_until;
     let mine: BTreeSet<u32> = view
         .slots
         .iter()
@@ -395,19 +560,37 @@ async fn sync_slots(broker: &Broker, cluster: &Cluster, view: &ClusterView) {
         .collect();
     let (gained, lost) = {
         let mut owned = cluster.owned.lock().unwrap_or_else(|e| e.into_inner());
-        let gained: Vec<u32> = mine.difference(&owned).copied().collect();
+        let gained: Vec<u32> = if safe {
+            mine.difference(&owned).copied().collect()
+        } else {
+            Vec::new()
+        };
         let lost: Vec<u32> = owned.difference(&mine).copied().collect();
-        *owned = mine;
+        for slot in &lost {
+            owned.remove(slot);
+        }
+        owned.extend(gained.iter().copied());
         (gained, lost)
     };
+    for slot in lost {
+        tracing::info!(slot, "coordinator slot lost");
+        stop_slot(broker, cluster, slot).await;
+    }
     if let Some(c) = broker.coordinator() {
-        for slot in lost {
-            tracing::info!(slot, "coordinator slot lost");
-            c.slot_lost(slot).await;
-        }
         for slot in gained {
-            tracing::info!(slot, "coordinator slot gained");
-            c.slot_gained(slot).await;
+            let stopped_ms = previous_owner_stopped_ms(
+                cluster,
+                slot,
+                &previous,
+                &view.brokers,
+                sessions.session_timeout,
+            );
+            tracing::info!(
+                slot,
+                previous_owner_stopped_ms = stopped_ms,
+                "coordinator slot gained"
+            );
+            c.slot_gained(slot, stopped_ms).await;
         }
     }
 }

@@ -90,8 +90,9 @@ pub enum Msg {
     TopicsChanged(RVec<TopicInfo>, RVec<TopicId>),
     /// Results of offset-store operations.
     Store(Vec<CoordinatorInput>),
-    /// Cluster mode: this broker now owns coordinator slot `n`.
-    SlotGained(u32),
+    /// Cluster mode: this broker now owns coordinator slot `n`; its previous owner has
+    /// not coordinated it for at least the second value, ms.
+    SlotGained(u32, u64),
     /// Cluster mode: this broker no longer owns coordinator slot `n`.
     SlotLost(u32),
     /// Stop: final coordinator outputs, drain the store worker, close channels.
@@ -172,9 +173,10 @@ impl CoordinatorClient {
         result
     }
 
-    /// Cluster mode: this broker now owns coordinator slot `slot`.
-    pub async fn slot_gained(&self, slot: u32) {
-        let _ = self.send(Msg::SlotGained(slot)).await;
+    /// Cluster mode: this broker now owns coordinator slot `slot`, whose previous owner
+    /// has not coordinated it for at least `stopped_ms` ms.
+    pub async fn slot_gained(&self, slot: u32, stopped_ms: u64) {
+        let _ = self.send(Msg::SlotGained(slot, stopped_ms)).await;
     }
 
     /// Cluster mode: this broker no longer owns coordinator slot `slot`.
@@ -378,9 +380,9 @@ impl Driver {
                     self.feed(input);
                 }
             }
-            Msg::SlotGained(slot) => {
+            Msg::SlotGained(slot, stopped_ms) => {
                 let now = self.now_ms();
-                let result = self.coordinator.slot_gained(now, slot);
+                let result = self.coordinator.slot_gained(now, slot, stopped_ms);
                 self.run_outputs(result);
             }
             Msg::SlotLost(slot) => {

@@ -177,15 +177,17 @@ impl CoordinatorHandle {
             .map(RVec::into_vec)
     }
 
-    /// Cluster mode: this broker now owns coordinator slot `slot`.
+    /// Cluster mode: this broker now owns coordinator slot `slot`, whose previous owner
+    /// has not coordinated it for at least `stopped_ms` ms.
     pub fn slot_gained(
         &mut self,
         now_ms: u64,
         slot: u32,
+        stopped_ms: u64,
     ) -> Result<Vec<drover_abi::coordinator::CoordinatorOutput>, CallError> {
         let inner = &mut self.inner;
         self.guard
-            .call(|| inner.slot_gained(now_ms, slot))
+            .call(|| inner.slot_gained(now_ms, slot, stopped_ms))
             .map(RVec::into_vec)
     }
 
