@@ -267,6 +267,9 @@ impl Coordinator {
             let id = name.to_string();
             let mut result = DeletableGroupResult::default();
             result.group_id = name;
+            // Whether the group exists, before the checks below delete an empty KIP-848
+            // group (an existing group without offsets is deleted, not "not found").
+            let known = self.group_kind(&id).is_some();
             let error = if id.is_empty() {
                 Some(ResponseError::InvalidGroupId)
             } else if !self.owns(&id) {
@@ -287,7 +290,6 @@ impl Coordinator {
             } else {
                 None
             };
-            let known = self.group_kind(&id).is_some();
             wait.known.push(known);
             if let Some(e) = error {
                 result.error_code = e.code();

@@ -4,10 +4,11 @@
 //! Commit rules (Kafka's group coordinator): a classic group accepts a commit from a
 //! member of its current generation, or with generation −1 and no member id while it is
 //! empty (a "simple" commit, as the admin client and manual-assignment consumers send);
-//! an unknown group accepts generation −1 and creates nothing; a KIP-848 group checks
-//! the member epoch. A group's commits reach the store one batch at a time, in the
-//! order they were accepted. The answer waits until the store has them; a store
-//! failure answers COORDINATOR_NOT_AVAILABLE (retriable) for every accepted partition.
+//! an unknown group accepts generation −1 and, once the store has the offsets, is kept
+//! as an empty classic group (as Kafka does); a KIP-848 group checks the member epoch.
+//! A group's commits reach the store one batch at a time, in the order they were
+//! accepted. The answer waits until the store has them; a store failure answers
+//! COORDINATOR_NOT_AVAILABLE (retriable) for every accepted partition.
 
 use std::collections::BTreeMap;
 
@@ -248,14 +249,6 @@ impl Coordinator {
                 .cx
                 .respond_kafka(slot, to, ResponseKind::OffsetCommit(wait.response));
         }
-        if self.group_kind(gid.as_str()).is_none() {
-            // Kafka keeps a group that only commits (generation −1: the admin client,
-            // manually assigned consumers) as an empty classic group: ListGroups and
-            // DescribeGroups show it.
-            self.kafka
-                .classic
-                .insert(gid.clone(), ClassicGroup::new(gid.clone()));
-        }
         if self.kafka.offsets.inflight.contains_key(&gid) {
             self.kafka.offsets.queued.entry(gid).or_default().push(wait);
         } else {
@@ -279,6 +272,14 @@ impl Coordinator {
         };
         if let Err(e) = &result {
             tracing::warn!(%group, %op, error = %e, "offset commit failed");
+        } else if self.group_kind(group.as_str()).is_none() && self.owns(group.as_str()) {
+            // Kafka keeps a group that only commits (generation −1: the admin client,
+            // manually assigned consumers) as an empty classic group: ListGroups and
+            // DescribeGroups show it. Made once the offsets are durable, as Kafka makes
+            // it in the same write: a failed commit leaves no group behind.
+            self.kafka
+                .classic
+                .insert(group.clone(), ClassicGroup::new(group.clone()));
         }
         for mut w in waits {
             if result.is_err() {
