@@ -118,7 +118,7 @@ pub struct ZookeeperSection {
     /// owner's takeover wait is shortened by that much (docs/protocol.md §6.8). Smaller
     /// is faster fail-over but gives slots up on shorter ZooKeeper stalls. Every broker
     /// of a cluster must use the same value. Default: a third of the session timeout,
-    /// at most 750; at least 300 and below `session_timeout_ms`.
+    /// at most 500; at least 300 and below `session_timeout_ms`.
     pub slot_guard_ms: Option<u64>,
 }
 
@@ -140,7 +140,7 @@ impl ZookeeperSection {
     /// The slot guard in ms: [`ZookeeperSection::slot_guard_ms`] or its default.
     pub fn slot_guard(&self) -> u64 {
         self.slot_guard_ms
-            .unwrap_or_else(|| (self.session_timeout_ms / 3).clamp(300, 750))
+            .unwrap_or_else(|| (self.session_timeout_ms / 3).clamp(300, 500))
     }
 
     /// Applies `--zookeeper HOST:PORT[,HOST:PORT][/chroot]`: sets `connect` (and
