@@ -558,6 +558,10 @@ struct Figures {
     expired_seen: f64,
     claimed: f64,
     gained: f64,
+    /// The host's bound of how long the old owner had not served the slot (the slot
+    /// guard, docs/protocol.md §6.8): the takeover wait after the gain is that much
+    /// shorter.
+    stopped_ms: f64,
     lost_all: f64,
     registered_all: f64,
     assigned_first: f64,
@@ -603,6 +607,42 @@ fn logged_after(
         }
     }
     first
+}
+
+/// The number after `field` on the first log line after `kill` containing `needle`
+/// (lines start with an RFC 3339 time).
+fn logged_field(
+    logs: &[PathBuf],
+    needle: &str,
+    field: &str,
+    kill: chrono::DateTime<chrono::Utc>,
+) -> Option<f64> {
+    let mut first: Option<(chrono::DateTime<chrono::Utc>, f64)> = None;
+    for log in logs {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        for line in text.lines().filter(|l| l.contains(needle)) {
+            let Some(at) = line
+                .split_whitespace()
+                .next()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.with_timezone(&chrono::Utc))
+                .filter(|t| *t >= kill)
+            else {
+                continue;
+            };
+            let value = line.split(field).nth(1).and_then(|rest| {
+                rest.split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .and_then(|n| n.parse::<f64>().ok())
+            });
+            if let Some(v) = value {
+                if first.is_none_or(|(t, _)| at < t) {
+                    first = Some((at, v));
+                }
+            }
+        }
+    }
+    first.map(|(_, v)| v)
 }
 
 fn ms_after(t: Option<Instant>, kill: Instant) -> f64 {
@@ -882,7 +922,7 @@ async fn run_once(zk: &ZkServer, o: &Options, s: &Setting, run: usize) -> Figure
         // deadline; the 20 ms polls of /v1/cluster are the fallback.
         claimed: logged_after(
             &survivor_logs,
-            &format!("drover_host::cluster::sync: coordinator slot gained slot={slot}\n"),
+            &format!("drover_host::cluster::sync: coordinator slot gained slot={slot} "),
             kill_wall,
         )
         .unwrap_or_else(|| ms_after(watched.claimed, kill)),
@@ -892,6 +932,13 @@ async fn run_once(zk: &ZkServer, o: &Options, s: &Setting, run: usize) -> Figure
             kill_wall,
         )
         .unwrap_or_else(|| ms_after(watched.gained, kill)),
+        stopped_ms: logged_field(
+            &survivor_logs,
+            &format!("drover_host::cluster::sync: coordinator slot gained slot={slot} "),
+            "previous_owner_stopped_ms=",
+            kill_wall,
+        )
+        .unwrap_or(0.0),
         lost_all: ms_after(all(&lost), kill),
         registered_all: ms_after(all(&registered), kill),
         assigned_first: ms_after(assigned.values().min().copied(), kill),
@@ -1103,15 +1150,17 @@ async fn main() {
         let takeover = s.takeover_ms as f64;
         println!(
             "{}/{}/{}: ZK session expiry {}; slot claimed {}; coordinator told {}; \
-             takeover wait {takeover:.0}; rebalance to the first StartFetcher {}; until every \
-             live partition flows {}; total {}",
+             takeover wait after the gain {} (configured {takeover:.0} less the slot guard's \
+             bound); rebalance to the first StartFetcher {}; until every live partition \
+             flows {}; total {}",
             s.zk_session_ms,
             s.session_ms,
             s.takeover_ms,
             step(&|r| r.expired).trim(),
             step(&|r| r.claimed - r.expired).trim(),
             step(&|r| r.gained - r.claimed).trim(),
-            step(&|r| r.assigned_first - r.gained - takeover).trim(),
+            step(&|r| (takeover - r.stopped_ms).max(0.0)).trim(),
+            step(&|r| r.assigned_first - r.gained - (takeover - r.stopped_ms).max(0.0)).trim(),
             step(&|r| r.consuming_all - r.assigned_first).trim(),
             step(&|r| r.consuming_all).trim(),
         );
