@@ -1,7 +1,8 @@
 """confluent-kafka's consumer for the connector_e2e bench.
 
-Assigns partitions 0..P-1 of a topic at offset 0 (assign(), no group coordination:
-Drover does not serve Kafka's classic group protocol) and consumes until it has
+Assigns partitions 0..P-1 of a topic at offset 0 (assign(), no group coordination: the
+bench measures fetch throughput; group rebalances are the group_rebalance bench's) and
+consumes until it has
 --messages messages, then prints one JSON line: messages, payload bytes, seconds
 (from creating the Consumer until the last message), when the first batch came,
 MB/s, the process CPU seconds (every thread, librdkafka's included) and the

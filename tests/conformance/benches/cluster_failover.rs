@@ -1054,24 +1054,9 @@ fn own_cpu() -> f64 {
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
-/// CPU seconds (user + system) used so far by process `pid`, from /proc (0 once it is
-/// gone).
+/// CPU seconds (user + system) used so far by process `pid` (0.0 once it is gone).
 fn process_cpu(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line; `rest` starts at field 3.
-    let ticks: f64 = fields.get(11).and_then(|t| t.parse().ok()).unwrap_or(0.0)
-        + fields
-            .get(12)
-            .and_then(|t| t.parse::<f64>().ok())
-            .unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    ticks / hz
+    drover_tests::proc_stat::process_cpu(pid).unwrap_or(0.0)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -15,8 +15,8 @@
 //!   one stream each, and with one stream per partition they own;
 //! - **confluent-kafka** (`benches/ck_consume.py` on `target/test-venv/bin/python`,
 //!   which `scripts/install-test-deps.sh` creates; skipped with a message if missing):
-//!   `assign()` of every partition at offset 0, no group coordination (Drover does not
-//!   serve Kafka's classic group protocol).
+//!   `assign()` of every partition at offset 0, no group coordination (this bench
+//!   measures fetch throughput; group rebalances are measured by `group_rebalance`).
 //!
 //! Connector time runs from `create_message_streams` until the last message is
 //! delivered (registration and the coordinator's rebalance debounce included);
@@ -229,19 +229,9 @@ fn own_cpu() -> f64 {
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
-/// CPU seconds (user + system) used so far by process `pid`, from /proc.
+/// CPU seconds (user + system) used so far by process `pid` (f64::NAN once it is gone).
 fn process_cpu(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return f64::NAN;
-    };
-    // Fields after the command name (which may hold spaces) end with ')'.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line; `rest` starts at field 3.
-    let ticks: f64 = fields[11].parse::<f64>().unwrap_or(0.0) + fields[12].parse().unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    ticks / hz
+    drover_tests::proc_stat::process_cpu(pid).unwrap_or(f64::NAN)
 }
 
 /// Produces `ends[p]` records of `size` bytes to every partition.

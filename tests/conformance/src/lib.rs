@@ -3,6 +3,7 @@
 //! plugins through the host's real loader (never the rlibs).
 
 pub mod native;
+pub mod proc_stat;
 pub mod services;
 
 use std::{
