@@ -108,6 +108,17 @@ pub struct PartitionView {
     pub lag: Option<i64>,
 }
 
+/// A classic or KIP-848 group's member, as the detail view needs it.
+struct KafkaMember<'a> {
+    id: &'a str,
+    host: &'a str,
+    /// Topics comma-separated, or the KIP-848 regex.
+    subscription: String,
+    topics: &'a [String],
+    /// (topic, partition) assigned.
+    partitions: &'a [(String, i32)],
+}
+
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
 }
@@ -281,43 +292,53 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             });
         }
     }
-    if let Some(g) = &classic {
-        for m in &g.members {
-            for (topic, p) in &m.partitions {
-                owners.insert((topic.clone(), *p), m.member_id.clone());
-            }
-            members.push(MemberView {
-                consumer_id: m.member_id.clone(),
-                host: m.client_host.clone(),
-                session_timeout_ms: None,
-                subscription: m.topics.join(","),
-                topics: m.topics.clone(),
-                partitions: m
-                    .partitions
-                    .iter()
-                    .map(|(t, p)| format!("{t}-{p}"))
-                    .collect(),
-            });
+    let kafka_members: Vec<KafkaMember<'_>> = match (&classic, &consumer) {
+        (Some(g), _) => g
+            .members
+            .iter()
+            .map(|m| {
+                let sub = m.topics.join(",");
+                KafkaMember {
+                    id: &m.member_id,
+                    host: &m.client_host,
+                    subscription: sub,
+                    topics: &m.topics,
+                    partitions: &m.partitions,
+                }
+            })
+            .collect(),
+        (None, Some(g)) => g
+            .members
+            .iter()
+            .map(|m| {
+                let sub = m.regex.clone().unwrap_or_else(|| m.topics.join(","));
+                KafkaMember {
+                    id: &m.member_id,
+                    host: &m.client_host,
+                    subscription: sub,
+                    topics: &m.topics,
+                    partitions: &m.partitions,
+                }
+            })
+            .collect(),
+        (None, None) => Vec::new(),
+    };
+    for m in kafka_members {
+        for (topic, p) in m.partitions {
+            owners.insert((topic.clone(), *p), m.id.to_owned());
         }
-    }
-    if let Some(g) = &consumer {
-        for m in &g.members {
-            for (topic, p) in &m.partitions {
-                owners.insert((topic.clone(), *p), m.member_id.clone());
-            }
-            members.push(MemberView {
-                consumer_id: m.member_id.clone(),
-                host: m.client_host.clone(),
-                session_timeout_ms: None,
-                subscription: m.regex.clone().unwrap_or_else(|| m.topics.join(",")),
-                topics: m.topics.clone(),
-                partitions: m
-                    .partitions
-                    .iter()
-                    .map(|(t, p)| format!("{t}-{p}"))
-                    .collect(),
-            });
-        }
+        members.push(MemberView {
+            consumer_id: m.id.to_owned(),
+            host: m.host.to_owned(),
+            session_timeout_ms: None,
+            subscription: m.subscription,
+            topics: m.topics.to_vec(),
+            partitions: m
+                .partitions
+                .iter()
+                .map(|(t, p)| format!("{t}-{p}"))
+                .collect(),
+        });
     }
     let committed: BTreeMap<(String, i32), i64> = committed
         .into_iter()
