@@ -95,6 +95,9 @@ pub(crate) mod codes {
     pub(crate) const INVALID_REGULAR_EXPRESSION: i16 = 128;
 }
 
+/// Longest error message in a ConsumerGroupHeartbeat answer, bytes.
+const MAX_ERROR_MESSAGE_BYTES: usize = 512;
+
 /// The member epoch of a (re)joining member.
 pub(crate) const JOIN_EPOCH: i32 = 0;
 /// The member epoch of a member leaving the group.
@@ -858,12 +861,20 @@ impl ConsumerGroups {
             Some(pattern) => match compile_pattern(pattern) {
                 Ok(r) => Some(Some((pattern.to_owned(), r))),
                 Err(e) => {
-                    return Err(failure(
-                        codes::INVALID_REGULAR_EXPRESSION,
-                        format!(
+                    // The pattern and the parser's report both quote the input: bound the
+                    // answer (a client may send a pattern of any length).
+                    let mut message = format!(
                         "SubscribedTopicRegex `{pattern}` is not a valid regular expression: {e}"
-                    ),
-                    ))
+                    );
+                    if message.len() > MAX_ERROR_MESSAGE_BYTES {
+                        let mut cut = MAX_ERROR_MESSAGE_BYTES;
+                        while !message.is_char_boundary(cut) {
+                            cut -= 1;
+                        }
+                        message.truncate(cut);
+                        message.push('…');
+                    }
+                    return Err(failure(codes::INVALID_REGULAR_EXPRESSION, message));
                 }
             },
         };
