@@ -88,6 +88,17 @@ pub fn input_from_abi(input: CoordinatorInput) -> Input {
     }
 }
 
+/// A fetch or delete scope as the ABI carries it: empty for the whole group.
+fn scope_to_abi(scope: FetchScope) -> RVec<drover_abi::TopicPartitions> {
+    match scope {
+        FetchScope::WholeGroup => RVec::new(),
+        FetchScope::Partitions(mut list) => {
+            list.sort();
+            to_abi_partitions(list.iter())
+        }
+    }
+}
+
 /// Converts an output for the host. Events have no ABI form: the wrapper logs them and
 /// gets `None`. [`FetchScope::WholeGroup`] becomes a fetch with an empty partition list,
 /// which the host driver executes as `OffsetStore::fetch_group`.
@@ -108,24 +119,12 @@ pub fn output_to_abi(output: Output, commit_time_ms: i64) -> Option<CoordinatorO
         Output::FetchOffsets { op, group, scope } => CoordinatorOutput::FetchOffsets {
             op: op.0,
             group: RString::from(group.as_str()),
-            partitions: match scope {
-                FetchScope::WholeGroup => RVec::new(),
-                FetchScope::Partitions(mut list) => {
-                    list.sort();
-                    to_abi_partitions(list.iter())
-                }
-            },
+            partitions: scope_to_abi(scope),
         },
         Output::DeleteOffsets { op, group, scope } => CoordinatorOutput::DeleteOffsets {
             op: op.0,
             group: RString::from(group.as_str()),
-            partitions: match scope {
-                FetchScope::WholeGroup => RVec::new(),
-                FetchScope::Partitions(mut list) => {
-                    list.sort();
-                    to_abi_partitions(list.iter())
-                }
-            },
+            partitions: scope_to_abi(scope),
         },
         Output::Metric { name, value } => CoordinatorOutput::Metric {
             name: RString::from(name),
