@@ -84,7 +84,7 @@ pub struct Partition {
     durable: watch::Sender<i64>,
     /// Held by the one task fsyncing this partition; the others wait, then usually find
     /// their appends covered by that fsync (group commit).
-    flushing: tokio::sync::Mutex<()>,
+    flushing: Arc<tokio::sync::Mutex<()>>,
     /// Bumped after appends; long-polling fetches of this partition wait on it.
     appended: watch::Sender<u64>,
 }
@@ -96,7 +96,7 @@ impl Partition {
             index,
             log: Mutex::new(log),
             durable: watch::channel(flushed).0,
-            flushing: tokio::sync::Mutex::new(()),
+            flushing: Arc::new(tokio::sync::Mutex::new(())),
             appended: watch::channel(0).0,
         }
     }
@@ -113,7 +113,8 @@ impl Partition {
 
     /// Waits until every offset below `end` is on disk, fsyncing if nobody else is:
     /// appends made with `PartitionLog::append_deferred` are acknowledged after this.
-    /// Concurrent waiters share one fsync.
+    /// Concurrent waiters share one fsync, and the fsync runs without the log's lock,
+    /// so appends to the partition go on while it runs (and the next fsync covers them).
     pub async fn wait_durable(self: &Arc<Self>, end: i64) -> Result<(), LogError> {
         loop {
             if *self.durable.borrow() >= end {
@@ -124,24 +125,69 @@ impl Partition {
                 return Ok(());
             }
             let partition = Arc::clone(self);
-            let dir = partition
-                .log
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .dir()
-                .to_owned();
-            let flushed = tokio::task::spawn_blocking(move || {
-                let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-                log.flush().map(|()| log.flushed_offset())
-            })
-            .await
-            .map_err(|_| LogError::Offline { path: dir })??;
+            let flushed = tokio::task::spawn_blocking(move || partition.flush_unlocked())
+                .await
+                .unwrap_or_else(|_| Err(self.offline_error()))?;
             self.durable.send_replace(flushed);
             if flushed < end {
                 // A successful flush covers the whole log, so this means `end` did not
                 // come from this log; there is nothing this partition can make durable.
                 return Ok(());
             }
+        }
+    }
+
+    /// Starts a flush on the blocking pool without waiting for it, unless one is
+    /// running: for `log.flush_messages` > 1, whose flushes acknowledgements do not
+    /// wait for. A failure takes the log offline (and is logged).
+    pub fn flush_in_background(self: &Arc<Self>) {
+        let Ok(gate) = Arc::clone(&self.flushing).try_lock_owned() else {
+            return;
+        };
+        let partition = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let _gate = gate;
+            match partition.flush_unlocked() {
+                Ok(flushed) => {
+                    partition.durable.send_replace(flushed);
+                }
+                Err(e) => tracing::error!(partition = partition.index, "flush failed: {e}"),
+            }
+        });
+    }
+
+    /// Fsyncs the log up to its current end, holding the log's lock only to take and
+    /// settle the [`crate::log::FlushTicket`]; returns the offset now durable.
+    fn flush_unlocked(&self) -> Result<i64, LogError> {
+        let ticket = self.lock_log().flush_ticket()?;
+        let Some(ticket) = ticket else {
+            return Ok(self.lock_log().flushed_offset());
+        };
+        match ticket.file.sync_data() {
+            Ok(()) => {
+                let mut log = self.lock_log();
+                log.flush_done(ticket.end);
+                Ok(log.flushed_offset())
+            }
+            Err(e) => {
+                self.lock_log().flush_failed();
+                Err(LogError::Io {
+                    path: ticket.path,
+                    source: e,
+                })
+            }
+        }
+    }
+
+    /// The partition's log, locked (a panic while it was held does not poison it: the
+    /// log takes itself offline on failed I/O).
+    pub fn lock_log(&self) -> std::sync::MutexGuard<'_, PartitionLog> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn offline_error(&self) -> LogError {
+        LogError::Offline {
+            path: self.lock_log().dir().to_owned(),
         }
     }
 }
@@ -599,13 +645,8 @@ mod tests {
     }
 
     fn append(partition: &Partition, records: usize) {
-        let mut data = batch(records, 10, 1_000);
-        partition
-            .log
-            .lock()
-            .unwrap()
-            .append(&mut data, 1_000)
-            .unwrap();
+        let data = batch(records, 10, 1_000);
+        partition.log.lock().unwrap().append(&data, 1_000).unwrap();
     }
 
     fn end_offsets(topic: &Topic) -> Vec<i64> {
@@ -727,7 +768,7 @@ mod tests {
         let stale = dir.path().join("logs/s-1");
         {
             let mut log = PartitionLog::open(&stale, &LogConfig::default()).unwrap();
-            log.append(&mut batch(5, 10, 1_000), 1_000).unwrap();
+            log.append(&batch(5, 10, 1_000), 1_000).unwrap();
             log.close().unwrap();
         }
         drop(topics);

@@ -56,6 +56,17 @@ pub struct TimestampOffset {
     pub timestamp: i64,
 }
 
+/// A flush to run without holding the log: from [`PartitionLog::flush_ticket`].
+#[derive(Debug)]
+pub struct FlushTicket {
+    /// The active segment's `.log`, to fsync (`File::sync_data`).
+    pub file: std::sync::Arc<File>,
+    /// Its path, for errors.
+    pub path: PathBuf,
+    /// The log end offset when the ticket was taken: durable once the fsync returns.
+    pub end: i64,
+}
+
 /// The log of one partition: a directory of segments (see the [module docs](super)).
 ///
 /// Offsets are assigned here: each appended batch gets base offset = the log end offset,
@@ -157,19 +168,21 @@ impl PartitionLog {
     /// `records` field) at `now_ms` (ms since the Unix epoch).
     ///
     /// The batches are checked with [`batch::parse_batches`] (max size
-    /// [`LogConfig::max_batch_bytes`]); on failure nothing is written. Then, in place in
-    /// `records`, each batch gets base offset = the current log end offset (which advances
-    /// by lastOffsetDelta + 1) and partition leader epoch [`LEADER_EPOCH`]; neither field
-    /// is under the CRC. The active segment is rolled first if the append would make it
-    /// larger than [`LogConfig::segment_bytes`], if it is older than
+    /// [`LogConfig::max_batch_bytes`]); on failure nothing is written. Each batch is
+    /// stored with base offset = the current log end offset (which advances by
+    /// lastOffsetDelta + 1) and partition leader epoch [`LEADER_EPOCH`]; neither field is
+    /// under the CRC, and `records` itself is left as it is (the stored fields are
+    /// written from the parsed headers). The active segment is rolled first if the append
+    /// would make it larger than [`LogConfig::segment_bytes`], if it is older than
     /// [`LogConfig::segment_ms`], or if its 32-bit relative offsets would overflow. All
-    /// batches are written with one positioned write, and fsynced before returning once
-    /// [`LogConfig::flush_messages`] records are unflushed (by default: always).
+    /// batches are written with vectored writes at the end of the active segment, and
+    /// fsynced before returning once [`LogConfig::flush_messages`] records are unflushed
+    /// (by default: always).
     ///
     /// Errors: [`LogError::InvalidBatch`], [`LogError::BatchTooLarge`] (append larger than
     /// a segment), [`LogError::Io`], [`LogError::Offline`] (after an earlier write error;
     /// a failed write or fsync here also takes the log offline).
-    pub fn append(&mut self, records: &mut [u8], now_ms: i64) -> Result<AppendInfo, LogError> {
+    pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, LogError> {
         let info = self.append_deferred(records, now_ms)?;
         if self.unflushed_messages >= self.config.flush_messages {
             self.flush()?;
@@ -181,11 +194,7 @@ impl PartitionLog {
     /// with [`Self::flush`] before acknowledging it. This lets a broker acknowledge many
     /// appends with one fsync (group commit) while keeping every acknowledged append
     /// durable. [`Self::flushed_offset`] tells how far the log is durable.
-    pub fn append_deferred(
-        &mut self,
-        records: &mut [u8],
-        now_ms: i64,
-    ) -> Result<AppendInfo, LogError> {
+    pub fn append_deferred(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, LogError> {
         self.check_online()?;
         let mut headers = batch::parse_batches(records, self.config.max_batch_bytes as usize)?;
         if records.len() as u64 > self.config.segment_bytes {
@@ -202,14 +211,10 @@ impl PartitionLog {
 
         let base_offset = self.log_end_offset();
         let mut next = base_offset;
-        let mut at = 0;
         for header in &mut headers {
-            batch::set_base_offset(&mut records[at..], next);
-            batch::set_partition_leader_epoch(&mut records[at..], LEADER_EPOCH);
             header.base_offset = next;
             header.partition_leader_epoch = LEADER_EPOCH;
             next += header.offset_count();
-            at += header.size();
         }
         let interval = self.config.index_interval_bytes;
         let active = self.active_mut();
@@ -332,6 +337,63 @@ impl PartitionLog {
         self.flushed_offset
     }
 
+    /// Starts a flush that runs without this log: the active segment's `.log` and the
+    /// log end offset it will make durable. The caller fsyncs [`FlushTicket::file`]
+    /// (off any lock on this log) and reports with [`Self::flush_done`] or
+    /// [`Self::flush_failed`]. `None` if the log is already durable to its end.
+    ///
+    /// Only the `.log` is fsynced: the active segment's indexes are rebuilt by
+    /// recovery after an unclean shutdown, and are fsynced when the segment is sealed or
+    /// the log closed. Segments rolled before were fsynced when they were sealed.
+    ///
+    /// Errors: [`LogError::Offline`].
+    pub fn flush_ticket(&mut self) -> Result<Option<FlushTicket>, LogError> {
+        self.check_online()?;
+        let end = self.log_end_offset();
+        match self.active_mut().flush_ticket() {
+            Some((file, path)) => Ok(Some(FlushTicket { file, path, end })),
+            None => {
+                self.flush_done(end);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Records that every offset below `end` is on disk (a [`FlushTicket`]'s fsync
+    /// succeeded).
+    pub fn flush_done(&mut self, end: i64) {
+        if end >= self.log_end_offset() {
+            self.unflushed_messages = 0;
+            self.first_unflushed_ms = None;
+        }
+        self.flushed_offset = self.flushed_offset.max(end);
+    }
+
+    /// Records that a [`FlushTicket`]'s fsync failed: what it covered may not be on
+    /// disk, so the log goes offline, as after any failed fsync.
+    pub fn flush_failed(&mut self) {
+        self.offline = true;
+    }
+
+    /// Whether [`LogConfig::flush_messages`] records or more are unflushed: the flush
+    /// [`Self::append`] would do inline is due.
+    pub fn flush_due(&self) -> bool {
+        self.unflushed_messages >= self.config.flush_messages
+    }
+
+    /// Whether an append of `bytes` bytes at `now_ms` would roll the active segment by
+    /// size or age (a roll fsyncs the old segment): callers that must not block use it
+    /// to choose a thread for the append. An overflow of relative offsets, which also
+    /// rolls, is not predicted.
+    pub fn roll_due(&self, bytes: u64, now_ms: i64) -> bool {
+        let active = self.active();
+        active.size > 0
+            && (active.size + bytes > self.config.segment_bytes
+                || active
+                    .first_append_ms
+                    .is_some_and(|t| now_ms.saturating_sub(t) > self.config.segment_ms))
+    }
+
     /// Whether appended records have waited unflushed for [`LogConfig::flush_ms`] or
     /// longer at `now_ms` (ms). The caller polls this and calls [`Self::flush`]; always
     /// false when `flush_ms` is −1.
@@ -433,12 +495,8 @@ impl PartitionLog {
         if active.size == 0 {
             return Ok(());
         }
-        let full = active.size + bytes > self.config.segment_bytes;
-        let old = active
-            .first_append_ms
-            .is_some_and(|t| now_ms.saturating_sub(t) > self.config.segment_ms);
         let last_relative = active.next_offset - active.base_offset + offsets - 1;
-        if full || old || last_relative > i64::from(u32::MAX) {
+        if self.roll_due(bytes, now_ms) || last_relative > i64::from(u32::MAX) {
             self.roll()?;
         }
         Ok(())

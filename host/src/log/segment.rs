@@ -4,9 +4,10 @@
 
 use std::{
     fs::{self, File, OpenOptions},
-    io,
+    io::{self, IoSlice, Seek, SeekFrom, Write},
     os::unix::fs::FileExt,
     path::{Path, PathBuf},
+    sync::Arc,
     time::UNIX_EPOCH,
 };
 
@@ -23,13 +24,28 @@ pub(super) fn file_name(base_offset: i64, extension: &str) -> String {
     format!("{base_offset:020}.{extension}")
 }
 
+/// Bytes at the start of a batch that an append rewrites: base offset (8), batch length
+/// (4, unchanged), partition leader epoch (4). The CRC starts after them.
+const PATCHED_PREFIX: usize = 16;
+
+/// The first [`PATCHED_PREFIX`] bytes of the batch `header` describes, as stored.
+fn patched_prefix(header: &BatchHeader) -> [u8; PATCHED_PREFIX] {
+    let mut prefix = [0; PATCHED_PREFIX];
+    prefix[0..8].copy_from_slice(&header.base_offset.to_be_bytes());
+    prefix[8..12].copy_from_slice(&header.batch_length.to_be_bytes());
+    prefix[12..16].copy_from_slice(&header.partition_leader_epoch.to_be_bytes());
+    prefix
+}
+
 /// A segment and what is known about its contents.
 #[derive(Debug)]
 pub(super) struct Segment {
     /// Offset of the first batch; the file names carry it.
     pub(super) base_offset: i64,
     pub(super) log_path: PathBuf,
-    pub(super) log: File,
+    /// Shared so that a flush can fsync it without holding the partition's lock
+    /// ([`Segment::flush_ticket`]).
+    pub(super) log: Arc<File>,
     /// Bytes of valid batches in the `.log`.
     pub(super) size: u64,
     pub(super) offset_index: OffsetIndex,
@@ -84,7 +100,7 @@ impl Segment {
         let size = log.metadata().map_err(LogError::io(&log_path))?.len();
         Ok(Segment {
             base_offset,
-            log,
+            log: Arc::new(log),
             size,
             offset_index: OffsetIndex::open(&index_path)?,
             time_index: TimeIndex::open(&time_path)?,
@@ -98,27 +114,68 @@ impl Segment {
         })
     }
 
-    /// Writes `data` (the batches `headers`, offsets already assigned) at the end of the
-    /// `.log` with one positioned write, then indexes the batches. If the write fails, the
-    /// file is cut back to its previous length (best effort) and nothing is indexed.
+    /// Writes the batches of `records` (described by `headers`, whose base offsets and
+    /// leader epochs are the ones to store) at the end of the `.log`, then indexes them.
+    /// `records` itself is not modified: each batch's first 16 bytes (base offset,
+    /// length, leader epoch; outside the CRC) are written from `headers`, the rest from
+    /// `records`, with vectored writes, so a produced batch is never copied in memory.
+    /// If the write fails, the file is cut back to its previous length (best effort) and
+    /// nothing is indexed.
     pub(super) fn append(
         &mut self,
-        data: &[u8],
+        records: &[u8],
         headers: &[BatchHeader],
         index_interval: u64,
     ) -> Result<(), LogError> {
-        if let Err(e) = self.log.write_all_at(data, self.size) {
+        if let Err(e) = self.write_batches(records, headers) {
             let _ = self.log.set_len(self.size);
             return Err(LogError::io(&self.log_path)(e));
         }
         self.log_dirty = true;
         let mut position = self.size;
-        self.size += data.len() as u64;
+        self.size += records.len() as u64;
         for header in headers {
             self.track(position, header, index_interval)?;
             position += header.size() as u64;
         }
         Ok(())
+    }
+
+    fn write_batches(&self, records: &[u8], headers: &[BatchHeader]) -> io::Result<()> {
+        let prefixes: Vec<[u8; PATCHED_PREFIX]> = headers.iter().map(patched_prefix).collect();
+        let mut slices = Vec::with_capacity(headers.len() * 2);
+        let mut at = 0;
+        for (header, prefix) in headers.iter().zip(&prefixes) {
+            slices.push(IoSlice::new(prefix));
+            slices.push(IoSlice::new(
+                &records[at + PATCHED_PREFIX..at + header.size()],
+            ));
+            at += header.size();
+        }
+        let mut file = &*self.log;
+        file.seek(SeekFrom::Start(self.size))?;
+        let mut slices = &mut slices[..];
+        while !slices.is_empty() {
+            match file.write_vectored(slices) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => IoSlice::advance_slices(&mut slices, n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// What [`Self::flush_log`] needs to make the `.log` durable up to its current end
+    /// without this segment: `None` when nothing was written since the last flush. The
+    /// segment counts as flushed from now on; the caller fsyncs the file and takes the
+    /// log offline if that fails.
+    pub(super) fn flush_ticket(&mut self) -> Option<(Arc<File>, PathBuf)> {
+        if !self.log_dirty {
+            return None;
+        }
+        self.log_dirty = false;
+        Some((Arc::clone(&self.log), self.log_path.clone()))
     }
 
     /// Accounts for the batch `header` at byte `position` (appended or found by a

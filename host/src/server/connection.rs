@@ -35,7 +35,7 @@ use tokio::{
 
 use super::{
     dispatch::{handle_frame, Outcome, Step},
-    frame::{read_frame, FrameError, FrameLimits},
+    frame::{FrameError, FrameLimits, FrameReader},
 };
 use crate::{
     broker::Broker,
@@ -104,7 +104,7 @@ pub async fn run(
 
 async fn read_loop(
     broker: &Arc<Broker>,
-    mut reader: OwnedReadHalf,
+    reader: OwnedReadHalf,
     queue: mpsc::Sender<Pending>,
     peer: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
@@ -112,16 +112,18 @@ async fn read_loop(
     mut closed: watch::Receiver<bool>,
 ) {
     let server = &broker.config.server;
-    let mut limits = FrameLimits {
+    let limits = FrameLimits {
         max_bytes: server.max_frame_bytes,
         // Until the first request arrives, a shorter timeout: an idle socket must not
         // hold a connection slot for long.
         idle_timeout_ms: server.first_request_timeout_ms.min(server.idle_timeout_ms),
         frame_timeout_ms: server.frame_timeout_ms,
     };
+    let mut reader = FrameReader::new(reader, limits);
+    let mut first = true;
     loop {
         let frame = tokio::select! {
-            frame = read_frame(&mut reader, limits) => frame,
+            frame = reader.read_frame() => frame,
             _ = shutdown.changed() => return,
             _ = queue.closed() => return,
             _ = closed.wait_for(|c| *c) => return,
@@ -137,7 +139,13 @@ async fn read_loop(
                 return;
             }
         };
-        limits.idle_timeout_ms = server.idle_timeout_ms;
+        if first {
+            first = false;
+            reader.set_limits(FrameLimits {
+                idle_timeout_ms: server.idle_timeout_ms,
+                ..limits
+            });
+        }
         broker.metrics.bytes_in(frame.len() + 4);
         if native.channel.load(Ordering::Acquire) || to_coordinator_key(broker, &frame) {
             if !to_coordinator(broker, &queue, native, frame).await {

@@ -3,12 +3,16 @@
 //!
 //! The size is checked against the configured maximum *before* anything is allocated;
 //! a negative or oversized size is an error and the caller closes the connection, as
-//! Kafka does (`InvalidReceiveException`).
+//! Kafka does (`InvalidReceiveException`). Buffer space for a frame is reserved up to
+//! [`EAGER_FRAME_BYTES`] at once, and beyond that only as its bytes arrive.
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::{
+    io::{AsyncRead, AsyncReadExt},
+    time::Instant,
+};
 
 /// Why no frame could be read.
 #[derive(Debug, thiserror::Error)]
@@ -68,50 +72,134 @@ pub struct FrameLimits {
     pub frame_timeout_ms: u64,
 }
 
-/// Reads one frame body (without the size prefix).
-pub async fn read_frame<R: AsyncRead + Unpin>(
-    reader: &mut R,
+/// Bytes of a frame that are reserved as soon as its size is known: frames up to this
+/// size are read into buffer space of the right size in one go. Beyond it the buffer
+/// grows no faster than the bytes that arrive (doubling), so a client that announces a
+/// large frame and sends nothing costs at most this much.
+pub const EAGER_FRAME_BYTES: usize = 1024 * 1024;
+
+/// Smallest read, bytes: a read may take in several small pipelined frames at once.
+const MIN_READ_BYTES: usize = 16 * 1024;
+
+/// Reads frames from one connection through a buffer that is reused from frame to frame
+/// (frames are handed out as [`Bytes`] that share it; the space is reused once they are
+/// dropped). One read may take in several pipelined frames.
+#[derive(Debug)]
+pub struct FrameReader<R> {
+    reader: R,
+    buf: BytesMut,
     limits: FrameLimits,
-) -> Result<Bytes, FrameError> {
-    let mut size_buf = [0u8; 4];
-    let first = tokio::time::timeout(
-        Duration::from_millis(limits.idle_timeout_ms),
-        reader.read(&mut size_buf),
-    )
-    .await
-    .map_err(|_| FrameError::Idle(limits.idle_timeout_ms))??;
-    if first == 0 {
-        return Err(FrameError::Closed);
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// A reader of frames from `reader`, under `limits`.
+    pub fn new(reader: R, limits: FrameLimits) -> Self {
+        FrameReader {
+            reader,
+            buf: BytesMut::new(),
+            limits,
+        }
     }
-    let deadline = Duration::from_millis(limits.frame_timeout_ms);
-    if first < 4 {
-        tokio::time::timeout(deadline, reader.read_exact(&mut size_buf[first..]))
-            .await
-            .map_err(|_| truncated(4, first, "timeout"))?
-            .map_err(|_| truncated(4, first, "end of stream"))?;
+
+    /// Replaces the limits (they apply from the next read on).
+    pub fn set_limits(&mut self, limits: FrameLimits) {
+        self.limits = limits;
     }
-    let size = i32::from_be_bytes(size_buf);
-    // The smallest frame is a response header (correlation id) on a coordinator
-    // channel, where the consumer answers: 4 bytes. Requests shorter than their header
-    // are refused when decoded.
-    if size < MIN_FRAME_BYTES || size as u32 > limits.max_bytes {
-        return Err(FrameError::BadSize {
-            size: i64::from(size),
-            max: limits.max_bytes,
-        });
+
+    /// Reads one frame body (without the size prefix). Waits at most the idle timeout
+    /// for a frame to start, then at most the frame timeout for the rest of it.
+    ///
+    /// Cancel safe: bytes already read stay buffered for the next call.
+    ///
+    /// Errors: [`FrameError`]; after one the connection must be closed.
+    pub async fn read_frame(&mut self) -> Result<Bytes, FrameError> {
+        let mut deadline = None;
+        loop {
+            if let Some(frame) = self.take_frame()? {
+                return Ok(frame);
+            }
+            let started = !self.buf.is_empty();
+            let wait = match deadline {
+                Some(d) => d,
+                None if started => Instant::now() + ms(self.limits.frame_timeout_ms),
+                None => Instant::now() + ms(self.limits.idle_timeout_ms),
+            };
+            self.reserve_for_frame();
+            let read = tokio::time::timeout_at(wait, self.reader.read_buf(&mut self.buf)).await;
+            match read {
+                Err(_) if started => return Err(self.truncated("timeout")),
+                Err(_) => return Err(FrameError::Idle(self.limits.idle_timeout_ms)),
+                Ok(Err(e)) => return Err(FrameError::Io(e)),
+                Ok(Ok(0)) if self.buf.is_empty() => return Err(FrameError::Closed),
+                Ok(Ok(0)) => return Err(self.truncated("end of stream")),
+                Ok(Ok(_)) => {}
+            }
+            if deadline.is_none() {
+                // The frame has started: the rest of it gets the frame timeout.
+                deadline = Some(if started {
+                    wait
+                } else {
+                    Instant::now() + ms(self.limits.frame_timeout_ms)
+                });
+            }
+        }
     }
-    let size = size as usize;
-    // Grow with the bytes that actually arrive: a client that announces a large frame
-    // and sends nothing costs at most the initial 64 KiB.
-    let mut body = Vec::with_capacity(size.min(64 * 1024));
-    let mut limited = (&mut *reader).take(size as u64);
-    let read_all = limited.read_to_end(&mut body);
-    match tokio::time::timeout(deadline, read_all).await {
-        Err(_) => Err(truncated(size, body.len(), "timeout")),
-        Ok(Err(e)) => Err(FrameError::Io(e)),
-        Ok(Ok(_)) if body.len() < size => Err(truncated(size, body.len(), "end of stream")),
-        Ok(Ok(_)) => Ok(Bytes::from(body)),
+
+    /// The announced size of the frame at the front of the buffer, checked; `None`
+    /// before its 4 bytes are in.
+    fn announced(&self) -> Result<Option<usize>, FrameError> {
+        let Some(size) = self.buf.get(..4) else {
+            return Ok(None);
+        };
+        let size = i32::from_be_bytes([size[0], size[1], size[2], size[3]]);
+        // The smallest frame is a response header (correlation id) on a coordinator
+        // channel, where the consumer answers: 4 bytes. Requests shorter than their
+        // header are refused when decoded.
+        if size < MIN_FRAME_BYTES || size as u32 > self.limits.max_bytes {
+            return Err(FrameError::BadSize {
+                size: i64::from(size),
+                max: self.limits.max_bytes,
+            });
+        }
+        Ok(Some(size as usize))
     }
+
+    /// The frame at the front of the buffer, if it is whole.
+    fn take_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
+        match self.announced()? {
+            Some(size) if self.buf.len() >= 4 + size => {
+                self.buf.advance(4);
+                Ok(Some(self.buf.split_to(size).freeze()))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Makes room for the rest of the frame at the front, within [`EAGER_FRAME_BYTES`]
+    /// plus what has arrived of it. An empty buffer that grew large for a past frame is
+    /// let go, so an idle connection keeps at most [`EAGER_FRAME_BYTES`].
+    fn reserve_for_frame(&mut self) {
+        if self.buf.is_empty() && self.buf.capacity() > EAGER_FRAME_BYTES {
+            self.buf = BytesMut::new();
+        }
+        let missing = match self.announced() {
+            Ok(Some(size)) => 4 + size - self.buf.len(),
+            _ => 4 - self.buf.len().min(4),
+        };
+        let allowed = EAGER_FRAME_BYTES.max(self.buf.len());
+        self.buf.reserve(missing.min(allowed).max(MIN_READ_BYTES));
+    }
+
+    fn truncated(&self, why: &'static str) -> FrameError {
+        match self.announced() {
+            Ok(Some(size)) => truncated(size, self.buf.len() - 4, why),
+            _ => truncated(4, self.buf.len(), why),
+        }
+    }
+}
+
+fn ms(ms: u64) -> Duration {
+    Duration::from_millis(ms)
 }
 
 fn truncated(size: usize, got: usize, why: &'static str) -> FrameError {
@@ -128,37 +216,103 @@ mod tests {
         frame_timeout_ms: 1000,
     };
 
+    async fn read(bytes: &mut &[u8]) -> Result<Bytes, FrameError> {
+        FrameReader::new(bytes, LIMITS).read_frame().await
+    }
+
     #[tokio::test]
     async fn reads_a_frame_and_refuses_bad_sizes() {
         let mut ok: &[u8] = &[0, 0, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8];
-        assert_eq!(
-            &read_frame(&mut ok, LIMITS).await.unwrap()[..],
-            &[1, 2, 3, 4, 5, 6, 7, 8]
-        );
+        assert_eq!(&read(&mut ok).await.unwrap()[..], &[1, 2, 3, 4, 5, 6, 7, 8]);
         let mut huge: &[u8] = &[0x7f, 0xff, 0xff, 0xff];
         assert!(matches!(
-            read_frame(&mut huge, LIMITS).await,
+            read(&mut huge).await,
             Err(FrameError::BadSize { .. })
         ));
         let mut negative: &[u8] = &[0xff, 0xff, 0xff, 0xff];
         assert!(matches!(
-            read_frame(&mut negative, LIMITS).await,
+            read(&mut negative).await,
             Err(FrameError::BadSize { .. })
         ));
         let mut tiny: &[u8] = &[0, 0, 0, 3, 1, 2, 3];
         assert!(matches!(
-            read_frame(&mut tiny, LIMITS).await,
+            read(&mut tiny).await,
             Err(FrameError::BadSize { size: 3, .. })
         ));
         let mut short: &[u8] = &[0, 0, 0, 100, 1, 2, 3];
         assert!(matches!(
-            read_frame(&mut short, LIMITS).await,
+            read(&mut short).await,
             Err(FrameError::Truncated { got: 3, .. })
         ));
         let mut empty: &[u8] = &[];
+        assert!(matches!(read(&mut empty).await, Err(FrameError::Closed)));
+    }
+
+    #[tokio::test]
+    async fn pipelined_frames_come_out_one_by_one() {
+        let bytes: &[u8] = &[
+            0, 0, 0, 4, 1, 1, 1, 1, 0, 0, 0, 5, 2, 2, 2, 2, 2, 0, 0, 0, 4,
+        ];
+        let mut reader = FrameReader::new(bytes, LIMITS);
+        assert_eq!(&reader.read_frame().await.unwrap()[..], &[1; 4]);
+        assert_eq!(&reader.read_frame().await.unwrap()[..], &[2; 5]);
         assert!(matches!(
-            read_frame(&mut empty, LIMITS).await,
-            Err(FrameError::Closed)
+            reader.read_frame().await,
+            Err(FrameError::Truncated {
+                size: 4,
+                got: 0,
+                ..
+            })
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_large_announced_frame_reserves_only_what_arrives() {
+        let limits = FrameLimits {
+            max_bytes: 100 << 20,
+            ..LIMITS
+        };
+        let (mut client, server) = tokio::io::duplex(64 * 1024);
+        let mut reader = FrameReader::new(server, limits);
+        // 64 MiB announced, 100 bytes sent, then silence until the frame timeout.
+        let mut head = (64i32 << 20).to_be_bytes().to_vec();
+        head.extend_from_slice(&[7; 100]);
+        tokio::io::AsyncWriteExt::write_all(&mut client, &head)
+            .await
+            .unwrap();
+        let result = reader.read_frame().await;
+        assert!(
+            matches!(
+                result,
+                Err(FrameError::Truncated {
+                    got: 100,
+                    why: "timeout",
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+        assert!(reader.buf.capacity() <= 2 * EAGER_FRAME_BYTES);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_frame_in_pieces_is_put_together_and_idle_is_not_truncated() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let mut reader = FrameReader::new(server, LIMITS);
+        let writer = tokio::spawn(async move {
+            for piece in [&[0u8, 0][..], &[0, 6, 9], &[9, 9], &[9, 9, 9]] {
+                tokio::io::AsyncWriteExt::write_all(&mut client, piece)
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            client
+        });
+        assert_eq!(&reader.read_frame().await.unwrap()[..], &[9; 6]);
+        let _client = writer.await.unwrap();
+        assert!(matches!(
+            reader.read_frame().await,
+            Err(FrameError::Idle(1000))
         ));
     }
 }

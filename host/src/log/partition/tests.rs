@@ -22,8 +22,23 @@ fn headers(bytes: &[u8]) -> Vec<BatchHeader> {
 
 /// Appends `data` and returns it as stored (offsets and epoch stamped).
 fn append(log: &mut PartitionLog, mut data: Vec<u8>, now_ms: i64) -> Vec<u8> {
-    log.append(&mut data, now_ms).unwrap();
+    let info = log.append(&data, now_ms).unwrap();
+    stamp(&mut data, info.base_offset);
     data
+}
+
+/// Turns appended `data` into what the log stores: consecutive base offsets from
+/// `base_offset` and the leader epoch (the log writes these fields, not the caller's
+/// buffer).
+fn stamp(data: &mut [u8], base_offset: i64) {
+    let mut next = base_offset;
+    let mut at = 0;
+    for h in headers(data) {
+        crate::log::batch::set_base_offset(&mut data[at..], next);
+        crate::log::batch::set_partition_leader_epoch(&mut data[at..], crate::log::LEADER_EPOCH);
+        next += h.offset_count();
+        at += h.size();
+    }
 }
 
 /// Everything readable from `from`, fetch after fetch.
@@ -67,7 +82,8 @@ fn append_read_round_trip() {
 
     let mut stored = Vec::new();
     let mut data = batch(3, 10, 1000);
-    let info = log.append(&mut data, 5).unwrap();
+    let info = log.append(&data, 5).unwrap();
+    stamp(&mut data, info.base_offset);
     assert_eq!(
         info,
         AppendInfo {
@@ -80,7 +96,8 @@ fn append_read_round_trip() {
     stored.extend_from_slice(&data);
     // Two batches in one append.
     let mut data = [batch(2, 5, 2000), batch(4, 5, 3000)].concat();
-    let info = log.append(&mut data, 6).unwrap();
+    let info = log.append(&data, 6).unwrap();
+    stamp(&mut data, info.base_offset);
     assert_eq!((info.base_offset, info.last_offset), (3, 8));
     stored.extend_from_slice(&data);
 
@@ -172,7 +189,7 @@ fn invalid_batches_write_nothing() {
     let mut corrupt = [batch(1, 1, 1), batch(2, 2, 2)].concat();
     let last = corrupt.len() - 1;
     corrupt[last] ^= 0xff;
-    let err = log.append(&mut corrupt, 0).unwrap_err();
+    let err = log.append(&corrupt, 0).unwrap_err();
     assert!(matches!(
         err,
         LogError::InvalidBatch(batch::BatchError::CrcMismatch { .. })
@@ -183,7 +200,7 @@ fn invalid_batches_write_nothing() {
         ..fast()
     };
     let mut small = PartitionLog::open(dir.path().join("small"), &config).unwrap();
-    let err = small.append(&mut batch(1, 100, 1), 0).unwrap_err();
+    let err = small.append(&batch(1, 100, 1), 0).unwrap_err();
     assert_eq!(err.error_code(), 10);
     assert_eq!(log.log_end_offset(), 1);
     assert_eq!(log.size_bytes(), batch(1, 1, 1).len() as u64);
@@ -262,7 +279,7 @@ fn rolls_by_size() {
     assert_eq!(read_all(&log, 0), stored);
 
     let err = log
-        .append(&mut vec![batch(2, 30, 1); 4].concat(), 0)
+        .append(&vec![batch(2, 30, 1); 4].concat(), 0)
         .unwrap_err();
     assert!(matches!(err, LogError::BatchTooLarge { .. }));
     assert_eq!(err.error_code(), 18);
@@ -326,7 +343,7 @@ fn retention_by_size_keeps_at_least_the_limit() {
 
     let mut info_log = PartitionLog::open(dir.path(), &config).unwrap();
     assert_eq!(info_log.log_start_offset(), 6);
-    let info = info_log.append(&mut batch(1, 40, 1), 0).unwrap();
+    let info = info_log.append(&batch(1, 40, 1), 0).unwrap();
     assert_eq!((info.base_offset, info.log_start_offset), (9, 6));
 }
 
@@ -463,7 +480,7 @@ fn assert_recovered(dir: &Path, stored: &[Vec<u8>], intact: usize) {
         fs::metadata(last_log_file(dir)).unwrap().len(),
         expected.len() as u64
     );
-    let info = log.append(&mut batch(2, 5, 1), 0).unwrap();
+    let info = log.append(&batch(2, 5, 1), 0).unwrap();
     assert_eq!(info.base_offset, end);
     drop(log);
     let log = PartitionLog::open(dir, &LogConfig::default()).unwrap();
@@ -740,9 +757,10 @@ proptest! {
                         .collect::<Vec<_>>()
                         .concat();
                     let end = current.log_end_offset();
-                    match current.append(&mut data, step as i64) {
+                    match current.append(&data, step as i64) {
                         Ok(info) => {
                             prop_assert_eq!(info.base_offset, end);
+                            stamp(&mut data, info.base_offset);
                             let mut at = 0;
                             for h in headers(&data) {
                                 model.push(data[at..at + h.size()].to_vec());
@@ -802,4 +820,53 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn a_flush_ticket_makes_its_end_durable_and_appends_after_it_wait_for_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+    assert!(
+        log.flush_ticket().unwrap().is_none(),
+        "nothing to flush yet"
+    );
+    log.append_deferred(&batch(3, 10, 1), 1).unwrap();
+    assert_eq!(log.flushed_offset(), 0);
+    assert!(log.flush_due());
+    let ticket = log.flush_ticket().unwrap().expect("a ticket");
+    assert_eq!(ticket.end, 3);
+    // An append while the fsync runs is not covered by it.
+    log.append_deferred(&batch(2, 10, 2), 2).unwrap();
+    ticket.file.sync_data().unwrap();
+    log.flush_done(ticket.end);
+    assert_eq!(log.flushed_offset(), 3);
+    assert!(log.flush_due(), "the later append is still unflushed");
+    let next = log.flush_ticket().unwrap().expect("a second ticket");
+    assert_eq!(next.end, 5);
+    next.file.sync_data().unwrap();
+    log.flush_done(next.end);
+    assert_eq!(log.flushed_offset(), 5);
+    assert!(!log.flush_due());
+    assert!(log.flush_ticket().unwrap().is_none());
+    // A failed fsync takes the log offline.
+    log.append_deferred(&batch(1, 10, 3), 3).unwrap();
+    let _ = log.flush_ticket().unwrap().expect("a third ticket");
+    log.flush_failed();
+    assert!(matches!(
+        log.append(&batch(1, 10, 4), 4),
+        Err(LogError::Offline { .. })
+    ));
+}
+
+#[test]
+fn an_append_leaves_the_produced_bytes_as_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+    log.append(&batch(2, 10, 1), 1).unwrap();
+    let produced = [batch(3, 10, 2), batch(1, 10, 2)].concat();
+    let info = log.append(&produced, 2).unwrap();
+    assert_eq!(produced, [batch(3, 10, 2), batch(1, 10, 2)].concat());
+    let mut expected = produced.clone();
+    stamp(&mut expected, info.base_offset);
+    assert_eq!(log.read(2, 1 << 20).unwrap().records, expected);
 }

@@ -6,6 +6,13 @@
 //! one) are answered after the append, which is durable under the log's flush policy.
 //! Topics are named by name (v3–v12) or id (v13). An unknown topic is auto-created
 //! when enabled.
+//!
+//! Appends run on the connection's own task: an append is a write into the page cache,
+//! cheaper than a hop to the blocking pool (measured in docs/benchmarks.md). What can
+//! block for longer runs through [`off_the_runtime`]: creating a topic, and an append
+//! that rolls a segment (the old segment is fsynced). Fsyncs of acknowledged appends
+//! run on the blocking pool ([`Partition::wait_durable`],
+//! [`Partition::flush_in_background`]).
 
 use std::sync::Arc;
 
@@ -28,11 +35,13 @@ use crate::{
 /// Handles Produce v3–v13. The appends happen now, in request order; with durable acks
 /// (`log.flush_messages = 1`, the default) the response waits for an fsync covering
 /// them, shared with every other append waiting on the same partition (group commit).
+/// With `flush_messages` > 1 (or acks = 0), a flush that falls due starts in the
+/// background and the response does not wait for it.
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Handled {
     let acks = request.acks;
     let deferred = broker.config.log.flush_messages == 1 && acks != 0;
     let work = Arc::clone(broker);
-    let (responses, waits) = tokio::task::spawn_blocking(move || {
+    let (responses, waits) = {
         let mut waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
         let responses = request
             .topic_data
@@ -88,9 +97,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
             })
             .collect::<Vec<_>>();
         (responses, waits)
-    })
-    .await
-    .unwrap_or_default();
+    };
     let reply = move |responses: Vec<TopicProduceResponse>| -> Reply {
         let error = first_error(
             responses
@@ -143,11 +150,14 @@ fn find_or_create(broker: &Broker, name: &str) -> Result<Arc<Topic>, ResponseErr
     if !broker.auto_create() {
         return Err(ResponseError::UnknownTopicOrPartition);
     }
-    match broker.topics.create(
-        name,
-        i64::from(config.default_partitions),
-        config.max_partitions,
-    ) {
+    let created = off_the_runtime(|| {
+        broker.topics.create(
+            name,
+            i64::from(config.default_partitions),
+            config.max_partitions,
+        )
+    });
+    match created {
         Ok(topic) => Ok(topic),
         Err(_) => broker
             .topics
@@ -156,8 +166,9 @@ fn find_or_create(broker: &Broker, name: &str) -> Result<Arc<Topic>, ResponseErr
     }
 }
 
-/// Appends `records` to partition `index` of `topic`; `deferred` leaves the fsync to
-/// [`Partition::wait_durable`].
+/// Appends `records` to partition `index` of `topic`. With `deferred`, the caller makes
+/// the append durable with [`Partition::wait_durable`] before acknowledging it;
+/// otherwise a flush due under `log.flush_messages` starts in the background.
 fn append(
     topic: &Topic,
     index: i32,
@@ -168,16 +179,21 @@ fn append(
         .ok()
         .and_then(|i| topic.partitions.get(i))
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
-    let mut records = Vec::from(records.ok_or(ResponseError::InvalidRecord)?);
-    let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-    let result = if deferred {
-        log.append_deferred(&mut records, now_ms())
+    let records = records.ok_or(ResponseError::InvalidRecord)?;
+    let mut log = partition.lock_log();
+    let now = now_ms();
+    let result = if log.roll_due(records.len() as u64, now) {
+        off_the_runtime(|| log.append_deferred(&records, now))
     } else {
-        log.append(&mut records, now_ms())
+        log.append_deferred(&records, now)
     };
     match result {
         Ok(info) => {
+            let flush = !deferred && log.flush_due();
             drop(log);
+            if flush {
+                partition.flush_in_background();
+            }
             partition.notify_appended();
             Ok((Arc::clone(partition), info))
         }
@@ -193,5 +209,17 @@ fn append(
             }
             Err(super::log_error(&e))
         }
+    }
+}
+
+/// Runs `f`, which may block on disk for a while (fsync, file creation), without
+/// stalling the other tasks of this runtime worker: through `block_in_place` on a
+/// multi-threaded runtime, directly elsewhere (tests on a current-thread runtime).
+fn off_the_runtime<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
