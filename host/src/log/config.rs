@@ -48,11 +48,12 @@ pub struct LogConfig {
     /// larger indexes. At most 2^31 − 1. Default 4096.
     pub index_interval_bytes: u64,
     /// Kafka `flush.messages`: the log fsyncs the active segment once this many records
-    /// were appended since the last flush, before the append returns. The default 1 makes
-    /// every append durable before it is acknowledged (acks are durable), which a
-    /// single-replica broker needs; larger values trade durability of the newest records
-    /// for throughput (Kafka's own default leaves flushing to the OS and relies on
-    /// replication). At least 1.
+    /// were appended since the last flush ([`super::PartitionLog::append`] does so before
+    /// returning; the broker's produce path uses [`super::PartitionLog::flush_due`] and
+    /// flushes in the background). The default 1 makes every append durable before it is
+    /// acknowledged (acks are durable), which a single-replica broker needs; larger
+    /// values trade durability of the newest records for throughput (Kafka's own default
+    /// leaves flushing to the OS and relies on replication). At least 1.
     pub flush_messages: u64,
     /// Kafka `flush.ms`: the longest time appended records may stay unflushed, in ms.
     /// The log does not run timers: the caller polls
