@@ -39,7 +39,9 @@ pub(crate) mod test_util;
 
 pub use config::LogConfig;
 pub use error::LogError;
-pub use partition::{AppendInfo, FlushTicket, PartitionLog, ReadResult, TimestampOffset};
+pub use partition::{
+    AppendInfo, FlushTicket, PartitionLog, PlannedRead, ReadResult, TimestampOffset,
+};
 
 /// The partition leader epoch the log stamps into every appended batch (bytes 12..16 of
 /// the batch header). Drover partitions have a single replica whose leadership never

@@ -12,7 +12,7 @@ use tracing::{debug, info, warn};
 use super::{
     batch::{self, BatchHeader},
     recovery,
-    segment::Segment,
+    segment::{Segment, SegmentRead},
     LogConfig, LogError, LEADER_EPOCH, NO_TIMESTAMP,
 };
 
@@ -56,6 +56,31 @@ pub struct TimestampOffset {
     pub timestamp: i64,
 }
 
+/// A read to run without holding the log: from [`PartitionLog::plan_read`].
+#[derive(Debug)]
+pub struct PlannedRead {
+    read: Option<SegmentRead>,
+    high_watermark: i64,
+    log_start_offset: i64,
+}
+
+impl PlannedRead {
+    /// Reads the planned batches (none when the offset was the log end offset).
+    ///
+    /// Errors: [`LogError::Io`].
+    pub fn execute(self) -> Result<ReadResult, LogError> {
+        let records = match self.read {
+            Some(read) => read.execute()?,
+            None => Vec::new(),
+        };
+        Ok(ReadResult {
+            records: Bytes::from(records),
+            high_watermark: self.high_watermark,
+            log_start_offset: self.log_start_offset,
+        })
+    }
+}
+
 /// A flush to run without holding the log: from [`PartitionLog::flush_ticket`].
 #[derive(Debug)]
 pub struct FlushTicket {
@@ -84,6 +109,9 @@ pub struct PartitionLog {
     first_unflushed_ms: Option<i64>,
     /// A write or fsync failed: refuse writes until reopened.
     offline: bool,
+    /// A [`FlushTicket`] was handed out and not yet settled: its fsync may still be
+    /// running, so an inline [`Self::flush`] must not trust the segment's clean flag.
+    ticket_in_flight: bool,
     /// Log end offset at the last successful flush (or open).
     flushed_offset: i64,
 }
@@ -150,6 +178,7 @@ impl PartitionLog {
             unflushed_messages: 0,
             first_unflushed_ms: None,
             offline: false,
+            ticket_in_flight: false,
             flushed_offset: 0,
         };
         // What recovery kept is what is on disk.
@@ -245,6 +274,15 @@ impl PartitionLog {
     /// [`PartitionLog::log_start_offset`] or above the end gives
     /// [`LogError::OffsetOutOfRange`].
     pub fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, LogError> {
+        self.plan_read(offset, max_bytes)?.execute()
+    }
+
+    /// [`Self::read`] in two steps: what to read, found here, and the file read itself,
+    /// [`PlannedRead::execute`], which needs no access to the log, so a caller can run
+    /// it after releasing the log's lock and let appends go on meanwhile.
+    ///
+    /// Errors: as [`Self::read`].
+    pub fn plan_read(&self, offset: i64, max_bytes: usize) -> Result<PlannedRead, LogError> {
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         if offset < start || offset > end {
             return Err(LogError::OffsetOutOfRange {
@@ -253,18 +291,18 @@ impl PartitionLog {
                 end,
             });
         }
-        let mut records = Vec::new();
+        let mut read = None;
         if offset < end {
             let first = self.segments.partition_point(|s| s.base_offset <= offset) - 1;
             for segment in &self.segments[first..] {
-                if let Some(data) = segment.read(offset, max_bytes)? {
-                    records = data;
+                if let Some(planned) = segment.plan_read(offset, max_bytes)? {
+                    read = Some(planned);
                     break;
                 }
             }
         }
-        Ok(ReadResult {
-            records: Bytes::from(records),
+        Ok(PlannedRead {
+            read,
             high_watermark: end,
             log_start_offset: start,
         })
@@ -321,6 +359,9 @@ impl PartitionLog {
     /// when they were rolled. A failure takes the log offline.
     pub fn flush(&mut self) -> Result<(), LogError> {
         self.check_online()?;
+        if self.ticket_in_flight {
+            self.active_mut().mark_dirty();
+        }
         if let Err(e) = self.active_mut().flush() {
             self.offline = true;
             return Err(e);
@@ -351,7 +392,10 @@ impl PartitionLog {
         self.check_online()?;
         let end = self.log_end_offset();
         match self.active_mut().flush_ticket() {
-            Some((file, path)) => Ok(Some(FlushTicket { file, path, end })),
+            Some((file, path)) => {
+                self.ticket_in_flight = true;
+                Ok(Some(FlushTicket { file, path, end }))
+            }
             None => {
                 self.flush_done(end);
                 Ok(None)
@@ -362,6 +406,7 @@ impl PartitionLog {
     /// Records that every offset below `end` is on disk (a [`FlushTicket`]'s fsync
     /// succeeded).
     pub fn flush_done(&mut self, end: i64) {
+        self.ticket_in_flight = false;
         if end >= self.log_end_offset() {
             self.unflushed_messages = 0;
             self.first_unflushed_ms = None;
@@ -372,6 +417,7 @@ impl PartitionLog {
     /// Records that a [`FlushTicket`]'s fsync failed: what it covered may not be on
     /// disk, so the log goes offline, as after any failed fsync.
     pub fn flush_failed(&mut self) {
+        self.ticket_in_flight = false;
         self.offline = true;
     }
 

@@ -166,7 +166,13 @@ impl Segment {
         Ok(())
     }
 
-    /// What [`Self::flush_log`] needs to make the `.log` durable up to its current end
+    /// Marks the `.log` as written since the last fsync, so the next [`Self::flush`]
+    /// syncs it.
+    pub(super) fn mark_dirty(&mut self) {
+        self.log_dirty = true;
+    }
+
+    /// What a caller needs to make the `.log` durable up to its current end
     /// without this segment: `None` when nothing was written since the last flush. The
     /// segment counts as flushed from now on; the caller fsyncs the file and takes the
     /// log offline if that fails.
@@ -210,23 +216,28 @@ impl Segment {
         Ok(())
     }
 
-    /// Whole batches starting with the one that holds `offset` (or, in a gap, the first
-    /// after it): at most `max_bytes`, but at least that first batch (KIP-74). `None` if
-    /// no batch of this segment ends at or after `offset`.
-    pub(super) fn read(&self, offset: i64, max_bytes: usize) -> Result<Option<Vec<u8>>, LogError> {
+    /// Where to read whole batches starting with the one that holds `offset` (or, in a
+    /// gap, the first after it): at most `max_bytes`, but at least that first batch
+    /// (KIP-74). `None` if no batch of this segment ends at or after `offset`. The read
+    /// itself ([`SegmentRead::execute`]) needs no access to the segment.
+    pub(super) fn plan_read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<Option<SegmentRead>, LogError> {
         let Some((position, first)) = self.locate(offset)? else {
             return Ok(None);
         };
         let available = self.size - position;
-        let want = (max_bytes as u64).min(available).max(first.size() as u64);
         // Bounded by the segment size (checked by `header_at`) or by `max_bytes`.
-        let mut buf = vec![0; want as usize];
-        self.log
-            .read_exact_at(&mut buf, position)
-            .map_err(LogError::io(&self.log_path))?;
-        let end = whole_batches(&buf, first.size());
-        buf.truncate(end);
-        Ok(Some(buf))
+        let len = (max_bytes as u64).min(available).max(first.size() as u64) as usize;
+        Ok(Some(SegmentRead {
+            file: Arc::clone(&self.log),
+            path: self.log_path.clone(),
+            position,
+            len,
+            first: first.size(),
+        }))
     }
 
     /// The first batch whose max timestamp is >= `timestamp` (ms), as Kafka's
@@ -365,6 +376,35 @@ impl Segment {
     /// `offset − base_offset` as stored in the indexes.
     fn relative(&self, offset: i64) -> u32 {
         (offset - self.base_offset) as u32
+    }
+}
+
+/// A read of whole batches from a segment's `.log`, planned under the partition's lock
+/// and run without it: the bytes it covers were written before it was planned and are
+/// never rewritten (a segment deleted meanwhile stays readable through the open file).
+#[derive(Debug)]
+pub(super) struct SegmentRead {
+    file: Arc<File>,
+    path: PathBuf,
+    position: u64,
+    /// Bytes to read.
+    len: usize,
+    /// Size of the first batch, known to be whole.
+    first: usize,
+}
+
+impl SegmentRead {
+    /// Reads the planned bytes and cuts them after the last whole batch.
+    ///
+    /// Errors: [`LogError::Io`].
+    pub(super) fn execute(self) -> Result<Vec<u8>, LogError> {
+        let mut buf = vec![0; self.len];
+        self.file
+            .read_exact_at(&mut buf, self.position)
+            .map_err(LogError::io(&self.path))?;
+        let end = whole_batches(&buf, self.first);
+        buf.truncate(end);
+        Ok(buf)
     }
 }
 

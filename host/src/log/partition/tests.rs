@@ -870,3 +870,25 @@ fn an_append_leaves_the_produced_bytes_as_they_were() {
     stamp(&mut expected, info.base_offset);
     assert_eq!(log.read(2, 1 << 20).unwrap().records, expected);
 }
+
+#[test]
+fn a_planned_read_returns_what_was_there_when_it_was_planned() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 300,
+        retention_bytes: 0,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), &config).unwrap();
+    let first = append(&mut log, batch(2, 100, 1), 1);
+    let planned = log.plan_read(0, 1 << 20).unwrap();
+    // More appends (which roll the segment) and retention that deletes the segment the
+    // read was planned on: the read still returns exactly the batches planned.
+    append(&mut log, batch(2, 100, 2), 2);
+    append(&mut log, batch(2, 100, 3), 3);
+    assert!(log.apply_retention(4).unwrap() > 0);
+    assert!(log.log_start_offset() > 0);
+    let result = planned.execute().unwrap();
+    assert_eq!(result.records, first);
+    assert_eq!((result.high_watermark, result.log_start_offset), (2, 0));
+}

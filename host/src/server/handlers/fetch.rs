@@ -187,9 +187,11 @@ async fn read_all(
                     return data;
                 }
                 let limit = t.max_bytes.min(budget);
-                let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
                 // KIP-74: the first non-empty partition may exceed the limits by one batch.
-                match log.read(t.offset, if first_non_empty { limit.max(1) } else { limit }) {
+                let limit_here = if first_non_empty { limit.max(1) } else { limit };
+                // The file read runs after the lock is released: appends go on meanwhile.
+                let planned = partition.lock_log().plan_read(t.offset, limit_here);
+                match planned.and_then(|p| p.execute()) {
                     Ok(read) => {
                         data.high_watermark = read.high_watermark;
                         data.last_stable_offset = read.high_watermark;
