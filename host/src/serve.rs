@@ -181,8 +181,9 @@ impl Running {
     }
 }
 
-/// Every partition keeps three files open: raise the soft open-file limit to the hard
-/// limit, as Kafka's packaging does, and log what it is.
+/// Every segment of every partition keeps three files open (as in Kafka): raise the
+/// soft open-file limit to the hard limit, as Kafka's packaging does, and log what it
+/// is.
 fn raise_open_file_limit() {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
@@ -205,7 +206,7 @@ fn raise_open_file_limit() {
     }
     tracing::info!(
         open_files = limit.rlim_cur,
-        "open-file limit (each partition keeps 3 files open)"
+        "open-file limit (each log segment keeps 3 files open)"
     );
 }
 
