@@ -68,8 +68,23 @@ pub(super) struct Segment {
 
 impl Segment {
     /// Creates an empty segment with base offset `base_offset` in `dir` (replacing empty
-    /// leftovers of an earlier failed attempt). The caller fsyncs the directory.
+    /// leftovers of an earlier failed attempt). The caller fsyncs the directory. If a
+    /// file cannot be created or opened (no descriptors left, say), the files of this
+    /// base offset are removed again (best effort) and the error returned.
     pub(super) fn create(dir: &Path, base_offset: i64) -> Result<Segment, LogError> {
+        let created = Segment::create_files(dir, base_offset);
+        if created.is_err() {
+            // Leave nothing behind: an empty segment file whose base offset the log end
+            // then passes (appends go on in the previous segment) would make the log
+            // inconsistent on the next start.
+            for extension in ["log", "index", "timeindex"] {
+                let _ = fs::remove_file(dir.join(file_name(base_offset, extension)));
+            }
+        }
+        created
+    }
+
+    fn create_files(dir: &Path, base_offset: i64) -> Result<Segment, LogError> {
         let log_path = dir.join(file_name(base_offset, "log"));
         OpenOptions::new()
             .write(true)

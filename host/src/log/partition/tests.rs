@@ -892,3 +892,35 @@ fn a_planned_read_returns_what_was_there_when_it_was_planned() {
     assert_eq!(result.records, first);
     assert_eq!((result.high_watermark, result.log_start_offset), (2, 0));
 }
+
+#[test]
+fn a_roll_that_cannot_create_the_new_segment_leaves_a_log_that_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 300,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), &config).unwrap();
+    let mut stored = append(&mut log, batch(1, 100, 1), 1);
+    // The next append rolls to base offset 1; its time index cannot be created (a
+    // directory is in the way, as a file that cannot be opened would be).
+    let blocker = dir.path().join("00000000000000000001.timeindex");
+    fs::create_dir(&blocker).unwrap();
+    assert!(log.append(&batch(2, 100, 2), 2).is_err());
+    for leftover in ["00000000000000000001.log", "00000000000000000001.index"] {
+        assert!(
+            !dir.path().join(leftover).exists(),
+            "{leftover} left behind"
+        );
+    }
+    // A small append still fits the old segment and goes there.
+    stored.extend(append(&mut log, batch(1, 1, 3), 3));
+    fs::remove_dir(&blocker).unwrap();
+    // Now the roll works (its base offset is the new log end offset, 2).
+    stored.extend(append(&mut log, batch(2, 100, 4), 4));
+    assert!(dir.path().join("00000000000000000002.log").exists());
+    log.close().unwrap();
+    let log = PartitionLog::open(dir.path(), &config).unwrap();
+    assert_eq!(log.log_end_offset(), 4);
+    assert_eq!(read_all(&log, 0), stored);
+}
