@@ -251,7 +251,7 @@ async fn maintain(broker: Arc<Broker>, mut stopped: watch::Receiver<bool>) {
             let now = server::handlers::now_ms();
             for topic in broker.topics.list() {
                 for partition in &topic.partitions {
-                    let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut log = partition.lock_log();
                     if log.needs_flush(now) {
                         if let Err(e) = log.flush() {
                             tracing::error!(topic = %topic.name, partition = partition.index, "flush failed: {e}");
@@ -271,7 +271,7 @@ async fn maintain(broker: Arc<Broker>, mut stopped: watch::Receiver<bool>) {
 fn flush_all(broker: &Broker) {
     for topic in broker.topics.list() {
         for partition in &topic.partitions {
-            let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            let mut log = partition.lock_log();
             if let Err(e) = log.close() {
                 tracing::error!(topic = %topic.name, partition = partition.index, "final flush failed: {e}");
             }

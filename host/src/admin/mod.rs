@@ -136,7 +136,7 @@ async fn topics(State(broker): State<Arc<Broker>>) -> Json<Vec<TopicView>> {
                     .partitions
                     .iter()
                     .map(|p| {
-                        let log = p.log.lock().unwrap_or_else(|e| e.into_inner());
+                        let log = p.lock_log();
                         PartitionView {
                             partition: p.index,
                             log_start_offset: log.log_start_offset(),

@@ -57,7 +57,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequ
                             r.error_code = ResponseError::NotLeaderOrFollower.code();
                             return r;
                         }
-                        let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+                        let log = partition.lock_log();
                         if version >= 4 {
                             r.leader_epoch = crate::log::LEADER_EPOCH;
                         }
