@@ -1,8 +1,11 @@
 //! The host's `tracing` subscriber: human-readable lines on stderr, filtered by
 //! `RUST_LOG` (default `info`), coloured only on a terminal. Plugin events arrive through
 //! [`crate::plugins::log_sink`] and are printed inside a `plugin{name,version}` span.
+//! [`rate_limit`] bounds the log lines a client can cause.
 
 use std::io::IsTerminal;
+
+pub mod rate_limit;
 
 use tracing_subscriber::EnvFilter;
 
