@@ -42,6 +42,7 @@ pub const CRC_START: usize = 21;
 const MAGIC_AT: usize = 16;
 const ATTR_CONTROL: i16 = 1 << 5;
 const ATTR_TRANSACTIONAL: i16 = 1 << 4;
+const ATTR_LOG_APPEND_TIME: i16 = 1 << 3;
 const ATTR_COMPRESSION: i16 = 0b111;
 /// Compression codecs Kafka defines: none, gzip, snappy, lz4, zstd.
 const MAX_COMPRESSION_CODEC: u8 = 4;
@@ -145,6 +146,77 @@ pub enum BatchError {
         /// The `baseSequence` field.
         base_sequence: i32,
     },
+    /// A record inside the batch is malformed (Kafka's `DefaultRecord.readFrom` and the
+    /// batch's record iterator refuse the same with `InvalidRecordException`;
+    /// `INVALID_RECORD`). See [`super::walk`] for what is checked.
+    #[error("batch at byte {at}, record {index}: {reason}")]
+    InvalidRecord {
+        /// Byte position of the batch.
+        at: usize,
+        /// Position of the record in the batch (Kafka's `batch_index`), from 0.
+        index: usize,
+        /// What is wrong, with the values found.
+        reason: String,
+    },
+    /// The records of a compressed batch cannot be decompressed (`CORRUPT_MESSAGE`).
+    #[error("batch at byte {at}: its records do not decompress as codec {codec}: {reason}")]
+    CorruptCompression {
+        /// Byte position of the batch.
+        at: usize,
+        /// The codec id (attributes bits 0-2).
+        codec: u8,
+        /// The decoder's error.
+        reason: String,
+    },
+    /// A compressed batch decompresses to more than the configured maximum
+    /// (`[log] max_decompressed_batch_bytes`; `MESSAGE_TOO_LARGE`).
+    #[error("batch at byte {at} decompresses to more than {max} bytes")]
+    DecompressedTooLarge {
+        /// Byte position of the batch.
+        at: usize,
+        /// The maximum, in bytes.
+        max: usize,
+    },
+    /// A Produce request carried several batches for one partition. Kafka (produce v3+,
+    /// magic 2) requires exactly one (`INVALID_RECORD`).
+    #[error("{count} record batches for one partition; a produce request carries exactly one")]
+    MultipleBatches {
+        /// Batches found.
+        count: usize,
+    },
+    /// A record's timestamp is outside `[now − message_timestamp_before_max_ms, now +
+    /// message_timestamp_after_max_ms]` (Kafka's `LogValidator.validateTimestamp`,
+    /// KIP-937; `INVALID_TIMESTAMP`).
+    #[error(
+        "batch at byte {at}, record {index}: timestamp {timestamp} ms is outside [{min}, {max}]"
+    )]
+    InvalidTimestamp {
+        /// Byte position of the batch.
+        at: usize,
+        /// Position of the record in the batch, from 0.
+        index: usize,
+        /// The record's timestamp, in ms since the Unix epoch.
+        timestamp: i64,
+        /// The earliest timestamp accepted now, in ms.
+        min: i64,
+        /// The latest timestamp accepted now, in ms.
+        max: i64,
+    },
+    /// A produced batch has timestamp type LogAppendTime (attributes bit 3), which only
+    /// the broker may set. Kafka: "Producer should not set timestamp type to
+    /// LogAppendTime" (`INVALID_TIMESTAMP`).
+    #[error("batch at byte {at} has timestamp type LogAppendTime, which producers may not set")]
+    LogAppendTime {
+        /// Byte position of the batch.
+        at: usize,
+    },
+    /// A batch marked transactional (attributes bit 4) has no producer id; read_committed
+    /// consumers would take it for committed data (`INVALID_RECORD`).
+    #[error("batch at byte {at} is transactional but has no producer id")]
+    TransactionalWithoutProducerId {
+        /// Byte position of the batch.
+        at: usize,
+    },
 }
 
 impl BatchError {
@@ -155,14 +227,29 @@ impl BatchError {
         match self {
             BatchError::Truncated { .. }
             | BatchError::InvalidLength { .. }
-            | BatchError::CrcMismatch { .. } => 2,
-            BatchError::TooLarge { .. } => 10,
+            | BatchError::CrcMismatch { .. }
+            | BatchError::CorruptCompression { .. } => 2,
+            BatchError::TooLarge { .. } | BatchError::DecompressedTooLarge { .. } => 10,
+            BatchError::InvalidTimestamp { .. } | BatchError::LogAppendTime { .. } => 32,
             BatchError::NoBatches
             | BatchError::UnsupportedMagic { .. }
             | BatchError::InvalidCount { .. }
             | BatchError::UnknownCompression { .. }
             | BatchError::ControlBatch { .. }
-            | BatchError::InvalidSequence { .. } => 87,
+            | BatchError::InvalidSequence { .. }
+            | BatchError::InvalidRecord { .. }
+            | BatchError::MultipleBatches { .. }
+            | BatchError::TransactionalWithoutProducerId { .. } => 87,
+        }
+    }
+
+    /// The position in its batch of the record at fault, for a Produce response's
+    /// `record_errors` (`batch_index`), when one record is.
+    pub fn record_index(&self) -> Option<usize> {
+        match self {
+            BatchError::InvalidRecord { index, .. }
+            | BatchError::InvalidTimestamp { index, .. } => Some(*index),
+            _ => None,
         }
     }
 }
@@ -237,6 +324,11 @@ impl BatchHeader {
     /// Whether the batch belongs to a transaction (attributes bit 4).
     pub fn is_transactional(&self) -> bool {
         self.attributes & ATTR_TRANSACTIONAL != 0
+    }
+
+    /// Whether the batch's timestamp type is LogAppendTime (attributes bit 3).
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & ATTR_LOG_APPEND_TIME != 0
     }
 
     /// Whether the batch holds control records (attributes bit 5).

@@ -1,6 +1,7 @@
 //! [`LogConfig`]: per-partition log settings, named and defaulted after Kafka's topic
 //! configs (`segment.bytes`, `segment.ms`, `retention.bytes`, `retention.ms`,
-//! `index.interval.bytes`, `flush.messages`, `flush.ms`, `max.message.bytes`).
+//! `index.interval.bytes`, `flush.messages`, `flush.ms`, `max.message.bytes`,
+//! `message.timestamp.before.max.ms`, `message.timestamp.after.max.ms`).
 
 use serde::Deserialize;
 
@@ -21,6 +22,9 @@ const SEVEN_DAYS_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 /// flush_messages = 1             # fsync every append before it is acknowledged
 /// flush_ms = -1                  # no time-based flush (see `needs_flush`)
 /// max_batch_bytes = 1048588      # largest record batch accepted (1 MiB + 12)
+/// message_timestamp_before_max_ms = 9223372036854775807  # any age accepted
+/// message_timestamp_after_max_ms = 3600000               # at most 1 hour ahead
+/// max_decompressed_batch_bytes = 67108864                # 64 MiB decompressed
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -64,6 +68,20 @@ pub struct LogConfig {
     /// accepted, in bytes, including its 12-byte log overhead (baseOffset and batchLength).
     /// Range 61 ..= 2^31 − 1. Default 1048588 (1 MiB + 12), Kafka's default.
     pub max_batch_bytes: u64,
+    /// Kafka `message.timestamp.before.max.ms` (KIP-937): a produced record whose
+    /// timestamp is more than this before the broker's clock is refused with
+    /// INVALID_TIMESTAMP, in ms. At least 0. Default 9223372036854775807 (no bound), as
+    /// Kafka's.
+    pub message_timestamp_before_max_ms: i64,
+    /// Kafka `message.timestamp.after.max.ms` (KIP-937): a produced record whose
+    /// timestamp is more than this after the broker's clock is refused with
+    /// INVALID_TIMESTAMP, in ms. At least 0. Default 3600000 (1 hour), Kafka 4.x's.
+    pub message_timestamp_after_max_ms: i64,
+    /// The most bytes the records of one compressed batch may decompress to while the
+    /// broker validates them; above it the batch is refused with MESSAGE_TOO_LARGE.
+    /// Bounds the CPU one produced batch can cost (Kafka has no such bound). Range
+    /// 61 ..= 2^31 − 1. Default 67108864 (64 MiB).
+    pub max_decompressed_batch_bytes: u64,
 }
 
 impl Default for LogConfig {
@@ -77,6 +95,9 @@ impl Default for LogConfig {
             flush_messages: 1,
             flush_ms: -1,
             max_batch_bytes: 1024 * 1024 + 12,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: 60 * 60 * 1000,
+            max_decompressed_batch_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -112,6 +133,18 @@ impl LogConfig {
             (
                 (min..=MAX_I32).contains(&self.max_batch_bytes),
                 "max_batch_bytes must be 61 ..= 2147483647",
+            ),
+            (
+                self.message_timestamp_before_max_ms >= 0,
+                "message_timestamp_before_max_ms must be at least 0",
+            ),
+            (
+                self.message_timestamp_after_max_ms >= 0,
+                "message_timestamp_after_max_ms must be at least 0",
+            ),
+            (
+                (min..=MAX_I32).contains(&self.max_decompressed_batch_bytes),
+                "max_decompressed_batch_bytes must be 61 ..= 2147483647",
             ),
         ];
         match checks.iter().find(|(ok, _)| !ok) {

@@ -10,9 +10,11 @@
 //! <dir>/00000000000000004711.log        the next segment; its name is its base offset
 //! ```
 //!
-//! Batches are Kafka record batches v2 ([`batch`]), stored without decoding their records,
-//! so compressed batches pass through untouched. The broker only rewrites the two header
-//! fields the batch CRC does not cover: the base offset and the partition leader epoch.
+//! Batches are Kafka record batches v2 ([`batch`]). A produced batch is validated first
+//! ([`validate`]: every record walked, compressed ones through a streaming decoder), then
+//! stored as produced, so compressed batches pass through untouched. The broker rewrites
+//! the two header fields the batch CRC does not cover (the base offset and the partition
+//! leader epoch), and maxTimestamp with the CRC when the producer's was wrong.
 //!
 //! The engine is synchronous (`std::fs`, positioned reads); the network layer calls it
 //! from `tokio::task::spawn_blocking` or holds it behind a mutex. [`PartitionLog::read`]
@@ -25,6 +27,7 @@
 //! tail is cut; see [`PartitionLog::open`].
 
 pub mod batch;
+pub mod compression;
 mod config;
 mod error;
 mod index;
@@ -33,6 +36,8 @@ pub mod records;
 mod recovery;
 mod segment;
 mod time_index;
+pub mod validate;
+pub mod walk;
 
 #[cfg(test)]
 pub(crate) mod test_util;

@@ -13,6 +13,7 @@ use super::{
     batch::{self, BatchHeader},
     recovery,
     segment::{Segment, SegmentRead},
+    validate::ValidatedBatch,
     LogConfig, LogError, LEADER_EPOCH, NO_TIMESTAMP,
 };
 
@@ -225,7 +226,31 @@ impl PartitionLog {
     /// durable. [`Self::flushed_offset`] tells how far the log is durable.
     pub fn append_deferred(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, LogError> {
         self.check_online()?;
-        let mut headers = batch::parse_batches(records, self.config.max_batch_bytes as usize)?;
+        let headers = batch::parse_batches(records, self.config.max_batch_bytes as usize)?;
+        self.append_checked(records, headers, now_ms)
+    }
+
+    /// Like [`Self::append_deferred`], for a batch the produce path has validated
+    /// ([`super::validate::validate_produced`]) before taking the log's lock: the
+    /// batch's bytes are not parsed or checked again.
+    ///
+    /// Errors: as [`Self::append_deferred`], but never [`LogError::InvalidBatch`].
+    pub fn append_validated(
+        &mut self,
+        batch: &ValidatedBatch,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        self.check_online()?;
+        self.append_checked(batch.bytes(), vec![*batch.header()], now_ms)
+    }
+
+    /// Appends `records`, whose batches `headers` describe and have been checked.
+    fn append_checked(
+        &mut self,
+        records: &[u8],
+        mut headers: Vec<BatchHeader>,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
         if records.len() as u64 > self.config.segment_bytes {
             return Err(LogError::BatchTooLarge {
                 size: records.len(),

@@ -86,7 +86,7 @@ pub(crate) fn batch(count: usize, value_len: usize, timestamp: i64) -> Vec<u8> {
 }
 
 /// Zigzag varint, as in the v2 record format.
-fn put_varlong(out: &mut Vec<u8>, value: i64) {
+pub(crate) fn put_varlong(out: &mut Vec<u8>, value: i64) {
     let mut v = ((value << 1) ^ (value >> 63)) as u64;
     while v >= 0x80 {
         out.push((v as u8 & 0x7f) | 0x80);

@@ -1,9 +1,16 @@
 //! Produce: append record batches to partition logs.
 //!
-//! Batches are stored exactly as produced (compressed ones untouched); the partition
-//! log validates each batch (magic, CRC) and assigns offsets. `acks` = 0 gets no
-//! response at all; 1 and −1 (all in-sync replicas, which on a single replica is this
-//! one) are answered after the append, which is durable under the log's flush policy.
+//! Each partition's batch is validated as Kafka's LogValidator does
+//! ([`crate::log::validate`]: one batch, header and CRC, every record walked, compressed
+//! ones decompressed, timestamps in range) before the partition's lock is taken, and
+//! refused per partition with CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP or
+//! MESSAGE_TOO_LARGE, the reason in the response's error message and, for one record at
+//! fault, in `record_errors`. Batches are stored as produced (compressed ones untouched);
+//! the log assigns offsets. At most [`MAX_CONCURRENT_DECOMPRESSIONS`] requests with
+//! compressed batches are validated at once, which bounds the memory decoders take.
+//! `acks` = 0 gets no response at all; 1 and −1 (all in-sync replicas, which on a
+//! single replica is this one) are answered after the append, which is durable under
+//! the log's flush policy.
 //! Topics are named by name (v3–v12) or id (v13). An unknown topic is auto-created
 //! when enabled.
 //!
@@ -19,18 +26,64 @@ use std::sync::Arc;
 use kafka_protocol::{
     error::ResponseError,
     messages::{
-        produce_response::{PartitionProduceResponse, TopicProduceResponse},
+        produce_response::{
+            BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+        },
         ProduceRequest, ProduceResponse,
     },
     protocol::StrBytes,
 };
+use tokio::sync::Semaphore;
 
 use super::{first_error, now_ms};
 use crate::{
     broker::{topics::validate_name, Broker, Partition, Topic},
-    log::{AppendInfo, LogError},
+    log::{
+        batch::BatchError,
+        validate::{validate_produced, ValidationRules},
+        AppendInfo, LogError,
+    },
     server::dispatch::{Handled, Reply},
 };
+
+/// How many Produce requests with compressed batches the broker validates at once,
+/// broker-wide: each holds a decoder (up to 16 MiB for a zstd window, or a snappy block
+/// of up to `max_decompressed_batch_bytes`), so this bounds that memory; other requests
+/// wait their turn.
+pub const MAX_CONCURRENT_DECOMPRESSIONS: usize = 4;
+
+static DECOMPRESSIONS: Semaphore = Semaphore::const_new(MAX_CONCURRENT_DECOMPRESSIONS);
+
+/// Why one partition's data was not appended: the Kafka error, a message for the
+/// response's `error_message`, and the record at fault when there is one.
+struct Refusal {
+    error: ResponseError,
+    message: String,
+    record: Option<usize>,
+}
+
+impl From<ResponseError> for Refusal {
+    fn from(error: ResponseError) -> Self {
+        Refusal {
+            error,
+            message: format!("{error:?}"),
+            record: None,
+        }
+    }
+}
+
+impl From<&LogError> for Refusal {
+    fn from(e: &LogError) -> Self {
+        Refusal {
+            error: super::log_error(e),
+            message: e.to_string(),
+            record: match e {
+                LogError::InvalidBatch(b) => b.record_index(),
+                _ => None,
+            },
+        }
+    }
+}
 
 /// Handles Produce v3–v13. The appends happen now, in request order; with durable acks
 /// (`log.flush_messages = 1`, the default) the response waits for an fsync covering
@@ -40,6 +93,12 @@ use crate::{
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Handled {
     let acks = request.acks;
     let deferred = broker.config.log.flush_messages == 1 && acks != 0;
+    let _permit = if carries_compressed_batch(&request) {
+        DECOMPRESSIONS.acquire().await.ok()
+    } else {
+        None
+    };
+    let rules = ValidationRules::new(&broker.config.log, now_ms());
     let work = Arc::clone(broker);
     let (responses, waits) = {
         let mut waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
@@ -72,13 +131,13 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                         r.log_start_offset = -1;
                         let result = match (&topic, acks) {
                             (_, a) if !matches!(a, -1..=1) => {
-                                Err(ResponseError::InvalidRequiredAcks)
+                                Err(ResponseError::InvalidRequiredAcks.into())
                             }
-                            (Err(e), _) => Err(*e),
+                            (Err(e), _) => Err((*e).into()),
                             (Ok(topic), _) if !work.serves(&topic.name, p.index) => {
-                                Err(ResponseError::NotLeaderOrFollower)
+                                Err(ResponseError::NotLeaderOrFollower.into())
                             }
-                            (Ok(topic), _) => append(topic, p.index, p.records, deferred),
+                            (Ok(topic), _) => append(topic, p.index, p.records, &rules, deferred),
                         };
                         match result {
                             Ok((partition, info)) => {
@@ -127,16 +186,35 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                 );
                 let r = &mut responses[ti].partition_responses[pi];
                 r.base_offset = -1;
-                set_error(r, super::log_error(&e));
+                set_error(r, Refusal::from(&e));
             }
         }
         reply(responses)
     }))
 }
 
-fn set_error(r: &mut PartitionProduceResponse, e: ResponseError) {
-    r.error_code = e.code();
-    r.error_message = Some(StrBytes::from_string(format!("{e:?}")));
+fn set_error(r: &mut PartitionProduceResponse, refusal: Refusal) {
+    r.error_code = refusal.error.code();
+    if let Some(index) = refusal.record {
+        let mut e = BatchIndexAndErrorMessage::default();
+        e.batch_index = i32::try_from(index).unwrap_or(i32::MAX);
+        e.batch_index_error_message = Some(StrBytes::from_string(refusal.message.clone()));
+        r.record_errors.push(e);
+    }
+    r.error_message = Some(StrBytes::from_string(refusal.message));
+}
+
+/// Whether any partition's data starts with a batch whose codec bits (byte 22, bits
+/// 0-2) are set: such a request is validated under a [`DECOMPRESSIONS`] permit.
+fn carries_compressed_batch(request: &ProduceRequest) -> bool {
+    request.topic_data.iter().any(|t| {
+        t.partition_data.iter().any(|p| {
+            p.records
+                .as_ref()
+                .and_then(|r| r.get(22))
+                .is_some_and(|attributes| attributes & 0b111 != 0)
+        })
+    })
 }
 
 fn find_or_create(broker: &Broker, name: &str) -> Result<Arc<Topic>, ResponseError> {
@@ -166,26 +244,38 @@ fn find_or_create(broker: &Broker, name: &str) -> Result<Arc<Topic>, ResponseErr
     }
 }
 
-/// Appends `records` to partition `index` of `topic`. With `deferred`, the caller makes
-/// the append durable with [`Partition::wait_durable`] before acknowledging it;
-/// otherwise a flush due under `log.flush_messages` starts in the background.
+/// Validates `records` under `rules` and appends them to partition `index` of `topic`.
+/// With `deferred`, the caller makes the append durable with
+/// [`Partition::wait_durable`] before acknowledging it; otherwise a flush due under
+/// `log.flush_messages` starts in the background.
 fn append(
     topic: &Topic,
     index: i32,
     records: Option<bytes::Bytes>,
+    rules: &ValidationRules,
     deferred: bool,
-) -> Result<(Arc<Partition>, AppendInfo), ResponseError> {
+) -> Result<(Arc<Partition>, AppendInfo), Refusal> {
     let partition = usize::try_from(index)
         .ok()
         .and_then(|i| topic.partitions.get(i))
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
-    let records = records.ok_or(ResponseError::InvalidRecord)?;
+    let records = records.ok_or_else(|| Refusal {
+        error: ResponseError::InvalidRecord,
+        message: BatchError::NoBatches.to_string(),
+        record: None,
+    })?;
+    let batch = validate_produced(records, rules).map_err(|e| {
+        let e = LogError::InvalidBatch(e);
+        tracing::debug!(topic = %topic.name, partition = index, "produce refused: {e}");
+        Refusal::from(&e)
+    })?;
     let mut log = partition.lock_log();
-    let now = now_ms();
-    let result = if log.roll_due(records.len() as u64, now) {
-        off_the_runtime(|| log.append_deferred(&records, now))
+    let now = rules.now_ms;
+    let size = batch.bytes().len() as u64;
+    let result = if log.roll_due(size, now) {
+        off_the_runtime(|| log.append_validated(&batch, now))
     } else {
-        log.append_deferred(&records, now)
+        log.append_validated(&batch, now)
     };
     match result {
         Ok(info) => {
@@ -205,9 +295,14 @@ fn append(
                 | LogError::TooManyOffsets { .. } => {
                     tracing::debug!(topic = %topic.name, partition = index, "produce refused: {e}")
                 }
-                _ => tracing::warn!(topic = %topic.name, partition = index, "append failed: {e}"),
+                _ => crate::warn_limited!(
+                    "produce.append_failed",
+                    topic = %topic.name,
+                    partition = index,
+                    "append failed: {e}"
+                ),
             }
-            Err(super::log_error(&e))
+            Err(Refusal::from(&e))
         }
     }
 }
