@@ -8,8 +8,13 @@
 //! cargo build --release -p drover-host
 //! cargo bench -p drover-tests --bench e2e -- [--bootstrap HOST:PORT] [--messages N]
 //!     [--size BYTES] [--batch RECORDS] [--partitions P] [--in-flight K]
-//!     [--flush-messages N] [--broker-pid PID]
+//!     [--flush-messages N] [--broker-pid PID] [--broker-bin PATH]
+//!     [--compression none|gzip|snappy|lz4|zstd]
 //! ```
+//!
+//! `--broker-bin` starts another `drover` binary than `target/release/drover` (to
+//! compare two builds in one run); `--compression` is the codec of the produced batches
+//! (default none).
 //!
 //! Besides throughput it prints the CPU seconds the client (this process) and the broker
 //! used in each phase: the Drover it starts, or the process `--broker-pid` names.
@@ -48,6 +53,10 @@ struct Options {
     flush_messages: u64,
     /// The broker process whose CPU time is reported when `--bootstrap` is given.
     broker_pid: Option<u32>,
+    /// The `drover` binary to start (default `target/release/drover`).
+    broker_bin: Option<std::path::PathBuf>,
+    /// Codec of the produced batches.
+    compression: Compression,
 }
 
 fn options() -> Options {
@@ -60,6 +69,8 @@ fn options() -> Options {
         in_flight: 4,
         flush_messages: 1,
         broker_pid: None,
+        broker_bin: None,
+        compression: Compression::NoCompression,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -74,6 +85,17 @@ fn options() -> Options {
             "--in-flight" => o.in_flight = value().parse().expect("--in-flight K"),
             "--flush-messages" => o.flush_messages = value().parse().expect("--flush-messages N"),
             "--broker-pid" => o.broker_pid = Some(value().parse().expect("--broker-pid PID")),
+            "--broker-bin" => o.broker_bin = Some(value().into()),
+            "--compression" => {
+                o.compression = match value().as_str() {
+                    "none" => Compression::NoCompression,
+                    "gzip" => Compression::Gzip,
+                    "snappy" => Compression::Snappy,
+                    "lz4" => Compression::Lz4,
+                    "zstd" => Compression::Zstd,
+                    c => panic!("unknown codec {c}"),
+                }
+            }
             other => panic!("unknown argument {other}"),
         }
     }
@@ -91,10 +113,10 @@ impl Drop for Broker {
     }
 }
 
-fn start_drover(flush_messages: u64) -> (Broker, String) {
+fn start_drover(flush_messages: u64, bin: Option<&std::path::Path>) -> (Broker, String) {
     let exe = std::env::current_exe().expect("exe");
     let release = exe.ancestors().nth(2).expect("target/release").to_owned();
-    let drover = release.join("drover");
+    let drover = bin.map_or_else(|| release.join("drover"), ToOwned::to_owned);
     assert!(
         drover.is_file(),
         "{} not found: run `cargo build --release -p drover-host` first",
@@ -168,7 +190,7 @@ async fn main() {
     let (_broker, bootstrap, broker_pid) = match &o.bootstrap {
         Some(b) => (None, b.clone(), o.broker_pid),
         None => {
-            let (broker, addr) = start_drover(o.flush_messages);
+            let (broker, addr) = start_drover(o.flush_messages, o.broker_bin.as_deref());
             let pid = broker.0.id();
             (Some(broker), addr, Some(pid))
         }
@@ -220,6 +242,7 @@ async fn main() {
         let client = Arc::clone(&client);
         let topic = topic.clone();
         let in_flight = o.in_flight;
+        let compression = o.compression;
         tasks.push(tokio::spawn(async move {
             let pc = Arc::new(
                 client
@@ -233,9 +256,7 @@ async fn main() {
                 let pc = Arc::clone(&pc);
                 pending.spawn(async move {
                     let t = Instant::now();
-                    pc.produce(records, Compression::NoCompression)
-                        .await
-                        .expect("produce");
+                    pc.produce(records, compression).await.expect("produce");
                     t.elapsed()
                 });
                 while pending.len() >= in_flight {

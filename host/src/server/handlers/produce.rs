@@ -64,9 +64,23 @@ struct Refusal {
 
 impl From<ResponseError> for Refusal {
     fn from(error: ResponseError) -> Self {
+        let message = match error {
+            ResponseError::InvalidRequiredAcks => "acks must be -1, 0 or 1",
+            ResponseError::UnknownTopicOrPartition => "no such topic or partition on this broker",
+            ResponseError::UnknownTopicId => "no topic with this topic id",
+            ResponseError::NotLeaderOrFollower => "another broker leads this partition",
+            ResponseError::InvalidTopicException => {
+                "the topic name is not a valid Kafka topic name"
+            }
+            _ => "",
+        };
         Refusal {
             error,
-            message: format!("{error:?}"),
+            message: if message.is_empty() {
+                error.to_string()
+            } else {
+                format!("{error}: {message}")
+            },
             record: None,
         }
     }
