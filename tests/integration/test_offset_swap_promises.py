@@ -153,6 +153,26 @@ def test_deletions_while_a_swap_runs_are_not_undone(store_broker, zookeeper):
     assert offsets(b, "g-whole", [0]) == {0: NO_OFFSET}
 
 
+def test_shutdown_while_a_swap_opens_its_store_stays_on_the_old_store(store_broker, zookeeper):
+    """A guard for the shutdown path (it does not wait for a store that is still being
+    opened): SIGTERM while the swap waits for its stopped ZooKeeper server."""
+    b = store_broker
+    alter(ck_admin(b), "g", TOPIC, {p: 354 for p in range(PARTITIONS)})
+    os.kill(zookeeper.proc.pid, signal.SIGSTOP)
+    try:
+        status, body = post_swap(b, "zookeeper", zk_config(zookeeper))
+        assert status == 202, (status, body)
+        assert store_status(b)["swap"]["state"] == "opening"
+        assert b.terminate() == 0
+    finally:
+        os.kill(zookeeper.proc.pid, signal.SIGCONT)
+    assert close_lines(b, 1, b.data_dir / "offsets.redb") == 1, b.stderr_text()[-3000:]
+    start_or_fail(b)
+    assert offsets(b, "g") == {p: 354 for p in range(PARTITIONS)}
+    s = store_status(b)
+    assert (s["active"], s["recorded"]) == ("embedded", False), s
+
+
 def test_the_swapped_to_store_survives_a_graceful_restart_and_is_closed_at_shutdown(
         store_broker, tmp_path):
     b = store_broker

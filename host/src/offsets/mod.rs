@@ -103,7 +103,8 @@ pub struct OffsetStores {
     status: Mutex<SwapStatus>,
     /// Set by [`OffsetStores::close`]: no swap starts, a running one gives up.
     stopping: AtomicBool,
-    /// The running (or last) swap's thread.
+    /// The running (or last) swap's thread. Its lock also orders a swap's move to
+    /// dual writes against shutdown ([`OffsetStores::close`]).
     swap_thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -130,16 +131,21 @@ impl OffsetStores {
         })
     }
 
-    /// Shutdown: stops a running swap (it rolls back to the old store and closes the
-    /// new one) and waits for it, then flushes and closes the active store. Later calls
+    /// Shutdown: no swap starts any more; a swap that already writes to both stores is
+    /// stopped (it rolls back to the old store and closes the new one) and waited for;
+    /// one still opening its store is left to give up by itself (the routing is not
+    /// changed by it any more). Then flushes and closes the active store. Later calls
     /// do nothing (a handle closes once).
     pub fn close(&self) -> Result<(), CallError> {
-        self.stopping.store(true, Ordering::Release);
-        let running = self
-            .swap_thread
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let running = {
+            let mut thread = self.swap_thread.lock().unwrap_or_else(|e| e.into_inner());
+            self.stopping.store(true, Ordering::Release);
+            if matches!(*read(&self.routing), Routing::Dual { .. }) {
+                thread.take()
+            } else {
+                None
+            }
+        };
         if let Some(thread) = running {
             let _ = thread.join();
         }

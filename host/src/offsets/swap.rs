@@ -180,13 +180,15 @@ fn run(broker: &Broker, stores: &OffsetStores, request: &SwapRequest) -> Result<
         let _ = new.store.close();
         return Err(format!("health check of `{}`: {e}", new.name));
     }
-    if stores.is_stopping() {
-        let _ = new.store.close();
-        return Err("the broker is shutting down".into());
-    }
     let old = stores.reader();
-    // From now on every commit goes to both stores.
+    // From now on every commit goes to both stores — unless shutdown began: it does
+    // not wait for a swap that is still opening its store.
     {
+        let _shutdown = stores.swap_thread.lock().unwrap_or_else(|e| e.into_inner());
+        if stores.is_stopping() {
+            let _ = new.store.close();
+            return Err("the broker is shutting down".into());
+        }
         let _gate = write(&stores.gate);
         *write(&stores.routing) = Routing::Dual {
             old: old.clone(),
