@@ -73,6 +73,11 @@ struct ServeArgs {
     /// Run in cluster mode with this ZooKeeper ensemble, HOST:PORT[,HOST:PORT][/chroot].
     #[arg(long)]
     zookeeper: Option<String>,
+    /// Start on the offset store drover.toml names even when a swap made another store
+    /// active (recorded in <data_dir>/offset_store.json): the record is removed and
+    /// nothing is copied, so offsets committed to that store since are not served.
+    #[arg(long)]
+    use_configured_offset_store: bool,
 }
 
 #[derive(clap::Args)]
@@ -274,7 +279,12 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     runtime
-        .block_on(drover_host::serve::run(config))
+        .block_on(drover_host::serve::run(
+            config,
+            drover_host::serve::StartOptions {
+                use_configured_offset_store: args.use_configured_offset_store,
+            },
+        ))
         .map_err(|e| e.to_string())
 }
 

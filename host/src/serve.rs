@@ -29,6 +29,12 @@ pub enum ServeError {
     /// The configuration cannot work (after command-line overrides).
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// drover.toml names another offset store than the one a swap made active.
+    #[error(transparent)]
+    OffsetStore(#[from] Box<crate::offsets::active::ChoiceError>),
+    /// The record of the active offset store could not be read or updated.
+    #[error("the active offset store record: {0}")]
+    OffsetStoreRecord(#[from] crate::offsets::active::RecordError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr} ({what}): {source}")]
     Bind {
@@ -57,23 +63,69 @@ pub struct Running {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
+/// Startup choices made on the command line rather than in drover.toml.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StartOptions {
+    /// `--use-configured-offset-store`: start on the offset store drover.toml names even
+    /// when a swap made another one active (its record is removed; nothing is copied).
+    pub use_configured_offset_store: bool,
+}
+
 /// Runs the broker until a shutdown signal.
-pub async fn run(config: Config) -> Result<(), ServeError> {
-    let running = start(config).await?;
+pub async fn run(config: Config, options: StartOptions) -> Result<(), ServeError> {
+    let running = start_with(config, options).await?;
     wait_for_signal().await;
     running.stop().await;
     Ok(())
 }
 
+/// Starts the broker with default [`StartOptions`]; see [`start_with`].
+pub async fn start(config: Config) -> Result<Running, ServeError> {
+    start_with(config, StartOptions::default()).await
+}
+
+/// Which offset store to start as the active one: the configured store, or the one a
+/// swap made active before the restart ([`crate::offsets::active::choose`]). Removes a
+/// record that is no longer needed.
+fn choose_offset_store(
+    config: &Config,
+    options: StartOptions,
+) -> Result<crate::offsets::active::Choice, ServeError> {
+    use crate::offsets::active;
+    let configured = active::StoreSpec::configured(config);
+    let record = active::read(&config.data_dir)?;
+    let path = active::path(&config.data_dir);
+    let choice = active::choose(
+        &configured,
+        record.as_ref(),
+        options.use_configured_offset_store,
+        &path,
+    )?;
+    if choice.remove_record {
+        if let Some(record) = &record {
+            if !record.active.same_store(&configured) {
+                tracing::warn!(
+                    recorded = %record.active.plugin,
+                    configured = %configured.plugin,
+                    "--use-configured-offset-store: starting on the offset store drover.toml names; offsets committed to the recorded store since its swap are not copied"
+                );
+            }
+        }
+        active::remove(&config.data_dir)?;
+    }
+    Ok(choice)
+}
+
 /// Starts the broker — plugins, topics and logs, the coordinator, the Kafka listener,
 /// the admin API and log maintenance — and logs the `drover ready` line.
-pub async fn start(config: Config) -> Result<Running, ServeError> {
+pub async fn start_with(config: Config, options: StartOptions) -> Result<Running, ServeError> {
     if config.server.listen.ip().is_unspecified() && config.server.advertised_host.is_none() {
         return Err(ServeError::Config(format!(
             "listening on {} needs server.advertised_host: clients cannot connect to an unspecified address",
             config.server.listen
         )));
     }
+    let active_store = choose_offset_store(&config, options)?;
     raise_open_file_limit();
     let kafka = bind(config.server.listen, "Kafka listener").await?;
     let admin_listener = bind(config.server.admin_listen, "admin listener").await?;
@@ -110,10 +162,11 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
             config.zookeeper.clone(),
         )
     });
-    let plugins = startup::load_plugins_with_session(
+    let plugins = startup::load_plugins_with_active(
         &config,
         startup::loader_options(&config),
         cluster.as_ref().map(crate::cluster::session::for_plugins),
+        active_store,
     )?;
     let broker = Broker::open(config, node, plugins)?;
     if let Some(cluster) = &cluster {
@@ -159,7 +212,8 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
 
 impl Running {
     /// Graceful shutdown: listeners stop, the coordinator writes its last commits,
-    /// every partition is flushed, offset stores are closed.
+    /// every partition is flushed, the active offset store is flushed and closed, then
+    /// any other store opened at startup and not closed yet (each exactly once).
     pub async fn stop(self) {
         let broker = self.broker;
         tracing::info!("shutting down");
@@ -174,6 +228,14 @@ impl Running {
         }
         let broker_ref = Arc::clone(&broker);
         let _ = tokio::task::spawn_blocking(move || flush_all(&broker_ref)).await;
+        if let Some(stores) = broker.offsets() {
+            // Waits for a running swap to roll back first.
+            match tokio::task::spawn_blocking(move || stores.close()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!("closing the active offset store: {e}"),
+                Err(e) => tracing::warn!("closing the active offset store: {e}"),
+            }
+        }
         if let Err(e) = broker.plugins.close() {
             tracing::warn!("closing offset stores: {e}");
         }

@@ -10,6 +10,7 @@ use drover_abi::{host::ZkSessionArc, PluginKind};
 
 use crate::{
     config::Config,
+    offsets::{active, NamedStore},
     plugins::{
         AssignorHandle, LoadError, Loader, LoaderOptions, OffsetStoreHandle, PluginRegistry,
     },
@@ -34,17 +35,27 @@ pub struct StartedPlugins {
     pub registry: PluginRegistry,
     /// Every assignor that started, by name (groups select them by name).
     pub assignors: BTreeMap<String, Arc<AssignorHandle>>,
-    /// The offset stores named in `plugins.required`, and the active one
-    /// (`coordinator.offset_store`), opened, by name.
+    /// The offset stores named in `plugins.required`, opened with their configs, by
+    /// name; each is closed again unless it is the active store.
     pub offset_stores: BTreeMap<String, Arc<OffsetStoreHandle>>,
+    /// The store to start as the active one ([`active::choose`]): normally
+    /// `coordinator.offset_store`, or the store a swap made active before a restart.
+    pub active: active::Choice,
+    /// That store, opened (the same instance as in `offset_stores` when it is a
+    /// required store with the same config); `None` when it did not open (`failed`
+    /// says why).
+    pub active_store: Option<NamedStore>,
     /// Loaded plugins that are not required and failed to start, by name, with why.
     pub failed: BTreeMap<String, String>,
 }
 
 impl StartedPlugins {
-    /// Closes every opened offset store (flushing it); reports the first error.
+    /// Closes every offset store opened at startup (flushing it) that is not closed
+    /// yet; reports the first error. The broker closes the store that is active at
+    /// shutdown itself ([`crate::offsets::OffsetStores::close`]).
     pub fn close(&self) -> Result<(), crate::plugins::CallError> {
-        for store in self.offset_stores.values() {
+        let active = self.active_store.as_ref().map(|s| &s.store);
+        for store in self.offset_stores.values().chain(active) {
             store.close()?;
         }
         Ok(())
@@ -61,7 +72,10 @@ impl StartedPlugins {
                 PluginKind::Assignor if self.assignors.contains_key(&s.name) => {
                     "started".to_owned()
                 }
-                PluginKind::OffsetStore if self.offset_stores.contains_key(&s.name) => {
+                PluginKind::OffsetStore
+                    if self.offset_stores.contains_key(&s.name)
+                        || self.active_store.as_ref().is_some_and(|a| a.name == s.name) =>
+                {
                     "opened".to_owned()
                 }
                 _ => match self.failed.get(&s.name) {
@@ -100,12 +114,29 @@ pub fn load_plugins_with(
 /// Loads and starts the plugins `config` asks for, with loader `options`; offset stores
 /// get `zookeeper` in their `HostServices` — in cluster mode the broker's lendable
 /// session ([`crate::cluster::session::for_plugins`]), made before the cluster task
-/// connects; `None` standalone. Errors: a plugin named in `plugins.required` that fails
-/// to load or start.
+/// connects; `None` standalone. The active store is the configured one. Errors: a
+/// plugin named in `plugins.required` that fails to load or start.
 pub fn load_plugins_with_session(
     config: &Config,
     options: LoaderOptions,
     zookeeper: Option<ZkSessionArc>,
+) -> Result<StartedPlugins, LoadError> {
+    let active = active::Choice {
+        active: active::StoreSpec::configured(config),
+        recorded: false,
+        remove_record: false,
+    };
+    load_plugins_with_active(config, options, zookeeper, active)
+}
+
+/// As [`load_plugins_with_session`], with `active` as the store to open as the active
+/// one (`drover serve` reads it from the data directory, [`active::choose`]). Errors
+/// also: a store recorded as active whose plugin is not in the plugin directory.
+pub fn load_plugins_with_active(
+    config: &Config,
+    options: LoaderOptions,
+    zookeeper: Option<ZkSessionArc>,
+    active: active::Choice,
 ) -> Result<StartedPlugins, LoadError> {
     let loader = Loader::new(options);
     let required = &config.plugins.required;
@@ -157,28 +188,73 @@ pub fn load_plugins_with_session(
     let mut offset_stores = BTreeMap::new();
     for plugin in registry.of_kind(PluginKind::OffsetStore) {
         let name = &plugin.summary.name;
-        let open = || plugin.open_offset_store_with(&config.plugin_config(name), zookeeper.clone());
         if required.contains(name) {
-            let store = open()?;
+            let store =
+                plugin.open_offset_store_with(&config.plugin_config(name), zookeeper.clone())?;
             offset_stores.insert(name.clone(), Arc::new(store));
-        } else if *name == config.coordinator.offset_store {
-            // The active store opens even when not required; if it cannot, the
-            // coordinator does not start and says why.
-            match open() {
-                Ok(store) => {
-                    offset_stores.insert(name.clone(), Arc::new(store));
-                }
-                Err(e) => {
-                    tracing::warn!("{e}; the coordinator cannot use it");
-                    failed.insert(name.clone(), e.to_string());
-                }
+        }
+    }
+    let spec = &active.active;
+    let shared = offset_stores.get(&spec.plugin).filter(|_| {
+        spec.same_store(&active::StoreSpec {
+            plugin: spec.plugin.clone(),
+            config: config.plugin_config(&spec.plugin),
+        })
+    });
+    // Only the active store stays open: a required store that is not the active one
+    // was opened so that a broken one stops startup, and is closed again before the
+    // active store opens (an embedded database left open would stay locked, and the
+    // active store or a later swap could not open it).
+    for (name, store) in &offset_stores {
+        if !shared.is_some_and(|active| Arc::ptr_eq(active, store)) {
+            if let Err(e) = store.close() {
+                tracing::warn!("closing offset store `{name}` (required, not active): {e}");
             }
         }
     }
+    let active_store = if let Some(store) = shared {
+        Some(Arc::clone(store))
+    } else {
+        match registry.find(PluginKind::OffsetStore, &spec.plugin) {
+            // The active store opens even when not required; if it cannot, the
+            // coordinator does not start and says why.
+            Some(plugin) => match plugin.open_offset_store_with(&spec.config, zookeeper.clone()) {
+                Ok(store) => Some(Arc::new(store)),
+                Err(e) => {
+                    tracing::warn!("{e}; the coordinator cannot use it");
+                    failed.insert(spec.plugin.clone(), e.to_string());
+                    None
+                }
+            },
+            None if active.recorded => {
+                return Err(LoadError::RecordedStoreMissing {
+                    store: spec.plugin.clone(),
+                    dir: dir.clone(),
+                    configured: config.coordinator.offset_store.clone(),
+                })
+            }
+            None => None,
+        }
+    };
+    if active.recorded && active_store.is_some() {
+        tracing::warn!(
+            store = %spec.plugin,
+            configured = %config.coordinator.offset_store,
+            "opened the offset store a swap made active before the restart (recorded in {}), not the one drover.toml names",
+            active::path(&config.data_dir).display()
+        );
+    }
+    let active_store = active_store.map(|store| NamedStore {
+        name: spec.plugin.clone(),
+        config: spec.config.clone(),
+        store,
+    });
     Ok(StartedPlugins {
         registry,
         assignors,
         offset_stores,
+        active,
+        active_store,
         failed,
     })
 }
@@ -196,13 +272,13 @@ pub fn check_coordinator(config: &Config, plugins: &StartedPlugins) -> Result<()
     else {
         return Ok(());
     };
-    if !plugins.offset_stores.contains_key(&section.offset_store) {
+    if plugins.active_store.is_none() {
         return Err(format!(
             "coordinator.offset_store: offset store `{}` is not available ({})",
-            section.offset_store,
+            plugins.active.active.plugin,
             plugins
                 .failed
-                .get(&section.offset_store)
+                .get(&plugins.active.active.plugin)
                 .cloned()
                 .unwrap_or_else(|| "not loaded".into())
         ));

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     broker::Broker,
     offsets::{
+        active::StoreSpec,
         swap::{self, SwapError, SwapRequest},
         SwapStatus,
     },
@@ -24,6 +25,12 @@ use crate::{
 pub struct StoreView {
     /// The store reads and writes go to now.
     pub active: Option<String>,
+    /// The store drover.toml names (`[coordinator] offset_store`).
+    pub configured: String,
+    /// Whether the active store is another store than the configured one (another
+    /// plugin, or the same plugin with another config): a swap made it active, and it
+    /// is recorded in `<data_dir>/offset_store.json` so a restart reopens it.
+    pub recorded: bool,
     /// The last or current swap.
     pub swap: SwapStatus,
 }
@@ -39,13 +46,21 @@ pub struct SwapBody {
 }
 
 fn view(broker: &Broker) -> StoreView {
+    let configured = StoreSpec::configured(&broker.config);
     match broker.offsets() {
-        Some(stores) => StoreView {
-            active: Some(stores.active_name()),
-            swap: stores.status(),
-        },
+        Some(stores) => {
+            let active = stores.reader();
+            StoreView {
+                recorded: !active.spec().same_store(&configured),
+                active: Some(active.name),
+                configured: configured.plugin,
+                swap: stores.status(),
+            }
+        }
         None => StoreView {
             active: None,
+            configured: configured.plugin,
+            recorded: false,
             swap: SwapStatus::default(),
         },
     }
@@ -92,7 +107,9 @@ pub async fn post(
     };
     match swap::start(&broker, request) {
         Ok(()) => (StatusCode::ACCEPTED, Json(view(&broker))).into_response(),
-        Err(e @ SwapError::NoActiveStore) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err(e @ (SwapError::NoActiveStore | SwapError::ShuttingDown | SwapError::Thread(_))) => {
+            error(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        }
         Err(e) => error(StatusCode::CONFLICT, e.to_string()),
     }
 }

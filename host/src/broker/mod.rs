@@ -13,10 +13,7 @@ use std::{
 use tokio::sync::watch;
 
 use crate::{
-    config::Config,
-    coordination::CoordinatorClient,
-    offsets::{NamedStore, OffsetStores},
-    startup::StartedPlugins,
+    config::Config, coordination::CoordinatorClient, offsets::OffsetStores, startup::StartedPlugins,
 };
 
 pub use metrics::Metrics;
@@ -68,7 +65,8 @@ pub struct Broker {
     stopping: watch::Sender<bool>,
     /// The running coordinator, once started (see [`crate::coordination`]).
     coordinator: OnceLock<CoordinatorClient>,
-    /// The active offset store (`coordinator.offset_store`), swappable.
+    /// The active offset store (`coordinator.offset_store`, or the one a swap made
+    /// active before a restart), swappable.
     offsets: Option<Arc<OffsetStores>>,
     /// Cluster membership, in cluster mode.
     cluster: OnceLock<Arc<crate::cluster::Cluster>>,
@@ -84,15 +82,7 @@ impl Broker {
     ) -> Result<Arc<Broker>, BrokerError> {
         let topics = TopicRegistry::open(&config.data_dir, config.log.clone())?;
         let cluster_id = cluster_id(&config.data_dir)?;
-        let offsets = plugins
-            .offset_stores
-            .get(&config.coordinator.offset_store)
-            .map(|store| {
-                OffsetStores::new(NamedStore {
-                    name: config.coordinator.offset_store.clone(),
-                    store: Arc::clone(store),
-                })
-            });
+        let offsets = plugins.active_store.clone().map(OffsetStores::new);
         Ok(Arc::new(Broker {
             offsets,
             config,

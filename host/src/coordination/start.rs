@@ -98,10 +98,10 @@ pub fn start(broker: &Arc<Broker>) -> Result<Option<CoordinatorClient>, StartErr
     };
     let Some(store) = broker.offsets() else {
         return Err(StartError::NoOffsetStore {
-            store: section.offset_store.clone(),
+            store: plugins.active.active.plugin.clone(),
             why: plugins
                 .failed
-                .get(&section.offset_store)
+                .get(&plugins.active.active.plugin)
                 .cloned()
                 .unwrap_or_else(|| "not loaded".into()),
         });
@@ -143,6 +143,7 @@ pub fn start(broker: &Arc<Broker>) -> Result<Option<CoordinatorClient>, StartErr
         )?,
     };
 
+    let store_name = store.active_name();
     let channel = flume::bounded::<Msg>(section.queue_capacity);
     let (store_tx, store_rx) = flume::unbounded();
     let results = channel.0.clone();
@@ -164,7 +165,7 @@ pub fn start(broker: &Arc<Broker>) -> Result<Option<CoordinatorClient>, StartErr
     tokio::spawn(forward_topic_changes(Arc::clone(broker), client.clone()));
     tracing::info!(
         plugin = %section.plugin,
-        offset_store = %section.offset_store,
+        offset_store = %store_name,
         default_assignor = %section.default_assignor,
         assignors = %plugins.assignors.keys().cloned().collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(","),
         "coordinator started"

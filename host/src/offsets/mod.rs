@@ -14,24 +14,50 @@
 //! - **No stale read**: copying a page of offsets excludes commits for that moment (a
 //!   write lock the commits share as readers), so a copied value never overwrites a
 //!   newer one written to both stores; reads switch only after every offset is across.
+//! - **No deletion undone**: deletions reach both stores during a swap (a failure on the
+//!   new one fails the swap), and the copy also removes from the new store whatever
+//!   the old one does not hold (offsets left there from an earlier time it was active),
+//!   so swapping back never brings a deleted offset back.
+//! - **Durable choice**: the store a swap makes active is recorded in the data
+//!   directory before reads switch to it ([`active`]), so a restart reopens it; shutdown
+//!   flushes and closes the active store ([`OffsetStores::close`]).
 
+pub mod active;
 pub mod retention;
 pub mod swap;
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::{
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex, RwLock,
+    },
+    thread::JoinHandle,
+};
 
 use drover_abi::{OffsetKey, OffsetRecord, TopicPartitions};
 use serde::Serialize;
 
 use crate::plugins::{CallError, OffsetStoreHandle};
 
-/// A store and the plugin name it came from.
+/// A store, the plugin name it came from and the config it was opened with.
 #[derive(Clone)]
 pub struct NamedStore {
     /// Plugin name (`embedded`, `zookeeper`, `postgres`, ...).
     pub name: String,
+    /// The config it was opened with (TOML text).
+    pub config: String,
     /// The open instance.
     pub store: Arc<OffsetStoreHandle>,
+}
+
+impl NamedStore {
+    /// Its plugin name and config.
+    pub fn spec(&self) -> active::StoreSpec {
+        active::StoreSpec {
+            plugin: self.name.clone(),
+            config: self.config.clone(),
+        }
+    }
 }
 
 /// Which store serves reads and writes.
@@ -75,6 +101,11 @@ pub struct OffsetStores {
     /// change the routing.
     gate: RwLock<()>,
     status: Mutex<SwapStatus>,
+    /// Set by [`OffsetStores::close`]: no swap starts, a running one gives up.
+    stopping: AtomicBool,
+    /// The running (or last) swap's thread. Its lock also orders a swap's move to
+    /// dual writes against shutdown ([`OffsetStores::close`]).
+    swap_thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -95,7 +126,42 @@ impl OffsetStores {
                 state: "idle".into(),
                 ..SwapStatus::default()
             }),
+            stopping: AtomicBool::new(false),
+            swap_thread: Mutex::new(None),
         })
+    }
+
+    /// Shutdown: no swap starts any more; a swap that already writes to both stores is
+    /// stopped (it rolls back to the old store and closes the new one) and waited for;
+    /// one still opening its store is left to give up by itself (the routing is not
+    /// changed by it any more). Then flushes and closes the active store. Later calls
+    /// do nothing (a handle closes once).
+    pub fn close(&self) -> Result<(), CallError> {
+        let running = {
+            let mut thread = self.swap_thread.lock().unwrap_or_else(|e| e.into_inner());
+            self.stopping.store(true, Ordering::Release);
+            if matches!(*read(&self.routing), Routing::Dual { .. }) {
+                thread.take()
+            } else {
+                None
+            }
+        };
+        if let Some(thread) = running {
+            let _ = thread.join();
+        }
+        let active = self.reader();
+        let flushed = active.store.flush();
+        if let Err(e) = &flushed {
+            tracing::warn!(store = %active.name, "flushing the active offset store: {e}");
+        }
+        active.store.close()?;
+        tracing::info!(store = %active.name, "active offset store closed");
+        flushed
+    }
+
+    /// Whether shutdown has begun.
+    fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
     }
 
     /// The store reads come from now.
@@ -186,18 +252,40 @@ impl OffsetStores {
         self.reader().store.list_groups()
     }
 
-    /// Deletes a group's offsets (from both stores during a swap).
+    /// Deletes a group's offsets: from both stores during a swap, like commits — the
+    /// authoritative one first; before the switch a failure on the new store fails the
+    /// swap (it would otherwise keep what was deleted).
     pub fn delete_group(&self, group: &str) -> Result<u64, CallError> {
         let _gate = read(&self.gate);
         let routing = read(&self.routing).clone();
         match routing {
             Routing::Single(s) => s.store.delete_group(group),
             Routing::Dual {
-                old, new, switched, ..
+                old,
+                new,
+                switched: false,
             } => {
-                let (first, second) = if switched { (new, old) } else { (old, new) };
-                let n = first.store.delete_group(group)?;
-                let _ = second.store.delete_group(group);
+                let n = old.store.delete_group(group)?;
+                if let Err(e) = new.store.delete_group(group) {
+                    swap::fail(
+                        self,
+                        format!(
+                            "deleting group `{group}` in the new store `{}`: {e}",
+                            new.name
+                        ),
+                    );
+                }
+                Ok(n)
+            }
+            Routing::Dual {
+                old,
+                new,
+                switched: true,
+            } => {
+                let n = new.store.delete_group(group)?;
+                if let Err(e) = old.store.delete_group(group) {
+                    tracing::debug!("old offset store `{}` while draining: {e}", old.name);
+                }
                 Ok(n)
             }
         }

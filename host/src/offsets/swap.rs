@@ -9,12 +9,22 @@
 //! store and the status says why. Swapping back is just another swap, and so is
 //! moving a store (a new instance of the same plugin with another config, e.g. the
 //! embedded database on another disk).
+//!
+//! The new store may already hold offsets: from an earlier time it was active, or
+//! written by a swap that failed. The copy makes it hold exactly what the old store
+//! holds: page by page, every key of the new store in the page's key range that the old
+//! store lacks (deleted or expired meanwhile) makes that group's offsets in the new
+//! store be replaced by the old store's ([`stale_groups`]). Just before the switch the
+//! new store is recorded as the active one in the data directory
+//! ([`super::active`]).
 
 use std::sync::Arc;
 
-use drover_abi::{OffsetKey, PluginKind};
+use std::collections::BTreeSet;
 
-use super::{write, NamedStore, OffsetStores, Routing};
+use drover_abi::{OffsetKey, OffsetRecord, PluginKind};
+
+use super::{active, write, NamedStore, OffsetStores, Routing};
 use crate::{
     broker::Broker,
     plugins::{LoadedPlugin, Loader, PluginRegistry},
@@ -42,6 +52,12 @@ pub enum SwapError {
     /// A swap is in progress.
     #[error("a swap to `{0}` is in progress")]
     Busy(String),
+    /// The broker is shutting down.
+    #[error("the broker is shutting down")]
+    ShuttingDown,
+    /// The swap thread could not be started.
+    #[error("cannot start the swap thread: {0}")]
+    Thread(std::io::Error),
 }
 
 fn now_ms() -> i64 {
@@ -63,6 +79,9 @@ pub fn start(broker: &Arc<Broker>, request: SwapRequest) -> Result<(), SwapError
     let Some(stores) = broker.offsets() else {
         return Err(SwapError::NoActiveStore);
     };
+    if stores.is_stopping() {
+        return Err(SwapError::ShuttingDown);
+    }
     let active = stores.active_name();
     {
         let mut status = stores.status.lock().unwrap_or_else(|e| e.into_inner());
@@ -78,7 +97,7 @@ pub fn start(broker: &Arc<Broker>, request: SwapRequest) -> Result<(), SwapError
         };
     }
     let broker = Arc::clone(broker);
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("drover-offset-swap".into())
         .spawn(move || {
             let Some(stores) = broker.offsets() else { return };
@@ -102,7 +121,15 @@ pub fn start(broker: &Arc<Broker>, request: SwapRequest) -> Result<(), SwapError
                 }
             }
         })
-        .map_err(|_| SwapError::Busy(String::new()))?;
+        .map_err(|e| {
+            stores.set_status(|s| {
+                s.state = "failed".into();
+                s.error = Some(format!("cannot start the swap thread: {e}"));
+            });
+            SwapError::Thread(e)
+        })?;
+    // The previous swap's thread has ended (its state was final).
+    *stores.swap_thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(thread);
     Ok(())
 }
 
@@ -146,6 +173,7 @@ fn run(broker: &Broker, stores: &OffsetStores, request: &SwapRequest) -> Result<
         .map_err(|e| format!("opening `{}`: {e}", request.plugin))?;
     let new = NamedStore {
         name: request.plugin.clone(),
+        config: request.config.clone(),
         store: Arc::new(new),
     };
     if let Err(e) = new.store.list_groups() {
@@ -153,8 +181,14 @@ fn run(broker: &Broker, stores: &OffsetStores, request: &SwapRequest) -> Result<
         return Err(format!("health check of `{}`: {e}", new.name));
     }
     let old = stores.reader();
-    // From now on every commit goes to both stores.
+    // From now on every commit goes to both stores — unless shutdown began: it does
+    // not wait for a swap that is still opening its store.
     {
+        let _shutdown = stores.swap_thread.lock().unwrap_or_else(|e| e.into_inner());
+        if stores.is_stopping() {
+            let _ = new.store.close();
+            return Err("the broker is shutting down".into());
+        }
         let _gate = write(&stores.gate);
         *write(&stores.routing) = Routing::Dual {
             old: old.clone(),
@@ -162,17 +196,26 @@ fn run(broker: &Broker, stores: &OffsetStores, request: &SwapRequest) -> Result<
             switched: false,
         };
     }
-    match copy(stores, &old, &new) {
+    let switched = copy(stores, &old, &new).and_then(|copied| {
+        stores.set_status(|s| s.state = "switching".into());
+        // Under the gate: no commit or deletion runs between the last check for a
+        // failed dual write, the record and the switch.
+        let _gate = write(&stores.gate);
+        if let Some(why) = stores.status().error {
+            return Err(why);
+        }
+        let configured = active::StoreSpec::configured(&broker.config);
+        active::set_active(&broker.config.data_dir, &new.spec(), &configured, now_ms())
+            .map_err(|e| format!("recording the active offset store: {e}"))?;
+        *write(&stores.routing) = Routing::Dual {
+            old: old.clone(),
+            new: new.clone(),
+            switched: true,
+        };
+        Ok(copied)
+    });
+    match switched {
         Ok(copied) => {
-            stores.set_status(|s| s.state = "switching".into());
-            {
-                let _gate = write(&stores.gate);
-                *write(&stores.routing) = Routing::Dual {
-                    old: old.clone(),
-                    new: new.clone(),
-                    switched: true,
-                };
-            }
             stores.set_status(|s| s.state = "draining".into());
             {
                 let _gate = write(&stores.gate);
@@ -196,11 +239,16 @@ fn run(broker: &Broker, stores: &OffsetStores, request: &SwapRequest) -> Result<
 }
 
 /// Counts, then copies every offset of `old` into `new`, page by page, each page under
-/// the exclusive gate so no dual-written commit is overwritten by an older copy.
+/// the exclusive gate so no dual-written commit is overwritten by an older copy. With
+/// each page, groups of `new` holding keys in the page's range that `old` lacks are
+/// made equal to `old`'s ([`reconcile`]); after the last page, the rest of `new`.
 fn copy(stores: &OffsetStores, old: &NamedStore, new: &NamedStore) -> Result<u64, String> {
     let mut total = 0u64;
     let mut after: Option<OffsetKey> = None;
     loop {
+        if stores.is_stopping() {
+            return Err("the broker is shutting down".into());
+        }
         let page = old
             .store
             .scan(after.take(), PAGE)
@@ -219,44 +267,26 @@ fn copy(stores: &OffsetStores, old: &NamedStore, new: &NamedStore) -> Result<u64
         if let Some(why) = stores.status().error {
             return Err(why);
         }
+        if stores.is_stopping() {
+            return Err("the broker is shutting down".into());
+        }
         let _gate = write(&stores.gate);
         let page = old
             .store
-            .scan(after.take(), PAGE)
+            .scan(after.clone(), PAGE)
             .map_err(|e| format!("reading `{}`: {e}", old.name))?;
-        let Some(last) = page.last() else { break };
-        after = Some(last.key());
+        // The page covers keys after `after` up to its last key; an empty page, the
+        // rest of the key space.
+        let end = page.last().map(|r| r.key());
+        reconcile(old, new, &page, after.as_ref(), end.as_ref())?;
+        let Some(end) = end else { break };
         new.store
             .commit(&page)
             .map_err(|e| format!("writing to `{}`: {e}", new.name))?;
         drop(_gate);
+        after = Some(end);
         copied += page.len() as u64;
         stores.set_status(|s| s.copied = copied);
-    }
-    // The new store may hold offsets of its own (a store swapped away from earlier,
-    // a shared table or chroot): groups the old store does not have — deleted since,
-    // or expired by retention — must not come back. Under the gate, so no commit
-    // creates a group meanwhile (commits reach both stores).
-    {
-        let _gate = write(&stores.gate);
-        let keep: std::collections::BTreeSet<String> = old
-            .store
-            .list_groups()
-            .map_err(|e| format!("reading `{}`: {e}", old.name))?
-            .into_iter()
-            .collect();
-        for group in new
-            .store
-            .list_groups()
-            .map_err(|e| format!("reading `{}`: {e}", new.name))?
-        {
-            if !keep.contains(&group) {
-                new.store.delete_group(&group).map_err(|e| {
-                    format!("removing stale group `{group}` from `{}`: {e}", new.name)
-                })?;
-                tracing::info!(%group, store = %new.name, "removed a group the old store no longer has");
-            }
-        }
     }
     new.store
         .flush()
@@ -266,4 +296,101 @@ fn copy(stores: &OffsetStores, old: &NamedStore, new: &NamedStore) -> Result<u64
         return Err(why);
     }
     Ok(copied)
+}
+
+/// Removes from `new` what `old` does not hold in the key range (`after`, `end`]
+/// (`end` `None`: to the end), `page` being `old`'s records in that range: each group
+/// of `new` with such a key gets exactly `old`'s offsets of that group. Called under
+/// the exclusive gate.
+fn reconcile(
+    old: &NamedStore,
+    new: &NamedStore,
+    page: &[OffsetRecord],
+    after: Option<&OffsetKey>,
+    end: Option<&OffsetKey>,
+) -> Result<(), String> {
+    let source: BTreeSet<OffsetKey> = page.iter().map(OffsetRecord::key).collect();
+    let mut stale = BTreeSet::new();
+    let mut cursor = after.cloned();
+    loop {
+        let theirs = new
+            .store
+            .scan(cursor.take(), PAGE)
+            .map_err(|e| format!("reading `{}`: {e}", new.name))?;
+        let Some(last) = theirs.last().map(OffsetRecord::key) else {
+            break;
+        };
+        let in_range: Vec<OffsetKey> = theirs
+            .iter()
+            .map(OffsetRecord::key)
+            .filter(|k| end.is_none_or(|end| k <= end))
+            .collect();
+        let done = in_range.len() < theirs.len();
+        stale.extend(stale_groups(&source, &in_range));
+        if done {
+            break;
+        }
+        cursor = Some(last);
+    }
+    for group in stale {
+        let keep = old
+            .store
+            .fetch_group(&group)
+            .map_err(|e| format!("reading `{}`: {e}", old.name))?;
+        new.store.delete_group(&group).map_err(|e| {
+            format!(
+                "removing stale offsets of group `{group}` from `{}`: {e}",
+                new.name
+            )
+        })?;
+        if !keep.is_empty() {
+            new.store
+                .commit(&keep)
+                .map_err(|e| format!("writing to `{}`: {e}", new.name))?;
+        }
+        tracing::info!(%group, store = %new.name, kept = keep.len(),
+            "removed offsets the old store no longer has from the new store");
+    }
+    Ok(())
+}
+
+/// The groups of `target` keys that are not in `source`.
+pub fn stale_groups(source: &BTreeSet<OffsetKey>, target: &[OffsetKey]) -> BTreeSet<String> {
+    target
+        .iter()
+        .filter(|k| !source.contains(*k))
+        .map(|k| k.group.to_string())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(group: &str, topic: &str, partition: i32) -> OffsetKey {
+        OffsetKey {
+            group: group.into(),
+            topic: topic.into(),
+            partition,
+        }
+    }
+
+    #[test]
+    fn groups_with_keys_the_source_lacks_are_stale() {
+        let source: BTreeSet<OffsetKey> = [key("a", "t", 1), key("b", "t", 0)].into();
+        // `a`-t-0 was deleted from the source (OffsetDelete), `c` entirely
+        // (DeleteGroups, retention); `b` is the same on both.
+        let target = [
+            key("a", "t", 0),
+            key("a", "t", 1),
+            key("b", "t", 0),
+            key("c", "u", 3),
+        ];
+        assert_eq!(
+            stale_groups(&source, &target),
+            BTreeSet::from(["a".to_string(), "c".to_string()])
+        );
+        // Keys only in the source are copied, not stale.
+        assert!(stale_groups(&source, &[key("b", "t", 0)]).is_empty());
+    }
 }

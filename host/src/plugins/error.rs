@@ -257,6 +257,23 @@ pub enum LoadError {
         /// Each refused file of the directory with its reason, shortened.
         refused: Vec<String>,
     },
+    /// The offset store a swap made active before the restart (recorded in the data
+    /// directory) has no plugin in the directory any more. The broker does not fall
+    /// back to the configured store, which lacks every offset committed since the swap.
+    #[error(
+        "the active offset store is `{store}` (a swap made it active; recorded in <data_dir>/offset_store.json), \
+         but no offset-store plugin `{store}` is in {dir}: put its plugin file back, or start once with \
+         `drover serve --use-configured-offset-store` to make `{configured}` (drover.toml) active \
+         without copying (offsets committed to `{store}` are then not served)"
+    )]
+    RecordedStoreMissing {
+        /// The recorded store's plugin name.
+        store: String,
+        /// The plugin directory.
+        dir: PathBuf,
+        /// The store drover.toml names.
+        configured: String,
+    },
 }
 
 fn dir_hint(source: &std::io::Error) -> &'static str {

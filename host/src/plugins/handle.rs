@@ -22,6 +22,8 @@ use super::{error::CallError, loader::PluginSummary};
 struct Guard {
     summary: Arc<PluginSummary>,
     out_of_service: AtomicBool,
+    /// An offset store's `close` has been called (it is called once).
+    closed: AtomicBool,
 }
 
 impl Guard {
@@ -63,6 +65,7 @@ impl<I> PluginHandle<I> {
             guard: Guard {
                 summary,
                 out_of_service: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
             },
             inner,
         }
@@ -154,9 +157,19 @@ impl OffsetStoreHandle {
         self.guard.call(|| self.inner.flush())
     }
 
-    /// Flushes and releases the backend.
+    /// Flushes and releases the backend. Only the first call reaches the plugin (the
+    /// broker may hold one instance in several places: as a required store and as the
+    /// active one); later calls return `Ok` at once.
     pub fn close(&self) -> Result<(), CallError> {
+        if self.guard.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
         self.guard.call(|| self.inner.close())
+    }
+
+    /// Whether [`OffsetStoreHandle::close`] has been called.
+    pub fn is_closed(&self) -> bool {
+        self.guard.closed.load(Ordering::Acquire)
     }
 }
 
