@@ -21,6 +21,7 @@ const SEVEN_DAYS_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 /// flush_messages = 1             # fsync every append before it is acknowledged
 /// flush_ms = -1                  # no time-based flush (see `needs_flush`)
 /// max_batch_bytes = 1048588      # largest record batch accepted (1 MiB + 12)
+/// open_files_cache = 1024        # broker-wide: sealed-segment and index files kept open
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -64,6 +65,13 @@ pub struct LogConfig {
     /// accepted, in bytes, including its 12-byte log overhead (baseOffset and batchLength).
     /// Range 61 ..= 2^31 − 1. Default 1048588 (1 MiB + 12), Kafka's default.
     pub max_batch_bytes: u64,
+    /// Broker-wide, read once at startup (not a per-partition setting; Kafka has no
+    /// equivalent, as it keeps every segment's three files open): how many files the
+    /// shared cache of open segment files keeps open — the `.log` of sealed segments and
+    /// the `.index` / `.timeindex` of every segment, opened on demand and closed least
+    /// recently used first. Each partition also keeps its active segment's `.log` open
+    /// outside the cache. Range 1 ..= 1000000. Default 1024.
+    pub open_files_cache: usize,
 }
 
 impl Default for LogConfig {
@@ -77,6 +85,7 @@ impl Default for LogConfig {
             flush_messages: 1,
             flush_ms: -1,
             max_batch_bytes: 1024 * 1024 + 12,
+            open_files_cache: super::FileCache::DEFAULT_CAPACITY,
         }
     }
 }
@@ -112,6 +121,10 @@ impl LogConfig {
             (
                 (min..=MAX_I32).contains(&self.max_batch_bytes),
                 "max_batch_bytes must be 61 ..= 2147483647",
+            ),
+            (
+                (1..=1_000_000).contains(&self.open_files_cache),
+                "open_files_cache must be 1 ..= 1000000",
             ),
         ];
         match checks.iter().find(|(ok, _)| !ok) {

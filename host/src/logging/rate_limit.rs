@@ -94,7 +94,10 @@ mod tests {
             assert_eq!(allow_at(key, t0 + Duration::from_millis(i * 100)), None);
         }
         assert_eq!(allow_at(key, t0 + INTERVAL), Some(5));
-        assert_eq!(allow_at(key, t0 + INTERVAL + Duration::from_millis(1)), None);
+        assert_eq!(
+            allow_at(key, t0 + INTERVAL + Duration::from_millis(1)),
+            None
+        );
         assert_eq!(allow_at(key, t0 + INTERVAL * 3), Some(1));
     }
 

@@ -107,6 +107,7 @@ fn refusal(e: TopicError) -> (ResponseError, String) {
         TopicError::NotAnIncrease { .. } | TopicError::InvalidPartitions { .. } => {
             ResponseError::InvalidPartitions
         }
+        TopicError::PartitionLimit { .. } => ResponseError::PolicyViolation,
         _ => {
             tracing::warn!("adding partitions: {e}");
             ResponseError::KafkaStorageError
