@@ -211,9 +211,9 @@ def test_max_partitions_fit_under_the_open_file_limit(limited_broker):
     config = ("[server]\nmax_connections = 20\n[log]\nopen_files_cache = 64\n"
               "[topics]\nmax_partitions = 500\n")
     broker = limited_broker(config, nofile=1000)
-    assert "room for 640 partitions" in broker.stderr_text()
     topic = unique_topic("wide")
     ck_create_topic(broker, topic, 500, timeout=60)
+    assert "room for 640 partitions" in broker.stderr_text()
     with RawConn(broker) as c:
         for p in (0, 250, 499):
             assert produce(c, topic, p, b"x") == (0, 0), p
