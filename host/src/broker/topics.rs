@@ -922,6 +922,46 @@ mod tests {
     }
 
     #[test]
+    fn partitions_beyond_the_broker_limit_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = TopicLimits {
+            open_files_cache: 4,
+            max_total_partitions: 5,
+            ..TopicLimits::default()
+        };
+        let topics = TopicRegistry::open_with(dir.path(), LogConfig::default(), limits).unwrap();
+        topics.create("a", 3, 100).unwrap();
+        let err = topics.create("b", 3, 100).err().unwrap();
+        assert!(
+            matches!(
+                err,
+                TopicError::PartitionLimit {
+                    requested: 3,
+                    total: 6,
+                    max: 5
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("open-file limit"), "{err}");
+        assert!(topics.get("b").is_none());
+        assert!(!dir.path().join("logs/b-0").exists());
+        topics.create("b", 2, 100).unwrap();
+        assert!(matches!(
+            topics.add_partitions("a", 4, 100),
+            Err(TopicError::PartitionLimit { .. })
+        ));
+        assert!(matches!(
+            topics.check_add_partitions("a", 4, 100),
+            Err(TopicError::PartitionLimit { .. })
+        ));
+        topics.delete("b").unwrap();
+        topics.add_partitions("a", 5, 100).unwrap();
+        assert_eq!(topics.partition_count(), 5);
+        assert!(topics.files().len() <= 4);
+    }
+
+    #[test]
     fn kafka_topic_name_rules() {
         assert!(validate_name("orders.v1_eu-west").is_ok());
         assert!(validate_name("").is_err());
