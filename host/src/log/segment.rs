@@ -282,8 +282,9 @@ impl Segment {
     ) -> Result<Option<TimestampOffset>, LogError> {
         let relative = self.time_index.lookup(timestamp)?.map_or(0, |(_, r)| r);
         let mut position = self.index_position(relative)?;
+        let file = self.log.get()?;
         while position < self.size {
-            let header = self.header_at(position)?;
+            let header = self.header_in(&file, position)?;
             if header.max_timestamp >= timestamp {
                 return Ok(Some(TimestampOffset {
                     offset: header.base_offset,
@@ -299,8 +300,9 @@ impl Segment {
     fn locate(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>, LogError> {
         let relative = u32::try_from(offset.saturating_sub(self.base_offset).max(0));
         let mut position = self.index_position(relative.unwrap_or(u32::MAX))?;
+        let file = self.log.get()?;
         while position < self.size {
-            let header = self.header_at(position)?;
+            let header = self.header_in(&file, position)?;
             if header.last_offset() >= offset {
                 return Ok(Some((position, header)));
             }
@@ -320,6 +322,12 @@ impl Segment {
     /// Reads and parses the batch header at `position`, checking that the whole batch
     /// lies inside the segment.
     pub(super) fn header_at(&self, position: u64) -> Result<BatchHeader, LogError> {
+        self.header_in(&*self.log.get()?, position)
+    }
+
+    /// [`Self::header_at`], reading from `file` (this segment's `.log`, taken once for
+    /// a scan over several batches).
+    fn header_in(&self, file: &File, position: u64) -> Result<BatchHeader, LogError> {
         let corrupt = |reason: String| LogError::corrupt(&self.log_path, position, reason);
         if position + BATCH_HEADER_LEN as u64 > self.size {
             return Err(corrupt(format!(
@@ -328,9 +336,7 @@ impl Segment {
             )));
         }
         let mut buf = [0; BATCH_HEADER_LEN];
-        self.log
-            .get()?
-            .read_exact_at(&mut buf, position)
+        file.read_exact_at(&mut buf, position)
             .map_err(LogError::io(&self.log_path))?;
         let header = BatchHeader::parse(&buf).map_err(|e| corrupt(e.to_string()))?;
         if position + header.size() as u64 > self.size {
