@@ -188,21 +188,7 @@ impl Running {
 /// are refused at creation, and a warning says what to raise or lower when a topic of
 /// `topics.max_partitions` partitions would not fit.
 fn raise_open_file_limit(config: &Config) {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            let raised = libc::rlimit {
-                rlim_cur: limit.rlim_max,
-                rlim_max: limit.rlim_max,
-            };
-            libc::setrlimit(libc::RLIMIT_NOFILE, &raised);
-        }
-    }
+    crate::broker::descriptors::raise_soft_limit();
     crate::broker::descriptors::DescriptorBudget::current(config).log(config.topics.max_partitions);
 }
 

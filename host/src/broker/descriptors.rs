@@ -103,6 +103,28 @@ impl DescriptorBudget {
     }
 }
 
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit, as Kafka's packaging does
+/// (idempotent; a failure leaves the limit as it was). Returns the soft limit after,
+/// `None` if unlimited or unknown.
+pub fn raise_soft_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &raised);
+        }
+    }
+    open_file_limit()
+}
+
 /// The soft `RLIMIT_NOFILE`; `None` if unlimited or unknown.
 pub fn open_file_limit() -> Option<u64> {
     let mut limit = libc::rlimit {

@@ -246,11 +246,14 @@ pub struct TopicLimits {
 
 impl TopicLimits {
     /// The limits `config` sets, with [`TopicLimits::max_total_partitions`] from the
-    /// process's open-file limit ([`super::descriptors::DescriptorBudget`]).
+    /// process's open-file limit ([`super::descriptors::DescriptorBudget`]), whose soft
+    /// value is first raised to the hard one
+    /// ([`super::descriptors::raise_soft_limit`]), as the broker does at startup.
     pub fn from_config(config: &crate::config::Config) -> TopicLimits {
+        let limit = super::descriptors::raise_soft_limit();
         TopicLimits {
             open_files_cache: config.log.open_files_cache,
-            max_total_partitions: super::descriptors::DescriptorBudget::current(config)
+            max_total_partitions: super::descriptors::DescriptorBudget::with_limit(config, limit)
                 .max_partitions(),
             auto_create_per_request: config.topics.auto_create_max_per_request,
             auto_create_per_sec: config.topics.auto_create_per_sec,
