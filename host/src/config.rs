@@ -290,8 +290,18 @@ pub struct TopicsConfig {
     /// Partitions of an auto-created topic, and of CreateTopics with −1. Default 1
     /// (Kafka's `num.partitions`).
     pub default_partitions: u32,
-    /// Most partitions one topic may have. Default 10000.
+    /// Most partitions one topic may have. Default 10000. The broker as a whole also
+    /// holds no more partitions than its open-file limit leaves room for (one
+    /// descriptor each; see `crate::broker::descriptors`).
     pub max_partitions: u32,
+    /// Most topics one Metadata request may auto-create; unknown topics beyond it are
+    /// answered `UNKNOWN_TOPIC_OR_PARTITION` (retriable: clients ask again). Kafka has no
+    /// such bound. Default 100, at least 1.
+    pub auto_create_max_per_request: u32,
+    /// Most topics auto-created per second by the whole broker (Metadata and Produce
+    /// together), as a token bucket that holds one second's worth; beyond it unknown
+    /// topics are answered `UNKNOWN_TOPIC_OR_PARTITION`. Default 100, at least 1.
+    pub auto_create_per_sec: u32,
 }
 
 impl Default for TopicsConfig {
@@ -300,6 +310,8 @@ impl Default for TopicsConfig {
             auto_create: true,
             default_partitions: 1,
             max_partitions: 10_000,
+            auto_create_max_per_request: 100,
+            auto_create_per_sec: 100,
         }
     }
 }
@@ -385,6 +397,16 @@ impl Config {
                 100,
             ),
             ("server.max_connections", server.max_connections as u64, 1),
+            (
+                "topics.auto_create_max_per_request",
+                u64::from(config.topics.auto_create_max_per_request),
+                1,
+            ),
+            (
+                "topics.auto_create_per_sec",
+                u64::from(config.topics.auto_create_per_sec),
+                1,
+            ),
             ("server.max_in_flight", server.max_in_flight as u64, 1),
             ("server.idle_timeout_ms", server.idle_timeout_ms, 1000),
             ("server.frame_timeout_ms", server.frame_timeout_ms, 100),

@@ -126,7 +126,7 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
         )));
     }
     let active_store = choose_offset_store(&config, options)?;
-    raise_open_file_limit();
+    raise_open_file_limit(&config);
     let kafka = bind(config.server.listen, "Kafka listener").await?;
     let admin_listener = bind(config.server.admin_listen, "admin listener").await?;
     let addr_of = |l: &TcpListener, what: &'static str, addr| {
@@ -243,33 +243,15 @@ impl Running {
     }
 }
 
-/// Every segment of every partition keeps three files open (as in Kafka): raise the
-/// soft open-file limit to the hard limit, as Kafka's packaging does, and log what it
-/// is.
-fn raise_open_file_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: limit.rlim_max,
-                rlim_max: limit.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                limit = raised;
-            }
-        }
-    }
-    tracing::info!(
-        open_files = limit.rlim_cur,
-        "open-file limit (each log segment keeps 3 files open)"
-    );
+/// Raises the soft open-file limit to the hard limit, as Kafka's packaging does, and
+/// logs what the limit leaves room for ([`crate::broker::descriptors`]): each partition
+/// keeps one file open (its active segment's `.log`), plus the segment file cache
+/// (`log.open_files_cache`), two per connection and a reserve; partitions beyond that
+/// are refused at creation, and a warning says what to raise or lower when a topic of
+/// `topics.max_partitions` partitions would not fit.
+fn raise_open_file_limit(config: &Config) {
+    crate::broker::descriptors::raise_soft_limit();
+    crate::broker::descriptors::DescriptorBudget::current(config).log(config.topics.max_partitions);
 }
 
 async fn bind(addr: std::net::SocketAddr, what: &'static str) -> Result<TcpListener, ServeError> {
@@ -300,7 +282,10 @@ async fn wait_for_signal() {
     let _ = ctrl_c.await;
 }
 
-/// Periodic log work: time-based flushes and retention.
+/// Periodic log work: bringing partitions that a storage error took offline back
+/// (with backoff, see `PartitionLog::try_recover`), time-based flushes and retention.
+/// Failures are logged at most once per second per kind, as they repeat every tick for
+/// as long as the disk is full.
 async fn maintain(broker: Arc<Broker>, mut stopped: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(Duration::from_millis(MAINTENANCE_TICK_MS));
     loop {
@@ -311,16 +296,39 @@ async fn maintain(broker: Arc<Broker>, mut stopped: watch::Receiver<bool>) {
         let broker = Arc::clone(&broker);
         let _ = tokio::task::spawn_blocking(move || {
             let now = server::handlers::now_ms();
+            let instant = std::time::Instant::now();
             for topic in broker.topics.list() {
                 for partition in &topic.partitions {
                     let mut log = partition.lock_log();
-                    if log.needs_flush(now) {
+                    if log.is_offline() {
+                        match log.try_recover(instant) {
+                            Ok(true) => partition.notify_appended(),
+                            Ok(false) => {}
+                            Err(e) => crate::warn_limited!(
+                                "log.recovery_failed",
+                                topic = %topic.name,
+                                partition = partition.index,
+                                "partition still offline, recovery failed: {e}"
+                            ),
+                        }
+                    }
+                    if log.needs_flush(now) && !log.is_offline() {
                         if let Err(e) = log.flush() {
-                            tracing::error!(topic = %topic.name, partition = partition.index, "flush failed: {e}");
+                            crate::warn_limited!(
+                                "log.flush_failed",
+                                topic = %topic.name,
+                                partition = partition.index,
+                                "flush failed, partition offline: {e}"
+                            );
                         }
                     }
                     if let Err(e) = log.apply_retention(now) {
-                        tracing::error!(topic = %topic.name, partition = partition.index, "retention failed: {e}");
+                        crate::warn_limited!(
+                            "log.retention_failed",
+                            topic = %topic.name,
+                            partition = partition.index,
+                            "retention failed: {e}"
+                        );
                     }
                 }
             }

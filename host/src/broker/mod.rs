@@ -2,6 +2,8 @@
 //! loaded plugins, and this node's identity. One `Arc<Broker>` is shared by every
 //! connection task and the admin API.
 
+pub mod auto_create;
+pub mod descriptors;
 pub mod metrics;
 pub mod topics;
 
@@ -17,7 +19,7 @@ use crate::{
 };
 
 pub use metrics::Metrics;
-pub use topics::{Partition, Topic, TopicError, TopicRegistry};
+pub use topics::{Partition, Topic, TopicError, TopicLimits, TopicRegistry};
 
 /// How clients reach this broker (Metadata, FindCoordinator).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,7 +82,11 @@ impl Broker {
         node: NodeInfo,
         plugins: StartedPlugins,
     ) -> Result<Arc<Broker>, BrokerError> {
-        let topics = TopicRegistry::open(&config.data_dir, config.log.clone())?;
+        let topics = TopicRegistry::open_with(
+            &config.data_dir,
+            config.log.clone(),
+            TopicLimits::from_config(&config),
+        )?;
         let cluster_id = cluster_id(&config.data_dir)?;
         let offsets = plugins.active_store.clone().map(OffsetStores::new);
         Ok(Arc::new(Broker {

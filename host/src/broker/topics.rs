@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::log::{LogConfig, LogError, PartitionLog};
+use super::auto_create::{AutoCreateBudget, AutoCreateLimiter};
+use crate::log::{FileCache, LogConfig, LogError, PartitionLog};
 
 /// Errors of topic management.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +51,21 @@ pub enum TopicError {
         current: usize,
         /// The requested total.
         requested: i64,
+    },
+    /// The broker would hold more partitions than its open-file limit leaves room for
+    /// (each partition keeps its active segment's `.log` open; see
+    /// [`super::descriptors`]).
+    #[error(
+        "{requested} more partition(s) would make {total}, above this broker's limit of {max} \
+         (set by its open-file limit)"
+    )]
+    PartitionLimit {
+        /// Partitions the request would add.
+        requested: i64,
+        /// Partitions after the request.
+        total: i64,
+        /// The most partitions this broker holds.
+        max: usize,
     },
     /// Reading or writing topic metadata failed.
     #[error("{path}: {source}")]
@@ -151,7 +167,11 @@ impl Partition {
                 Ok(flushed) => {
                     partition.durable.send_replace(flushed);
                 }
-                Err(e) => tracing::error!(partition = partition.index, "flush failed: {e}"),
+                Err(e) => crate::warn_limited!(
+                    "log.background_flush_failed",
+                    partition = partition.index,
+                    "flush failed, partition offline: {e}"
+                ),
             }
         });
     }
@@ -208,10 +228,62 @@ struct TopicFile {
     partitions: u32,
 }
 
+/// Bounds of a [`TopicRegistry`]: open files, partitions, auto-creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicLimits {
+    /// Capacity of the broker-wide cache of open segment files (`[log]
+    /// open_files_cache`), in files.
+    pub open_files_cache: usize,
+    /// The most partitions of all topics together; creating or growing a topic beyond
+    /// it is refused with [`TopicError::PartitionLimit`]. Topics already on disk are
+    /// loaded whatever their number.
+    pub max_total_partitions: usize,
+    /// `topics.auto_create_max_per_request`: topics one request may auto-create.
+    pub auto_create_per_request: u32,
+    /// `topics.auto_create_per_sec`: topics the broker auto-creates per second.
+    pub auto_create_per_sec: u32,
+}
+
+impl TopicLimits {
+    /// The limits `config` sets, with [`TopicLimits::max_total_partitions`] from the
+    /// process's open-file limit ([`super::descriptors::DescriptorBudget`]), whose soft
+    /// value is first raised to the hard one
+    /// ([`super::descriptors::raise_soft_limit`]), as the broker does at startup.
+    pub fn from_config(config: &crate::config::Config) -> TopicLimits {
+        let limit = super::descriptors::raise_soft_limit();
+        TopicLimits {
+            open_files_cache: config.log.open_files_cache,
+            max_total_partitions: super::descriptors::DescriptorBudget::with_limit(config, limit)
+                .max_partitions(),
+            auto_create_per_request: config.topics.auto_create_max_per_request,
+            auto_create_per_sec: config.topics.auto_create_per_sec,
+        }
+    }
+}
+
+impl Default for TopicLimits {
+    /// The default cache and auto-creation bounds, and no partition limit.
+    fn default() -> Self {
+        let topics = crate::config::TopicsConfig::default();
+        TopicLimits {
+            open_files_cache: FileCache::DEFAULT_CAPACITY,
+            max_total_partitions: usize::MAX,
+            auto_create_per_request: topics.auto_create_max_per_request,
+            auto_create_per_sec: topics.auto_create_per_sec,
+        }
+    }
+}
+
 /// Every topic of this broker.
 pub struct TopicRegistry {
     data_dir: PathBuf,
     log_config: LogConfig,
+    /// Open segment files of every partition log.
+    files: Arc<FileCache>,
+    /// See [`TopicLimits::max_total_partitions`].
+    max_total_partitions: usize,
+    /// Bounds on auto-creation.
+    auto_create: AutoCreateLimiter,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     /// Bumped after every create, delete and partition addition, for the coordinator's
     /// topic metadata.
@@ -245,11 +317,27 @@ pub fn validate_name(name: &str) -> Result<(), TopicError> {
 }
 
 impl TopicRegistry {
-    /// Loads every topic under `data_dir` and opens (recovers) its partition logs.
+    /// Loads every topic under `data_dir` and opens (recovers) its partition logs, with
+    /// [`TopicLimits::default`].
     pub fn open(data_dir: &Path, log_config: LogConfig) -> Result<TopicRegistry, TopicError> {
+        TopicRegistry::open_with(data_dir, log_config, TopicLimits::default())
+    }
+
+    /// [`Self::open`] with explicit `limits`.
+    pub fn open_with(
+        data_dir: &Path,
+        log_config: LogConfig,
+        limits: TopicLimits,
+    ) -> Result<TopicRegistry, TopicError> {
         let registry = TopicRegistry {
             data_dir: data_dir.to_owned(),
             log_config,
+            files: FileCache::new(limits.open_files_cache),
+            max_total_partitions: limits.max_total_partitions,
+            auto_create: AutoCreateLimiter::new(
+                limits.auto_create_per_request,
+                limits.auto_create_per_sec,
+            ),
             topics: RwLock::new(BTreeMap::new()),
             changes: watch::channel(0).0,
         };
@@ -279,7 +367,17 @@ impl TopicRegistry {
             let topic = registry.open_topic(name, file.id, file.partitions)?;
             loaded.insert(name.to_owned(), Arc::new(topic));
         }
-        tracing::info!(topics = loaded.len(), "topics loaded");
+        let partitions: usize = loaded.values().map(|t| t.partitions.len()).sum();
+        tracing::info!(topics = loaded.len(), partitions, "topics loaded");
+        if partitions > registry.max_total_partitions {
+            tracing::warn!(
+                partitions,
+                max = registry.max_total_partitions,
+                "more partitions on disk than the open-file limit leaves room for: new \
+                 topics and partitions are refused until some are deleted or the limit \
+                 is raised"
+            );
+        }
         registry.remove_retired();
         *registry.topics.write().unwrap_or_else(|e| e.into_inner()) = loaded;
         Ok(registry)
@@ -299,7 +397,7 @@ impl TopicRegistry {
                 let dir = self.logs_dir().join(format!("{name}-{index}"));
                 Ok(Arc::new(Partition::new(
                     index,
-                    PartitionLog::open(&dir, &self.log_config)?,
+                    PartitionLog::open_in(&dir, &self.log_config, &self.files)?,
                 )))
             })
             .collect::<Result<Vec<_>, TopicError>>()?;
@@ -376,6 +474,7 @@ impl TopicRegistry {
         if topics.contains_key(name) {
             return Err(TopicError::AlreadyExists(name.to_owned()));
         }
+        self.check_total(&topics, partitions)?;
 
         // Directories left by a failed create or an interrupted delete must not come
         // back to life as this new topic's data: move them aside first.
@@ -412,6 +511,42 @@ impl TopicRegistry {
         Ok(topic)
     }
 
+    /// What one Metadata or Produce request may auto-create (see
+    /// [`super::auto_create`]).
+    pub fn auto_create_budget(&self) -> AutoCreateBudget<'_> {
+        self.auto_create.request()
+    }
+
+    /// The cache of open segment files the partition logs share.
+    pub fn files(&self) -> &Arc<FileCache> {
+        &self.files
+    }
+
+    /// Partitions of all topics together.
+    pub fn partition_count(&self) -> usize {
+        let topics = self.topics.read().unwrap_or_else(|e| e.into_inner());
+        topics.values().map(|t| t.partitions.len()).sum()
+    }
+
+    /// Whether `more` partitions fit under [`TopicLimits::max_total_partitions`]
+    /// beside those in `topics`.
+    fn check_total(
+        &self,
+        topics: &BTreeMap<String, Arc<Topic>>,
+        more: i64,
+    ) -> Result<(), TopicError> {
+        let current: usize = topics.values().map(|t| t.partitions.len()).sum();
+        let total = current as i64 + more;
+        if total > self.max_total_partitions.min(i64::MAX as usize) as i64 {
+            return Err(TopicError::PartitionLimit {
+                requested: more,
+                total,
+                max: self.max_total_partitions,
+            });
+        }
+        Ok(())
+    }
+
     /// Checks what [`Self::add_partitions`] would check, without changing anything
     /// (CreatePartitions with `validate_only`); returns the topic as it is.
     pub fn check_add_partitions(
@@ -424,6 +559,9 @@ impl TopicRegistry {
             .get(name)
             .ok_or_else(|| TopicError::Unknown(name.to_owned()))?;
         check_growth(&topic, count, max_partitions)?;
+        let topics = self.topics.read().unwrap_or_else(|e| e.into_inner());
+        self.check_total(&topics, count - topic.partitions.len() as i64)?;
+        drop(topics);
         Ok(topic)
     }
 
@@ -450,6 +588,7 @@ impl TopicRegistry {
             .cloned()
             .ok_or_else(|| TopicError::Unknown(name.to_owned()))?;
         check_growth(&old, count, max_partitions)?;
+        self.check_total(&topics, count - old.partitions.len() as i64)?;
         let added = old.partitions.len() as i32..count as i32;
         let mut stale = false;
         for index in added.clone() {
@@ -466,7 +605,7 @@ impl TopicRegistry {
         let mut opened = Vec::with_capacity(added.len());
         for index in added.clone() {
             let dir = self.logs_dir().join(format!("{name}-{index}"));
-            match PartitionLog::open(&dir, &self.log_config) {
+            match PartitionLog::open_in(&dir, &self.log_config, &self.files) {
                 Ok(log) => opened.push(Arc::new(Partition::new(index, log))),
                 Err(e) => {
                     undo(opened);
@@ -783,6 +922,46 @@ mod tests {
             .filter(|n| n.ends_with("-delete"))
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn partitions_beyond_the_broker_limit_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = TopicLimits {
+            open_files_cache: 4,
+            max_total_partitions: 5,
+            ..TopicLimits::default()
+        };
+        let topics = TopicRegistry::open_with(dir.path(), LogConfig::default(), limits).unwrap();
+        topics.create("a", 3, 100).unwrap();
+        let err = topics.create("b", 3, 100).err().unwrap();
+        assert!(
+            matches!(
+                err,
+                TopicError::PartitionLimit {
+                    requested: 3,
+                    total: 6,
+                    max: 5
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("open-file limit"), "{err}");
+        assert!(topics.get("b").is_none());
+        assert!(!dir.path().join("logs/b-0").exists());
+        topics.create("b", 2, 100).unwrap();
+        assert!(matches!(
+            topics.add_partitions("a", 4, 100),
+            Err(TopicError::PartitionLimit { .. })
+        ));
+        assert!(matches!(
+            topics.check_add_partitions("a", 4, 100),
+            Err(TopicError::PartitionLimit { .. })
+        ));
+        topics.delete("b").unwrap();
+        topics.add_partitions("a", 5, 100).unwrap();
+        assert_eq!(topics.partition_count(), 5);
+        assert!(topics.files().len() <= 4);
     }
 
     #[test]

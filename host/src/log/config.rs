@@ -25,6 +25,7 @@ const SEVEN_DAYS_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 /// message_timestamp_before_max_ms = 9223372036854775807  # any age accepted
 /// message_timestamp_after_max_ms = 3600000               # at most 1 hour ahead
 /// max_decompressed_batch_bytes = 67108864                # 64 MiB decompressed
+/// open_files_cache = 1024        # broker-wide: sealed-segment and index files kept open
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -82,6 +83,13 @@ pub struct LogConfig {
     /// Bounds the CPU one produced batch can cost (Kafka has no such bound). Range
     /// 61 ..= 2^31 − 1. Default 67108864 (64 MiB).
     pub max_decompressed_batch_bytes: u64,
+    /// Broker-wide, read once at startup (not a per-partition setting; Kafka has no
+    /// equivalent, as it keeps every segment's three files open): how many files the
+    /// shared cache of open segment files keeps open — the `.log` of sealed segments and
+    /// the `.index` / `.timeindex` of every segment, opened on demand and closed least
+    /// recently used first. Each partition also keeps its active segment's `.log` open
+    /// outside the cache. Range 1 ..= 1000000. Default 1024.
+    pub open_files_cache: usize,
 }
 
 impl Default for LogConfig {
@@ -98,6 +106,7 @@ impl Default for LogConfig {
             message_timestamp_before_max_ms: i64::MAX,
             message_timestamp_after_max_ms: 60 * 60 * 1000,
             max_decompressed_batch_bytes: 64 * 1024 * 1024,
+            open_files_cache: super::FileCache::DEFAULT_CAPACITY,
         }
     }
 }
@@ -145,6 +154,10 @@ impl LogConfig {
             (
                 (min..=MAX_I32).contains(&self.max_decompressed_batch_bytes),
                 "max_decompressed_batch_bytes must be 61 ..= 2147483647",
+            ),
+            (
+                (1..=1_000_000).contains(&self.open_files_cache),
+                "open_files_cache must be 1 ..= 1000000",
             ),
         ];
         match checks.iter().find(|(ok, _)| !ok) {

@@ -64,9 +64,11 @@ pub enum LogError {
         reason: String,
     },
     /// A write or fsync failed earlier; the log refuses further writes until it is
-    /// reopened (and recovered), because after a failed fsync the kernel may have dropped
-    /// the data while reporting later fsyncs as successful. Kafka takes the log directory
-    /// offline likewise. Kafka error `KAFKA_STORAGE_ERROR` (56).
+    /// recovered (reopened, or brought back by [`super::PartitionLog::try_recover`],
+    /// which rescans the active segment as a restart would), because after a failed
+    /// fsync the kernel may have dropped the data while reporting later fsyncs as
+    /// successful. Kafka takes the log directory offline likewise. Also returned after
+    /// [`super::PartitionLog::close`]. Kafka error `KAFKA_STORAGE_ERROR` (56).
     #[error("partition log {path} is offline after an earlier write error")]
     Offline {
         /// The partition directory.

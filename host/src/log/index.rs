@@ -8,19 +8,19 @@
 //! the last entry at or below a target offset; the batch holding the target starts at or
 //! after that position. Files are read with positioned reads, never loaded whole.
 
-use std::{
-    fs::{File, OpenOptions},
-    os::unix::fs::FileExt,
-    path::{Path, PathBuf},
+use std::{fs::File, os::unix::fs::FileExt, path::Path, sync::Arc};
+
+use super::{
+    file_cache::{CachedFile, FileCache},
+    LogError,
 };
 
-use super::LogError;
-
 /// A file of fixed-width entries, appended at its end, searched with positioned reads.
+/// The file is opened on demand through the broker's [`FileCache`], so an index holds
+/// no descriptor while it is not used.
 #[derive(Debug)]
 pub(super) struct IndexFile {
-    path: PathBuf,
-    file: File,
+    file: CachedFile,
     entry_len: u64,
     entries: u64,
     /// The file length was not a multiple of the entry length when opened.
@@ -30,18 +30,15 @@ pub(super) struct IndexFile {
 }
 
 impl IndexFile {
-    /// Opens (creating if missing) the index file at `path`.
-    pub(super) fn open(path: &Path, entry_len: u64) -> Result<IndexFile, LogError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(LogError::io(path))?;
-        let len = file.metadata().map_err(LogError::io(path))?.len();
+    /// Opens (creating if missing) the index file at `path`, through `cache`.
+    pub(super) fn open(
+        path: &Path,
+        entry_len: u64,
+        cache: &Arc<FileCache>,
+    ) -> Result<IndexFile, LogError> {
+        let file = CachedFile::open(cache, path, true)?;
+        let len = file.get()?.metadata().map_err(LogError::io(path))?.len();
         Ok(IndexFile {
-            path: path.to_path_buf(),
             file,
             entry_len,
             entries: len / entry_len,
@@ -57,7 +54,7 @@ impl IndexFile {
 
     /// The file path.
     pub(super) fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 
     /// Whether the file length is a whole number of entries.
@@ -67,9 +64,12 @@ impl IndexFile {
 
     /// Reads entry `i` (< `len()`) into `buf` (`entry_len` bytes).
     pub(super) fn read(&self, i: u64, buf: &mut [u8]) -> Result<(), LogError> {
-        self.file
-            .read_exact_at(buf, i * self.entry_len)
-            .map_err(LogError::io(&self.path))
+        self.read_from(&*self.file.get()?, i, buf)
+    }
+
+    fn read_from(&self, file: &File, i: u64, buf: &mut [u8]) -> Result<(), LogError> {
+        file.read_exact_at(buf, i * self.entry_len)
+            .map_err(LogError::io(self.path()))
     }
 
     /// The index of the last entry for which `at_or_below` holds, which must hold for a
@@ -80,9 +80,13 @@ impl IndexFile {
         at_or_below: impl Fn(&[u8]) -> bool,
     ) -> Result<Option<u64>, LogError> {
         let (mut lo, mut hi) = (0, self.entries);
+        if lo == hi {
+            return Ok(None);
+        }
+        let file = self.file.get()?;
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            self.read(mid, buf)?;
+            self.read_from(&file, mid, buf)?;
             if at_or_below(buf) {
                 lo = mid + 1;
             } else {
@@ -95,8 +99,9 @@ impl IndexFile {
     /// Appends one entry (`entry_len` bytes).
     pub(super) fn append(&mut self, entry: &[u8]) -> Result<(), LogError> {
         self.file
+            .get()?
             .write_all_at(entry, self.entries * self.entry_len)
-            .map_err(LogError::io(&self.path))?;
+            .map_err(LogError::io(self.path()))?;
         self.entries += 1;
         self.dirty = true;
         Ok(())
@@ -105,8 +110,9 @@ impl IndexFile {
     /// Keeps the first `entries` entries and cuts the rest (and any partial entry).
     pub(super) fn truncate(&mut self, entries: u64) -> Result<(), LogError> {
         self.file
+            .get()?
             .set_len(entries * self.entry_len)
-            .map_err(LogError::io(&self.path))?;
+            .map_err(LogError::io(self.path()))?;
         self.entries = entries;
         self.ragged = false;
         self.dirty = true;
@@ -116,7 +122,10 @@ impl IndexFile {
     /// Fsyncs the file if entries were written since the last flush.
     pub(super) fn flush(&mut self) -> Result<(), LogError> {
         if self.dirty {
-            self.file.sync_data().map_err(LogError::io(&self.path))?;
+            self.file
+                .get()?
+                .sync_data()
+                .map_err(LogError::io(self.path()))?;
             self.dirty = false;
         }
         Ok(())
@@ -133,9 +142,9 @@ pub(super) struct OffsetIndex {
 const OFFSET_ENTRY: u64 = 8;
 
 impl OffsetIndex {
-    /// Opens (creating if missing) the offset index at `path`.
-    pub(super) fn open(path: &Path) -> Result<OffsetIndex, LogError> {
-        let file = IndexFile::open(path, OFFSET_ENTRY)?;
+    /// Opens (creating if missing) the offset index at `path`, through `cache`.
+    pub(super) fn open(path: &Path, cache: &Arc<FileCache>) -> Result<OffsetIndex, LogError> {
+        let file = IndexFile::open(path, OFFSET_ENTRY, cache)?;
         let mut index = OffsetIndex { file, last: None };
         index.last = index.entry(index.file.len().checked_sub(1))?;
         Ok(index)
@@ -232,7 +241,7 @@ mod tests {
     fn lookup_append_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("0.index");
-        let mut index = OffsetIndex::open(&path).unwrap();
+        let mut index = OffsetIndex::open(&path, &FileCache::new(1)).unwrap();
         assert_eq!(index.lookup(5).unwrap(), None);
         for i in 1..=10u32 {
             index.append(i * 10, i * 1000).unwrap();
@@ -244,7 +253,7 @@ mod tests {
         index.flush().unwrap();
         drop(index);
 
-        let mut index = OffsetIndex::open(&path).unwrap();
+        let mut index = OffsetIndex::open(&path, &FileCache::new(1)).unwrap();
         assert_eq!(index.last(), Some((100, 10000)));
         index.check(20_000).unwrap();
         assert!(index.check(10_000).is_err());
@@ -257,7 +266,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("0.index");
         std::fs::write(&path, [0u8; 11]).unwrap();
-        let index = OffsetIndex::open(&path).unwrap();
+        let index = OffsetIndex::open(&path, &FileCache::new(1)).unwrap();
         assert!(index.check(1 << 20).is_err());
     }
 }

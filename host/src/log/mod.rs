@@ -21,6 +21,11 @@
 //! and the other `&self` methods may run concurrently with each other (e.g. behind an
 //! `RwLock`).
 //!
+//! File descriptors: a partition holds one for good, its active segment's `.log`; the
+//! `.log` of sealed segments and every index file are opened on demand through a
+//! broker-wide [`FileCache`] of bounded size, so a log of many segments costs no more
+//! descriptors than a log of one.
+//!
 //! Durability follows [`LogConfig::flush_messages`]: by default every append is fsynced
 //! before it returns, so an acknowledged produce survives a crash. On open, the last
 //! segment (and any segment whose indexes are missing or corrupt) is scanned and a torn
@@ -30,6 +35,7 @@ pub mod batch;
 pub mod compression;
 mod config;
 mod error;
+mod file_cache;
 mod index;
 mod partition;
 pub mod records;
@@ -44,8 +50,10 @@ pub(crate) mod test_util;
 
 pub use config::LogConfig;
 pub use error::LogError;
+pub use file_cache::FileCache;
 pub use partition::{
     AppendInfo, FlushTicket, PartitionLog, PlannedRead, ReadResult, TimestampOffset,
+    FIRST_RECOVERY_BACKOFF, MAX_RECOVERY_BACKOFF,
 };
 
 /// The partition leader epoch the log stamps into every appended batch (bytes 12..16 of

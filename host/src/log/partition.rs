@@ -4,6 +4,8 @@
 use std::{
     fs::{self, File},
     path::{Path, PathBuf},
+    sync::Arc,
+    time::{Duration, Instant},
 };
 
 use bytes::Bytes;
@@ -11,11 +13,34 @@ use tracing::{debug, info, warn};
 
 use super::{
     batch::{self, BatchHeader},
+    file_cache::FileCache,
     recovery,
     segment::{Segment, SegmentRead},
     validate::ValidatedBatch,
     LogConfig, LogError, LEADER_EPOCH, NO_TIMESTAMP,
 };
+
+/// The first wait before a log taken offline by a failed write or fsync tries to come
+/// back ([`PartitionLog::try_recover`]); it doubles after each failed attempt, up to
+/// [`MAX_RECOVERY_BACKOFF`].
+pub const FIRST_RECOVERY_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The longest wait between two recovery attempts of an offline log.
+pub const MAX_RECOVERY_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Whether the log takes writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriteState {
+    Online,
+    /// A write or fsync failed: writes are refused until a recovery at or after
+    /// `retry_at` succeeds; `backoff` is the wait after the next failed attempt.
+    Failed {
+        retry_at: Instant,
+        backoff: Duration,
+    },
+    /// [`PartitionLog::close`] ran: writes are refused for good.
+    Closed,
+}
 
 /// Written by [`PartitionLog::close`], removed by [`PartitionLog::open`]: its presence
 /// says every segment and index was fsynced, so the last segment need not be rescanned.
@@ -108,8 +133,10 @@ pub struct PartitionLog {
     unflushed_messages: u64,
     /// When the oldest unflushed append happened, in ms.
     first_unflushed_ms: Option<i64>,
-    /// A write or fsync failed: refuse writes until reopened.
-    offline: bool,
+    /// Whether writes are taken (a failed write or fsync stops them until a recovery).
+    state: WriteState,
+    /// The broker's cache of open segment files (sealed `.log`s, every index).
+    files: Arc<FileCache>,
     /// A [`FlushTicket`] was handed out and not yet settled: its fsync may still be
     /// running, so an inline [`Self::flush`] must not trust the segment's clean flag.
     ticket_in_flight: bool,
@@ -130,7 +157,22 @@ impl PartitionLog {
     /// indexes are rebuilt as the scan goes. The log end offset is then the last valid
     /// batch's base offset + lastOffsetDelta + 1. Index files without a `.log` are
     /// deleted; other unknown files are left alone.
+    ///
+    /// The log gets a cache of open files of its own; a broker shares one between all
+    /// its logs with [`Self::open_in`].
     pub fn open(dir: impl AsRef<Path>, config: &LogConfig) -> Result<PartitionLog, LogError> {
+        PartitionLog::open_in(dir, config, &FileCache::with_default_capacity())
+    }
+
+    /// [`Self::open`] with the broker-wide cache `files`: only the active segment's
+    /// `.log` is held open by the log itself; the `.log` of sealed segments and every
+    /// index file are opened on demand through `files`, so the descriptors a log holds
+    /// do not grow with its number of segments.
+    pub fn open_in(
+        dir: impl AsRef<Path>,
+        config: &LogConfig,
+        files: &Arc<FileCache>,
+    ) -> Result<PartitionLog, LogError> {
         config.validate()?;
         let dir = dir.as_ref().to_path_buf();
         if !dir.is_dir() {
@@ -145,7 +187,8 @@ impl PartitionLog {
         let interval = config.index_interval_bytes;
         let mut segments = Vec::with_capacity(bases.len().max(1));
         for (i, &base) in bases.iter().enumerate() {
-            let mut segment = Segment::open(&dir, base)?;
+            let last = i + 1 == bases.len();
+            let mut segment = Segment::open(&dir, base, files, last)?;
             match bases.get(i + 1) {
                 Some(&next) => recovery::load_sealed(&mut segment, next, interval)?,
                 None => recovery::load_last(&mut segment, clean, interval)?,
@@ -165,7 +208,7 @@ impl PartitionLog {
             }
         }
         if segments.is_empty() {
-            segments.push(Segment::create(&dir, 0)?);
+            segments.push(Segment::create(&dir, 0, files)?);
             sync_dir(&dir)?;
         }
         if clean {
@@ -178,7 +221,8 @@ impl PartitionLog {
             segments,
             unflushed_messages: 0,
             first_unflushed_ms: None,
-            offline: false,
+            state: WriteState::Online,
+            files: Arc::clone(files),
             ticket_in_flight: false,
             flushed_offset: 0,
         };
@@ -210,8 +254,9 @@ impl PartitionLog {
     /// (by default: always).
     ///
     /// Errors: [`LogError::InvalidBatch`], [`LogError::BatchTooLarge`] (append larger than
-    /// a segment), [`LogError::Io`], [`LogError::Offline`] (after an earlier write error;
-    /// a failed write or fsync here also takes the log offline).
+    /// a segment), [`LogError::Io`], [`LogError::Offline`] (after an earlier write error,
+    /// until [`Self::try_recover`] brings the log back; a failed write or fsync here also
+    /// takes the log offline).
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, LogError> {
         let info = self.append_deferred(records, now_ms)?;
         if self.unflushed_messages >= self.config.flush_messages {
@@ -274,7 +319,7 @@ impl PartitionLog {
         let active = self.active_mut();
         active.first_append_ms.get_or_insert(now_ms);
         if let Err(e) = active.append(records, &headers, interval) {
-            self.offline = true;
+            self.take_offline();
             return Err(e);
         }
         let messages: u64 = headers.iter().map(|h| h.records_count as u64).sum();
@@ -388,7 +433,7 @@ impl PartitionLog {
             self.active_mut().mark_dirty();
         }
         if let Err(e) = self.active_mut().flush() {
-            self.offline = true;
+            self.take_offline();
             return Err(e);
         }
         self.unflushed_messages = 0;
@@ -416,7 +461,14 @@ impl PartitionLog {
     pub fn flush_ticket(&mut self) -> Result<Option<FlushTicket>, LogError> {
         self.check_online()?;
         let end = self.log_end_offset();
-        match self.active_mut().flush_ticket() {
+        let ticket = match self.active_mut().flush_ticket() {
+            Ok(ticket) => ticket,
+            Err(e) => {
+                self.take_offline();
+                return Err(e);
+            }
+        };
+        match ticket {
             Some((file, path)) => {
                 self.ticket_in_flight = true;
                 Ok(Some(FlushTicket { file, path, end }))
@@ -443,7 +495,83 @@ impl PartitionLog {
     /// disk, so the log goes offline, as after any failed fsync.
     pub fn flush_failed(&mut self) {
         self.ticket_in_flight = false;
-        self.offline = true;
+        self.take_offline();
+    }
+
+    /// Whether the log refuses writes: after a failed write or fsync (until
+    /// [`Self::try_recover`] succeeds), or after [`Self::close`].
+    pub fn is_offline(&self) -> bool {
+        self.state != WriteState::Online
+    }
+
+    /// Brings a log that a failed write or fsync took offline back, once the wait since
+    /// the failure (or the last failed attempt) is over at `now`: 1 s at first,
+    /// doubling up to 60 s ([`FIRST_RECOVERY_BACKOFF`], [`MAX_RECOVERY_BACKOFF`]).
+    ///
+    /// A failed fsync may have lost written pages without a trace (the kernel can drop
+    /// them and report later fsyncs as successful), so nothing in memory is trusted: the
+    /// active segment is reopened and recovered exactly as after a crash — scanned from
+    /// its start, cut after its last valid batch, its indexes rebuilt, everything
+    /// fsynced — and the log end offset is what that scan found. Sealed segments were
+    /// fsynced when they were rolled and are left as they are. This runs under the
+    /// caller's lock on the log and reads the whole active segment; the broker calls it
+    /// from its maintenance task, on a blocking thread.
+    ///
+    /// Returns `Ok(true)` if the log is back online, `Ok(false)` if it was online,
+    /// closed, not due yet, or a flush started before the failure is still running.
+    ///
+    /// Errors: the [`LogError`] of a failed attempt; the log stays offline and the next
+    /// attempt waits twice as long.
+    pub fn try_recover(&mut self, now: Instant) -> Result<bool, LogError> {
+        let WriteState::Failed { retry_at, backoff } = self.state else {
+            return Ok(false);
+        };
+        if now < retry_at || self.ticket_in_flight {
+            return Ok(false);
+        }
+        let attempt = self.recover_active();
+        match attempt {
+            Ok(()) => {
+                self.state = WriteState::Online;
+                self.unflushed_messages = 0;
+                self.first_unflushed_ms = None;
+                self.flushed_offset = self.log_end_offset();
+                info!(
+                    dir = %self.dir.display(),
+                    end = self.log_end_offset(),
+                    "partition log back online after a storage error"
+                );
+                Ok(true)
+            }
+            Err(e) => {
+                self.state = WriteState::Failed {
+                    retry_at: now + backoff,
+                    backoff: (backoff * 2).min(MAX_RECOVERY_BACKOFF),
+                };
+                Err(e)
+            }
+        }
+    }
+
+    /// Reopens the active segment from disk and runs crash recovery on it.
+    fn recover_active(&mut self) -> Result<(), LogError> {
+        let base = self.active().base_offset;
+        let mut segment = Segment::open(&self.dir, base, &self.files, true)?;
+        recovery::rebuild(&mut segment, self.config.index_interval_bytes)?;
+        sync_dir(&self.dir)?;
+        let last = self.segments.len() - 1;
+        self.segments[last] = segment;
+        Ok(())
+    }
+
+    /// A write or fsync failed: refuse writes until [`Self::try_recover`] succeeds.
+    fn take_offline(&mut self) {
+        if self.state == WriteState::Online {
+            self.state = WriteState::Failed {
+                retry_at: Instant::now() + FIRST_RECOVERY_BACKOFF,
+                backoff: FIRST_RECOVERY_BACKOFF * 2,
+            };
+        }
     }
 
     /// Whether [`LogConfig::flush_messages`] records or more are unflushed: the flush
@@ -529,7 +657,7 @@ impl PartitionLog {
     /// recovery.
     pub fn close(&mut self) -> Result<(), LogError> {
         self.flush()?;
-        self.offline = true;
+        self.state = WriteState::Closed;
         let marker = self.dir.join(CLEAN_SHUTDOWN_FILE);
         File::create(&marker)
             .and_then(|f| f.sync_all())
@@ -577,13 +705,17 @@ impl PartitionLog {
     /// the log end offset.
     fn roll(&mut self) -> Result<(), LogError> {
         if let Err(e) = self.active_mut().seal() {
-            self.offline = true;
+            self.take_offline();
             return Err(e);
         }
         self.unflushed_messages = 0;
         self.first_unflushed_ms = None;
         let base = self.log_end_offset();
-        let segment = Segment::create(&self.dir, base)?;
+        // The sealed segment's `.log` goes to the cache first: if the new segment
+        // cannot be created, appends go on in this one (through the cache).
+        let files = Arc::clone(&self.files);
+        self.active_mut().unpin(&files)?;
+        let segment = Segment::create(&self.dir, base, &self.files)?;
         self.segments.push(segment);
         sync_dir(&self.dir)?;
         info!(dir = %self.dir.display(), base_offset = base, "rolled a new segment");
@@ -591,12 +723,25 @@ impl PartitionLog {
     }
 
     fn check_online(&self) -> Result<(), LogError> {
-        if self.offline {
+        if self.is_offline() {
             return Err(LogError::Offline {
                 path: self.dir.clone(),
             });
         }
         Ok(())
+    }
+
+    /// Test hook: the active `.log` is swapped for a read-only handle of the same
+    /// file, so writes to it fail (EBADF) as they would on a failing disk.
+    #[cfg(test)]
+    pub(super) fn break_active_file(&mut self) {
+        let active = self.active_mut();
+        let path = active.log_path.clone();
+        let file = File::open(&path).unwrap();
+        active.log = super::file_cache::SegmentFile::Pinned {
+            file: Arc::new(file),
+            path,
+        };
     }
 
     fn active(&self) -> &Segment {

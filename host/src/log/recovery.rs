@@ -157,6 +157,7 @@ fn set_first_append(segment: &mut Segment) -> Result<(), LogError> {
 fn file_len(segment: &Segment) -> Result<u64, LogError> {
     Ok(segment
         .log
+        .get()?
         .metadata()
         .map_err(LogError::io(&segment.log_path))?
         .len())
@@ -185,7 +186,7 @@ fn scan(
         source,
     };
     let file_len = file_len(segment)?;
-    let file = segment.log.try_clone().map_err(io)?;
+    let file = segment.log.get()?.try_clone().map_err(io)?;
     let mut reader = BufReader::with_capacity(SCAN_BUFFER, file);
     reader.seek(SeekFrom::Start(start)).map_err(io)?;
     let mut header_buf = [0; BATCH_HEADER_LEN];

@@ -13,6 +13,7 @@ use std::{
 
 use super::{
     batch::{BatchHeader, BATCH_HEADER_LEN, LOG_OVERHEAD, MIN_BATCH_LENGTH},
+    file_cache::{CachedFile, FileCache, SegmentFile},
     index::OffsetIndex,
     time_index::TimeIndex,
     LogError, TimestampOffset, NO_TIMESTAMP,
@@ -43,9 +44,10 @@ pub(super) struct Segment {
     /// Offset of the first batch; the file names carry it.
     pub(super) base_offset: i64,
     pub(super) log_path: PathBuf,
-    /// Shared so that a flush can fsync it without holding the partition's lock
-    /// ([`Segment::flush_ticket`]).
-    pub(super) log: Arc<File>,
+    /// The `.log`: held open while the segment is active, through the broker's
+    /// [`FileCache`] once sealed. Handles are `Arc<File>`, so a flush can fsync it
+    /// without holding the partition's lock ([`Segment::flush_ticket`]).
+    pub(super) log: SegmentFile,
     /// Bytes of valid batches in the `.log`.
     pub(super) size: u64,
     pub(super) offset_index: OffsetIndex,
@@ -68,11 +70,16 @@ pub(super) struct Segment {
 
 impl Segment {
     /// Creates an empty segment with base offset `base_offset` in `dir` (replacing empty
-    /// leftovers of an earlier failed attempt). The caller fsyncs the directory. If a
+    /// leftovers of an earlier failed attempt), to be the active one: its `.log` stays
+    /// open, its indexes go through `cache`. The caller fsyncs the directory. If a
     /// file cannot be created or opened (no descriptors left, say), the files of this
     /// base offset are removed again (best effort) and the error returned.
-    pub(super) fn create(dir: &Path, base_offset: i64) -> Result<Segment, LogError> {
-        let created = Segment::create_files(dir, base_offset);
+    pub(super) fn create(
+        dir: &Path,
+        base_offset: i64,
+        cache: &Arc<FileCache>,
+    ) -> Result<Segment, LogError> {
+        let created = Segment::create_files(dir, base_offset, cache);
         if created.is_err() {
             // Leave nothing behind: an empty segment file whose base offset the log end
             // then passes (appends go on in the previous segment) would make the log
@@ -84,7 +91,11 @@ impl Segment {
         created
     }
 
-    fn create_files(dir: &Path, base_offset: i64) -> Result<Segment, LogError> {
+    fn create_files(
+        dir: &Path,
+        base_offset: i64,
+        cache: &Arc<FileCache>,
+    ) -> Result<Segment, LogError> {
         let log_path = dir.join(file_name(base_offset, "log"));
         OpenOptions::new()
             .write(true)
@@ -92,7 +103,7 @@ impl Segment {
             .truncate(true)
             .open(&log_path)
             .map_err(LogError::io(&log_path))?;
-        let mut segment = Segment::open(dir, base_offset)?;
+        let mut segment = Segment::open(dir, base_offset, cache, true)?;
         segment.offset_index.clear()?;
         segment.time_index.clear()?;
         segment.indexes_missing = false;
@@ -101,24 +112,43 @@ impl Segment {
 
     /// Opens the existing segment `base_offset` in `dir`, creating missing index files
     /// (and noting that they were missing). Nothing is checked yet: `size` is the file
-    /// length and the segment looks empty until [`super::recovery`] loads it.
-    pub(super) fn open(dir: &Path, base_offset: i64) -> Result<Segment, LogError> {
+    /// length and the segment looks empty until [`super::recovery`] loads it. The
+    /// `.log` of the active segment (`pinned`) stays open; every other file is opened
+    /// on demand through `cache`.
+    pub(super) fn open(
+        dir: &Path,
+        base_offset: i64,
+        cache: &Arc<FileCache>,
+        pinned: bool,
+    ) -> Result<Segment, LogError> {
         let log_path = dir.join(file_name(base_offset, "log"));
         let index_path = dir.join(file_name(base_offset, "index"));
         let time_path = dir.join(file_name(base_offset, "timeindex"));
         let indexes_missing = !index_path.exists() || !time_path.exists();
-        let log = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&log_path)
-            .map_err(LogError::io(&log_path))?;
-        let size = log.metadata().map_err(LogError::io(&log_path))?.len();
+        let log = if pinned {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&log_path)
+                .map_err(LogError::io(&log_path))?;
+            SegmentFile::Pinned {
+                file: Arc::new(file),
+                path: log_path.clone(),
+            }
+        } else {
+            SegmentFile::Cached(CachedFile::open(cache, &log_path, false)?)
+        };
+        let size = log
+            .get()?
+            .metadata()
+            .map_err(LogError::io(&log_path))?
+            .len();
         Ok(Segment {
             base_offset,
-            log: Arc::new(log),
+            log,
             size,
-            offset_index: OffsetIndex::open(&index_path)?,
-            time_index: TimeIndex::open(&time_path)?,
+            offset_index: OffsetIndex::open(&index_path, cache)?,
+            time_index: TimeIndex::open(&time_path, cache)?,
             log_path,
             indexes_missing,
             next_offset: base_offset,
@@ -142,8 +172,9 @@ impl Segment {
         headers: &[BatchHeader],
         index_interval: u64,
     ) -> Result<(), LogError> {
-        if let Err(e) = self.write_batches(records, headers) {
-            let _ = self.log.set_len(self.size);
+        let file = self.log.get()?;
+        if let Err(e) = write_batches(&file, self.size, records, headers) {
+            let _ = file.set_len(self.size);
             return Err(LogError::io(&self.log_path)(e));
         }
         self.log_dirty = true;
@@ -152,31 +183,6 @@ impl Segment {
         for header in headers {
             self.track(position, header, index_interval)?;
             position += header.size() as u64;
-        }
-        Ok(())
-    }
-
-    fn write_batches(&self, records: &[u8], headers: &[BatchHeader]) -> io::Result<()> {
-        let prefixes: Vec<[u8; PATCHED_PREFIX]> = headers.iter().map(patched_prefix).collect();
-        let mut slices = Vec::with_capacity(headers.len() * 2);
-        let mut at = 0;
-        for (header, prefix) in headers.iter().zip(&prefixes) {
-            slices.push(IoSlice::new(prefix));
-            slices.push(IoSlice::new(
-                &records[at + PATCHED_PREFIX..at + header.size()],
-            ));
-            at += header.size();
-        }
-        let mut file = &*self.log;
-        file.seek(SeekFrom::Start(self.size))?;
-        let mut slices = &mut slices[..];
-        while !slices.is_empty() {
-            match file.write_vectored(slices) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => IoSlice::advance_slices(&mut slices, n),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
         }
         Ok(())
     }
@@ -191,12 +197,25 @@ impl Segment {
     /// without this segment: `None` when nothing was written since the last flush. The
     /// segment counts as flushed from now on; the caller fsyncs the file and takes the
     /// log offline if that fails.
-    pub(super) fn flush_ticket(&mut self) -> Option<(Arc<File>, PathBuf)> {
+    ///
+    /// Errors: [`LogError::Io`] if the `.log` cannot be opened (only a sealed segment's
+    /// can fail so).
+    pub(super) fn flush_ticket(&mut self) -> Result<Option<(Arc<File>, PathBuf)>, LogError> {
         if !self.log_dirty {
-            return None;
+            return Ok(None);
         }
+        let file = self.log.get()?;
         self.log_dirty = false;
-        Some((Arc::clone(&self.log), self.log_path.clone()))
+        Ok(Some((file, self.log_path.clone())))
+    }
+
+    /// From now on the `.log` is reached through `cache` and closed when unused (the
+    /// segment was sealed and is no longer written).
+    pub(super) fn unpin(&mut self, cache: &Arc<FileCache>) -> Result<(), LogError> {
+        if let SegmentFile::Pinned { file, path } = &self.log {
+            self.log = SegmentFile::Cached(CachedFile::adopt(cache, path, Arc::clone(file))?);
+        }
+        Ok(())
     }
 
     /// Accounts for the batch `header` at byte `position` (appended or found by a
@@ -247,7 +266,7 @@ impl Segment {
         // Bounded by the segment size (checked by `header_at`) or by `max_bytes`.
         let len = (max_bytes as u64).min(available).max(first.size() as u64) as usize;
         Ok(Some(SegmentRead {
-            file: Arc::clone(&self.log),
+            file: self.log.get()?,
             path: self.log_path.clone(),
             position,
             len,
@@ -263,8 +282,9 @@ impl Segment {
     ) -> Result<Option<TimestampOffset>, LogError> {
         let relative = self.time_index.lookup(timestamp)?.map_or(0, |(_, r)| r);
         let mut position = self.index_position(relative)?;
+        let file = self.log.get()?;
         while position < self.size {
-            let header = self.header_at(position)?;
+            let header = self.header_in(&file, position)?;
             if header.max_timestamp >= timestamp {
                 return Ok(Some(TimestampOffset {
                     offset: header.base_offset,
@@ -280,8 +300,9 @@ impl Segment {
     fn locate(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>, LogError> {
         let relative = u32::try_from(offset.saturating_sub(self.base_offset).max(0));
         let mut position = self.index_position(relative.unwrap_or(u32::MAX))?;
+        let file = self.log.get()?;
         while position < self.size {
-            let header = self.header_at(position)?;
+            let header = self.header_in(&file, position)?;
             if header.last_offset() >= offset {
                 return Ok(Some((position, header)));
             }
@@ -301,6 +322,12 @@ impl Segment {
     /// Reads and parses the batch header at `position`, checking that the whole batch
     /// lies inside the segment.
     pub(super) fn header_at(&self, position: u64) -> Result<BatchHeader, LogError> {
+        self.header_in(&*self.log.get()?, position)
+    }
+
+    /// [`Self::header_at`], reading from `file` (this segment's `.log`, taken once for
+    /// a scan over several batches).
+    fn header_in(&self, file: &File, position: u64) -> Result<BatchHeader, LogError> {
         let corrupt = |reason: String| LogError::corrupt(&self.log_path, position, reason);
         if position + BATCH_HEADER_LEN as u64 > self.size {
             return Err(corrupt(format!(
@@ -309,8 +336,7 @@ impl Segment {
             )));
         }
         let mut buf = [0; BATCH_HEADER_LEN];
-        self.log
-            .read_exact_at(&mut buf, position)
+        file.read_exact_at(&mut buf, position)
             .map_err(LogError::io(&self.log_path))?;
         let header = BatchHeader::parse(&buf).map_err(|e| corrupt(e.to_string()))?;
         if position + header.size() as u64 > self.size {
@@ -337,7 +363,10 @@ impl Segment {
     /// changed).
     pub(super) fn flush(&mut self) -> Result<(), LogError> {
         if self.log_dirty {
-            self.log.sync_data().map_err(LogError::io(&self.log_path))?;
+            self.log
+                .get()?
+                .sync_data()
+                .map_err(LogError::io(&self.log_path))?;
             self.log_dirty = false;
         }
         self.offset_index.flush()?;
@@ -346,10 +375,9 @@ impl Segment {
 
     /// Cuts the `.log` to `size` bytes and fsyncs it.
     pub(super) fn truncate_log(&mut self, size: u64) -> Result<(), LogError> {
-        self.log
-            .set_len(size)
-            .map_err(LogError::io(&self.log_path))?;
-        self.log.sync_all().map_err(LogError::io(&self.log_path))?;
+        let file = self.log.get()?;
+        file.set_len(size).map_err(LogError::io(&self.log_path))?;
+        file.sync_all().map_err(LogError::io(&self.log_path))?;
         self.size = size;
         Ok(())
     }
@@ -362,6 +390,7 @@ impl Segment {
         }
         let modified = self
             .log
+            .get()?
             .metadata()
             .and_then(|m| m.modified())
             .map_err(LogError::io(&self.log_path))?;
@@ -375,8 +404,10 @@ impl Segment {
     pub(super) fn delete(self) -> Result<(), LogError> {
         let index_path = self.offset_index.path().to_path_buf();
         let time_path = self.time_index.path().to_path_buf();
-        drop(self.log);
-        fs::remove_file(&self.log_path).map_err(LogError::io(&self.log_path))?;
+        let log_path = self.log_path.clone();
+        // Closes the cached descriptors (a read in progress keeps its own handle).
+        drop(self);
+        fs::remove_file(&log_path).map_err(LogError::io(&log_path))?;
         for path in [index_path, time_path] {
             match fs::remove_file(&path) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {
@@ -421,6 +452,37 @@ impl SegmentRead {
         buf.truncate(end);
         Ok(buf)
     }
+}
+
+/// Writes the batches of `records` at byte `at` of `file`: each batch's first 16 bytes
+/// from its header in `headers`, the rest from `records`, with vectored writes.
+fn write_batches(
+    mut file: &File,
+    at: u64,
+    records: &[u8],
+    headers: &[BatchHeader],
+) -> io::Result<()> {
+    let prefixes: Vec<[u8; PATCHED_PREFIX]> = headers.iter().map(patched_prefix).collect();
+    let mut slices = Vec::with_capacity(headers.len() * 2);
+    let mut start = 0;
+    for (header, prefix) in headers.iter().zip(&prefixes) {
+        slices.push(IoSlice::new(prefix));
+        slices.push(IoSlice::new(
+            &records[start + PATCHED_PREFIX..start + header.size()],
+        ));
+        start += header.size();
+    }
+    file.seek(SeekFrom::Start(at))?;
+    let mut slices = &mut slices[..];
+    while !slices.is_empty() {
+        match file.write_vectored(slices) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// The length of the longest run of whole batches at the start of `buf`, whose first

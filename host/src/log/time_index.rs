@@ -9,9 +9,9 @@
 //! segment is rolled or recovered (as Kafka does), so the last entry holds the segment's
 //! max timestamp. Timestamps are strictly increasing, relative offsets non-decreasing.
 
-use std::path::Path;
+use std::{path::Path, sync::Arc};
 
-use super::{index::IndexFile, LogError};
+use super::{file_cache::FileCache, index::IndexFile, LogError};
 
 const TIME_ENTRY: u64 = 12;
 
@@ -23,9 +23,9 @@ pub(super) struct TimeIndex {
 }
 
 impl TimeIndex {
-    /// Opens (creating if missing) the time index at `path`.
-    pub(super) fn open(path: &Path) -> Result<TimeIndex, LogError> {
-        let file = IndexFile::open(path, TIME_ENTRY)?;
+    /// Opens (creating if missing) the time index at `path`, through `cache`.
+    pub(super) fn open(path: &Path, cache: &Arc<FileCache>) -> Result<TimeIndex, LogError> {
+        let file = IndexFile::open(path, TIME_ENTRY, cache)?;
         let mut index = TimeIndex { file, last: None };
         index.last = index.entry(index.file.len().checked_sub(1))?;
         Ok(index)
@@ -123,7 +123,7 @@ mod tests {
     fn only_growing_timestamps_are_appended() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("0.timeindex");
-        let mut index = TimeIndex::open(&path).unwrap();
+        let mut index = TimeIndex::open(&path, &FileCache::new(1)).unwrap();
         index.maybe_append(100, 0).unwrap();
         index.maybe_append(100, 5).unwrap();
         index.maybe_append(90, 6).unwrap();
@@ -133,7 +133,7 @@ mod tests {
         assert_eq!(index.lookup(200).unwrap(), Some((200, 7)));
         index.flush().unwrap();
         drop(index);
-        let index = TimeIndex::open(&path).unwrap();
+        let index = TimeIndex::open(&path, &FileCache::new(1)).unwrap();
         assert_eq!(index.last(), Some((200, 7)));
         index.check(8).unwrap();
         assert!(index.check(7).is_err());

@@ -1,4 +1,4 @@
-use std::{fs, os::unix::fs::FileExt, path::Path};
+use std::{fs, os::unix::fs::FileExt, path::Path, time::Instant};
 
 use proptest::prelude::*;
 
@@ -923,4 +923,137 @@ fn a_roll_that_cannot_create_the_new_segment_leaves_a_log_that_reopens() {
     let log = PartitionLog::open(dir.path(), &config).unwrap();
     assert_eq!(log.log_end_offset(), 4);
     assert_eq!(read_all(&log, 0), stored);
+}
+
+#[test]
+fn many_segments_hold_no_more_files_than_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = FileCache::new(8);
+    let config = LogConfig {
+        segment_bytes: 200,
+        ..fast()
+    };
+    let mut log = PartitionLog::open_in(dir.path(), &config, &cache).unwrap();
+    let mut stored = Vec::new();
+    for i in 0..500 {
+        stored.extend(append(&mut log, batch(1, 100, i), i));
+        assert!(cache.len() <= 8, "{} files cached", cache.len());
+    }
+    assert_eq!(log.segment_count(), 500);
+    assert_eq!(read_all(&log, 0), stored);
+    assert!(cache.len() <= 8);
+    // Timestamp lookups go through the sealed segments' indexes too.
+    let found = log.offset_for_timestamp(300).unwrap().unwrap();
+    assert_eq!(found.offset, 300);
+    log.close().unwrap();
+    drop(log);
+    assert!(cache.is_empty(), "closing the log closes its cached files");
+
+    // Reopened after the clean close, then (not closed) after a crash.
+    for _ in 0..2 {
+        let log = PartitionLog::open_in(dir.path(), &config, &cache).unwrap();
+        assert!(cache.len() <= 8);
+        assert_eq!(log.log_end_offset(), 500);
+        assert_eq!(read_all(&log, 0), stored);
+    }
+}
+
+#[test]
+fn a_deleted_segment_stays_readable_by_a_planned_read_and_leaves_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = FileCache::new(100);
+    let config = LogConfig {
+        segment_bytes: 200,
+        retention_bytes: 0,
+        ..fast()
+    };
+    let mut log = PartitionLog::open_in(dir.path(), &config, &cache).unwrap();
+    let first = append(&mut log, batch(1, 100, 1), 1);
+    append(&mut log, batch(1, 100, 2), 2);
+    append(&mut log, batch(1, 100, 3), 3);
+    let cached = cache.len();
+    let planned = log.plan_read(0, 1 << 20).unwrap();
+    assert_eq!(log.apply_retention(4).unwrap(), 2);
+    assert!(
+        cache.len() < cached,
+        "deleted segments' files left the cache"
+    );
+    assert_eq!(planned.execute().unwrap().records, first);
+}
+
+#[test]
+fn a_log_taken_offline_by_a_write_error_comes_back_after_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+    let mut stored = append(&mut log, batch(2, 10, 1), 1);
+    stored.extend(append(&mut log, batch(1, 10, 2), 2));
+
+    log.break_active_file();
+    let err = log.append(&batch(1, 10, 3), 3).unwrap_err();
+    assert!(matches!(err, LogError::Io { .. }), "{err}");
+    assert!(log.is_offline());
+    // Half a batch reached the file before the error (what a failing disk may leave).
+    let path = last_log_file(dir.path());
+    let torn = &batch(1, 10, 3)[..30];
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .write_all_at(torn, stored.len() as u64)
+        .unwrap();
+    assert!(matches!(
+        log.append(&batch(1, 10, 3), 3),
+        Err(LogError::Offline { .. })
+    ));
+    assert!(matches!(log.flush(), Err(LogError::Offline { .. })));
+
+    // Not before the backoff.
+    let now = Instant::now();
+    assert!(!log.try_recover(now).unwrap());
+    assert!(log.is_offline());
+    assert!(log.try_recover(now + FIRST_RECOVERY_BACKOFF).unwrap());
+    assert!(!log.is_offline());
+    // The torn tail was cut, as a restart would; offsets go on from the last valid batch.
+    assert_eq!(fs::metadata(&path).unwrap().len(), stored.len() as u64);
+    assert_eq!(log.log_end_offset(), 3);
+    assert_eq!(log.flushed_offset(), 3);
+    stored.extend(append(&mut log, batch(2, 10, 4), 4));
+    assert_eq!(read_all(&log, 0), stored);
+    drop(log);
+    let log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+    assert_eq!(read_all(&log, 0), stored);
+}
+
+#[test]
+fn a_failed_recovery_keeps_the_log_offline_and_backs_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+    let stored = append(&mut log, batch(1, 10, 1), 1);
+    log.break_active_file();
+    assert!(log.append(&batch(1, 10, 2), 2).is_err());
+    // The active segment cannot be reopened: its file is gone (a directory is in the way).
+    let path = last_log_file(dir.path());
+    let aside = dir.path().join("aside");
+    fs::rename(&path, &aside).unwrap();
+    fs::create_dir(&path).unwrap();
+    let t0 = Instant::now() + FIRST_RECOVERY_BACKOFF;
+    assert!(log.try_recover(t0).is_err());
+    assert!(log.is_offline());
+    // The next attempt waits twice as long.
+    assert!(!log.try_recover(t0 + FIRST_RECOVERY_BACKOFF).unwrap());
+    fs::remove_dir(&path).unwrap();
+    fs::rename(&aside, &path).unwrap();
+    assert!(log.try_recover(t0 + FIRST_RECOVERY_BACKOFF * 2).unwrap());
+    assert_eq!(read_all(&log, 0), stored);
+}
+
+#[test]
+fn a_closed_log_does_not_come_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+    log.close().unwrap();
+    assert!(!log
+        .try_recover(Instant::now() + MAX_RECOVERY_BACKOFF)
+        .unwrap());
+    assert!(log.is_offline());
 }

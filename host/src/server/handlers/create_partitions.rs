@@ -107,6 +107,7 @@ fn refusal(e: TopicError) -> (ResponseError, String) {
         TopicError::NotAnIncrease { .. } | TopicError::InvalidPartitions { .. } => {
             ResponseError::InvalidPartitions
         }
+        TopicError::PartitionLimit { .. } => ResponseError::PolicyViolation,
         _ => {
             tracing::warn!("adding partitions: {e}");
             ResponseError::KafkaStorageError
@@ -171,6 +172,9 @@ mod tests {
         config.plugins.dir = dir.join("no-plugins");
         config.log.flush_messages = u64::MAX;
         config.topics.max_partitions = 50;
+        // Room for the partitions under an open-file limit as low as 1024.
+        config.server.max_connections = 10;
+        config.log.open_files_cache = 16;
         let plugins = crate::startup::load_plugins(&config).unwrap();
         let node = NodeInfo {
             id: 7,

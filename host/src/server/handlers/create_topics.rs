@@ -1,7 +1,9 @@
 //! CreateTopics. A single broker: replication factor −1 or 1; explicit replica
 //! assignments must name only this broker; −1 partitions means
 //! `topics.default_partitions`. Topic-level configs are not supported yet and are
-//! refused with `INVALID_CONFIG` naming the key, rather than silently ignored.
+//! refused with `INVALID_CONFIG` naming the key, rather than silently ignored. Partitions
+//! beyond what the broker's open-file limit leaves room for are refused with
+//! `POLICY_VIOLATION` and a message naming the limit.
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -116,6 +118,11 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) 
                         ResponseError::TopicAlreadyExists,
                         format!("topic `{name}` already exists"),
                     )),
+                    // The broker-wide partition limit (open files): a policy of this
+                    // broker, not a fault; the message says which limit.
+                    Err(e @ TopicError::PartitionLimit { .. }) => {
+                        Err((ResponseError::PolicyViolation, e.to_string()))
+                    }
                     Err(e) => Err((ResponseError::KafkaStorageError, e.to_string())),
                 }
             })();

@@ -5,6 +5,12 @@
 //! when auto-creation is enabled and the request allows it (always for v0–v3), else
 //! answered with `UNKNOWN_TOPIC_OR_PARTITION` (`UNKNOWN_TOPIC_ID` by id); a name that
 //! breaks the naming rules gets `INVALID_TOPIC_EXCEPTION`.
+//!
+//! Auto-creation is bounded ([`crate::broker::auto_create`]): at most
+//! `topics.auto_create_max_per_request` topics per request and
+//! `topics.auto_create_per_sec` per second broker-wide, and no more partitions than the
+//! open-file limit leaves room for; names beyond a bound are answered
+//! `UNKNOWN_TOPIC_OR_PARTITION`, which clients retry.
 
 use std::sync::Arc;
 
@@ -21,20 +27,21 @@ use kafka_protocol::{
 use uuid::Uuid;
 
 use crate::{
-    broker::{topics::validate_name, Broker, Topic, TopicError},
+    broker::{auto_create::AutoCreateBudget, topics::validate_name, Broker, Topic, TopicError},
     server::dispatch::Reply,
 };
 
 /// Handles Metadata v0–v13.
 pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> Reply {
     let allow_create = broker.auto_create() && (version < 4 || request.allow_auto_topic_creation);
+    let mut budget = allow_create.then(|| broker.topics.auto_create_budget());
     let topics: Vec<MetadataResponseTopic> = match request.topics {
         None => all(broker, version),
         Some(list) if list.is_empty() && version == 0 => all(broker, version),
         Some(list) => list
             .into_iter()
             .map(|t| match t.name {
-                Some(name) => by_name(broker, version, name.0.as_str(), allow_create),
+                Some(name) => by_name(broker, version, name.0.as_str(), budget.as_mut()),
                 None => by_id(broker, version, t.topic_id),
             })
             .collect(),
@@ -83,11 +90,13 @@ fn all(broker: &Arc<Broker>, version: i16) -> Vec<MetadataResponseTopic> {
         .collect()
 }
 
+/// A topic by name; an unknown one is created if `budget` (auto-creation allowed) has
+/// room left.
 fn by_name(
     broker: &Arc<Broker>,
     version: i16,
     name: &str,
-    allow_create: bool,
+    budget: Option<&mut AutoCreateBudget<'_>>,
 ) -> MetadataResponseTopic {
     if let Some(topic) = broker.topics.get(name) {
         return describe(broker, version, &topic);
@@ -95,22 +104,41 @@ fn by_name(
     let error = if let Err(e) = validate_name(name) {
         tracing::debug!("metadata: {e}");
         ResponseError::InvalidTopicException
-    } else if allow_create {
-        let topics = &broker.config.topics;
-        match broker.topics.create(
-            name,
-            i64::from(topics.default_partitions),
-            topics.max_partitions,
-        ) {
-            Ok(topic) => return describe(broker, version, &topic),
-            Err(TopicError::AlreadyExists(_)) => match broker.topics.get(name) {
-                Some(topic) => return describe(broker, version, &topic),
-                None => ResponseError::UnknownTopicOrPartition,
-            },
-            Err(e) => {
-                tracing::warn!("auto-creating topic `{name}`: {e}");
-                ResponseError::KafkaStorageError
+    } else if let Some(budget) = budget {
+        if budget.try_take() {
+            let topics = &broker.config.topics;
+            match broker.topics.create(
+                name,
+                i64::from(topics.default_partitions),
+                topics.max_partitions,
+            ) {
+                Ok(topic) => return describe(broker, version, &topic),
+                Err(TopicError::AlreadyExists(_)) => match broker.topics.get(name) {
+                    Some(topic) => return describe(broker, version, &topic),
+                    None => ResponseError::UnknownTopicOrPartition,
+                },
+                Err(e @ TopicError::PartitionLimit { .. }) => {
+                    crate::warn_limited!(
+                        "metadata.auto_create_partition_limit",
+                        "auto-creating topic `{name}` refused: {e}"
+                    );
+                    ResponseError::UnknownTopicOrPartition
+                }
+                Err(e) => {
+                    crate::warn_limited!(
+                        "metadata.auto_create_failed",
+                        "auto-creating topic `{name}`: {e}"
+                    );
+                    ResponseError::KafkaStorageError
+                }
             }
+        } else {
+            crate::info_limited!(
+                "metadata.auto_create_limited",
+                "auto-creation limit reached (topics.auto_create_max_per_request, \
+                 topics.auto_create_per_sec): `{name}` answered UNKNOWN_TOPIC_OR_PARTITION"
+            );
+            ResponseError::UnknownTopicOrPartition
         }
     } else {
         ResponseError::UnknownTopicOrPartition

@@ -231,6 +231,10 @@ fn carries_compressed_batch(request: &ProduceRequest) -> bool {
     })
 }
 
+/// The topic `name`, auto-created if it is unknown, auto-creation is enabled and the
+/// broker-wide rate (`topics.auto_create_per_sec`) and partition limit allow it;
+/// otherwise `UNKNOWN_TOPIC_OR_PARTITION` (retriable), as Kafka answers a topic it does
+/// not create.
 fn find_or_create(broker: &Broker, name: &str) -> Result<Arc<Topic>, ResponseError> {
     if let Some(topic) = broker.topics.get(name) {
         return Ok(topic);
@@ -242,6 +246,16 @@ fn find_or_create(broker: &Broker, name: &str) -> Result<Arc<Topic>, ResponseErr
     if !broker.auto_create() {
         return Err(ResponseError::UnknownTopicOrPartition);
     }
+    // One budget per topic: the per-request bound applies to Metadata, which is where
+    // clients learn about (and so create) the topics they produce to.
+    if !broker.topics.auto_create_budget().try_take() {
+        crate::info_limited!(
+            "produce.auto_create_limited",
+            "auto-creation rate reached (topics.auto_create_per_sec): `{name}` answered \
+             UNKNOWN_TOPIC_OR_PARTITION"
+        );
+        return Err(ResponseError::UnknownTopicOrPartition);
+    }
     let created = off_the_runtime(|| {
         broker.topics.create(
             name,
@@ -251,10 +265,18 @@ fn find_or_create(broker: &Broker, name: &str) -> Result<Arc<Topic>, ResponseErr
     });
     match created {
         Ok(topic) => Ok(topic),
-        Err(_) => broker
-            .topics
-            .get(name)
-            .ok_or(ResponseError::KafkaStorageError),
+        Err(e) => broker.topics.get(name).ok_or_else(|| {
+            crate::warn_limited!(
+                "produce.auto_create_failed",
+                "auto-creating topic `{name}`: {e}"
+            );
+            match e {
+                crate::broker::TopicError::PartitionLimit { .. } => {
+                    ResponseError::UnknownTopicOrPartition
+                }
+                _ => ResponseError::KafkaStorageError,
+            }
+        }),
     }
 }
 
