@@ -6,7 +6,8 @@ a new member with `auto.offset.reset=earliest` reads all 100 records from offset
 in Kafka (whose group coordinator drops the offsets of deleted partitions). Before the
 fix OffsetFetch kept answering 60 and the member started there, skipping 60 records.
 
-- standalone, on the embedded store (the default);
+- standalone, on the embedded store (the default); and the same with the native
+  protocol (a non-member CommitOffset, FetchOffsets answering −1 afterwards);
 - standalone, on the zookeeper store;
 - in cluster mode (three brokers, the zookeeper store over their sessions): the topic is
   deleted through broker 1 and the group is coordinated by another broker, which learns
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import uuid
 
+import native_protocol as np
 from cluster_testlib import SLOTS_IN_TEST, ZooKeeper, start_cluster, wait_until
 from conftest import install_plugins, start_or_fail
 from drover_testlib import (Msg, ck_admin, ck_conf, ck_create_topic, ck_produce, http_get,
@@ -154,6 +156,32 @@ def test_offsets_of_a_deleted_and_recreated_topic_are_gone_embedded(broker_facto
     topic = unique_topic("redo")
     scenario(b, b, f"g-{topic}", topic)
     assert "committed offsets of deleted topics removed" in b.stderr_text()
+
+
+def test_native_offsets_of_a_deleted_and_recreated_topic_are_gone(broker_factory):
+    b = broker_factory(standalone_config("embedded"), start=False)
+    install_plugins(b, STANDALONE_LIBS)
+    start_or_fail(b)
+    topic, other = unique_topic("redo"), unique_topic("kept")
+    group = f"native-{topic}"
+    ck_create_topic(b, topic, 1)
+    ck_create_topic(b, other, 1)
+    with np.Conn(b.host, b.port) as c:
+        r = c.request(np.CommitOffsetRequest(group, "", -1, [
+            (topic, [(0, COMMITTED, "")]), (other, [(0, OTHER, "")])]))
+    assert {code for _, parts in r.topics for _, code in parts} == {np.NONE}, r
+
+    def fetched() -> dict[tuple[str, int], tuple[int, int]]:
+        r = np.fetch_offsets(b.host, b.port, group, [(topic, [0]), (other, [0])])
+        assert r.error_code == np.NONE, np.error_name(r.error_code)
+        return r.offsets()
+    assert fetched() == {(topic, 0): (COMMITTED, np.NONE), (other, 0): (OTHER, np.NONE)}
+    delete_topic(b, topic)
+    ck_create_topic(b, topic, 1)
+    wait_until(lambda: fetched()[(topic, 0)] == (-1, np.NONE), 30,
+               f"FetchOffsets of {group} to answer −1 for the re-created {topic}",
+               interval=0.5)
+    assert fetched()[(other, 0)] == (OTHER, np.NONE)
 
 
 def test_offsets_of_a_deleted_and_recreated_topic_are_gone_zookeeper_store(broker_factory,
