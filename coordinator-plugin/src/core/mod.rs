@@ -1149,7 +1149,7 @@ impl Coordinator {
         if lost.is_empty() {
             return;
         }
-        tracing::info!(topics = ?lost, "topics gone: dropping their offsets not yet written");
+        tracing::debug!(topics = ?lost, "topics gone: dropping their offsets not yet written");
         for g in self.groups.values_mut() {
             g.forget_topics(&mut self.cx, lost);
         }
