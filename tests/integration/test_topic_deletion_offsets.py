@@ -43,7 +43,8 @@ def delete_topic(broker, topic: str) -> None:
 def commit(broker, group: str, offsets: dict[tuple[str, int], int]) -> None:
     """A standalone commit (no member, generation −1), as the admin tools send. In
     cluster mode the group's coordinator may learn of a new topic a moment after the
-    broker that created it: UNKNOWN_TOPIC_OR_PART is retried for up to 20 s."""
+    broker that created it, and slots may still move: UNKNOWN_TOPIC_OR_PART and the
+    retriable coordinator errors are retried for up to 20 s."""
     import time
 
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -56,8 +57,10 @@ def commit(broker, group: str, offsets: dict[tuple[str, int], int]) -> None:
                          asynchronous=False)
                 return
             except KafkaException as e:
-                if (e.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART
-                        or time.monotonic() > deadline):
+                retriable = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.NOT_COORDINATOR,
+                             KafkaError.COORDINATOR_NOT_AVAILABLE,
+                             KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
+                if e.args[0].code() not in retriable or time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
     finally:
@@ -84,7 +87,8 @@ def read_as_new_member(broker, group: str, topic: str,
     from confluent_kafka import Consumer
     c = Consumer(ck_conf(broker, **{"group.id": group, "auto.offset.reset": "earliest",
                                     "enable.auto.commit": False,
-                                    "session.timeout.ms": session_timeout_ms}))
+                                    "session.timeout.ms": session_timeout_ms,
+                                    "heartbeat.interval.ms": session_timeout_ms // 6}))
     got: list[tuple[int, bytes]] = []
     try:
         c.subscribe([topic])
@@ -222,8 +226,10 @@ def test_offsets_of_a_topic_deleted_on_another_broker_are_gone_cluster(broker_fa
     zk = ZooKeeper(tmp_path / "zookeeper").start()
     try:
         brokers = start_cluster(broker_factory, zk, 3, coordinator=True)
-        wait_until(lambda: len(json.loads(http_get(f"{brokers[0].admin_url}/v1/cluster")[2])
-                               ["view"]["slots"]) == SLOTS_IN_TEST, 30, "every slot owned")
+        def spread() -> bool:
+            slots = json.loads(http_get(f"{brokers[0].admin_url}/v1/cluster")[2])["view"]["slots"]
+            return len(slots) == SLOTS_IN_TEST and len(set(slots.values())) == len(brokers)
+        wait_until(spread, 30, "every slot owned, the slots spread over the brokers")
         topic = unique_topic("redo")
         # A group coordinated by broker 2 or 3; the topic is deleted through broker 1.
         group = next(g for g in (f"g-{topic}-{i}" for i in range(1000))
