@@ -84,8 +84,8 @@ pub fn run(
     }
 }
 
-/// Executes one batch: the operations between two [`StoreOp::DeleteTopics`] as one
-/// [`execute_run`], each topic deletion where it was queued.
+/// Executes one batch: each run of operations between two [`StoreOp::DeleteTopics`]
+/// as below, each topic deletion where it was queued.
 pub fn execute(store: &OffsetStores, batch: Vec<StoreOp>) -> Vec<CoordinatorInput> {
     let mut results = Vec::new();
     let mut run = Vec::new();
@@ -102,9 +102,26 @@ pub fn execute(store: &OffsetStores, batch: Vec<StoreOp>) -> Vec<CoordinatorInpu
     results
 }
 
-/// Removes the committed offsets of lost topics, logging what it did.
+/// Attempts at reading the store for a topic deletion, and the pause between two.
+const SWEEP_ATTEMPTS: u32 = 3;
+const SWEEP_RETRY_MS: u64 = 500;
+
+/// Removes the committed offsets of lost topics, logging what it did. A store that
+/// cannot be read is tried [`SWEEP_ATTEMPTS`] times, [`SWEEP_RETRY_MS`] ms apart, in
+/// place: later operations must not run before it.
 fn delete_topics(store: &OffsetStores, topics: &BTreeSet<String>, owner: &GroupOwner) {
-    match topic_deletion::sweep(store, topics, owner) {
+    let mut attempt = 1;
+    let outcome = loop {
+        match topic_deletion::sweep(store, topics, owner) {
+            Err(e) if attempt < SWEEP_ATTEMPTS => {
+                tracing::warn!(topics = ?topics, attempt, "reading the offset store to remove the committed offsets of deleted topics: {e}; retrying");
+                std::thread::sleep(std::time::Duration::from_millis(SWEEP_RETRY_MS));
+                attempt += 1;
+            }
+            other => break other,
+        }
+    };
+    match outcome {
         Ok(swept) => tracing::info!(
             topics = ?topics,
             groups = swept.groups,
