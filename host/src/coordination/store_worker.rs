@@ -230,7 +230,7 @@ pub(super) fn delete(
     if !keep.is_empty() {
         if let Err(e) = store.commit(&keep) {
             tracing::error!(group, kept = ?keep.iter().map(|r| format!("{}-{}@{}", r.topic, r.partition, r.offset)).collect::<Vec<_>>(),
-                "OffsetDelete: rewriting the group's other offsets failed: {e}");
+                "deleting some of a group's offsets (OffsetDelete, a deleted topic): rewriting the group's other offsets failed: {e}");
             return Err(e);
         }
     }
