@@ -8,7 +8,7 @@ fix OffsetFetch kept answering 60 and the member started there, skipping 60 reco
 
 - standalone, on the embedded store (the default); and the same with the native
   protocol (a non-member CommitOffset, FetchOffsets answering −1 afterwards);
-- standalone, on the zookeeper store;
+- standalone, on the zookeeper store and on the postgres store;
 - in cluster mode (three brokers, the zookeeper store over their sessions): the topic is
   deleted through broker 1 and the group is coordinated by another broker, which learns
   of the deletion from ZooKeeper.
@@ -26,6 +26,7 @@ from cluster_testlib import SLOTS_IN_TEST, ZooKeeper, start_cluster, wait_until
 from conftest import install_plugins, start_or_fail
 from drover_testlib import (Msg, ck_admin, ck_conf, ck_create_topic, ck_produce, http_get,
                             unique_topic)
+from pg_testlib import postgresql  # noqa: F401  (session fixture)
 
 N = 100
 COMMITTED = 60
@@ -142,6 +143,7 @@ STANDALONE_LIBS = [
     "libdrover_assignor_sticky.so",
     "libdrover_offsets_embedded.so",
     "libdrover_offsets_zookeeper.so",
+    "libdrover_offsets_postgres.so",
 ]
 
 
@@ -201,6 +203,15 @@ def test_offsets_of_a_deleted_and_recreated_topic_are_gone_zookeeper_store(broke
         scenario(b, b, f"g-{topic}", topic)
     finally:
         zk.stop()
+
+
+def test_offsets_of_a_deleted_and_recreated_topic_are_gone_postgres_store(broker_factory,
+                                                                           postgresql):
+    b = broker_factory(standalone_config("postgres", postgresql.store_config()), start=False)
+    install_plugins(b, STANDALONE_LIBS)
+    start_or_fail(b)
+    topic = unique_topic("redo")
+    scenario(b, b, f"g-{topic}", topic)
 
 
 # ---------------------------------------------------------------------------------
