@@ -105,14 +105,35 @@ def read_as_new_member(broker, group: str, topic: str,
     return got
 
 
+def topic_ids(cluster, topic: str) -> set:
+    """The id of `topic` in each broker's view of the cluster (None: no such topic)."""
+    ids = set()
+    for b in cluster:
+        status, _, body = http_get(f"{b.admin_url}/v1/cluster")
+        assert status == 200, body
+        ids.add((json.loads(body)["view"]["topics"].get(topic) or {}).get("id"))
+    return ids
+
+
+def settle(cluster, topic: str, present: bool) -> None:
+    """Cluster mode: waits until every broker's view (and so its local copy) has the
+    same `topic` (present) or none. Producing while a broker still has the old copy
+    would write to it."""
+    if cluster:
+        wait_until(lambda: (lambda ids: len(ids) == 1 and (None not in ids) == present)(
+            topic_ids(cluster, topic)), 30, f"every broker's view of {topic} to agree")
+
+
 def scenario(admin_broker, client_broker, group: str, topic: str,
-             session_timeout_ms: int = 6000) -> None:
+             session_timeout_ms: int = 6000, cluster=None) -> None:
     """The issue's scenario: deletion through `admin_broker`, everything else through
     `client_broker`; the new member's session timeout must be within the coordinator's
-    bounds."""
+    bounds. `cluster`: every broker, in cluster mode."""
     other = unique_topic("kept")
     ck_create_topic(admin_broker, topic, 1)
     ck_create_topic(admin_broker, other, 1)
+    settle(cluster, topic, True)
+    settle(cluster, other, True)
     ck_produce(client_broker, topic,
                [Msg(b"k", f"old-{i}".encode(), [], partition=0) for i in range(N)])
     commit(client_broker, group, {(topic, 0): COMMITTED, (other, 0): OTHER})
@@ -120,7 +141,9 @@ def scenario(admin_broker, client_broker, group: str, topic: str,
         {(topic, 0): COMMITTED, (other, 0): OTHER}
 
     delete_topic(admin_broker, topic)
+    settle(cluster, topic, False)
     ck_create_topic(admin_broker, topic, 1)
+    settle(cluster, topic, True)
     ck_produce(client_broker, topic,
                [Msg(b"k", f"new-{i}".encode(), [], partition=0) for i in range(N)])
 
@@ -247,7 +270,8 @@ def test_offsets_of_a_topic_deleted_on_another_broker_are_gone_cluster(broker_fa
                      if slot_owner(brokers[0], g) not in (None, 1))
         owner = brokers[slot_owner(brokers[0], group) - 1]
         # cluster_config: max_session_timeout_ms = 3000.
-        scenario(brokers[0], brokers[1], group, topic, session_timeout_ms=3000)
+        scenario(brokers[0], brokers[1], group, topic, session_timeout_ms=3000,
+                 cluster=brokers)
         assert "committed offsets of deleted topics removed" in owner.stderr_text()
     finally:
         zk.stop()
