@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use drover_coordinator::kafka_wire::{served_versions, KAFKA_GROUP_APIS};
-use drover_coordinator::{ConnId, CoordinatorConfig, FetchScope, Input, Output};
+use drover_coordinator::{ConnId, CoordinatorConfig, FetchScope, Input, Output, TopicName};
 use kafka::*;
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as OwnedTopic;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
@@ -1187,6 +1187,77 @@ fn a_groups_commits_reach_the_store_one_batch_at_a_time_in_order() {
     // Answers on one connection come in request order.
     let order: Vec<i32> = h.received(c2).iter().map(|(c, _)| *c).collect();
     assert_eq!(order, [1, 2]);
+}
+
+/// The host's inputs after `orders` was deleted and re-created (a new topic id, the
+/// same partition count) and `audit` deleted.
+fn recreate_orders_delete_audit(h: &mut Harness) {
+    let ids = [("orders", [9u8; 16]), ("payments", PAYMENTS_ID)]
+        .into_iter()
+        .map(|(n, id)| (TopicName::new(n), id))
+        .collect();
+    h.feed(Input::TopicIds { ids });
+    let topics = [("orders", 6), ("payments", 3)]
+        .into_iter()
+        .map(|(n, p)| (TopicName::new(n), p))
+        .collect();
+    h.feed(Input::TopicsChanged { topics });
+}
+
+#[test]
+fn commits_queued_for_a_deleted_or_recreated_topic_never_reach_the_store() {
+    let mut h = Harness::new();
+    h.store.hold = true;
+    let c1 = h.connect();
+    let c2 = h.connect();
+    // One batch in flight; three commits queued behind it.
+    let first = h.send(c1, 8, commit_request("solo", "", -1, &[("orders", 0, 1)]));
+    let mixed = h.send(
+        c2,
+        8,
+        commit_request("solo", "", -1, &[("orders", 0, 60), ("payments", 0, 5)]),
+    );
+    let old_only = h.send(c2, 8, commit_request("solo", "", -1, &[("orders", 1, 7)]));
+    let audit = h.send(c1, 8, commit_request("solo", "", -1, &[("audit", 1, 3)]));
+    assert_eq!(h.held().len(), 1);
+    recreate_orders_delete_audit(&mut h);
+    // The queued commits with nothing left to write are answered at once (in request
+    // order on their connections: behind the batch in flight on c1, after `mixed` on c2).
+    assert!(h.waiting(&old_only) && h.waiting(&audit));
+    h.release_store();
+    assert_eq!(codes(&h.take(&first)), [0]);
+    assert_eq!(codes(&h.take(&audit)), [E::UnknownTopicOrPartition.code()]);
+    // The next batch carries only what still exists.
+    let batch: Vec<Output> = h.held().to_vec();
+    assert_eq!(batch.len(), 1);
+    let Output::CommitOffsets { records, .. } = &batch[0] else {
+        panic!("{batch:?}")
+    };
+    let written: Vec<(String, i32, i64)> = records
+        .iter()
+        .map(|r| (r.tp.topic.to_string(), r.tp.partition, r.offset))
+        .collect();
+    assert_eq!(written, [("payments".to_string(), 0, 5)]);
+    h.release_store();
+    assert_eq!(
+        codes(&h.take(&mixed)),
+        [E::UnknownTopicOrPartition.code(), 0]
+    );
+    assert_eq!(
+        codes(&h.take(&old_only)),
+        [E::UnknownTopicOrPartition.code()]
+    );
+    // The in-flight batch landed (the host removes it with the topic's offsets); the
+    // queued old-topic offsets did not.
+    assert_eq!(h.store.get("solo", &tp("orders", 0)), Some(1));
+    assert_eq!(h.store.get("solo", &tp("orders", 1)), None);
+    assert_eq!(h.store.get("solo", &tp("audit", 1)), None);
+    // The re-created topic takes commits; the deleted one is unknown.
+    h.store.hold = false;
+    let r = h.call(c1, 8, commit_request("solo", "", -1, &[("orders", 1, 2)]));
+    assert_eq!(codes(&r), [0]);
+    let r = h.call(c1, 8, commit_request("solo", "", -1, &[("audit", 0, 2)]));
+    assert_eq!(codes(&r), [E::UnknownTopicOrPartition.code()]);
 }
 
 /// One group of an OffsetFetch v8 answer: id, error, (topic, partition, offset).

@@ -1352,3 +1352,77 @@ fn describe_groups_on_the_channel_fails_the_consumer() {
     assert_eq!(failures(&w, FailureReason::ProtocolViolation), 1);
     assert!(w.raw_decoded(conn, ApiKey::DescribeGroups).is_empty());
 }
+
+/// Offsets a native group accepted while its batch was in flight, for a topic deleted
+/// before they were written, never reach the store (the host removes the topic's
+/// stored offsets after the batch in flight): their CommitOffset entries are answered
+/// UNKNOWN_TOPIC_OR_PARTITION, the rest of the request is written.
+#[test]
+fn pending_native_offsets_of_a_deleted_topic_never_reach_the_store() {
+    let mut params = Params::fixed();
+    params.store_delay = (100, 100);
+    let mut w = World::new(test_config(), params, 1);
+    w.set_topics(&[("orders", 6), ("payments", 3)]);
+    let conn = w.raw_conn();
+    let commit = |w: &mut World, corr: i32, offsets: &[(&str, i32, i64)]| {
+        let topics = offsets
+            .iter()
+            .map(|(t, p, o)| proto::TopicOffsets {
+                topic: t.to_string(),
+                partitions: vec![proto::PartitionOffset {
+                    partition: *p,
+                    offset: *o,
+                    metadata: None,
+                }],
+            })
+            .collect();
+        let request = proto::CommitOffsetRequest {
+            group_id: "solo".into(),
+            consumer_id: String::new(),
+            generation: -1,
+            topics,
+        };
+        w.raw_request(conn, corr, &NativeRequest::CommitOffset(request));
+        w.run_for(10);
+    };
+    // In flight for 100 ms; the next two wait behind it.
+    commit(&mut w, 1, &[("payments", 0, 1)]);
+    commit(&mut w, 2, &[("orders", 0, 60), ("payments", 1, 5)]);
+    commit(&mut w, 3, &[("orders", 1, 7)]);
+    w.set_topics(&[("payments", 3)]);
+    w.run_for(500);
+    let codes: Vec<(i32, Vec<ErrorCode>)> = w
+        .raw_decoded(conn, ApiKey::CommitOffset)
+        .into_iter()
+        .map(|(corr, r)| {
+            let NativeResponse::CommitOffset(r) = r else {
+                panic!("{r:?}")
+            };
+            let codes = r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect();
+            (corr, codes)
+        })
+        .collect();
+    let unknown = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
+    assert_eq!(
+        codes,
+        [
+            (1, vec![ErrorCode::NONE]),
+            (2, vec![unknown, ErrorCode::NONE]),
+            (3, vec![unknown]),
+        ]
+    );
+    let stored: Vec<(String, i64)> = w
+        .store
+        .iter()
+        .map(|((_, tp), (offset, _))| (tp.to_string(), *offset))
+        .collect();
+    assert_eq!(
+        stored,
+        [("payments-0".to_string(), 1), ("payments-1".to_string(), 5)]
+    );
+    w.assert_clean();
+}

@@ -351,11 +351,31 @@ impl Coordinator {
             }
             Input::ConnectionClosed { conn } => self.on_closed(conn),
             Input::Timer => {}
-            Input::TopicsChanged { topics } => self.on_topics(topics),
+            Input::TopicsChanged { topics } => {
+                let lost: BTreeSet<TopicName> = self
+                    .cx
+                    .topics
+                    .keys()
+                    .filter(|t| !topics.contains_key(*t))
+                    .cloned()
+                    .collect();
+                self.forget_topics(&lost);
+                self.on_topics(topics)
+            }
             Input::OffsetsCommitted { op, result } => self.on_committed(op, result),
             Input::OffsetsFetched { op, result } => self.on_fetched(op, result),
             Input::OffsetsDeleted { op, result } => self.on_offsets_deleted(op, result),
-            Input::TopicIds { ids } => self.kafka.topic_ids = ids,
+            Input::TopicIds { ids } => {
+                let lost: BTreeSet<TopicName> = self
+                    .kafka
+                    .topic_ids
+                    .iter()
+                    .filter(|(t, id)| ids.get(*t) != Some(*id))
+                    .map(|(t, _)| t.clone())
+                    .collect();
+                self.kafka.topic_ids = ids;
+                self.forget_topics(&lost);
+            }
             Input::SlotGained { slot, stopped_ms } => self.on_slot_gained(slot, stopped_ms),
             Input::SlotLost { slot } => self.on_slot_lost(slot),
         }
@@ -1119,6 +1139,22 @@ impl Coordinator {
     }
 
     // ------------------------------------------------------------------ topics, store
+
+    /// Topics `lost` are gone: deleted (missing from [`Input::TopicsChanged`]) or
+    /// re-created with a new id ([`Input::TopicIds`]). Offsets accepted for them and
+    /// not yet handed to the store are dropped, in native and Kafka groups alike; the
+    /// host removes what the store has, after every batch already handed to it
+    /// (Kafka's `onPartitionsDeleted`).
+    fn forget_topics(&mut self, lost: &BTreeSet<TopicName>) {
+        if lost.is_empty() {
+            return;
+        }
+        tracing::debug!(topics = ?lost, "topics gone: dropping their offsets not yet written");
+        for g in self.groups.values_mut() {
+            g.forget_topics(&mut self.cx, lost);
+        }
+        self.forget_kafka_commits_of(lost);
+    }
 
     fn on_topics(&mut self, topics: BTreeMap<TopicName, u32>) {
         let old = std::mem::replace(&mut self.cx.topics, topics);

@@ -18,7 +18,7 @@ use drover_protocol::ErrorCode;
 use super::group::Group;
 use super::{Ctx, Op, TimerKey};
 use crate::io::{Event, Output};
-use crate::types::{Generation, OffsetEntry, OpId, StoreError, TopicPartition};
+use crate::types::{Generation, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
 
 /// Where an offset comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,6 +205,41 @@ impl Group {
             self.flush_commits(cx);
         }
         self.progress(cx);
+    }
+
+    /// Topics `lost` are gone (deleted, or re-created with a new id): their accepted
+    /// offsets not yet handed to the store are dropped (the CommitOffset entries
+    /// waiting for them get UNKNOWN_TOPIC_OR_PARTITION), so none lands on a re-created
+    /// topic, and their last accepted values are forgotten, so a re-created topic's
+    /// offsets are not held to the old topic's (no "backwards" offset refused). A batch
+    /// already handed to the store is ordered before the host's removal of the
+    /// topics' offsets.
+    pub(crate) fn forget_topics(&mut self, cx: &mut Ctx, lost: &BTreeSet<TopicName>) {
+        self.commits.known.retain(|tp, _| !lost.contains(&tp.topic));
+        let before = self.commits.pending.len();
+        self.commits
+            .pending
+            .retain(|tp, _| !lost.contains(&tp.topic));
+        if self.commits.pending.len() == before {
+            return;
+        }
+        for id in &self.commits.pending_waiters {
+            let Some(w) = cx.waiters.get_mut(id) else {
+                continue;
+            };
+            let response = &mut w.response;
+            w.waiting.retain(|&(t, p)| {
+                let topic = &mut response.topics[t];
+                if !lost.contains(topic.topic.as_str()) {
+                    return true;
+                }
+                topic.partitions[p].error_code = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
+                false
+            });
+        }
+        // Waiters left with nothing pending are answered now (or with the batch in
+        // flight).
+        self.flush_commits(cx);
     }
 
     /// A CommitOffset request with accepted entries: answered with the batch.

@@ -6,10 +6,12 @@
 //! the next message or the coordinator's `poll_timeout` deadline, whichever is first.
 //! Executing outputs never blocks: frames are handed to connection queues with
 //! `try_send` (a consumer that does not read its channel is disconnected), offset-store
-//! operations go to the store worker's queue.
+//! operations go to the store worker's queue. A topic-id list that lost a topic
+//! (deleted, or re-created with a new id) also queues the removal of its committed
+//! offsets there, after the coordinator has seen the list ([`super::topic_deletion`]).
 
 use std::{
-    collections::VecDeque,
+    collections::{BTreeMap, VecDeque},
     sync::{
         atomic::{AtomicU64, Ordering},
         Arc,
@@ -29,6 +31,7 @@ use tokio::sync::oneshot;
 use super::{
     conns::{ConnSink, ConnTable, Delivery, Slot},
     store_worker::StoreOp,
+    topic_deletion::{self, GroupOwner},
 };
 use crate::{broker::Broker, plugins::CoordinatorHandle, server::dispatch::Outcome};
 
@@ -258,6 +261,8 @@ pub struct Driver {
     epoch: Instant,
     /// Whether connections were closed after the coordinator went out of service.
     failed_over: bool,
+    /// Topic ids by name as last forwarded, to tell which topics a new list lost.
+    topic_ids: BTreeMap<String, [u8; 16]>,
 }
 
 /// Starts the coordinator thread; returns its client and join handle.
@@ -270,6 +275,7 @@ pub fn spawn(
 ) -> std::io::Result<(CoordinatorClient, JoinHandle<()>)> {
     let (tx, rx) = channel;
     let plugin = coordinator.summary().name.clone();
+    let topic_ids = topic_deletion::id_map(&super::start::topic_ids(&broker));
     let driver = Driver {
         coordinator,
         conns: ConnTable::default(),
@@ -278,6 +284,7 @@ pub fn spawn(
         broker,
         epoch: Instant::now(),
         failed_over: false,
+        topic_ids,
     };
     let thread = std::thread::Builder::new()
         .name("drover-coordinator".into())
@@ -372,8 +379,24 @@ impl Driver {
                 }
             }
             Msg::TopicsChanged(topics, ids) => {
+                let now = topic_deletion::id_map(&ids);
+                let lost = topic_deletion::lost_topics(&self.topic_ids, &now);
+                self.topic_ids = now;
                 self.feed(CoordinatorInput::TopicIds { topics: ids });
                 self.feed(CoordinatorInput::TopicsChanged { topics });
+                if !lost.is_empty() {
+                    // After the coordinator forgot the topics, so no commit it issues
+                    // from now on names them; after every commit it issued before.
+                    tracing::info!(topics = ?lost, "topics deleted: removing their committed offsets");
+                    let owner = match self.broker.cluster() {
+                        None => GroupOwner::All,
+                        Some(cluster) => GroupOwner::Slots(Arc::clone(cluster)),
+                    };
+                    let _ = self.store.send(StoreOp::DeleteTopics {
+                        topics: lost,
+                        owner,
+                    });
+                }
             }
             Msg::Store(results) => {
                 for input in results {

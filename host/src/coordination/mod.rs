@@ -12,6 +12,8 @@
 //!   coordinator channels.
 //! - [`store_worker`]: executes offset-store operations in batches on its own thread
 //!   (all commits of a batch in one store transaction) and feeds the results back.
+//! - [`topic_deletion`]: removes the committed offsets of topics this broker's view
+//!   lost (deleted, or re-created with a new id), in the store worker's order.
 //! - [`kafka_admin`]: the host as a Kafka client of its coordinator: which Kafka group
 //!   APIs it serves (an ApiVersions probe at startup), and ListGroups/DescribeGroups
 //!   for the admin API.
@@ -26,6 +28,7 @@ pub mod driver;
 pub mod kafka_admin;
 pub mod start;
 pub mod store_worker;
+pub mod topic_deletion;
 
 pub use driver::{CoordinatorClient, DriverError};
 pub use start::{start, StartError};

@@ -8,14 +8,17 @@
 //! fetches, and sends every result back to the driver in one message. While a batch is
 //! being written, new operations queue up and form the next batch: group commit.
 //! The store is whichever [`OffsetStores`] routes to, so a swap happens underneath.
+//! A [`StoreOp::DeleteTopics`] (a topic this broker's view lost) splits its batch: the
+//! operations queued before it run first, the ones queued after it afterwards.
 
-use std::sync::Arc;
+use std::{collections::BTreeSet, sync::Arc};
 
 use abi_stable::std_types::{RResult, RString, RVec};
 use drover_abi::{
     coordinator::CoordinatorInput, ErrorKind, OffsetRecord, PluginError, TopicPartitions,
 };
 
+use super::topic_deletion::{self, GroupOwner};
 use crate::{offsets::OffsetStores, plugins::CallError};
 
 /// One operation from the coordinator.
@@ -48,6 +51,15 @@ pub enum StoreOp {
         /// The partitions, or empty for the whole group.
         partitions: RVec<TopicPartitions>,
     },
+    /// Remove every committed offset of `topics` (deleted, or re-created with a new
+    /// id) from the groups `owner` allows ([`topic_deletion`]); no answer. Ordered:
+    /// after every operation queued before it, before every one queued after it.
+    DeleteTopics {
+        /// The lost topics' names.
+        topics: BTreeSet<String>,
+        /// Which groups this broker may rewrite.
+        owner: GroupOwner,
+    },
 }
 
 /// Runs the worker until `ops` is closed. `deliver` sends a batch of results to the
@@ -72,10 +84,62 @@ pub fn run(
     }
 }
 
-/// Executes one batch: all commits in one store call, then the fetches, then the
-/// deletes (an OffsetDelete or DeleteGroups accepted after a commit of the same batch
-/// still comes after it).
+/// Executes one batch: each run of operations between two [`StoreOp::DeleteTopics`]
+/// as below, each topic deletion where it was queued.
 pub fn execute(store: &OffsetStores, batch: Vec<StoreOp>) -> Vec<CoordinatorInput> {
+    let mut results = Vec::new();
+    let mut run = Vec::new();
+    for op in batch {
+        match op {
+            StoreOp::DeleteTopics { topics, owner } => {
+                results.extend(execute_run(store, std::mem::take(&mut run)));
+                delete_topics(store, &topics, &owner);
+            }
+            other => run.push(other),
+        }
+    }
+    results.extend(execute_run(store, run));
+    results
+}
+
+/// Attempts at reading the store for a topic deletion, and the pause between two.
+const SWEEP_ATTEMPTS: u32 = 3;
+const SWEEP_RETRY_MS: u64 = 500;
+
+/// Removes the committed offsets of lost topics, logging what it did. A store that
+/// cannot be read is tried [`SWEEP_ATTEMPTS`] times, [`SWEEP_RETRY_MS`] ms apart, in
+/// place: later operations must not run before it.
+fn delete_topics(store: &OffsetStores, topics: &BTreeSet<String>, owner: &GroupOwner) {
+    let mut attempt = 1;
+    let outcome = loop {
+        match topic_deletion::sweep(store, topics, owner) {
+            Err(e) if attempt < SWEEP_ATTEMPTS => {
+                tracing::warn!(topics = ?topics, attempt, "reading the offset store to remove the committed offsets of deleted topics: {e}; retrying");
+                std::thread::sleep(std::time::Duration::from_millis(SWEEP_RETRY_MS));
+                attempt += 1;
+            }
+            other => break other,
+        }
+    };
+    match outcome {
+        Ok(swept) => tracing::info!(
+            topics = ?topics,
+            groups = swept.groups,
+            offsets = swept.offsets,
+            "committed offsets of deleted topics removed"
+        ),
+        Err(e) => tracing::error!(
+            topics = ?topics,
+            "reading the offset store to remove the committed offsets of deleted topics: {e}; \
+             they stay (OffsetDelete or DeleteGroups removes them)"
+        ),
+    }
+}
+
+/// Executes operations without topic deletions: all commits in one store call, then
+/// the fetches, then the deletes (an OffsetDelete or DeleteGroups accepted after a
+/// commit of the same batch still comes after it).
+fn execute_run(store: &OffsetStores, batch: Vec<StoreOp>) -> Vec<CoordinatorInput> {
     let mut commit_ops = Vec::new();
     let mut records = Vec::new();
     let mut fetches = Vec::new();
@@ -96,6 +160,8 @@ pub fn execute(store: &OffsetStores, batch: Vec<StoreOp>) -> Vec<CoordinatorInpu
                 group,
                 partitions,
             } => fetches.push((op, group, partitions)),
+            // Not reached: `execute` runs them between runs.
+            StoreOp::DeleteTopics { topics, owner } => delete_topics(store, &topics, &owner),
         }
     }
     let mut results = Vec::with_capacity(commit_ops.len() + fetches.len());
@@ -142,7 +208,7 @@ pub fn execute(store: &OffsetStores, batch: Vec<StoreOp>) -> Vec<CoordinatorInpu
 /// per-partition delete, so the group's other offsets are read, the group deleted and
 /// the others committed back (not atomic: a crash in between loses them; the log says
 /// which were being rewritten).
-fn delete(
+pub(super) fn delete(
     store: &OffsetStores,
     group: &str,
     partitions: &[TopicPartitions],
@@ -164,7 +230,7 @@ fn delete(
     if !keep.is_empty() {
         if let Err(e) = store.commit(&keep) {
             tracing::error!(group, kept = ?keep.iter().map(|r| format!("{}-{}@{}", r.topic, r.partition, r.offset)).collect::<Vec<_>>(),
-                "OffsetDelete: rewriting the group's other offsets failed: {e}");
+                "deleting some of a group's offsets (OffsetDelete, a deleted topic): rewriting the group's other offsets failed: {e}");
             return Err(e);
         }
     }

@@ -164,6 +164,17 @@ impl OffsetStores {
         self.stopping.load(Ordering::Acquire)
     }
 
+    /// Routing as during a swap that is copying from `old` to `new` (`switched`
+    /// false: reads from `old`) or draining `old` (`switched` true: reads from `new`);
+    /// commits and deletes reach both. For tests of what happens during a swap: a real
+    /// swap is [`swap::start`].
+    #[doc(hidden)]
+    pub fn swapping(old: NamedStore, new: NamedStore, switched: bool) -> Arc<OffsetStores> {
+        let stores = OffsetStores::new(old.clone());
+        *write(&stores.routing) = Routing::Dual { old, new, switched };
+        stores
+    }
+
     /// The store reads come from now.
     pub fn reader(&self) -> NamedStore {
         match &*read(&self.routing) {

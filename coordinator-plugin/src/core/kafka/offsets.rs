@@ -98,6 +98,40 @@ pub(crate) struct KafkaOffsets {
 }
 
 impl KafkaOffsets {
+    /// Topics `lost` are gone (deleted, or re-created with a new id): the commits
+    /// queued behind a group's batch in flight lose their entries for them, which are
+    /// answered UNKNOWN_TOPIC_OR_PARTITION (as Kafka answers a commit for a topic it
+    /// does not have), so none lands on a re-created topic. Returns the commits left
+    /// with nothing to write, to answer now. (A batch already handed to the store is
+    /// ordered before the host's removal of the topics' offsets.)
+    fn forget_topics(
+        &mut self,
+        lost: &std::collections::BTreeSet<TopicName>,
+    ) -> Vec<(SlotRef, KafkaReplyTo, OffsetCommitResponse)> {
+        let mut answered = Vec::new();
+        for waits in self.queued.values_mut() {
+            for w in waits.iter_mut() {
+                w.records.retain(|r| !lost.contains(&r.tp.topic));
+                let response = &mut w.response;
+                w.accepted.retain(|&(t, p)| {
+                    let topic = &mut response.topics[t];
+                    if !lost.contains(topic.name.as_str()) {
+                        return true;
+                    }
+                    topic.partitions[p].error_code = ResponseError::UnknownTopicOrPartition.code();
+                    false
+                });
+            }
+            let (empty, keep): (Vec<CommitWait>, Vec<CommitWait>) = std::mem::take(waits)
+                .into_iter()
+                .partition(|w| w.records.is_empty());
+            *waits = keep;
+            answered.extend(empty.into_iter().map(|w| (w.slot, w.to, w.response)));
+        }
+        self.queued.retain(|_, waits| !waits.is_empty());
+        answered
+    }
+
     /// Whether `op` is a Kafka offset operation.
     pub(crate) fn has_op(&self, op: OpId) -> bool {
         self.commits.contains_key(&op)
@@ -253,6 +287,15 @@ impl Coordinator {
             self.kafka.offsets.queued.entry(gid).or_default().push(wait);
         } else {
             self.send_commit(gid, vec![wait]);
+        }
+    }
+
+    /// Topics `lost` are gone: queued Kafka commits drop their entries for them
+    /// ([`KafkaOffsets::forget_topics`]).
+    pub(crate) fn forget_kafka_commits_of(&mut self, lost: &std::collections::BTreeSet<TopicName>) {
+        for (slot, to, response) in self.kafka.offsets.forget_topics(lost) {
+            self.cx
+                .respond_kafka(slot, to, ResponseKind::OffsetCommit(response));
         }
     }
 
