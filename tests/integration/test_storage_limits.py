@@ -175,6 +175,31 @@ def test_one_metadata_request_naming_10000_new_topics_creates_at_most_the_bound(
     broker.assert_alive()
 
 
+def produce_many_topics_v3(names: list[str], records: bytes) -> bytes:
+    """One Produce v3 request with `records` for partition 0 of every name."""
+    body = kstr(None) + struct.pack(">hi", 1, 10000) + struct.pack(">i", len(names))
+    for name in names:
+        body += (kstr(name) + struct.pack(">i", 1) + struct.pack(">i", 0)
+                 + struct.pack(">i", len(records)) + records)
+    return body
+
+
+def test_one_produce_request_naming_1000_new_topics_creates_at_most_the_bound(broker_factory):
+    broker = broker_factory("[topics]\nauto_create_max_per_request = 20\n")
+    prefix = unique_topic("produce-storm")
+    names = [f"{prefix}-{i}" for i in range(1_000)]
+    with RawConn(broker, timeout=60) as c:
+        corr = c.request(API_PRODUCE, 3, produce_many_topics_v3(names, record_batch([(b"k", b"v")])))
+        results = parse_produce_v3(c.recv_response(corr))
+    codes = {name: err for (name, _), (err, _) in results.items()}
+    assert set(codes) == set(names)
+    created = [n for n, err in codes.items() if err == 0]
+    assert 1 <= len(created) <= 20, len(created)
+    assert {err for err in codes.values() if err != 0} == {UNKNOWN_TOPIC_OR_PARTITION}
+    assert_healthy(broker)
+    broker.assert_alive()
+
+
 def test_thousands_of_small_segments_keep_descriptors_bounded_and_stay_readable(limited_broker):
     # Before: three descriptors per segment, so the log stopped rolling (and serving
     # appends) after about 130 segments under this limit.

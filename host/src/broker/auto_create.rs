@@ -1,5 +1,5 @@
 //! Bounds on topic auto-creation (Metadata and Produce naming unknown topics): at most
-//! `topics.auto_create_max_per_request` per Metadata request, and at most
+//! `topics.auto_create_max_per_request` per Metadata or Produce request, and at most
 //! `topics.auto_create_per_sec` per second for the whole broker (a token bucket holding
 //! one second's worth). A name beyond either bound is answered
 //! `UNKNOWN_TOPIC_OR_PARTITION`, which clients treat as retriable, as Kafka answers

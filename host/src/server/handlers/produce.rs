@@ -37,7 +37,7 @@ use tokio::sync::Semaphore;
 
 use super::{first_error, now_ms};
 use crate::{
-    broker::{topics::validate_name, Broker, Partition, Topic},
+    broker::{auto_create::AutoCreateBudget, topics::validate_name, Broker, Partition, Topic},
     log::{
         batch::BatchError,
         validate::{validate_produced, ValidationRules},
@@ -114,6 +114,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
     };
     let rules = ValidationRules::new(&broker.config.log, now_ms());
     let work = Arc::clone(broker);
+    let mut budget = work.topics.auto_create_budget();
     let (responses, waits) = {
         let mut waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
         let responses = request
@@ -126,7 +127,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                         .get_by_id(data.topic_id)
                         .ok_or(ResponseError::UnknownTopicId)
                 } else {
-                    find_or_create(&work, data.name.0.as_str())
+                    find_or_create(&work, data.name.0.as_str(), &mut budget)
                 };
                 let mut out = TopicProduceResponse::default();
                 out.name = data.name.clone();
@@ -194,7 +195,8 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
         let mut responses = responses;
         for (ti, pi, partition, end) in waits {
             if let Err(e) = partition.wait_durable(end).await {
-                tracing::error!(
+                crate::warn_limited!(
+                    "produce.flush_failed",
                     partition = partition.index,
                     "flush failed, produce not acknowledged: {e}"
                 );
@@ -235,7 +237,14 @@ fn carries_compressed_batch(request: &ProduceRequest) -> bool {
 /// broker-wide rate (`topics.auto_create_per_sec`) and partition limit allow it;
 /// otherwise `UNKNOWN_TOPIC_OR_PARTITION` (retriable), as Kafka answers a topic it does
 /// not create.
-fn find_or_create(broker: &Broker, name: &str) -> Result<Arc<Topic>, ResponseError> {
+/// The topic `name`, auto-created (when enabled) within this request's `budget`:
+/// `topics.auto_create_max_per_request` per request and `topics.auto_create_per_sec`
+/// broker-wide, beyond which the name is answered UNKNOWN_TOPIC_OR_PARTITION.
+fn find_or_create(
+    broker: &Broker,
+    name: &str,
+    budget: &mut AutoCreateBudget<'_>,
+) -> Result<Arc<Topic>, ResponseError> {
     if let Some(topic) = broker.topics.get(name) {
         return Ok(topic);
     }
@@ -246,13 +255,11 @@ fn find_or_create(broker: &Broker, name: &str) -> Result<Arc<Topic>, ResponseErr
     if !broker.auto_create() {
         return Err(ResponseError::UnknownTopicOrPartition);
     }
-    // One budget per topic: the per-request bound applies to Metadata, which is where
-    // clients learn about (and so create) the topics they produce to.
-    if !broker.topics.auto_create_budget().try_take() {
+    if !budget.try_take() {
         crate::info_limited!(
             "produce.auto_create_limited",
-            "auto-creation rate reached (topics.auto_create_per_sec): `{name}` answered \
-             UNKNOWN_TOPIC_OR_PARTITION"
+            "auto-creation bound reached (topics.auto_create_max_per_request or \
+             auto_create_per_sec): `{name}` answered UNKNOWN_TOPIC_OR_PARTITION"
         );
         return Err(ResponseError::UnknownTopicOrPartition);
     }
