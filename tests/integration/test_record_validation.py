@@ -176,6 +176,12 @@ HOSTILE = {
     "truncated lz4": (encode_batch(three(30), count=30, attributes=3,
                                    compress=lambda b: lz4f(b)[:-9]),
                       {CORRUPT_MESSAGE, INVALID_RECORD}),
+    "lz4 frame cut before its end mark": (encode_batch(three(30), count=30, attributes=3,
+                                                       compress=lambda b: lz4f(b)[:-4]),
+                                          {CORRUPT_MESSAGE, INVALID_RECORD}),
+    "lz4 frame followed by junk": (encode_batch(three(30), count=30, attributes=3,
+                                                compress=lambda b: lz4f(b) + b"12345678"),
+                                   {CORRUPT_MESSAGE, INVALID_RECORD}),
     "negative key length": (encode_batch(encode_record(0, 0, None, None,
                                                        fields=[0, 0, -5, -1, 0]), count=1),
                             {INVALID_RECORD}),
@@ -283,3 +289,26 @@ def test_a_lying_max_timestamp_is_corrected(broker, codec):
         assert tp.offset == -1, tp  # nothing that late: the log end, not offset 0
     finally:
         c.close()
+
+
+def test_honest_zstd_at_level_22_is_accepted(broker):
+    """Level 22 written as a stream of unknown size declares a 128 MiB window, as
+    Kafka's Java producer does at `compression.zstd.level` 20-22; Kafka accepts it."""
+    import io
+
+    import zstandard
+
+    def zstd22(b: bytes) -> bytes:
+        out = io.BytesIO()
+        with zstandard.ZstdCompressor(level=22).stream_writer(out, closefd=False) as w:
+            w.write(b)
+        return out.getvalue()
+
+    topic = unique_topic("zstd22")
+    ck_create_topic(broker, topic, 1)
+    recs = b"".join(encode_record(i, i, None, b"z%d" % i * 50) for i in range(100))
+    with RawConn(broker) as c:
+        r = produce_v8(c, topic, encode_batch(recs, count=100, attributes=4, compress=zstd22))
+    assert (r["error"], r["base_offset"]) == (0, 0), r
+    got = kp_consume(broker, topic, {0: 100})[0]
+    assert [g.value for g in got] == [b"z%d" % i * 50 for i in range(100)]

@@ -8,16 +8,19 @@
 //! ([`super::records`]) read records from it without holding the whole batch.
 //!
 //! Memory per decoder: the codec's own window (gzip 32 KiB; lz4 at most 4 MiB per block;
-//! zstd at most 2^[`ZSTD_WINDOW_LOG_MAX`] bytes, larger windows are refused), and for
+//! zstd at most 2^[`ZSTD_WINDOW_LOG_MAX`] bytes = 128 MiB, larger windows are refused),
+//! and for
 //! snappy one block, whose decompressed length is checked against the caller's cap before
 //! anything is allocated.
 
 use std::io::{self, Read};
 
-/// Largest zstd window accepted, as a power of two: 2^24 = 16 MiB. zstd's compressors
-/// use at most 8 MiB windows at level 19 and below; only long-distance matching asks
-/// for more, and a frame that declares more is refused instead of allocating it.
-pub const ZSTD_WINDOW_LOG_MAX: u32 = 24;
+/// Largest zstd window accepted, as a power of two: 2^27 = 128 MiB, the limit Kafka's
+/// own decoder (zstd-jni) keeps by default. Levels 20–22 and long-distance matching
+/// declare windows of 32–128 MiB when the input size is not known up front (as the Java
+/// producer compresses), so a smaller limit would refuse honest batches; a frame that
+/// declares more is refused instead of allocating it.
+pub const ZSTD_WINDOW_LOG_MAX: u32 = 27;
 
 /// The xerial snappy stream header: magic, then version and compatible-version words.
 const XERIAL_MAGIC: &[u8; 8] = b"\x82SNAPPY\x00";
@@ -35,7 +38,7 @@ pub fn decoder<'a>(codec: u8, data: &'a [u8], max_block: usize) -> io::Result<Bo
         0 => Box::new(data),
         1 => Box::new(flate2::read::MultiGzDecoder::new(data)),
         2 => Box::new(SnappyReader::new(data, max_block)),
-        3 => Box::new(lz4::Decoder::new(data)?),
+        3 => Box::new(Lz4Reader(Some(lz4::Decoder::new(data)?))),
         4 => {
             let mut d = zstd::stream::read::Decoder::with_buffer(data)?;
             d.window_log_max(ZSTD_WINDOW_LOG_MAX)?;
@@ -48,6 +51,39 @@ pub fn decoder<'a>(codec: u8, data: &'a [u8], max_block: usize) -> io::Result<Bo
             ))
         }
     })
+}
+
+/// An LZ4 frame that must end where the data ends: `lz4::Decoder` reports the end of
+/// its input as the end of the stream even inside a frame, and never looks at bytes
+/// after the frame's end mark. Consumers fail on both (librdkafka on trailing bytes,
+/// kafka-python on a frame cut short), so both are errors here.
+struct Lz4Reader<'a>(Option<lz4::Decoder<&'a [u8]>>);
+
+impl Read for Lz4Reader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(decoder) = self.0.as_mut() else {
+            return Ok(0);
+        };
+        let n = decoder.read(buf)?;
+        if n > 0 || buf.is_empty() {
+            return Ok(n);
+        }
+        let Some(decoder) = self.0.take() else {
+            return Ok(0);
+        };
+        let (rest, finished) = decoder.finish();
+        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+        if finished.is_err() {
+            return Err(invalid("lz4: the frame is cut short".into()));
+        }
+        if !rest.is_empty() {
+            return Err(invalid(format!(
+                "lz4: {} bytes after the end of the frame",
+                rest.len()
+            )));
+        }
+        Ok(0)
+    }
 }
 
 /// Kafka's snappy: xerial framing (header, then blocks each prefixed with its
@@ -200,6 +236,18 @@ mod tests {
         assert!(read_all(4, &zs[..zs.len() - 3]).is_err());
         let x = xerial(&[&data]);
         assert!(read_all(2, &x[..x.len() - 1]).is_err());
+        let lz = {
+            let mut e = lz4::EncoderBuilder::new().build(Vec::new()).unwrap();
+            e.write_all(&data).unwrap();
+            e.finish().0
+        };
+        // Cut before the end mark, or followed by bytes that are not part of it.
+        assert!(read_all(3, &lz[..lz.len() - 4]).is_err());
+        let mut junk = lz.clone();
+        junk.extend_from_slice(b"12345678");
+        let err = read_all(3, &junk).unwrap_err();
+        assert!(err.to_string().contains("after the end"), "{err}");
+        assert_eq!(read_all(3, &lz).unwrap(), data);
         for codec in 1..=4 {
             assert!(
                 read_all(codec, b"definitely not compressed data").is_err(),
@@ -207,6 +255,23 @@ mod tests {
             );
         }
         assert!(read_all(5, b"").is_err());
+    }
+
+    #[test]
+    fn zstd_at_level_22_without_a_known_size_is_read() {
+        // As the Java producer writes it: a stream whose size is not known up front, so
+        // the frame declares the level's whole window (2^27 at level 22).
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 97) as u8).collect();
+        let mut e = zstd::stream::Encoder::new(Vec::new(), 22).unwrap();
+        e.include_contentsize(false).unwrap();
+        e.write_all(&data).unwrap();
+        let compressed = e.finish().unwrap();
+        let mut out = Vec::new();
+        decoder(4, &compressed, 1 << 20)
+            .unwrap()
+            .read_to_end(&mut out)
+            .unwrap();
+        assert_eq!(out, data);
     }
 
     #[test]

@@ -47,10 +47,10 @@ use crate::{
 };
 
 /// How many Produce requests with compressed batches the broker validates at once,
-/// broker-wide: each holds a decoder (up to 16 MiB for a zstd window, or a snappy block
-/// of up to `max_decompressed_batch_bytes`), so this bounds that memory; other requests
-/// wait their turn.
-pub const MAX_CONCURRENT_DECOMPRESSIONS: usize = 4;
+/// broker-wide: each holds a decoder (up to 128 MiB for a zstd window, or a snappy
+/// block of up to `max_decompressed_batch_bytes`), so this bounds that memory to
+/// 2 × 128 MiB; other requests wait their turn.
+pub const MAX_CONCURRENT_DECOMPRESSIONS: usize = 2;
 
 static DECOMPRESSIONS: Semaphore = Semaphore::const_new(MAX_CONCURRENT_DECOMPRESSIONS);
 
@@ -309,7 +309,12 @@ fn append(
     })?;
     let batch = validate_produced(records, rules).map_err(|e| {
         let e = LogError::InvalidBatch(e);
-        tracing::debug!(topic = %topic.name, partition = index, "produce refused: {e}");
+        crate::info_limited!(
+            "produce.refused",
+            topic = %topic.name,
+            partition = index,
+            "produce refused: {e}"
+        );
         Refusal::from(&e)
     })?;
     let mut log = partition.lock_log();
