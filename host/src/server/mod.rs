@@ -2,8 +2,11 @@
 //! [`listener`] (accept, bounded connections, shutdown) → [`connection`] (one task per
 //! client: frames in, responses out, in order) → [`frame`] (size-prefixed frames,
 //! bounded) → [`dispatch`] (request header, version checks, decoding, the handler
-//! table) → [`handlers`] (one module per API).
+//! table) → [`handlers`] (one module per API). Beside them: [`admission`] (who gets a
+//! connection slot) and [`budget`] (bytes of queued responses).
 
+pub mod admission;
+pub mod budget;
 pub mod connection;
 pub mod dispatch;
 pub mod frame;
