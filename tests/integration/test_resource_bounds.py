@@ -15,7 +15,7 @@ import time
 import pytest
 
 from drover_testlib import (API_API_VERSIONS, API_FETCH, API_PRODUCE, RawConn, ck_admin,
-                            ck_consume, ck_create_topic, fetch_v4_request, frame, kcat,
+                            ck_consume, ck_create_topic, frame, http_get, kcat, kstr,
                             parse_api_versions_v0, parse_produce_v3, produce_v3_request,
                             record_batch, request_header, unique_topic)
 
@@ -33,15 +33,24 @@ def rss_bytes(pid: int) -> int:
     raise AssertionError(f"no VmRSS for pid {pid}")
 
 
-def produce_large(broker, topic: str, n: int) -> None:
-    """Produces `n` values of VALUE_SIZE bytes to partition 0, one batch each."""
+def produce_large(broker, topic: str, partition: int, n: int) -> None:
+    """Produces `n` values of VALUE_SIZE bytes to `partition`, one batch each."""
     value = (bytes(range(256)) * (VALUE_SIZE // 256 + 1))[:VALUE_SIZE]
     with RawConn(broker, timeout=30) as c:
         for i in range(n):
             batch = record_batch([(b"k%d" % i, value)])
-            corr = c.request(API_PRODUCE, 3, produce_v3_request(topic, 0, batch))
+            corr = c.request(API_PRODUCE, 3, produce_v3_request(topic, partition, batch))
             ((err, base),) = parse_produce_v3(c.recv_response(corr)).values()
             assert (err, base) == (0, i), f"produce {i}: error {err}, base offset {base}"
+
+
+def fetch_v4_all(topic: str, partitions: int) -> bytes:
+    """A Fetch v4 body for every partition of `topic` from offset 0, asking for as much
+    as the protocol allows (max_bytes and partition_max_bytes 2 GiB − 1), without
+    waiting."""
+    return (struct.pack(">iiiib", -1, 0, 0, 0x7FFFFFFF, 0) + struct.pack(">i", 1) + kstr(topic)
+            + struct.pack(">i", partitions)
+            + b"".join(struct.pack(">iqi", p, 0, 0x7FFFFFFF) for p in range(partitions)))
 
 
 def metadata_answers(broker, timeout: float = 10) -> None:
@@ -56,6 +65,16 @@ def raise_nofile(want: int) -> None:
         if hard != resource.RLIM_INFINITY and hard < want:
             pytest.skip(f"needs {want} open files, the hard limit is {hard}")
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+def open_connections(broker) -> int:
+    """The broker's `drover_connections_open` gauge."""
+    status, _, body = http_get(broker.admin_url + "/metrics")
+    assert status == 200, f"/metrics answered {status}"
+    for line in body.splitlines():
+        if line.startswith("drover_connections_open "):
+            return int(float(line.split()[1]))
+    raise AssertionError("no drover_connections_open in /metrics")
 
 
 def closed_by_peer(sock: socket.socket) -> bool:
@@ -76,21 +95,22 @@ def closed_by_peer(sock: socket.socket) -> bool:
 # ---------------------------------------------------------------------------------
 # Item 7: clients that pipeline Fetch requests and never read
 # ---------------------------------------------------------------------------------
-def test_clients_that_never_read_their_fetches_do_not_exhaust_memory(broker):
-    """Four connections each pipeline 64 Fetch requests for 100 MiB (max_bytes and
-    partition_max_bytes at 2 GiB − 1) of a 96 MB partition and never read a byte. The
-    broker's RSS must stay under a bound the unbounded response queue exceeds many times
-    over (about 1 GB per connection before the fix), and once the clients are gone a
-    normal consumer is served."""
+def test_clients_that_never_read_their_fetches_do_not_exhaust_memory(broker_factory):
+    """Four connections each pipeline 64 Fetch requests for everything in a topic of 4
+    partitions × 24 MB and never read a byte. The broker's RSS must stay under a bound
+    the unbounded response queue exceeds several times over (about 2.5 GB in all before
+    the fix); once the broker has disconnected them (write timeout), the memory must go
+    back to the OS; and a normal consumer is served."""
+    b = broker_factory("[server]\nwrite_timeout_ms = 5000\n")
     topic = unique_topic("unread")
-    ck_create_topic(broker, topic, 1)
-    count = 96
-    produce_large(broker, topic, count)
-    pid = broker.proc.pid
+    partitions, per_partition = 4, 24
+    ck_create_topic(b, topic, partitions)
+    for p in range(partitions):
+        produce_large(b, topic, p, per_partition)
+    pid = b.proc.pid
     baseline = rss_bytes(pid)
-    bound = baseline + 400 * MIB
-    fetch = fetch_v4_request(topic, 0, 0, max_wait_ms=0, min_bytes=0,
-                             max_bytes=0x7FFFFFFF, partition_max_bytes=0x7FFFFFFF)
+    bound = baseline + 600 * MIB
+    fetch = fetch_v4_all(topic, partitions)
     hostile = []
     peak = baseline
     try:
@@ -99,29 +119,40 @@ def test_clients_that_never_read_their_fetches_do_not_exhaust_memory(broker):
             # As little as the kernel allows in the client's receive buffer.
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             s.settimeout(10)
-            s.connect((broker.host, broker.port))
-            data = b"".join(frame(request_header(API_FETCH, 4, corr) + fetch)
-                            for corr in range(1, 65))
-            s.sendall(data)
+            s.connect((b.host, b.port))
+            s.sendall(b"".join(frame(request_header(API_FETCH, 4, corr) + fetch)
+                               for corr in range(1, 65)))
             hostile.append(s)
-        # Watch the broker while the responses pile up (they are never read).
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
+        # Watch the broker while the responses pile up, until it has disconnected every
+        # client for not reading.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and peak <= bound:
             peak = max(peak, rss_bytes(pid))
-            if peak > bound:
+            if open_connections(b) == 0:
                 break
             time.sleep(0.1)
+        assert peak <= bound, (
+            f"broker RSS reached {peak // MIB} MiB with 4 non-reading clients "
+            f"(baseline {baseline // MIB} MiB, bound {bound // MIB} MiB)")
+        assert open_connections(b) == 0, "non-reading clients still connected after 30 s"
     finally:
         for s in hostile:
             s.close()
-    assert peak <= bound, (
-        f"broker RSS reached {peak // MIB} MiB with 4 non-reading clients "
-        f"(baseline {baseline // MIB} MiB, bound {bound // MIB} MiB)")
-    broker.assert_alive()
-    # A normal consumer is served once they are gone.
-    got = ck_consume(broker, topic, {0: count}, timeout=60)
-    assert [r.offset for r in got[0]] == list(range(count))
-    assert all(len(r.value) == VALUE_SIZE for r in got[0])
+    # What they cost is given back.
+    back = baseline + 150 * MIB
+    deadline = time.monotonic() + 15
+    while rss_bytes(pid) > back and time.monotonic() < deadline:
+        time.sleep(0.2)
+    after = rss_bytes(pid)
+    assert after <= back, (
+        f"broker RSS still {after // MIB} MiB after the clients were disconnected "
+        f"(baseline {baseline // MIB} MiB, peak {peak // MIB} MiB)")
+    b.assert_alive()
+    # A normal consumer is served.
+    got = ck_consume(b, topic, {p: per_partition for p in range(partitions)}, timeout=60)
+    for p in range(partitions):
+        assert [r.offset for r in got[p]] == list(range(per_partition))
+        assert all(len(r.value) == VALUE_SIZE for r in got[p])
 
 
 # ---------------------------------------------------------------------------------

@@ -70,6 +70,8 @@ impl Pool {
 pub struct ResponseBudget {
     pool: Pool,
     per_connection: usize,
+    /// The most bytes charged at once since [`ResponseBudget::take_peak`] last ran.
+    peak: AtomicUsize,
 }
 
 impl ResponseBudget {
@@ -79,7 +81,20 @@ impl ResponseBudget {
         Arc::new(ResponseBudget {
             pool: Pool::new(limit),
             per_connection,
+            peak: AtomicUsize::new(0),
         })
+    }
+
+    /// The most bytes charged at once since the previous call (or the start); resets
+    /// it to what is charged now.
+    pub fn take_peak(&self) -> usize {
+        self.peak.swap(self.used(), Ordering::AcqRel)
+    }
+
+    /// Puts a peak taken with [`take_peak`](Self::take_peak) back (unless a higher
+    /// one was reached since).
+    pub fn keep_peak(&self, peak: usize) {
+        self.peak.fetch_max(peak, Ordering::AcqRel);
     }
 
     /// Bytes charged now, over every connection.
@@ -93,6 +108,13 @@ impl ResponseBudget {
             pool: Pool::new(self.per_connection),
             broker: Arc::clone(self),
         })
+    }
+}
+
+impl ResponseBudget {
+    fn add(&self, bytes: usize) {
+        let used = self.pool.used.fetch_add(bytes, Ordering::AcqRel) + bytes;
+        self.peak.fetch_max(used, Ordering::AcqRel);
     }
 }
 
@@ -120,7 +142,7 @@ impl ConnBudget {
     /// memory whatever the budget says). Released when the [`Charge`] is dropped.
     pub fn charge(self: &Arc<Self>, bytes: usize) -> Charge {
         self.pool.add(bytes);
-        self.broker.pool.add(bytes);
+        self.broker.add(bytes);
         Charge {
             budget: Arc::clone(self),
             bytes,
@@ -137,6 +159,9 @@ impl ConnBudget {
 
     /// Waits until [`available`](Self::available) is non-zero. Cancel safe.
     pub async fn wait_available(&self) {
+        if self.available() > 0 {
+            return;
+        }
         loop {
             let conn = self.pool.released.notified();
             let broker = self.broker.pool.released.notified();
@@ -164,6 +189,10 @@ impl ConnBudget {
 
     /// Waits until [`may_read`](Self::may_read). Cancel safe.
     pub async fn room_to_read(&self) {
+        // The common case costs two atomic loads, no registration with the wake-ups.
+        if self.may_read() {
+            return;
+        }
         loop {
             let conn = self.pool.released.notified();
             let broker = self.broker.pool.released.notified();
@@ -200,7 +229,7 @@ impl Charge {
         let (conn, broker) = (&self.budget.pool, &self.budget.broker.pool);
         if bytes > self.bytes {
             conn.add(bytes - self.bytes);
-            broker.add(bytes - self.bytes);
+            self.budget.broker.add(bytes - self.bytes);
         } else if bytes < self.bytes {
             conn.sub(self.bytes - bytes);
             broker.sub(self.bytes - bytes);

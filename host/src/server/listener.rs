@@ -43,6 +43,7 @@ pub async fn serve(
         server.max_connections_per_ip,
         &server.max_connections_per_ip_overrides,
     );
+    let trim = tokio::spawn(super::trim::run(Arc::clone(&budget), shutdown.clone()));
     let mut connections = JoinSet::new();
     loop {
         let accepted = tokio::select! {
@@ -84,6 +85,7 @@ pub async fn serve(
         });
     }
     drop(listener);
+    trim.abort();
     let open = connections.len();
     if open > 0 {
         tracing::info!(connections = open, "waiting for connections to finish");

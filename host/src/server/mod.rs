@@ -3,7 +3,8 @@
 //! client: frames in, responses out, in order) → [`frame`] (size-prefixed frames,
 //! bounded) → [`dispatch`] (request header, version checks, decoding, the handler
 //! table) → [`handlers`] (one module per API). Beside them: [`admission`] (who gets a
-//! connection slot) and [`budget`] (bytes of queued responses).
+//! connection slot) and [`budget`] (bytes of queued responses), [`trim`] (freed memory back to
+//! the OS).
 
 pub mod admission;
 pub mod budget;
@@ -12,5 +13,6 @@ pub mod dispatch;
 pub mod frame;
 pub mod handlers;
 pub mod listener;
+pub mod trim;
 
 pub use listener::serve;
