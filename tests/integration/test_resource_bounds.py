@@ -20,7 +20,7 @@ from drover_testlib import (API_API_VERSIONS, API_FETCH, API_PRODUCE, RawConn, c
                             record_batch, request_header, unique_topic)
 
 MIB = 1024 * 1024
-# The largest value that fits a batch under Kafka's default message.max.bytes (1048588).
+# A value that fits one batch under Kafka's default message.max.bytes (1048588 bytes).
 VALUE_SIZE = 1_000_000
 
 
