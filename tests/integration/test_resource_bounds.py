@@ -67,14 +67,23 @@ def raise_nofile(want: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
-def open_connections(broker) -> int:
-    """The broker's `drover_connections_open` gauge."""
+def metric(broker, name: str) -> int:
+    """A metric's value from the admin API's /metrics (0 when not there yet, as a
+    labelled counter before its first increment)."""
     status, _, body = http_get(broker.admin_url + "/metrics")
     assert status == 200, f"/metrics answered {status}"
     for line in body.splitlines():
-        if line.startswith("drover_connections_open "):
+        if line.startswith(name + " "):
             return int(float(line.split()[1]))
-    raise AssertionError("no drover_connections_open in /metrics")
+    return 0
+
+
+def open_connections(broker) -> int:
+    return metric(broker, "drover_connections_open")
+
+
+def closed_by_broker(broker, reason: str) -> int:
+    return metric(broker, f'drover_connections_closed_by_broker_total{{reason="{reason}"}}')
 
 
 def closed_by_peer(sock: socket.socket) -> bool:
@@ -135,6 +144,7 @@ def test_clients_that_never_read_their_fetches_do_not_exhaust_memory(broker_fact
             f"broker RSS reached {peak // MIB} MiB with 4 non-reading clients "
             f"(baseline {baseline // MIB} MiB, bound {bound // MIB} MiB)")
         assert open_connections(b) == 0, "non-reading clients still connected after 30 s"
+        assert closed_by_broker(b, "write_timeout") == 4
     finally:
         for s in hostile:
             s.close()
@@ -185,11 +195,11 @@ def test_1500_idle_connections_do_not_lock_out_a_new_client(broker_factory):
     finally:
         for c in idle:
             c.close()
-    log = b.stderr_text()
-    evictions = log.count("closing idle connection")
-    assert evictions >= 1, "no connection was evicted"
+    # Every connection beyond the cap made room by evicting one.
+    assert closed_by_broker(b, "evicted") >= 1500 - 1024
     # One line per second at most, however many connections were evicted.
-    assert evictions < 100, f"{evictions} eviction lines: not rate-limited"
+    evictions = b.stderr_text().count("closing idle connection")
+    assert 1 <= evictions < 100, f"{evictions} eviction lines: not rate-limited"
 
 
 def test_slow_loris_clients_are_closed_by_the_first_request_deadline(broker_factory):
@@ -244,6 +254,10 @@ def test_slow_loris_clients_are_closed_by_the_first_request_deadline(broker_fact
     assert not errors, errors
     assert len(closed_early) >= 16, f"only {len(closed_early)} slow clients were closed in 30 s"
     assert max(closed_early) < len(payload), "a slow client completed its request"
+    # Most by the deadline; a few were evicted at the cap to let a new client in.
+    deadline_closes = closed_by_broker(b, "first_request_timeout")
+    assert deadline_closes >= 1
+    assert deadline_closes + closed_by_broker(b, "evicted") >= 16
     b.assert_alive()
     metadata_answers(b)
 
@@ -290,6 +304,7 @@ def test_per_address_limit(broker_factory, config, allowed):
     finally:
         for c in held:
             c.close()
+    assert closed_by_broker(b, "per_ip") >= 20
     log = b.stderr_text()
     refusals = log.count("refusing connection")
     assert 1 <= refusals < 20, f"{refusals} refusal lines for 20 refused connections"

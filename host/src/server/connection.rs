@@ -174,6 +174,7 @@ async fn read_loop(
                 reader.read_frame().await
             } => frame,
             _ = tokio::time::sleep_until(first_deadline), if first => {
+                broker.metrics.connection_closed_by_broker("first_request_timeout");
                 crate::info_limited!(
                     "conn.first_request_timeout",
                     %peer,
@@ -184,6 +185,7 @@ async fn read_loop(
                 return;
             }
             _ = conn.ticket.evicted() => {
+                broker.metrics.connection_closed_by_broker("evicted");
                 crate::info_limited!(
                     "conn.evicted",
                     %peer,
@@ -358,6 +360,7 @@ async fn write_loop(
                     Ok(Ok(())) => {}
                     Ok(Err(_)) => return,
                     Err(_) => {
+                        broker.metrics.connection_closed_by_broker("write_timeout");
                         crate::info_limited!(
                             "conn.write_timeout",
                             %peer,

@@ -64,6 +64,7 @@ pub async fn serve(
         let ticket = match admission.admit(peer.ip()) {
             Ok(ticket) => ticket,
             Err(refused) => {
+                broker.metrics.connection_closed_by_broker("per_ip");
                 crate::info_limited!("conn.refused", %peer, "refusing connection: {refused}");
                 drop(socket);
                 continue;
