@@ -258,6 +258,24 @@ pub struct ServerConfig {
     /// A response the client does not read within this long closes the connection, in
     /// ms. Default 30000.
     pub write_timeout_ms: u64,
+    /// Most connections from one IP address (Kafka's `max.connections.per.ip`); one
+    /// more is closed as soon as it is accepted. Default: no limit (as in Kafka).
+    pub max_connections_per_ip: Option<usize>,
+    /// Per-address exceptions to `max_connections_per_ip`, IP address → count (Kafka's
+    /// `max.connections.per.ip.overrides`; IP addresses only, no host names). Default
+    /// empty.
+    pub max_connections_per_ip_overrides: BTreeMap<String, usize>,
+    /// Bytes of responses the broker holds for all clients that have not read them yet
+    /// (server/budget.rs): while it is used up, connections that hold part of it stop
+    /// reading requests, and fetches read no more than is left. Modelled on Kafka's
+    /// `queued.max.request.bytes`, which bounds queued request bytes. Default 268435456
+    /// (256 MiB).
+    pub queued_max_response_bytes: usize,
+    /// Bytes of responses one connection may have queued: once reached, the connection
+    /// reads no further request until some are written, and a fetch reads no more than
+    /// is left. At most `queued_max_response_bytes`. Default 67108864 (64 MiB, more
+    /// than one `fetch_max_bytes` response).
+    pub queued_max_response_bytes_per_connection: usize,
 }
 
 impl Default for ServerConfig {
@@ -276,6 +294,10 @@ impl Default for ServerConfig {
             max_in_flight: 8,
             first_request_timeout_ms: 10_000,
             write_timeout_ms: 30_000,
+            max_connections_per_ip: None,
+            max_connections_per_ip_overrides: BTreeMap::new(),
+            queued_max_response_bytes: 256 * 1024 * 1024,
+            queued_max_response_bytes_per_connection: 64 * 1024 * 1024,
         }
     }
 }
@@ -421,10 +443,34 @@ impl Config {
                 u64::from(server.fetch_max_bytes),
                 1024,
             ),
+            (
+                "server.max_connections_per_ip",
+                server.max_connections_per_ip.map_or(1, |n| n as u64),
+                1,
+            ),
+            (
+                "server.queued_max_response_bytes_per_connection",
+                server.queued_max_response_bytes_per_connection as u64,
+                1024,
+            ),
         ] {
             if value < min {
                 return Err(invalid(format!(
                     "{key}: {value} is below the minimum of {min}"
+                )));
+            }
+        }
+        if server.queued_max_response_bytes < server.queued_max_response_bytes_per_connection {
+            return Err(invalid(format!(
+                "server.queued_max_response_bytes ({}) must be at least \
+                 server.queued_max_response_bytes_per_connection ({})",
+                server.queued_max_response_bytes, server.queued_max_response_bytes_per_connection
+            )));
+        }
+        for ip in server.max_connections_per_ip_overrides.keys() {
+            if ip.parse::<std::net::IpAddr>().is_err() {
+                return Err(invalid(format!(
+                    "server.max_connections_per_ip_overrides: `{ip}` is not an IP address"
                 )));
             }
         }
@@ -575,6 +621,39 @@ mod tests {
     fn out_of_range_log_values_are_refused_at_parse_time() {
         let e = Config::parse(Path::new("x"), "[log]\nflush_messages = 0\n").unwrap_err();
         assert!(e.to_string().contains("flush_messages"), "{e}");
+    }
+
+    #[test]
+    fn connection_bounds_are_checked() {
+        let c = Config::parse(
+            Path::new("x"),
+            "[server]\nmax_connections_per_ip = 5\n\
+             [server.max_connections_per_ip_overrides]\n\"10.0.0.1\" = 50\n",
+        )
+        .unwrap();
+        assert_eq!(c.server.max_connections_per_ip, Some(5));
+        assert_eq!(
+            c.server.max_connections_per_ip_overrides.get("10.0.0.1"),
+            Some(&50)
+        );
+        for (text, key) in [
+            ("max_connections_per_ip = 0", "max_connections_per_ip"),
+            (
+                "queued_max_response_bytes = 1048576",
+                "queued_max_response_bytes",
+            ),
+            (
+                "queued_max_response_bytes_per_connection = 100",
+                "queued_max_response_bytes_per_connection",
+            ),
+            (
+                "max_connections_per_ip_overrides = { \"a-host\" = 3 }",
+                "a-host",
+            ),
+        ] {
+            let e = Config::parse(Path::new("x"), &format!("[server]\n{text}\n")).unwrap_err();
+            assert!(e.to_string().contains(key), "{text}: {e}");
+        }
     }
 
     #[test]

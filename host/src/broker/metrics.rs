@@ -6,6 +6,9 @@
 //!   frames included;
 //! - `drover_connections_open` (gauge), `drover_connections_accepted_total`;
 //! - `drover_frames_rejected_total{reason}`: frames refused before decoding;
+//! - `drover_connections_closed_by_broker_total{reason}`: connections the broker
+//!   refused or closed to protect the others (`per_ip`, `evicted`,
+//!   `first_request_timeout`, `write_timeout`);
 //! - `drover_native_requests_total{api}`: native coordinator requests answered;
 //! - `drover_coordinator_events_total{name}`: counters the coordinator plugin reports
 //!   (rebalances, generations, failed members, commit batches, ...);
@@ -48,6 +51,7 @@ pub struct Metrics {
     connections: Gauge,
     connections_total: Counter,
     frames_rejected: Family<ReasonLabels, Counter>,
+    connections_closed: Family<ReasonLabels, Counter>,
     native_requests: Family<ApiLabels, Counter>,
     coordinator_events: Family<NameLabels, Counter>,
     zookeeper_connected: Gauge,
@@ -99,6 +103,13 @@ impl Metrics {
             "Frames refused before decoding (oversized, malformed, unknown API, unsupported version)",
             frames_rejected.clone(),
         );
+        let connections_closed = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "connections_closed_by_broker",
+            "Connections refused or closed by the broker to protect the others, by reason \
+             (per_ip, evicted, first_request_timeout, write_timeout)",
+            connections_closed.clone(),
+        );
         let native_requests = Family::<ApiLabels, Counter>::default();
         registry.register(
             "native_requests",
@@ -128,7 +139,17 @@ impl Metrics {
             connections,
             connections_total,
             frames_rejected,
+            connections_closed,
         }
+    }
+
+    /// The broker refused or closed a connection to protect the others, for `reason`.
+    pub fn connection_closed_by_broker(&self, reason: &'static str) {
+        self.connections_closed
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     /// Counts one handled request of `api` whose response carried `error`.

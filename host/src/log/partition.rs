@@ -91,6 +91,16 @@ pub struct PlannedRead {
 }
 
 impl PlannedRead {
+    /// The watermarks of the planned read, without reading any records (a Fetch that
+    /// may not take more bytes answers with offsets only).
+    pub fn without_records(self) -> ReadResult {
+        ReadResult {
+            records: Bytes::new(),
+            high_watermark: self.high_watermark,
+            log_start_offset: self.log_start_offset,
+        }
+    }
+
     /// Reads the planned batches (none when the offset was the log end offset).
     ///
     /// Errors: [`LogError::Io`].

@@ -15,6 +15,13 @@
 //! connection is a coordinator channel: the coordinator pushes its own requests onto
 //! the queue and every frame read is the consumer's answer, passed on as is. The
 //! coordinator may close the connection at any time.
+//!
+//! Bounds against a client that misbehaves: every response holds its bytes against the
+//! connection's and the broker's budgets of queued response bytes until it is written,
+//! and reading pauses while they are used up (server/budget.rs); the first request must
+//! be complete within `server.first_request_timeout_ms` of the accept, however slowly
+//! its bytes trickle in; and the listener may evict the connection when it is idle and
+//! the broker is at `server.max_connections` (server/admission.rs).
 
 use std::{
     net::SocketAddr,
@@ -31,10 +38,13 @@ use tokio::{
     net::{tcp::OwnedReadHalf, tcp::OwnedWriteHalf, TcpStream},
     sync::{mpsc, oneshot, watch},
     task::JoinHandle,
+    time::Instant,
 };
 
 use super::{
-    dispatch::{handle_frame, Outcome, Step},
+    admission::Ticket,
+    budget::ConnBudget,
+    dispatch::{handle_frame, Charged, Outcome, Step},
     frame::{FrameError, FrameLimits, FrameReader},
 };
 use crate::{
@@ -44,10 +54,12 @@ use crate::{
 
 /// An entry of a connection's outgoing queue, sent in queue order.
 pub enum Pending {
-    /// Ready now (also the coordinator's pushed requests on a channel).
+    /// The coordinator's pushed requests on a channel (not answers to a request).
     Now(Outcome),
+    /// A data-plane response, ready now.
+    Ready(Charged),
     /// A data-plane handler still waiting (fsync, long poll).
-    Later(JoinHandle<Outcome>),
+    Later(JoinHandle<Charged>),
     /// The coordinator's answer to a native request.
     Reply(oneshot::Receiver<Outcome>),
 }
@@ -64,14 +76,18 @@ struct Native {
     peer: SocketAddr,
 }
 
-/// Serves one connection until the peer leaves, an unanswerable frame arrives, or
-/// shutdown.
+/// Serves one connection until the peer leaves, an unanswerable frame arrives, it is
+/// evicted (`ticket`), or shutdown. Its responses are charged to `budget`.
 pub async fn run(
     broker: Arc<Broker>,
     socket: TcpStream,
     peer: SocketAddr,
     shutdown: watch::Receiver<bool>,
+    budget: Arc<ConnBudget>,
+    ticket: Ticket,
 ) {
+    let accepted = Instant::now();
+    let ticket = Arc::new(ticket);
     broker.metrics.connection_opened();
     let _ = socket.set_nodelay(true);
     let (reader, writer) = socket.into_split();
@@ -90,8 +106,24 @@ pub async fn run(
         pending,
         peer,
         closed.clone(),
+        Arc::clone(&ticket),
     ));
-    read_loop(&broker, reader, queue, peer, shutdown, &mut native, closed).await;
+    let conn = Conn {
+        budget,
+        ticket,
+        accepted,
+    };
+    read_loop(
+        &broker,
+        reader,
+        queue,
+        peer,
+        shutdown,
+        &mut native,
+        closed,
+        &conn,
+    )
+    .await;
     if native.attached {
         if let Some(coordinator) = broker.coordinator() {
             coordinator.closed(native.conn).await;
@@ -102,6 +134,15 @@ pub async fn run(
     broker.metrics.connection_closed();
 }
 
+/// What the read loop needs beyond the socket: the budget, the admission ticket, and
+/// when the connection was accepted.
+struct Conn {
+    budget: Arc<ConnBudget>,
+    ticket: Arc<Ticket>,
+    accepted: Instant,
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn read_loop(
     broker: &Arc<Broker>,
     reader: OwnedReadHalf,
@@ -110,6 +151,7 @@ async fn read_loop(
     mut shutdown: watch::Receiver<bool>,
     native: &mut Native,
     mut closed: watch::Receiver<bool>,
+    conn: &Conn,
 ) {
     let server = &broker.config.server;
     let limits = FrameLimits {
@@ -119,11 +161,40 @@ async fn read_loop(
         idle_timeout_ms: server.first_request_timeout_ms.min(server.idle_timeout_ms),
         frame_timeout_ms: server.frame_timeout_ms,
     };
+    // The whole first request must be in by then, however slowly its bytes come.
+    let first_deadline =
+        conn.accepted + std::time::Duration::from_millis(server.first_request_timeout_ms);
     let mut reader = FrameReader::new(reader, limits);
     let mut first = true;
     loop {
         let frame = tokio::select! {
-            frame = reader.read_frame() => frame,
+            frame = async {
+                // No new request while the responses already queued use up the budget.
+                conn.budget.room_to_read().await;
+                reader.read_frame().await
+            } => frame,
+            _ = tokio::time::sleep_until(first_deadline), if first => {
+                broker.metrics.connection_closed_by_broker("first_request_timeout");
+                crate::info_limited!(
+                    "conn.first_request_timeout",
+                    %peer,
+                    "closing connection: no complete request within {} ms of connecting \
+                     (server.first_request_timeout_ms)",
+                    server.first_request_timeout_ms
+                );
+                return;
+            }
+            _ = conn.ticket.evicted() => {
+                broker.metrics.connection_closed_by_broker("evicted");
+                crate::info_limited!(
+                    "conn.evicted",
+                    %peer,
+                    "closing idle connection: the broker is at server.max_connections ({}) \
+                     and a new client connected",
+                    server.max_connections
+                );
+                return;
+            }
             _ = shutdown.changed() => return,
             _ = queue.closed() => return,
             _ = closed.wait_for(|c| *c) => return,
@@ -134,7 +205,7 @@ async fn read_loop(
             Err(e) => {
                 if !matches!(e, FrameError::Idle(_) | FrameError::Io(_)) {
                     broker.metrics.frame_rejected(e.reason());
-                    tracing::info!(%peer, "closing connection: {e}");
+                    crate::info_limited!("conn.bad_frame", %peer, "closing connection: {e}");
                 }
                 return;
             }
@@ -147,16 +218,25 @@ async fn read_loop(
             });
         }
         broker.metrics.bytes_in(frame.len() + 4);
-        if native.channel.load(Ordering::Acquire) || to_coordinator_key(broker, &frame) {
+        if native.channel.load(Ordering::Acquire) {
+            // The consumer's answer to the coordinator: nothing goes back for it.
+            conn.ticket.touch();
             if !to_coordinator(broker, &queue, native, frame).await {
                 return;
             }
             continue;
         }
-        let (slot, last) = match handle_frame(broker, frame).await {
-            Step::Now(outcome) => {
-                let close = matches!(outcome, Outcome::Close(..));
-                (Pending::Now(outcome), close)
+        conn.ticket.request_read();
+        if to_coordinator_key(broker, &frame) {
+            if !to_coordinator(broker, &queue, native, frame).await {
+                return;
+            }
+            continue;
+        }
+        let (slot, last) = match handle_frame(broker, &conn.budget, frame).await {
+            Step::Now(charged) => {
+                let close = matches!(charged.outcome, Outcome::Close(..));
+                (Pending::Ready(charged), close)
             }
             Step::Later(wait) => (Pending::Later(tokio::spawn(wait)), false),
         };
@@ -229,6 +309,7 @@ async fn write_loop(
     mut pending: mpsc::Receiver<Pending>,
     peer: SocketAddr,
     mut closed: watch::Receiver<bool>,
+    ticket: Arc<Ticket>,
 ) {
     let mut writer = BufWriter::new(writer);
     let write_timeout = std::time::Duration::from_millis(broker.config.server.write_timeout_ms);
@@ -240,15 +321,22 @@ async fn write_loop(
             },
             _ = closed.wait_for(|c| *c) => break,
         };
-        let outcome = match slot {
-            Pending::Now(outcome) => outcome,
+        // Whether it answers a request (not a coordinator push), and the budget it
+        // holds until it is written.
+        let (outcome, answers, _charge) = match slot {
+            Pending::Now(outcome) => (outcome, false, None),
+            Pending::Ready(charged) => (charged.outcome, true, charged.charge),
             Pending::Later(task) => match task.await {
-                Ok(outcome) => outcome,
-                Err(e) => Outcome::Close("handler_failed", format!("request handler failed: {e}")),
+                Ok(charged) => (charged.outcome, true, charged.charge),
+                Err(e) => (
+                    Outcome::Close("handler_failed", format!("request handler failed: {e}")),
+                    true,
+                    None,
+                ),
             },
             Pending::Reply(answer) => tokio::select! {
                 answer = answer => match answer {
-                    Ok(outcome) => outcome,
+                    Ok(outcome) => (outcome, true, None),
                     // The coordinator closed the connection before answering.
                     Err(_) => break,
                 },
@@ -272,17 +360,30 @@ async fn write_loop(
                     Ok(Ok(())) => {}
                     Ok(Err(_)) => return,
                     Err(_) => {
-                        tracing::info!(%peer, "closing connection: the client did not read its responses for {write_timeout:?}");
+                        broker.metrics.connection_closed_by_broker("write_timeout");
+                        crate::info_limited!(
+                            "conn.write_timeout",
+                            %peer,
+                            "closing connection: the client did not read its responses for \
+                             {write_timeout:?}"
+                        );
                         return;
                     }
                 }
                 broker.metrics.bytes_out(body.len() + 4);
+                if answers {
+                    ticket.response_written();
+                }
             }
-            Outcome::Silent => {}
+            Outcome::Silent => {
+                if answers {
+                    ticket.response_written();
+                }
+            }
             Outcome::Close(reason, detail) => {
                 let _ = writer.flush().await;
                 broker.metrics.frame_rejected(reason);
-                tracing::info!(%peer, "closing connection: {detail}");
+                crate::info_limited!("conn.refused_request", %peer, "closing connection: {detail}");
                 return;
             }
         }

@@ -16,7 +16,10 @@ use kafka_protocol::{
     protocol::{Decodable, Encodable, VersionRange},
 };
 
-use super::handlers;
+use super::{
+    budget::{Charge, ConnBudget},
+    handlers,
+};
 use crate::broker::Broker;
 
 /// The APIs this broker serves. Their version ranges are the ones Kafka 4.1 advertises
@@ -67,6 +70,9 @@ pub struct Reply {
     pub response: Option<ResponseKind>,
     /// Summary error code for `drover_requests_total`.
     pub error: i16,
+    /// Bytes of the connection's response budget the response holds already (a
+    /// Fetch's records); `None` for responses charged once encoded.
+    pub charge: Option<Charge>,
 }
 
 /// A handler's result: ready now, or after waiting (a produce waiting for its fsync, a
@@ -92,6 +98,16 @@ impl Reply {
         Reply {
             response: Some(response.into()),
             error,
+            charge: None,
+        }
+    }
+
+    /// No response (Produce with acks = 0), with summary error `error`.
+    pub fn silent(error: i16) -> Reply {
+        Reply {
+            response: None,
+            error,
+            charge: None,
         }
     }
 }
@@ -169,40 +185,79 @@ pub fn decode_request(frame: Bytes) -> Result<(ApiKey, Request), Rejection> {
     ))
 }
 
+/// An outcome and the bytes of the connection's response budget it holds until it has
+/// been written (server/budget.rs).
+pub struct Charged {
+    /// What to do.
+    pub outcome: Outcome,
+    /// The response's charge; `None` for outcomes that hold no bytes.
+    pub charge: Option<Charge>,
+}
+
+impl Charged {
+    /// An outcome that holds no bytes of the budget.
+    pub fn free(outcome: Outcome) -> Charged {
+        Charged {
+            outcome,
+            charge: None,
+        }
+    }
+}
+
 /// What the connection does with one frame.
 pub enum Step {
     /// Respond, stay silent or close, now.
-    Now(Outcome),
+    Now(Charged),
     /// The outcome comes when this future completes; later frames may be handled
     /// meanwhile, responses keep their order.
-    Later(std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>),
+    Later(std::pin::Pin<Box<dyn std::future::Future<Output = Charged> + Send>>),
 }
 
 /// Handles one request frame: decoding and the handler's ordered part happen now; a
-/// deferred wait is returned as [`Step::Later`].
-pub async fn handle_frame(broker: &Arc<Broker>, frame: Bytes) -> Step {
+/// deferred wait is returned as [`Step::Later`]. Every response is charged to
+/// `budget` by its encoded size until it has been written.
+pub async fn handle_frame(broker: &Arc<Broker>, budget: &Arc<ConnBudget>, frame: Bytes) -> Step {
     let (key, request) = match decode_request(frame) {
         Ok(decoded) => decoded,
-        Err(Rejection::Close(reason, detail)) => return Step::Now(Outcome::Close(reason, detail)),
+        Err(Rejection::Close(reason, detail)) => {
+            return Step::Now(Charged::free(Outcome::Close(reason, detail)))
+        }
         Err(Rejection::ApiVersionsUnsupported(correlation_id)) => {
-            return Step::Now(unsupported_api_versions(broker, correlation_id))
+            return Step::Now(Charged::free(unsupported_api_versions(
+                broker,
+                correlation_id,
+            )))
         }
     };
     let (version, correlation_id) = (request.version, request.header.correlation_id);
     let finish = {
         let broker = Arc::clone(broker);
-        move |reply: Reply| -> Outcome {
+        let budget = Arc::clone(budget);
+        move |reply: Reply| -> Charged {
             broker.metrics.request(api_name(key), reply.error);
-            match reply.response {
-                None => Outcome::Silent,
-                Some(response) => match encode_response(key, version, correlation_id, &response) {
-                    Ok(bytes) => Outcome::Respond(bytes),
-                    Err(e) => Outcome::Close("encode_error", format!("{key:?} v{version}: {e}")),
-                },
+            let Some(response) = reply.response else {
+                return Charged::free(Outcome::Silent);
+            };
+            let encoded = encode_response(key, version, correlation_id, &response);
+            // The records a Fetch holds are dropped with the message, once encoded.
+            drop(response);
+            match encoded {
+                Ok(bytes) => {
+                    let mut charge = reply.charge.unwrap_or_else(|| budget.charge(0));
+                    charge.resize(bytes.len());
+                    Charged {
+                        outcome: Outcome::Respond(bytes),
+                        charge: Some(charge),
+                    }
+                }
+                Err(e) => Charged::free(Outcome::Close(
+                    "encode_error",
+                    format!("{key:?} v{version}: {e}"),
+                )),
             }
         }
     };
-    match handlers::handle(broker, request).await {
+    match handlers::handle(broker, budget, request).await {
         Handled::Ready(reply) => Step::Now(finish(*reply)),
         Handled::Deferred(wait) => Step::Later(Box::pin(async move { finish(wait.await) })),
     }
@@ -215,11 +270,21 @@ pub fn encode_response(
     correlation_id: i32,
     response: &ResponseKind,
 ) -> Result<Bytes, EncodeError> {
-    let mut out = BytesMut::new();
     let mut header = ResponseHeader::default();
     header.correlation_id = correlation_id;
+    let header_version = key.response_header_version(version);
+    // Sized up front: a large Fetch response is built in one allocation of the right
+    // size, not by doubling (which copies it and leaves up to twice its size behind).
+    let size = match response {
+        ResponseKind::Fetch(fetch) => header
+            .compute_size(header_version)
+            .and_then(|h| Ok(h + fetch.compute_size(version)?))
+            .unwrap_or(0),
+        _ => 0,
+    };
+    let mut out = BytesMut::with_capacity(size);
     header
-        .encode(&mut out, key.response_header_version(version))
+        .encode(&mut out, header_version)
         .map_err(|e| EncodeError(e.to_string()))?;
     response
         .encode(&mut out, version)

@@ -2,12 +2,17 @@
 //! [`listener`] (accept, bounded connections, shutdown) → [`connection`] (one task per
 //! client: frames in, responses out, in order) → [`frame`] (size-prefixed frames,
 //! bounded) → [`dispatch`] (request header, version checks, decoding, the handler
-//! table) → [`handlers`] (one module per API).
+//! table) → [`handlers`] (one module per API). Beside them: [`admission`] (who gets a
+//! connection slot) and [`budget`] (bytes of queued responses), [`trim`] (freed memory back to
+//! the OS).
 
+pub mod admission;
+pub mod budget;
 pub mod connection;
 pub mod dispatch;
 pub mod frame;
 pub mod handlers;
 pub mod listener;
+pub mod trim;
 
 pub use listener::serve;

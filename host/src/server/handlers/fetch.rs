@@ -5,6 +5,8 @@
 //!   `partition_max_bytes`, the response at most `max_bytes`, except that the first
 //!   non-empty partition always gets at least its first batch, so a consumer can make
 //!   progress past a batch larger than its limits.
+//! - The bytes read count against the connection's and the broker's budgets of queued
+//!   response bytes (server/budget.rs): a response takes no more than is left of them.
 //! - Fetch sessions (KIP-227) are not kept: every response carries session id 0, which
 //!   tells clients to send full fetch requests; an incremental request (a non-zero
 //!   session id) is answered with `FETCH_SESSION_ID_NOT_FOUND`.
@@ -26,7 +28,10 @@ use super::first_error;
 use crate::{
     broker::{Broker, Topic},
     log::LogError,
-    server::dispatch::Reply,
+    server::{
+        budget::{Charge, ConnBudget},
+        dispatch::Reply,
+    },
 };
 
 /// One partition to read, resolved against the topic registry.
@@ -40,8 +45,17 @@ struct Target {
     not_leader: bool,
 }
 
-/// Handles Fetch v4–v18.
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> Reply {
+/// Handles Fetch v4–v18. The records read are charged to `budget` (the connection's
+/// and the broker's budgets of queued response bytes, server/budget.rs): a response
+/// holds at most what is left of them, plus one batch (KIP-74); with nothing left the
+/// fetch waits like one without data, and at its deadline answers with watermarks
+/// only.
+pub async fn handle(
+    broker: &Arc<Broker>,
+    budget: &Arc<ConnBudget>,
+    version: i16,
+    request: FetchRequest,
+) -> Reply {
     let mut response = FetchResponse::default();
     if request.session_id != 0 {
         let error = ResponseError::FetchSessionIdNotFound.code();
@@ -102,17 +116,20 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
             .collect()
     };
     let mut stopping = broker.stopping();
-    let partitions = loop {
+    let unknown = unknown_topic(by_id);
+    let (partitions, charge) = loop {
         for rx in appended.iter_mut() {
             rx.borrow_and_update();
         }
-        let (partitions, total, any_error) =
-            read_all(&targets, max_bytes, unknown_topic(by_id)).await;
-        if total >= min_bytes || any_error || Instant::now() >= deadline {
-            break partitions;
+        let read = read_granted(budget, &targets, max_bytes, unknown).await;
+        let starved = read.charge.is_none();
+        if read.total >= min_bytes || read.any_error || Instant::now() >= deadline {
+            break (read.partitions, read.charge);
         }
-        // Wait for the next append to one of these partitions (or the deadline, or
-        // shutdown), then read again.
+        // Not enough yet: give the grant back while waiting.
+        drop(read);
+        // Wait for the next append to one of these partitions, for room in the budget
+        // when there was none, for the deadline or for shutdown; then read again.
         let any_append = async {
             if appended.is_empty() {
                 std::future::pending::<()>().await;
@@ -122,11 +139,12 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
         };
         let woke = tokio::select! {
             changed = tokio::time::timeout_at(deadline, any_append) => changed.is_ok(),
+            _ = budget.wait_available(), if starved => true,
             _ = stopping.wait_for(|stop| *stop) => false,
         };
         if !woke {
-            let (partitions, _, _) = read_all(&targets, max_bytes, unknown_topic(by_id)).await;
-            break partitions;
+            let read = read_granted(budget, &targets, max_bytes, unknown).await;
+            break (read.partitions, read.charge);
         }
     };
     for (target, data) in targets.iter().zip(partitions) {
@@ -138,7 +156,9 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
             .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
     );
     response.responses = skeleton;
-    Reply::new(response, error)
+    let mut reply = Reply::new(response, error);
+    reply.charge = charge;
+    reply
 }
 
 fn unknown_topic(by_id: bool) -> ResponseError {
@@ -149,8 +169,47 @@ fn unknown_topic(by_id: bool) -> ResponseError {
     }
 }
 
+/// One read of every target.
+struct Read {
+    /// Partition data in target order.
+    partitions: Vec<PartitionData>,
+    /// Record bytes read.
+    total: usize,
+    /// Whether any partition failed.
+    any_error: bool,
+    /// The bytes of the connection's response budget the records hold; `None` when
+    /// the budget had no room and no records were read.
+    charge: Option<Charge>,
+}
+
+/// Reads every target once, taking at most `max_bytes` and what is left of the
+/// connection's and the broker's response budgets (server/budget.rs). With no room
+/// left, answers with watermarks only.
+async fn read_granted(
+    budget: &Arc<ConnBudget>,
+    targets: &Arc<Vec<Target>>,
+    max_bytes: usize,
+    unknown: ResponseError,
+) -> Read {
+    let charge = budget.try_reserve(max_bytes);
+    let grant = charge.as_ref().map_or(0, Charge::bytes);
+    let (partitions, total, any_error) = read_all(targets, grant, unknown).await;
+    let charge = charge.map(|mut c| {
+        // What was read: less than the grant, or one batch more (KIP-74).
+        c.resize(total);
+        c
+    });
+    Read {
+        partitions,
+        total,
+        any_error,
+        charge,
+    }
+}
+
 /// Reads every target once on the blocking pool: (partition data in target order,
-/// total record bytes, whether any partition failed).
+/// total record bytes, whether any partition failed). `max_bytes` 0 reads no records,
+/// only the watermarks.
 async fn read_all(
     targets: &Arc<Vec<Target>>,
     max_bytes: usize,
@@ -158,7 +217,7 @@ async fn read_all(
 ) -> (Vec<PartitionData>, usize, bool) {
     let targets = Arc::clone(targets);
     tokio::task::spawn_blocking(move || {
-        let mut budget = max_bytes;
+        let mut left = max_bytes;
         let mut total = 0usize;
         let mut any_error = false;
         let mut first_non_empty = true;
@@ -186,12 +245,24 @@ async fn read_all(
                     any_error = true;
                     return data;
                 }
-                let limit = t.max_bytes.min(budget);
-                // KIP-74: the first non-empty partition may exceed the limits by one batch.
-                let limit_here = if first_non_empty { limit.max(1) } else { limit };
+                let limit = t.max_bytes.min(left);
+                // KIP-74: the first non-empty partition may exceed the limits by one
+                // batch (unless no records may be read at all).
+                let limit_here = if first_non_empty && max_bytes > 0 {
+                    limit.max(1)
+                } else {
+                    limit
+                };
                 // The file read runs after the lock is released: appends go on meanwhile.
                 let planned = partition.lock_log().plan_read(t.offset, limit_here);
-                match planned.and_then(|p| p.execute()) {
+                let read = planned.and_then(|p| {
+                    if limit_here == 0 {
+                        Ok(p.without_records())
+                    } else {
+                        p.execute()
+                    }
+                });
+                match read {
                     Ok(read) => {
                         data.high_watermark = read.high_watermark;
                         data.last_stable_offset = read.high_watermark;
@@ -202,7 +273,7 @@ async fn read_all(
                                 data.records = Some(Bytes::new());
                             } else {
                                 first_non_empty = false;
-                                budget = budget.saturating_sub(len);
+                                left = left.saturating_sub(len);
                                 total += len;
                                 data.records = Some(read.records);
                             }

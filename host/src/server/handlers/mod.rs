@@ -15,11 +15,14 @@ use std::sync::Arc;
 
 use kafka_protocol::{error::ResponseError, messages::RequestKind};
 
-use super::dispatch::{Handled, Reply, Request};
+use super::{
+    budget::ConnBudget,
+    dispatch::{Handled, Reply, Request},
+};
 use crate::broker::Broker;
 
-/// Routes a request to its handler.
-pub async fn handle(broker: &Arc<Broker>, request: Request) -> Handled {
+/// Routes a request to its handler. A Fetch reads no more than `budget` allows.
+pub async fn handle(broker: &Arc<Broker>, budget: &Arc<ConnBudget>, request: Request) -> Handled {
     let version = request.version;
     match request.body {
         RequestKind::ApiVersions(_) => api_versions::handle(broker, version).into(),
@@ -32,9 +35,10 @@ pub async fn handle(broker: &Arc<Broker>, request: Request) -> Handled {
         RequestKind::Fetch(r) => {
             // A long poll must not hold up later requests on the connection.
             let broker = Arc::clone(broker);
-            Handled::Deferred(Box::pin(
-                async move { fetch::handle(&broker, version, r).await },
-            ))
+            let budget = Arc::clone(budget);
+            Handled::Deferred(Box::pin(async move {
+                fetch::handle(&broker, &budget, version, r).await
+            }))
         }
         RequestKind::ListOffsets(r) => list_offsets::handle(broker, version, r).await.into(),
         RequestKind::CreateTopics(r) => {
@@ -48,11 +52,7 @@ pub async fn handle(broker: &Arc<Broker>, request: Request) -> Handled {
         }
         RequestKind::FindCoordinator(r) => find_coordinator::handle(broker, version, r).into(),
         // Not reachable: dispatch only decodes APIs of its handler table.
-        _ => Reply {
-            response: None,
-            error: ResponseError::InvalidRequest.code(),
-        }
-        .into(),
+        _ => Reply::silent(ResponseError::InvalidRequest.code()).into(),
     }
 }
 
@@ -64,11 +64,7 @@ async fn blocking(
     let broker = Arc::clone(broker);
     match tokio::task::spawn_blocking(move || handler(&broker)).await {
         Ok(reply) => reply.into(),
-        Err(_) => Reply {
-            response: None,
-            error: ResponseError::UnknownServerError.code(),
-        }
-        .into(),
+        Err(_) => Reply::silent(ResponseError::UnknownServerError.code()).into(),
     }
 }
 

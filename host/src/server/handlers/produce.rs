@@ -179,10 +179,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                 .flat_map(|t| t.partition_responses.iter().map(|p| p.error_code)),
         );
         if acks == 0 {
-            return Reply {
-                response: None,
-                error,
-            };
+            return Reply::silent(error);
         }
         let mut response = ProduceResponse::default();
         response.responses = responses;
