@@ -30,9 +30,10 @@ pub const PER_CONNECTION: u64 = 2;
 pub struct DescriptorBudget {
     /// The soft open-file limit; `None` when unlimited.
     pub limit: Option<u64>,
-    /// `log.open_files_cache`, in files.
+    /// `log.open_files_cache`, at most an eighth of the limit: the capacity the file
+    /// cache gets, in files.
     pub open_files_cache: u64,
-    /// `server.max_connections`.
+    /// `server.max_connections`, counted up to a quarter of the limit.
     pub connections: u64,
 }
 
@@ -42,12 +43,26 @@ impl DescriptorBudget {
         DescriptorBudget::with_limit(config, open_file_limit())
     }
 
-    /// The budget of `config` under `limit` (`None`: unlimited).
+    /// The budget of `config` under `limit` (`None`: unlimited). Under a low limit the
+    /// fixed part shrinks so that partitions still fit: the file cache gets at most an
+    /// eighth of the limit (at least 16 files) and connections are counted up to a
+    /// quarter of it (more connections than that can run the broker out of
+    /// descriptors; accepts then fail and back off). With a limit of 1024 that leaves
+    /// room for 128 partitions instead of none.
     pub fn with_limit(config: &Config, limit: Option<u64>) -> DescriptorBudget {
+        let configured_cache = config.log.open_files_cache as u64;
+        let connections = config.server.max_connections as u64;
+        let (open_files_cache, connections) = match limit {
+            None => (configured_cache, connections),
+            Some(limit) => (
+                configured_cache.min((limit / 8).max(16)),
+                connections.min(limit / 4),
+            ),
+        };
         DescriptorBudget {
             limit,
-            open_files_cache: config.log.open_files_cache as u64,
-            connections: config.server.max_connections as u64,
+            open_files_cache,
+            connections,
         }
     }
 
@@ -143,6 +158,18 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+
+    #[test]
+    fn a_low_limit_still_leaves_room_for_partitions() {
+        let config = Config::parse(Path::new("x"), "").unwrap();
+        let budget = DescriptorBudget::with_limit(&config, Some(1024));
+        assert_eq!(budget.open_files_cache, 128);
+        assert_eq!(budget.connections, 256);
+        assert_eq!(budget.max_partitions(), 1024 - 128 - 512 - 256);
+        let roomy = DescriptorBudget::with_limit(&config, Some(1 << 20));
+        assert_eq!(roomy.open_files_cache, config.log.open_files_cache as u64);
+        assert_eq!(roomy.connections, config.server.max_connections as u64);
+    }
 
     #[test]
     fn the_default_partition_limit_fits_under_20000_descriptors() {

@@ -251,10 +251,10 @@ impl TopicLimits {
     /// ([`super::descriptors::raise_soft_limit`]), as the broker does at startup.
     pub fn from_config(config: &crate::config::Config) -> TopicLimits {
         let limit = super::descriptors::raise_soft_limit();
+        let budget = super::descriptors::DescriptorBudget::with_limit(config, limit);
         TopicLimits {
-            open_files_cache: config.log.open_files_cache,
-            max_total_partitions: super::descriptors::DescriptorBudget::with_limit(config, limit)
-                .max_partitions(),
+            open_files_cache: usize::try_from(budget.open_files_cache).unwrap_or(usize::MAX),
+            max_total_partitions: budget.max_partitions(),
             auto_create_per_request: config.topics.auto_create_max_per_request,
             auto_create_per_sec: config.topics.auto_create_per_sec,
         }
