@@ -35,6 +35,7 @@ API_FETCH = 1
 CORRUPT_MESSAGE = 2
 MESSAGE_TOO_LARGE = 10
 INVALID_TIMESTAMP = 32
+INVALID_TXN_STATE = 48
 INVALID_RECORD = 87
 
 NOW_MS = int(time.time() * 1000)
@@ -212,6 +213,12 @@ HOSTILE = {
                                       {INVALID_RECORD}),
     "LogAppendTime set by the producer": (good_batch(1, b"l", attributes=1 << 3),
                                           {INVALID_TIMESTAMP}),
+    "transactional with a made-up producer id": (good_batch(2, b"p", attributes=1 << 4,
+                                                            producer_id=777),
+                                                 {INVALID_TXN_STATE}),
+    "two gzip members": (encode_batch(three(4), count=4, attributes=1,
+                                      compress=lambda b: gz(b[:len(b) // 2]) + gz(b[len(b) // 2:])),
+                         {CORRUPT_MESSAGE, INVALID_RECORD}),
 }
 
 
@@ -312,3 +319,21 @@ def test_honest_zstd_at_level_22_is_accepted(broker):
     assert (r["error"], r["base_offset"]) == (0, 0), r
     got = kp_consume(broker, topic, {0: 100})[0]
     assert [g.value for g in got] == [b"z%d" % i * 50 for i in range(100)]
+
+
+def test_a_partition_listed_twice_in_one_produce_is_appended_once(broker):
+    topic = unique_topic("dup-partition")
+    ck_create_topic(broker, topic, 1)
+    one, two = good_batch(2, b"first"), good_batch(2, b"second")
+    body = (kstr(None) + struct.pack(">hi", -1, 10000) + struct.pack(">i", 1) + kstr(topic)
+            + struct.pack(">i", 2)
+            + struct.pack(">i", 0) + struct.pack(">i", len(one)) + one
+            + struct.pack(">i", 0) + struct.pack(">i", len(two)) + two)
+    with RawConn(broker) as c:
+        corr = c.request(API_PRODUCE, 3, body)
+        resp = c.recv_response(corr)
+    # v3 response: [topic [partition error base_offset log_append_time]]
+    pos = 4 + 2 + len(topic) + 4
+    results = [struct.unpack_from(">ihqq", resp, pos + i * 22)[1:3] for i in range(2)]
+    assert results == [(0, 0), (INVALID_RECORD, -1)], results
+    assert ck_watermarks(broker, topic, [0])[0] == (0, 2)

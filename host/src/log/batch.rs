@@ -217,6 +217,20 @@ pub enum BatchError {
         /// Byte position of the batch.
         at: usize,
     },
+    /// A batch marked transactional names a producer whose transaction this broker cannot
+    /// have begun: it serves no InitProducerId or AddPartitionsToTxn, so no transaction is
+    /// open. Kafka refuses a transactional write outside an open transaction with
+    /// `INVALID_TXN_STATE` (48; KIP-890's verification).
+    #[error(
+        "batch at byte {at} is transactional (producer id {producer_id}), but no transaction \
+         is open: this broker has no transaction coordinator"
+    )]
+    NoOpenTransaction {
+        /// Byte position of the batch.
+        at: usize,
+        /// The `producerId` field.
+        producer_id: i64,
+    },
 }
 
 impl BatchError {
@@ -231,6 +245,7 @@ impl BatchError {
             | BatchError::CorruptCompression { .. } => 2,
             BatchError::TooLarge { .. } | BatchError::DecompressedTooLarge { .. } => 10,
             BatchError::InvalidTimestamp { .. } | BatchError::LogAppendTime { .. } => 32,
+            BatchError::NoOpenTransaction { .. } => 48,
             BatchError::NoBatches
             | BatchError::UnsupportedMagic { .. }
             | BatchError::InvalidCount { .. }

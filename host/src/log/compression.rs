@@ -36,7 +36,7 @@ const XERIAL_HEADER_LEN: usize = 16;
 pub fn decoder<'a>(codec: u8, data: &'a [u8], max_block: usize) -> io::Result<Box<dyn Read + 'a>> {
     Ok(match codec {
         0 => Box::new(data),
-        1 => Box::new(flate2::read::MultiGzDecoder::new(data)),
+        1 => Box::new(GzipReader(Some(flate2::bufread::GzDecoder::new(data)))),
         2 => Box::new(SnappyReader::new(data, max_block)),
         3 => Box::new(Lz4Reader(Some(lz4::Decoder::new(data)?))),
         4 => {
@@ -51,6 +51,36 @@ pub fn decoder<'a>(codec: u8, data: &'a [u8], max_block: usize) -> io::Result<Bo
             ))
         }
     })
+}
+
+/// One gzip member that must end where the data ends: the Java client and librdkafka
+/// write one, and librdkafka reads only the first of several (it then refetches the
+/// batch forever), so a second member or any bytes after the first are an error.
+/// The `bufread` decoder consumes exactly the member's bytes, so what it leaves is
+/// what follows the member.
+struct GzipReader<'a>(Option<flate2::bufread::GzDecoder<&'a [u8]>>);
+
+impl Read for GzipReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(decoder) = self.0.as_mut() else {
+            return Ok(0);
+        };
+        let n = decoder.read(buf)?;
+        if n > 0 || buf.is_empty() {
+            return Ok(n);
+        }
+        let rest = self.0.take().map_or(&[][..], |d| d.into_inner());
+        if !rest.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "gzip: {} bytes after the end of the first member (a batch is one member)",
+                    rest.len()
+                ),
+            ));
+        }
+        Ok(0)
+    }
 }
 
 /// An LZ4 frame that must end where the data ends: `lz4::Decoder` reports the end of
@@ -243,6 +273,10 @@ mod tests {
         };
         // Cut before the end mark, or followed by bytes that are not part of it.
         assert!(read_all(3, &lz[..lz.len() - 4]).is_err());
+        let mut two = gz.clone();
+        two.extend_from_slice(&gz);
+        let err = read_all(1, &two).unwrap_err();
+        assert!(err.to_string().contains("first member"), "{err}");
         let mut junk = lz.clone();
         junk.extend_from_slice(b"12345678");
         let err = read_all(3, &junk).unwrap_err();

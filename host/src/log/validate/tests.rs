@@ -306,6 +306,20 @@ fn batch_level_refusals() {
         BatchError::TransactionalWithoutProducerId { .. }
     ));
     assert_eq!(err.error_code(), 87);
+    let mut forged = RawBatch::from_records(&records(2));
+    forged.attributes |= 1 << 4;
+    forged.producer_id = 777;
+    forged.producer_epoch = 0;
+    forged.base_sequence = 0;
+    let err = validate(forged.encode()).unwrap_err();
+    assert!(matches!(
+        err,
+        BatchError::NoOpenTransaction {
+            producer_id: 777,
+            ..
+        }
+    ));
+    assert_eq!(err.error_code(), 48);
     let mut append_time = RawBatch::from_records(&records(2));
     append_time.attributes |= 1 << 3;
     let err = validate(append_time.encode()).unwrap_err();

@@ -21,7 +21,7 @@
 //! run on the blocking pool ([`Partition::wait_durable`],
 //! [`Partition::flush_in_background`]).
 
-use std::sync::Arc;
+use std::{collections::HashSet, sync::Arc};
 
 use kafka_protocol::{
     error::ResponseError,
@@ -115,6 +115,9 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
     let rules = ValidationRules::new(&broker.config.log, now_ms());
     let work = Arc::clone(broker);
     let mut budget = work.topics.auto_create_budget();
+    // Partitions already named by this request: a second entry is refused, not
+    // appended (Kafka keeps one entry per partition).
+    let mut seen: HashSet<(String, i32)> = HashSet::new();
     let (responses, waits) = {
         let mut waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
         let responses = request
@@ -128,6 +131,11 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                         .ok_or(ResponseError::UnknownTopicId)
                 } else {
                     find_or_create(&work, data.name.0.as_str(), &mut budget)
+                };
+                let key = if version >= 13 {
+                    data.topic_id.to_string()
+                } else {
+                    data.name.0.to_string()
                 };
                 let mut out = TopicProduceResponse::default();
                 out.name = data.name.clone();
@@ -144,10 +152,18 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                         r.base_offset = -1;
                         r.log_append_time_ms = -1;
                         r.log_start_offset = -1;
+                        let first = seen.insert((key.clone(), p.index));
                         let result = match (&topic, acks) {
                             (_, a) if !matches!(a, -1..=1) => {
                                 Err(ResponseError::InvalidRequiredAcks.into())
                             }
+                            _ if !first => Err(Refusal {
+                                error: ResponseError::InvalidRecord,
+                                message: "the partition is listed more than once in this \
+                                          Produce request; its first entry was appended"
+                                    .into(),
+                                record: None,
+                            }),
                             (Err(e), _) => Err((*e).into()),
                             (Ok(topic), _) if !work.serves(&topic.name, p.index) => {
                                 Err(ResponseError::NotLeaderOrFollower.into())
