@@ -6,8 +6,9 @@
 //! refused per partition with CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP or
 //! MESSAGE_TOO_LARGE, the reason in the response's error message and, for one record at
 //! fault, in `record_errors`. Batches are stored as produced (compressed ones untouched);
-//! the log assigns offsets. At most [`MAX_CONCURRENT_DECOMPRESSIONS`] requests with
-//! compressed batches are validated at once, which bounds the memory decoders take.
+//! the log assigns offsets. At most [`MAX_CONCURRENT_DECOMPRESSIONS`] compressed batches
+//! are validated at once, broker-wide, each under its own permit, which bounds the
+//! memory decoders take and lets producers take turns.
 //! `acks` = 0 gets no response at all; 1 and −1 (all in-sync replicas, which on a
 //! single replica is this one) are answered after the append, which is durable under
 //! the log's flush policy.
@@ -40,16 +41,15 @@ use crate::{
     broker::{auto_create::AutoCreateBudget, topics::validate_name, Broker, Partition, Topic},
     log::{
         batch::BatchError,
-        validate::{validate_produced, ValidationRules},
+        validate::{validate_produced, ValidatedBatch, ValidationRules},
         AppendInfo, LogError,
     },
     server::dispatch::{Handled, Reply},
 };
 
-/// How many Produce requests with compressed batches the broker validates at once,
-/// broker-wide: each holds a decoder (up to 128 MiB for a zstd window, or a snappy
+/// How many compressed batches the broker validates at once, broker-wide: each holds a decoder (up to 128 MiB for a zstd window, or a snappy
 /// block of up to `max_decompressed_batch_bytes`), so this bounds that memory to
-/// 2 × 128 MiB; other requests wait their turn.
+/// 2 × 128 MiB; other batches wait their turn, first come, first served.
 pub const MAX_CONCURRENT_DECOMPRESSIONS: usize = 2;
 
 static DECOMPRESSIONS: Semaphore = Semaphore::const_new(MAX_CONCURRENT_DECOMPRESSIONS);
@@ -107,12 +107,8 @@ impl From<&LogError> for Refusal {
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Handled {
     let acks = request.acks;
     let deferred = broker.config.log.flush_messages == 1 && acks != 0;
-    let _permit = if carries_compressed_batch(&request) {
-        DECOMPRESSIONS.acquire().await.ok()
-    } else {
-        None
-    };
     let rules = ValidationRules::new(&broker.config.log, now_ms());
+    let mut compressed = validate_compressed(&request, &rules).await;
     let work = Arc::clone(broker);
     let mut budget = work.topics.auto_create_budget();
     // Partitions already named by this request: a second entry is refused, not
@@ -168,7 +164,10 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                             (Ok(topic), _) if !work.serves(&topic.name, p.index) => {
                                 Err(ResponseError::NotLeaderOrFollower.into())
                             }
-                            (Ok(topic), _) => append(topic, p.index, p.records, &rules, deferred),
+                            (Ok(topic), _) => {
+                                let checked = compressed[ti][pi].take();
+                                append(topic, p.index, p.records, checked, &rules, deferred)
+                            }
                         };
                         match result {
                             Ok((partition, info)) => {
@@ -233,17 +232,37 @@ fn set_error(r: &mut PartitionProduceResponse, refusal: Refusal) {
     r.error_message = Some(StrBytes::from_string(refusal.message));
 }
 
-/// Whether any partition's data starts with a batch whose codec bits (byte 22, bits
-/// 0-2) are set: such a request is validated under a [`DECOMPRESSIONS`] permit.
-fn carries_compressed_batch(request: &ProduceRequest) -> bool {
-    request.topic_data.iter().any(|t| {
-        t.partition_data.iter().any(|p| {
-            p.records
+/// Validates, ahead of the appends, every partition's data that starts with a batch
+/// whose codec bits (byte 22, bits 0-2) are set, each under its own
+/// [`DECOMPRESSIONS`] permit (first come, first served) and off the runtime's worker:
+/// a request of many large compressed batches then delays another producer's batch by
+/// about one batch's decompression, not by the whole request. Indexed like the
+/// request's topics and partitions; `None` where the data is not compressed.
+async fn validate_compressed(
+    request: &ProduceRequest,
+    rules: &ValidationRules,
+) -> Vec<Vec<Option<Result<ValidatedBatch, BatchError>>>> {
+    let mut out = Vec::with_capacity(request.topic_data.len());
+    for topic in &request.topic_data {
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for p in &topic.partition_data {
+            let records = p
+                .records
                 .as_ref()
-                .and_then(|r| r.get(22))
-                .is_some_and(|attributes| attributes & 0b111 != 0)
-        })
-    })
+                .filter(|r| r.get(22).is_some_and(|attributes| attributes & 0b111 != 0));
+            partitions.push(match records {
+                Some(records) => {
+                    let _permit = DECOMPRESSIONS.acquire().await.ok();
+                    Some(off_the_runtime(|| {
+                        validate_produced(records.clone(), rules)
+                    }))
+                }
+                None => None,
+            });
+        }
+        out.push(partitions);
+    }
+    out
 }
 
 /// The topic `name`, auto-created if it is unknown, auto-creation is enabled and the
@@ -300,7 +319,8 @@ fn find_or_create(
     }
 }
 
-/// Validates `records` under `rules` and appends them to partition `index` of `topic`.
+/// Validates `records` under `rules` (unless `checked` holds the outcome already) and
+/// appends them to partition `index` of `topic`.
 /// With `deferred`, the caller makes the append durable with
 /// [`Partition::wait_durable`] before acknowledging it; otherwise a flush due under
 /// `log.flush_messages` starts in the background.
@@ -308,6 +328,7 @@ fn append(
     topic: &Topic,
     index: i32,
     records: Option<bytes::Bytes>,
+    checked: Option<Result<ValidatedBatch, BatchError>>,
     rules: &ValidationRules,
     deferred: bool,
 ) -> Result<(Arc<Partition>, AppendInfo), Refusal> {
@@ -320,7 +341,8 @@ fn append(
         message: BatchError::NoBatches.to_string(),
         record: None,
     })?;
-    let batch = validate_produced(records, rules).map_err(|e| {
+    let checked = checked.unwrap_or_else(|| validate_produced(records, rules));
+    let batch = checked.map_err(|e| {
         let e = LogError::InvalidBatch(e);
         crate::info_limited!(
             "produce.refused",
