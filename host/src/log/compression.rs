@@ -36,9 +36,17 @@ const XERIAL_HEADER_LEN: usize = 16;
 pub fn decoder<'a>(codec: u8, data: &'a [u8], max_block: usize) -> io::Result<Box<dyn Read + 'a>> {
     Ok(match codec {
         0 => Box::new(data),
-        1 => Box::new(GzipReader(Some(flate2::bufread::GzDecoder::new(data)))),
+        1 => Box::new(Whole::new(
+            flate2::bufread::GzDecoder::new(data),
+            "one gzip member",
+            |d| Ok(d.into_inner()),
+        )),
         2 => Box::new(SnappyReader::new(data, max_block)),
-        3 => Box::new(Lz4Reader(Some(lz4::Decoder::new(data)?))),
+        3 => Box::new(Whole::new(lz4::Decoder::new(data)?, "one LZ4 frame", |d| {
+            let (rest, finished) = d.finish();
+            finished.map_err(|_| invalid_data("lz4: the frame is cut short".into()))?;
+            Ok(rest)
+        })),
         4 => {
             let mut d = zstd::stream::read::Decoder::with_buffer(data)?;
             d.window_log_max(ZSTD_WINDOW_LOG_MAX)?;
@@ -53,67 +61,57 @@ pub fn decoder<'a>(codec: u8, data: &'a [u8], max_block: usize) -> io::Result<Bo
     })
 }
 
-/// One gzip member that must end where the data ends: the Java client and librdkafka
-/// write one, and librdkafka reads only the first of several (it then refetches the
-/// batch forever), so a second member or any bytes after the first are an error.
-/// The `bufread` decoder consumes exactly the member's bytes, so what it leaves is
-/// what follows the member.
-struct GzipReader<'a>(Option<flate2::bufread::GzDecoder<&'a [u8]>>);
+/// A decoder of one compressed stream that must end where the data ends. The Java
+/// client and librdkafka write one gzip member or one LZ4 frame per batch, and
+/// consumers fail on anything else: librdkafka reads only the first gzip member (and
+/// then refetches the batch forever) and refuses bytes after an LZ4 frame, kafka-python
+/// refuses an LZ4 frame without its end mark. The decoders themselves report the end of
+/// their input as a clean end and never look past their stream, so at the end `finish`
+/// takes the decoder and gives back the input it left, or an error when the stream was
+/// cut short; any input left is an error too.
+struct Whole<'a, D> {
+    decoder: Option<D>,
+    finish: fn(D) -> io::Result<&'a [u8]>,
+    /// What the data must be, for the error: "one gzip member", "one LZ4 frame".
+    stream: &'static str,
+}
 
-impl Read for GzipReader<'_> {
+impl<'a, D: Read> Whole<'a, D> {
+    fn new(decoder: D, stream: &'static str, finish: fn(D) -> io::Result<&'a [u8]>) -> Self {
+        Whole {
+            decoder: Some(decoder),
+            finish,
+            stream,
+        }
+    }
+}
+
+impl<D: Read> Read for Whole<'_, D> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let Some(decoder) = self.0.as_mut() else {
+        let Some(decoder) = self.decoder.as_mut() else {
             return Ok(0);
         };
         let n = decoder.read(buf)?;
         if n > 0 || buf.is_empty() {
             return Ok(n);
         }
-        let rest = self.0.take().map_or(&[][..], |d| d.into_inner());
+        let Some(decoder) = self.decoder.take() else {
+            return Ok(0);
+        };
+        let rest = (self.finish)(decoder)?;
         if !rest.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "gzip: {} bytes after the end of the first member (a batch is one member)",
-                    rest.len()
-                ),
-            ));
+            return Err(invalid_data(format!(
+                "{} bytes after the end of the stream; a batch is {}",
+                rest.len(),
+                self.stream
+            )));
         }
         Ok(0)
     }
 }
 
-/// An LZ4 frame that must end where the data ends: `lz4::Decoder` reports the end of
-/// its input as the end of the stream even inside a frame, and never looks at bytes
-/// after the frame's end mark. Consumers fail on both (librdkafka on trailing bytes,
-/// kafka-python on a frame cut short), so both are errors here.
-struct Lz4Reader<'a>(Option<lz4::Decoder<&'a [u8]>>);
-
-impl Read for Lz4Reader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let Some(decoder) = self.0.as_mut() else {
-            return Ok(0);
-        };
-        let n = decoder.read(buf)?;
-        if n > 0 || buf.is_empty() {
-            return Ok(n);
-        }
-        let Some(decoder) = self.0.take() else {
-            return Ok(0);
-        };
-        let (rest, finished) = decoder.finish();
-        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
-        if finished.is_err() {
-            return Err(invalid("lz4: the frame is cut short".into()));
-        }
-        if !rest.is_empty() {
-            return Err(invalid(format!(
-                "lz4: {} bytes after the end of the frame",
-                rest.len()
-            )));
-        }
-        Ok(0)
-    }
+fn invalid_data(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
 /// Kafka's snappy: xerial framing (header, then blocks each prefixed with its
@@ -276,7 +274,7 @@ mod tests {
         let mut two = gz.clone();
         two.extend_from_slice(&gz);
         let err = read_all(1, &two).unwrap_err();
-        assert!(err.to_string().contains("first member"), "{err}");
+        assert!(err.to_string().contains("one gzip member"), "{err}");
         let mut junk = lz.clone();
         junk.extend_from_slice(b"12345678");
         let err = read_all(3, &junk).unwrap_err();
