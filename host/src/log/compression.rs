@@ -140,7 +140,7 @@ impl<'a> SnappyReader<'a> {
 
     /// Decompresses the next block into `self.block`; `false` at the end of the stream.
     fn next_block(&mut self) -> io::Result<bool> {
-        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+        let invalid = invalid_data;
         let compressed = if !self.framed {
             if self.started {
                 return Ok(false);
