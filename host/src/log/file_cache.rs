@@ -157,15 +157,7 @@ impl CachedFile {
         create: bool,
     ) -> Result<CachedFile, LogError> {
         let file = open_rw(path, create).map_err(LogError::io(path))?;
-        let meta = file.metadata().map_err(LogError::io(path))?;
-        let cached = CachedFile {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            path: path.to_path_buf(),
-            identity: (meta.dev(), meta.ino()),
-            cache: Arc::clone(cache),
-        };
-        cache.insert(cached.id, Arc::new(file));
-        Ok(cached)
+        Self::adopt(cache, path, Arc::new(file))
     }
 
     /// Wraps a file already open at `path` (a segment's `.log` leaving the active

@@ -159,23 +159,7 @@ impl ConnBudget {
 
     /// Waits until [`available`](Self::available) is non-zero. Cancel safe.
     pub async fn wait_available(&self) {
-        if self.available() > 0 {
-            return;
-        }
-        loop {
-            let conn = self.pool.released.notified();
-            let broker = self.broker.pool.released.notified();
-            tokio::pin!(conn, broker);
-            conn.as_mut().enable();
-            broker.as_mut().enable();
-            if self.available() > 0 {
-                return;
-            }
-            tokio::select! {
-                _ = conn => {}
-                _ = broker => {}
-            }
-        }
+        self.wait_until(|b| b.available() > 0).await;
     }
 
     /// Whether this connection may read another request now: its own budget is not
@@ -189,8 +173,14 @@ impl ConnBudget {
 
     /// Waits until [`may_read`](Self::may_read). Cancel safe.
     pub async fn room_to_read(&self) {
-        // The common case costs two atomic loads, no registration with the wake-ups.
-        if self.may_read() {
+        self.wait_until(Self::may_read).await;
+    }
+
+    /// Waits until `ready` holds, woken by releases on this connection's budget or the
+    /// broker's. The common case (already ready) costs the check alone, no
+    /// registration with the wake-ups. Cancel safe.
+    async fn wait_until(&self, ready: impl Fn(&Self) -> bool) {
+        if ready(self) {
             return;
         }
         loop {
@@ -199,7 +189,7 @@ impl ConnBudget {
             tokio::pin!(conn, broker);
             conn.as_mut().enable();
             broker.as_mut().enable();
-            if self.may_read() {
+            if ready(self) {
                 return;
             }
             tokio::select! {
