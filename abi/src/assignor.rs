@@ -100,7 +100,6 @@ pub type AssignorArc = RArc<Assignor_TO<'static, RBox<()>>>;
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = AssignorModRef)))]
-#[sabi(missing_field(panic))]
 pub struct AssignorMod {
     /// What the plugin is; `kind` is [`crate::PluginKind::Assignor`].
     pub manifest: Manifest,
@@ -114,5 +113,5 @@ impl RootModule for AssignorModRef {
     declare_root_module_statics! {AssignorModRef}
     const BASE_NAME: &'static str = "drover_assignor";
     const NAME: &'static str = "drover_assignor";
-    const VERSION_STRINGS: VersionStrings = crate::ABI_VERSION_STRINGS;
+    const VERSION_STRINGS: VersionStrings = crate::version::ASSIGNOR_VERSION_STRINGS;
 }

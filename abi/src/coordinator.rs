@@ -7,10 +7,37 @@
 //! opens a socket or sleeps (DESIGN.md, "The coordinator core is sans-IO").
 //!
 //! Times are milliseconds on the host's monotonic clock (`now_ms`), not wall time.
+//!
+//! ## The contract between host and coordinator
+//! Everything the host needs to know about protocol state comes from outputs; the host
+//! never decodes the coordinator's frames. The rules a coordinator must follow (and
+//! docs/plugins.md, "Writing a coordinator", repeats):
+//! 1. Every request frame the host delivers with [`CoordinatorInput::Frame`] on a
+//!    connection that is not a channel gets exactly one
+//!    [`CoordinatorOutput::Answer`] on that connection, **in the order the requests
+//!    arrived** (the host matches answers to requests by position and keeps answers in
+//!    request order with the broker's own answers on the same connection), or the
+//!    coordinator closes the connection ([`CoordinatorOutput::CloseConnection`]).
+//! 2. A connection becomes a *channel* with [`CoordinatorOutput::ChannelOpened`], sent
+//!    before the `Answer` that tells the client so (the native RegisterConsumer). From
+//!    then on every frame read on it is delivered as the client's answer to a request the
+//!    coordinator pushed, not as a request: the host reserves no answer for it.
+//! 3. [`CoordinatorOutput::Push`] sends a coordinator-initiated request on a channel; a
+//!    push on a connection that is not a channel is a contract violation: the host logs
+//!    it and closes the connection.
+//! 4. The host closes a channel whose client does not read (its queue is full) and
+//!    reports it with [`CoordinatorInput::ConnectionClosed`].
+//! 5. Offset operations carry coordinator-chosen ids; each gets exactly one result
+//!    input with the same id. At most one `CommitOffsets` per group is in flight.
+//! 6. Inputs and outputs are non-exhaustive: a variant this build does not know arrives
+//!    as an `Err` from `into_enum()`. The SDK hands unknown inputs to
+//!    [`crate::sdk::CoordinatorPlugin::unknown_input`] (default: logged and skipped);
+//!    the host logs and skips unknown outputs.
 
 use abi_stable::{
     declare_root_module_statics,
     library::RootModule,
+    nonexhaustive_enum::NonExhaustiveFor,
     sabi_trait,
     sabi_types::VersionStrings,
     std_types::{RBox, ROption, RResult, RString, RVec},
@@ -72,9 +99,12 @@ pub struct TopicId {
     pub id: [u8; 16],
 }
 
-/// An event the host delivers to the coordinator.
+/// An event the host delivers to the coordinator. Crosses the boundary as
+/// [`CoordinatorInputNE`]; later minors may add variants (module docs, rule 6).
 #[repr(u8)]
 #[derive(StableAbi, Debug, Clone)]
+#[sabi(kind(WithNonExhaustive(size = [usize; 12], traits(Debug, Clone))))]
+#[non_exhaustive]
 pub enum CoordinatorInput {
     /// A complete request or response frame (Kafka framing, without the 4-byte size
     /// prefix) received on connection `conn`, which the host routes to the coordinator.
@@ -134,16 +164,40 @@ pub enum CoordinatorInput {
     },
 }
 
-/// An action the coordinator asks the host to perform.
+/// [`CoordinatorInput`] as it crosses the boundary: a fixed-size, non-exhaustive
+/// wrapper (`abi_stable`'s `NonExhaustive`); `into_enum()` is `Err` for a variant added
+/// by a later minor than the receiver was built against.
+pub type CoordinatorInputNE = NonExhaustiveFor<CoordinatorInput>;
+
+/// An action the coordinator asks the host to perform. Crosses the boundary as
+/// [`CoordinatorOutputNE`]; the rules of each are in the module docs.
 #[repr(u8)]
 #[derive(StableAbi, Debug, Clone)]
+#[sabi(kind(WithNonExhaustive(size = [usize; 12], traits(Debug, Clone))))]
+#[non_exhaustive]
 pub enum CoordinatorOutput {
-    /// Send `bytes` (a frame without the size prefix; the host adds it) on `conn`.
-    SendFrame {
+    /// The answer to the oldest unanswered request on `conn` (rule 1): `bytes` is a
+    /// response frame without the size prefix (the host adds it).
+    Answer {
         /// The connection id.
         conn: u64,
         /// The frame bytes.
         bytes: RVec<u8>,
+    },
+    /// A request the coordinator sends on channel `conn` (rule 3): a frame without the
+    /// size prefix. The client's answer comes back as a `Frame` input.
+    Push {
+        /// The connection id; must be a channel.
+        conn: u64,
+        /// The frame bytes.
+        bytes: RVec<u8>,
+    },
+    /// `conn` is now a coordinator channel (rule 2). Sent before the `Answer` that tells
+    /// the client; every later frame read on `conn` is a `Frame` input that answers a
+    /// `Push`.
+    ChannelOpened {
+        /// The connection id.
+        conn: u64,
     },
     /// Close connection `conn`; the host answers with `ConnectionClosed`.
     CloseConnection {
@@ -192,6 +246,9 @@ pub enum CoordinatorOutput {
     },
 }
 
+/// [`CoordinatorOutput`] as it crosses the boundary (see [`CoordinatorInputNE`]).
+pub type CoordinatorOutputNE = NonExhaustiveFor<CoordinatorOutput>;
+
 /// The coordinator interface across the boundary. Called from one host thread at a time.
 #[sabi_trait]
 pub trait Coordinator: Send {
@@ -199,8 +256,8 @@ pub trait Coordinator: Send {
     fn handle(
         &mut self,
         now_ms: u64,
-        input: CoordinatorInput,
-    ) -> RResult<RVec<CoordinatorOutput>, PluginError>;
+        input: CoordinatorInputNE,
+    ) -> RResult<RVec<CoordinatorOutputNE>, PluginError>;
     /// When the coordinator next needs a `TimerFired` (ms on the same clock), if ever.
     fn poll_timeout(&self) -> ROption<u64>;
     /// This broker now owns coordinator slot `slot` (cluster mode). Its previous owner
@@ -212,16 +269,16 @@ pub trait Coordinator: Send {
         now_ms: u64,
         slot: u32,
         stopped_ms: u64,
-    ) -> RResult<RVec<CoordinatorOutput>, PluginError>;
+    ) -> RResult<RVec<CoordinatorOutputNE>, PluginError>;
     /// This broker no longer owns coordinator slot `slot` (cluster mode).
     fn slot_lost(
         &mut self,
         now_ms: u64,
         slot: u32,
-    ) -> RResult<RVec<CoordinatorOutput>, PluginError>;
+    ) -> RResult<RVec<CoordinatorOutputNE>, PluginError>;
     /// The broker is stopping: final outputs (commits, closes). No call follows.
     #[sabi(last_prefix_field)]
-    fn shutdown(&mut self, now_ms: u64) -> RResult<RVec<CoordinatorOutput>, PluginError>;
+    fn shutdown(&mut self, now_ms: u64) -> RResult<RVec<CoordinatorOutputNE>, PluginError>;
 }
 
 /// An owned coordinator instance.
@@ -231,7 +288,6 @@ pub type CoordinatorBox = Coordinator_TO<'static, RBox<()>>;
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = CoordinatorModRef)))]
-#[sabi(missing_field(panic))]
 pub struct CoordinatorMod {
     /// What the plugin is; `kind` is [`crate::PluginKind::Coordinator`].
     pub manifest: Manifest,
@@ -248,5 +304,5 @@ impl RootModule for CoordinatorModRef {
     declare_root_module_statics! {CoordinatorModRef}
     const BASE_NAME: &'static str = "drover_coordinator";
     const NAME: &'static str = "drover_coordinator";
-    const VERSION_STRINGS: VersionStrings = crate::ABI_VERSION_STRINGS;
+    const VERSION_STRINGS: VersionStrings = crate::version::COORDINATOR_VERSION_STRINGS;
 }

@@ -16,11 +16,13 @@
 //!   exported root module, panic catching and the `tracing` log bridge for free.
 //!
 //! ## Versioning
-//! The ABI version is this crate's version ([`ABI_MAJOR`].[`ABI_MINOR`]). The host refuses a
-//! plugin whose ABI major differs from its own; within a major, root modules, boundary
-//! types and trait vtables are frozen (abi_stable refuses a library whose vtables have
-//! fewer methods than the host's), so any plugin of the major loads into any host of it.
-//! `docs/plugins.md` spells out which change breaks which plugins.
+//! Each kind has its own interface version ([`version`]: [`COORDINATOR_ABI`],
+//! [`ASSIGNOR_ABI`], [`OFFSET_STORE_ABI`]). A plugin built against `X.Y` of its kind loads
+//! into every host serving `X.Z` with `Z ≥ Y`: minors only add, and what they add is
+//! optional to older plugins (trait methods after `#[sabi(last_prefix_field)]` with a
+//! default, variants of the non-exhaustive [`coordinator::CoordinatorInput`] /
+//! [`coordinator::CoordinatorOutput`], values of the open [`ErrorKind`]). The host checks
+//! layouts with the plugin as the older side (docs/plugins.md, "Compatibility").
 
 #![allow(non_local_definitions)]
 
@@ -32,6 +34,7 @@ pub mod manifest;
 pub mod offset_store;
 pub mod sdk;
 pub mod types;
+pub mod version;
 
 pub use assignor::{AssignInput, Assignment, AssignorMember, AssignorModRef, MemberAssignment};
 pub use error::{ErrorKind, PluginError};
@@ -39,6 +42,7 @@ pub use host::{HostServices, LogLevel};
 pub use manifest::{Manifest, PluginKind};
 pub use offset_store::{OffsetKey, OffsetRecord, OffsetStoreModRef};
 pub use types::{TopicInfo, TopicPartitions};
+pub use version::{KindVersion, ASSIGNOR_ABI, COORDINATOR_ABI, OFFSET_STORE_ABI};
 
 /// Re-exports used by the SDK macros; not part of the public API.
 #[doc(hidden)]
@@ -54,38 +58,8 @@ pub mod std_types {
     };
 }
 
-/// Major version of the plugin ABI. A plugin built against another major is refused.
-pub const ABI_MAJOR: u32 = parse_u32(env!("CARGO_PKG_VERSION_MAJOR"));
-/// Minor version of the plugin ABI (additions that do not break older plugins).
-pub const ABI_MINOR: u32 = parse_u32(env!("CARGO_PKG_VERSION_MINOR"));
-
-/// The version strings every root module reports in its `abi_stable` library header.
-/// abi_stable refuses a library whose major differs; the host checks it first to give a
-/// clearer message.
-pub const ABI_VERSION_STRINGS: abi_stable::sabi_types::VersionStrings =
-    abi_stable::package_version_strings!();
-
-const fn parse_u32(s: &str) -> u32 {
-    let b = s.as_bytes();
-    let mut i = 0;
-    let mut v = 0u32;
-    while i < b.len() {
-        v = v * 10 + (b[i] - b'0') as u32;
-        i += 1;
-    }
-    v
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn abi_version_is_crate_version() {
-        assert_eq!(
-            format!("{}.{}", super::ABI_MAJOR, super::ABI_MINOR),
-            env!("CARGO_PKG_VERSION").rsplit_once('.').unwrap().0
-        );
-    }
-
     #[test]
     fn export_symbol_matches_abi_stable() {
         assert_eq!(

@@ -68,9 +68,10 @@ pub struct Manifest {
     pub name: RStr<'static>,
     /// The plugin's own version (semver of its crate, by convention).
     pub version: RStr<'static>,
-    /// The drover-abi major the plugin was built against.
+    /// The major of its kind's interface version the plugin was built against
+    /// ([`crate::version`]); equal to the one in the library header.
     pub abi_major: u32,
-    /// The drover-abi minor the plugin was built against.
+    /// The minor of its kind's interface version the plugin was built against.
     pub abi_minor: u32,
     /// One line for `drover plugins list` and the admin API.
     pub description: RStr<'static>,

@@ -109,7 +109,6 @@ pub type OffsetStoreArc = RArc<OffsetStore_TO<'static, RBox<()>>>;
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = OffsetStoreModRef)))]
-#[sabi(missing_field(panic))]
 pub struct OffsetStoreMod {
     /// What the plugin is; `kind` is [`crate::PluginKind::OffsetStore`].
     pub manifest: Manifest,
@@ -123,5 +122,5 @@ impl RootModule for OffsetStoreModRef {
     declare_root_module_statics! {OffsetStoreModRef}
     const BASE_NAME: &'static str = "drover_offset_store";
     const NAME: &'static str = "drover_offset_store";
-    const VERSION_STRINGS: VersionStrings = crate::ABI_VERSION_STRINGS;
+    const VERSION_STRINGS: VersionStrings = crate::version::OFFSET_STORE_VERSION_STRINGS;
 }

@@ -46,9 +46,10 @@ pub fn offset_to_abi(e: &OffsetEntry, commit_time_ms: i64) -> OffsetRecord {
     }
 }
 
-/// Converts a host input.
-pub fn input_from_abi(input: CoordinatorInput) -> Input {
-    match input {
+/// Converts a host input; `None` for one this core has no use for (the SDK already
+/// routed variants unknown to this build to `unknown_input`).
+pub fn input_from_abi(input: CoordinatorInput) -> Option<Input> {
+    Some(match input {
         CoordinatorInput::Frame { conn, bytes } => Input::Frame {
             conn: ConnId(conn),
             bytes: Bytes::from(bytes.into_vec()),
@@ -85,7 +86,8 @@ pub fn input_from_abi(input: CoordinatorInput) -> Input {
                 .map(|records| records.iter().map(offset_from_abi).collect())
                 .map_err(StoreError::from),
         },
-    }
+        _ => return None,
+    })
 }
 
 /// A fetch or delete scope as the ABI carries it: empty for the whole group.
@@ -104,10 +106,15 @@ fn scope_to_abi(scope: FetchScope) -> RVec<drover_abi::TopicPartitions> {
 /// which the host driver executes as `OffsetStore::fetch_group`.
 pub fn output_to_abi(output: Output, commit_time_ms: i64) -> Option<CoordinatorOutput> {
     Some(match output {
-        Output::SendFrame { conn, bytes } => CoordinatorOutput::SendFrame {
+        Output::Answer { conn, bytes } => CoordinatorOutput::Answer {
             conn: conn.0,
             bytes: RVec::from(bytes.to_vec()),
         },
+        Output::Push { conn, bytes } => CoordinatorOutput::Push {
+            conn: conn.0,
+            bytes: RVec::from(bytes.to_vec()),
+        },
+        Output::ChannelOpened { conn } => CoordinatorOutput::ChannelOpened { conn: conn.0 },
         Output::CloseConnection { conn } => CoordinatorOutput::CloseConnection { conn: conn.0 },
         Output::CommitOffsets { op, records } => CoordinatorOutput::CommitOffsets {
             op: op.0,
@@ -148,14 +155,16 @@ mod tests {
         let input = input_from_abi(CoordinatorInput::Frame {
             conn: 7,
             bytes: vec![1, 2].into(),
-        });
+        })
+        .unwrap();
         assert!(
             matches!(input, Input::Frame { conn: ConnId(7), ref bytes } if bytes[..] == [1, 2])
         );
         let input = input_from_abi(CoordinatorInput::OffsetsCommitted {
             op: 3,
             result: RErr(PluginError::unavailable("down")),
-        });
+        })
+        .unwrap();
         assert!(
             matches!(input, Input::OffsetsCommitted { op: OpId(3), result: Err(ref e) } if e.retriable)
         );
@@ -171,9 +180,9 @@ mod tests {
             op: 4,
             result: ROk(vec![record.clone()].into()),
         });
-        let Input::OffsetsFetched {
+        let Some(Input::OffsetsFetched {
             result: Ok(found), ..
-        } = input
+        }) = input
         else {
             panic!()
         };

@@ -164,7 +164,10 @@ impl CoordinatorPlugin for ExportedCoordinator {
         now_ms: u64,
         input: CoordinatorInput,
     ) -> Result<Vec<CoordinatorOutput>, PluginError> {
-        Ok(to_abi(self.core.handle(now_ms, input_from_abi(input))))
+        match input_from_abi(input) {
+            Some(input) => Ok(to_abi(self.core.handle(now_ms, input))),
+            None => Ok(Vec::new()),
+        }
     }
 
     fn poll_timeout(&self) -> Option<u64> {

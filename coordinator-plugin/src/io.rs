@@ -118,12 +118,27 @@ pub enum FetchScope {
 /// An action for the host, in the order returned.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
-    /// Send a frame (without the size prefix; the host adds it) on `conn`.
-    SendFrame {
+    /// The answer to the oldest unanswered request on `conn` (a frame without the size
+    /// prefix; the host adds it). Answers leave in request order.
+    Answer {
         /// The connection.
         conn: ConnId,
         /// The frame bytes after the size prefix.
         bytes: Bytes,
+    },
+    /// A request the coordinator sends on channel `conn` (Heartbeat, StopFetcher,
+    /// StartFetcher), a frame without the size prefix.
+    Push {
+        /// The channel.
+        conn: ConnId,
+        /// The frame bytes after the size prefix.
+        bytes: Bytes,
+    },
+    /// `conn` became a coordinator channel; precedes the RegisterConsumer answer that
+    /// tells the consumer. Every later frame on `conn` answers a `Push`.
+    ChannelOpened {
+        /// The connection.
+        conn: ConnId,
     },
     /// Close `conn`. The host answers with [`Input::ConnectionClosed`]; frames that
     /// arrive on it meanwhile are ignored.

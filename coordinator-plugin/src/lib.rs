@@ -97,8 +97,10 @@
 //! proto::encode_request_frame(&mut frame, 1, Some("app"), &request).unwrap();
 //! let outputs = coordinator.handle(5, Input::Frame { conn: ConnId(1), bytes: frame.freeze().slice(4..) });
 //!
-//! // The registration answer, then (no debounce) the start offsets are read...
-//! assert!(matches!(&outputs[0], Output::SendFrame { conn: ConnId(1), .. }));
+//! // The connection becomes a channel, the registration is answered, then (no
+//! // debounce) the start offsets are read...
+//! assert!(matches!(&outputs[0], Output::ChannelOpened { conn: ConnId(1) }));
+//! assert!(matches!(&outputs[1], Output::Answer { conn: ConnId(1), .. }));
 //! let Some(Output::FetchOffsets { op, .. }) =
 //!     outputs.iter().find(|o| matches!(o, Output::FetchOffsets { .. }))
 //! else {
@@ -106,8 +108,8 @@
 //! };
 //! // ... and once the store answers (nothing committed), StartFetcher goes out.
 //! let outputs = coordinator.handle(6, Input::OffsetsFetched { op: *op, result: Ok(vec![]) });
-//! let Some(Output::SendFrame { bytes, .. }) =
-//!     outputs.iter().find(|o| matches!(o, Output::SendFrame { .. }))
+//! let Some(Output::Push { bytes, .. }) =
+//!     outputs.iter().find(|o| matches!(o, Output::Push { .. }))
 //! else {
 //!     panic!("no StartFetcher")
 //! };

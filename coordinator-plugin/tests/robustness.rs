@@ -132,6 +132,8 @@ struct Harness {
     sent: BTreeMap<u8, BTreeSet<i32>>,
     outstanding: BTreeMap<u8, (i32, ApiKey)>,
     closed: BTreeSet<u8>,
+    /// Connections the coordinator declared channels (`Output::ChannelOpened`).
+    channels: BTreeSet<u8>,
     ops: VecDeque<(OpId, Option<Vec<TopicPartition>>)>,
     next_corr: i32,
 }
@@ -144,11 +146,17 @@ impl Harness {
     fn handle(&mut self, input: Input) -> Result<(), TestCaseError> {
         let outputs = self.coord.handle(self.now, input);
         for out in outputs {
+            let pushed = matches!(out, Output::Push { .. });
             match out {
-                Output::SendFrame { conn, bytes } => {
+                Output::ChannelOpened { conn } => {
+                    self.channels.insert((conn.0 - 1) as u8);
+                }
+                Output::Answer { conn, bytes } | Output::Push { conn, bytes } => {
                     let c = (conn.0 - 1) as u8;
                     prop_assert!(!self.closed.contains(&c), "frame on a closed connection");
                     if let Ok((h, r)) = proto::decode_request_frame(bytes.clone()) {
+                        prop_assert!(pushed, "a coordinator request sent as an Answer");
+                        prop_assert!(self.channels.contains(&c), "a Push on a non-channel");
                         prop_assert_eq!(r.api_key().direction(), Direction::CoordinatorToConsumer);
                         prop_assert!(
                             !self.outstanding.contains_key(&c),
@@ -156,6 +164,7 @@ impl Harness {
                         );
                         self.outstanding.insert(c, (h.correlation_id, r.api_key()));
                     } else {
+                        prop_assert!(!pushed, "an answer sent as a Push");
                         let mut b = bytes.clone();
                         let h = proto::ResponseHeader::decode(&mut b)
                             .map_err(|e| TestCaseError::fail(format!("undecodable frame: {e}")))?;
@@ -169,6 +178,7 @@ impl Harness {
                 }
                 Output::CloseConnection { conn } => {
                     let c = (conn.0 - 1) as u8;
+                    self.channels.remove(&c);
                     self.closed.insert(c);
                     self.outstanding.remove(&c);
                 }
@@ -418,6 +428,7 @@ impl Harness {
             sent: BTreeMap::new(),
             outstanding: BTreeMap::new(),
             closed: BTreeSet::new(),
+            channels: BTreeSet::new(),
             ops: VecDeque::new(),
             next_corr: 0,
         };

@@ -16,6 +16,7 @@ use std::{
 };
 
 use abi_stable::{
+    nonexhaustive_enum::NonExhaustive,
     prefix_type::PrefixTypeTrait,
     sabi_trait::TD_Opaque,
     std_types::{RArc, RBox, ROption, RResult, RSlice, RStr, RString, RVec},
@@ -30,8 +31,9 @@ use crate::{
         AssignInput, Assignment, Assignor, AssignorArc, AssignorMod, AssignorModRef, Assignor_TO,
     },
     coordinator::{
-        Coordinator, CoordinatorBox, CoordinatorInput, CoordinatorMod, CoordinatorModRef,
-        CoordinatorOutput, CoordinatorStartup, Coordinator_TO, ZkCoordinatorStartup,
+        Coordinator, CoordinatorBox, CoordinatorInputNE, CoordinatorMod, CoordinatorModRef,
+        CoordinatorOutput, CoordinatorOutputNE, CoordinatorStartup, Coordinator_TO,
+        ZkCoordinatorStartup,
     },
     error::{ErrorKind, PluginError},
     host::HostServices,
@@ -265,11 +267,22 @@ extern "C" fn startup_zookeeper<T: CoordinatorPlugin>(
     .into()
 }
 
-type Outputs = RResult<RVec<CoordinatorOutput>, PluginError>;
+type Outputs = RResult<RVec<CoordinatorOutputNE>, PluginError>;
+
+/// Wraps the plugin's outputs for the boundary.
+fn wrap(outputs: Vec<CoordinatorOutput>) -> RVec<CoordinatorOutputNE> {
+    outputs.into_iter().map(NonExhaustive::new).collect()
+}
 
 impl<T: CoordinatorPlugin> Coordinator for Adapter<T> {
-    fn handle(&mut self, now_ms: u64, input: CoordinatorInput) -> Outputs {
-        self.call_mut(|t| t.handle(now_ms, input).map(RVec::from))
+    fn handle(&mut self, now_ms: u64, input: CoordinatorInputNE) -> Outputs {
+        self.call_mut(|t| {
+            match input.into_enum() {
+                Ok(input) => t.handle(now_ms, input),
+                Err(unknown) => t.unknown_input(now_ms, &unknown.into_inner()),
+            }
+            .map(wrap)
+        })
     }
 
     /// A panic here cannot be returned as an error: it is recorded, `RNone` is returned,
@@ -290,15 +303,15 @@ impl<T: CoordinatorPlugin> Coordinator for Adapter<T> {
     }
 
     fn slot_gained(&mut self, now_ms: u64, slot: u32, stopped_ms: u64) -> Outputs {
-        self.call_mut(|t| t.slot_gained(now_ms, slot, stopped_ms).map(RVec::from))
+        self.call_mut(|t| t.slot_gained(now_ms, slot, stopped_ms).map(wrap))
     }
 
     fn slot_lost(&mut self, now_ms: u64, slot: u32) -> Outputs {
-        self.call_mut(|t| t.slot_lost(now_ms, slot).map(RVec::from))
+        self.call_mut(|t| t.slot_lost(now_ms, slot).map(wrap))
     }
 
     fn shutdown(&mut self, now_ms: u64) -> Outputs {
-        self.call_mut(|t| t.shutdown(now_ms).map(RVec::from))
+        self.call_mut(|t| t.shutdown(now_ms).map(wrap))
     }
 }
 
@@ -309,6 +322,7 @@ mod tests {
     use abi_stable::std_types::RNone;
 
     use super::*;
+    use crate::coordinator::CoordinatorInput;
     use crate::{
         host::{LogLevel, LogSink, LogSink_TO},
         sdk::PluginInfo,
@@ -417,12 +431,12 @@ mod tests {
         let module = coordinator_root_module::<Fragile>();
         let mut coordinator = (module.startup())(services(""), startup_input()).unwrap();
         coordinator
-            .handle(1, CoordinatorInput::TimerFired)
+            .handle(1, NonExhaustive::new(CoordinatorInput::TimerFired))
             .into_result()
             .expect("works before the panic");
         assert_eq!(coordinator.poll_timeout(), ROption::RNone);
         for result in [
-            coordinator.handle(2, CoordinatorInput::TimerFired),
+            coordinator.handle(2, NonExhaustive::new(CoordinatorInput::TimerFired)),
             coordinator.slot_gained(2, 0, 0),
             coordinator.slot_lost(2, 0),
             coordinator.shutdown(2),

@@ -34,7 +34,10 @@ use abi_stable::std_types::RStr;
 
 use crate::{
     assignor::{AssignInput, Assignment},
-    coordinator::{CoordinatorInput, CoordinatorOutput, CoordinatorStartup, ZkCoordinatorStartup},
+    coordinator::{
+        CoordinatorInput, CoordinatorInputNE, CoordinatorOutput, CoordinatorStartup,
+        ZkCoordinatorStartup,
+    },
     error::PluginError,
     host::ZkSessionArc,
     manifest::{Manifest, PluginKind},
@@ -57,14 +60,15 @@ pub trait PluginInfo {
     const DESCRIPTION: &'static str;
 }
 
-/// The manifest of plugin `T` of `kind`, stamped with this crate's ABI version.
+/// The manifest of plugin `T` of `kind`, stamped with the version of `kind`'s interface
+/// this crate serves ([`PluginKind::abi_version`]).
 pub fn manifest<T: PluginInfo>(kind: PluginKind) -> Manifest {
     Manifest {
         kind,
         name: RStr::from_str(T::NAME),
         version: RStr::from_str(T::VERSION),
-        abi_major: crate::ABI_MAJOR,
-        abi_minor: crate::ABI_MINOR,
+        abi_major: kind.abi_version().major,
+        abi_minor: kind.abi_version().minor,
         description: RStr::from_str(T::DESCRIPTION),
     }
 }
@@ -137,6 +141,22 @@ pub trait CoordinatorPlugin: PluginInfo + Send + Sized + 'static {
         now_ms: u64,
         input: CoordinatorInput,
     ) -> Result<Vec<CoordinatorOutput>, PluginError>;
+    /// An input of a variant added by a later coordinator ABI minor than this plugin was
+    /// built against (the host may send it before it knows the plugin ignores it). The
+    /// default logs it once per call at debug level and returns no outputs; override it
+    /// to refuse instead.
+    fn unknown_input(
+        &mut self,
+        now_ms: u64,
+        input: &CoordinatorInputNE,
+    ) -> Result<Vec<CoordinatorOutput>, PluginError> {
+        let _ = now_ms;
+        tracing::debug!(
+            ?input,
+            "skipping a coordinator input this plugin does not know"
+        );
+        Ok(Vec::new())
+    }
     /// The next deadline (ms), if any.
     fn poll_timeout(&self) -> Option<u64>;
     /// Slot gained (cluster mode); its previous owner has not coordinated it for at

@@ -351,7 +351,10 @@ impl Driver {
     fn apply(&mut self, outputs: Vec<Output>) {
         for output in outputs {
             match output {
-                Output::SendFrame { conn, bytes } => self.on_frame(conn, bytes),
+                Output::ChannelOpened { .. } => {}
+                Output::Answer { conn, bytes } | Output::Push { conn, bytes } => {
+                    self.on_frame(conn, bytes)
+                }
                 Output::CommitOffsets { op, records } => {
                     for r in records {
                         self.store.insert(r.tp, r.offset);

@@ -17,6 +17,16 @@ pub(crate) struct SlotRef {
     pub id: u64,
 }
 
+/// A frame ready to leave, in response order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReadyAnswer {
+    /// The response frame.
+    pub frame: Bytes,
+    /// Whether this answer makes the connection a channel: the host is told so just
+    /// before the answer (`Output::ChannelOpened`).
+    pub opens_channel: bool,
+}
+
 /// Which member a channel belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ChannelOf {
@@ -27,8 +37,8 @@ pub(crate) struct ChannelOf {
 
 #[derive(Debug, Default)]
 pub(crate) struct Conn {
-    /// Response slots in request order: (slot id, the frame once ready).
-    slots: VecDeque<(u64, Option<Bytes>)>,
+    /// Response slots in request order: (slot id, the answer once ready).
+    slots: VecDeque<(u64, Option<ReadyAnswer>)>,
     next_slot: u64,
     /// Set once RegisterConsumer succeeded on this connection.
     pub channel: Option<ChannelOf>,
@@ -44,19 +54,19 @@ impl Conn {
         SlotRef { conn, id }
     }
 
-    /// Fills slot `id`; returns the frames now ready to send, in order.
-    pub(crate) fn fill(&mut self, id: u64, frame: Bytes) -> Vec<Bytes> {
+    /// Fills slot `id`; returns the answers now ready to send, in order.
+    pub(crate) fn fill(&mut self, id: u64, answer: ReadyAnswer) -> Vec<ReadyAnswer> {
         if let Some(front) = self.slots.front() {
             let index = id.wrapping_sub(front.0) as usize;
             if let Some(slot) = self.slots.get_mut(index) {
                 debug_assert_eq!(slot.0, id);
-                slot.1 = Some(frame);
+                slot.1 = Some(answer);
             }
         }
         let mut ready = Vec::new();
         while matches!(self.slots.front(), Some((_, Some(_)))) {
-            if let Some((_, Some(frame))) = self.slots.pop_front() {
-                ready.push(frame);
+            if let Some((_, Some(answer))) = self.slots.pop_front() {
+                ready.push(answer);
             }
         }
         ready
@@ -79,10 +89,23 @@ mod tests {
         let a = c.reserve(ConnId(1));
         let b = c.reserve(ConnId(1));
         let d = c.reserve(ConnId(1));
-        assert!(c.fill(b.id, Bytes::from_static(b"b")).is_empty());
-        assert_eq!(c.fill(a.id, Bytes::from_static(b"a")), ["a", "b"]);
+        let answer = |frame: &'static [u8], opens_channel| ReadyAnswer {
+            frame: Bytes::from_static(frame),
+            opens_channel,
+        };
+        let frames = |ready: Vec<ReadyAnswer>| -> Vec<Bytes> {
+            ready.into_iter().map(|r| r.frame).collect()
+        };
+        assert!(c.fill(b.id, answer(b"b", true)).is_empty());
+        let ready = c.fill(a.id, answer(b"a", false));
+        assert_eq!(
+            ready.iter().map(|r| r.opens_channel).collect::<Vec<_>>(),
+            [false, true],
+            "the channel opens with its own answer, not before"
+        );
+        assert_eq!(frames(ready), ["a", "b"]);
         assert!(!c.idle());
-        assert_eq!(c.fill(d.id, Bytes::from_static(b"d")), ["d"]);
+        assert_eq!(frames(c.fill(d.id, answer(b"d", false))), ["d"]);
         assert!(c.idle());
     }
 }

@@ -400,7 +400,7 @@ impl Group {
                 m.next_corr = m.next_corr.wrapping_add(1);
                 m.last_sent_ms = cx.now;
                 m.outstanding = Some(outstanding);
-                cx.out.push(Output::SendFrame {
+                cx.out.push(Output::Push {
                     conn: m.conn,
                     bytes,
                 });

@@ -16,7 +16,7 @@ mod group;
 mod kafka;
 mod offsets;
 
-use conn::{ChannelOf, Conn, SlotRef};
+use conn::{ChannelOf, Conn, ReadyAnswer, SlotRef};
 use group::{Group, Member, Outstanding};
 use offsets::{CommitKind, Waiter};
 
@@ -122,25 +122,56 @@ impl Ctx {
         correlation_id: i32,
         response: &NativeResponse,
     ) {
-        let bytes = match wire::encode_response(correlation_id, response) {
+        self.respond_opening(slot, correlation_id, response, false);
+    }
+
+    /// [`Ctx::respond`]; with `opens_channel`, the host learns that the connection is a
+    /// channel (`Output::ChannelOpened`) just before this answer leaves.
+    pub(crate) fn respond_opening(
+        &mut self,
+        slot: SlotRef,
+        correlation_id: i32,
+        response: &NativeResponse,
+        opens_channel: bool,
+    ) {
+        let frame = match wire::encode_response(correlation_id, response) {
             Ok(b) => b,
             Err(e) => {
                 self.reject(slot.conn, format!("cannot encode the response: {e}"));
                 return;
             }
         };
-        self.fill(slot, bytes);
+        self.fill_answer(
+            slot,
+            ReadyAnswer {
+                frame,
+                opens_channel,
+            },
+        );
     }
 
     /// Fills a response slot with an encoded frame and sends what is ready.
-    pub(crate) fn fill(&mut self, slot: SlotRef, bytes: Bytes) {
+    pub(crate) fn fill(&mut self, slot: SlotRef, frame: Bytes) {
+        self.fill_answer(
+            slot,
+            ReadyAnswer {
+                frame,
+                opens_channel: false,
+            },
+        );
+    }
+
+    fn fill_answer(&mut self, slot: SlotRef, answer: ReadyAnswer) {
         let Some(conn) = self.conns.get_mut(&slot.conn) else {
             return;
         };
-        for frame in conn.fill(slot.id, bytes) {
-            self.out.push(Output::SendFrame {
+        for ready in conn.fill(slot.id, answer) {
+            if ready.opens_channel {
+                self.out.push(Output::ChannelOpened { conn: slot.conn });
+            }
+            self.out.push(Output::Answer {
                 conn: slot.conn,
-                bytes: frame,
+                bytes: ready.frame,
             });
         }
         if conn.idle() {
@@ -778,7 +809,7 @@ impl Coordinator {
             heartbeat_interval_ms: (st / 3) as i32,
             generation: group.generation.0,
         });
-        cx.respond(slot, corr, &response);
+        cx.respond_opening(slot, corr, &response, true);
         tracing::info!(group = %gid, consumer = %cid, host = r.host, generation = %group.generation, "consumer registered");
         cx.event(Event::MemberRegistered {
             group: gid,

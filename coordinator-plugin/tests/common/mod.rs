@@ -436,7 +436,8 @@ impl World {
             let now = self.now;
             fnv(&mut self.trace_hash, &now.to_le_bytes());
             match out {
-                Output::SendFrame { conn, bytes } => {
+                Output::ChannelOpened { .. } => {}
+                Output::Answer { conn, bytes } | Output::Push { conn, bytes } => {
                     fnv(&mut self.trace_hash, &conn.0.to_le_bytes());
                     fnv(&mut self.trace_hash, &bytes);
                     self.send_to_consumer(conn, bytes);

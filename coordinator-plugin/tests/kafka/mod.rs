@@ -278,7 +278,10 @@ impl Harness {
 
     fn apply(&mut self, output: Output) {
         match output {
-            Output::SendFrame { conn, bytes } => self.on_frame(conn, bytes),
+            Output::ChannelOpened { .. } => {}
+            Output::Answer { conn, bytes } | Output::Push { conn, bytes } => {
+                self.on_frame(conn, bytes)
+            }
             Output::CloseConnection { conn } => {
                 let c = self.conns.get_mut(&conn).expect("close of an unknown conn");
                 assert!(c.open, "{conn} closed twice");

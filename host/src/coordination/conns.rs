@@ -1,16 +1,18 @@
 //! The driver's table of connections that spoke a native API.
 //!
 //! A connection may mix Kafka and native requests, and answers must leave in request
-//! order (docs/protocol.md §1). So each native request reserves a response slot in the
-//! connection's outgoing queue before it reaches the coordinator, and the driver fills
-//! the oldest open slot with the next frame the coordinator sends on that connection
-//! (the coordinator itself answers a connection's requests in order). A frame sent when
-//! no slot is open is the coordinator's own request on a coordinator channel
-//! (Heartbeat, StopFetcher, StartFetcher) and is pushed onto the queue.
+//! order (docs/protocol.md §1). So each request routed to the coordinator reserves a
+//! response slot in the connection's outgoing queue before it reaches the coordinator,
+//! and the driver fills the oldest open slot with the coordinator's next `Answer` on
+//! that connection (the coordinator contract, rule 1, in `drover_abi::coordinator`). A
+//! `Push` (the coordinator's own request: Heartbeat, StopFetcher, StartFetcher) goes
+//! onto the queue of a channel.
 //!
-//! When a RegisterConsumer answer with error NONE goes out, the connection becomes a
-//! channel: the driver sets its flag before the answer is queued, so the connection
-//! reads every later frame as the consumer's answer (no slot).
+//! The coordinator says when a connection becomes a channel (`ChannelOpened`, before
+//! the answer that tells the client): the driver sets its flag then, so the connection
+//! reads every later frame as the consumer's answer (no slot). The driver never decodes
+//! the coordinator's frames. An `Answer` with no open slot or a `Push` on a connection
+//! that is not a channel breaks the contract: the connection is closed.
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
@@ -21,7 +23,6 @@ use std::{
 };
 
 use bytes::Bytes;
-use drover_protocol::{ApiKey, NativeResponse};
 use tokio::sync::{mpsc::error::TrySendError, oneshot, watch};
 
 use crate::server::{connection::Pending, dispatch::Outcome};
@@ -50,6 +51,9 @@ pub struct Slot {
 /// What became of a frame the coordinator sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delivery {
+    /// The coordinator broke its contract (an answer nobody asked for, a push on a
+    /// connection that is not a channel); the connection is closed.
+    Violation(&'static str),
     /// It answered a request of API `api_key`.
     Answered {
         /// The request's API key.
@@ -89,25 +93,45 @@ impl ConnTable {
         self.conns.entry(conn).or_default().slots.push_back(slot);
     }
 
-    /// Delivers a frame the coordinator sent on `conn` (see the module docs).
-    pub fn deliver(&mut self, conn: u64, bytes: Bytes) -> Delivery {
+    /// Marks `conn` as a coordinator channel (`ChannelOpened`); returns whether it is
+    /// known.
+    pub fn open_channel(&mut self, conn: u64) -> bool {
+        match self.conns.get(&conn).and_then(|e| e.sink.as_ref()) {
+            Some(sink) => {
+                sink.channel.store(true, Ordering::Release);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Delivers an `Answer` on `conn`: fills its oldest open slot.
+    pub fn answer(&mut self, conn: u64, bytes: Bytes) -> Delivery {
         let Some(entry) = self.conns.get_mut(&conn) else {
             return Delivery::Gone;
         };
-        if let Some(slot) = entry.slots.pop_front() {
-            if slot.api_key == ApiKey::RegisterConsumer.code() && registered(&bytes) {
-                if let Some(sink) = &entry.sink {
-                    sink.channel.store(true, Ordering::Release);
+        match entry.slots.pop_front() {
+            Some(slot) => {
+                let _ = slot.reply.send(Outcome::Respond(bytes));
+                Delivery::Answered {
+                    api_key: slot.api_key,
                 }
             }
-            let _ = slot.reply.send(Outcome::Respond(bytes));
-            return Delivery::Answered {
-                api_key: slot.api_key,
-            };
+            None => Delivery::Violation("an answer on a connection with no request waiting"),
         }
+    }
+
+    /// Delivers a `Push` on channel `conn`: queued behind what the connection sends.
+    pub fn push(&mut self, conn: u64, bytes: Bytes) -> Delivery {
+        let Some(entry) = self.conns.get_mut(&conn) else {
+            return Delivery::Gone;
+        };
         let Some(sink) = &entry.sink else {
             return Delivery::Gone;
         };
+        if !sink.channel.load(Ordering::Acquire) {
+            return Delivery::Violation("a push on a connection that is not a channel");
+        }
         match sink.queue.try_send(Pending::Now(Outcome::Respond(bytes))) {
             Ok(()) => Delivery::Pushed,
             Err(TrySendError::Full(_)) => Delivery::Overflow,
@@ -160,19 +184,10 @@ impl ConnTable {
     }
 }
 
-/// Whether `frame` is a RegisterConsumer answer with error NONE.
-fn registered(frame: &Bytes) -> bool {
-    matches!(
-        drover_protocol::decode_response_frame(frame.clone(), ApiKey::RegisterConsumer, 0),
-        Ok((_, NativeResponse::RegisterConsumer(r))) if r.error_code.is_none()
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::BytesMut;
-    use drover_protocol::{ErrorCode, RegisterConsumerResponse};
+    use drover_protocol::ApiKey;
 
     fn sink() -> (
         ConnSink,
@@ -193,28 +208,16 @@ mod tests {
         )
     }
 
-    fn register_answer(code: ErrorCode) -> Bytes {
-        let mut buf = BytesMut::new();
-        drover_protocol::encode_response_frame(
-            &mut buf,
-            5,
-            &NativeResponse::RegisterConsumer(RegisterConsumerResponse {
-                error_code: code,
-                error_message: None,
-                heartbeat_interval_ms: 1000,
-                generation: 0,
-            }),
-        )
-        .unwrap();
-        buf.freeze().slice(4..)
-    }
-
     #[test]
-    fn answers_fill_slots_in_order_then_frames_are_pushed() {
+    fn answers_fill_slots_in_order_and_pushes_need_a_channel() {
         let mut table = ConnTable::default();
         let (sink, mut queue, _closed) = sink();
         let channel = Arc::clone(&sink.channel);
         table.attach(1, sink);
+        assert!(matches!(
+            table.push(1, Bytes::from_static(b"early")),
+            Delivery::Violation(_)
+        ));
         let (tx, mut rx) = oneshot::channel();
         table.reserve(
             1,
@@ -223,28 +226,28 @@ mod tests {
                 reply: tx,
             },
         );
+        assert!(table.open_channel(1));
+        assert!(channel.load(Ordering::Acquire), "told: now a channel");
         assert_eq!(
-            table.deliver(1, register_answer(ErrorCode::NONE)),
+            table.answer(1, Bytes::from_static(b"registered")),
             Delivery::Answered { api_key: 20_000 }
         );
         assert!(matches!(rx.try_recv(), Ok(Outcome::Respond(_))));
-        assert!(channel.load(Ordering::Acquire), "registered: now a channel");
-        assert_eq!(
-            table.deliver(1, Bytes::from_static(b"ping")),
-            Delivery::Pushed
-        );
+        assert!(matches!(
+            table.answer(1, Bytes::from_static(b"unasked")),
+            Delivery::Violation(_)
+        ));
+        assert_eq!(table.push(1, Bytes::from_static(b"ping")), Delivery::Pushed);
         assert!(queue.try_recv().is_ok());
-        assert_eq!(table.deliver(1, Bytes::from_static(b"a")), Delivery::Pushed);
-        assert_eq!(table.deliver(1, Bytes::from_static(b"b")), Delivery::Pushed);
-        assert_eq!(
-            table.deliver(1, Bytes::from_static(b"c")),
-            Delivery::Overflow
-        );
-        assert_eq!(table.deliver(2, Bytes::from_static(b"x")), Delivery::Gone);
+        assert_eq!(table.push(1, Bytes::from_static(b"a")), Delivery::Pushed);
+        assert_eq!(table.push(1, Bytes::from_static(b"b")), Delivery::Pushed);
+        assert_eq!(table.push(1, Bytes::from_static(b"c")), Delivery::Overflow);
+        assert_eq!(table.push(2, Bytes::from_static(b"x")), Delivery::Gone);
+        assert!(!table.open_channel(2));
     }
 
     #[test]
-    fn a_refused_registration_leaves_an_ordinary_connection() {
+    fn a_connection_not_opened_as_a_channel_stays_ordinary() {
         let mut table = ConnTable::default();
         let (sink, _queue, closed) = sink();
         let channel = Arc::clone(&sink.channel);
@@ -257,7 +260,7 @@ mod tests {
                 reply: tx,
             },
         );
-        table.deliver(1, register_answer(ErrorCode(26)));
+        table.answer(1, Bytes::from_static(b"refused"));
         assert!(!channel.load(Ordering::Acquire));
         assert!(table.close(1));
         assert!(*closed.borrow());

@@ -179,22 +179,41 @@ pub enum LoadError {
         /// The plugin's kind.
         found: PluginKind,
     },
-    /// The plugin was built against another ABI major.
-    #[error("{path}: ABI major mismatch: expected drover-abi {expected}.x (this host), found drover-abi {found}; hint: rebuild the plugin against drover-abi {expected}.x")]
+    /// The plugin was built against another major of its kind's interface.
+    #[error("{path}: {kind} ABI major mismatch: expected {kind} ABI {expected_major}.x (this broker serves {expected}), found {kind} ABI {found}; hint: rebuild the plugin against a drover-abi whose {kind} ABI is {expected_major}.0 to {expected}")]
     AbiMajor {
         /// The file.
         path: PathBuf,
-        /// The host's ABI major.
-        expected: u32,
-        /// The plugin's ABI version.
+        /// The plugin's kind; each kind has its own version.
+        kind: PluginKind,
+        /// The major of the host's version of that kind.
+        expected_major: u32,
+        /// The host's version of that kind, `major.minor`.
+        expected: String,
+        /// The plugin's version of that kind, as its library header gives it.
+        found: String,
+    },
+    /// The plugin was built against a later minor of its kind's interface than the host
+    /// serves: it may rely on what the host does not have.
+    #[error("{path}: {kind} ABI too new: expected {kind} ABI {expected} or older (this broker), found {kind} ABI {found}; hint: upgrade the broker, or rebuild the plugin against a drover-abi whose {kind} ABI is at most {expected}")]
+    AbiNewer {
+        /// The file.
+        path: PathBuf,
+        /// The plugin's kind.
+        kind: PluginKind,
+        /// The host's version of that kind, `major.minor`.
+        expected: String,
+        /// The plugin's version of that kind.
         found: String,
     },
     /// The types the plugin was compiled with differ from the host's.
-    #[error("{path}: ABI layout mismatch: expected the type layout of drover-abi {expected}, found a different one ({detail}); hint: rebuild the plugin against drover-abi {expected}")]
+    #[error("{path}: ABI layout mismatch: expected the type layout of the {kind} ABI {expected} or an earlier minor of it, found a different one ({detail}); hint: rebuild the plugin against drover-abi with {kind} ABI {expected}")]
     Layout {
         /// The file.
         path: PathBuf,
-        /// The host's ABI version.
+        /// The plugin's kind, or the one its header names.
+        kind: PluginKind,
+        /// The host's version of that kind.
         expected: String,
         /// The last lines of abi_stable's report.
         detail: String,

@@ -10,10 +10,15 @@ use std::sync::{
     Arc,
 };
 
-use abi_stable::std_types::{ROption, RResult, RSlice, RStr, RString, RVec};
+use abi_stable::{
+    nonexhaustive_enum::NonExhaustive,
+    std_types::{ROption, RResult, RSlice, RStr, RString, RVec},
+};
 use drover_abi::{
-    assignor::AssignorArc, offset_store::OffsetStoreArc, AssignInput, Assignment, ErrorKind,
-    OffsetKey, OffsetRecord, PluginError, TopicPartitions,
+    assignor::AssignorArc,
+    coordinator::{CoordinatorOutput, CoordinatorOutputNE},
+    offset_store::OffsetStoreArc,
+    AssignInput, Assignment, ErrorKind, OffsetKey, OffsetRecord, PluginError, TopicPartitions,
 };
 
 use super::{error::CallError, loader::PluginSummary};
@@ -173,6 +178,26 @@ impl OffsetStoreHandle {
     }
 }
 
+/// The outputs this build knows; one of a variant added by a later coordinator ABI minor
+/// (which the loader's minor check rules out, so a bug in the plugin) is logged and
+/// skipped (docs/plugins.md, "The coordinator contract", rule 6).
+fn known_outputs(outputs: RVec<CoordinatorOutputNE>) -> Vec<CoordinatorOutput> {
+    outputs
+        .into_iter()
+        .filter_map(|output| match output.into_enum() {
+            Ok(output) => Some(output),
+            Err(unknown) => {
+                crate::warn_limited!(
+                    "coordinator-unknown-output",
+                    "skipping a coordinator output of a variant this broker does not know: {:?}",
+                    unknown.into_inner()
+                );
+                None
+            }
+        })
+        .collect()
+}
+
 /// The coordinator instance. Called from one thread at a time (the host's coordinator
 /// driver); `&mut self` enforces it.
 pub type CoordinatorHandle = PluginHandle<drover_abi::coordinator::CoordinatorBox>;
@@ -185,9 +210,10 @@ impl CoordinatorHandle {
         input: drover_abi::coordinator::CoordinatorInput,
     ) -> Result<Vec<drover_abi::coordinator::CoordinatorOutput>, CallError> {
         let inner = &mut self.inner;
+        let input = NonExhaustive::new(input);
         self.guard
             .call(|| inner.handle(now_ms, input))
-            .map(RVec::into_vec)
+            .map(known_outputs)
     }
 
     /// Cluster mode: this broker now owns coordinator slot `slot`, whose previous owner
@@ -201,7 +227,7 @@ impl CoordinatorHandle {
         let inner = &mut self.inner;
         self.guard
             .call(|| inner.slot_gained(now_ms, slot, stopped_ms))
-            .map(RVec::into_vec)
+            .map(known_outputs)
     }
 
     /// Cluster mode: this broker no longer owns coordinator slot `slot`.
@@ -213,7 +239,7 @@ impl CoordinatorHandle {
         let inner = &mut self.inner;
         self.guard
             .call(|| inner.slot_lost(now_ms, slot))
-            .map(RVec::into_vec)
+            .map(known_outputs)
     }
 
     /// The broker is stopping: the coordinator's final outputs. No call follows.
@@ -224,7 +250,7 @@ impl CoordinatorHandle {
         let inner = &mut self.inner;
         self.guard
             .call(|| inner.shutdown(now_ms))
-            .map(RVec::into_vec)
+            .map(known_outputs)
     }
 
     /// The next deadline (monotonic ms), if any.

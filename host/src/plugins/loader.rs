@@ -9,9 +9,11 @@
 //! 2. the checked bytes are written to `<cache_dir>/<sha256>.so` and that copy is
 //!    `dlopen`ed, so the library loaded is exactly the bytes checked, and a new version
 //!    of a plugin (different bytes) is a new library even under the same file name;
-//! 3. the `abi_stable` header gives the kind (root-module name) and ABI version before
-//!    the plugin's root-module constructor runs; a wrong major is refused here;
-//! 4. `init_root_module` checks the type layout and runs the plugin's constructor;
+//! 3. the `abi_stable` header gives the kind (root-module name) and the plugin's version
+//!    of that kind's interface before the plugin's root-module constructor runs; another
+//!    major, or a later minor than the host serves, is refused here;
+//! 4. the type layout is checked with the plugin's types as the older side (see
+//!    `load_checked`), then the plugin's root-module constructor runs;
 //! 5. the manifest is read and checked against the header.
 //!
 //! The cache directory must be owned by the broker's user with mode 0700, and every
@@ -30,12 +32,14 @@ use std::{
 };
 
 use abi_stable::{
+    abi_stability::abi_checking::check_layout_compatibility,
     library::{lib_header_from_path, LibraryError, RootModule},
-    sabi_types::VersionNumber,
+    sabi_types::{VersionNumber, VersionStrings},
+    StableAbi,
 };
 use drover_abi::{
-    coordinator::CoordinatorModRef, AssignorModRef, Manifest, OffsetStoreModRef, PluginKind,
-    ABI_MAJOR, ABI_MINOR,
+    coordinator::CoordinatorModRef, AssignorModRef, KindVersion, Manifest, OffsetStoreModRef,
+    PluginKind,
 };
 
 use super::{checks, error::LoadError};
@@ -74,7 +78,8 @@ pub struct PluginSummary {
     pub name: String,
     /// The plugin's version.
     pub version: String,
-    /// The drover-abi version it was built against, `major.minor`.
+    /// The version of its kind's interface it was built against, `major.minor`
+    /// (each kind has its own: `drover_abi::version`).
     pub abi: String,
     /// Its one-line description.
     pub description: String,
@@ -202,44 +207,83 @@ impl Loader {
                 found: kind,
             });
         }
-        let version =
-            VersionNumber::new(consts.version_strings()).map_err(|e| LoadError::RootModule {
-                path: path.to_owned(),
-                detail: format!("unparsable ABI version: {e}"),
-            })?;
-        if version.major != ABI_MAJOR {
+        let found = plugin_kind_version(path, consts.version_strings())?;
+        let host = kind.abi_version();
+        if found.major != host.major {
             return Err(LoadError::AbiMajor {
                 path: path.to_owned(),
-                expected: ABI_MAJOR,
-                found: version.to_string(),
+                kind,
+                expected_major: host.major,
+                expected: host.to_string(),
+                found: found.to_string(),
             });
         }
+        if !host.accepts(found) {
+            return Err(LoadError::AbiNewer {
+                path: path.to_owned(),
+                kind,
+                expected: host.to_string(),
+                found: found.to_string(),
+            });
+        }
+        let layout_error = |detail: String| LoadError::Layout {
+            path: path.to_owned(),
+            kind,
+            expected: host.to_string(),
+            detail,
+        };
+        // abi_stable checks the host's layout as the *interface* and requires every
+        // prefix type (root module, trait vtable) of the library to have at least as many
+        // fields, which refuses a plugin built against an earlier minor. The host checks
+        // with the plugin as the interface instead: the plugin's view of every type must
+        // be a prefix of the host's. That is the compatibility promise (older minors load,
+        // newer ones were refused above), and sound: fields and methods after
+        // `last_prefix_field` are read through accessors that see the library's own
+        // field count at run time, and non-exhaustive enums carry unknown variants.
+        let plugin_layout = header
+            .layout()
+            .ok_or_else(|| layout_error("the library carries no layout to check".to_owned()))?;
+        let host_layout = match kind {
+            PluginKind::Coordinator => <CoordinatorModRef as StableAbi>::LAYOUT,
+            PluginKind::Assignor => <AssignorModRef as StableAbi>::LAYOUT,
+            PluginKind::OffsetStore => <OffsetStoreModRef as StableAbi>::LAYOUT,
+        };
+        check_layout_compatibility(plugin_layout, host_layout)
+            .map_err(|e| layout_error(summarize(&e.to_string())))?;
 
         let init_error = |e| init_error(path, e);
-        let module = match kind {
-            PluginKind::Coordinator => PluginModule::Coordinator(
-                header
-                    .init_root_module::<CoordinatorModRef>()
-                    .map_err(init_error)?,
-            ),
-            PluginKind::Assignor => PluginModule::Assignor(
-                header
-                    .init_root_module::<AssignorModRef>()
-                    .map_err(init_error)?,
-            ),
-            PluginKind::OffsetStore => PluginModule::OffsetStore(
-                header
-                    .init_root_module::<OffsetStoreModRef>()
-                    .map_err(init_error)?,
-            ),
+        // SAFETY: the library's root-module layout was checked against the host's just
+        // above (in the direction explained there), which is what the unchecked variant
+        // leaves to its caller; the version check still runs inside.
+        let module = unsafe {
+            match kind {
+                PluginKind::Coordinator => PluginModule::Coordinator(
+                    header
+                        .init_root_module_with_unchecked_layout::<CoordinatorModRef>()
+                        .map_err(init_error)?,
+                ),
+                PluginKind::Assignor => PluginModule::Assignor(
+                    header
+                        .init_root_module_with_unchecked_layout::<AssignorModRef>()
+                        .map_err(init_error)?,
+                ),
+                PluginKind::OffsetStore => PluginModule::OffsetStore(
+                    header
+                        .init_root_module_with_unchecked_layout::<OffsetStoreModRef>()
+                        .map_err(init_error)?,
+                ),
+            }
         };
         let manifest = module.manifest();
-        if manifest.kind != kind || manifest.abi_major != ABI_MAJOR {
+        if manifest.kind != kind
+            || manifest.abi_major != found.major
+            || manifest.abi_minor != found.minor
+        {
             return Err(LoadError::Manifest {
                 path: path.to_owned(),
-                expected: format!("kind {kind}, drover-abi {ABI_MAJOR}.x"),
+                expected: format!("kind {kind}, {kind} ABI {found} (from the library header)"),
                 found: format!(
-                    "kind {}, drover-abi {}.{}",
+                    "kind {}, ABI {}.{}",
                     manifest.kind, manifest.abi_major, manifest.abi_minor
                 ),
             });
@@ -462,35 +506,33 @@ fn open_error(path: &Path, cached: &Path, e: LibraryError) -> LoadError {
                 reason: summarize(&reason),
             }
         }
-        other => LoadError::Layout {
+        other => LoadError::RootModule {
             path: path.to_owned(),
-            expected: host_abi(),
             detail: summarize(&other.to_string()),
         },
     }
 }
 
 fn init_error(path: &Path, e: LibraryError) -> LoadError {
-    match e {
-        LibraryError::IncompatibleVersionNumber { actual_version, .. } => LoadError::AbiMajor {
-            path: path.to_owned(),
-            expected: ABI_MAJOR,
-            found: actual_version.to_string(),
-        },
-        LibraryError::RootModule { err, .. } => LoadError::RootModule {
-            path: path.to_owned(),
-            detail: summarize(&err.to_string()),
-        },
-        other => LoadError::Layout {
-            path: path.to_owned(),
-            expected: host_abi(),
-            detail: summarize(&other.to_string()),
-        },
+    LoadError::RootModule {
+        path: path.to_owned(),
+        detail: summarize(&match e {
+            LibraryError::RootModule { err, .. } => err.to_string(),
+            other => other.to_string(),
+        }),
     }
 }
 
-fn host_abi() -> String {
-    format!("{ABI_MAJOR}.{ABI_MINOR}")
+/// The plugin's version of its kind's interface, from its library header.
+fn plugin_kind_version(path: &Path, strings: VersionStrings) -> Result<KindVersion, LoadError> {
+    let number = VersionNumber::new(strings).map_err(|e| LoadError::RootModule {
+        path: path.to_owned(),
+        detail: format!("unparsable ABI version: {e}"),
+    })?;
+    Ok(KindVersion {
+        major: number.major,
+        minor: number.minor,
+    })
 }
 
 /// abi_stable's layout errors are a long dump; keep the lines after the last `Error:`

@@ -15,8 +15,11 @@ pub struct Row {
     pub name: String,
     /// Plugin version, or `-`.
     pub version: String,
-    /// drover-abi version it was built against, or `-`.
+    /// The version of its kind's interface it was built against (`3.0`), or `-`.
     pub abi: String,
+    /// The version of that kind's interface this broker serves, or `-`: the plugin loads
+    /// when the majors are equal and its minor is not newer.
+    pub broker_abi: String,
     /// `ok`, or `refused: <reason>` (the reason with its hint).
     pub status: String,
     /// SHA-256 of the file, when it was read (also for most refused files).
@@ -48,6 +51,7 @@ pub fn rows(registry: &PluginRegistry) -> Vec<Row> {
                     name: p.summary.name.clone(),
                     version: p.summary.version.clone(),
                     abi: p.summary.abi.clone(),
+                    broker_abi: p.summary.kind.abi_version().to_string(),
                     status: "ok".to_owned(),
                     sha256: Some(p.sha256.clone()),
                 },
@@ -57,6 +61,7 @@ pub fn rows(registry: &PluginRegistry) -> Vec<Row> {
                     name: "-".to_owned(),
                     version: "-".to_owned(),
                     abi: "-".to_owned(),
+                    broker_abi: "-".to_owned(),
                     status: format!("refused: {}", entry.reason().unwrap_or_default()),
                     sha256: entry.sha256.clone(),
                 },
@@ -68,12 +73,31 @@ pub fn rows(registry: &PluginRegistry) -> Vec<Row> {
 /// An aligned text table with a header line. Control characters in cells (a file name
 /// can hold a newline) are escaped, so every row is one line.
 pub fn render(rows: &[Row]) -> String {
-    let header = ["FILE", "KIND", "NAME", "VERSION", "ABI", "STATUS"];
-    let escaped: Vec<[String; 6]> = rows
+    let header = [
+        "FILE",
+        "KIND",
+        "NAME",
+        "VERSION",
+        "ABI",
+        "BROKER ABI",
+        "STATUS",
+    ];
+    let escaped: Vec<[String; 7]> = rows
         .iter()
-        .map(|r| [&r.file, &r.kind, &r.name, &r.version, &r.abi, &r.status].map(|c| escape(c)))
+        .map(|r| {
+            [
+                &r.file,
+                &r.kind,
+                &r.name,
+                &r.version,
+                &r.abi,
+                &r.broker_abi,
+                &r.status,
+            ]
+            .map(|c| escape(c))
+        })
         .collect();
-    let cells: Vec<[&str; 6]> = escaped
+    let cells: Vec<[&str; 7]> = escaped
         .iter()
         .map(|r| r.each_ref().map(|c| &c[..]))
         .collect();
@@ -126,6 +150,7 @@ mod tests {
             name: "-".to_owned(),
             version: "-".to_owned(),
             abi: "-".to_owned(),
+            broker_abi: "-".to_owned(),
             status: status.to_owned(),
             sha256: None,
         }

@@ -58,13 +58,20 @@ fn coordinator_plugin_loads_starts_and_confirms_a_registration() {
             },
         )
         .unwrap();
-    let reply = outputs
+    // The contract (drover_abi::coordinator): the channel opens before its answer.
+    let opened = outputs
         .iter()
-        .find_map(|o| match o {
-            CoordinatorOutput::SendFrame { conn: 42, bytes } => Some(bytes.to_vec()),
+        .position(|o| matches!(o, CoordinatorOutput::ChannelOpened { conn: 42 }))
+        .expect("the registering connection becomes a channel");
+    let (answered, reply) = outputs
+        .iter()
+        .enumerate()
+        .find_map(|(i, o)| match o {
+            CoordinatorOutput::Answer { conn: 42, bytes } => Some((i, bytes.to_vec())),
             _ => None,
         })
-        .expect("a response on the registering connection");
+        .expect("an answer on the registering connection");
+    assert!(opened < answered, "{outputs:?}");
     let (header, response) =
         decode_response_frame(bytes::Bytes::from(reply), ApiKey::RegisterConsumer, 0).unwrap();
     assert_eq!(header.correlation_id, 7);

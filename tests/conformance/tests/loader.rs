@@ -74,12 +74,45 @@ fn plugin_built_against_another_abi_major_is_refused() {
     let err = dir.loader().load(&path, None).err().expect("refused");
     let text = err.to_string();
     assert!(
-        matches!(err, LoadError::AbiMajor { expected: 2, .. }),
+        matches!(
+            err,
+            LoadError::AbiMajor {
+                kind: PluginKind::Assignor,
+                expected_major: 3,
+                ..
+            }
+        ),
         "{text}"
     );
-    assert!(text.contains("expected drover-abi 2.x"), "{text}");
-    assert!(text.contains("found drover-abi 3.0.0"), "{text}");
+    assert!(text.contains("assignor ABI major mismatch"), "{text}");
+    assert!(text.contains("expected assignor ABI 3.x"), "{text}");
+    assert!(text.contains("found assignor ABI 4.0"), "{text}");
     assert!(text.contains("hint: rebuild"), "{text}");
+}
+
+#[test]
+fn plugin_built_against_a_later_minor_is_refused() {
+    let dir = PluginDir::new();
+    let path = dir.add_built("drover_fixture_abi_next_minor");
+    let err = dir.loader().load(&path, None).err().expect("refused");
+    let text = err.to_string();
+    assert!(
+        matches!(
+            err,
+            LoadError::AbiNewer {
+                kind: PluginKind::Assignor,
+                ..
+            }
+        ),
+        "{text}"
+    );
+    let host = PluginKind::Assignor.abi_version();
+    assert!(
+        text.contains(&format!("expected assignor ABI {host} or older")),
+        "{text}"
+    );
+    assert!(text.contains("found assignor ABI 3.99"), "{text}");
+    assert!(text.contains("hint: upgrade the broker"), "{text}");
 }
 
 #[test]
