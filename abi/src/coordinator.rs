@@ -63,6 +63,14 @@ pub struct NamedAssignor {
     pub assignor: AssignorArc,
 }
 
+impl std::fmt::Debug for NamedAssignor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NamedAssignor")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What the coordinator gets at startup, standalone or in cluster mode.
 #[repr(C)]
 #[derive(StableAbi, Clone)]
@@ -161,6 +169,18 @@ pub enum CoordinatorInput {
     TopicIds {
         /// Every topic with its id.
         topics: RVec<TopicId>,
+    },
+    /// The set of loaded assignors changed (`drover plugins rescan` loaded a new or a
+    /// newer file, or a file was removed); `assignors` is the whole new set. Rebalances
+    /// that start from now on use it; one in progress may finish with the instance it
+    /// started with. A group whose assignor is no longer in the set falls back to
+    /// `default_assignor`. Added in coordinator ABI 3.1: a 3.0 coordinator receives it
+    /// as an unknown variant.
+    AssignorsChanged {
+        /// Every loaded assignor, by name.
+        assignors: RVec<NamedAssignor>,
+        /// The assignor for groups that name none or name one that is not loaded.
+        default_assignor: RString,
     },
 }
 

@@ -100,6 +100,23 @@ pub trait OffsetStore: Send + Sync {
     /// Flushes and releases the backend; later calls return `Closed`.
     #[sabi(last_prefix_field)]
     fn close(&self) -> RResult<(), PluginError>;
+
+    /// Deletes the committed offsets of `group` for `partitions`, durably and all
+    /// together (Kafka's OffsetDelete); returns how many existed. Added in offset-store
+    /// ABI 3.1: optional. A store built against 3.0 has no such method, and the call
+    /// returns [`crate::ErrorKind::Unsupported`] (this default) without entering it; so
+    /// does a newer store that does not implement it. The host then falls back to
+    /// reading the group, deleting it and committing back the rest.
+    fn delete_partitions(
+        &self,
+        group: RStr<'_>,
+        partitions: RSlice<'_, TopicPartitions>,
+    ) -> RResult<u64, PluginError> {
+        let _ = (group, partitions);
+        RResult::RErr(PluginError::unsupported(
+            "this offset store does not implement delete_partitions (offset-store ABI 3.1)",
+        ))
+    }
 }
 
 /// A shareable offset-store instance.

@@ -49,7 +49,8 @@ impl std::fmt::Display for KindVersion {
 ///
 /// History: 3.0 — first per-kind version: `CoordinatorInput`/`CoordinatorOutput` are
 /// non-exhaustive; answers, pushes and channel openings are outputs of their own.
-const COORDINATOR_VERSION: &str = "3.0.0";
+/// 3.1 — input `AssignorsChanged` (the plugin directory was rescanned).
+const COORDINATOR_VERSION: &str = "3.1.0";
 /// The assignor interface's version.
 ///
 /// History: 3.0 — first per-kind version (from drover-abi 2.0: `ErrorKind` became an
@@ -58,8 +59,9 @@ const ASSIGNOR_VERSION: &str = "3.0.0";
 /// The offset-store interface's version.
 ///
 /// History: 3.0 — first per-kind version (from drover-abi 2.0: `ErrorKind` became an
-/// open set).
-const OFFSET_STORE_VERSION: &str = "3.0.0";
+/// open set). 3.1 — optional method `OffsetStore::delete_partitions` (OffsetDelete in
+/// one atomic step; stores without it get `Unsupported` and the host's fallback).
+const OFFSET_STORE_VERSION: &str = "3.1.0";
 
 /// Version of the coordinator interface ([`crate::coordinator`]); history above
 /// `COORDINATOR_VERSION` in this file.

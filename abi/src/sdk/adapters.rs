@@ -225,6 +225,14 @@ impl<T: OffsetStorePlugin> OffsetStore for Adapter<T> {
     fn close(&self) -> RResult<(), PluginError> {
         self.call(|t| t.close())
     }
+
+    fn delete_partitions(
+        &self,
+        group: RStr<'_>,
+        partitions: RSlice<'_, TopicPartitions>,
+    ) -> RResult<u64, PluginError> {
+        self.call(|t| t.delete_partitions(group.as_str(), partitions.as_slice()))
+    }
 }
 
 /// The root module of coordinator `T` (called by [`crate::export_coordinator!`]).

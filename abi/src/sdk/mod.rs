@@ -117,6 +117,21 @@ pub trait OffsetStorePlugin: PluginInfo + Send + Sync + Sized + 'static {
     fn flush(&self) -> Result<(), PluginError>;
     /// Flushes and releases the backend.
     fn close(&self) -> Result<(), PluginError>;
+    /// Deletes `group`'s committed offsets of `partitions` durably and all together;
+    /// returns how many existed (offset-store ABI 3.1). Optional: the default reports
+    /// [`crate::ErrorKind::Unsupported`], and the host falls back to reading the group,
+    /// deleting it and committing back the rest (not atomic across a crash).
+    fn delete_partitions(
+        &self,
+        group: &str,
+        partitions: &[TopicPartitions],
+    ) -> Result<u64, PluginError> {
+        let _ = (group, partitions);
+        Err(PluginError::unsupported(format!(
+            "offset store `{}` does not implement delete_partitions",
+            Self::NAME
+        )))
+    }
 }
 
 /// A group coordinator as a sans-IO state machine; see [`crate::coordinator`].

@@ -204,10 +204,10 @@ fn execute_run(store: &OffsetStores, batch: Vec<StoreOp>) -> Vec<CoordinatorInpu
     results
 }
 
-/// Deletes a group's offsets, or those of `partitions`: the store interface has no
-/// per-partition delete, so the group's other offsets are read, the group deleted and
-/// the others committed back (not atomic: a crash in between loses them; the log says
-/// which were being rewritten).
+/// Deletes a group's offsets, or those of `partitions`: in one step where the store has
+/// `delete_partitions` (offset-store ABI 3.1); otherwise the group's other offsets are
+/// read, the group deleted and the others committed back (not atomic: a crash in between
+/// loses them; the log says which were being rewritten).
 pub(super) fn delete(
     store: &OffsetStores,
     group: &str,
@@ -215,6 +215,9 @@ pub(super) fn delete(
 ) -> Result<u64, CallError> {
     if partitions.is_empty() {
         return store.delete_group(group);
+    }
+    if let Some(deleted) = store.delete_partitions(group, partitions)? {
+        return Ok(deleted);
     }
     let all = store.fetch_group(group)?;
     let doomed = |r: &OffsetRecord| {

@@ -34,7 +34,7 @@ use std::{
     thread::JoinHandle,
 };
 
-use drover_abi::{OffsetKey, OffsetRecord, TopicPartitions};
+use drover_abi::{ErrorKind, OffsetKey, OffsetRecord, TopicPartitions};
 use serde::Serialize;
 
 use crate::plugins::{CallError, OffsetStoreHandle};
@@ -299,6 +299,28 @@ impl OffsetStores {
                 }
                 Ok(n)
             }
+        }
+    }
+
+    /// Deletes `group`'s offsets of `partitions` in one step, where the active store
+    /// offers it (offset-store ABI 3.1); `Ok(None)` when it does not, and during a swap
+    /// (two stores cannot delete atomically together): the caller then falls back to
+    /// [`OffsetStores::delete_group`] and a commit of the offsets to keep.
+    pub fn delete_partitions(
+        &self,
+        group: &str,
+        partitions: &[TopicPartitions],
+    ) -> Result<Option<u64>, CallError> {
+        let _gate = read(&self.gate);
+        let routing = read(&self.routing).clone();
+        match routing {
+            Routing::Single(s) => match s.store.delete_partitions(group, partitions) {
+                Err(CallError::Plugin { error, .. }) if error.kind == ErrorKind::Unsupported => {
+                    Ok(None)
+                }
+                other => other.map(Some),
+            },
+            Routing::Dual { .. } => Ok(None),
         }
     }
 

@@ -146,6 +146,21 @@ impl OffsetStoreHandle {
             .call(|| self.inner.delete_group(RStr::from_str(group)))
     }
 
+    /// Deletes `group`'s offsets of `partitions` in one durable step; returns how many
+    /// existed. A store built against offset-store ABI 3.0, or one that does not offer
+    /// it, fails with [`ErrorKind::Unsupported`] (the interface's default, no call into
+    /// the plugin for a 3.0 store).
+    pub fn delete_partitions(
+        &self,
+        group: &str,
+        partitions: &[TopicPartitions],
+    ) -> Result<u64, CallError> {
+        self.guard.call(|| {
+            self.inner
+                .delete_partitions(RStr::from_str(group), RSlice::from_slice(partitions))
+        })
+    }
+
     /// Up to `limit` records strictly after `after`, in (group, topic, partition) order.
     pub fn scan(
         &self,

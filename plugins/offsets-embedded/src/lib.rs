@@ -122,6 +122,14 @@ impl OffsetStorePlugin for EmbeddedStore {
     fn close(&self) -> Result<(), PluginError> {
         self.store.close()
     }
+
+    fn delete_partitions(
+        &self,
+        group: &str,
+        partitions: &[TopicPartitions],
+    ) -> Result<u64, PluginError> {
+        self.store.delete_partitions(group, partitions)
+    }
 }
 
 drover_abi::export_offset_store!(EmbeddedStore);

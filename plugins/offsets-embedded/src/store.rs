@@ -95,6 +95,44 @@ impl Store {
         Ok(out)
     }
 
+    /// Deletes `group`'s offsets of `partitions` in one durable transaction; returns how
+    /// many existed (OffsetDelete; offset-store ABI 3.1).
+    pub fn delete_partitions(
+        &self,
+        group: &str,
+        partitions: &[TopicPartitions],
+    ) -> Result<u64, PluginError> {
+        let guard = self.read();
+        let db = guard.as_ref().ok_or_else(closed)?;
+        let context = || format!("delete offsets of group `{group}`");
+        let mut txn = db.begin_write().map_err(|e| from_redb(&context(), e))?;
+        txn.set_durability(Durability::Immediate);
+        let mut deleted = 0u64;
+        {
+            let mut table = txn
+                .open_table(OFFSETS)
+                .map_err(|e| from_redb(&context(), e))?;
+            for tp in partitions {
+                for &partition in tp.partitions.iter() {
+                    let key: Key = (group, tp.topic.as_str(), partition);
+                    if table
+                        .remove(key)
+                        .map_err(|e| from_redb(&context(), e))?
+                        .is_some()
+                    {
+                        deleted += 1;
+                    }
+                }
+            }
+        }
+        if deleted == 0 {
+            txn.abort().map_err(|e| from_redb(&context(), e))?;
+        } else {
+            txn.commit().map_err(|e| from_redb(&context(), e))?;
+        }
+        Ok(deleted)
+    }
+
     /// Every committed offset of `group`, in key order (empty for an unknown group).
     pub fn fetch_group(&self, group: &str) -> Result<Vec<OffsetRecord>, PluginError> {
         let guard = self.read();

@@ -59,6 +59,34 @@ pub fn built_library(lib_name: &str) -> PathBuf {
         })
 }
 
+/// The compatibility fixture `lib_name` (tests/compat: plugins built against the frozen
+/// drover-abi of the previous minor). The first call builds the fixtures' own workspace
+/// (`cargo build --locked`, target dir `target/compat`; fast once built), so a plain
+/// `cargo test -p drover-tests` needs nothing else.
+pub fn compat_library(lib_name: &str) -> PathBuf {
+    static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    let dir = BUILT.get_or_init(|| {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let target = repo.join("target/compat");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "--locked", "--manifest-path"])
+            .arg(repo.join("tests/compat/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target)
+            .status()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        if !status.success() {
+            return Err(format!("building tests/compat failed: {status}"));
+        }
+        Ok(target.join("debug"))
+    });
+    let dir = dir.as_ref().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.join(format!("lib{lib_name}.so"));
+    assert!(path.is_file(), "{} missing after the build", path.display());
+    path
+}
+
 /// A private plugin directory (mode 0755 inside a 0700 temp dir) with its own
 /// plugin cache, removed on drop.
 pub struct PluginDir {
@@ -87,8 +115,14 @@ impl PluginDir {
 
     /// Copies the built `lib<lib_name>.so` in (mode 0644); returns its path.
     pub fn add_built(&self, lib_name: &str) -> PathBuf {
-        let target = self.path().join(format!("lib{lib_name}.so"));
-        std::fs::copy(built_library(lib_name), &target).expect("copy plugin");
+        self.add_file(&built_library(lib_name))
+    }
+
+    /// Copies the library at `source` into the directory (mode 0644) under its own file
+    /// name; returns its path.
+    pub fn add_file(&self, source: &Path) -> PathBuf {
+        let target = self.path().join(source.file_name().expect("a file name"));
+        std::fs::copy(source, &target).expect("copy plugin");
         set_mode(&target, 0o644);
         target
     }

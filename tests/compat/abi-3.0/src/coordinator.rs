@@ -1,0 +1,308 @@
+//! The coordinator plugin kind: the consumer group coordinator as a sans-IO state machine.
+//!
+//! The host owns sockets, timers and the offset store; the coordinator owns group state.
+//! The host feeds it [`CoordinatorInput`]s with the current time and executes the
+//! [`CoordinatorOutput`]s it returns; [`Coordinator::poll_timeout`] tells the host when to
+//! deliver the next [`CoordinatorInput::TimerFired`]. A coordinator never reads a clock,
+//! opens a socket or sleeps (DESIGN.md, "The coordinator core is sans-IO").
+//!
+//! Times are milliseconds on the host's monotonic clock (`now_ms`), not wall time.
+//!
+//! ## The contract between host and coordinator
+//! Everything the host needs to know about protocol state comes from outputs; the host
+//! never decodes the coordinator's frames. The rules a coordinator must follow (and
+//! docs/plugins.md, "Writing a coordinator", repeats):
+//! 1. Every request frame the host delivers with [`CoordinatorInput::Frame`] on a
+//!    connection that is not a channel gets exactly one
+//!    [`CoordinatorOutput::Answer`] on that connection, **in the order the requests
+//!    arrived** (the host matches answers to requests by position and keeps answers in
+//!    request order with the broker's own answers on the same connection), or the
+//!    coordinator closes the connection ([`CoordinatorOutput::CloseConnection`]).
+//! 2. A connection becomes a *channel* with [`CoordinatorOutput::ChannelOpened`], sent
+//!    before the `Answer` that tells the client so (the native RegisterConsumer). From
+//!    then on every frame read on it is delivered as the client's answer to a request the
+//!    coordinator pushed, not as a request: the host reserves no answer for it.
+//! 3. [`CoordinatorOutput::Push`] sends a coordinator-initiated request on a channel; a
+//!    push on a connection that is not a channel is a contract violation: the host logs
+//!    it and closes the connection.
+//! 4. The host closes a channel whose client does not read (its queue is full) and
+//!    reports it with [`CoordinatorInput::ConnectionClosed`].
+//! 5. Offset operations carry coordinator-chosen ids; each gets exactly one result
+//!    input with the same id. At most one `CommitOffsets` per group is in flight.
+//! 6. Inputs and outputs are non-exhaustive: a variant this build does not know arrives
+//!    as an `Err` from `into_enum()`. The SDK hands unknown inputs to
+//!    [`crate::sdk::CoordinatorPlugin::unknown_input`] (default: logged and skipped);
+//!    the host logs and skips unknown outputs.
+
+use abi_stable::{
+    declare_root_module_statics,
+    library::RootModule,
+    nonexhaustive_enum::NonExhaustiveFor,
+    sabi_trait,
+    sabi_types::VersionStrings,
+    std_types::{RBox, ROption, RResult, RString, RVec},
+    StableAbi,
+};
+
+use crate::{
+    assignor::AssignorArc,
+    error::PluginError,
+    host::{HostServices, ZkSessionArc},
+    manifest::Manifest,
+    offset_store::OffsetRecord,
+    types::{TopicInfo, TopicPartitions},
+};
+
+/// An assignor the coordinator may select for a group, by name.
+#[repr(C)]
+#[derive(StableAbi, Clone)]
+pub struct NamedAssignor {
+    /// The assignor's manifest name (`range`, `round-robin`, `sticky`, ...).
+    pub name: RString,
+    /// The instance.
+    pub assignor: AssignorArc,
+}
+
+/// What the coordinator gets at startup, standalone or in cluster mode.
+#[repr(C)]
+#[derive(StableAbi, Clone)]
+pub struct CoordinatorStartup {
+    /// This broker's id.
+    pub broker_id: i32,
+    /// Every loaded assignor.
+    pub assignors: RVec<NamedAssignor>,
+    /// The assignor for groups that name none (config `coordinator.default_assignor`).
+    pub default_assignor: RString,
+    /// Every topic the broker knows, with partition counts.
+    pub topics: RVec<TopicInfo>,
+}
+
+/// What the coordinator additionally gets when ZooKeeper is enabled (cluster mode).
+#[repr(C)]
+#[derive(StableAbi, Clone)]
+pub struct ZkCoordinatorStartup {
+    /// The same as standalone.
+    pub base: CoordinatorStartup,
+    /// Number of coordinator slots; a group belongs to slot hash(group) mod `slot_count`.
+    pub slot_count: u32,
+    /// The broker's ZooKeeper session.
+    pub session: ZkSessionArc,
+}
+
+/// A topic's id, as Kafka's Metadata reports it (KIP-516).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct TopicId {
+    /// Topic name.
+    pub name: RString,
+    /// The id: a UUID's 16 bytes, most significant first.
+    pub id: [u8; 16],
+}
+
+/// An event the host delivers to the coordinator. Crosses the boundary as
+/// [`CoordinatorInputNE`]; later minors may add variants (module docs, rule 6).
+#[repr(u8)]
+#[derive(StableAbi, Debug, Clone)]
+#[sabi(kind(WithNonExhaustive(size = [usize; 12], traits(Debug, Clone))))]
+#[non_exhaustive]
+pub enum CoordinatorInput {
+    /// A complete request or response frame (Kafka framing, without the 4-byte size
+    /// prefix) received on connection `conn`, which the host routes to the coordinator.
+    Frame {
+        /// Host-assigned connection id, unique for the broker's lifetime.
+        conn: u64,
+        /// The frame bytes.
+        bytes: RVec<u8>,
+    },
+    /// Connection `conn` sent its first request for the coordinator; `peer` is the
+    /// client's IP address (Kafka's DescribeGroups shows it as the member's host).
+    ConnectionOpened {
+        /// The connection id.
+        conn: u64,
+        /// The client's IP address, as text.
+        peer: RString,
+    },
+    /// Connection `conn` closed (by the peer, by an error or by a `CloseConnection`).
+    ConnectionClosed {
+        /// The connection id.
+        conn: u64,
+    },
+    /// The deadline from [`Coordinator::poll_timeout`] has passed.
+    TimerFired,
+    /// The topic metadata changed; `topics` is the whole new list.
+    TopicsChanged {
+        /// Every topic with its partition count.
+        topics: RVec<TopicInfo>,
+    },
+    /// The result of a [`CoordinatorOutput::CommitOffsets`] with the same `op`.
+    OffsetsCommitted {
+        /// The operation id from the output.
+        op: u64,
+        /// `ROk` once durable.
+        result: RResult<(), PluginError>,
+    },
+    /// The result of a [`CoordinatorOutput::FetchOffsets`] with the same `op`.
+    OffsetsFetched {
+        /// The operation id from the output.
+        op: u64,
+        /// The committed offsets found (absent partitions have none).
+        result: RResult<RVec<OffsetRecord>, PluginError>,
+    },
+    /// The result of a [`CoordinatorOutput::DeleteOffsets`] with the same `op`.
+    OffsetsDeleted {
+        /// The operation id from the output.
+        op: u64,
+        /// The number of committed offsets deleted.
+        result: RResult<u64, PluginError>,
+    },
+    /// The id of every topic, replacing the previous list; the host sends it before
+    /// every `TopicsChanged` and once after startup. Kafka's KIP-848 APIs name topics by
+    /// id.
+    TopicIds {
+        /// Every topic with its id.
+        topics: RVec<TopicId>,
+    },
+}
+
+/// [`CoordinatorInput`] as it crosses the boundary: a fixed-size, non-exhaustive
+/// wrapper (`abi_stable`'s `NonExhaustive`); `into_enum()` is `Err` for a variant added
+/// by a later minor than the receiver was built against.
+pub type CoordinatorInputNE = NonExhaustiveFor<CoordinatorInput>;
+
+/// An action the coordinator asks the host to perform. Crosses the boundary as
+/// [`CoordinatorOutputNE`]; the rules of each are in the module docs.
+#[repr(u8)]
+#[derive(StableAbi, Debug, Clone)]
+#[sabi(kind(WithNonExhaustive(size = [usize; 12], traits(Debug, Clone))))]
+#[non_exhaustive]
+pub enum CoordinatorOutput {
+    /// The answer to the oldest unanswered request on `conn` (rule 1): `bytes` is a
+    /// response frame without the size prefix (the host adds it).
+    Answer {
+        /// The connection id.
+        conn: u64,
+        /// The frame bytes.
+        bytes: RVec<u8>,
+    },
+    /// A request the coordinator sends on channel `conn` (rule 3): a frame without the
+    /// size prefix. The client's answer comes back as a `Frame` input.
+    Push {
+        /// The connection id; must be a channel.
+        conn: u64,
+        /// The frame bytes.
+        bytes: RVec<u8>,
+    },
+    /// `conn` is now a coordinator channel (rule 2). Sent before the `Answer` that tells
+    /// the client; every later frame read on `conn` is a `Frame` input that answers a
+    /// `Push`.
+    ChannelOpened {
+        /// The connection id.
+        conn: u64,
+    },
+    /// Close connection `conn`; the host answers with `ConnectionClosed`.
+    CloseConnection {
+        /// The connection id.
+        conn: u64,
+    },
+    /// Commit `records` to the active offset store; the result comes back as
+    /// `OffsetsCommitted { op }`.
+    CommitOffsets {
+        /// Coordinator-chosen operation id.
+        op: u64,
+        /// The records to commit, as one batch.
+        records: RVec<OffsetRecord>,
+    },
+    /// Fetch committed offsets; the result comes back as `OffsetsFetched { op }`.
+    FetchOffsets {
+        /// Coordinator-chosen operation id.
+        op: u64,
+        /// The group.
+        group: RString,
+        /// The partitions to fetch. **Empty means every committed offset of the group**
+        /// (the host calls the store's `fetch_group`), as a FetchOffsets request with
+        /// null topics asks (docs/protocol.md §5.6).
+        partitions: RVec<TopicPartitions>,
+    },
+    /// Delete committed offsets of `group`: the result comes back as
+    /// `OffsetsDeleted { op }`.
+    DeleteOffsets {
+        /// Coordinator-chosen operation id.
+        op: u64,
+        /// The group.
+        group: RString,
+        /// The partitions whose offsets to delete. **Empty means every committed offset
+        /// of the group** (the host calls the store's `delete_group`; DeleteGroups).
+        /// Otherwise (OffsetDelete) the host reads the group's offsets, deletes the
+        /// group and commits back the others: not atomic across a crash, since the
+        /// store interface has no per-partition delete.
+        partitions: RVec<TopicPartitions>,
+    },
+    /// A counter or gauge for the host's metrics (`drover_coordinator_<name>`).
+    Metric {
+        /// Metric name suffix.
+        name: RString,
+        /// Value: the new gauge value, or the increment of a counter.
+        value: i64,
+    },
+}
+
+/// [`CoordinatorOutput`] as it crosses the boundary (see [`CoordinatorInputNE`]).
+pub type CoordinatorOutputNE = NonExhaustiveFor<CoordinatorOutput>;
+
+/// The coordinator interface across the boundary. Called from one host thread at a time.
+#[sabi_trait]
+pub trait Coordinator: Send {
+    /// Feeds one input at time `now_ms`; returns the outputs to execute in order.
+    fn handle(
+        &mut self,
+        now_ms: u64,
+        input: CoordinatorInputNE,
+    ) -> RResult<RVec<CoordinatorOutputNE>, PluginError>;
+    /// When the coordinator next needs a `TimerFired` (ms on the same clock), if ever.
+    fn poll_timeout(&self) -> ROption<u64>;
+    /// This broker now owns coordinator slot `slot` (cluster mode). Its previous owner
+    /// has not coordinated the slot for at least `stopped_ms` ms (0 when the host cannot
+    /// tell): the coordinator may shorten its takeover wait by that much
+    /// (docs/protocol.md §6.8).
+    fn slot_gained(
+        &mut self,
+        now_ms: u64,
+        slot: u32,
+        stopped_ms: u64,
+    ) -> RResult<RVec<CoordinatorOutputNE>, PluginError>;
+    /// This broker no longer owns coordinator slot `slot` (cluster mode).
+    fn slot_lost(
+        &mut self,
+        now_ms: u64,
+        slot: u32,
+    ) -> RResult<RVec<CoordinatorOutputNE>, PluginError>;
+    /// The broker is stopping: final outputs (commits, closes). No call follows.
+    #[sabi(last_prefix_field)]
+    fn shutdown(&mut self, now_ms: u64) -> RResult<RVec<CoordinatorOutputNE>, PluginError>;
+}
+
+/// An owned coordinator instance.
+pub type CoordinatorBox = Coordinator_TO<'static, RBox<()>>;
+
+/// Root module of a coordinator plugin.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = CoordinatorModRef)))]
+pub struct CoordinatorMod {
+    /// What the plugin is; `kind` is [`crate::PluginKind::Coordinator`].
+    pub manifest: Manifest,
+    /// Starts a standalone coordinator (no ZooKeeper): it owns every group.
+    pub startup:
+        extern "C" fn(HostServices, CoordinatorStartup) -> RResult<CoordinatorBox, PluginError>,
+    /// Starts a coordinator in cluster mode; it owns no slot until `slot_gained`.
+    #[sabi(last_prefix_field)]
+    pub startup_zookeeper:
+        extern "C" fn(HostServices, ZkCoordinatorStartup) -> RResult<CoordinatorBox, PluginError>,
+}
+
+impl RootModule for CoordinatorModRef {
+    declare_root_module_statics! {CoordinatorModRef}
+    const BASE_NAME: &'static str = "drover_coordinator";
+    const NAME: &'static str = "drover_coordinator";
+    const VERSION_STRINGS: VersionStrings = crate::version::COORDINATOR_VERSION_STRINGS;
+}

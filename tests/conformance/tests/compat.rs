@@ -1,0 +1,239 @@
+//! The compatibility promise, proven: plugins built against the *previous* minor of each
+//! kind's ABI (tests/compat, a frozen copy of drover-abi 3.0 and one fixture per kind)
+//! load into this broker through the normal loader and pass their kind's checks, although
+//! this broker's interfaces have grown since (coordinator 3.1: a new input variant;
+//! offset store 3.1: a new optional method).
+
+use std::{collections::BTreeMap, path::Path};
+
+use drover_abi::{
+    coordinator::{CoordinatorInput, CoordinatorOutput, CoordinatorStartup, NamedAssignor},
+    std_types::{RString, RVec},
+    AssignInput, AssignorMember, ErrorKind, OffsetRecord, PluginKind, TopicInfo, TopicPartitions,
+};
+use drover_host::plugins::{CallError, LoadedPlugin};
+use drover_tests::{compat_library, load_assignor, PluginDir};
+use sha2::{Digest, Sha256};
+
+fn load(dir: &PluginDir, lib: &str, kind: PluginKind) -> LoadedPlugin {
+    let path = dir.add_file(&compat_library(lib));
+    let plugin = dir
+        .loader()
+        .load(&path, Some(kind))
+        .unwrap_or_else(|e| panic!("a {kind} built against ABI 3.0 must load: {e}"));
+    assert_eq!(plugin.summary.abi, "3.0", "{lib}");
+    assert!(
+        kind.abi_version()
+            .accepts(drover_abi::KindVersion { major: 3, minor: 0 }),
+        "the broker serves 3.x"
+    );
+    plugin
+}
+
+/// Digest of every file of the frozen tree, in path order (Cargo.lock excluded: it only
+/// pins third-party crates).
+fn frozen_digest(root: &Path) -> String {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if path.is_dir() {
+                stack.push(path);
+            } else if name != "Cargo.lock" && name != "FROZEN.sha256" && name != "README.md" {
+                files.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    let mut hash = Sha256::new();
+    for (name, bytes) in files {
+        hash.update(name.as_bytes());
+        hash.update([0]);
+        hash.update((bytes.len() as u64).to_be_bytes());
+        hash.update(&bytes);
+    }
+    hex::encode(hash.finalize())
+}
+
+#[test]
+fn the_frozen_abi_and_fixtures_are_unchanged() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../compat");
+    let recorded = std::fs::read_to_string(root.join("FROZEN.sha256")).unwrap();
+    assert_eq!(
+        frozen_digest(&root),
+        recorded.trim(),
+        "tests/compat is frozen: its ABI copy and fixtures stand for plugins already built \
+         and must never change (add a new frozen tree for a new minor instead)"
+    );
+}
+
+#[test]
+fn an_assignor_built_against_3_0_loads_and_assigns() {
+    let dir = PluginDir::new();
+    let plugin = load(&dir, "drover_compat_assignor_3_0", PluginKind::Assignor);
+    let assignor = plugin.new_assignor("").unwrap_or_else(|e| panic!("{e}"));
+    let member = |id: &str| AssignorMember {
+        member_id: id.into(),
+        topics: RVec::from(vec![RString::from("t")]),
+        owned: RVec::new(),
+        rack: None.into(),
+        weight: 1,
+    };
+    let input = AssignInput {
+        group: "g".into(),
+        members: RVec::from(vec![member("b"), member("a")]),
+        topics: RVec::from(vec![TopicInfo::new("t", 3)]),
+    };
+    let out = assignor.assign(&input).unwrap_or_else(|e| panic!("{e}"));
+    let got: Vec<(String, Vec<i32>)> = out
+        .members
+        .iter()
+        .map(|m| {
+            let parts = m.partitions.iter().flat_map(|t| t.partitions.to_vec());
+            (m.member_id.to_string(), parts.collect())
+        })
+        .collect();
+    assert_eq!(got, [("a".into(), vec![0, 2]), ("b".into(), vec![1])]);
+}
+
+#[test]
+fn an_offset_store_built_against_3_0_loads_and_its_missing_method_falls_back() {
+    let dir = PluginDir::new();
+    let plugin = load(
+        &dir,
+        "drover_compat_offset_store_3_0",
+        PluginKind::OffsetStore,
+    );
+    let config = format!(
+        "path = {:?}\n",
+        dir.scratch("journal").display().to_string()
+    );
+    let store = plugin
+        .open_offset_store(&config)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let record = |partition, offset| OffsetRecord {
+        group: "g".into(),
+        topic: "t".into(),
+        partition,
+        offset,
+        metadata: "m".into(),
+        commit_time_ms: 1,
+    };
+    store.commit(&[record(0, 5), record(1, 6)]).unwrap();
+    // Offset-store ABI 3.1 added `delete_partitions`; this store predates it, so the
+    // call reaches the interface's default and reports Unsupported.
+    let err = store
+        .delete_partitions("g", &[TopicPartitions::new("t", vec![0])])
+        .err()
+        .expect("a 3.0 store has no delete_partitions");
+    assert!(
+        matches!(&err, CallError::Plugin { error, .. } if error.kind == ErrorKind::Unsupported),
+        "{err}"
+    );
+    assert_eq!(store.fetch_group("g").unwrap().len(), 2, "nothing deleted");
+    store.close().unwrap();
+    let reopened = plugin.open_offset_store(&config).unwrap();
+    assert_eq!(
+        reopened.fetch_group("g").unwrap(),
+        vec![record(0, 5), record(1, 6)]
+    );
+    reopened.close().unwrap();
+}
+
+fn request(api_key: i16, correlation_id: i32) -> RVec<u8> {
+    let mut frame = api_key.to_be_bytes().to_vec();
+    frame.extend_from_slice(&0i16.to_be_bytes());
+    frame.extend_from_slice(&correlation_id.to_be_bytes());
+    RVec::from(frame)
+}
+
+#[test]
+fn a_coordinator_built_against_3_0_keeps_the_contract_and_skips_newer_inputs() {
+    let dir = PluginDir::new();
+    let plugin = load(
+        &dir,
+        "drover_compat_coordinator_3_0",
+        PluginKind::Coordinator,
+    );
+    let (_, range) = load_assignor("drover_assignor_range");
+    let assignors = RVec::from(vec![NamedAssignor {
+        name: RString::from("range"),
+        assignor: range.instance(),
+    }]);
+    let startup = CoordinatorStartup {
+        broker_id: 0,
+        assignors: assignors.clone(),
+        default_assignor: "range".into(),
+        topics: RVec::new(),
+    };
+    let mut coordinator = plugin
+        .start_coordinator("", startup)
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    // Rule 1: an answer per request, in order.
+    let mut answers = Vec::new();
+    for corr in [7, 8] {
+        let frame = CoordinatorInput::Frame {
+            conn: 1,
+            bytes: request(18, corr),
+        };
+        answers.extend(coordinator.handle(10, frame).unwrap());
+    }
+    let answered: Vec<_> = answers
+        .iter()
+        .map(|o| match o {
+            CoordinatorOutput::Answer { conn: 1, bytes } => bytes.to_vec(),
+            other => panic!("expected an answer, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(answered, [7i32.to_be_bytes(), 8i32.to_be_bytes()]);
+
+    // Rule 2: a channel opens before its answer; rule 3: pushes go to channels.
+    let out = coordinator
+        .handle(
+            20,
+            CoordinatorInput::Frame {
+                conn: 2,
+                bytes: request(20_000, 1),
+            },
+        )
+        .unwrap();
+    assert!(
+        matches!(out[0], CoordinatorOutput::ChannelOpened { conn: 2 }),
+        "{out:?}"
+    );
+    assert!(
+        matches!(out[1], CoordinatorOutput::Answer { conn: 2, .. }),
+        "{out:?}"
+    );
+    let deadline = coordinator.poll_timeout().expect("a push is due");
+    let out = coordinator
+        .handle(deadline, CoordinatorInput::TimerFired)
+        .unwrap();
+    assert!(
+        matches!(out[..], [CoordinatorOutput::Push { conn: 2, .. }]),
+        "{out:?}"
+    );
+
+    // Coordinator ABI 3.1 added `AssignorsChanged`; a 3.0 plugin meets it as an unknown
+    // variant and handles it explicitly (this one reports a metric).
+    let out = coordinator
+        .handle(
+            30,
+            CoordinatorInput::AssignorsChanged {
+                assignors,
+                default_assignor: "range".into(),
+            },
+        )
+        .unwrap();
+    assert!(
+        matches!(&out[..], [CoordinatorOutput::Metric { name, value: 1 }] if name.as_str() == "unknown_inputs"),
+        "{out:?}"
+    );
+    coordinator.shutdown(40).unwrap();
+}
