@@ -129,8 +129,7 @@ fn an_offset_store_built_against_3_0_loads_and_its_missing_method_falls_back() {
     // call reaches the interface's default and reports Unsupported.
     let err = store
         .delete_partitions("g", &[TopicPartitions::new("t", vec![0])])
-        .err()
-        .expect("a 3.0 store has no delete_partitions");
+        .expect_err("a 3.0 store has no delete_partitions");
     assert!(
         matches!(&err, CallError::Plugin { error, .. } if error.kind == ErrorKind::Unsupported),
         "{err}"
