@@ -24,6 +24,8 @@
 //! broker on its first panic. To log, depend on `tracing` yourself.
 
 mod adapters;
+pub mod assignor;
+pub mod in_process;
 pub mod log_bridge;
 mod panic_guard;
 
