@@ -109,10 +109,12 @@ pub fn crash_safety(
                 .find(|r| r.partition == p && r.topic.as_str() == "t")
             {
                 Some(r) if r.offset == acked || r.offset == acked + 1 => {}
-                Some(r) => return Err(format!(
+                Some(r) => {
+                    return Err(format!(
                     "after kill -9, partition {p} holds offset {}; batch {acked} was acknowledged",
                     r.offset
-                )),
+                ))
+                }
                 None => {
                     return Err(format!(
                         "after kill -9, partition {p} has no offset; batch {acked} was acknowledged"
