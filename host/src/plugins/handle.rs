@@ -171,6 +171,12 @@ impl OffsetStoreHandle {
     pub fn is_closed(&self) -> bool {
         self.guard.closed.load(Ordering::Acquire)
     }
+
+    /// The instance itself, without this handle's guard (for `drover plugins test`,
+    /// which runs the test kit's suite against the ABI trait object).
+    pub fn instance(&self) -> OffsetStoreArc {
+        self.inner.clone()
+    }
 }
 
 /// The coordinator instance. Called from one thread at a time (the host's coordinator

@@ -125,6 +125,9 @@ where
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
+        // The nested group strategies shrink slowly; allow more steps than the 256
+        // default so a failure names a small input.
+        max_shrink_iters: 4096,
         ..Config::default()
     });
     match runner.run(&strategy, |value| {
