@@ -29,7 +29,7 @@ use drover_abi::{offset_store::OffsetStoreArc, PluginError, PluginKind};
 use drover_plugin_testkit::{
     assignor::{self, Claims},
     offset_store::{self, crash},
-    Report,
+    Report, Verdict,
 };
 
 use crate::plugins::{LoadError, LoadedPlugin, Loader, LoaderOptions};
@@ -118,7 +118,14 @@ pub fn run(args: TestArgs) -> ExitCode {
                 offset_store::Options::default().max_metadata_bytes(args.max_metadata_bytes);
             let open = || open_store(&plugin, &config);
             let mut report = offset_store::run(&open, &options);
-            report.record("crash_safety", crash_safety(&args.file, &config, &open));
+            if matches!(report.verdict("open"), Some(Verdict::Pass)) {
+                report.record("crash_safety", crash_safety(&args.file, &config, &open));
+            } else {
+                report.push(
+                    "crash_safety",
+                    Verdict::Skip("the store did not open".into()),
+                );
+            }
             report
         }
         PluginKind::Coordinator => {
