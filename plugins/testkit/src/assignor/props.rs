@@ -150,19 +150,22 @@ fn same(first: &Assignment, second: &Assignment, what: &str) -> Result<(), Strin
         return Ok(());
     }
     let (a, b) = (holders(first), holders(second));
+    let name = |m: Option<&String>| m.map_or("nobody".to_owned(), |m| format!("`{m}`"));
     let moved = a
-        .iter()
-        .find(|(tp, m)| b.get(*tp) != Some(*m))
-        .map(|((t, p), m)| {
+        .keys()
+        .chain(b.keys())
+        .find(|tp| a.get(*tp) != b.get(*tp))
+        .map(|(t, p)| {
+            let key = (t.clone(), *p);
             format!(
-                "partition {p} of `{t}` went to `{m}`, then to {}",
-                b.get(&(t.clone(), *p))
-                    .map_or("nobody".to_owned(), |x| format!("`{x}`"))
+                "partition {p} of `{t}` went to {}, then to {}",
+                name(a.get(&key)),
+                name(b.get(&key))
             )
         });
     Err(format!(
         "{what} gave a different output: {}",
-        moved.unwrap_or_else(|| "same partitions, different layout".to_owned())
+        moved.unwrap_or_else(|| "same owners, different layout".to_owned())
     ))
 }
 
