@@ -4,6 +4,7 @@
 //! - [`config`]: `drover.toml`, its defaults and validation;
 //! - [`plugins`] and [`startup`]: the plugin loader (directory scan, per-file checks,
 //!   content-addressed loading through `abi_stable`) and plugin instances;
+//! - [`plugin_test`]: `drover plugins test`, the conformance suites against a plugin file;
 //! - [`log`]: partition logs on disk (segments, indexes, retention, recovery);
 //! - [`broker`]: shared state — topics, partitions, metrics;
 //! - [`server`]: the Kafka wire server; [`admin`]: the admin HTTP API;
@@ -24,6 +25,7 @@ pub mod demo;
 pub mod log;
 pub mod logging;
 pub mod offsets;
+pub mod plugin_test;
 pub mod plugins;
 pub mod serve;
 pub mod server;

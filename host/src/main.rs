@@ -203,6 +203,14 @@ enum PluginsCommand {
         #[command(flatten)]
         source: PluginSource,
     },
+    /// Run the conformance suite of a plugin file's kind against it (loaded with every
+    /// startup check) and print one line per property: `PASS name`, `FAIL name: why`
+    /// or `SKIP name: why`. Exits 1 on a failure or a refused file, 2 for a
+    /// coordinator (no suite yet).
+    Test(drover_host::plugin_test::TestArgs),
+    /// The committing child of `plugins test`'s crash-safety check.
+    #[command(hide = true)]
+    TestCrashChild(drover_host::plugin_test::CrashChildArgs),
 }
 
 #[derive(clap::Args)]
@@ -229,6 +237,9 @@ fn main() -> ExitCode {
         Command::Demo(_) | Command::Consume(_) | Command::Admin { .. } => {
             logging::init_with_default("warn")
         }
+        Command::Plugins {
+            command: PluginsCommand::Test(_) | PluginsCommand::TestCrashChild(_),
+        } => logging::init_with_default("warn"),
         _ => logging::init(),
     }
     let result = match cli.command {
@@ -239,6 +250,10 @@ fn main() -> ExitCode {
         Command::Plugins { command } => match command {
             PluginsCommand::List { source, format } => list(source, format),
             PluginsCommand::Check { source } => check(source),
+            PluginsCommand::Test(args) => return drover_host::plugin_test::run(args),
+            PluginsCommand::TestCrashChild(args) => {
+                return drover_host::plugin_test::crash_child(args)
+            }
         },
     };
     match result {

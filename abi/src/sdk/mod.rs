@@ -22,8 +22,15 @@
 //!
 //! The guard relies on unwinding: a plugin built with `panic = "abort"` aborts the
 //! broker on its first panic. To log, depend on `tracing` yourself.
+//!
+//! Helpers: [`assignor`] validates an assignor's input into a [`assignor::GroupView`]
+//! and builds the sorted output from an owner table; [`in_process`] makes an instance
+//! of a plugin type without a `.so`, for tests (`drover-plugin-testkit` runs the
+//! conformance suites against it).
 
 mod adapters;
+pub mod assignor;
+pub mod in_process;
 pub mod log_bridge;
 mod panic_guard;
 

@@ -191,6 +191,12 @@ impl OffsetStoreHandle {
     pub fn is_closed(&self) -> bool {
         self.guard.closed.load(Ordering::Acquire)
     }
+
+    /// The instance itself, without this handle's guard (for `drover plugins test`,
+    /// which runs the test kit's suite against the ABI trait object).
+    pub fn instance(&self) -> OffsetStoreArc {
+        self.inner.clone()
+    }
 }
 
 /// The outputs this build knows; one of a variant added by a later coordinator ABI minor

@@ -27,12 +27,12 @@ impl PluginInfo for RangeAssignor {
 
 impl AssignorPlugin for RangeAssignor {
     fn new(ctx: &PluginContext) -> Result<Self, PluginError> {
-        drover_assignor_common::expect_no_config(Self::NAME, &ctx.config)?;
+        drover_abi::sdk::assignor::expect_no_config(Self::NAME, &ctx.config)?;
         Ok(RangeAssignor)
     }
 
     fn assign(&self, input: &AssignInput) -> Result<Assignment, PluginError> {
-        drover_assignor_common::run(Self::NAME, input, policy::owners)
+        drover_abi::sdk::assignor::run(Self::NAME, input, policy::owners)
     }
 }
 

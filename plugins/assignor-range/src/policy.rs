@@ -1,6 +1,6 @@
 //! The range rule itself.
 
-use drover_assignor_common::{GroupView, NO_OWNER};
+use drover_abi::sdk::assignor::{GroupView, NO_OWNER};
 
 /// Owner table: for each topic, its subscribers (already in member-id order) get
 /// contiguous ranges of `n / m` partitions, the first `n % m` of them one more.

@@ -4,9 +4,8 @@ use drover_abi::{
     sdk::{AssignorPlugin, PluginContext},
     AssignInput, Assignment, ErrorKind, TopicPartitions,
 };
-use drover_assignor_common::testing::{
-    check_contract, input, member, permutation, reordered, synthetic,
-};
+use drover_plugin_testkit::assignor::builders::{input, member, permutation, reordered, synthetic};
+use drover_plugin_testkit::assignor::contract::check_contract;
 use proptest::{collection::vec, prelude::*};
 
 use crate::RangeAssignor;
@@ -138,4 +137,13 @@ proptest! {
         let shuffled = reordered(&input, &permutation(input.members.len(), seed));
         prop_assert_eq!(assign(&shuffled), assign(&input));
     }
+}
+
+/// The test kit's suite, in-process: range balances per topic only, so it claims nothing beyond the contract.
+#[test]
+fn passes_the_testkit_suite() {
+    use drover_plugin_testkit::assignor::{run, Claims, Options};
+    let instance = drover_abi::sdk::in_process::assignor::<RangeAssignor>("").expect("new");
+    let report = run(&instance, &Options::new(Claims::none()));
+    report.assert_passed();
 }

@@ -1,6 +1,6 @@
 //! The round-robin rule itself.
 
-use drover_assignor_common::{GroupView, NO_OWNER};
+use drover_abi::sdk::assignor::{GroupView, NO_OWNER};
 
 /// Owner table of Kafka's circular walk, without stepping over non-subscribers one by
 /// one: the walk reaches a topic at some position of the member circle; its partitions

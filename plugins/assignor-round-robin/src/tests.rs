@@ -4,9 +4,10 @@ use drover_abi::{
     sdk::{AssignorPlugin, PluginContext},
     AssignInput, Assignment, ErrorKind, TopicPartitions,
 };
-use drover_assignor_common::testing::{
-    check_contract, holders, homogeneous, input, loads, member, permutation, reordered, synthetic,
+use drover_plugin_testkit::assignor::builders::{
+    holders, homogeneous, input, loads, member, permutation, reordered, synthetic,
 };
+use drover_plugin_testkit::assignor::contract::check_contract;
 use proptest::{collection::vec, prelude::*};
 
 use crate::RoundRobinAssignor;
@@ -144,4 +145,16 @@ proptest! {
         let shuffled = reordered(&input, &permutation(input.members.len(), seed));
         prop_assert_eq!(assign(&shuffled), assign(&input));
     }
+}
+
+/// The test kit's suite, in-process: balanced for identical subscriptions; not sticky.
+#[test]
+fn passes_the_testkit_suite() {
+    use drover_plugin_testkit::assignor::{run, Claim, Claims, Options};
+    let instance = drover_abi::sdk::in_process::assignor::<RoundRobinAssignor>("").expect("new");
+    let report = run(
+        &instance,
+        &Options::new(Claims::none().with(Claim::Balanced)),
+    );
+    report.assert_passed();
 }

@@ -3,7 +3,7 @@
 
 use std::{cmp::Reverse, collections::BinaryHeap};
 
-use drover_assignor_common::{GroupView, TopicView, NO_OWNER};
+use drover_abi::sdk::assignor::{GroupView, TopicView, NO_OWNER};
 
 use crate::rebalance;
 

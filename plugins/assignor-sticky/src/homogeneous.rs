@@ -1,7 +1,7 @@
 //! Identical subscriptions: quota-based stickiness (KIP-848 optimized uniform
 //! assignor).
 
-use drover_assignor_common::{GroupView, NO_OWNER};
+use drover_abi::sdk::assignor::{GroupView, NO_OWNER};
 
 /// Owner table for a group whose members all subscribe to the same topics.
 ///

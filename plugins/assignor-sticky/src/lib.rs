@@ -26,11 +26,11 @@ mod heterogeneous;
 mod homogeneous;
 mod rebalance;
 
+use drover_abi::sdk::assignor::GroupView;
 use drover_abi::{
     sdk::{AssignorPlugin, PluginContext, PluginInfo},
     AssignInput, Assignment, PluginError,
 };
-use drover_assignor_common::GroupView;
 
 /// The `sticky` assignor (KIP-848 uniform assignor). It takes no config.
 #[derive(Debug, Default, Clone, Copy)]
@@ -45,12 +45,12 @@ impl PluginInfo for StickyAssignor {
 
 impl AssignorPlugin for StickyAssignor {
     fn new(ctx: &PluginContext) -> Result<Self, PluginError> {
-        drover_assignor_common::expect_no_config(Self::NAME, &ctx.config)?;
+        drover_abi::sdk::assignor::expect_no_config(Self::NAME, &ctx.config)?;
         Ok(StickyAssignor)
     }
 
     fn assign(&self, input: &AssignInput) -> Result<Assignment, PluginError> {
-        drover_assignor_common::run(Self::NAME, input, owners)
+        drover_abi::sdk::assignor::run(Self::NAME, input, owners)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::{cmp::Reverse, collections::BinaryHeap};
 
-use drover_assignor_common::{GroupView, TopicView};
+use drover_abi::sdk::assignor::{GroupView, TopicView};
 
 /// At most this many passes over all topics; a pass that moves nothing ends it sooner.
 const MAX_PASSES: usize = 64;

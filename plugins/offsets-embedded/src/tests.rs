@@ -461,3 +461,13 @@ fn bad_configs_and_files() {
         assert!(e.message.contains("`path`"), "{e}");
     }
 }
+
+/// The test kit's offset-store suite, in-process, reopening the same file.
+#[test]
+fn passes_the_testkit_suite() {
+    use drover_plugin_testkit::offset_store::{run, Options};
+    let dir = TempDir::new().unwrap();
+    let config = config(&db_path(&dir));
+    let open = || drover_abi::sdk::in_process::offset_store::<EmbeddedStore>(&config);
+    run(&open, &Options::default().scan_records(20_000)).assert_passed();
+}

@@ -8,9 +8,10 @@ use drover_abi::{
     sdk::{AssignorPlugin, PluginContext},
     AssignInput, Assignment, ErrorKind, TopicPartitions,
 };
-use drover_assignor_common::testing::{
-    check_contract, holders, homogeneous, input, loads, member, owning, with_owned, without,
+use drover_plugin_testkit::assignor::builders::{
+    holders, homogeneous, input, loads, member, owning, with_owned, without,
 };
+use drover_plugin_testkit::assignor::contract::check_contract;
 
 use crate::StickyAssignor;
 
@@ -221,4 +222,16 @@ fn long_subscription_chain_stays_correct() {
         .collect();
     let again = assign(&group);
     assert_eq!(assign(&group), again);
+}
+
+/// The test kit's suite, in-process: balanced, and keeps owned partitions where balance allows.
+#[test]
+fn passes_the_testkit_suite() {
+    use drover_plugin_testkit::assignor::{run, Claim, Claims, Options};
+    let instance = drover_abi::sdk::in_process::assignor::<StickyAssignor>("").expect("new");
+    let report = run(
+        &instance,
+        &Options::new(Claims::none().with(Claim::Balanced).with(Claim::Sticky)),
+    );
+    report.assert_passed();
 }

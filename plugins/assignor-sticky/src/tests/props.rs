@@ -3,10 +3,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use drover_abi::{AssignInput, Assignment, TopicPartitions};
-use drover_assignor_common::testing::{
-    check_contract, holders, homogeneous, loads, permutation, reordered, synthetic, topic_name,
-    with_owned, without,
+use drover_plugin_testkit::assignor::builders::{
+    holders, homogeneous, loads, permutation, reordered, synthetic, topic_name, with_owned, without,
 };
+use drover_plugin_testkit::assignor::contract::check_contract;
 use proptest::{collection::vec, prelude::*};
 
 use super::{assign, moved};

@@ -1,25 +1,21 @@
-//! Commits offsets through a loaded offset-store plugin in a loop and prints the
-//! sequence number of every batch the store acknowledged, one per line, flushed. The
-//! conformance suite runs it, kills it with SIGKILL mid-stream, and checks that every
-//! acknowledged batch survived.
+//! The committing child of the offset-store conformance suite's crash-safety check:
+//! loads an offset-store plugin with the host's loader, opens it and runs the test
+//! kit's `offset_store::crash::commit_until_killed` (one line per acknowledged batch
+//! on stdout) until the suite kills it with SIGKILL.
 //!
-//! Usage: `drover-commit-load PLUGIN.so CACHE_DIR CONFIG_TOML KEYS`
-//! Each batch `n` (1, 2, …) writes offset `n` for KEYS keys (`crash`, `t`, 0..KEYS).
-//! Stops by itself after 60 s or 1,000,000 batches.
+//! Usage: `drover-commit-load PLUGIN.so CACHE_DIR CONFIG_TOML GROUP KEYS`
+//! Stops by itself after 60 s.
 
-use std::{
-    io::Write,
-    path::PathBuf,
-    time::{Duration, Instant},
-};
+use std::{path::PathBuf, time::Duration};
 
-use drover_abi::{std_types::RString, OffsetRecord, PluginKind};
+use drover_abi::PluginKind;
 use drover_host::plugins::{Loader, LoaderOptions};
+use drover_plugin_testkit::offset_store::crash::commit_until_killed;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, plugin, cache, config, keys] = &args[..] else {
-        eprintln!("usage: drover-commit-load PLUGIN.so CACHE_DIR CONFIG_TOML KEYS");
+    let [_, plugin, cache, config, group, keys] = &args[..] else {
+        eprintln!("usage: drover-commit-load PLUGIN.so CACHE_DIR CONFIG_TOML GROUP KEYS");
         std::process::exit(2);
     };
     let keys: i32 = keys.parse().expect("KEYS is a number");
@@ -36,24 +32,13 @@ fn main() {
     let store = plugin
         .open_offset_store(config)
         .unwrap_or_else(|e| panic!("{e}"));
-    let started = Instant::now();
     let mut stdout = std::io::stdout().lock();
-    for n in 1..=1_000_000i64 {
-        if started.elapsed() > Duration::from_secs(60) {
-            break;
-        }
-        let batch: Vec<OffsetRecord> = (0..keys)
-            .map(|p| OffsetRecord {
-                group: RString::from("crash"),
-                topic: RString::from("t"),
-                partition: p,
-                offset: n,
-                metadata: RString::from(format!("batch {n}")),
-                commit_time_ms: n,
-            })
-            .collect();
-        store.commit(&batch).unwrap_or_else(|e| panic!("{e}"));
-        writeln!(stdout, "{n}").expect("stdout");
-        stdout.flush().expect("stdout");
-    }
+    commit_until_killed(
+        &store.instance(),
+        group,
+        keys,
+        &mut stdout,
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
 }

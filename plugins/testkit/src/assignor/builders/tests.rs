@@ -1,6 +1,7 @@
 use drover_abi::{Assignment, MemberAssignment, TopicPartitions};
 
 use super::*;
+use crate::assignor::contract::check_contract;
 
 /// A member's partitions: (topic, partitions) pairs.
 type Parts<'a> = &'a [(&'a str, &'a [i32])];

@@ -1,11 +1,9 @@
 //! Building the [`Assignment`] from a policy's owner table.
 
-use drover_abi::{
-    std_types::{RString, RVec},
-    Assignment, MemberAssignment, PluginError, TopicPartitions,
-};
+use abi_stable::std_types::{RString, RVec};
 
-use crate::GroupView;
+use super::GroupView;
+use crate::{Assignment, MemberAssignment, PluginError, TopicPartitions};
 
 impl GroupView<'_> {
     /// Builds the assignment from `owners`, which gives for every global partition id
@@ -13,7 +11,7 @@ impl GroupView<'_> {
     /// sorted by id (every member, possibly with no partitions), each member's topics
     /// sorted by name and each topic's partitions ascending.
     ///
-    /// Errors ([`drover_abi::ErrorKind::Internal`]): `owners` has the wrong length or
+    /// Errors ([`crate::ErrorKind::Internal`]): `owners` has the wrong length or
     /// names no valid member for some partition — a bug in the policy.
     pub fn build(&self, owners: &[u32]) -> Result<Assignment, PluginError> {
         if owners.len() != self.partition_count() {

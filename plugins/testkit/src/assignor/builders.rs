@@ -1,7 +1,8 @@
-//! Helpers for the assignor plugins' tests (feature `testing`): input builders and a
-//! checker of the contract in [`drover_abi::assignor`].
+//! Inputs for assignor tests: members, groups, synthetic groups from bit masks,
+//! membership changes (a member leaves, owned partitions fed back), and views of an
+//! output (loads, holders).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use drover_abi::{
     std_types::{ROption, RString, RVec},
@@ -151,79 +152,6 @@ pub fn holders(output: &Assignment) -> BTreeMap<(String, i32), String> {
         }
     }
     map
-}
-
-/// Checks `output` against the assignor contract for `input` (whose members have
-/// distinct ids and whose topics are listed once): members sorted by id, each input
-/// member exactly once; topics sorted and partitions strictly ascending per member,
-/// no empty topic entry; every partition of every subscribed topic assigned exactly
-/// once to one of its subscribers; nothing else assigned.
-pub fn check_contract(input: &AssignInput, output: &Assignment) -> Result<(), String> {
-    let mut ids: Vec<&str> = input.members.iter().map(|m| m.member_id.as_str()).collect();
-    ids.sort_unstable();
-    let out_ids: Vec<&str> = output
-        .members
-        .iter()
-        .map(|m| m.member_id.as_str())
-        .collect();
-    if ids != out_ids {
-        return Err(format!("output members {out_ids:?}, expected {ids:?}"));
-    }
-    let counts: HashMap<&str, u32> = input
-        .topics
-        .iter()
-        .map(|t| (t.name.as_str(), t.partitions))
-        .collect();
-    let subscriptions: HashMap<&str, BTreeSet<&str>> = input
-        .members
-        .iter()
-        .map(|m| {
-            (
-                m.member_id.as_str(),
-                m.topics.iter().map(|t| t.as_str()).collect(),
-            )
-        })
-        .collect();
-    let mut seen: HashMap<(&str, i32), &str> = HashMap::new();
-    for m in output.members.iter() {
-        let id = m.member_id.as_str();
-        let topics: Vec<&str> = m.partitions.iter().map(|tp| tp.topic.as_str()).collect();
-        if topics.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(format!("{id}: topics not strictly sorted: {topics:?}"));
-        }
-        for tp in m.partitions.iter() {
-            let topic = tp.topic.as_str();
-            if !subscriptions[id].contains(topic) {
-                return Err(format!("{id} got `{topic}` it does not subscribe to"));
-            }
-            let Some(&n) = counts.get(topic) else {
-                return Err(format!("{id} got unknown topic `{topic}`"));
-            };
-            if tp.partitions.is_empty() {
-                return Err(format!("{id}: empty entry for `{topic}`"));
-            }
-            if tp.partitions.windows(2).any(|w| w[0] >= w[1]) {
-                return Err(format!("{id}: `{topic}` partitions not strictly ascending"));
-            }
-            for &p in tp.partitions.iter() {
-                if p < 0 || p as u32 >= n {
-                    return Err(format!("{id} got `{topic}` partition {p} of {n}"));
-                }
-                if let Some(other) = seen.insert((topic, p), id) {
-                    return Err(format!("`{topic}` partition {p} given to {other} and {id}"));
-                }
-            }
-        }
-    }
-    let subscribed: BTreeSet<&str> = subscriptions.values().flatten().copied().collect();
-    for topic in subscribed {
-        for p in 0..counts.get(topic).copied().unwrap_or(0) as i32 {
-            if !seen.contains_key(&(topic, p)) {
-                return Err(format!("`{topic}` partition {p} unassigned"));
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use drover_abi::{AssignInput, AssignorMember, PluginError};
+use crate::{AssignInput, AssignorMember, PluginError};
 
 /// Marks an input topic no member subscribes to (or one without partitions).
 const NOT_IN_VIEW: u32 = u32::MAX;
@@ -55,7 +55,7 @@ pub struct GroupView<'a> {
 impl<'a> GroupView<'a> {
     /// Validates and indexes `input`.
     ///
-    /// Errors ([`drover_abi::ErrorKind::InvalidInput`]): two members with the same id,
+    /// Errors ([`crate::ErrorKind::InvalidInput`]): two members with the same id,
     /// a topic listed twice, a partition count above `i32::MAX`, or more subscribed
     /// partitions than global ids (`u32::MAX`).
     pub fn new(input: &'a AssignInput) -> Result<Self, PluginError> {

@@ -1,6 +1,6 @@
 //! Resolving a member's owned partitions (from the previous generation) to global ids.
 
-use crate::GroupView;
+use super::GroupView;
 
 impl GroupView<'_> {
     /// Clears `out` and fills it with the global ids of the partitions member `member`

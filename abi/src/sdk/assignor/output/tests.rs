@@ -1,9 +1,9 @@
-use drover_abi::{
-    std_types::{ROption, RString, RVec},
+use abi_stable::std_types::{ROption, RString, RVec};
+
+use crate::{
+    sdk::assignor::{GroupView, NO_OWNER},
     AssignInput, AssignorMember, ErrorKind, TopicInfo, TopicPartitions,
 };
-
-use crate::{GroupView, NO_OWNER};
 
 fn member(id: &str, topics: &[&str]) -> AssignorMember {
     AssignorMember {

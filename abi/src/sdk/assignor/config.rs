@@ -1,9 +1,9 @@
 //! Config handling of plugins that take no options.
 
-use drover_abi::PluginError;
+use crate::PluginError;
 
 /// Accepts an empty (or whitespace-only) config string; rejects anything else with
-/// [`drover_abi::ErrorKind::InvalidConfig`], naming `plugin`.
+/// [`crate::ErrorKind::InvalidConfig`], naming `plugin`.
 pub fn expect_no_config(plugin: &str, config: &str) -> Result<(), PluginError> {
     if config.trim().is_empty() {
         Ok(())
@@ -17,7 +17,7 @@ pub fn expect_no_config(plugin: &str, config: &str) -> Result<(), PluginError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use drover_abi::ErrorKind;
+    use crate::ErrorKind;
 
     #[test]
     fn empty_config_is_accepted() {

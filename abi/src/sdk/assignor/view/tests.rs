@@ -1,7 +1,6 @@
-use drover_abi::{
-    std_types::{ROption, RString, RVec},
-    AssignInput, AssignorMember, ErrorKind, TopicInfo, TopicPartitions,
-};
+use abi_stable::std_types::{ROption, RString, RVec};
+
+use crate::{AssignInput, AssignorMember, ErrorKind, TopicInfo, TopicPartitions};
 
 use super::GroupView;
 
