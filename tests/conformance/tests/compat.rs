@@ -11,7 +11,9 @@ use drover_abi::{
     std_types::{RString, RVec},
     AssignInput, AssignorMember, ErrorKind, OffsetRecord, PluginKind, TopicInfo, TopicPartitions,
 };
-use drover_host::plugins::{CallError, LoadedPlugin};
+use drover_abi::{offset_store::OffsetStoreArc, PluginError};
+use drover_host::plugins::{CallError, LoadError, LoadedPlugin};
+use drover_plugin_testkit::{assignor, offset_store};
 use drover_tests::{compat_library, load_assignor, PluginDir};
 use sha2::{Digest, Sha256};
 
@@ -99,6 +101,54 @@ fn an_assignor_built_against_3_0_loads_and_assigns() {
         })
         .collect();
     assert_eq!(got, [("a".into(), vec![0, 2]), ("b".into(), vec![1])]);
+}
+
+#[test]
+fn an_assignor_built_against_3_0_passes_the_assignor_suite() {
+    let dir = PluginDir::new();
+    let plugin = load(&dir, "drover_compat_assignor_3_0", PluginKind::Assignor);
+    let instance = plugin.new_assignor("").unwrap_or_else(|e| panic!("{e}"));
+    let report = assignor::run(&instance.instance(), &assignor::Options::default());
+    assert!(report.passed(), "{report}");
+}
+
+fn open(plugin: &LoadedPlugin, config: &str) -> Result<OffsetStoreArc, PluginError> {
+    match plugin.open_offset_store(config) {
+        Ok(handle) => Ok(handle.instance()),
+        Err(LoadError::Instantiate { error, .. }) => Err(error),
+        Err(e) => Err(PluginError::internal(e.to_string())),
+    }
+}
+
+#[test]
+fn an_offset_store_built_against_3_0_passes_the_offset_store_suite_and_survives_sigkill() {
+    let dir = PluginDir::new();
+    let plugin = load(
+        &dir,
+        "drover_compat_offset_store_3_0",
+        PluginKind::OffsetStore,
+    );
+    let config = format!(
+        "path = {:?}\n",
+        dir.scratch("journal").display().to_string()
+    );
+    let report = offset_store::run(
+        &|| open(&plugin, &config),
+        &offset_store::Options::default(),
+    );
+    assert!(report.passed(), "{report}");
+
+    let group = format!("{}-crash", offset_store::unique_prefix());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_drover-commit-load"));
+    child
+        .arg(dir.path().join("libdrover_compat_offset_store_3_0.so"))
+        .arg(dir.scratch("child-cache"))
+        .arg(&config)
+        .arg(&group)
+        .arg("16");
+    let result =
+        offset_store::crash::crash_safety(&mut child, &|| open(&plugin, &config), &group, 16, 300);
+    assert_eq!(result, Ok(()));
 }
 
 #[test]
