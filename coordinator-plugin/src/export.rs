@@ -164,6 +164,15 @@ impl CoordinatorPlugin for ExportedCoordinator {
         now_ms: u64,
         input: CoordinatorInput,
     ) -> Result<Vec<CoordinatorOutput>, PluginError> {
+        if let CoordinatorInput::AssignorsChanged {
+            assignors,
+            default_assignor,
+        } = input
+        {
+            let set: AssignorSet = assignors.into_iter().collect();
+            self.core.replace_assignors(set, default_assignor.as_str());
+            return Ok(Vec::new());
+        }
         match input_from_abi(input) {
             Some(input) => Ok(to_abi(self.core.handle(now_ms, input))),
             None => Ok(Vec::new()),

@@ -283,6 +283,16 @@ pub enum Event {
         /// What went wrong.
         message: String,
     },
+    /// A rebalance of `group` ran the default assignor because the one its members
+    /// name is not loaded (missing, refused, or removed by a rescan).
+    AssignorFallback {
+        /// The group.
+        group: GroupId,
+        /// The assignor the members named.
+        requested: String,
+        /// The assignor used instead (the default).
+        used: String,
+    },
     /// An offset-store commit failed.
     CommitFailed {
         /// The group.
@@ -375,6 +385,9 @@ impl Event {
                 assignor,
                 message,
             } => tracing::warn!(%group, assignor, error = %message, "assignor failed; retrying"),
+            Event::AssignorFallback { .. } => {
+                // Logged where it happens (Ctx::effective_assignor).
+            }
             Event::CommitFailed {
                 group,
                 records,

@@ -705,10 +705,6 @@ fn registration_errors_are_precise() {
             proto::Subscription::blacklist("(?=x)", 1)),
         ErrorCode::INVALID_REGULAR_EXPRESSION
     );
-    assert_eq!(
-        code(&mut w, 7, |r| r.assignor = Some("nope".into())),
-        ErrorCode::INVALID_REQUEST
-    );
     // Structural errors come before the regex check.
     assert_eq!(
         code(&mut w, 8, |r| {
@@ -828,6 +824,46 @@ fn leave_group_answers() {
             (1, ErrorCode::UNKNOWN_MEMBER_ID),
             (2, ErrorCode::INVALID_GROUP_ID)
         ]
+    );
+}
+
+#[test]
+fn a_group_naming_an_assignor_that_is_not_loaded_runs_the_default() {
+    let mut w = world();
+    let mut spec = static_spec("c1", &["orders"]);
+    spec.assignor = Some("not-loaded".into());
+    w.join(spec);
+    w.run_for(1_000);
+    // Registered (not refused), assigned by the default assignor, and the fallback is
+    // reported as an event and a metric.
+    assert!(w.consumers["c1"].register_errors.is_empty());
+    w.check_coverage().unwrap();
+    assert_eq!(
+        w.coord.group("g").unwrap().assignor.as_deref(),
+        Some("not-loaded")
+    );
+    let fallbacks = w.count_events(|e| {
+        matches!(e, Event::AssignorFallback { requested, used, .. }
+            if requested == "not-loaded" && used == "sticky")
+    });
+    assert!(fallbacks >= 1, "{fallbacks}");
+    assert!(w.metric_total("assignor_fallbacks") >= 1);
+
+    // A rescan loads it: the next rebalance runs it, with no fallback.
+    w.coord.replace_assignors(
+        TestAssignors::default().with_alias("not-loaded", "sticky"),
+        "",
+    );
+    let before = w.count_events(|e| matches!(e, Event::AssignorFallback { .. }));
+    let mut spec = static_spec("c2", &["orders"]);
+    spec.assignor = Some("not-loaded".into());
+    w.join(spec);
+    w.run_for(1_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    assert_eq!(
+        w.count_events(|e| matches!(e, Event::AssignorFallback { .. })),
+        before
     );
 }
 

@@ -607,10 +607,11 @@ impl Group {
 
     /// Runs the group's assignor over the live members.
     fn compute_target(&mut self, cx: &mut Ctx) -> Result<Target, ()> {
-        let assignor = self
+        let requested = self
             .assignor()
             .unwrap_or(&cx.config.default_assignor)
             .to_owned();
+        let assignor = cx.effective_assignor(&self.id, &requested);
         let views: Vec<MemberView<'_>> = self
             .members
             .values()

@@ -107,6 +107,30 @@ impl Ctx {
         self.out.push(Output::Metric { name, value });
     }
 
+    /// The assignor a rebalance of `group` runs: `requested` when it is loaded, else the
+    /// default (a missing or refused plugin must not fail the group's consumers; issue
+    /// "graceful refusal"). A fallback is logged (rate-limited per group by the caller's
+    /// rebalance rate), counted (`assignor_fallbacks`) and reported as an event.
+    pub(crate) fn effective_assignor(&mut self, group: &GroupId, requested: &str) -> String {
+        if self.assignors.contains(requested) {
+            return requested.to_owned();
+        }
+        let default = self.config.default_assignor.clone();
+        tracing::warn!(
+            %group,
+            requested,
+            default,
+            "assignor `{requested}` is not loaded; the group uses the default assignor `{default}`"
+        );
+        self.metric("assignor_fallbacks", 1);
+        self.event(Event::AssignorFallback {
+            group: group.clone(),
+            requested: requested.to_owned(),
+            used: default.clone(),
+        });
+        default
+    }
+
     pub(crate) fn commit_tick_set(&self) -> bool {
         self.timers.is_set(&TimerKey::CommitTick)
     }
@@ -344,6 +368,26 @@ impl Coordinator {
     /// The configuration.
     pub fn config(&self) -> &CoordinatorConfig {
         &self.cx.config
+    }
+
+    /// Replaces the loaded assignors (the host rescanned its plugin directory) and,
+    /// when `default_assignor` is not empty, the default. Rebalances that start from now
+    /// on use the new set; assignments already made stay. A group whose assignor is no
+    /// longer loaded falls back to the default at its next rebalance
+    /// ([`Ctx::effective_assignor`]). Nothing is sent, so no outputs.
+    pub fn replace_assignors(
+        &mut self,
+        assignors: impl Assignors + Send + 'static,
+        default_assignor: &str,
+    ) {
+        self.cx.assignors = Box::new(assignors);
+        if !default_assignor.is_empty() {
+            self.cx.config.default_assignor = default_assignor.to_owned();
+        }
+        tracing::info!(
+            default_assignor = self.cx.config.default_assignor,
+            "the set of loaded assignors changed"
+        );
     }
 
     /// The topics as last reported.
@@ -738,10 +782,13 @@ impl Coordinator {
             .clone()
             .unwrap_or_else(|| cx.config.default_assignor.clone());
         if !cx.assignors.contains(&assignor) {
-            return refuse(
-                cx,
-                ErrorCode::INVALID_REQUEST,
-                format!("no assignor named `{assignor}` is loaded"),
+            // Accepted: the group falls back to the default assignor at its rebalances
+            // (Ctx::effective_assignor) until a rescan loads this one.
+            tracing::warn!(
+                group = r.group_id,
+                consumer = r.consumer_id,
+                "consumer names assignor `{assignor}`, which is not loaded; the group uses the default `{}` until it is",
+                cx.config.default_assignor
             );
         }
         let gid = GroupId::new(&r.group_id);

@@ -149,15 +149,30 @@ fn to_assignment(result: BTreeMap<&str, Vec<(&str, i32)>>) -> Assignment {
 pub struct TestAssignors {
     pub calls: Arc<AtomicUsize>,
     pub broken: Arc<AtomicBool>,
+    /// One more name, standing for another assignor (as if a rescan loaded it).
+    pub alias: Option<(String, &'static str)>,
+}
+
+impl TestAssignors {
+    /// These assignors plus `name`, which behaves as `target`.
+    pub fn with_alias(mut self, name: &str, target: &'static str) -> Self {
+        self.alias = Some((name.to_owned(), target));
+        self
+    }
 }
 
 impl Assignors for TestAssignors {
     fn contains(&self, name: &str) -> bool {
         matches!(name, "sticky" | "range" | "broken")
+            || self.alias.as_ref().is_some_and(|(a, _)| a == name)
     }
 
     fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        let name = match &self.alias {
+            Some((alias, target)) if alias == name => target,
+            _ => name,
+        };
         match name {
             "sticky" => Ok(sticky(input)),
             "range" => Ok(range(input)),

@@ -370,6 +370,8 @@ pub struct World {
     pub log: Option<Vec<String>>,
     /// When each slot was last lost (cluster mode).
     slot_lost_at: BTreeMap<u32, u64>,
+    /// Sum of every `Output::Metric` value, by name.
+    pub metrics: BTreeMap<&'static str, i64>,
 }
 
 fn fnv(hash: &mut u64, bytes: &[u8]) {
@@ -407,6 +409,7 @@ impl World {
             anomalies: Vec::new(),
             raw_responses: Vec::new(),
             trace_hash: 0xcbf2_9ce4_8422_2325,
+            metrics: BTreeMap::new(),
             steps: 0,
             log: None,
             slot_lost_at: BTreeMap::new(),
@@ -474,7 +477,9 @@ impl World {
                         },
                     );
                 }
-                Output::Metric { .. } => {}
+                Output::Metric { name, value } => {
+                    *self.metrics.entry(name).or_default() += value;
+                }
                 Output::DeleteOffsets { op, .. } => {
                     self.violations.push(format!(
                         "t={now}: {op}: native consumers never delete offsets"
@@ -1566,6 +1571,11 @@ impl World {
     }
 
     /// Coordinator events matching a predicate.
+    /// The sum of the values of metric `name` so far.
+    pub fn metric_total(&self, name: &str) -> i64 {
+        self.metrics.get(name).copied().unwrap_or(0)
+    }
+
     pub fn count_events(&self, f: impl Fn(&Event) -> bool) -> usize {
         self.events.iter().filter(|(_, e)| f(e)).count()
     }

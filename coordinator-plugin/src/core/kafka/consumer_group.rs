@@ -24,7 +24,9 @@
 //! - **Assignor.** Each member may name a server assignor; the group uses the one named
 //!   by most members (ties: the smallest name), else the default. A name must be a
 //!   loaded assignor; `uniform` (when no assignor of that name is loaded) means our
-//!   `sticky`, and `range` our `range`. Anything else is UNSUPPORTED_ASSIGNOR.
+//!   `sticky`, and `range` our `range`. Any other name that is not loaded runs the
+//!   default assignor (with a warning) instead of Kafka's UNSUPPORTED_ASSIGNOR, so a
+//!   missing or refused plugin does not fail the group's consumers.
 //! - **Reconciliation (revoke, then assign).** On each heartbeat a member moves towards
 //!   its target: partitions it holds that are not in its target are revoked first (the
 //!   member keeps its epoch and is told its assignment without them, state
@@ -86,8 +88,6 @@ pub(crate) mod codes {
     pub(crate) const FENCED_MEMBER_EPOCH: i16 = 110;
     /// 111: the instance id is still used by a member that has not left.
     pub(crate) const UNRELEASED_INSTANCE_ID: i16 = 111;
-    /// 112: the server assignor is not loaded.
-    pub(crate) const UNSUPPORTED_ASSIGNOR: i16 = 112;
     /// 113: an offset commit or fetch with another epoch than the member's.
     pub(crate) const STALE_MEMBER_EPOCH: i16 = 113;
     /// 128: the subscription regex does not compile (Kafka's code for
@@ -462,7 +462,20 @@ impl Group {
     /// Runs the group's assignor over the members: the assignor's name and the
     /// checked target, or the assignor's name and what went wrong.
     fn run_assignor(&self, env: &Env<'_>) -> AssignorRun {
-        let assignor = self.preferred_assignor(env);
+        let requested = self.preferred_assignor(env);
+        let assignor = if env.assignors.contains(&requested) {
+            requested
+        } else {
+            let default = resolve_assignor(env, env.default_assignor)
+                .unwrap_or_else(|| env.default_assignor.to_owned());
+            tracing::warn!(
+                group = %self.id,
+                requested,
+                default,
+                "assignor `{requested}` is not loaded; the group uses the default assignor `{default}`"
+            );
+            default
+        };
         if self.members.is_empty() {
             return Ok((assignor, BTreeMap::new()));
         }
@@ -878,15 +891,13 @@ impl ConsumerGroups {
                 }
             },
         };
-        let assignor = match &req.server_assignor {
-            None => None,
-            Some(name) => Some(resolve_assignor(env, name).ok_or_else(|| {
-                failure(
-                    codes::UNSUPPORTED_ASSIGNOR,
-                    format!("ServerAssignor {name} is not supported."),
-                )
-            })?),
-        };
+        // A name that is not loaded is kept, not refused (Kafka answers
+        // UNSUPPORTED_ASSIGNOR, a fatal error in librdkafka): the group runs the default
+        // assignor until a rescan loads it (`run_assignor`).
+        let assignor = req
+            .server_assignor
+            .as_ref()
+            .map(|name| resolve_assignor(env, name).unwrap_or_else(|| name.clone()));
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == STATIC_LEAVE_EPOCH {
             return self.leave(env, req);
         }
@@ -2293,13 +2304,24 @@ mod tests {
     #[test]
     fn server_assignors_are_chosen_by_name() {
         let mut w = World::new(&[("t", 4), ("u", 4)]);
-        let r = w.hb(HeartbeatRequest {
+        // A name that is not loaded falls back to the default assignor.
+        let r = w.ok(HeartbeatRequest {
             server_assignor: Some("cooperative-sticky".into()),
             ..join("a", &["t"])
         });
-        assert_eq!(r.error.map(|e| e.0), Some(codes::UNSUPPORTED_ASSIGNOR));
-        assert!(!w.groups.contains(G), "a refused join creates no group");
-        assert!(w.groups.list().is_empty());
+        assert!(r.error.is_none(), "{r:?}");
+        assert_eq!(
+            (
+                w.default_assignor,
+                w.groups.describe(G).unwrap().assignor.as_str()
+            ),
+            ("uniform", "sticky"),
+            "the default assignor (`uniform`, Kafka's name for our sticky) runs"
+        );
+        w.ok(HeartbeatRequest {
+            member_epoch: LEAVE_EPOCH,
+            ..join("a", &["t"])
+        });
 
         w.ok(HeartbeatRequest {
             server_assignor: Some("range".into()),
