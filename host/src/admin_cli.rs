@@ -89,6 +89,49 @@ pub fn offset_store_status(addr: SocketAddr) -> Result<(), String> {
     }
 }
 
+/// `drover plugins rescan`: asks the broker at `addr` to rescan its plugin directory and
+/// prints the report (`json`: the admin API's answer as is). Errors: the broker is
+/// unreachable or the rescan could not run.
+pub fn plugins_rescan(addr: SocketAddr, json: bool) -> Result<(), String> {
+    let (status, body) = http(addr, "POST", "/v1/plugins/rescan", None)?;
+    if status != 200 {
+        return Err(format!("rescan failed (HTTP {status}): {body}"));
+    }
+    if json {
+        println!("{body}");
+        return Ok(());
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&body).map_err(|e| format!("bad rescan report: {e}: {body}"))?;
+    for what in ["added", "replaced", "removed"] {
+        for c in report[what].as_array().into_iter().flatten() {
+            let note = c["note"]
+                .as_str()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default();
+            println!(
+                "{what}: {} {} {} from {}{note}",
+                c["kind"].as_str().unwrap_or("?"),
+                c["name"].as_str().unwrap_or("?"),
+                c["version"].as_str().unwrap_or("?"),
+                c["file"].as_str().unwrap_or("?"),
+            );
+        }
+    }
+    for r in report["refused"].as_array().into_iter().flatten() {
+        println!(
+            "refused: {}: {}",
+            r["file"].as_str().unwrap_or("?"),
+            r["reason"].as_str().unwrap_or("?")
+        );
+    }
+    println!(
+        "{} file(s) unchanged; {} of at most {} plugin libraries loaded",
+        report["unchanged"], report["libraries_loaded"], report["max_loaded_libraries"]
+    );
+    Ok(())
+}
+
 /// `drover admin offset-store swap`: starts the swap, then follows it until it
 /// completes (exit 0) or fails (exit 1, with the reason).
 pub fn offset_store_swap(

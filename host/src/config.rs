@@ -357,6 +357,12 @@ pub struct PluginsConfig {
     /// is rendered back to TOML and handed to the plugin as its config string. A table
     /// naming no loaded plugin is reported with a warning and otherwise ignored.
     pub config: BTreeMap<String, toml::Table>,
+    /// The most distinct plugin libraries (files with different SHA-256) one broker
+    /// process loads, counting those loaded at startup and every new or replaced file a
+    /// rescan (`drover plugins rescan`) loads. Libraries are never unloaded, so this
+    /// bounds the memory replaced versions keep mapped; a file beyond it is refused until
+    /// a restart. Default 64; at least 1.
+    pub max_loaded_libraries: usize,
 }
 
 impl Default for PluginsConfig {
@@ -367,6 +373,7 @@ impl Default for PluginsConfig {
             sha256_allowlist: Vec::new(),
             required: Vec::new(),
             config: BTreeMap::new(),
+            max_loaded_libraries: 64,
         }
     }
 }
@@ -411,6 +418,11 @@ impl Config {
             (
                 "coordinator.max_store_batch",
                 config.coordinator.max_store_batch as u64,
+                1,
+            ),
+            (
+                "plugins.max_loaded_libraries",
+                config.plugins.max_loaded_libraries as u64,
                 1,
             ),
             (

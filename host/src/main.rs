@@ -211,6 +211,19 @@ enum PluginsCommand {
     /// The committing child of `plugins test`'s crash-safety check.
     #[command(hide = true)]
     TestCrashChild(drover_host::plugin_test::CrashChildArgs),
+    /// Ask a running broker (its admin API, `POST /v1/plugins/rescan`) to load the
+    /// plugin files added or replaced since it started, with every startup check, and
+    /// print what changed and every refused file with its reason. Exits 0 when the
+    /// rescan ran (even if files were refused: nothing changed because of them), 1 when
+    /// it could not (the broker is unreachable, the directory unreadable).
+    Rescan {
+        /// The broker's admin listener, HOST:PORT.
+        #[arg(long, default_value = "127.0.0.1:9644")]
+        admin: std::net::SocketAddr,
+        /// Output format: a readable summary, or the admin API's JSON.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
 }
 
 #[derive(clap::Args)]
@@ -234,9 +247,12 @@ enum Format {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Demo(_) | Command::Consume(_) | Command::Admin { .. } => {
-            logging::init_with_default("warn")
-        }
+        Command::Demo(_)
+        | Command::Consume(_)
+        | Command::Admin { .. }
+        | Command::Plugins {
+            command: PluginsCommand::Rescan { .. },
+        } => logging::init_with_default("warn"),
         Command::Plugins {
             command: PluginsCommand::Test(_) | PluginsCommand::TestCrashChild(_),
         } => logging::init_with_default("warn"),
@@ -253,6 +269,9 @@ fn main() -> ExitCode {
             PluginsCommand::Test(args) => return drover_host::plugin_test::run(args),
             PluginsCommand::TestCrashChild(args) => {
                 return drover_host::plugin_test::crash_child(args)
+            }
+            PluginsCommand::Rescan { admin, format } => {
+                drover_host::admin_cli::plugins_rescan(admin, matches!(format, Format::Json))
             }
         },
     };

@@ -47,6 +47,13 @@ pub struct GroupSummary {
     /// The group's assignor, if it has members (classic groups: the client-side
     /// protocol the members chose, such as `range` or `cooperative-sticky`).
     pub assignor: Option<String>,
+    /// The assignor its rebalances run: `assignor`, or the default assignor when
+    /// `assignor` is not loaded (native groups; see `assignor_fallback`).
+    pub effective_assignor: Option<String>,
+    /// Why rebalances run another assignor than the members name (its plugin is
+    /// missing, was refused, or was removed by a rescan); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assignor_fallback: Option<String>,
     /// Registered consumers.
     pub members: usize,
 }
@@ -64,6 +71,11 @@ pub struct GroupDetail {
     pub generation: Option<i32>,
     /// The group's assignor, if it has members.
     pub assignor: Option<String>,
+    /// See [`GroupSummary::effective_assignor`].
+    pub effective_assignor: Option<String>,
+    /// See [`GroupSummary::assignor_fallback`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assignor_fallback: Option<String>,
     /// `incremental` or `eager`.
     pub rebalance_mode: Option<String>,
     /// Registered consumers.
@@ -150,17 +162,20 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
         .into_iter()
         .filter(|g| g.error_code.is_none())
         .map(|g| {
-            (
-                g.group_id.clone(),
+            (g.group_id.clone(), {
+                let (effective_assignor, assignor_fallback) =
+                    effective_assignor(&broker, g.assignor.as_deref());
                 GroupSummary {
                     group: g.group_id,
                     protocol: "native".into(),
                     state: g.state,
                     generation: Some(g.generation),
                     assignor: g.assignor,
+                    effective_assignor,
+                    assignor_fallback,
                     members: g.members.len(),
-                },
-            )
+                }
+            })
         })
         .collect();
     if let Some(coordinator) = broker.coordinator() {
@@ -181,17 +196,19 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
                         _ => (0, None, None),
                     }
                 };
-                rows.insert(
-                    g.group.clone(),
+                rows.insert(g.group.clone(), {
+                    let assignor = assignor.filter(|a| !a.is_empty());
                     GroupSummary {
                         group: g.group,
                         protocol: g.group_type,
                         state: g.state,
                         generation,
-                        assignor: assignor.filter(|a| !a.is_empty()),
+                        effective_assignor: assignor.clone(),
+                        assignor,
+                        assignor_fallback: None,
                         members,
-                    },
-                );
+                    }
+                });
             }
         }
     }
@@ -213,6 +230,8 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
                     state: "empty".into(),
                     generation: Some(0),
                     assignor: None,
+                    effective_assignor: None,
+                    assignor_fallback: None,
                     members: 0,
                 });
             }
@@ -220,6 +239,26 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
         Err(e) => return error(StatusCode::BAD_GATEWAY, format!("offset store: {e}")),
     }
     Json(rows.into_values().collect::<Vec<_>>()).into_response()
+}
+
+/// The assignor a native group's rebalances run, and why it is not the one its members
+/// name: the coordinator falls back to the default assignor when the named one is not
+/// loaded (docs/plugins.md, "When an assignor is missing"), so the broker, which knows
+/// what is loaded, reports the same.
+fn effective_assignor(broker: &Broker, named: Option<&str>) -> (Option<String>, Option<String>) {
+    let Some(named) = named else {
+        return (None, None);
+    };
+    if broker.live.assignors().contains_key(named) {
+        return (Some(named.to_owned()), None);
+    }
+    let default = &broker.config.coordinator.default_assignor;
+    (
+        Some(default.clone()),
+        Some(format!(
+            "assignor `{named}` is not loaded; rebalances run the default assignor `{default}`"
+        )),
+    )
 }
 
 fn active_store(broker: &Broker) -> Option<Arc<crate::offsets::OffsetStores>> {
@@ -371,22 +410,31 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
         })
         .collect();
     let detail = match (live, classic, consumer) {
-        (Some(g), _, _) => GroupDetail {
-            group: g.group_id,
-            protocol: "native".into(),
-            state: g.state,
-            generation: Some(g.generation),
-            assignor: g.assignor,
-            rebalance_mode: Some(g.rebalance_mode),
-            members,
-            partitions,
-        },
+        (Some(g), _, _) => {
+            let (effective_assignor, assignor_fallback) =
+                effective_assignor(&broker, g.assignor.as_deref());
+            GroupDetail {
+                group: g.group_id,
+                protocol: "native".into(),
+                state: g.state,
+                generation: Some(g.generation),
+                assignor: g.assignor,
+                effective_assignor,
+                assignor_fallback,
+                rebalance_mode: Some(g.rebalance_mode),
+                members,
+                partitions,
+            }
+        }
         (None, Some(c), _) => GroupDetail {
             group,
             protocol: "classic".into(),
             state: c.state,
             generation: None,
+            // Classic groups assign on the client: the protocol is what runs.
+            effective_assignor: Some(c.protocol.clone()).filter(|p| !p.is_empty()),
             assignor: Some(c.protocol).filter(|p| !p.is_empty()),
+            assignor_fallback: None,
             rebalance_mode: None,
             members,
             partitions,
@@ -398,7 +446,11 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             protocol: "consumer".into(),
             state: c.state,
             generation: Some(c.group_epoch),
+            // ConsumerGroupDescribe reports the assignor that runs (a member's unknown
+            // server assignor already fell back inside the coordinator).
+            effective_assignor: Some(c.assignor.clone()).filter(|a| !a.is_empty()),
             assignor: Some(c.assignor).filter(|a| !a.is_empty()),
+            assignor_fallback: None,
             rebalance_mode: Some("incremental".into()),
             members,
             partitions,
@@ -409,6 +461,8 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             state: "empty".into(),
             generation: Some(0),
             assignor: None,
+            effective_assignor: None,
+            assignor_fallback: None,
             rebalance_mode: None,
             members,
             partitions,

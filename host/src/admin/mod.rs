@@ -1,6 +1,8 @@
 //! The admin HTTP API, on its own loopback listener:
 //! - `GET /metrics`: Prometheus text (see [`crate::broker::metrics`]);
-//! - `GET /v1/plugins`: what the plugin loader found, as JSON (one object per file);
+//! - `GET /v1/plugins`: the plugin directory as it is now, as JSON (one object per
+//!   file); `POST /v1/plugins/rescan`: load files added or replaced since startup
+//!   ([`plugins`]);
 //! - `GET /v1/topics`: topics with their id and, per partition, log start and end;
 //! - `GET /v1/groups`, `GET /v1/groups/{group}`: consumer groups ([`groups`]);
 //! - `GET /v1/offset-store`, `POST /v1/offset-store`: the active offset store and
@@ -10,14 +12,21 @@
 
 pub mod groups;
 pub mod offset_store;
+pub mod plugins;
 
 use std::sync::Arc;
 
-use axum::{extract::State, http::header, response::IntoResponse, routing::get, Json, Router};
+use axum::{
+    extract::State,
+    http::header,
+    response::IntoResponse,
+    routing::{get, post},
+    Json, Router,
+};
 use serde::Serialize;
 use tokio::{net::TcpListener, sync::watch};
 
-use crate::{broker::Broker, plugins::table};
+use crate::broker::Broker;
 
 /// Serves the admin API on `listener` until `shutdown` becomes true.
 pub async fn serve(
@@ -27,7 +36,8 @@ pub async fn serve(
 ) {
     let app = Router::new()
         .route("/metrics", get(metrics))
-        .route("/v1/plugins", get(plugins))
+        .route("/v1/plugins", get(plugins::list))
+        .route("/v1/plugins/rescan", post(plugins::rescan))
         .route("/v1/topics", get(topics))
         .route("/v1/groups", get(groups::list))
         .route("/v1/groups/{group}", get(groups::detail))
@@ -103,10 +113,6 @@ async fn cluster(State(broker): State<Arc<Broker>>) -> axum::response::Response 
             .into_response()
         }
     }
-}
-
-async fn plugins(State(broker): State<Arc<Broker>>) -> Json<Vec<table::Row>> {
-    Json(table::rows(&broker.plugins.registry))
 }
 
 #[derive(Serialize)]

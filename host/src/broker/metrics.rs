@@ -12,6 +12,10 @@
 //! - `drover_native_requests_total{api}`: native coordinator requests answered;
 //! - `drover_coordinator_events_total{name}`: counters the coordinator plugin reports
 //!   (rebalances, generations, failed members, commit batches, ...);
+//! - `drover_plugin_rescans_total{outcome}`: rescans of the plugin directory (`changed`,
+//!   `unchanged`, `failed`), and `drover_plugin_files_refused_total`: files a rescan
+//!   refused; `drover_plugin_libraries_loaded` (gauge): distinct plugin libraries in the
+//!   process (never unloaded; capped by `plugins.max_loaded_libraries`);
 //! - `drover_log_end_offset{topic,partition}`: rendered at scrape time.
 
 use kafka_protocol::error::ParseResponseErrorCode;
@@ -38,6 +42,11 @@ struct NameLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     reason: String,
 }
@@ -55,6 +64,9 @@ pub struct Metrics {
     native_requests: Family<ApiLabels, Counter>,
     coordinator_events: Family<NameLabels, Counter>,
     zookeeper_connected: Gauge,
+    plugin_rescans: Family<OutcomeLabels, Counter>,
+    plugin_files_refused: Counter,
+    plugin_libraries: Gauge,
 }
 
 impl Default for Metrics {
@@ -128,8 +140,29 @@ impl Metrics {
             "1 while the ZooKeeper session is connected (cluster mode), else 0",
             zookeeper_connected.clone(),
         );
+        let plugin_rescans = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "plugin_rescans",
+            "Rescans of the plugin directory, by outcome (changed, unchanged, failed)",
+            plugin_rescans.clone(),
+        );
+        let plugin_files_refused = Counter::default();
+        registry.register(
+            "plugin_files_refused",
+            "Files a rescan of the plugin directory refused",
+            plugin_files_refused.clone(),
+        );
+        let plugin_libraries = Gauge::default();
+        registry.register(
+            "plugin_libraries_loaded",
+            "Distinct plugin libraries loaded in this process (never unloaded)",
+            plugin_libraries.clone(),
+        );
         Metrics {
             registry,
+            plugin_rescans,
+            plugin_files_refused,
+            plugin_libraries,
             zookeeper_connected,
             native_requests,
             coordinator_events,
@@ -204,6 +237,20 @@ impl Metrics {
                     name: name.to_owned(),
                 })
                 .inc_by(value as u64);
+        }
+    }
+
+    /// Records one rescan of the plugin directory: `outcome` is `changed`, `unchanged`
+    /// or `failed`; `refused` files; `libraries` loaded in the process afterwards.
+    pub fn plugin_rescan(&self, outcome: &str, refused: usize, libraries: usize) {
+        self.plugin_rescans
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+        self.plugin_files_refused.inc_by(refused as u64);
+        if libraries > 0 {
+            self.plugin_libraries.set(libraries as i64);
         }
     }
 

@@ -15,7 +15,11 @@ use std::{
 use tokio::sync::watch;
 
 use crate::{
-    config::Config, coordination::CoordinatorClient, offsets::OffsetStores, startup::StartedPlugins,
+    config::Config,
+    coordination::CoordinatorClient,
+    offsets::OffsetStores,
+    plugins::{LivePlugins, Loader},
+    startup::StartedPlugins,
 };
 
 pub use metrics::Metrics;
@@ -61,8 +65,11 @@ pub struct Broker {
     pub topics: TopicRegistry,
     /// Prometheus metrics.
     pub metrics: Metrics,
-    /// The loaded plugins.
+    /// The plugins loaded and started at startup.
     pub plugins: StartedPlugins,
+    /// The plugin directory as it is now: startup's, changed by every rescan
+    /// (`POST /v1/plugins/rescan`). Assignors and swap targets are looked up here.
+    pub live: LivePlugins,
     /// Becomes true when shutdown starts; long polls answer early.
     stopping: watch::Sender<bool>,
     /// The running coordinator, once started (see [`crate::coordination`]).
@@ -89,7 +96,14 @@ impl Broker {
         )?;
         let cluster_id = cluster_id(&config.data_dir)?;
         let offsets = plugins.active_store.clone().map(OffsetStores::new);
+        let live = LivePlugins::new(
+            &plugins.registry,
+            &plugins.assignors,
+            Loader::new(crate::startup::loader_options(&config)),
+            config.plugins.max_loaded_libraries,
+        );
         Ok(Arc::new(Broker {
+            live,
             offsets,
             config,
             node,

@@ -20,10 +20,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use abi_stable::std_types::{RResult, RVec};
+use abi_stable::std_types::{RResult, RString, RVec};
 use bytes::Bytes;
 use drover_abi::{
-    coordinator::{CoordinatorInput, CoordinatorOutput, TopicId},
+    coordinator::{CoordinatorInput, CoordinatorOutput, NamedAssignor, TopicId},
     PluginError, TopicInfo,
 };
 use tokio::sync::oneshot;
@@ -98,6 +98,8 @@ pub enum Msg {
     SlotGained(u32, u64),
     /// Cluster mode: this broker no longer owns coordinator slot `n`.
     SlotLost(u32),
+    /// A rescan changed the loaded assignors: the whole new set and the default.
+    AssignorsChanged(RVec<NamedAssignor>, RString),
     /// Stop: final coordinator outputs, drain the store worker, close channels.
     Shutdown(oneshot::Sender<()>),
 }
@@ -185,6 +187,22 @@ impl CoordinatorClient {
     /// Cluster mode: this broker no longer owns coordinator slot `slot`.
     pub async fn slot_lost(&self, slot: u32) {
         let _ = self.send(Msg::SlotLost(slot)).await;
+    }
+
+    /// A rescan changed the loaded assignors: `assignors` is the whole new set. Blocks
+    /// while the driver's queue is full: call it off the async runtime (a rescan runs on
+    /// a blocking thread).
+    pub fn assignors_changed(
+        &self,
+        assignors: RVec<NamedAssignor>,
+        default_assignor: &str,
+    ) -> Result<(), DriverError> {
+        self.tx
+            .send(Msg::AssignorsChanged(
+                assignors,
+                RString::from(default_assignor),
+            ))
+            .map_err(|_| DriverError::Stopped)
     }
 
     /// Describes `groups` (every group when `None`) with a native DescribeGroups
@@ -412,6 +430,12 @@ impl Driver {
                 let now = self.now_ms();
                 let result = self.coordinator.slot_lost(now, slot);
                 self.run_outputs(result);
+            }
+            Msg::AssignorsChanged(assignors, default_assignor) => {
+                self.feed(CoordinatorInput::AssignorsChanged {
+                    assignors,
+                    default_assignor,
+                });
             }
             Msg::Shutdown(_) => unreachable!("handled by run"),
         }

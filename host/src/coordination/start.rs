@@ -119,14 +119,7 @@ pub fn start(broker: &Arc<Broker>) -> Result<Option<CoordinatorClient>, StartErr
     }
     let startup = CoordinatorStartup {
         broker_id: broker.config.server.broker_id,
-        assignors: plugins
-            .assignors
-            .iter()
-            .map(|(name, handle)| NamedAssignor {
-                name: RString::from(name.as_str()),
-                assignor: handle.instance(),
-            })
-            .collect(),
+        assignors: named_assignors(&broker.live.assignors()),
         default_assignor: RString::from(section.default_assignor.as_str()),
         topics: topic_infos(broker),
     };
@@ -199,4 +192,17 @@ async fn forward_topic_changes(broker: Arc<Broker>, client: CoordinatorClient) {
             return;
         }
     }
+}
+
+/// The assignors as the coordinator receives them (startup, `AssignorsChanged`).
+pub fn named_assignors(
+    assignors: &std::collections::BTreeMap<String, Arc<crate::plugins::AssignorHandle>>,
+) -> RVec<NamedAssignor> {
+    assignors
+        .iter()
+        .map(|(name, handle)| NamedAssignor {
+            name: RString::from(name.as_str()),
+            assignor: handle.instance(),
+        })
+        .collect()
 }

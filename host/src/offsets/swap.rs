@@ -25,10 +25,7 @@ use std::collections::BTreeSet;
 use drover_abi::{OffsetKey, OffsetRecord, PluginKind};
 
 use super::{active, write, NamedStore, OffsetStores, Routing};
-use crate::{
-    broker::Broker,
-    plugins::{LoadedPlugin, Loader, PluginRegistry},
-};
+use crate::{broker::Broker, plugins::LoadedPlugin};
 
 /// Offsets copied per page (one store write each).
 const PAGE: u32 = 1_000;
@@ -133,23 +130,20 @@ pub fn start(broker: &Arc<Broker>, request: SwapRequest) -> Result<(), SwapError
     Ok(())
 }
 
-/// Finds the loaded plugin `name`, rescanning the plugin directory for files added
-/// since startup.
+/// Finds the loaded plugin `name`; when it is not loaded, rescans the plugin directory
+/// first (the same rescan as `drover plugins rescan`), so a file added since startup
+/// is a swap target.
 fn find_plugin(broker: &Broker, name: &str) -> Result<LoadedPlugin, String> {
-    if let Some(p) = broker.plugins.registry.find(PluginKind::OffsetStore, name) {
-        return Ok(p.clone());
+    if let Some(p) = broker.live.find(PluginKind::OffsetStore, name) {
+        return Ok(p);
     }
-    let loader = Loader::new(crate::startup::loader_options(&broker.config));
-    let registry = PluginRegistry::scan(&loader, &broker.config.plugins.dir)
+    crate::admin::plugins::rescan_blocking(broker)
         .map_err(|e| format!("rescanning the plugin directory: {e}"))?;
-    registry
+    broker
+        .live
         .find(PluginKind::OffsetStore, name)
-        .cloned()
         .ok_or_else(|| {
-            let found: Vec<String> = registry
-                .of_kind(PluginKind::OffsetStore)
-                .map(|p| p.summary.name.clone())
-                .collect();
+            let found = broker.live.names(PluginKind::OffsetStore);
             format!(
                 "no offset-store plugin `{name}` in {} (offset stores there: {})",
                 broker.config.plugins.dir.display(),

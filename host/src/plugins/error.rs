@@ -121,6 +121,15 @@ pub enum LoadError {
         /// The cap.
         max: u64,
     },
+    /// Loading the file would exceed `plugins.max_loaded_libraries`: libraries are never
+    /// unloaded, so every new version a rescan loads stays mapped until a restart.
+    #[error("{path}: refused: {loaded} plugin libraries are loaded in this process, the most `plugins.max_loaded_libraries` allows, and libraries are never unloaded; hint: restart the broker to release replaced versions, or raise plugins.max_loaded_libraries")]
+    LibraryLimit {
+        /// The file.
+        path: PathBuf,
+        /// Distinct libraries loaded so far.
+        loaded: usize,
+    },
     /// `plugins.sha256_allowlist` is set and does not list the file's digest.
     #[error("{path}: refused: SHA-256 {found} is not in plugins.sha256_allowlist; hint: add it to the allowlist if you trust this file")]
     NotAllowlisted {

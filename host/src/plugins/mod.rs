@@ -8,6 +8,8 @@
 //!   manifest; pruning the cache;
 //! - [`registry`]: scanning a directory into the set of loaded plugins by name (unique
 //!   across kinds), with every refused file reported;
+//! - [`live`]: the plugin directory of a running broker — `drover plugins rescan` loads
+//!   files added or replaced since startup;
 //! - [`handle`]: instances (an assignor, an offset store) behind handles that take an
 //!   instance out of service when it panics;
 //! - [`log_sink`]: the host end of the plugin log bridge.
@@ -16,6 +18,7 @@ pub mod checks;
 pub mod error;
 pub mod handle;
 mod instance;
+pub mod live;
 pub mod loader;
 pub mod log_sink;
 pub mod registry;
@@ -23,5 +26,6 @@ pub mod table;
 
 pub use error::{CallError, LoadError};
 pub use handle::{AssignorHandle, CoordinatorHandle, OffsetStoreHandle, PluginHandle};
+pub use live::{LivePlugins, RescanReport};
 pub use loader::{LoadedPlugin, Loader, LoaderOptions, PluginModule, PluginSummary};
 pub use registry::{PluginRegistry, ScanEntry};

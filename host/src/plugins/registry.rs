@@ -71,20 +71,7 @@ impl PluginRegistry {
     /// Loads every `*.so` in `dir`. Fails only when the directory cannot be listed or
     /// the plugin cache is unusable (both concern every file); then prunes the cache.
     pub fn scan(loader: &Loader, dir: &Path) -> Result<PluginRegistry, LoadError> {
-        let io = |source| LoadError::PluginDir {
-            dir: dir.to_owned(),
-            source,
-        };
-        let mut paths = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(io)? {
-            let path = entry.map_err(io)?.path();
-            // Every type of entry: directories, FIFOs and dangling symlinks named `*.so`
-            // are reported as refused rather than skipped.
-            if path.extension().is_some_and(|e| e == "so") {
-                paths.push(path);
-            }
-        }
-        paths.sort();
+        let paths = list_plugin_files(dir)?;
         loader.prepare_cache()?;
 
         let primary = primary_names(&paths);
@@ -210,9 +197,27 @@ impl PluginRegistry {
     }
 }
 
+/// Every `*.so` entry of `dir`, sorted: every type of entry (directories, FIFOs and
+/// dangling symlinks named `*.so` are reported as refused rather than skipped).
+pub(super) fn list_plugin_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    let io = |source| LoadError::PluginDir {
+        dir: dir.to_owned(),
+        source,
+    };
+    let mut paths = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let path = entry.map_err(io)?.path();
+        if path.extension().is_some_and(|e| e == "so") {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    Ok(paths)
+}
+
 /// For each real file behind `paths` (sorted), the name it is loaded under: the first
 /// name that is not a symlink, else the first name. Every other name for it is refused.
-fn primary_names(paths: &[PathBuf]) -> HashMap<PathBuf, PathBuf> {
+pub(super) fn primary_names(paths: &[PathBuf]) -> HashMap<PathBuf, PathBuf> {
     let mut primary: HashMap<PathBuf, (PathBuf, bool)> = HashMap::new();
     for path in paths {
         let Ok(real) = std::fs::canonicalize(path) else {

@@ -2,7 +2,9 @@
 
 use serde::Serialize;
 
-use super::registry::PluginRegistry;
+use std::path::Path;
+
+use super::{loader::LoadedPlugin, registry::PluginRegistry};
 
 /// One file of the plugin directory.
 #[derive(Debug, Clone, Serialize)]
@@ -39,35 +41,41 @@ pub fn rows(registry: &PluginRegistry) -> Vec<Row> {
         .entries()
         .iter()
         .map(|entry| {
-            let file = entry
-                .path
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            match &entry.result {
-                Ok(p) => Row {
-                    file,
-                    kind: p.summary.kind.to_string(),
-                    name: p.summary.name.clone(),
-                    version: p.summary.version.clone(),
-                    abi: p.summary.abi.clone(),
-                    broker_abi: p.summary.kind.abi_version().to_string(),
-                    status: "ok".to_owned(),
-                    sha256: Some(p.sha256.clone()),
-                },
-                Err(_) => Row {
-                    file,
-                    kind: "-".to_owned(),
-                    name: "-".to_owned(),
-                    version: "-".to_owned(),
-                    abi: "-".to_owned(),
-                    broker_abi: "-".to_owned(),
-                    status: format!("refused: {}", entry.reason().unwrap_or_default()),
-                    sha256: entry.sha256.clone(),
-                },
-            }
+            let reason = entry.reason().unwrap_or_default();
+            let outcome = entry.result.as_ref().map_err(|_| &reason);
+            row(&entry.path, entry.sha256.as_deref(), outcome)
         })
         .collect()
+}
+
+/// The row of one file: the plugin loaded from it, or why it is refused.
+pub fn row(path: &Path, sha256: Option<&str>, outcome: Result<&LoadedPlugin, &String>) -> Row {
+    let file = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match outcome {
+        Ok(p) => Row {
+            file,
+            kind: p.summary.kind.to_string(),
+            name: p.summary.name.clone(),
+            version: p.summary.version.clone(),
+            abi: p.summary.abi.clone(),
+            broker_abi: p.summary.kind.abi_version().to_string(),
+            status: "ok".to_owned(),
+            sha256: Some(p.sha256.clone()),
+        },
+        Err(reason) => Row {
+            file,
+            kind: "-".to_owned(),
+            name: "-".to_owned(),
+            version: "-".to_owned(),
+            abi: "-".to_owned(),
+            broker_abi: "-".to_owned(),
+            status: format!("refused: {reason}"),
+            sha256: sha256.map(str::to_owned),
+        },
+    }
 }
 
 /// An aligned text table with a header line. Control characters in cells (a file name

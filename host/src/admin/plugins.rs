@@ -1,0 +1,120 @@
+//! `GET /v1/plugins` (the plugin directory as it is now) and `POST /v1/plugins/rescan`
+//! (load what was added or replaced since startup; `drover plugins rescan`).
+//!
+//! A rescan answers 200 with what it did ([`crate::plugins::RescanReport`]): plugins
+//! added, replaced and removed, each with what it means for the running broker, and the
+//! files refused with their reasons (a refused file changes nothing). It answers 500
+//! when the directory cannot be listed or the plugin cache is unusable (nothing
+//! changed). When the set of assignors changed, the running coordinator is handed the
+//! new set (`CoordinatorInput::AssignorsChanged`) before the answer goes out.
+
+use std::sync::Arc;
+
+use axum::{
+    extract::State,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    Json,
+};
+
+use crate::{broker::Broker, coordination::start::named_assignors, plugins::table};
+
+/// `GET /v1/plugins`: one row per `*.so` file, as `drover plugins list --format json`.
+pub async fn list(State(broker): State<Arc<Broker>>) -> Json<Vec<table::Row>> {
+    Json(broker.live.rows())
+}
+
+/// `POST /v1/plugins/rescan`.
+pub async fn rescan(State(broker): State<Arc<Broker>>) -> Response {
+    let result = tokio::task::spawn_blocking({
+        let broker = Arc::clone(&broker);
+        move || rescan_blocking(&broker)
+    })
+    .await;
+    let report = match result {
+        Ok(Ok(report)) => report,
+        Ok(Err(message)) => {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Json(serde_json::json!({ "error": message })),
+            )
+                .into_response()
+        }
+        Err(e) => {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Json(serde_json::json!({ "error": format!("rescan task: {e}") })),
+            )
+                .into_response()
+        }
+    };
+    Json(report).into_response()
+}
+
+/// Runs one rescan, tells the running coordinator when the assignors changed, and logs
+/// and counts what it did. Blocking: runs on a blocking thread (the admin handler, the
+/// offset-store swap thread).
+pub fn rescan_blocking(broker: &Broker) -> Result<crate::plugins::RescanReport, String> {
+    let config = &broker.config;
+    let start = |plugin: &crate::plugins::LoadedPlugin| {
+        plugin
+            .new_assignor(&config.plugin_config(&plugin.summary.name))
+            .map_err(|e| match e {
+                crate::plugins::LoadError::Instantiate { error, .. } => error.to_string(),
+                other => other.to_string(),
+            })
+    };
+    match broker
+        .live
+        .rescan(&config.coordinator.default_assignor, &start)
+    {
+        Ok(report) => {
+            for refusal in &report.refused {
+                tracing::warn!(
+                    file = refusal.file,
+                    "plugin rescan refused a file: {}",
+                    refusal.reason
+                );
+            }
+            for (what, changes) in [
+                ("added", &report.added),
+                ("replaced", &report.replaced),
+                ("removed", &report.removed),
+            ] {
+                for c in changes {
+                    tracing::info!(
+                        kind = c.kind,
+                        name = c.name,
+                        version = c.version,
+                        file = c.file,
+                        note = c.note.as_deref().unwrap_or(""),
+                        "plugin rescan: {what}"
+                    );
+                }
+            }
+            if report.assignors_changed {
+                if let Some(coordinator) = broker.coordinator() {
+                    let assignors = named_assignors(&broker.live.assignors());
+                    let default = &config.coordinator.default_assignor;
+                    if let Err(e) = coordinator.assignors_changed(assignors, default) {
+                        tracing::warn!("telling the coordinator about the new assignors: {e}");
+                    }
+                }
+            }
+            let changed = !(report.added.is_empty()
+                && report.replaced.is_empty()
+                && report.removed.is_empty());
+            broker.metrics.plugin_rescan(
+                if changed { "changed" } else { "unchanged" },
+                report.refused.len(),
+                report.libraries_loaded,
+            );
+            Ok(report)
+        }
+        Err(e) => {
+            broker.metrics.plugin_rescan("failed", 0, 0);
+            tracing::warn!("plugin rescan failed: {e}");
+            Err(e.to_string())
+        }
+    }
+}
