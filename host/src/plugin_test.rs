@@ -98,12 +98,14 @@ pub fn run(args: TestArgs) -> ExitCode {
     };
     let summary = &plugin.summary;
     println!(
-        "{} {} `{}` {} (drover-abi {})",
+        "{} {} `{}` {} ({} ABI {}; this broker serves {})",
         args.file.display(),
         summary.kind,
         summary.name,
         summary.version,
-        summary.abi
+        summary.kind,
+        summary.abi,
+        summary.kind.abi_version()
     );
     let report = match summary.kind {
         PluginKind::Assignor => match plugin.new_assignor(&config) {
