@@ -100,6 +100,27 @@ fn the_embedded_store_passes_with_crash_safety() {
     }
 }
 
+/// The stores on a network backend, against the test's real ZooKeeper and PostgreSQL
+/// servers (started once per test binary by drover-tests).
+#[test]
+fn the_zookeeper_and_postgres_stores_pass_with_crash_safety() {
+    for (lib, name) in [
+        ("drover_offsets_zookeeper", "zookeeper"),
+        ("drover_offsets_postgres", "postgres"),
+    ] {
+        let dir = PluginDir::new();
+        let config = drover_tests::store_config(name, &dir);
+        let (code, stdout, stderr) = plugins_test(&dir, lib, &["--config", &config]);
+        assert_eq!(code, Some(0), "{name}: {stdout}{stderr}");
+        for property in ["round_trip", "reopen", "crash_safety"] {
+            assert!(
+                verdicts(&stdout).contains(&format!("PASS {property}").as_str()),
+                "{name}: {stdout}"
+            );
+        }
+    }
+}
+
 #[test]
 fn an_assignor_giving_a_partition_twice_fails_contract() {
     let dir = PluginDir::new();
