@@ -1,7 +1,7 @@
 //! The assignor plugin kind: a rebalance policy that maps group members to partitions.
 //!
 //! An assignor is a pure, deterministic function: the same [`AssignInput`] always gives
-//! the same [`Assignment`]. The coordinator calls it during a rebalance (DESIGN.md, "the
+//! the same [`Assignment`]. The coordinator calls it during a rebalance (docs/design.md, "the
 //! native group protocol", step 4) and for KIP-848 server-side assignment.
 //!
 //! Contract every assignor must meet (checked by the conformance suite):

@@ -4,7 +4,7 @@
 //! The host feeds it [`CoordinatorInput`]s with the current time and executes the
 //! [`CoordinatorOutput`]s it returns; [`Coordinator::poll_timeout`] tells the host when to
 //! deliver the next [`CoordinatorInput::TimerFired`]. A coordinator never reads a clock,
-//! opens a socket or sleeps (DESIGN.md, "The coordinator core is sans-IO").
+//! opens a socket or sleeps (docs/design.md, "The coordinator core is sans-IO").
 //!
 //! Times are milliseconds on the host's monotonic clock (`now_ms`), not wall time.
 //!

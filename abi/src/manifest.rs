@@ -3,7 +3,7 @@
 
 use abi_stable::{std_types::RStr, StableAbi};
 
-/// The three plugin kinds of DESIGN.md.
+/// The three plugin kinds of docs/design.md.
 #[repr(u8)]
 #[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PluginKind {

@@ -2,7 +2,7 @@
 //!
 //! A store keeps (group, topic, partition) → (offset, metadata, commit time). The host
 //! calls it from a blocking pool, from several threads at once, with batches; a commit
-//! that returned `ROk` must survive a crash of the broker (`kill -9`). DESIGN.md, "Offset
+//! that returned `ROk` must survive a crash of the broker (`kill -9`). docs/design.md, "Offset
 //! stores and hot swap", describes how the host moves offsets between stores using
 //! [`OffsetStore::scan`].
 

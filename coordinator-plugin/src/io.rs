@@ -91,7 +91,7 @@ pub enum Input {
         slot: u32,
         /// A lower bound of how long the slot's previous owner has not coordinated it,
         /// ms (0 when unknown): from the host, which knows when its ZooKeeper session
-        /// guard stops an owner (DESIGN.md, cluster mode).
+        /// guard stops an owner (docs/design.md, cluster mode).
         stopped_ms: u64,
     },
     /// Cluster mode: this broker no longer owns coordinator slot `slot`. Every group of

@@ -1,6 +1,6 @@
 //! # drover-coordinator — Drover's consumer group coordinator
 //!
-//! The coordinator of the native group protocol (`docs/protocol.md`, DESIGN.md "The
+//! The coordinator of the native group protocol (`docs/protocol.md`, docs/design.md, "The
 //! native group protocol") as a **sans-IO state machine**: it never reads a clock,
 //! opens a socket or sleeps. The host feeds it [`Input`]s stamped with a monotonic
 //! `now_ms`, executes the [`Output`]s it returns, and delivers [`Input::Timer`] at

@@ -1,6 +1,6 @@
 //! Deterministic simulation: seeded random runs of joins, leaves, crashes, cut channels,
 //! slow answers, topic changes and commits against one coordinator, with the
-//! invariants of DESIGN.md checked after every event:
+//! invariants of docs/design.md checked after every event:
 //!
 //! - no double ownership: no partition is delivered by two consumers of a group at any
 //!   instant, using the consumers' own view (owned, and lease not passed);
@@ -258,7 +258,7 @@ impl Sim {
                 if !lost.is_empty() {
                     let slot = lost[self.rng.below(lost.len() as u64) as usize];
                     // The host's bound of how long the slot has not been coordinated:
-                    // any lower bound of the truth (the slot guard, DESIGN.md), which
+                    // any lower bound of the truth (the slot guard, docs/design.md), which
                     // shortens the takeover wait by as much.
                     let since = self
                         .w

@@ -92,7 +92,7 @@ impl Default for Config {
     }
 }
 
-/// The `[zookeeper]` table: cluster mode (DESIGN.md, "Cluster mode").
+/// The `[zookeeper]` table: cluster mode (docs/design.md, "Cluster mode").
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ZookeeperSection {

@@ -1,18 +1,25 @@
 //! # drover-host — the Drover broker host
 //!
-//! The binary `drover` is built from this crate:
+//! The binary `drover` is built from this crate (docs/design.md has the map):
 //! - [`config`]: `drover.toml`, its defaults and validation;
 //! - [`plugins`] and [`startup`]: the plugin loader (directory scan, per-file checks,
-//!   content-addressed loading through `abi_stable`) and plugin instances;
+//!   content-addressed loading through `abi_stable`), the live plugin directory
+//!   (rescans), and plugin instances behind handles;
 //! - [`plugin_test`]: `drover plugins test`, the conformance suites against a plugin file;
-//! - [`log`]: partition logs on disk (segments, indexes, retention, recovery);
-//! - [`broker`]: shared state — topics, partitions, metrics;
-//! - [`server`]: the Kafka wire server; [`admin`]: the admin HTTP API;
+//! - [`log`]: partition logs on disk (segments, indexes, record validation, retention,
+//!   recovery);
+//! - [`broker`]: shared state — topics, partitions, metrics, limits;
+//! - [`server`]: the Kafka wire server (connection, frame, request, handler);
+//! - [`coordination`]: the host side of the coordinator plugin — its driver, the
+//!   connection table of the coordinator contract, the offset-store worker;
+//! - [`offsets`]: the active offset store, retention, and hot swap;
+//! - [`cluster`]: cluster mode through ZooKeeper (membership, coordinator slots, topic
+//!   metadata);
+//! - [`admin`]: the admin HTTP API; [`admin_cli`]: `drover admin` and `drover plugins
+//!   rescan`, its command-line clients;
+//! - [`consume`] and [`demo`]: `drover consume` and `drover demo`;
 //! - [`serve`]: `drover serve`, wiring it all together;
-//! - [`logging`]: the host's `tracing` subscriber.
-//!
-//! ZooKeeper integration and the group coordinator arrive with later issues (see
-//! `../shared/DESIGN.md`).
+//! - [`logging`]: the host's `tracing` subscriber and rate-limited warnings.
 
 pub mod admin;
 pub mod admin_cli;

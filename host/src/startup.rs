@@ -2,7 +2,7 @@
 //! plugin the config names (`plugins.required`), and start instances.
 //!
 //! A named plugin that fails to load or start stops startup with that plugin's error;
-//! other broken files are reported (logged) and skipped (DESIGN.md, "Plugin ABI").
+//! other broken files are reported (logged) and skipped (docs/design.md, "Plugin ABI").
 
 use std::{collections::BTreeMap, sync::Arc};
 

@@ -1,4 +1,4 @@
-//! Which coordinator slot a group belongs to, in cluster mode (DESIGN.md, "Cluster
+//! Which coordinator slot a group belongs to, in cluster mode (docs/design.md, "Cluster
 //! mode"): `slot = fnv1a32(group id as UTF-8) mod slot_count`. The broker answering
 //! FindCoordinator and the coordinator deciding whether it owns a group must agree, so
 //! both use this function; other implementations of either side must use the same

@@ -1,4 +1,4 @@
-//! Cluster mode (DESIGN.md, "Cluster mode"): brokers coordinated through ZooKeeper.
+//! Cluster mode (docs/design.md, "Cluster mode"): brokers coordinated through ZooKeeper.
 //!
 //! Layout below `zookeeper.chroot`:
 //!

@@ -1,4 +1,4 @@
-//! The host side of the coordinator plugin (DESIGN.md, "The coordinator core is
+//! The host side of the coordinator plugin (docs/design.md, "The coordinator core is
 //! sans-IO"): thin adapters around the loaded coordinator.
 //!
 //! - [`driver`]: one OS thread owns the coordinator instance. Connections, the topic

@@ -1,6 +1,6 @@
 //! Executes the coordinator's offset-store operations, batched, on a thread of its own.
 //!
-//! The coordinator asks for commits and fetches as outputs (DESIGN.md: "Offset-store
+//! The coordinator asks for commits and fetches as outputs (docs/design.md: "Offset-store
 //! operations are outputs executed by the host on a blocking pool (batched), whose
 //! results come back as inputs"). The worker takes every operation waiting in its
 //! queue (up to `coordinator.max_store_batch`), writes all commits among them in

@@ -1,4 +1,4 @@
-//! Which offset store is active, kept across restarts (DESIGN.md, "Offset stores and hot
+//! Which offset store is active, kept across restarts (docs/design.md, "Offset stores and hot
 //! swap": "the active store is durable state of the broker").
 //!
 //! `drover.toml` names a store (`[coordinator] offset_store` and its

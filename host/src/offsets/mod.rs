@@ -1,4 +1,4 @@
-//! The active offset store, and swapping it on a running broker (DESIGN.md, "Offset
+//! The active offset store, and swapping it on a running broker (docs/design.md, "Offset
 //! stores and hot swap").
 //!
 //! Everything that reads or writes committed offsets — the coordinator's store worker,

@@ -1,6 +1,6 @@
 //! Swapping the active offset store on a running broker.
 //!
-//! Steps (DESIGN.md, "Offset stores and hot swap"): find the plugin (a file added to
+//! Steps (docs/design.md, "Offset stores and hot swap"): find the plugin (a file added to
 //! the plugin directory after startup is loaded from a content-addressed copy), open
 //! the new store with its config (and, in cluster mode, the broker's ZooKeeper session,
 //! like the stores opened at startup) and health-check it, write new commits to both,

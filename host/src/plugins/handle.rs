@@ -1,6 +1,6 @@
 //! Host-side handles of plugin instances.
 //!
-//! A handle forwards calls to the instance through the ABI and enforces DESIGN.md's
+//! A handle forwards calls to the instance through the ABI and enforces docs/design.md's
 //! rule for panics: the SDK turns a panic into an `ErrorKind::Panicked` error, and the
 //! handle then takes the instance out of service — every later call fails with
 //! [`CallError::OutOfService`] without entering the plugin — and logs it once.
