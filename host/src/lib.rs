@@ -15,20 +15,18 @@
 //! - [`offsets`]: the active offset store, retention, and hot swap;
 //! - [`cluster`]: cluster mode through ZooKeeper (membership, coordinator slots, topic
 //!   metadata);
-//! - [`admin`]: the admin HTTP API; [`admin_cli`]: `drover admin` and `drover plugins
-//!   rescan`, its command-line clients;
-//! - [`consume`] and [`demo`]: `drover consume` and `drover demo`;
+//! - [`admin`]: the admin HTTP API;
 //! - [`serve`]: `drover serve`, wiring it all together;
 //! - [`logging`]: the host's `tracing` subscriber and rate-limited warnings.
+//!
+//! The binary's client commands (`drover demo`, `drover consume`, `drover admin`,
+//! `drover plugins rescan`) live in the binary's own module tree (`src/cli/`), not here.
 
 pub mod admin;
-pub mod admin_cli;
 pub mod broker;
 pub mod cluster;
 pub mod config;
-pub mod consume;
 pub mod coordination;
-pub mod demo;
 pub mod log;
 pub mod logging;
 pub mod offsets;

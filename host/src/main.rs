@@ -1,5 +1,7 @@
 //! The `drover` command line.
 
+mod cli;
+
 use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -271,7 +273,7 @@ fn main() -> ExitCode {
                 return drover_host::plugin_test::crash_child(args)
             }
             PluginsCommand::Rescan { admin, format } => {
-                drover_host::admin_cli::plugins_rescan(admin, matches!(format, Format::Json))
+                cli::admin::plugins_rescan(admin, matches!(format, Format::Json))
             }
         },
     };
@@ -323,7 +325,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
 }
 
 fn admin_command(admin: std::net::SocketAddr, command: AdminCommand) -> Result<(), String> {
-    use drover_host::admin_cli;
+    use cli::admin as admin_cli;
     match command {
         AdminCommand::OffsetStore { command } => match command {
             OffsetStoreCommand::Status => admin_cli::offset_store_status(admin),
@@ -372,7 +374,7 @@ fn demo(args: DemoArgs) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    runtime.block_on(drover_host::demo::run(drover_host::demo::DemoOptions {
+    runtime.block_on(cli::demo::run(cli::demo::DemoOptions {
         exe,
         plugin_dir,
         data_dir: args.data_dir,
@@ -382,7 +384,7 @@ fn demo(args: DemoArgs) -> Result<(), String> {
 }
 
 fn consume(args: ConsumeArgs) -> Result<(), String> {
-    use drover_host::consume::{self, ConsumeOptions, Output, Subscribe};
+    use cli::consume::{self, ConsumeOptions, Output, Subscribe};
     let mut config = drover_client::ConsumerConfig::new(args.brokers, &args.group);
     if let Some(id) = args.consumer_id {
         config.consumer_id = id;

@@ -535,7 +535,6 @@ REFUSALS = [
                                   pattern_streams=0), np.INVALID_REQUEST),
     ("bad-auto-offset-reset", reg(auto_offset_reset=3), np.INVALID_REQUEST),
     ("empty-assignor", reg(assignor=""), np.INVALID_REQUEST),
-    ("unknown-assignor", reg(assignor="no-such-assignor"), np.INVALID_REQUEST),
     # The checks run in order; the first failing one decides (7.2).
     ("order-group-before-request", reg(group_id="", consumer_id=""), np.INVALID_GROUP_ID),
     ("order-request-before-timeout", reg(consumer_id="", session_timeout_ms=1),
@@ -566,6 +565,31 @@ def test_register_refused(native_broker):
                 failures.append(f"{case}: FetchOffsets after the refusal: {fo}")
     assert not failures, f"{len(failures)} of {len(REFUSALS)} cases wrong:\n" + "\n".join(failures)
     native_broker.assert_alive()
+
+
+def test_an_assignor_that_is_not_loaded_runs_the_default(native_broker):
+    """A consumer naming an assignor no plugin provides is not refused (issue 14,
+    graceful refusal): it registers and the default assignor (range) assigns it every
+    partition; the admin API says the group fell back."""
+    b = native_broker
+    topic = unique_topic("native-fallback")
+    group = unique_topic("g-fallback")
+    ck_create_topic(b, topic, 3)
+    with np.Conn(b.host, b.port, client_id="drover-it-native") as c:
+        ok = c.request(reg(group_id=group, consumer_id="raw-1", topics=[(topic, 1)],
+                           assignor="no-such-assignor"), timeout=15)
+        assert ok.error_code == np.NONE, ok
+        h, req = np.decode_request(c.recv_frame(15))
+        assert h.api_key == np.START_FETCHER, f"first coordinator request: {h} {req}"
+        assert sorted((t, p) for t, parts in req.assignment for p, _s in parts) == \
+            [(topic, p) for p in range(3)], req
+        c.send(np.encode_response(h.correlation_id, np.StartFetcherResponse(np.NONE)))
+        status, _, body = http_get(f"{b.admin_url}/v1/groups/{group}")
+        detail = json.loads(body)
+        assert status == 200, body
+        assert detail["assignor"] == "no-such-assignor", detail
+        assert detail["effective_assignor"] == "range", detail
+        assert "not loaded" in detail["assignor_fallback"], detail
 
 
 def test_refused_registration_then_channel(native_broker):

@@ -40,7 +40,7 @@ use self::{
     input::Line,
     report::{Rebalance, Report},
 };
-use crate::config::Config;
+use drover_host::config::Config;
 
 /// The demo's topic and group.
 const TOPIC: &str = "demo-lines";
@@ -120,7 +120,7 @@ pub async fn run(options: DemoOptions) -> Result<(), String> {
         .clone()
         .unwrap_or_else(|| temp.path().join("data"));
     let config = demo_config(&options, data_dir)?;
-    let running = crate::serve::start(config)
+    let running = drover_host::serve::start(config)
         .await
         .map_err(|e| format!("the broker did not start: {e}"))?;
     println!(
@@ -141,7 +141,7 @@ pub async fn run(options: DemoOptions) -> Result<(), String> {
 /// Everything between broker start and stop.
 async fn drive(
     options: &DemoOptions,
-    running: &crate::serve::Running,
+    running: &drover_host::serve::Running,
     lines: Vec<Line>,
 ) -> Result<(), String> {
     let bootstrap = running.listen.to_string();
@@ -266,7 +266,7 @@ async fn drive(
 
 /// Committed offset and log end offset of every partition of the demo topic.
 async fn final_offsets(
-    running: &crate::serve::Running,
+    running: &drover_host::serve::Running,
 ) -> Result<BTreeMap<i32, (Option<i64>, i64)>, String> {
     let broker = Arc::clone(&running.broker);
     tokio::task::spawn_blocking(move || {

@@ -1,0 +1,8 @@
+//! The parts of the `drover` binary that are clients of a broker, not the broker:
+//! `drover demo`, `drover consume`, and the admin API's command-line client (`drover
+//! admin ...`, `drover plugins rescan`). They live in the binary's own module tree, so
+//! the `drover_host` library (the broker) does not carry them or their Kafka client.
+
+pub mod admin;
+pub mod consume;
+pub mod demo;
