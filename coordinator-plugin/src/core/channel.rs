@@ -1,0 +1,114 @@
+//! The consumers' answers on their channels (Heartbeat, StopFetcher, StartFetcher
+//! answers): their offsets, errors and protocol violations.
+
+use bytes::Bytes;
+use drover_protocol as proto;
+use drover_protocol::NativeResponse;
+
+use super::conn::ChannelOf;
+use super::group::{Group, Outstanding};
+use super::offsets::CommitKind;
+use super::{Coordinator, Ctx};
+
+use crate::io::FailureReason;
+use crate::types::ConsumerId;
+use crate::wire;
+
+impl Coordinator {
+    pub(super) fn on_channel_frame(&mut self, ch: ChannelOf, bytes: Bytes) {
+        let cx = &mut self.cx;
+        let Some(g) = self.groups.get_mut(&ch.group) else {
+            return;
+        };
+        let id = ch.consumer;
+        let Some(m) = g.members.get_mut(&id) else {
+            return;
+        };
+        if m.incarnation != ch.incarnation {
+            return;
+        }
+        m.last_recv_ms = cx.now;
+        let Some(outstanding) = m.outstanding.take() else {
+            tracing::info!(group = %g.id, consumer = %id, "frame on the channel with no request outstanding");
+            return g.fail_member(cx, &id, FailureReason::ProtocolViolation);
+        };
+        let (header, response) = match proto::decode_response_frame(bytes, outstanding.api_key(), 0)
+        {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::info!(group = %g.id, consumer = %id, error = %e, "malformed answer on the channel");
+                return g.fail_member(cx, &id, FailureReason::ProtocolViolation);
+            }
+        };
+        if header.correlation_id != outstanding.corr() {
+            tracing::info!(group = %g.id, consumer = %id, expected = outstanding.corr(), got = header.correlation_id, "wrong correlation id on the channel");
+            return g.fail_member(cx, &id, FailureReason::ProtocolViolation);
+        }
+        match (outstanding, response) {
+            (Outstanding::Heartbeat { .. }, NativeResponse::Heartbeat(r)) => {
+                if !r.error_code.is_none() {
+                    return g.fail_member(cx, &id, FailureReason::ErrorResponse);
+                }
+                accept_channel_offsets(g, cx, &id, r.offsets, false);
+                if !r.fetchers_healthy {
+                    return g.fail_member(cx, &id, FailureReason::FetchersUnhealthy);
+                }
+                g.pump(cx, &id);
+            }
+            (Outstanding::Stop { partitions, .. }, NativeResponse::StopFetcher(r)) => {
+                if !r.error_code.is_none() {
+                    return g.fail_member(cx, &id, FailureReason::ErrorResponse);
+                }
+                accept_channel_offsets(g, cx, &id, r.offsets, true);
+                g.on_stopped(cx, &id, partitions);
+                g.pump(cx, &id);
+            }
+            (Outstanding::Start { .. }, NativeResponse::StartFetcher(r)) => {
+                if !r.error_code.is_none() {
+                    return g.fail_member(cx, &id, FailureReason::ErrorResponse);
+                }
+                g.on_started(cx, &id);
+                g.pump(cx, &id);
+            }
+            _ => g.fail_member(cx, &id, FailureReason::ProtocolViolation),
+        }
+    }
+}
+
+/// Offsets on the channel (Heartbeat and StopFetcher answers): accepted for partitions
+/// the consumer owns in the coordinator's view. The channel is sequenced, so these
+/// cannot be stale.
+fn accept_channel_offsets(
+    g: &mut Group,
+    cx: &mut Ctx,
+    id: &ConsumerId,
+    offsets: Vec<proto::TopicOffsets>,
+    urgent: bool,
+) {
+    let mut any = false;
+    let Some(generation) = g.members.get(id).map(|m| m.generation) else {
+        return;
+    };
+    for o in wire::offsets_from_wire(offsets) {
+        let ok = g.members.get(id).is_some_and(|m| m.owned.contains(&o.tp))
+            && cx.exists(&o.tp)
+            && o.offset >= 0
+            && o.metadata
+                .as_ref()
+                .is_none_or(|m| m.len() <= cx.config.max_metadata_bytes);
+        if ok {
+            g.accept_offset(
+                cx,
+                o.tp,
+                (o.offset, o.metadata),
+                generation,
+                CommitKind::Channel,
+            );
+            any = true;
+        }
+    }
+    if urgent && any {
+        g.commits.urgent = true;
+        g.flush_commits(cx);
+    }
+}

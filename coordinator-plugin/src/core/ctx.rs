@@ -1,0 +1,197 @@
+//! The coordinator's shared state, [`Ctx`]: everything but the groups (configuration,
+//! assignors, topics, connections, timers, the offset-store operations in flight,
+//! outputs), split off so group code can borrow both, with its helpers: answering
+//! requests on their connection's slots, outputs for metrics and events, the effective
+//! assignor of a rebalance, operation ids.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use bytes::Bytes;
+use drover_protocol as proto;
+use drover_protocol::NativeResponse;
+
+use super::conn::{ChannelOf, Conn, ReadyAnswer, SlotRef};
+use super::offsets::Waiter;
+use super::TimerKey;
+
+use crate::assignors::Assignors;
+use crate::config::CoordinatorConfig;
+use crate::io::{Event, Output};
+use crate::timers::Timers;
+use crate::types::{ConnId, GroupId, OffsetEntry, OpId, TopicName, TopicPartition};
+use crate::wire;
+
+/// An offset-store operation in flight.
+#[derive(Debug)]
+pub(crate) enum Op {
+    Commit {
+        group: GroupId,
+        records: Vec<OffsetEntry>,
+        waiters: Vec<u64>,
+    },
+    RebalanceFetch {
+        group: GroupId,
+    },
+    /// A commit of a group dropped with its slot: the result only answers the
+    /// CommitOffset requests that waited for it.
+    DroppedCommit {
+        waiters: Vec<u64>,
+    },
+    /// A rebalance fetch of a group dropped with its slot: the result is ignored.
+    DroppedFetch,
+    ClientFetch {
+        slot: SlotRef,
+        correlation_id: i32,
+        group: GroupId,
+        topics: Option<Vec<proto::TopicPartitions>>,
+    },
+}
+
+/// Everything but the groups, so group code can borrow both.
+pub(crate) struct Ctx {
+    pub config: CoordinatorConfig,
+    pub assignors: Box<dyn Assignors + Send>,
+    pub topics: BTreeMap<TopicName, u32>,
+    pub conns: HashMap<ConnId, Conn>,
+    /// Connections the coordinator closed, until the host reports them closed.
+    pub closing: HashSet<ConnId>,
+    pub timers: Timers<TimerKey>,
+    pub ops: HashMap<OpId, Op>,
+    pub waiters: HashMap<u64, Waiter>,
+    pub groups_with_pending: BTreeSet<GroupId>,
+    /// Channels whose connection became free to carry a request.
+    pub to_pump: Vec<ChannelOf>,
+    pub out: Vec<Output>,
+    pub now: u64,
+    pub(super) next_op: u64,
+    pub(super) next_waiter: u64,
+    pub(super) next_incarnation: u64,
+}
+
+impl Ctx {
+    pub(crate) fn next_op(&mut self) -> OpId {
+        self.next_op += 1;
+        OpId(self.next_op)
+    }
+
+    pub(crate) fn event(&mut self, event: Event) {
+        self.out.push(Output::Event(event));
+    }
+
+    pub(crate) fn metric(&mut self, name: &'static str, value: i64) {
+        self.out.push(Output::Metric { name, value });
+    }
+
+    /// The assignor a rebalance of `group` runs: `requested` when it is loaded, else the
+    /// default (a missing or refused plugin must not fail the group's consumers; issue
+    /// "graceful refusal"). A fallback is logged (rate-limited per group by the caller's
+    /// rebalance rate), counted (`assignor_fallbacks`) and reported as an event.
+    pub(crate) fn effective_assignor(&mut self, group: &GroupId, requested: &str) -> String {
+        if self.assignors.contains(requested) {
+            return requested.to_owned();
+        }
+        let default = self.config.default_assignor.clone();
+        tracing::warn!(
+            %group,
+            requested,
+            default,
+            "assignor `{requested}` is not loaded; the group uses the default assignor `{default}`"
+        );
+        self.metric("assignor_fallbacks", 1);
+        self.event(Event::AssignorFallback {
+            group: group.clone(),
+            requested: requested.to_owned(),
+            used: default.clone(),
+        });
+        default
+    }
+
+    pub(crate) fn commit_tick_set(&self) -> bool {
+        self.timers.is_set(&TimerKey::CommitTick)
+    }
+
+    pub(super) fn reserve(&mut self, conn: ConnId) -> SlotRef {
+        self.conns.entry(conn).or_default().reserve(conn)
+    }
+
+    /// Fills a response slot and sends what is ready.
+    pub(crate) fn respond(
+        &mut self,
+        slot: SlotRef,
+        correlation_id: i32,
+        response: &NativeResponse,
+    ) {
+        self.respond_opening(slot, correlation_id, response, false);
+    }
+
+    /// [`Ctx::respond`]; with `opens_channel`, the host learns that the connection is a
+    /// channel (`Output::ChannelOpened`) just before this answer leaves.
+    pub(crate) fn respond_opening(
+        &mut self,
+        slot: SlotRef,
+        correlation_id: i32,
+        response: &NativeResponse,
+        opens_channel: bool,
+    ) {
+        let frame = match wire::encode_response(correlation_id, response) {
+            Ok(b) => b,
+            Err(e) => {
+                self.reject(slot.conn, format!("cannot encode the response: {e}"));
+                return;
+            }
+        };
+        self.fill_answer(
+            slot,
+            ReadyAnswer {
+                frame,
+                opens_channel,
+            },
+        );
+    }
+
+    /// Fills a response slot with an encoded frame and sends what is ready.
+    pub(crate) fn fill(&mut self, slot: SlotRef, frame: Bytes) {
+        self.fill_answer(
+            slot,
+            ReadyAnswer {
+                frame,
+                opens_channel: false,
+            },
+        );
+    }
+
+    fn fill_answer(&mut self, slot: SlotRef, answer: ReadyAnswer) {
+        let Some(conn) = self.conns.get_mut(&slot.conn) else {
+            return;
+        };
+        for ready in conn.fill(slot.id, answer) {
+            if ready.opens_channel {
+                self.out.push(Output::ChannelOpened { conn: slot.conn });
+            }
+            self.out.push(Output::Answer {
+                conn: slot.conn,
+                bytes: ready.frame,
+            });
+        }
+        if conn.idle() {
+            if let Some(ch) = &conn.channel {
+                self.to_pump.push(ch.clone());
+            }
+        }
+    }
+
+    /// Closes a connection for a protocol violation.
+    pub(super) fn reject(&mut self, conn: ConnId, message: String) {
+        tracing::info!(%conn, message, "closing connection");
+        self.conns.remove(&conn);
+        self.closing.insert(conn);
+        self.out.push(Output::CloseConnection { conn });
+        self.event(Event::ConnectionRejected { conn, message });
+    }
+
+    pub(super) fn exists(&self, tp: &TopicPartition) -> bool {
+        self.topics
+            .get(&tp.topic)
+            .is_some_and(|&n| tp.partition >= 0 && i64::from(tp.partition) < i64::from(n))
+    }
+}

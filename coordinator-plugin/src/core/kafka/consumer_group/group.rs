@@ -1,0 +1,214 @@
+//! One KIP-848 group and what it shows: its state (Empty, Assigning, Reconciling,
+//! Stable), its members, target and partition owners, member removal, and the
+//! descriptions ConsumerGroupDescribe and ListGroups answer with (Kafka's
+//! `ConsumerGroup`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::member::{Member, MemberState};
+use super::{ConsumerGroups, Target};
+use crate::types::{GroupId, TopicName, TopicPartition};
+
+/// The state of a group (Kafka's names, as in ConsumerGroupDescribe and ListGroups).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GroupState {
+    /// No members.
+    Empty,
+    /// The assignor failed to compute the target of the group epoch; retrying.
+    Assigning,
+    /// Some member has not reached the target assignment.
+    Reconciling,
+    /// Every member is at the target assignment.
+    Stable,
+}
+
+impl GroupState {
+    /// Kafka's name of the state.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::Assigning => "Assigning",
+            GroupState::Reconciling => "Reconciling",
+            GroupState::Stable => "Stable",
+        }
+    }
+}
+
+/// A group, as ConsumerGroupDescribe and the admin API show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GroupDescription {
+    /// The group.
+    pub group: GroupId,
+    /// Its state, by Kafka's name: Empty, Assigning, Reconciling, Stable.
+    pub state: &'static str,
+    /// The group epoch.
+    pub group_epoch: i32,
+    /// The epoch of the target assignment.
+    pub assignment_epoch: i32,
+    /// The assignor of the last target assignment (our plugin name).
+    pub assignor: String,
+    /// The members, by member id.
+    pub members: Vec<MemberDescription>,
+}
+
+/// One member of a [`GroupDescription`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MemberDescription {
+    /// The member id.
+    pub member_id: String,
+    /// The instance id of a static member.
+    pub instance_id: Option<String>,
+    /// The rack.
+    pub rack_id: Option<String>,
+    /// The client id of its last heartbeat.
+    pub client_id: String,
+    /// The client host of its last heartbeat.
+    pub client_host: String,
+    /// The member epoch (−2 while a static member is away).
+    pub member_epoch: i32,
+    /// Its reconciliation state.
+    pub state: &'static str,
+    /// The subscribed topic names, sorted.
+    pub subscribed_topic_names: Vec<TopicName>,
+    /// The subscription regex.
+    pub subscribed_topic_regex: Option<String>,
+    /// The server assignor it asked for (resolved to our plugin name).
+    pub server_assignor: Option<String>,
+    /// The partitions it is assigned now.
+    pub assignment: BTreeSet<TopicPartition>,
+    /// Partitions it was asked to revoke and still holds.
+    pub pending_revocation: BTreeSet<TopicPartition>,
+    /// Its target assignment.
+    pub target_assignment: BTreeSet<TopicPartition>,
+}
+
+/// One KIP-848 group.
+#[derive(Debug)]
+pub(super) struct Group {
+    pub(super) id: GroupId,
+    pub(super) epoch: i32,
+    pub(super) assignment_epoch: i32,
+    /// The target assignment, by member id (members missing here get nothing).
+    pub(super) target: Target,
+    pub(super) members: BTreeMap<String, Member>,
+    /// Instance id → member id of the static members.
+    pub(super) statics: BTreeMap<String, String>,
+    /// Who holds each partition (assigned or pending revocation): at most one member.
+    pub(super) owners: BTreeMap<TopicPartition, String>,
+    /// Partition counts of the existing subscribed topics, as of the last epoch bump.
+    pub(super) metadata: BTreeMap<TopicName, u32>,
+    /// The assignor of the last target assignment.
+    pub(super) assignor: String,
+    /// After an assignor failure: when to try again.
+    pub(super) retry_at: Option<u64>,
+}
+
+impl Group {
+    pub(super) fn new(id: GroupId, assignor: String) -> Self {
+        Group {
+            id,
+            epoch: 0,
+            assignment_epoch: 0,
+            target: BTreeMap::new(),
+            members: BTreeMap::new(),
+            statics: BTreeMap::new(),
+            owners: BTreeMap::new(),
+            metadata: BTreeMap::new(),
+            assignor,
+            retry_at: None,
+        }
+    }
+
+    pub(super) fn state(&self) -> GroupState {
+        if self.members.is_empty() {
+            GroupState::Empty
+        } else if self.epoch > self.assignment_epoch || self.retry_at.is_some() {
+            GroupState::Assigning
+        } else if self
+            .members
+            .values()
+            .any(|m| m.epoch != self.assignment_epoch || m.state != MemberState::Stable)
+        {
+            GroupState::Reconciling
+        } else {
+            GroupState::Stable
+        }
+    }
+
+    /// Partition counts of the existing topics the members subscribe to.
+    pub(super) fn compute_metadata(
+        &self,
+        topics: &BTreeMap<TopicName, u32>,
+    ) -> BTreeMap<TopicName, u32> {
+        let mut out = BTreeMap::new();
+        for m in self.members.values() {
+            for t in &m.topics {
+                if let Some(&count) = topics.get(t) {
+                    out.insert(t.clone(), count);
+                }
+            }
+        }
+        out
+    }
+
+    /// Removes a member, releasing its partitions, and bumps the group epoch.
+    pub(super) fn remove(&mut self, id: &str, topics: &BTreeMap<TopicName, u32>) -> Option<Member> {
+        let m = self.members.remove(id)?;
+        for tp in m.assigned.iter().chain(&m.pending_revocation) {
+            if self.owners.get(tp).is_some_and(|o| *o == m.id) {
+                self.owners.remove(tp);
+            }
+        }
+        self.target.remove(id);
+        if let Some(instance) = &m.instance_id {
+            if self.statics.get(instance).is_some_and(|o| *o == m.id) {
+                self.statics.remove(instance);
+            }
+        }
+        self.metadata = self.compute_metadata(topics);
+        self.epoch = self.epoch.saturating_add(1);
+        Some(m)
+    }
+}
+
+impl ConsumerGroups {
+    /// A group as ConsumerGroupDescribe shows it; `None` for an unknown group (Dead).
+    pub(crate) fn describe(&self, group: &str) -> Option<GroupDescription> {
+        let g = self.groups.get(group)?;
+        let none = BTreeSet::new();
+        Some(GroupDescription {
+            group: g.id.clone(),
+            state: g.state().as_str(),
+            group_epoch: g.epoch,
+            assignment_epoch: g.assignment_epoch,
+            assignor: g.assignor.clone(),
+            members: g
+                .members
+                .values()
+                .map(|m| MemberDescription {
+                    member_id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    rack_id: m.rack_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    member_epoch: m.epoch,
+                    state: m.state.as_str(),
+                    subscribed_topic_names: m.names.iter().cloned().collect(),
+                    subscribed_topic_regex: m.regex.as_ref().map(|r| r.0.clone()),
+                    server_assignor: m.server_assignor.clone(),
+                    assignment: m.assigned.clone(),
+                    pending_revocation: m.pending_revocation.clone(),
+                    target_assignment: g.target.get(&m.id).unwrap_or(&none).clone(),
+                })
+                .collect(),
+        })
+    }
+
+    /// Every group and its state (for ListGroups), by group id.
+    pub(crate) fn list(&self) -> Vec<(GroupId, &'static str)> {
+        self.groups
+            .values()
+            .map(|g| (g.id.clone(), g.state().as_str()))
+            .collect()
+    }
+}

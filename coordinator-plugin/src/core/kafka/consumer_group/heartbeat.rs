@@ -1,0 +1,406 @@
+//! ConsumerGroupHeartbeat: a join, heartbeat or leave of one member, from the request's
+//! checks to the answer: finding (or creating, or replacing) the member, bumping the
+//! group epoch when what the assignment depends on changed, and reconciling the
+//! member (Kafka's `GroupMetadataManager.consumerGroupHeartbeat`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::group::Group;
+use super::member::{reschedule, unschedule, Member};
+use super::target::resolve_assignor;
+use super::validate::validate;
+use super::{
+    codes, failure, ConsumerGroups, Env, Failure, HeartbeatRequest, HeartbeatResponse, JOIN_EPOCH,
+    LEAVE_EPOCH, MAX_ERROR_MESSAGE_BYTES, STATIC_LEAVE_EPOCH,
+};
+use crate::subscription::compile_pattern;
+use crate::types::TopicName;
+
+/// How a heartbeat found its member.
+enum Found {
+    /// An existing member with this id.
+    Existing(String),
+    /// A new member with this id.
+    New(String),
+    /// A static member joining with a new member id takes over from the one that left
+    /// with epoch −2.
+    Replace { old: String, new: String },
+}
+
+impl ConsumerGroups {
+    /// Handles a ConsumerGroupHeartbeat: join, heartbeat, leave.
+    pub(crate) fn heartbeat(&mut self, env: &Env<'_>, req: HeartbeatRequest) -> HeartbeatResponse {
+        let existed = self.groups.contains_key(&req.group);
+        let interval = i32::try_from(env.heartbeat_interval_ms).unwrap_or(i32::MAX);
+        match self.try_heartbeat(env, &req) {
+            Ok(mut response) => {
+                response.heartbeat_interval_ms = interval;
+                response
+            }
+            Err((code, message)) => {
+                if !existed
+                    && self
+                        .groups
+                        .get(&req.group)
+                        .is_some_and(|g| g.members.is_empty())
+                {
+                    self.groups.remove(&req.group);
+                }
+                tracing::debug!(group = %req.group, member = %req.member_id, code, %message, "heartbeat refused");
+                HeartbeatResponse {
+                    error: Some((code, message)),
+                    member_id: req.member_id,
+                    member_epoch: 0,
+                    heartbeat_interval_ms: interval,
+                    assignment: None,
+                }
+            }
+        }
+    }
+
+    fn try_heartbeat(
+        &mut self,
+        env: &Env<'_>,
+        req: &HeartbeatRequest,
+    ) -> Result<HeartbeatResponse, Failure> {
+        validate(req)?;
+        let regex = match req.subscribed_topic_regex.as_deref() {
+            None => None,
+            Some("") => Some(None),
+            Some(pattern) => match compile_pattern(pattern) {
+                Ok(r) => Some(Some((pattern.to_owned(), r))),
+                Err(e) => {
+                    // The pattern and the parser's report both quote the input: bound the
+                    // answer (a client may send a pattern of any length).
+                    let mut message = format!(
+                        "SubscribedTopicRegex `{pattern}` is not a valid regular expression: {e}"
+                    );
+                    if message.len() > MAX_ERROR_MESSAGE_BYTES {
+                        let mut cut = MAX_ERROR_MESSAGE_BYTES;
+                        while !message.is_char_boundary(cut) {
+                            cut -= 1;
+                        }
+                        message.truncate(cut);
+                        message.push('…');
+                    }
+                    return Err(failure(codes::INVALID_REGULAR_EXPRESSION, message));
+                }
+            },
+        };
+        // A name that is not loaded is kept, not refused (Kafka answers
+        // UNSUPPORTED_ASSIGNOR, a fatal error in librdkafka): the group runs the default
+        // assignor until a rescan loads it (`run_assignor`).
+        let assignor = req
+            .server_assignor
+            .as_ref()
+            .map(|name| resolve_assignor(env, name).unwrap_or_else(|| name.clone()));
+        if req.member_epoch == LEAVE_EPOCH || req.member_epoch == STATIC_LEAVE_EPOCH {
+            return self.leave(env, req);
+        }
+
+        // The group.
+        if !self.groups.contains_key(&req.group) {
+            if req.member_epoch != JOIN_EPOCH {
+                return Err(failure(
+                    codes::GROUP_ID_NOT_FOUND,
+                    format!("Consumer group {} not found.", req.group),
+                ));
+            }
+            let default = resolve_assignor(env, env.default_assignor)
+                .unwrap_or_else(|| env.default_assignor.to_owned());
+            self.groups
+                .insert(req.group.clone(), Group::new(req.group.clone(), default));
+        }
+        let mut member_id = req.member_id.clone();
+        if member_id.is_empty() {
+            // A v0 join (validated above): the coordinator names the member.
+            let g = &self.groups[&req.group];
+            loop {
+                self.generated += 1;
+                let candidate = format!("drover-member-{}", self.generated);
+                if !g.members.contains_key(&candidate) {
+                    member_id = candidate;
+                    break;
+                }
+            }
+        }
+        let Self {
+            groups, deadlines, ..
+        } = self;
+        let g = groups.get_mut(&req.group).expect("inserted above");
+        let owned = req.owned_partitions.as_ref();
+
+        // The member.
+        let found = match &req.instance_id {
+            None => match g.members.get(&member_id) {
+                Some(m) => {
+                    Group::check_epoch(m, req.member_epoch, owned)?;
+                    Found::Existing(member_id)
+                }
+                None if req.member_epoch == JOIN_EPOCH => Found::New(member_id),
+                None => {
+                    return Err(failure(
+                        codes::UNKNOWN_MEMBER_ID,
+                        format!("Member {member_id} is not a member of group {}.", g.id),
+                    ))
+                }
+            },
+            Some(instance) => match g.statics.get(instance).and_then(|id| g.members.get(id)) {
+                None if req.member_epoch == JOIN_EPOCH => {
+                    if g.members.contains_key(&member_id) {
+                        Found::Existing(member_id)
+                    } else {
+                        Found::New(member_id)
+                    }
+                }
+                None => {
+                    return Err(failure(
+                        codes::UNKNOWN_MEMBER_ID,
+                        format!("Instance id {instance} is unknown."),
+                    ))
+                }
+                Some(old) if req.member_epoch == JOIN_EPOCH => {
+                    if old.epoch == STATIC_LEAVE_EPOCH {
+                        if old.id != member_id && g.members.contains_key(&member_id) {
+                            return Err(failure(
+                                codes::INVALID_REQUEST,
+                                format!("Member id {member_id} is used by another member."),
+                            ));
+                        }
+                        Found::Replace {
+                            old: old.id.clone(),
+                            new: member_id,
+                        }
+                    } else if old.id == member_id {
+                        Found::Existing(member_id)
+                    } else {
+                        return Err(failure(
+                            codes::UNRELEASED_INSTANCE_ID,
+                            format!(
+                                "Static member {member_id} with instance id {instance} cannot join the group because the instance id is owned by member {}.",
+                                old.id
+                            ),
+                        ));
+                    }
+                }
+                Some(old) => {
+                    if old.id != member_id {
+                        return Err(failure(
+                            codes::FENCED_INSTANCE_ID,
+                            format!(
+                                "Static member {member_id} with instance id {instance} was fenced by member {}.",
+                                old.id
+                            ),
+                        ));
+                    }
+                    Group::check_epoch(old, req.member_epoch, owned)?;
+                    Found::Existing(member_id)
+                }
+            },
+        };
+        if let Found::New(_) = &found {
+            if g.members.len() >= env.max_group_size {
+                return Err(failure(
+                    codes::GROUP_MAX_SIZE_REACHED,
+                    format!(
+                        "The consumer group has reached its maximum capacity of {} members.",
+                        env.max_group_size
+                    ),
+                ));
+            }
+        }
+
+        // Create, replace or update the member; bump the group epoch if what the
+        // assignment depends on changed.
+        let mut bump = g.epoch == 0;
+        let id = match found {
+            Found::Existing(id) => id,
+            Found::New(id) => {
+                tracing::info!(group = %g.id, member = %id, instance = ?req.instance_id, "member joins");
+                g.members
+                    .insert(id.clone(), Member::new(id.clone(), env.now));
+                bump = true;
+                id
+            }
+            Found::Replace { old, new } => {
+                let mut m = g.members.remove(&old).expect("found above");
+                unschedule(deadlines, &g.id, &m);
+                m.timer = None;
+                tracing::info!(group = %g.id, old = %old, new = %new, instance = ?req.instance_id, "static member rejoins and replaces its previous incarnation");
+                for tp in m.assigned.iter().chain(&m.pending_revocation) {
+                    g.owners.insert(tp.clone(), new.clone());
+                }
+                if let Some(target) = g.target.remove(&old) {
+                    g.target.insert(new.clone(), target);
+                }
+                if let Some(instance) = &m.instance_id {
+                    g.statics.insert(instance.clone(), new.clone());
+                }
+                // The new incarnation resumes at the epoch the old one left at (never
+                // 0: told epoch 0 while revoking, a client would "rejoin" owning
+                // nothing and have the partitions it still consumes released).
+                m.id = new.clone();
+                m.epoch = m.previous_epoch.max(1);
+                m.previous_epoch = m.epoch;
+                g.members.insert(new.clone(), m);
+                new
+            }
+        };
+        let m = g.members.get_mut(&id).expect("present");
+        if let Some(instance) = &req.instance_id {
+            if m.instance_id.as_ref() != Some(instance) {
+                if let Some(previous) = m.instance_id.take() {
+                    g.statics.remove(&previous);
+                }
+                m.instance_id = Some(instance.clone());
+                g.statics.insert(instance.clone(), id.clone());
+            }
+        }
+        if req.rack_id.is_some() {
+            m.rack_id = req.rack_id.clone();
+        }
+        m.client_id = req.client_id.clone();
+        m.client_host = req.client_host.clone();
+        if req.rebalance_timeout_ms >= 0 {
+            m.rebalance_timeout_ms = req.rebalance_timeout_ms as u64;
+        }
+        if let Some(a) = assignor {
+            if m.server_assignor.as_ref() != Some(&a) {
+                m.server_assignor = Some(a);
+                bump = true;
+            }
+        }
+        let mut subscription_changed = false;
+        if let Some(names) = &req.subscribed_topic_names {
+            let names: BTreeSet<TopicName> = names.iter().cloned().collect();
+            if names != m.names {
+                m.names = names;
+                subscription_changed = true;
+            }
+        }
+        if let Some(regex) = regex {
+            if regex.as_ref().map(|r| &r.0) != m.regex.as_ref().map(|r| &r.0) {
+                m.regex = regex;
+                subscription_changed = true;
+            }
+        }
+        if subscription_changed {
+            m.topics = m.resolve(env.topics, &mut BTreeMap::new());
+        }
+        if bump || subscription_changed {
+            let metadata = g.compute_metadata(env.topics);
+            if metadata != g.metadata {
+                g.metadata = metadata;
+                bump = true;
+            }
+            bump |= subscription_changed;
+        }
+        if bump {
+            g.epoch = g.epoch.saturating_add(1);
+            tracing::debug!(group = %g.id, epoch = g.epoch, "group epoch bumped");
+        }
+        if g.epoch > g.assignment_epoch {
+            g.compute_target(env);
+        } else {
+            g.maybe_retry(env);
+        }
+
+        // Reconcile and answer.
+        let before = g.members[&id].assigned.clone();
+        g.reconcile(&id, owned, env.now);
+        let m = g.members.get_mut(&id).expect("present");
+        m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
+        reschedule(deadlines, &g.id, m);
+        let full = req.member_epoch == JOIN_EPOCH
+            || (req.rebalance_timeout_ms != -1
+                && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
+                && owned.is_some());
+        Ok(HeartbeatResponse {
+            error: None,
+            member_id: id,
+            member_epoch: m.epoch,
+            heartbeat_interval_ms: 0,
+            assignment: (full || m.assigned != before).then(|| m.assigned.clone()),
+        })
+    }
+
+    /// Epoch −1 (leave) and −2 (static member leaving temporarily).
+    fn leave(
+        &mut self,
+        env: &Env<'_>,
+        req: &HeartbeatRequest,
+    ) -> Result<HeartbeatResponse, Failure> {
+        let Self {
+            groups, deadlines, ..
+        } = self;
+        let Some(g) = groups.get_mut(&req.group) else {
+            return Err(failure(
+                codes::GROUP_ID_NOT_FOUND,
+                format!("Consumer group {} not found.", req.group),
+            ));
+        };
+        let id = match &req.instance_id {
+            None => {
+                if !g.members.contains_key(&req.member_id) {
+                    return Err(failure(
+                        codes::UNKNOWN_MEMBER_ID,
+                        format!(
+                            "Member {} is not a member of group {}.",
+                            req.member_id, g.id
+                        ),
+                    ));
+                }
+                req.member_id.clone()
+            }
+            Some(instance) => {
+                let Some(current) = g.statics.get(instance) else {
+                    return Err(failure(
+                        codes::UNKNOWN_MEMBER_ID,
+                        format!("Instance id {instance} is unknown."),
+                    ));
+                };
+                if *current != req.member_id {
+                    return Err(failure(
+                        codes::FENCED_INSTANCE_ID,
+                        format!(
+                            "Static member {} with instance id {instance} was fenced by member {current}.",
+                            req.member_id
+                        ),
+                    ));
+                }
+                current.clone()
+            }
+        };
+        if req.member_epoch == STATIC_LEAVE_EPOCH {
+            // The member keeps its place and assignment (no epoch bump) until its
+            // session expires; what it was revoking is released (it stopped).
+            let m = g.members.get_mut(&id).expect("checked");
+            tracing::info!(group = %g.id, member = %id, instance = ?m.instance_id, "static member leaves temporarily");
+            for tp in std::mem::take(&mut m.pending_revocation) {
+                if g.owners.get(&tp).is_some_and(|o| *o == id) {
+                    g.owners.remove(&tp);
+                }
+            }
+            if m.epoch != STATIC_LEAVE_EPOCH {
+                m.previous_epoch = m.epoch;
+                m.epoch = STATIC_LEAVE_EPOCH;
+            }
+            m.rebalance_deadline = None;
+            m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
+            reschedule(deadlines, &g.id, m);
+        } else {
+            tracing::info!(group = %g.id, member = %id, "member leaves");
+            if let Some(m) = g.remove(&id, env.topics) {
+                unschedule(deadlines, &g.id, &m);
+            }
+            g.compute_target(env);
+        }
+        Ok(HeartbeatResponse {
+            error: None,
+            member_id: id,
+            member_epoch: req.member_epoch,
+            heartbeat_interval_ms: 0,
+            assignment: None,
+        })
+    }
+}

@@ -1,0 +1,383 @@
+//! KIP-848 consumer groups (the "next generation consumer rebalance protocol") as a
+//! pure state machine: the group logic behind ConsumerGroupHeartbeat v0–v1 and
+//! ConsumerGroupDescribe, and the member checks of OffsetCommit / OffsetFetch v9+,
+//! ListGroups and DeleteGroups for these groups.
+//!
+//! It reads no clock and does no I/O: every call gets an [`Env`] with the current time
+//! (monotonic ms), the topic metadata and the assignors. It knows nothing of the wire:
+//! the glue decodes the Kafka requests, converts topic ids to names and back, and calls
+//! [`ConsumerGroups`]. Deadlines are reported by [`ConsumerGroups::next_deadline`] and
+//! acted on by [`ConsumerGroups::expire`].
+//!
+//! The rules, after KIP-848 and Kafka's group coordinator:
+//!
+//! - **Epochs.** A group has a *group epoch*, bumped whenever what the assignment depends
+//!   on changes: a member joins or is removed, a member's subscription (topic names,
+//!   regex) or server assignor changes, or the partition count / existence of a
+//!   subscribed topic changes. At each bump the group's server-side assignor computes a
+//!   new *target assignment*, whose epoch is the *assignment epoch*. When the assignor
+//!   fails (or its output is invalid), the old target, without removed members and
+//!   vanished partitions, serves at the new epoch, the group shows as Assigning, and
+//!   the assignor is retried at most once per heartbeat interval (on heartbeats and
+//!   topic changes); a successful retry bumps the group epoch. Each member has a
+//!   *member epoch*: the assignment epoch it has reconciled to.
+//! - **Assignor.** Each member may name a server assignor; the group uses the one named
+//!   by most members (ties: the smallest name), else the default. A name must be a
+//!   loaded assignor; `uniform` (when no assignor of that name is loaded) means our
+//!   `sticky`, and `range` our `range`. Any other name that is not loaded runs the
+//!   default assignor (with a warning) instead of Kafka's UNSUPPORTED_ASSIGNOR, so a
+//!   missing or refused plugin does not fail the group's consumers.
+//! - **Reconciliation (revoke, then assign).** On each heartbeat a member moves towards
+//!   its target: partitions it holds that are not in its target are revoked first (the
+//!   member keeps its epoch and is told its assignment without them, state
+//!   `unrevoked_partitions`) until it heartbeats with owned partitions that no longer
+//!   include them; only then does it move to the target epoch and receive new
+//!   partitions, and only those no other member still holds (assigned or pending
+//!   revocation). Partitions still held by others are withheld (state
+//!   `unreleased_partitions`) and handed over on a later heartbeat once released. So no
+//!   partition is ever held by two members.
+//! - **Fencing.** A heartbeat with an epoch newer than the member's, or older and not
+//!   the member's previous epoch with owned partitions within its assignment (a lost
+//!   response), is FENCED_MEMBER_EPOCH; an unknown member is UNKNOWN_MEMBER_ID. Epoch 0
+//!   (re)joins: an existing member id rejoins idempotently.
+//! - **Timeouts.** A member that does not heartbeat for the session timeout is removed;
+//!   a member asked to revoke partitions that has not done so within its rebalance
+//!   timeout is removed. Removal releases its partitions and bumps the group epoch.
+//! - **Leaving.** Epoch −1 leaves (the member is removed). A static member (with an
+//!   instance id) leaving with epoch −2 keeps its place and its assignment, without a
+//!   group epoch bump, until the session timeout; a member joining with the same
+//!   instance id and a new member id then takes over that place and assignment without
+//!   disturbing the others. While the old member has not left, such a join is
+//!   UNRELEASED_INSTANCE_ID; a request naming the instance id with another member id
+//!   than its current one is FENCED_INSTANCE_ID.
+//! - **Regex subscriptions** use the Rust `regex` syntax, matched against whole topic
+//!   names (internal `__` topics excluded), re-resolved on every topic change. An
+//!   invalid pattern is INVALID_REGULAR_EXPRESSION.
+//! - **Requests** are validated as Kafka does (INVALID_REQUEST): a join (epoch 0) needs
+//!   a rebalance timeout, an empty owned-partitions list and a subscription (names or
+//!   regex); a member id is required in v1, on heartbeats with an epoch above 0 and on
+//!   leaving; epoch −2 needs an instance id; epochs below −2 are invalid; blank group,
+//!   instance and rack ids are invalid. Group size is limited (GROUP_MAX_SIZE_REACHED).
+//! - **Offsets** of a consumer group may be committed by a member with its current
+//!   epoch (else STALE_MEMBER_EPOCH, or UNKNOWN_MEMBER_ID), or with a negative epoch
+//!   while the group has no members (a standalone commit).
+//!
+//! The files, after Kafka's classes: `validate` (the request checks and epoch fencing),
+//! `member` (`ConsumerGroupMember`), `group` (`ConsumerGroup`: state, describe, list),
+//! `target` (`TargetAssignmentBuilder`), `reconcile` (`CurrentAssignmentBuilder`) and
+//! `heartbeat` (`GroupMetadataManager.consumerGroupHeartbeat`: join, heartbeat,
+//! leave). This file keeps the request and answer types, the [`Env`], and what acts on
+//! every group: topic changes, deadlines, the offset checks, deletion.
+
+mod group;
+mod heartbeat;
+mod member;
+mod reconcile;
+mod target;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::assignors::Assignors;
+use crate::types::{GroupId, TopicName, TopicPartition};
+
+use group::Group;
+use member::unschedule;
+
+/// The Kafka error codes this module answers with.
+pub(crate) mod codes {
+    /// 25: the member id is not in the group.
+    pub(crate) const UNKNOWN_MEMBER_ID: i16 = 25;
+    /// 42: a malformed request.
+    pub(crate) const INVALID_REQUEST: i16 = 42;
+    /// 68: DeleteGroups of a group that still has members.
+    pub(crate) const NON_EMPTY_GROUP: i16 = 68;
+    /// 69: no such (consumer) group.
+    pub(crate) const GROUP_ID_NOT_FOUND: i16 = 69;
+    /// 81: the group has reached its maximum size.
+    pub(crate) const GROUP_MAX_SIZE_REACHED: i16 = 81;
+    /// 82: another member id holds this instance id.
+    pub(crate) const FENCED_INSTANCE_ID: i16 = 82;
+    /// 110: the member epoch is fenced; the member must rejoin with epoch 0.
+    pub(crate) const FENCED_MEMBER_EPOCH: i16 = 110;
+    /// 111: the instance id is still used by a member that has not left.
+    pub(crate) const UNRELEASED_INSTANCE_ID: i16 = 111;
+    /// 113: an offset commit or fetch with another epoch than the member's.
+    pub(crate) const STALE_MEMBER_EPOCH: i16 = 113;
+    /// 128: the subscription regex does not compile (Kafka's code for
+    /// INVALID_REGULAR_EXPRESSION).
+    pub(crate) const INVALID_REGULAR_EXPRESSION: i16 = 128;
+}
+
+/// Longest error message in a ConsumerGroupHeartbeat answer, bytes.
+const MAX_ERROR_MESSAGE_BYTES: usize = 512;
+
+/// The member epoch of a (re)joining member.
+pub(crate) const JOIN_EPOCH: i32 = 0;
+/// The member epoch of a member leaving the group.
+pub(crate) const LEAVE_EPOCH: i32 = -1;
+/// The member epoch of a static member leaving temporarily.
+pub(crate) const STATIC_LEAVE_EPOCH: i32 = -2;
+/// The first ConsumerGroupHeartbeat version in which the client generates its member id
+/// (KIP-1082): the member id is then required on every request.
+pub(crate) const CLIENT_MEMBER_ID_VERSION: i16 = 1;
+
+/// An error answer: a Kafka error code and a message.
+type Failure = (i16, String);
+
+/// A target assignment: partitions by member id.
+type Target = BTreeMap<String, BTreeSet<TopicPartition>>;
+
+/// What running an assignor gave: its name and the checked target, or its name and
+/// what went wrong.
+type AssignorRun = Result<(String, Target), (String, String)>;
+
+fn failure(code: i16, message: impl Into<String>) -> Failure {
+    (code, message.into())
+}
+
+/// A ConsumerGroupHeartbeat request (v0–v1) in domain form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HeartbeatRequest {
+    /// The request's API version (v1 requires a client-generated member id).
+    pub version: i16,
+    /// The group.
+    pub group: GroupId,
+    /// The member id. v1: generated by the client, never empty. v0: empty on the first
+    /// join, when the coordinator generates one.
+    pub member_id: String,
+    /// The static member's instance id (`group.instance.id`).
+    pub instance_id: Option<String>,
+    /// The member's rack; `None` = unchanged.
+    pub rack_id: Option<String>,
+    /// The client id of the request header (for describe).
+    pub client_id: String,
+    /// The client's host (for describe).
+    pub client_host: String,
+    /// 0 = join, −1 = leave, −2 = static member leaving temporarily, > 0 = the epoch the
+    /// member is at.
+    pub member_epoch: i32,
+    /// The rebalance timeout; −1 = unchanged (required on a join).
+    pub rebalance_timeout_ms: i32,
+    /// Subscribed topic names; `None` = unchanged.
+    pub subscribed_topic_names: Option<Vec<TopicName>>,
+    /// Subscription regex; `None` = unchanged, `Some("")` = none.
+    pub subscribed_topic_regex: Option<String>,
+    /// Server assignor name; `None` = unchanged.
+    pub server_assignor: Option<String>,
+    /// Partitions the member owns now; `None` = unchanged since the last heartbeat.
+    /// Must be `Some` and empty on a join.
+    pub owned_partitions: Option<BTreeSet<TopicPartition>>,
+}
+
+/// The answer to a [`HeartbeatRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HeartbeatResponse {
+    /// An error code and message, or `None` for success.
+    pub error: Option<(i16, String)>,
+    /// The member id (generated for a v0 join); the request's on errors.
+    pub member_id: String,
+    /// The member's epoch now (−1 / −2 after leaving, 0 on errors).
+    pub member_epoch: i32,
+    /// How often the member should heartbeat.
+    pub heartbeat_interval_ms: i32,
+    /// The member's assignment: present on a full request (a join, or a request with
+    /// rebalance timeout, subscription and owned partitions) and when it changed;
+    /// absent otherwise.
+    pub assignment: Option<BTreeSet<TopicPartition>>,
+}
+
+/// What every operation needs from the outside.
+pub(crate) struct Env<'a> {
+    /// Now, in ms of a monotonic clock.
+    pub now: u64,
+    /// The topics and their partition counts.
+    pub topics: &'a BTreeMap<TopicName, u32>,
+    /// The loaded assignors.
+    pub assignors: &'a dyn Assignors,
+    /// The assignor of groups whose members name none (aliases apply).
+    pub default_assignor: &'a str,
+    /// The session timeout of every member.
+    pub session_timeout_ms: u32,
+    /// The heartbeat interval told to every member.
+    pub heartbeat_interval_ms: u32,
+    /// The maximum number of members of a group.
+    pub max_group_size: usize,
+}
+
+/// The KIP-848 groups of a coordinator.
+#[derive(Debug, Default)]
+pub(crate) struct ConsumerGroups {
+    groups: BTreeMap<GroupId, Group>,
+    /// (deadline, group, member id) of every member: its session deadline, or its
+    /// rebalance deadline when earlier.
+    deadlines: BTreeSet<(u64, GroupId, String)>,
+    /// Member ids generated so far (v0 joins).
+    generated: u64,
+}
+
+impl ConsumerGroups {
+    /// Whether `group` is a KIP-848 group here.
+    pub(crate) fn contains(&self, group: &str) -> bool {
+        self.groups.contains_key(group)
+    }
+
+    /// The topics or their partition counts changed (creation, deletion, new
+    /// partitions): re-resolves regex subscriptions and, in every group whose
+    /// subscriptions or subscribed topics changed, bumps the group epoch and computes
+    /// a new target. A failed target computation is retried when due.
+    pub(crate) fn topics_changed(&mut self, env: &Env<'_>) {
+        let mut cache = BTreeMap::new();
+        for g in self.groups.values_mut() {
+            let mut changed = false;
+            for m in g.members.values_mut() {
+                let topics = m.resolve(env.topics, &mut cache);
+                if topics != m.topics {
+                    m.topics = topics;
+                    changed = true;
+                }
+            }
+            let metadata = g.compute_metadata(env.topics);
+            if metadata != g.metadata {
+                g.metadata = metadata;
+                changed = true;
+            }
+            if changed {
+                g.epoch = g.epoch.saturating_add(1);
+                tracing::debug!(group = %g.id, epoch = g.epoch, "topic metadata changed");
+                g.compute_target(env);
+            } else {
+                g.maybe_retry(env);
+            }
+        }
+    }
+
+    /// The earliest session or rebalance deadline of any member.
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
+        self.deadlines.first().map(|(at, _, _)| *at)
+    }
+
+    /// Removes every member past its session deadline (no heartbeat, or a static
+    /// member that did not come back) or its rebalance deadline (partitions not
+    /// revoked in time), and recomputes the targets of their groups. Returns the
+    /// removed members and why.
+    pub(crate) fn expire(&mut self, env: &Env<'_>) -> Vec<(GroupId, String, &'static str)> {
+        let mut out = Vec::new();
+        let mut touched: BTreeSet<GroupId> = BTreeSet::new();
+        while let Some((at, group, id)) = self.deadlines.first().cloned() {
+            if at > env.now {
+                break;
+            }
+            self.deadlines.pop_first();
+            let Some(g) = self.groups.get_mut(&group) else {
+                continue;
+            };
+            let Some(m) = g.members.get(&id) else {
+                continue;
+            };
+            let reason = if m.rebalance_deadline.is_some_and(|r| r <= env.now) {
+                "rebalance timeout: partitions not revoked in time"
+            } else if m.epoch == STATIC_LEAVE_EPOCH {
+                "static member did not rejoin within the session timeout"
+            } else {
+                "session timeout"
+            };
+            tracing::info!(group = %group, member = %id, reason, "member fenced");
+            g.remove(&id, env.topics);
+            touched.insert(group.clone());
+            out.push((group, id, reason));
+        }
+        for group in touched {
+            if let Some(g) = self.groups.get_mut(&group) {
+                if g.epoch > g.assignment_epoch {
+                    g.compute_target(env);
+                }
+            }
+        }
+        out
+    }
+
+    /// OffsetCommit v9+ checks for a group that is a KIP-848 group: a member with its
+    /// current epoch may commit; a negative epoch (standalone commit, admin client) only
+    /// while the group has no members. An unknown group accepts a negative epoch (the
+    /// glue creates a simple group) and is GROUP_ID_NOT_FOUND otherwise.
+    pub(crate) fn check_commit(
+        &self,
+        group: &str,
+        member_id: &str,
+        member_epoch: i32,
+    ) -> Result<(), i16> {
+        let Some(g) = self.groups.get(group) else {
+            return if member_epoch < 0 {
+                Ok(())
+            } else {
+                Err(codes::GROUP_ID_NOT_FOUND)
+            };
+        };
+        if member_epoch < 0 && g.members.is_empty() {
+            return Ok(());
+        }
+        let m = g.members.get(member_id).ok_or(codes::UNKNOWN_MEMBER_ID)?;
+        if m.epoch != member_epoch {
+            return Err(codes::STALE_MEMBER_EPOCH);
+        }
+        Ok(())
+    }
+
+    /// OffsetFetch v9+ checks: without a member id and with a negative epoch (admin
+    /// client, standalone consumer) always allowed; else the member must exist with
+    /// this epoch. An unknown group is allowed (it has no offsets).
+    pub(crate) fn check_fetch(
+        &self,
+        group: &str,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), i16> {
+        let Some(g) = self.groups.get(group) else {
+            return Ok(());
+        };
+        let Some(member_id) = member_id else {
+            return if member_epoch < 0 {
+                Ok(())
+            } else {
+                Err(codes::UNKNOWN_MEMBER_ID)
+            };
+        };
+        let m = g.members.get(member_id).ok_or(codes::UNKNOWN_MEMBER_ID)?;
+        if m.epoch != member_epoch {
+            return Err(codes::STALE_MEMBER_EPOCH);
+        }
+        Ok(())
+    }
+
+    /// DeleteGroups: only a group without members (NON_EMPTY_GROUP otherwise);
+    /// GROUP_ID_NOT_FOUND for an unknown group. The glue deletes its offsets.
+    pub(crate) fn delete(&mut self, group: &str) -> Result<(), i16> {
+        let g = self.groups.get(group).ok_or(codes::GROUP_ID_NOT_FOUND)?;
+        if !g.members.is_empty() {
+            return Err(codes::NON_EMPTY_GROUP);
+        }
+        self.groups.remove(group);
+        Ok(())
+    }
+
+    /// Drops `group` with its members (its coordinator slot moved to another broker):
+    /// their deadlines go; the members find the new coordinator on their next
+    /// heartbeat. Returns whether the group existed.
+    pub(crate) fn remove(&mut self, group: &str) -> bool {
+        let Some(g) = self.groups.remove(group) else {
+            return false;
+        };
+        for m in g.members.values() {
+            unschedule(&mut self.deadlines, &g.id, m);
+        }
+        true
+    }
+
+    /// The ids of every group.
+    pub(crate) fn ids(&self) -> Vec<GroupId> {
+        self.groups.keys().cloned().collect()
+    }
+}

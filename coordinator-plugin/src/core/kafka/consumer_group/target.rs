@@ -1,0 +1,154 @@
+//! The target assignment of a group: which assignor runs, running it over the members
+//! and checking its output, installing the result at the group epoch, and keeping the
+//! previous target (and retrying) when the assignor fails (Kafka's
+//! `TargetAssignmentBuilder`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::group::Group;
+use super::{AssignorRun, Env};
+use crate::assignors::{build_input, validate_assignment, MemberView};
+use crate::types::ConsumerId;
+
+/// Resolves a server assignor name: a loaded assignor of that name, else the Kafka
+/// client names `uniform` → `sticky` and `range` → `range` when those are loaded.
+pub(super) fn resolve_assignor(env: &Env<'_>, name: &str) -> Option<String> {
+    if env.assignors.contains(name) {
+        return Some(name.to_owned());
+    }
+    let alias = match name {
+        "uniform" => "sticky",
+        "range" => "range",
+        _ => return None,
+    };
+    env.assignors.contains(alias).then(|| alias.to_owned())
+}
+
+impl Group {
+    /// The assignor the group uses: the one most members name, else the default.
+    pub(super) fn preferred_assignor(&self, env: &Env<'_>) -> String {
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in self.members.values() {
+            if let Some(a) = &m.server_assignor {
+                *counts.entry(a.as_str()).or_default() += 1;
+            }
+        }
+        counts
+            .into_iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+            .map(|(name, _)| name.to_owned())
+            .unwrap_or_else(|| {
+                resolve_assignor(env, env.default_assignor)
+                    .unwrap_or_else(|| env.default_assignor.to_owned())
+            })
+    }
+
+    /// Runs the group's assignor over the members: the assignor's name and the
+    /// checked target, or the assignor's name and what went wrong.
+    pub(super) fn run_assignor(&self, env: &Env<'_>) -> AssignorRun {
+        let requested = self.preferred_assignor(env);
+        let assignor = if env.assignors.contains(&requested) {
+            requested
+        } else {
+            let default = resolve_assignor(env, env.default_assignor)
+                .unwrap_or_else(|| env.default_assignor.to_owned());
+            tracing::warn!(
+                group = %self.id,
+                requested,
+                default,
+                "assignor `{requested}` is not loaded; the group uses the default assignor `{default}`"
+            );
+            default
+        };
+        if self.members.is_empty() {
+            return Ok((assignor, BTreeMap::new()));
+        }
+        let ids: Vec<ConsumerId> = self.members.keys().map(ConsumerId::new).collect();
+        let none = BTreeSet::new();
+        let views: Vec<MemberView<'_>> = self
+            .members
+            .values()
+            .zip(&ids)
+            .map(|(m, id)| MemberView {
+                id,
+                topics: &m.topics,
+                owned: self.target.get(&m.id).unwrap_or(&none),
+            })
+            .collect();
+        let input = build_input(self.id.as_str(), &views, env.topics);
+        let checked = env
+            .assignors
+            .assign(&assignor, &input)
+            .map_err(|e| e.to_string())
+            .and_then(|output| {
+                validate_assignment(&views, env.topics, &output)
+                    .map_err(|e| format!("invalid assignment: {e}"))
+            });
+        match checked {
+            Ok(checked) => Ok((
+                assignor,
+                checked
+                    .into_iter()
+                    .map(|(id, set)| (id.as_str().to_owned(), set))
+                    .collect(),
+            )),
+            Err(message) => Err((assignor, message)),
+        }
+    }
+
+    /// Installs a new target at the group epoch, or after an assignor failure the old
+    /// one (without removed members and vanished partitions) and a retry time.
+    pub(super) fn install(&mut self, env: &Env<'_>, result: AssignorRun) {
+        self.assignment_epoch = self.epoch;
+        match result {
+            Ok((assignor, target)) => {
+                self.target = target;
+                self.assignor = assignor;
+                self.retry_at = None;
+                tracing::debug!(group = %self.id, epoch = self.epoch, assignor = %self.assignor, "new target assignment");
+            }
+            Err((assignor, message)) => {
+                tracing::warn!(group = %self.id, epoch = self.epoch, %assignor, %message, "target assignment failed; the previous one stays until a retry succeeds");
+                let members = &self.members;
+                self.target.retain(|id, _| members.contains_key(id));
+                for (id, set) in &mut self.target {
+                    let topics = &members[id].topics;
+                    set.retain(|tp| {
+                        topics.contains(&tp.topic)
+                            && env.topics.get(&tp.topic).is_some_and(|&count| {
+                                tp.partition >= 0 && i64::from(tp.partition) < i64::from(count)
+                            })
+                    });
+                }
+                self.retry_at = Some(
+                    env.now
+                        .saturating_add(u64::from(env.heartbeat_interval_ms.max(1))),
+                );
+            }
+        }
+    }
+
+    /// Computes the target assignment of the group epoch.
+    pub(super) fn compute_target(&mut self, env: &Env<'_>) {
+        let result = self.run_assignor(env);
+        self.install(env, result);
+    }
+
+    /// After an assignor failure, once the retry time has come: runs it again, and
+    /// bumps the group epoch for its target if it succeeds.
+    pub(super) fn maybe_retry(&mut self, env: &Env<'_>) {
+        if self.retry_at.is_none_or(|at| at > env.now) {
+            return;
+        }
+        let result = self.run_assignor(env);
+        if result.is_ok() {
+            self.epoch = self.epoch.saturating_add(1);
+            self.install(env, result);
+        } else {
+            self.retry_at = Some(
+                env.now
+                    .saturating_add(u64::from(env.heartbeat_interval_ms.max(1))),
+            );
+        }
+    }
+}

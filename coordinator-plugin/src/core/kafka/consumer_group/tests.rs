@@ -1,0 +1,1312 @@
+//! Tests of the KIP-848 engine: validation, fencing, reconciliation, static members,
+//! timeouts, assignor failures, and property tests of its invariants.
+
+use super::group::{Group, GroupState};
+use super::member::{Member, MemberState};
+use super::*;
+use drover_abi::assignor::{AssignInput, Assignment, AssignorMember, MemberAssignment};
+use drover_abi::{PluginError, TopicPartitions};
+use proptest::prelude::*;
+
+const SESSION: u32 = 10_000;
+const REBALANCE: i32 = 5_000;
+const G: &str = "g";
+
+/// In-process assignors (the plugins cannot be linked into this crate's tests:
+/// each exports the same abi_stable root-module symbol as the coordinator): a
+/// sticky and a range policy, and `broken`, which fails.
+struct TestAssignors;
+
+impl Assignors for TestAssignors {
+    fn contains(&self, name: &str) -> bool {
+        matches!(name, "sticky" | "range" | "broken")
+    }
+
+    fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError> {
+        match name {
+            "sticky" => Ok(sticky(input)),
+            "range" => Ok(range(input)),
+            "broken" => Err(PluginError::internal("broken on purpose")),
+            other => Err(PluginError::invalid_input(format!("no assignor {other}"))),
+        }
+    }
+}
+
+/// A sticky, balanced policy: members keep what they own up to the quota
+/// (partitions / members, rounded up); the rest go, in (topic, partition) order, to
+/// the least-loaded subscribed member (ties: smallest id).
+fn sticky(input: &AssignInput) -> Assignment {
+    let mut members: Vec<&AssignorMember> = input.members.iter().collect();
+    members.sort_by(|a, b| a.member_id.cmp(&b.member_id));
+    let subscribed = |i: usize, topic: &str| members[i].topics.iter().any(|t| t.as_str() == topic);
+    let mut owner: BTreeMap<(&str, i32), usize> = BTreeMap::new();
+    for (i, m) in members.iter().enumerate() {
+        for tps in m.owned.iter() {
+            for &p in tps.partitions.iter() {
+                owner.entry((tps.topic.as_str(), p)).or_insert(i);
+            }
+        }
+    }
+    let total: usize = input.topics.iter().map(|t| t.partitions as usize).sum();
+    let quota = total.div_ceil(members.len().max(1));
+    let mut result: Vec<Vec<(&str, i32)>> = vec![Vec::new(); members.len()];
+    let mut rest = Vec::new();
+    for t in input.topics.iter() {
+        for p in 0..t.partitions as i32 {
+            let tp = (t.name.as_str(), p);
+            match owner.get(&tp) {
+                Some(&i) if subscribed(i, tp.0) && result[i].len() < quota => result[i].push(tp),
+                _ => rest.push(tp),
+            }
+        }
+    }
+    for tp in rest {
+        if let Some(i) = (0..members.len())
+            .filter(|&i| subscribed(i, tp.0))
+            .min_by_key(|&i| result[i].len())
+        {
+            result[i].push(tp);
+        }
+    }
+    let out: Vec<MemberAssignment> = members
+        .iter()
+        .zip(result)
+        .map(|(m, mut tps)| {
+            tps.sort();
+            let mut grouped: Vec<TopicPartitions> = Vec::new();
+            for (t, p) in tps {
+                match grouped.last_mut() {
+                    Some(last) if last.topic.as_str() == t => last.partitions.push(p),
+                    _ => grouped.push(TopicPartitions::new(t, vec![p])),
+                }
+            }
+            MemberAssignment {
+                member_id: m.member_id.clone(),
+                partitions: grouped.into(),
+            }
+        })
+        .collect();
+    Assignment {
+        members: out.into(),
+    }
+}
+
+/// Kafka's range policy: per topic, contiguous ranges over the sorted subscribers.
+fn range(input: &AssignInput) -> Assignment {
+    let mut members: Vec<&AssignorMember> = input.members.iter().collect();
+    members.sort_by(|a, b| a.member_id.cmp(&b.member_id));
+    let mut out: Vec<MemberAssignment> = members
+        .iter()
+        .map(|m| MemberAssignment {
+            member_id: m.member_id.clone(),
+            partitions: Default::default(),
+        })
+        .collect();
+    for t in input.topics.iter() {
+        let subscribers: Vec<usize> = (0..members.len())
+            .filter(|&i| {
+                members[i]
+                    .topics
+                    .iter()
+                    .any(|x| x.as_str() == t.name.as_str())
+            })
+            .collect();
+        let (n, k) = (t.partitions as usize, subscribers.len());
+        for (j, &i) in subscribers.iter().enumerate() {
+            let mine: Vec<i32> = (j * n / k..(j + 1) * n / k).map(|p| p as i32).collect();
+            if !mine.is_empty() {
+                out[i]
+                    .partitions
+                    .push(TopicPartitions::new(t.name.as_str(), mine));
+            }
+        }
+    }
+    Assignment {
+        members: out.into(),
+    }
+}
+
+static ASSIGNORS: TestAssignors = TestAssignors;
+
+fn tp(topic: &str, partition: i32) -> TopicPartition {
+    TopicPartition::new(topic, partition)
+}
+
+fn tps(list: &[(&str, i32)]) -> BTreeSet<TopicPartition> {
+    list.iter().map(|(t, p)| tp(t, *p)).collect()
+}
+
+fn join(id: &str, topics: &[&str]) -> HeartbeatRequest {
+    HeartbeatRequest {
+        version: 1,
+        group: GroupId::new(G),
+        member_id: id.to_owned(),
+        instance_id: None,
+        rack_id: None,
+        client_id: "client".to_owned(),
+        client_host: "/127.0.0.1".to_owned(),
+        member_epoch: JOIN_EPOCH,
+        rebalance_timeout_ms: REBALANCE,
+        subscribed_topic_names: Some(topics.iter().map(TopicName::new).collect()),
+        subscribed_topic_regex: None,
+        server_assignor: None,
+        owned_partitions: Some(BTreeSet::new()),
+    }
+}
+
+fn static_join(id: &str, instance: &str, topics: &[&str]) -> HeartbeatRequest {
+    HeartbeatRequest {
+        instance_id: Some(instance.to_owned()),
+        ..join(id, topics)
+    }
+}
+
+fn beat(id: &str, epoch: i32, owned: Option<BTreeSet<TopicPartition>>) -> HeartbeatRequest {
+    HeartbeatRequest {
+        member_epoch: epoch,
+        rebalance_timeout_ms: -1,
+        subscribed_topic_names: None,
+        owned_partitions: owned,
+        ..join(id, &[])
+    }
+}
+
+/// A simulated KIP-848 client.
+#[derive(Debug, Clone)]
+struct Client {
+    name: String,
+    incarnation: u32,
+    id: String,
+    instance: Option<String>,
+    names: Vec<TopicName>,
+    regex: Option<String>,
+    epoch: i32,
+    /// What it consumes now.
+    owned: BTreeSet<TopicPartition>,
+    /// The last assignment the coordinator gave it.
+    told: BTreeSet<TopicPartition>,
+    up: bool,
+}
+
+/// A coordinator, its topics, virtual time and simulated clients of group `g`.
+struct World {
+    groups: ConsumerGroups,
+    topics: BTreeMap<TopicName, u32>,
+    now: u64,
+    max_group_size: usize,
+    default_assignor: &'static str,
+    clients: Vec<Client>,
+}
+
+impl World {
+    fn new(topics: &[(&str, u32)]) -> Self {
+        World {
+            groups: ConsumerGroups::default(),
+            topics: topics
+                .iter()
+                .map(|(t, n)| (TopicName::new(t), *n))
+                .collect(),
+            now: 1_000,
+            max_group_size: 100,
+            default_assignor: "uniform",
+            clients: Vec::new(),
+        }
+    }
+
+    fn hb(&mut self, req: HeartbeatRequest) -> HeartbeatResponse {
+        let env = Env {
+            now: self.now,
+            topics: &self.topics,
+            assignors: &ASSIGNORS,
+            default_assignor: self.default_assignor,
+            session_timeout_ms: SESSION,
+            heartbeat_interval_ms: 1_000,
+            max_group_size: self.max_group_size,
+        };
+        let response = self.groups.heartbeat(&env, req);
+        assert_eq!(response.heartbeat_interval_ms, 1_000);
+        response
+    }
+
+    fn ok(&mut self, req: HeartbeatRequest) -> HeartbeatResponse {
+        let response = self.hb(req);
+        assert_eq!(response.error, None);
+        response
+    }
+
+    fn code(&mut self, req: HeartbeatRequest) -> i16 {
+        self.hb(req).error.expect("an error").0
+    }
+
+    fn set_topic(&mut self, topic: &str, partitions: u32) {
+        self.topics.insert(TopicName::new(topic), partitions);
+        let env = Env {
+            now: self.now,
+            topics: &self.topics,
+            assignors: &ASSIGNORS,
+            default_assignor: self.default_assignor,
+            session_timeout_ms: SESSION,
+            heartbeat_interval_ms: 1_000,
+            max_group_size: self.max_group_size,
+        };
+        self.groups.topics_changed(&env);
+    }
+
+    /// Advances time and expires; a fenced client stops consuming (its own timers
+    /// would have stopped it) and rejoins.
+    fn tick(&mut self, ms: u64) -> Vec<(GroupId, String, &'static str)> {
+        self.now += ms;
+        let env = Env {
+            now: self.now,
+            topics: &self.topics,
+            assignors: &ASSIGNORS,
+            default_assignor: self.default_assignor,
+            session_timeout_ms: SESSION,
+            heartbeat_interval_ms: 1_000,
+            max_group_size: self.max_group_size,
+        };
+        let expired = self.groups.expire(&env);
+        for (_, id, _) in &expired {
+            for c in self.clients.iter_mut().filter(|c| c.up && c.id == *id) {
+                c.owned.clear();
+                c.told.clear();
+                c.epoch = 0;
+            }
+        }
+        expired
+    }
+
+    fn group(&self) -> &Group {
+        &self.groups.groups[G]
+    }
+
+    fn member(&self, id: &str) -> &Member {
+        &self.group().members[id]
+    }
+
+    fn add_client(
+        &mut self,
+        name: &str,
+        instance: bool,
+        names: &[&str],
+        regex: Option<&str>,
+    ) -> usize {
+        self.clients.push(Client {
+            name: name.to_owned(),
+            incarnation: 0,
+            id: format!("{name}-0"),
+            instance: instance.then(|| format!("{name}-instance")),
+            names: names.iter().map(TopicName::new).collect(),
+            regex: regex.map(str::to_owned),
+            epoch: 0,
+            owned: BTreeSet::new(),
+            told: BTreeSet::new(),
+            up: true,
+        });
+        self.clients.len() - 1
+    }
+
+    /// One heartbeat of client `i`; with `ack` it first completes the revocations it
+    /// was asked for.
+    fn step(&mut self, i: usize, ack: bool) {
+        let c = self.clients[i].clone();
+        if !c.up {
+            return;
+        }
+        let req = if c.epoch == 0 {
+            HeartbeatRequest {
+                instance_id: c.instance.clone(),
+                subscribed_topic_names: Some(c.names.clone()),
+                subscribed_topic_regex: c.regex.clone(),
+                ..join(&c.id, &[])
+            }
+        } else {
+            let owned = if ack {
+                c.owned.intersection(&c.told).cloned().collect()
+            } else {
+                c.owned.clone()
+            };
+            self.clients[i].owned = owned.clone();
+            HeartbeatRequest {
+                instance_id: c.instance.clone(),
+                ..beat(&c.id, c.epoch, Some(owned))
+            }
+        };
+        let response = self.hb(req);
+        let c = &mut self.clients[i];
+        match response.error {
+            None => {
+                assert!(
+                    response.member_epoch > 0,
+                    "{} told epoch {}",
+                    c.name,
+                    response.member_epoch
+                );
+                c.id = response.member_id;
+                c.epoch = response.member_epoch;
+                if let Some(a) = response.assignment {
+                    c.owned.extend(a.iter().cloned());
+                    c.told = a;
+                }
+            }
+            Some((codes::FENCED_MEMBER_EPOCH | codes::UNKNOWN_MEMBER_ID, _)) => {
+                c.owned.clear();
+                c.told.clear();
+                c.epoch = 0;
+            }
+            Some((codes::UNRELEASED_INSTANCE_ID, _)) => {}
+            Some(e) => panic!("unexpected answer to {}: {e:?}", c.name),
+        }
+    }
+
+    fn leave(&mut self, i: usize, epoch: i32) {
+        let c = self.clients[i].clone();
+        if !c.up || c.epoch <= 0 {
+            return;
+        }
+        let response = self.hb(HeartbeatRequest {
+            instance_id: c.instance.clone(),
+            ..beat(&c.id, epoch, None)
+        });
+        assert_eq!(response.error, None, "{} leaving", c.name);
+        assert_eq!(response.member_epoch, epoch);
+        let c = &mut self.clients[i];
+        c.up = false;
+        c.owned.clear();
+        c.told.clear();
+    }
+
+    fn crash(&mut self, i: usize) {
+        let c = &mut self.clients[i];
+        c.up = false;
+        c.owned.clear();
+        c.told.clear();
+    }
+
+    fn restart(&mut self, i: usize) {
+        let c = &mut self.clients[i];
+        if c.up {
+            return;
+        }
+        c.up = true;
+        c.incarnation += 1;
+        c.id = format!("{}-{}", c.name, c.incarnation);
+        c.epoch = 0;
+    }
+
+    /// Every client heartbeats, acknowledging revocations, for `rounds` seconds.
+    fn converge(&mut self, rounds: usize) {
+        for _ in 0..rounds {
+            self.tick(1_000);
+            for i in 0..self.clients.len() {
+                self.step(i, true);
+            }
+        }
+    }
+
+    /// No partition held twice, by the coordinator's books or by the clients; a
+    /// client consumes only what the coordinator has it hold.
+    fn check(&self) {
+        let Some(g) = self.groups.groups.get(G) else {
+            return;
+        };
+        let mut held: BTreeMap<TopicPartition, String> = BTreeMap::new();
+        for m in g.members.values() {
+            assert!(m.assigned.is_disjoint(&m.pending_revocation));
+            for tp in m.assigned.iter().chain(&m.pending_revocation) {
+                if let Some(other) = held.insert(tp.clone(), m.id.clone()) {
+                    panic!("{tp} held by {other} and {}", m.id);
+                }
+            }
+            assert!(m.epoch <= g.assignment_epoch, "member ahead of the target");
+        }
+        assert_eq!(held, g.owners, "owner index out of date");
+        assert!(g.assignment_epoch <= g.epoch);
+        let mut consumed: BTreeMap<&TopicPartition, &str> = BTreeMap::new();
+        for c in self.clients.iter().filter(|c| c.up) {
+            for tp in &c.owned {
+                if let Some(other) = consumed.insert(tp, &c.name) {
+                    panic!("{tp} consumed by {other} and {}", c.name);
+                }
+                assert_eq!(
+                    held.get(tp),
+                    Some(&c.id),
+                    "{} consumes {tp} the coordinator does not have it hold",
+                    c.name
+                );
+            }
+        }
+        let scheduled: usize = self.groups.deadlines.len();
+        let members: usize = self.groups.groups.values().map(|g| g.members.len()).sum();
+        assert_eq!(scheduled, members, "one deadline per member");
+    }
+
+    /// The group is stable: every live client is at the group epoch, consumes its
+    /// target, and together they consume every subscribed partition once.
+    fn assert_stable(&self, partitions: usize) {
+        let g = self.group();
+        assert_eq!(g.state(), GroupState::Stable, "{g:#?}");
+        let up: Vec<&Client> = self.clients.iter().filter(|c| c.up).collect();
+        assert_eq!(g.members.len(), up.len());
+        let mut all = BTreeSet::new();
+        for c in up {
+            assert_eq!(c.epoch, g.epoch, "{} at epoch {}", c.name, c.epoch);
+            assert_eq!(c.owned, g.members[&c.id].assigned);
+            assert_eq!(c.owned, g.target[&c.id]);
+            for tp in &c.owned {
+                assert!(all.insert(tp.clone()), "{tp} twice");
+            }
+        }
+        assert_eq!(all.len(), partitions);
+    }
+}
+
+#[test]
+fn three_members_converge_to_a_full_disjoint_assignment() {
+    let mut w = World::new(&[("t", 6)]);
+    for name in ["a", "b", "c"] {
+        w.add_client(name, false, &["t"], None);
+    }
+    for round in 0..5 {
+        w.tick(1_000);
+        for i in 0..3 {
+            w.step(i, true);
+            w.check();
+        }
+        if round == 4 {
+            w.assert_stable(6);
+        }
+    }
+    for c in &w.clients {
+        assert_eq!(c.owned.len(), 2, "{c:?}");
+    }
+    assert_eq!(w.group().epoch, 3, "one bump per join");
+    let d = w.groups.describe(G).unwrap();
+    assert_eq!(d.state, "Stable");
+    assert_eq!(d.assignor, "sticky");
+    assert_eq!(d.members.len(), 3);
+    assert!(d
+        .members
+        .iter()
+        .all(|m| m.assignment == m.target_assignment));
+}
+
+#[test]
+fn a_joining_member_gets_partitions_only_after_their_owner_revokes_them() {
+    let mut w = World::new(&[("t", 4)]);
+    let r = w.ok(join("a", &["t"]));
+    assert_eq!(r.member_epoch, 1);
+    assert_eq!(
+        r.assignment,
+        Some(tps(&[("t", 0), ("t", 1), ("t", 2), ("t", 3)]))
+    );
+    let all = r.assignment.unwrap();
+
+    // b joins: its target is two of a's partitions, which a still holds.
+    let r = w.ok(join("b", &["t"]));
+    assert_eq!(r.member_epoch, 2);
+    assert_eq!(r.assignment, Some(BTreeSet::new()));
+    assert_eq!(w.member("b").state, MemberState::UnreleasedPartitions);
+    let b_target = w.group().target["b"].clone();
+    assert_eq!(b_target.len(), 2);
+
+    // a is asked to revoke them, and keeps its epoch until it has.
+    let r = w.ok(beat("a", 1, Some(all.clone())));
+    assert_eq!(r.member_epoch, 1);
+    let kept: BTreeSet<_> = all.difference(&b_target).cloned().collect();
+    assert_eq!(r.assignment, Some(kept.clone()));
+    assert_eq!(w.member("a").state, MemberState::UnrevokedPartitions);
+    assert_eq!(w.member("a").pending_revocation, b_target);
+
+    // Until then b gets nothing.
+    let r = w.ok(beat("b", 2, Some(BTreeSet::new())));
+    assert_eq!(r.assignment, None);
+    // a heartbeats still owning them (owned unchanged): still revoking.
+    let r = w.ok(beat("a", 1, None));
+    assert_eq!((r.member_epoch, r.assignment), (1, None));
+    let r = w.ok(beat("b", 2, Some(BTreeSet::new())));
+    assert_eq!(r.assignment, None);
+
+    // a acknowledges: it moves to epoch 2, and b gets the partitions.
+    let r = w.ok(beat("a", 1, Some(kept.clone())));
+    assert_eq!((r.member_epoch, r.assignment), (2, None));
+    assert_eq!(w.member("a").state, MemberState::Stable);
+    let r = w.ok(beat("b", 2, Some(BTreeSet::new())));
+    assert_eq!(r.assignment, Some(b_target));
+    assert_eq!(w.member("b").state, MemberState::Stable);
+    assert_eq!(w.groups.describe(G).unwrap().state, "Stable");
+}
+
+#[test]
+fn a_leaving_member_releases_its_partitions_at_once() {
+    let mut w = World::new(&[("t", 6)]);
+    for name in ["a", "b", "c"] {
+        w.add_client(name, false, &["t"], None);
+    }
+    w.converge(5);
+    w.assert_stable(6);
+    let epoch = w.group().epoch;
+    let c_had = w.clients[2].owned.clone();
+    w.leave(2, LEAVE_EPOCH);
+    assert_eq!(w.group().epoch, epoch + 1);
+    assert!(!w.group().members.contains_key("c-0"));
+    // The others take c's partitions on their next heartbeat, no revocation needed.
+    w.step(0, true);
+    w.step(1, true);
+    w.check();
+    let taken: BTreeSet<_> = w.clients[0]
+        .owned
+        .union(&w.clients[1].owned)
+        .cloned()
+        .collect();
+    assert!(c_had.is_subset(&taken));
+    w.assert_stable(6);
+}
+
+#[test]
+fn a_silent_member_is_removed_after_the_session_timeout() {
+    let mut w = World::new(&[("t", 4)]);
+    w.add_client("a", false, &["t"], None);
+    w.add_client("b", false, &["t"], None);
+    w.converge(4);
+    w.assert_stable(4);
+    // b falls silent.
+    let last = w.now;
+    assert_eq!(w.groups.next_deadline(), Some(last + u64::from(SESSION)));
+    w.crash(1);
+    let epoch = w.group().epoch;
+    let mut expired = Vec::new();
+    for _ in 0..9 {
+        expired.extend(w.tick(1_000));
+        w.step(0, true);
+    }
+    assert!(expired.is_empty(), "{expired:?}");
+    assert_eq!(w.now, last + 9_000);
+    expired.extend(w.tick(1_000));
+    assert_eq!(
+        expired,
+        vec![(GroupId::new(G), "b-0".to_owned(), "session timeout")]
+    );
+    assert_eq!(w.group().epoch, epoch + 1);
+    w.step(0, true);
+    w.check();
+    w.assert_stable(4);
+    assert_eq!(w.clients[0].owned.len(), 4);
+}
+
+#[test]
+fn a_member_that_does_not_revoke_in_time_is_fenced() {
+    let mut w = World::new(&[("t", 4)]);
+    w.add_client("a", false, &["t"], None);
+    w.converge(2);
+    w.add_client("b", false, &["t"], None);
+    w.step(1, true);
+    // a is asked to revoke two partitions but never does.
+    w.step(0, false);
+    assert_eq!(w.member("a-0").state, MemberState::UnrevokedPartitions);
+    let deadline = w.now + REBALANCE as u64;
+    assert_eq!(w.groups.next_deadline(), Some(deadline));
+    for _ in 0..4 {
+        assert!(w.tick(1_000).is_empty());
+        w.step(0, false);
+        w.step(1, true);
+        w.check();
+        assert!(w.clients[1].owned.is_empty());
+    }
+    let expired = w.tick(1_000);
+    assert_eq!(
+        expired,
+        vec![(
+            GroupId::new(G),
+            "a-0".to_owned(),
+            "rebalance timeout: partitions not revoked in time"
+        )]
+    );
+    w.step(1, true);
+    w.check();
+    assert_eq!(w.clients[1].owned.len(), 4);
+    // a's next heartbeat is refused; it rejoins with epoch 0.
+    assert_eq!(
+        w.code(beat("a-0", 1, Some(BTreeSet::new()))),
+        codes::UNKNOWN_MEMBER_ID
+    );
+    w.converge(4);
+    w.assert_stable(4);
+}
+
+#[test]
+fn wrong_epochs_are_fenced() {
+    let mut w = World::new(&[("t", 2)]);
+    let r = w.ok(join("a", &["t"]));
+    let a_all = r.assignment.unwrap();
+    assert_eq!(r.member_epoch, 1);
+    assert_eq!(w.code(beat("a", 2, None)), codes::FENCED_MEMBER_EPOCH);
+    assert_eq!(w.code(beat("a", -5, None)), codes::INVALID_REQUEST);
+    assert_eq!(w.code(beat("nobody", 1, None)), codes::UNKNOWN_MEMBER_ID);
+    let missing = HeartbeatRequest {
+        group: GroupId::new("missing"),
+        ..beat("a", 1, None)
+    };
+    assert_eq!(w.code(missing), codes::GROUP_ID_NOT_FOUND);
+
+    // b joins; a revokes one partition, acknowledges and moves to epoch 2.
+    w.ok(join("b", &["t"]));
+    let r = w.ok(beat("a", 1, Some(a_all)));
+    let kept = r.assignment.unwrap();
+    let r = w.ok(beat("a", 1, Some(kept.clone())));
+    assert_eq!(r.member_epoch, 2);
+    // The answer may have been lost: the previous epoch with owned partitions within
+    // the assignment is accepted...
+    let r = w.ok(beat("a", 1, Some(kept.clone())));
+    assert_eq!(r.member_epoch, 2);
+    // ... but not without owned partitions, nor with partitions outside it.
+    assert_eq!(w.code(beat("a", 1, None)), codes::FENCED_MEMBER_EPOCH);
+    let other: BTreeSet<_> = [tp("t", 0), tp("t", 1)].into();
+    assert_eq!(
+        w.code(beat("a", 1, Some(other))),
+        codes::FENCED_MEMBER_EPOCH
+    );
+    // An epoch older than the previous one is fenced.
+    w.ok(beat("a", 2, Some(kept.clone())));
+    w.set_topic("t", 3);
+    w.ok(beat("a", 2, Some(kept.clone())));
+    assert_eq!(w.member("a").epoch, 3);
+    assert_eq!(w.code(beat("a", 1, Some(kept))), codes::FENCED_MEMBER_EPOCH);
+    // The fenced member is still in the group: it rejoins with its id and epoch 0
+    // and gets its assignment back.
+    let r = w.ok(join("a", &["t"]));
+    assert_eq!(r.member_epoch, 3);
+    assert_eq!(r.assignment.as_ref(), Some(&w.member("a").assigned));
+}
+
+#[test]
+fn a_rejoin_with_epoch_zero_is_idempotent() {
+    let mut w = World::new(&[("t", 3)]);
+    let first = w.ok(join("a", &["t"]));
+    let again = w.ok(join("a", &["t"]));
+    assert_eq!(first, again);
+    assert_eq!(w.group().epoch, 1);
+}
+
+#[test]
+fn a_static_member_restarted_within_the_session_timeout_gets_its_partitions_back() {
+    let mut w = World::new(&[("t", 6)]);
+    for name in ["a", "b", "c"] {
+        w.add_client(name, true, &["t"], None);
+    }
+    w.converge(5);
+    w.assert_stable(6);
+    let epoch = w.group().epoch;
+    let before: Vec<(i32, BTreeSet<TopicPartition>)> = w
+        .clients
+        .iter()
+        .map(|c| (c.epoch, c.owned.clone()))
+        .collect();
+
+    // a stops with epoch -2: it keeps its place and partitions, no epoch bump.
+    w.leave(0, STATIC_LEAVE_EPOCH);
+    assert_eq!(w.group().epoch, epoch);
+    assert_eq!(w.member("a-0").epoch, STATIC_LEAVE_EPOCH);
+    assert_eq!(w.member("a-0").assigned, before[0].1);
+    for _ in 0..5 {
+        w.tick(1_000);
+        w.step(1, true);
+        w.step(2, true);
+        w.check();
+    }
+    // It restarts with a new member id and takes over.
+    w.restart(0);
+    w.step(0, true);
+    w.check();
+    assert_eq!(w.clients[0].id, "a-1");
+    assert_eq!(w.clients[0].owned, before[0].1);
+    assert_eq!(w.clients[0].epoch, epoch);
+    assert_eq!(w.group().epoch, epoch);
+    assert!(!w.group().members.contains_key("a-0"));
+    w.converge(3);
+    w.assert_stable(6);
+    let after: Vec<(i32, BTreeSet<TopicPartition>)> = w
+        .clients
+        .iter()
+        .map(|c| (c.epoch, c.owned.clone()))
+        .collect();
+    assert_eq!(before, after, "nobody else moved");
+
+    // The old incarnation is fenced by instance id; a second process with the same
+    // instance id cannot join while a-1 is there.
+    let old = HeartbeatRequest {
+        instance_id: Some("a-instance".into()),
+        ..beat("a-0", epoch, None)
+    };
+    assert_eq!(w.code(old.clone()), codes::FENCED_INSTANCE_ID);
+    let old_leave = HeartbeatRequest {
+        member_epoch: LEAVE_EPOCH,
+        ..old
+    };
+    assert_eq!(w.code(old_leave), codes::FENCED_INSTANCE_ID);
+    assert_eq!(
+        w.code(static_join("a-2", "a-instance", &["t"])),
+        codes::UNRELEASED_INSTANCE_ID
+    );
+    assert_eq!(
+        w.code(beat("x", STATIC_LEAVE_EPOCH, None)),
+        codes::INVALID_REQUEST,
+        "epoch -2 without an instance id"
+    );
+    let unknown = HeartbeatRequest {
+        instance_id: Some("nobody".into()),
+        ..beat("x", 3, None)
+    };
+    assert_eq!(w.code(unknown), codes::UNKNOWN_MEMBER_ID);
+}
+
+#[test]
+fn a_static_member_taking_over_while_partitions_move_revokes_first() {
+    // s holds everything and steps away; meanwhile d joins, so the target moves
+    // some of s's partitions to d.
+    let mut w = World::new(&[("t", 4)]);
+    let r = w.ok(static_join("s-0", "si", &["t"]));
+    let all = r.assignment.unwrap();
+    w.ok(HeartbeatRequest {
+        instance_id: Some("si".into()),
+        ..beat("s-0", r.member_epoch, None)
+    });
+    let r = w.ok(HeartbeatRequest {
+        instance_id: Some("si".into()),
+        ..beat("s-0", STATIC_LEAVE_EPOCH, None)
+    });
+    assert_eq!(r.member_epoch, STATIC_LEAVE_EPOCH);
+    let r = w.ok(join("d", &["t"]));
+    assert_eq!(r.assignment, Some(BTreeSet::new()), "s still holds them");
+    let moving = w.group().target["d"].clone();
+    assert_eq!(moving.len(), 2);
+
+    // The new incarnation takes over at the old epoch, told to revoke what moves.
+    let r = w.ok(static_join("s-1", "si", &["t"]));
+    assert_eq!(r.member_epoch, 1, "the old member's epoch, never 0");
+    let kept: BTreeSet<_> = all.difference(&moving).cloned().collect();
+    assert_eq!(r.assignment, Some(kept.clone()));
+    assert_eq!(w.member("s-1").state, MemberState::UnrevokedPartitions);
+    assert_eq!(w.member("s-1").pending_revocation, moving);
+    // Once it confirms, it moves on and d gets them.
+    let r = w.ok(HeartbeatRequest {
+        instance_id: Some("si".into()),
+        ..beat("s-1", 1, Some(kept))
+    });
+    assert_eq!(r.member_epoch, 2);
+    let r = w.ok(beat("d", 2, Some(BTreeSet::new())));
+    assert_eq!(r.assignment, Some(moving));
+    assert_eq!(w.groups.describe(G).unwrap().state, "Stable");
+}
+
+#[test]
+fn a_static_member_that_does_not_come_back_is_removed() {
+    let mut w = World::new(&[("t", 4)]);
+    w.add_client("a", true, &["t"], None);
+    w.add_client("b", true, &["t"], None);
+    w.converge(4);
+    w.leave(0, STATIC_LEAVE_EPOCH);
+    let mut expired = Vec::new();
+    for _ in 0..10 {
+        expired.extend(w.tick(1_000));
+        w.step(1, true);
+        w.check();
+    }
+    assert_eq!(
+        expired,
+        vec![(
+            GroupId::new(G),
+            "a-0".to_owned(),
+            "static member did not rejoin within the session timeout"
+        )]
+    );
+    w.converge(2);
+    w.assert_stable(4);
+    // A later restart is a plain join.
+    w.restart(0);
+    w.converge(4);
+    w.assert_stable(4);
+}
+
+#[test]
+fn regex_subscriptions_follow_topic_creation() {
+    let mut w = World::new(&[("orders-1", 2), ("payments", 1), ("__orders", 1)]);
+    let r = w.ok(HeartbeatRequest {
+        subscribed_topic_names: None,
+        subscribed_topic_regex: Some("orders-.*|__orders".into()),
+        ..join("a", &[])
+    });
+    assert_eq!(r.assignment, Some(tps(&[("orders-1", 0), ("orders-1", 1)])));
+    assert_eq!(r.member_epoch, 1);
+    // Unrelated topics do not bump the epoch.
+    w.set_topic("invoices", 3);
+    assert_eq!(w.group().epoch, 1);
+    // A matching topic does.
+    w.set_topic("orders-2", 2);
+    assert_eq!(w.group().epoch, 2);
+    let r = w.ok(beat("a", 1, Some(tps(&[("orders-1", 0), ("orders-1", 1)]))));
+    assert_eq!(r.member_epoch, 2);
+    assert_eq!(
+        r.assignment,
+        Some(tps(&[
+            ("orders-1", 0),
+            ("orders-1", 1),
+            ("orders-2", 0),
+            ("orders-2", 1)
+        ]))
+    );
+    // So does a partition count change, and a deletion.
+    w.set_topic("orders-2", 3);
+    assert_eq!(w.group().epoch, 3);
+    w.topics.remove(&TopicName::new("orders-1"));
+    w.set_topic("orders-2", 3);
+    assert_eq!(w.group().epoch, 4);
+    let d = w.groups.describe(G).unwrap();
+    assert_eq!(
+        d.members[0].subscribed_topic_regex.as_deref(),
+        Some("orders-.*|__orders")
+    );
+    assert_eq!(
+        d.members[0].target_assignment,
+        tps(&[("orders-2", 0), ("orders-2", 1), ("orders-2", 2)])
+    );
+    // An invalid pattern is refused; an empty one clears the regex.
+    let bad = HeartbeatRequest {
+        subscribed_topic_regex: Some("orders-(".into()),
+        ..beat("a", 2, None)
+    };
+    assert_eq!(w.code(bad), codes::INVALID_REGULAR_EXPRESSION);
+    let bad_join = HeartbeatRequest {
+        subscribed_topic_regex: Some("(".into()),
+        ..join("z", &[])
+    };
+    assert_eq!(w.code(bad_join), codes::INVALID_REGULAR_EXPRESSION);
+    let clear = HeartbeatRequest {
+        subscribed_topic_regex: Some(String::new()),
+        ..beat("a", 2, None)
+    };
+    let r = w.ok(clear);
+    assert_eq!(w.group().epoch, 5);
+    assert_eq!(r.member_epoch, 2, "revoking first");
+    assert!(w.groups.describe(G).unwrap().members[0]
+        .subscribed_topic_regex
+        .is_none());
+}
+
+#[test]
+fn server_assignors_are_chosen_by_name() {
+    let mut w = World::new(&[("t", 4), ("u", 4)]);
+    // A name that is not loaded falls back to the default assignor.
+    let r = w.ok(HeartbeatRequest {
+        server_assignor: Some("cooperative-sticky".into()),
+        ..join("a", &["t"])
+    });
+    assert!(r.error.is_none(), "{r:?}");
+    assert_eq!(
+        (
+            w.default_assignor,
+            w.groups.describe(G).unwrap().assignor.as_str()
+        ),
+        ("uniform", "sticky"),
+        "the default assignor (`uniform`, Kafka's name for our sticky) runs"
+    );
+    w.ok(HeartbeatRequest {
+        member_epoch: LEAVE_EPOCH,
+        ..join("a", &["t"])
+    });
+
+    w.ok(HeartbeatRequest {
+        server_assignor: Some("range".into()),
+        ..join("a", &["t", "u"])
+    });
+    w.ok(HeartbeatRequest {
+        server_assignor: Some("range".into()),
+        ..join("b", &["t", "u"])
+    });
+    let d = w.groups.describe(G).unwrap();
+    assert_eq!(d.assignor, "range");
+    // Range: each member gets a contiguous half of each topic.
+    assert_eq!(
+        d.members[0].target_assignment,
+        tps(&[("t", 0), ("t", 1), ("u", 0), ("u", 1)])
+    );
+    // `uniform` is our sticky; with both members asking for it the group switches.
+    for id in ["a", "b"] {
+        let epoch = w.member(id).epoch;
+        w.ok(HeartbeatRequest {
+            server_assignor: Some("uniform".into()),
+            ..beat(id, epoch, None)
+        });
+    }
+    assert_eq!(w.groups.describe(G).unwrap().assignor, "sticky");
+    assert_eq!(w.member("a").server_assignor.as_deref(), Some("sticky"));
+}
+
+#[test]
+fn a_failing_assignor_is_retried() {
+    let mut w = World::new(&[("t", 2)]);
+    w.default_assignor = "broken";
+    let r = w.ok(join("a", &["t"]));
+    assert_eq!(r.assignment, Some(BTreeSet::new()));
+    assert_eq!(
+        r.member_epoch, 1,
+        "the empty previous target, at the group epoch"
+    );
+    assert_eq!(w.groups.describe(G).unwrap().state, "Assigning");
+    assert_eq!(w.groups.list(), vec![(GroupId::new(G), "Assigning")]);
+    // Retried once per heartbeat interval: here it still fails.
+    w.tick(1_000);
+    let r = w.ok(beat("a", 1, Some(BTreeSet::new())));
+    assert_eq!((r.member_epoch, r.assignment), (1, None));
+    // It works again: the next retry installs a target at a new epoch.
+    w.default_assignor = "sticky";
+    w.tick(500);
+    let r = w.ok(beat("a", 1, Some(BTreeSet::new())));
+    assert_eq!((r.member_epoch, r.assignment), (1, None), "not due yet");
+    w.tick(500);
+    let r = w.ok(beat("a", 1, Some(BTreeSet::new())));
+    assert_eq!(r.member_epoch, 2);
+    assert_eq!(r.assignment, Some(tps(&[("t", 0), ("t", 1)])));
+    assert_eq!(w.groups.describe(G).unwrap().state, "Stable");
+}
+
+#[test]
+fn a_failed_assignor_keeps_the_previous_target() {
+    let mut w = World::new(&[("t", 4)]);
+    w.add_client("a", false, &["t"], None);
+    w.add_client("b", false, &["t"], None);
+    w.converge(3);
+    w.assert_stable(4);
+    let before = w.group().target.clone();
+    // The assignor breaks; b leaves: its partitions are dropped from the target,
+    // a keeps its own.
+    w.default_assignor = "broken";
+    w.leave(1, LEAVE_EPOCH);
+    assert_eq!(w.groups.describe(G).unwrap().state, "Assigning");
+    assert_eq!(w.group().target["a-0"], before["a-0"]);
+    assert!(!w.group().target.contains_key("b-0"));
+    w.step(0, true);
+    assert_eq!(w.clients[0].owned, before["a-0"]);
+    w.default_assignor = "sticky";
+    w.converge(2);
+    w.assert_stable(4);
+}
+
+#[test]
+fn the_group_size_is_limited() {
+    let mut w = World::new(&[("t", 2)]);
+    w.max_group_size = 2;
+    w.ok(static_join("a", "ia", &["t"]));
+    w.ok(join("b", &["t"]));
+    assert_eq!(w.code(join("c", &["t"])), codes::GROUP_MAX_SIZE_REACHED);
+    // Members already in the group go on; a static member's replacement fits.
+    let epoch = w.member("b").epoch;
+    w.ok(beat("b", epoch, None));
+    w.ok(HeartbeatRequest {
+        instance_id: Some("ia".into()),
+        ..beat("a", STATIC_LEAVE_EPOCH, None)
+    });
+    w.ok(static_join("a2", "ia", &["t"]));
+    assert_eq!(w.group().members.len(), 2);
+}
+
+#[test]
+fn commit_and_fetch_checks() {
+    let mut w = World::new(&[("t", 2)]);
+    // No such group: a standalone commit is allowed, a member's is not.
+    assert_eq!(w.groups.check_commit(G, "", -1), Ok(()));
+    assert_eq!(
+        w.groups.check_commit(G, "a", 1),
+        Err(codes::GROUP_ID_NOT_FOUND)
+    );
+    assert_eq!(w.groups.check_fetch(G, Some("a"), 1), Ok(()));
+
+    let r = w.ok(join("a", &["t"]));
+    let epoch = r.member_epoch;
+    assert_eq!(w.groups.check_commit(G, "a", epoch), Ok(()));
+    assert_eq!(
+        w.groups.check_commit(G, "a", epoch - 1),
+        Err(codes::STALE_MEMBER_EPOCH)
+    );
+    assert_eq!(
+        w.groups.check_commit(G, "a", epoch + 1),
+        Err(codes::STALE_MEMBER_EPOCH)
+    );
+    assert_eq!(
+        w.groups.check_commit(G, "b", epoch),
+        Err(codes::UNKNOWN_MEMBER_ID)
+    );
+    assert_eq!(
+        w.groups.check_commit(G, "", -1),
+        Err(codes::UNKNOWN_MEMBER_ID)
+    );
+    assert_eq!(w.groups.check_fetch(G, None, -1), Ok(()));
+    assert_eq!(w.groups.check_fetch(G, Some("a"), epoch), Ok(()));
+    assert_eq!(
+        w.groups.check_fetch(G, Some("a"), 0),
+        Err(codes::STALE_MEMBER_EPOCH)
+    );
+    assert_eq!(
+        w.groups.check_fetch(G, Some("b"), 1),
+        Err(codes::UNKNOWN_MEMBER_ID)
+    );
+
+    // Once the group is empty, standalone commits are allowed again.
+    w.ok(beat("a", LEAVE_EPOCH, None));
+    assert_eq!(w.groups.check_commit(G, "", -1), Ok(()));
+    assert_eq!(
+        w.groups.check_commit(G, "a", epoch),
+        Err(codes::UNKNOWN_MEMBER_ID)
+    );
+}
+
+#[test]
+fn malformed_requests_are_invalid() {
+    let mut w = World::new(&[("t", 2)]);
+    let cases: Vec<(&str, HeartbeatRequest)> = vec![
+        ("v1 without a member id", join("", &["t"])),
+        (
+            "a blank group id",
+            HeartbeatRequest {
+                group: GroupId::new(" "),
+                ..join("a", &["t"])
+            },
+        ),
+        (
+            "a blank instance id",
+            HeartbeatRequest {
+                instance_id: Some(String::new()),
+                ..join("a", &["t"])
+            },
+        ),
+        (
+            "a blank rack id",
+            HeartbeatRequest {
+                rack_id: Some("\t".into()),
+                ..join("a", &["t"])
+            },
+        ),
+        (
+            "a join without a rebalance timeout",
+            HeartbeatRequest {
+                rebalance_timeout_ms: -1,
+                ..join("a", &["t"])
+            },
+        ),
+        (
+            "a join owning partitions",
+            HeartbeatRequest {
+                owned_partitions: Some(tps(&[("t", 0)])),
+                ..join("a", &["t"])
+            },
+        ),
+        (
+            "a join without owned partitions",
+            HeartbeatRequest {
+                owned_partitions: None,
+                ..join("a", &["t"])
+            },
+        ),
+        (
+            "a join without a subscription",
+            HeartbeatRequest {
+                subscribed_topic_names: None,
+                ..join("a", &[])
+            },
+        ),
+        ("an epoch below -2", beat("a", -3, None)),
+        (
+            "a heartbeat without a member id",
+            HeartbeatRequest {
+                version: 0,
+                ..beat("", 3, None)
+            },
+        ),
+        (
+            "a leave without a member id",
+            HeartbeatRequest {
+                version: 0,
+                ..beat("", LEAVE_EPOCH, None)
+            },
+        ),
+        (
+            "a negative rebalance timeout",
+            HeartbeatRequest {
+                rebalance_timeout_ms: -7,
+                ..join("a", &["t"])
+            },
+        ),
+    ];
+    for (what, req) in cases {
+        let r = w.hb(req);
+        assert_eq!(r.error.map(|e| e.0), Some(codes::INVALID_REQUEST), "{what}");
+        assert_eq!(r.assignment, None);
+    }
+    assert!(!w.groups.contains(G));
+    // An empty list of names is a valid (empty) subscription.
+    let r = w.ok(join("a", &[]));
+    assert_eq!(r.assignment, Some(BTreeSet::new()));
+}
+
+#[test]
+fn v0_joins_get_generated_member_ids() {
+    let mut w = World::new(&[("t", 2)]);
+    let v0 = |id: &str| HeartbeatRequest {
+        version: 0,
+        ..join(id, &["t"])
+    };
+    let a = w.ok(v0(""));
+    let b = w.ok(v0(""));
+    assert_eq!(a.member_id, "drover-member-1");
+    assert_eq!(b.member_id, "drover-member-2");
+    // A v0 member may also name itself.
+    let c = w.ok(v0("mine"));
+    assert_eq!(c.member_id, "mine");
+    assert_eq!(w.group().members.len(), 3);
+}
+
+#[test]
+fn describe_list_and_delete() {
+    let mut w = World::new(&[("t", 2)]);
+    assert_eq!(w.groups.describe(G), None);
+    assert_eq!(w.groups.delete(G), Err(codes::GROUP_ID_NOT_FOUND));
+    w.ok(HeartbeatRequest {
+        rack_id: Some("rack-1".into()),
+        ..static_join("a", "ia", &["t"])
+    });
+    let d = w.groups.describe(G).unwrap();
+    assert_eq!(d.group_epoch, 1);
+    assert_eq!(d.assignment_epoch, 1);
+    let m = &d.members[0];
+    assert_eq!(m.member_id, "a");
+    assert_eq!(m.instance_id.as_deref(), Some("ia"));
+    assert_eq!(m.rack_id.as_deref(), Some("rack-1"));
+    assert_eq!(
+        (m.client_id.as_str(), m.client_host.as_str()),
+        ("client", "/127.0.0.1")
+    );
+    assert_eq!(m.member_epoch, 1);
+    assert_eq!(m.state, "stable");
+    assert_eq!(m.subscribed_topic_names, vec![TopicName::new("t")]);
+    assert_eq!(m.assignment, tps(&[("t", 0), ("t", 1)]));
+    assert_eq!(w.groups.list(), vec![(GroupId::new(G), "Stable")]);
+    assert_eq!(w.groups.delete(G), Err(codes::NON_EMPTY_GROUP));
+    w.ok(HeartbeatRequest {
+        instance_id: Some("ia".into()),
+        ..beat("a", LEAVE_EPOCH, None)
+    });
+    assert_eq!(w.groups.list(), vec![(GroupId::new(G), "Empty")]);
+    assert_eq!(w.groups.describe(G).unwrap().group_epoch, 2);
+    assert_eq!(w.groups.next_deadline(), None);
+    assert_eq!(w.groups.delete(G), Ok(()));
+    assert_eq!(w.groups.describe(G), None);
+    assert_eq!(w.groups.delete(G), Err(codes::GROUP_ID_NOT_FOUND));
+    // Leaving a missing group or as an unknown member.
+    assert_eq!(
+        w.code(beat("a", LEAVE_EPOCH, None)),
+        codes::GROUP_ID_NOT_FOUND
+    );
+    w.ok(join("b", &["t"]));
+    assert_eq!(
+        w.code(beat("a", LEAVE_EPOCH, None)),
+        codes::UNKNOWN_MEMBER_ID
+    );
+}
+
+#[test]
+fn the_assignment_is_sent_on_full_requests_and_changes_only() {
+    let mut w = World::new(&[("t", 2)]);
+    let r = w.ok(join("a", &["t"]));
+    let all = r.assignment.unwrap();
+    let r = w.ok(beat("a", 1, Some(all.clone())));
+    assert_eq!(r.assignment, None);
+    // A full request (after an error on the client, say) gets it again.
+    let full = HeartbeatRequest {
+        member_epoch: 1,
+        owned_partitions: Some(all.clone()),
+        ..join("a", &["t"])
+    };
+    assert_eq!(w.ok(full).assignment, Some(all));
+}
+
+/// What the randomized test does.
+#[derive(Debug, Clone)]
+enum Op {
+    /// Client heartbeats; `true`: completing revocations first.
+    Beat(usize, bool),
+    Leave(usize),
+    StaticLeave(usize),
+    Crash(usize),
+    Restart(usize),
+    Tick(u64),
+    AddPartition,
+    CreateTopic,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let client = 0..5usize;
+    prop_oneof![
+        12 => (client.clone(), prop::bool::weighted(0.7)).prop_map(|(c, ack)| Op::Beat(c, ack)),
+        1 => client.clone().prop_map(Op::Leave),
+        1 => client.clone().prop_map(Op::StaticLeave),
+        1 => client.clone().prop_map(Op::Crash),
+        2 => client.prop_map(Op::Restart),
+        4 => (0..4_000u64).prop_map(Op::Tick),
+        1 => Just(Op::AddPartition),
+        1 => Just(Op::CreateTopic),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Random joins, heartbeats (revoking promptly or not), leaves, crashes,
+    /// restarts, expiries and topic changes: after every step no partition is held
+    /// by two members nor consumed by two clients, and in the end the group
+    /// converges to a full, disjoint assignment at one epoch.
+    #[test]
+    fn no_partition_is_ever_held_twice(ops in prop::collection::vec(op(), 1..120)) {
+        let mut w = World::new(&[("t", 5)]);
+        w.add_client("d0", false, &["t", "t2"], None);
+        w.add_client("d1", false, &["t", "t2"], None);
+        w.add_client("s0", true, &[], Some("t|t2"));
+        w.add_client("s1", true, &[], Some("t.*"));
+        w.add_client("d2", false, &["t"], Some("t2"));
+        for op in ops {
+            match op {
+                Op::Beat(i, ack) => w.step(i, ack),
+                Op::Leave(i) => w.leave(i, LEAVE_EPOCH),
+                Op::StaticLeave(i) => {
+                    if w.clients[i].instance.is_some() {
+                        w.leave(i, STATIC_LEAVE_EPOCH);
+                    }
+                }
+                Op::Crash(i) => w.crash(i),
+                Op::Restart(i) => w.restart(i),
+                Op::Tick(ms) => {
+                    w.tick(ms);
+                }
+                Op::AddPartition => {
+                    let n = w.topics[&TopicName::new("t")];
+                    w.set_topic("t", n + 1);
+                }
+                Op::CreateTopic => {
+                    let n = w.topics.get(&TopicName::new("t2")).copied().unwrap_or(0);
+                    w.set_topic("t2", n + 2);
+                }
+            }
+            w.check();
+        }
+        for i in 0..w.clients.len() {
+            w.restart(i);
+        }
+        w.converge(40);
+        w.check();
+        let total = w.topics.values().map(|&n| n as usize).sum();
+        w.assert_stable(total);
+    }
+}

@@ -1,0 +1,101 @@
+//! Request validation: the checks a ConsumerGroupHeartbeat must pass before it touches
+//! a group (Kafka's `GroupMetadataManager.throwIfConsumerGroupHeartbeatRequestIsInvalid`)
+//! and the member-epoch fencing check (`throwIfConsumerGroupMemberEpochIsInvalid`).
+
+use std::collections::BTreeSet;
+
+use super::codes;
+use super::group::Group;
+use super::member::Member;
+use super::{
+    failure, Failure, HeartbeatRequest, CLIENT_MEMBER_ID_VERSION, JOIN_EPOCH, LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+};
+use crate::types::TopicPartition;
+
+/// Whether `s` is empty or only whitespace.
+fn blank(s: &str) -> bool {
+    s.trim().is_empty()
+}
+
+/// Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid`.
+pub(super) fn validate(req: &HeartbeatRequest) -> Result<(), Failure> {
+    let invalid = |m: &str| Err(failure(codes::INVALID_REQUEST, m));
+    if (req.version >= CLIENT_MEMBER_ID_VERSION
+        || req.member_epoch > 0
+        || req.member_epoch == LEAVE_EPOCH)
+        && blank(&req.member_id)
+    {
+        return invalid("MemberId can't be empty.");
+    }
+    if blank(req.group.as_str()) {
+        return invalid("GroupId can't be empty.");
+    }
+    if req.instance_id.as_deref().is_some_and(blank) {
+        return invalid("InstanceId can't be empty.");
+    }
+    if req.rack_id.as_deref().is_some_and(blank) {
+        return invalid("RackId can't be empty.");
+    }
+    if req.rebalance_timeout_ms < -1 {
+        return invalid("RebalanceTimeoutMs is invalid.");
+    }
+    match req.member_epoch {
+        JOIN_EPOCH => {
+            if req.rebalance_timeout_ms == -1 {
+                return invalid("RebalanceTimeoutMs must be provided in first request.");
+            }
+            if req.owned_partitions.as_ref().is_none_or(|o| !o.is_empty()) {
+                return invalid("TopicPartitions must be empty when (re-)joining.");
+            }
+            if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
+                return invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+                );
+            }
+        }
+        STATIC_LEAVE_EPOCH if req.instance_id.is_none() => {
+            return invalid("InstanceId can't be null.");
+        }
+        e if e < STATIC_LEAVE_EPOCH => return invalid("MemberEpoch is invalid."),
+        _ => {}
+    }
+    Ok(())
+}
+
+impl Group {
+    /// Checks a heartbeat's epoch against the member's (Kafka's
+    /// `throwIfConsumerGroupMemberEpochIsInvalid`).
+    pub(super) fn check_epoch(
+        m: &Member,
+        received: i32,
+        owned: Option<&BTreeSet<TopicPartition>>,
+    ) -> Result<(), Failure> {
+        if received == JOIN_EPOCH {
+            return Ok(());
+        }
+        if received > m.epoch {
+            return Err(failure(
+                codes::FENCED_MEMBER_EPOCH,
+                format!(
+                    "the member epoch {received} is newer than the coordinator's ({}); the member must abandon its partitions and rejoin",
+                    m.epoch
+                ),
+            ));
+        }
+        if received < m.epoch {
+            let lost_response =
+                received == m.previous_epoch && owned.is_some_and(|o| o.is_subset(&m.assigned));
+            if !lost_response {
+                return Err(failure(
+                    codes::FENCED_MEMBER_EPOCH,
+                    format!(
+                        "the member epoch {received} is older than the coordinator's ({}); the member must abandon its partitions and rejoin",
+                        m.epoch
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,79 @@
+//! The native LeaveGroup and DescribeGroups requests (docs/protocol.md §5.8).
+
+use drover_protocol as proto;
+use drover_protocol::{ErrorCode, NativeResponse};
+
+use super::Coordinator;
+
+use crate::types::{ConnId, ConsumerId};
+use crate::wire;
+
+impl Coordinator {
+    pub(super) fn on_leave(&mut self, conn: ConnId, corr: i32, r: proto::LeaveGroupRequest) {
+        let slot = self.cx.reserve(conn);
+        let code = if r.group_id.is_empty() {
+            ErrorCode::INVALID_GROUP_ID
+        } else if !self.owns(&r.group_id) {
+            ErrorCode::NOT_COORDINATOR
+        } else {
+            match self.groups.get_mut(r.group_id.as_str()) {
+                Some(g) if g.members.contains_key(r.consumer_id.as_str()) => {
+                    g.leave(&mut self.cx, &ConsumerId::new(&r.consumer_id));
+                    ErrorCode::NONE
+                }
+                _ => ErrorCode::UNKNOWN_MEMBER_ID,
+            }
+        };
+        let response = NativeResponse::LeaveGroup(proto::LeaveGroupResponse { error_code: code });
+        self.cx.respond(slot, corr, &response);
+    }
+
+    /// The answer to a DescribeGroups request (docs/protocol.md §5.8), built from
+    /// [`Coordinator::group`]: one entry per requested id in request order, or, for
+    /// `groups: None`, one per group of [`Coordinator::group_ids`] (at most
+    /// [`proto::MAX_GROUPS_PER_REQUEST`], the first in id order). An empty id gets
+    /// INVALID_GROUP_ID, the id of a group whose slot the coordinator does not own
+    /// (cluster mode) NOT_COORDINATOR, and an id the coordinator has never seen
+    /// GROUP_ID_NOT_FOUND, all with empty fields. Arrays longer than the protocol's
+    /// caps are cut at the cap (with a warning in the log), so the answer always
+    /// encodes.
+    pub fn describe_groups(
+        &self,
+        request: &proto::DescribeGroupsRequest,
+    ) -> proto::DescribeGroupsResponse {
+        let describe = |id: &str| {
+            if id.is_empty() {
+                return proto::DescribedGroup::error(id, ErrorCode::INVALID_GROUP_ID);
+            }
+            if !self.owns(id) {
+                return proto::DescribedGroup::error(id, ErrorCode::NOT_COORDINATOR);
+            }
+            match self.group(id) {
+                Some(snapshot) => wire::group_to_wire(snapshot),
+                None => proto::DescribedGroup::error(id, ErrorCode::GROUP_ID_NOT_FOUND),
+            }
+        };
+        let groups = match &request.groups {
+            Some(ids) => ids
+                .iter()
+                .take(proto::MAX_GROUPS_PER_REQUEST)
+                .map(|id| describe(id))
+                .collect(),
+            None => {
+                if self.groups.len() > proto::MAX_GROUPS_PER_REQUEST {
+                    tracing::warn!(
+                        groups = self.groups.len(),
+                        max = proto::MAX_GROUPS_PER_REQUEST,
+                        "DescribeGroups of every group: describing only the first groups by id"
+                    );
+                }
+                self.groups
+                    .keys()
+                    .take(proto::MAX_GROUPS_PER_REQUEST)
+                    .map(|id| describe(id.as_str()))
+                    .collect()
+            }
+        };
+        proto::DescribeGroupsResponse { groups }
+    }
+}

@@ -1,0 +1,205 @@
+//! Cluster mode: which coordinator slots this coordinator owns ([`Ownership`]), the
+//! NOT_COORDINATOR answer for the groups of other slots, the takeover wait of a gained
+//! slot, and dropping a lost slot's groups (docs/protocol.md §6.8).
+
+use std::collections::BTreeSet;
+
+use drover_protocol as proto;
+use drover_protocol::ErrorCode;
+
+use super::{Coordinator, Op, TimerKey};
+
+use crate::io::{Event, Output};
+use crate::types::GroupId;
+
+/// Which groups the coordinator serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// Standalone: every group (the default, [`CoordinatorConfig::slot_count`] `None`).
+    All,
+    /// Cluster mode: the groups whose slot,
+    /// [`drover_protocol::coordinator_slot`]`(group, count)`, is in `owned`. Requests
+    /// for other groups get NOT_COORDINATOR (docs/protocol.md §6.8).
+    Slots {
+        /// The number of slots.
+        count: u32,
+        /// The slots this coordinator owns ([`Input::SlotGained`] /
+        /// [`Input::SlotLost`]).
+        owned: BTreeSet<u32>,
+    },
+}
+
+impl Ownership {
+    /// Whether `group` is served.
+    pub fn owns(&self, group: &str) -> bool {
+        match self {
+            Ownership::All => true,
+            Ownership::Slots { count, owned } => {
+                owned.contains(&proto::coordinator_slot(group, *count))
+            }
+        }
+    }
+
+    /// The slot of `group` in cluster mode; `None` standalone.
+    pub fn slot_of(&self, group: &str) -> Option<u32> {
+        match self {
+            Ownership::All => None,
+            Ownership::Slots { count, .. } => Some(proto::coordinator_slot(group, *count)),
+        }
+    }
+}
+
+impl Coordinator {
+    /// Which groups the coordinator serves: all (standalone) or those of the slots it
+    /// owns (cluster mode).
+    pub fn ownership(&self) -> &Ownership {
+        &self.ownership
+    }
+
+    /// Whether the coordinator serves `group` (standalone: always; cluster mode: when
+    /// it owns the group's slot).
+    pub fn owns(&self, group: &str) -> bool {
+        self.ownership.owns(group)
+    }
+
+    /// Cluster mode: until when the groups of owned slot `slot` may not rebalance (the
+    /// takeover wait after [`Input::SlotGained`]); `None` for a slot not owned, and
+    /// standalone.
+    pub fn takeover_until(&self, slot: u32) -> Option<u64> {
+        self.takeover_until.get(&slot).copied()
+    }
+
+    /// The NOT_COORDINATOR message of a RegisterConsumer for `group`.
+    pub(super) fn not_coordinator_message(&self, group: &str) -> String {
+        match &self.ownership {
+            Ownership::Slots { count, .. } => format!(
+                "this broker does not coordinate group `{group}` (slot {} of {count}); \
+                 find its coordinator again",
+                proto::coordinator_slot(group, *count)
+            ),
+            Ownership::All => format!("this broker does not coordinate group `{group}`"),
+        }
+    }
+
+    /// The takeover wait a group created now inherits from its slot, if still running.
+    pub(super) fn hold_for(&self, group: &str) -> Option<u64> {
+        let slot = self.ownership.slot_of(group)?;
+        self.takeover_until
+            .get(&slot)
+            .copied()
+            .filter(|&until| until > self.cx.now)
+    }
+
+    /// Cluster mode: slot `slot` is now ours. Its groups start empty; the first
+    /// rebalance of each waits for the end of the takeover wait (§6.8).
+    pub(super) fn on_slot_gained(&mut self, slot: u32, stopped_ms: u64) {
+        let Ownership::Slots { count, owned } = &mut self.ownership else {
+            tracing::warn!(slot, "slot gained by a standalone coordinator: ignored");
+            return;
+        };
+        if slot >= *count {
+            tracing::warn!(slot, count = *count, "slot gained out of range: ignored");
+            return;
+        }
+        if !owned.insert(slot) {
+            tracing::warn!(slot, "slot gained while already owned: ignored");
+            return;
+        }
+        let count = *count;
+        debug_assert!(
+            !self
+                .groups
+                .keys()
+                .any(|g| proto::coordinator_slot(g.as_str(), count) == slot),
+            "a group of a slot not owned"
+        );
+        // The previous owner's consumers may deliver until their leases end, at most
+        // `takeover_wait_ms` after it stopped, which was `stopped_ms` ago.
+        let until = self
+            .cx
+            .now
+            .saturating_add(self.cx.config.takeover_wait_ms().saturating_sub(stopped_ms));
+        self.takeover_until.insert(slot, until);
+        self.cx.event(Event::SlotGained {
+            slot,
+            takeover_until: until,
+        });
+        self.cx.metric("slots_gained", 1);
+    }
+
+    /// Cluster mode: slot `slot` is no longer ours. Every group of the slot is dropped
+    /// (§6.8): the channels of its consumers are closed, its timers removed, its
+    /// accepted offsets not yet handed to the store discarded (the CommitOffset
+    /// requests waiting for them get NOT_COORDINATOR); a batch already handed to the
+    /// store answers its waiting requests when its result comes, and a rebalance
+    /// fetch's result is ignored. No frame is sent for those groups afterwards.
+    pub(super) fn on_slot_lost(&mut self, slot: u32) {
+        let Ownership::Slots { count, owned } = &mut self.ownership else {
+            tracing::warn!(slot, "slot lost by a standalone coordinator: ignored");
+            return;
+        };
+        if !owned.remove(&slot) {
+            tracing::warn!(slot, "slot lost while not owned: ignored");
+            return;
+        }
+        let count = *count;
+        self.takeover_until.remove(&slot);
+        let ids: Vec<GroupId> = self
+            .groups
+            .keys()
+            .filter(|g| proto::coordinator_slot(g.as_str(), count) == slot)
+            .cloned()
+            .collect();
+        let (mut consumers, mut discarded) = (0, 0);
+        let cx = &mut self.cx;
+        for id in &ids {
+            let Some(g) = self.groups.remove(id) else {
+                continue;
+            };
+            tracing::info!(group = %id, slot, members = g.members.len(), "group dropped with its slot");
+            for m in g.members.values() {
+                cx.timers
+                    .set(TimerKey::Member(g.id.clone(), m.id.clone()), None);
+                if cx.conns.remove(&m.conn).is_some() {
+                    cx.closing.insert(m.conn);
+                    cx.out.push(Output::CloseConnection { conn: m.conn });
+                }
+                consumers += 1;
+            }
+            cx.timers.set(TimerKey::Group(g.id.clone()), None);
+            cx.groups_with_pending.remove(&g.id);
+            discarded += g.commits.pending.len();
+            for w in g.commits.pending_waiters {
+                cx.complete_waiter_with(w, ErrorCode::NOT_COORDINATOR);
+            }
+        }
+        if !ids.is_empty() {
+            let dropped: BTreeSet<&GroupId> = ids.iter().collect();
+            for op in cx.ops.values_mut() {
+                match op {
+                    Op::Commit { group, waiters, .. } if dropped.contains(group) => {
+                        *op = Op::DroppedCommit {
+                            waiters: std::mem::take(waiters),
+                        };
+                    }
+                    Op::RebalanceFetch { group } if dropped.contains(group) => {
+                        *op = Op::DroppedFetch;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if cx.groups_with_pending.is_empty() {
+            cx.timers.set(TimerKey::CommitTick, None);
+        }
+        self.drop_kafka_groups_of(slot, count);
+        let cx = &mut self.cx;
+        cx.event(Event::SlotLost {
+            slot,
+            groups: ids.len(),
+            consumers,
+            discarded_offsets: discarded,
+        });
+        cx.metric("slots_lost", 1);
+    }
+}
