@@ -129,15 +129,31 @@ def test_a_new_assignor_is_selectable_after_a_rescan_and_a_replaced_one_is_used(
         cs.start("b3", "tilted", topic, "--assignor", "lopsided")
         wait_for("lopsided 2.0.0 to assign", all_to("tilted", broker, "b1", 3), 60, cs)
 
+        # A second file providing a name a running plugin has is refused, wherever it
+        # sorts (startup would otherwise pick by file-name order).
+        drop_in(broker, LOPSIDED_V1, "libaaa.so")
+        report = rescan(broker)
+        assert report["added"] == [] and report["replaced"] == [], report
+        refused = {r["file"]: r["reason"] for r in report["refused"]}
+        assert "duplicate plugin name `lopsided`" in refused.get("libaaa.so", ""), refused
+        (broker.plugin_dir / "libaaa.so").unlink()
+
         # Garbage and a group-writable plugin, dropped in at runtime: refused with their
         # reasons; nothing changes and the broker keeps serving.
         (broker.plugin_dir / "libgarbage.so").write_bytes(b"not a library at all")
         os.chmod(broker.plugin_dir / "libgarbage.so", 0o644)
         drop_in(broker, "libdrover_assignor_round_robin.so", "libgroupwritable.so", 0o664)
+        # A copy cut short: mapping it would kill the broker with SIGBUS.
+        for cut in (1000, 100_000):
+            (broker.plugin_dir / f"libcut{cut}.so").write_bytes(
+                built("libdrover_assignor_round_robin.so").read_bytes()[:cut])
+            os.chmod(broker.plugin_dir / f"libcut{cut}.so", 0o644)
         report = rescan(broker)
         refused = {r["file"]: r["reason"] for r in report["refused"]}
         assert "expected an ELF shared object" in refused.get("libgarbage.so", ""), refused
         assert "writable by group or others" in refused.get("libgroupwritable.so", ""), refused
+        for cut in (1000, 100_000):
+            assert "truncated or damaged ELF file" in refused.get(f"libcut{cut}.so", ""), refused
         assert report["added"] == [] and report["replaced"] == [] and report["removed"] == [], report
         status, _, body = http_get(f"{broker.admin_url}/v1/plugins")
         rows = {r["file"]: r for r in json.loads(body)}
@@ -219,4 +235,21 @@ def test_rescans_stop_at_the_library_limit_and_keep_the_loaded_version(broker_fa
     assert rows["liblopsided.so"]["version"] == "1.0.0", rows
     _, _, metrics = http_get(f"{broker.admin_url}/metrics")
     assert "drover_plugin_libraries_loaded 6" in metrics, metrics
+    broker.assert_alive()
+
+
+def test_an_assignor_that_does_not_start_is_refused_at_every_rescan(broker_factory):
+    # Its config table makes `lopsided` refuse to start (it takes no config).
+    b = broker_factory(CONFIG + "\n[plugins.config.lopsided]\nbogus = 1\n", start=False)
+    conftest.install_plugins(b, PLUGIN_LIBS)
+    broker = conftest.start_or_fail(b)
+    drop_in(broker, LOPSIDED_V1, "liblopsided.so")
+    for _ in range(2):
+        report = rescan(broker)
+        assert report["added"] == [], report
+        reasons = [r["reason"] for r in report["refused"] if r["file"] == "liblopsided.so"]
+        assert reasons and "did not start with its config" in reasons[0], report
+        _, _, body = http_get(f"{broker.admin_url}/v1/plugins")
+        rows = {r["file"]: r for r in json.loads(body)}
+        assert rows["liblopsided.so"]["status"].startswith("refused:"), rows
     broker.assert_alive()

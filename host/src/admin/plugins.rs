@@ -64,9 +64,19 @@ pub fn rescan_blocking(broker: &Broker) -> Result<crate::plugins::RescanReport, 
                 other => other.to_string(),
             })
     };
+    // Told under the rescan's lock, so overlapping rescans reach the coordinator in order.
+    let changed =
+        |assignors: &std::collections::BTreeMap<String, Arc<crate::plugins::AssignorHandle>>| {
+            if let Some(coordinator) = broker.coordinator() {
+                let default = &config.coordinator.default_assignor;
+                if let Err(e) = coordinator.assignors_changed(named_assignors(assignors), default) {
+                    tracing::warn!("telling the coordinator about the new assignors: {e}");
+                }
+            }
+        };
     match broker
         .live
-        .rescan(&config.coordinator.default_assignor, &start)
+        .rescan(&config.coordinator.default_assignor, &start, &changed)
     {
         Ok(report) => {
             for refusal in &report.refused {
@@ -82,6 +92,14 @@ pub fn rescan_blocking(broker: &Broker) -> Result<crate::plugins::RescanReport, 
                 ("removed", &report.removed),
             ] {
                 for c in changes {
+                    if what == "removed" && c.name == config.coordinator.default_assignor {
+                        tracing::warn!(
+                            file = c.file,
+                            "the default assignor's file was removed: `{}` keeps running, but the broker will not start again until the file is back",
+                            c.name
+                        );
+                        continue;
+                    }
                     tracing::info!(
                         kind = c.kind,
                         name = c.name,
@@ -90,15 +108,6 @@ pub fn rescan_blocking(broker: &Broker) -> Result<crate::plugins::RescanReport, 
                         note = c.note.as_deref().unwrap_or(""),
                         "plugin rescan: {what}"
                     );
-                }
-            }
-            if report.assignors_changed {
-                if let Some(coordinator) = broker.coordinator() {
-                    let assignors = named_assignors(&broker.live.assignors());
-                    let default = &config.coordinator.default_assignor;
-                    if let Err(e) = coordinator.assignors_changed(assignors, default) {
-                        tracing::warn!("telling the coordinator about the new assignors: {e}");
-                    }
                 }
             }
             let changed = !(report.added.is_empty()

@@ -250,8 +250,13 @@ impl Metrics {
             .inc();
         self.plugin_files_refused.inc_by(refused as u64);
         if libraries > 0 {
-            self.plugin_libraries.set(libraries as i64);
+            self.plugin_libraries(libraries);
         }
+    }
+
+    /// Sets the number of distinct plugin libraries loaded in the process.
+    pub fn plugin_libraries(&self, libraries: usize) {
+        self.plugin_libraries.set(libraries as i64);
     }
 
     /// Records whether the ZooKeeper session is connected.

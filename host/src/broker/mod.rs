@@ -102,6 +102,8 @@ impl Broker {
             Loader::new(crate::startup::loader_options(&config)),
             config.plugins.max_loaded_libraries,
         );
+        let metrics = Metrics::new();
+        metrics.plugin_libraries(live.libraries_loaded());
         Ok(Arc::new(Broker {
             live,
             offsets,
@@ -109,7 +111,7 @@ impl Broker {
             node,
             cluster_id,
             topics,
-            metrics: Metrics::new(),
+            metrics,
             plugins,
             stopping: watch::channel(false).0,
             coordinator: OnceLock::new(),

@@ -310,6 +310,10 @@ pub fn check_file(path: &Path, allowlist: &HashSet<String>) -> Result<CheckedFil
     if bytes.len() as u64 > MAX_PLUGIN_BYTES {
         return Err(too_large(bytes.len() as u64));
     }
+    super::elf::check(&bytes).map_err(|detail| LoadError::DamagedElf {
+        path: path.to_owned(),
+        detail,
+    })?;
     let sha256 = hex::encode(Sha256::digest(&bytes));
     if !allowlist.is_empty() && !allowlist.contains(&sha256) {
         return Err(LoadError::NotAllowlisted {
@@ -376,7 +380,15 @@ mod tests {
         assert!(text.contains("7 bytes starting with 67 61 72 62"), "{text}");
 
         std::fs::write(&p, b"\x7fELF and the rest").unwrap();
-        check_file(&p, &HashSet::new()).expect("ELF magic is enough for the file checks");
+        let e = check_file(&p, &HashSet::new()).err().unwrap();
+        assert!(matches!(e, LoadError::DamagedElf { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("shorter than the 64-byte ELF header"),
+            "{e}"
+        );
+        std::fs::write(&p, super::super::elf::minimal_library(4096)).unwrap();
+        check_file(&p, &HashSet::new()).expect("a whole ELF shared object");
         let allow = HashSet::from(["0".repeat(64)]);
         let e = check_file(&p, &allow).err().unwrap();
         assert!(matches!(e, LoadError::NotAllowlisted { .. }), "{e}");
@@ -395,7 +407,7 @@ mod tests {
         chmod(&root.path().join("a"), 0o755);
         chmod(&deep, 0o755);
         let real = deep.join("libreal.so");
-        std::fs::write(&real, b"\x7fELF").unwrap();
+        std::fs::write(&real, super::super::elf::minimal_library(128)).unwrap();
         chmod(&real, 0o644);
         let link = dir.join("liblink.so");
         std::os::unix::fs::symlink(&real, &link).unwrap();

@@ -146,6 +146,16 @@ pub enum LoadError {
         /// What the file looks like instead.
         found: String,
     },
+    /// The file is an ELF file this host cannot load whole: truncated (a copy cut short),
+    /// damaged, 32-bit, big-endian, or not a shared object. Mapping a truncated library
+    /// would crash the broker (SIGBUS), so it is refused before `dlopen`.
+    #[error("{path}: not a loadable plugin library: expected a whole 64-bit ELF shared object, found {detail}; hint: copy the file again (write it next to the plugin directory, then rename it in), or build the plugin as a cdylib for this platform")]
+    DamagedElf {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// The verified copy could not be written to the plugin cache.
     #[error("{path}: cannot copy into the plugin cache as {cached}: {source}; hint: check free space and permissions of the cache directory")]
     CacheWrite {

@@ -117,6 +117,10 @@ pub struct LivePlugins {
 /// How a rescan starts new assignors: `(name) -> instance or why not`.
 pub type StartAssignor<'a> = dyn Fn(&LoadedPlugin) -> Result<AssignorHandle, String> + 'a;
 
+/// What a rescan calls, still holding its lock (so two rescans never deliver their sets
+/// out of order), when the set of assignors changed: the whole new set.
+pub type AssignorsChanged<'a> = dyn Fn(&BTreeMap<String, Arc<AssignorHandle>>) + 'a;
+
 impl LivePlugins {
     /// The directory as the startup scan left it, with the assignors started then.
     pub fn new(
@@ -190,19 +194,36 @@ impl LivePlugins {
             .collect()
     }
 
+    /// Distinct plugin libraries loaded in this process so far.
+    pub fn libraries_loaded(&self) -> usize {
+        self.lock().libraries.len()
+    }
+
     /// Rescans the directory (module docs). `default_assignor` is never removed;
-    /// `start` starts a new or replaced assignor. Errors only when the directory cannot
-    /// be listed or the plugin cache is unusable: then nothing changed.
+    /// `start` starts a new or replaced assignor; `changed` gets the new set of
+    /// assignors when it changed. Errors only when the directory cannot be listed or the
+    /// plugin cache is unusable: then nothing changed.
     pub fn rescan(
         &self,
         default_assignor: &str,
         start: &StartAssignor<'_>,
+        changed: &AssignorsChanged<'_>,
     ) -> Result<RescanReport, LoadError> {
         let mut state = self.lock();
         let paths = list_plugin_files(&self.dir)?;
         self.loader.prepare_cache()?;
         let primary = primary_names(&paths);
         let before = loaded_by_name(&state.entries);
+        // A name a file still in the directory provides is taken, whatever its place in
+        // the file-name order: the plugin already running keeps it.
+        let listed: HashSet<&PathBuf> = paths.iter().collect();
+        let taken: BTreeMap<String, (PathBuf, PluginKind)> = state
+            .entries
+            .iter()
+            .filter(|e| listed.contains(&e.path))
+            .filter_map(|e| e.outcome.as_ref().ok())
+            .map(|p| (p.summary.name.clone(), (p.path.clone(), p.summary.kind)))
+            .collect();
         let mut old: HashMap<PathBuf, LiveEntry> = std::mem::take(&mut state.entries)
             .into_iter()
             .map(|e| (e.path.clone(), e))
@@ -216,7 +237,7 @@ impl LivePlugins {
             let previous = old.remove(&path);
             let unchanged = previous.as_ref().map(|p| p.sha256.clone());
             let (entry, refusal) =
-                self.rescan_file(&mut state, &path, previous, &primary, &entries);
+                self.rescan_file(&mut state, &path, previous, &primary, &entries, &taken);
             match refusal {
                 Some(reason) => report.refused.push(Refusal {
                     file: file_name(&path),
@@ -238,6 +259,9 @@ impl LivePlugins {
             start,
         );
         report.libraries_loaded = state.libraries.len();
+        if report.assignors_changed {
+            changed(&state.assignors);
+        }
         Ok(report)
     }
 
@@ -274,11 +298,25 @@ impl LivePlugins {
                         }
                     }
                     Err(why) => {
+                        let reason =
+                            format!("assignor `{name}` did not start with its config: {why}");
+                        // Refused like a file that did not load: a replacement leaves the
+                        // version before in use (and in the listing); a new file is listed
+                        // as refused, and the next rescan tries it again.
+                        if let Some(entry) =
+                            state.entries.iter_mut().find(|e| e.path == plugin.path)
+                        {
+                            match before.get(name).filter(|old| old.path == plugin.path) {
+                                Some(old) => {
+                                    entry.sha256 = Some(old.sha256.clone());
+                                    entry.outcome = Ok(old.clone());
+                                }
+                                None => entry.outcome = Err(reason.clone()),
+                            }
+                        }
                         report.refused.push(Refusal {
                             file: file_name(&plugin.path),
-                            reason: format!(
-                                "assignor `{name}` did not start with its config: {why}"
-                            ),
+                            reason,
                         });
                         continue;
                     }
@@ -303,7 +341,11 @@ impl LivePlugins {
             let mut note = None;
             if plugin.summary.kind == PluginKind::Assignor {
                 if name == default_assignor {
-                    note = Some("kept: it is the default assignor".to_owned());
+                    note = Some(
+                        "kept running: it is the default assignor; put its file back, or the \
+                         broker will not start again"
+                            .to_owned(),
+                    );
                 } else if state.assignors.remove(name).is_some() {
                     report.assignors_changed = true;
                     note = Some(format!(
@@ -323,6 +365,7 @@ impl LivePlugins {
         previous: Option<LiveEntry>,
         primary: &HashMap<PathBuf, PathBuf>,
         so_far: &[LiveEntry],
+        taken: &BTreeMap<String, (PathBuf, PluginKind)>,
     ) -> (LiveEntry, Option<String>) {
         let refused = |reason: String, sha256: Option<String>| {
             // A refused replacement leaves the version loaded before in place.
@@ -370,19 +413,25 @@ impl LivePlugins {
             Err(e) => return refused(reason_of(path, &e), Some(sha)),
         };
         state.libraries.insert(plugin.sha256.clone());
-        // Names are unique across kinds: a second file with a name another file
-        // provides is refused; the file it replaces (same path) does not count.
-        let taken = so_far
+        // Names are unique across kinds: a file with a name another file provides — a
+        // plugin already running, or one loaded earlier in this rescan — is refused; the
+        // file it replaces (same path) does not count.
+        let running = taken
+            .get(&plugin.summary.name)
+            .filter(|(other, _)| other != path)
+            .cloned();
+        let earlier = so_far
             .iter()
             .filter_map(|e| e.outcome.as_ref().ok())
-            .find(|p| p.summary.name == plugin.summary.name);
-        if let Some(first) = taken {
+            .find(|p| p.summary.name == plugin.summary.name)
+            .map(|p| (p.path.clone(), p.summary.kind));
+        if let Some((first, first_kind)) = running.or(earlier) {
             let e = LoadError::Duplicate {
                 path: path.to_owned(),
                 kind: plugin.summary.kind,
                 name: plugin.summary.name.clone(),
-                first: first.path.clone(),
-                first_kind: first.summary.kind,
+                first,
+                first_kind,
             };
             return refused(reason_of(path, &e), Some(plugin.sha256));
         }
