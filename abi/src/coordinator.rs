@@ -10,29 +10,33 @@
 //!
 //! ## The contract between host and coordinator
 //! Everything the host needs to know about protocol state comes from outputs; the host
-//! never decodes the coordinator's frames. The rules a coordinator must follow (and
-//! docs/plugins.md, "Writing a coordinator", repeats):
+//! never decodes the coordinator's frames to learn it. The rules a coordinator must
+//! follow (docs/plugins.md, "The coordinator contract", says the same with examples):
 //! 1. Every request frame the host delivers with [`CoordinatorInput::Frame`] on a
-//!    connection that is not a channel gets exactly one
-//!    [`CoordinatorOutput::Answer`] on that connection, **in the order the requests
-//!    arrived** (the host matches answers to requests by position and keeps answers in
-//!    request order with the broker's own answers on the same connection), or the
-//!    coordinator closes the connection ([`CoordinatorOutput::CloseConnection`]).
+//!    connection that is not a channel gets exactly one [`CoordinatorOutput::Answer`]
+//!    on that connection, **in the order the requests arrived** (the host matches
+//!    answers to requests by position and keeps them in request order with the broker's
+//!    own answers on the same connection), or the coordinator closes the connection. An
+//!    answer with no request waiting breaks the contract: the host closes the
+//!    connection.
 //! 2. A connection becomes a *channel* with [`CoordinatorOutput::ChannelOpened`], sent
 //!    before the `Answer` that tells the client so (the native RegisterConsumer). From
 //!    then on every frame read on it is delivered as the client's answer to a request the
 //!    coordinator pushed, not as a request: the host reserves no answer for it.
 //! 3. [`CoordinatorOutput::Push`] sends a coordinator-initiated request on a channel; a
-//!    push on a connection that is not a channel is a contract violation: the host logs
-//!    it and closes the connection.
-//! 4. The host closes a channel whose client does not read (its queue is full) and
-//!    reports it with [`CoordinatorInput::ConnectionClosed`].
+//!    push on a connection that is not a channel breaks the contract (the host closes
+//!    it). The host closes a channel whose client does not read (its queue is full).
+//! 4. After [`CoordinatorOutput::CloseConnection`] the host answers with
+//!    [`CoordinatorInput::ConnectionClosed`]; frames already on their way are dropped.
 //! 5. Offset operations carry coordinator-chosen ids; each gets exactly one result
 //!    input with the same id. At most one `CommitOffsets` per group is in flight.
 //! 6. Inputs and outputs are non-exhaustive: a variant this build does not know arrives
 //!    as an `Err` from `into_enum()`. The SDK hands unknown inputs to
 //!    [`crate::sdk::CoordinatorPlugin::unknown_input`] (default: logged and skipped);
 //!    the host logs and skips unknown outputs.
+//! 7. Times are ms of the host's monotonic clock; the host delivers
+//!    [`CoordinatorInput::TimerFired`] at or after the deadline of
+//!    [`Coordinator::poll_timeout`].
 
 use abi_stable::{
     declare_root_module_statics,

@@ -868,6 +868,36 @@ fn a_group_naming_an_assignor_that_is_not_loaded_runs_the_default() {
 }
 
 #[test]
+fn a_group_whose_assignor_fails_runs_the_default_instead_of_stalling() {
+    let assignors = TestAssignors::default();
+    assignors
+        .broken
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut w = World::with_assignors(test_config(), Params::fixed(), 1, assignors);
+    w.set_topics(&[("orders", 6)]);
+    for id in ["c1", "c2"] {
+        let mut spec = static_spec(id, &["orders"]);
+        spec.assignor = Some("broken".into());
+        w.join(spec);
+    }
+    w.run_for(2_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    assert!(
+        w.count_events(
+            |e| matches!(e, Event::AssignorFailed { assignor, .. } if assignor == "broken")
+        ) >= 1
+    );
+    assert!(
+        w.count_events(
+            |e| matches!(e, Event::AssignorFallback { requested, used, .. }
+        if requested == "broken" && used == "sticky")
+        ) >= 1
+    );
+    assert!(w.metric_total("assignor_fallbacks") >= 1);
+}
+
+#[test]
 fn a_failing_assignor_is_retried() {
     let assignors = TestAssignors::default();
     assignors

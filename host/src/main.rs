@@ -207,7 +207,7 @@ enum PluginsCommand {
     },
     /// Run the conformance suite of a plugin file's kind against it (loaded with every
     /// startup check) and print one line per property: `PASS name`, `FAIL name: why`
-    /// or `SKIP name: why`. Exits 1 on a failure or a refused file, 2 for a
+    /// or `SKIP name: why`. Exits 1 on a failure or a refused file, 3 for a
     /// coordinator (no suite yet).
     Test(drover_host::plugin_test::TestArgs),
     /// The committing child of `plugins test`'s crash-safety check.
@@ -248,6 +248,16 @@ enum Format {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Plugins { .. } | Command::Admin { .. }) {
+        // Commands that print a report exit quietly when their reader goes away
+        // (`drover plugins rescan | head -1`), as Unix tools do, instead of panicking on
+        // a write error. Not `serve` (a closed socket must be an error, not a signal)
+        // and not `consume` (it commits and leaves its group on the way out).
+        // SAFETY: called before any thread is started; SIG_DFL is always valid.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match cli.command {
         Command::Demo(_)
         | Command::Consume(_)

@@ -11,7 +11,7 @@
 //!   instance (so a reopen sees the same data); then crash safety: `drover` runs itself
 //!   as a child (`plugins test-crash-child`) that commits until it is killed with
 //!   SIGKILL, and the store must hold the last acknowledged batch after a fresh open;
-//! - a coordinator: no suite yet (exit status 2).
+//! - a coordinator: no suite yet (exit status 3; 2 is a usage error).
 //!
 //! One line per property on standard output, `PASS name`, `FAIL name: why` or
 //! `SKIP name: why`. Exit status 0 when nothing failed, 1 on a failure or a refused
@@ -35,7 +35,7 @@ use drover_plugin_testkit::{
 use crate::plugins::{LoadError, LoadedPlugin, Loader, LoaderOptions};
 
 /// Exit status for a plugin kind without a conformance suite.
-const NO_SUITE: u8 = 2;
+const NO_SUITE: u8 = 3;
 
 /// Partitions the crash-safety child commits in every batch.
 const CRASH_KEYS: i32 = 16;

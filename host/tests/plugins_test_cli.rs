@@ -184,6 +184,6 @@ fn a_refused_file_exits_1_with_the_loaders_reason() {
 fn a_coordinator_has_no_suite_yet() {
     let dir = PluginDir::new();
     let (code, stdout, _) = plugins_test(&dir, "drover_coordinator", &[]);
-    assert_eq!(code, Some(2), "{stdout}");
+    assert_eq!(code, Some(3), "{stdout}");
     assert!(stdout.contains("no conformance suite yet"), "{stdout}");
 }

@@ -182,7 +182,7 @@ impl Ctx {
 
     /// Closes a connection for a protocol violation.
     pub(super) fn reject(&mut self, conn: ConnId, message: String) {
-        tracing::info!(%conn, message, "closing connection");
+        tracing::info!(%conn, reason = message, "closing connection");
         self.conns.remove(&conn);
         self.closing.insert(conn);
         self.out.push(Output::CloseConnection { conn });

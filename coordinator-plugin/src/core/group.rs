@@ -632,38 +632,56 @@ impl Group {
                 .map(|&c| u64::from(c))
                 .sum()
         };
-        let fail = |cx: &mut Ctx, message: String| {
-            tracing::warn!(group = %self.id, assignor, message, "assignment failed");
+        let fail = |cx: &mut Ctx, assignor: &str, error: String| {
+            tracing::warn!(group = %self.id, assignor, %error, "assignment failed");
             cx.event(Event::AssignorFailed {
                 group: self.id.clone(),
-                assignor: assignor.clone(),
-                message,
+                assignor: assignor.to_owned(),
+                message: error,
             });
             cx.metric("assignor_failures", 1);
         };
         if total > cx.config.max_assigned_partitions as u64 {
-            fail(
-                cx,
-                format!(
-                    "{total} partitions exceed max_assigned_partitions ({})",
-                    cx.config.max_assigned_partitions
-                ),
+            let error = format!(
+                "{total} partitions exceed max_assigned_partitions ({})",
+                cx.config.max_assigned_partitions
             );
+            fail(cx, &assignor, error);
             return Err(());
         }
         let input = build_input(self.id.as_str(), &views, &cx.topics);
-        let output = match cx.assignors.assign(&assignor, &input) {
-            Ok(o) => o,
-            Err(e) => {
-                fail(cx, e.to_string());
-                return Err(());
-            }
+        let attempt = |cx: &Ctx, name: &str| {
+            let output = cx
+                .assignors
+                .assign(name, &input)
+                .map_err(|e| e.to_string())?;
+            validate_assignment(&views, &cx.topics, &output)
+                .map_err(|e| format!("invalid assignment: {e}"))
         };
-        let checked = match validate_assignment(&views, &cx.topics, &output) {
+        let checked = match attempt(cx, &assignor) {
             Ok(c) => c,
-            Err(message) => {
-                fail(cx, format!("invalid assignment: {message}"));
-                return Err(());
+            Err(error) => {
+                fail(cx, &assignor, error);
+                // A failing assignor (panicked and out of service, or breaking the
+                // contract) must not stall the group: this rebalance runs the default.
+                let default = cx.config.default_assignor.clone();
+                if assignor == default {
+                    return Err(());
+                }
+                tracing::warn!(group = %self.id, assignor, default, "assignor `{assignor}` failed; this rebalance runs the default assignor `{default}`");
+                cx.metric("assignor_fallbacks", 1);
+                cx.event(Event::AssignorFallback {
+                    group: self.id.clone(),
+                    requested: assignor.clone(),
+                    used: default.clone(),
+                });
+                match attempt(cx, &default) {
+                    Ok(c) => c,
+                    Err(error) => {
+                        fail(cx, &default, error);
+                        return Err(());
+                    }
+                }
             }
         };
         let mut target = Target::default();

@@ -25,7 +25,7 @@ impl Coordinator {
     ) {
         let slot = self.cx.reserve(conn);
         let refuse = |cx: &mut Ctx, code: ErrorCode, message: String| {
-            tracing::debug!(group = r.group_id, consumer = r.consumer_id, %code, message, "registration refused");
+            tracing::debug!(group = r.group_id, consumer = r.consumer_id, %code, reason = message, "registration refused");
             let response = NativeResponse::RegisterConsumer(proto::RegisterConsumerResponse {
                 error_code: code,
                 error_message: Some(message),

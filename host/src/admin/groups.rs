@@ -47,8 +47,10 @@ pub struct GroupSummary {
     /// The group's assignor, if it has members (classic groups: the client-side
     /// protocol the members chose, such as `range` or `cooperative-sticky`).
     pub assignor: Option<String>,
-    /// The assignor its rebalances run: `assignor`, or the default assignor when
-    /// `assignor` is not loaded (native groups; see `assignor_fallback`).
+    /// The assignor the group's next rebalance runs, given what is loaded now:
+    /// `assignor`, or the default assignor when `assignor` is not loaded (native groups;
+    /// see `assignor_fallback`). The current assignment may still be the previous
+    /// rebalance's. KIP-848 and classic groups: the assignor that ran.
     pub effective_assignor: Option<String>,
     /// Why rebalances run another assignor than the members name (its plugin is
     /// missing, was refused, or was removed by a rescan); absent otherwise.

@@ -184,7 +184,12 @@ fn check_dir_meta(dir: &Path, meta: &Metadata) -> Result<(), Untrusted> {
 pub fn resolve(path: &Path) -> Result<PathBuf, LoadError> {
     let canonical = std::fs::canonicalize(path).map_err(|source| {
         let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-        if is_link && source.kind() == std::io::ErrorKind::NotFound {
+        if is_link && source.raw_os_error() == Some(libc::ELOOP) {
+            LoadError::NotRegular {
+                path: path.to_owned(),
+                found: "a symlink loop (too many levels of symbolic links)".to_owned(),
+            }
+        } else if is_link && source.kind() == std::io::ErrorKind::NotFound {
             LoadError::DanglingSymlink {
                 path: path.to_owned(),
                 target: std::fs::read_link(path).unwrap_or_default(),
@@ -513,6 +518,13 @@ mod tests {
         let e = check_file(&link, &HashSet::new()).err().unwrap();
         assert!(matches!(e, LoadError::DanglingSymlink { .. }), "{e}");
         assert!(e.to_string().contains("dangling symlink"), "{e}");
+
+        let (a, b) = (dir.join("libloop1.so"), dir.join("libloop2.so"));
+        std::os::unix::fs::symlink(&b, &a).unwrap();
+        std::os::unix::fs::symlink(&a, &b).unwrap();
+        let e = check_file(&a, &HashSet::new()).err().unwrap();
+        assert!(e.to_string().contains("a symlink loop"), "{e}");
+        assert!(!e.to_string().contains("readable by uid"), "{e}");
 
         let sub = dir.join("libdir.so");
         std::fs::create_dir(&sub).unwrap();

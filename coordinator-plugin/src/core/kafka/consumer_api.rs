@@ -62,6 +62,16 @@ fn consumer_env(cx: &Ctx) -> Env<'_> {
         session_timeout_ms: config.consumer_session_timeout_ms,
         heartbeat_interval_ms: config.consumer_heartbeat_interval_ms,
         max_group_size: config.max_group_size,
+        fallbacks: std::cell::Cell::new(0),
+    }
+}
+
+impl Ctx {
+    /// Reports the assignor fallbacks a KIP-848 call counted in its `Env`.
+    fn count_fallbacks(&mut self, fallbacks: u64) {
+        if fallbacks > 0 {
+            self.metric("assignor_fallbacks", fallbacks as i64);
+        }
     }
 }
 
@@ -77,6 +87,8 @@ impl Coordinator {
     pub(crate) fn on_consumer_timer(&mut self) {
         let env = consumer_env(&self.cx);
         let expired = self.kafka.consumer.expire(&env);
+        let fallbacks = env.fallbacks.get();
+        self.cx.count_fallbacks(fallbacks);
         for (group, member, reason) in expired {
             tracing::info!(%group, member, reason, "KIP-848 member fenced");
             self.cx.metric("consumer_members_expired", 1);
@@ -88,6 +100,8 @@ impl Coordinator {
     pub(crate) fn consumer_topics_changed(&mut self) {
         let env = consumer_env(&self.cx);
         self.kafka.consumer.topics_changed(&env);
+        let fallbacks = env.fallbacks.get();
+        self.cx.count_fallbacks(fallbacks);
         self.arm_consumer_timer();
     }
 
@@ -165,6 +179,8 @@ impl Coordinator {
         };
         let env = consumer_env(&self.cx);
         let reply = self.kafka.consumer.heartbeat(&env, request);
+        let fallbacks = env.fallbacks.get();
+        self.cx.count_fallbacks(fallbacks);
         out.member_id = Some(s(reply.member_id));
         out.member_epoch = reply.member_epoch;
         out.heartbeat_interval_ms = reply.heartbeat_interval_ms;

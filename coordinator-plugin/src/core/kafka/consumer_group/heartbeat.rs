@@ -46,7 +46,7 @@ impl ConsumerGroups {
                 {
                     self.groups.remove(&req.group);
                 }
-                tracing::debug!(group = %req.group, member = %req.member_id, code, %message, "heartbeat refused");
+                tracing::debug!(group = %req.group, member = %req.member_id, code, reason = %message, "heartbeat refused");
                 HeartbeatResponse {
                     error: Some((code, message)),
                     member_id: req.member_id,

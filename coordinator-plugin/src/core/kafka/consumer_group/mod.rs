@@ -205,6 +205,9 @@ pub(crate) struct Env<'a> {
     pub heartbeat_interval_ms: u32,
     /// The maximum number of members of a group.
     pub max_group_size: usize,
+    /// Assignor runs that fell back to the default assignor during this call (the
+    /// caller reports them as the `assignor_fallbacks` metric).
+    pub fallbacks: std::cell::Cell<u64>,
 }
 
 /// The KIP-848 groups of a coordinator.

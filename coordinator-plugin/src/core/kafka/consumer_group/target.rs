@@ -44,25 +44,52 @@ impl Group {
     }
 
     /// Runs the group's assignor over the members: the assignor's name and the
-    /// checked target, or the assignor's name and what went wrong.
+    /// checked target, or the assignor's name and what went wrong. An assignor that is
+    /// not loaded, or that fails (panicked and out of service, or breaking the
+    /// contract), gives way to the default assignor for this run, counted in
+    /// `env.fallbacks` (the `assignor_fallbacks` metric), so a missing or broken plugin
+    /// never stalls the group.
     pub(super) fn run_assignor(&self, env: &Env<'_>) -> AssignorRun {
         let requested = self.preferred_assignor(env);
+        let default = resolve_assignor(env, env.default_assignor)
+            .unwrap_or_else(|| env.default_assignor.to_owned());
         let assignor = if env.assignors.contains(&requested) {
             requested
         } else {
-            let default = resolve_assignor(env, env.default_assignor)
-                .unwrap_or_else(|| env.default_assignor.to_owned());
             tracing::warn!(
                 group = %self.id,
                 requested,
                 default,
                 "assignor `{requested}` is not loaded; the group uses the default assignor `{default}`"
             );
-            default
+            env.fallbacks.set(env.fallbacks.get() + 1);
+            default.clone()
         };
         if self.members.is_empty() {
             return Ok((assignor, BTreeMap::new()));
         }
+        match self.attempt(env, &assignor) {
+            Err(error) if assignor != default => {
+                tracing::warn!(
+                    group = %self.id,
+                    assignor,
+                    default,
+                    %error,
+                    "assignor `{assignor}` failed; this run uses the default assignor `{default}`"
+                );
+                env.fallbacks.set(env.fallbacks.get() + 1);
+                self.attempt(env, &default)
+                    .map(|target| (default.clone(), target))
+                    .map_err(|error| (default, error))
+            }
+            other => other
+                .map(|target| (assignor.clone(), target))
+                .map_err(|error| (assignor, error)),
+        }
+    }
+
+    /// Runs assignor `name` over the members and checks its output.
+    fn attempt(&self, env: &Env<'_>, name: &str) -> Result<super::Target, String> {
         let ids: Vec<ConsumerId> = self.members.keys().map(ConsumerId::new).collect();
         let none = BTreeSet::new();
         let views: Vec<MemberView<'_>> = self
@@ -76,24 +103,16 @@ impl Group {
             })
             .collect();
         let input = build_input(self.id.as_str(), &views, env.topics);
-        let checked = env
+        let output = env
             .assignors
-            .assign(&assignor, &input)
-            .map_err(|e| e.to_string())
-            .and_then(|output| {
-                validate_assignment(&views, env.topics, &output)
-                    .map_err(|e| format!("invalid assignment: {e}"))
-            });
-        match checked {
-            Ok(checked) => Ok((
-                assignor,
-                checked
-                    .into_iter()
-                    .map(|(id, set)| (id.as_str().to_owned(), set))
-                    .collect(),
-            )),
-            Err(message) => Err((assignor, message)),
-        }
+            .assign(name, &input)
+            .map_err(|e| e.to_string())?;
+        let checked = validate_assignment(&views, env.topics, &output)
+            .map_err(|e| format!("invalid assignment: {e}"))?;
+        Ok(checked
+            .into_iter()
+            .map(|(id, set)| (id.as_str().to_owned(), set))
+            .collect())
     }
 
     /// Installs a new target at the group epoch, or after an assignor failure the old
@@ -108,7 +127,7 @@ impl Group {
                 tracing::debug!(group = %self.id, epoch = self.epoch, assignor = %self.assignor, "new target assignment");
             }
             Err((assignor, message)) => {
-                tracing::warn!(group = %self.id, epoch = self.epoch, %assignor, %message, "target assignment failed; the previous one stays until a retry succeeds");
+                tracing::warn!(group = %self.id, epoch = self.epoch, %assignor, error = %message, "target assignment failed; the previous one stays until a retry succeeds");
                 let members = &self.members;
                 self.target.retain(|id, _| members.contains_key(id));
                 for (id, set) in &mut self.target {

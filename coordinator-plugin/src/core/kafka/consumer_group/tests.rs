@@ -196,6 +196,8 @@ struct World {
     max_group_size: usize,
     default_assignor: &'static str,
     clients: Vec<Client>,
+    /// Assignor fallbacks counted by every heartbeat so far.
+    fallbacks: u64,
 }
 
 impl World {
@@ -208,6 +210,7 @@ impl World {
                 .collect(),
             now: 1_000,
             max_group_size: 100,
+            fallbacks: 0,
             default_assignor: "uniform",
             clients: Vec::new(),
         }
@@ -222,8 +225,10 @@ impl World {
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: 1_000,
             max_group_size: self.max_group_size,
+            fallbacks: std::cell::Cell::new(0),
         };
         let response = self.groups.heartbeat(&env, req);
+        self.fallbacks += env.fallbacks.get();
         assert_eq!(response.heartbeat_interval_ms, 1_000);
         response
     }
@@ -248,6 +253,7 @@ impl World {
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: 1_000,
             max_group_size: self.max_group_size,
+            fallbacks: std::cell::Cell::new(0),
         };
         self.groups.topics_changed(&env);
     }
@@ -264,6 +270,7 @@ impl World {
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: 1_000,
             max_group_size: self.max_group_size,
+            fallbacks: std::cell::Cell::new(0),
         };
         let expired = self.groups.expire(&env);
         for (_, id, _) in &expired {
