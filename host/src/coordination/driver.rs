@@ -39,6 +39,10 @@ use crate::{broker::Broker, plugins::CoordinatorHandle, server::dispatch::Outcom
 /// by them, so one is never reused).
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
+/// A coordinator call at least this long is logged: the whole coordinator, every group
+/// of the broker, waited for it (assignors run inside it, docs/plugins.md).
+const SLOW_CALL: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A fresh connection id.
 pub fn next_conn_id() -> u64 {
     NEXT_CONN.fetch_add(1, Ordering::Relaxed)
@@ -447,7 +451,19 @@ impl Driver {
         let mut inputs = VecDeque::from([input]);
         while let Some(input) = inputs.pop_front() {
             let now = self.now_ms();
-            match self.coordinator.handle(now, input) {
+            let started = std::time::Instant::now();
+            let result = self.coordinator.handle(now, input);
+            let took = started.elapsed();
+            if took >= SLOW_CALL {
+                // Every group waits while the coordinator runs (assignors run inside it).
+                crate::warn_limited!(
+                    "coordinator-slow-call",
+                    took_ms = took.as_millis() as u64,
+                    "a coordinator call took {} ms; every group waited meanwhile (a slow assignor?)",
+                    took.as_millis()
+                );
+            }
+            match result {
                 Ok(outputs) => {
                     for output in outputs {
                         self.execute(output, &mut inputs);
