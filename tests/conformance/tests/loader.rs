@@ -524,7 +524,25 @@ fn a_required_plugin_that_was_refused_is_reported_with_the_refusal() {
 #[test]
 fn a_dlopen_failure_names_the_plugin_file_not_the_cached_copy() {
     let dir = PluginDir::new();
-    let path = dir.add_bytes("libbroken.so", b"\x7fELF but nothing a loader accepts");
+    // A whole ELF shared object as far as the loader's own layout check goes (header
+    // and one loadable segment inside the file) that the dynamic loader refuses.
+    let mut bytes = vec![0u8; 4096];
+    bytes[..4].copy_from_slice(b"\x7fELF");
+    bytes[4] = 2; // 64-bit
+    bytes[5] = 1; // little-endian
+    bytes[6] = 1; // ELF version
+    bytes[16..18].copy_from_slice(&3u16.to_le_bytes()); // ET_DYN
+    bytes[18..20].copy_from_slice(&62u16.to_le_bytes()); // x86-64
+    bytes[20..24].copy_from_slice(&1u32.to_le_bytes());
+    bytes[32..40].copy_from_slice(&64u64.to_le_bytes()); // program headers at 64
+    bytes[52..54].copy_from_slice(&64u16.to_le_bytes()); // header size
+    bytes[54..56].copy_from_slice(&56u16.to_le_bytes());
+    bytes[56..58].copy_from_slice(&1u16.to_le_bytes());
+    bytes[64..68].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+    bytes[64 + 32..64 + 40].copy_from_slice(&4096u64.to_le_bytes()); // p_filesz
+    bytes[64 + 40..64 + 48].copy_from_slice(&4096u64.to_le_bytes()); // p_memsz
+    bytes[64 + 48..64 + 56].copy_from_slice(&4096u64.to_le_bytes()); // p_align
+    let path = dir.add_bytes("libbroken.so", &bytes);
     let err = dir.loader().load(&path, None).err().expect("refused");
     let text = err.to_string();
     assert!(matches!(err, LoadError::Dlopen { .. }), "{text}");
