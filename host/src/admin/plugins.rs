@@ -74,10 +74,13 @@ pub fn rescan_blocking(broker: &Broker) -> Result<crate::plugins::RescanReport, 
                 }
             }
         };
-    match broker
+    let result = broker
         .live
-        .rescan(&config.coordinator.default_assignor, &start, &changed)
-    {
+        .rescan(&config.coordinator.default_assignor, &start, &changed);
+    // Every new or replaced file was read whole (to check and hash it) and copied: give
+    // those buffers back rather than keep the high-water mark of the largest rescan.
+    crate::server::trim::release_free_memory();
+    match result {
         Ok(report) => {
             for refusal in &report.refused {
                 tracing::warn!(

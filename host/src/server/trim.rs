@@ -40,8 +40,9 @@ pub async fn run(budget: Arc<ResponseBudget>, mut shutdown: watch::Receiver<bool
     }
 }
 
-/// Returns the allocator's free memory to the operating system, where it can.
-fn release_free_memory() {
+/// Returns the allocator's free memory to the operating system, where it can. Also
+/// called after a plugin rescan, which reads and hashes whole library files.
+pub(crate) fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {
