@@ -151,6 +151,23 @@ fn an_offset_store_built_against_3_0_passes_the_offset_store_suite_and_survives_
     assert_eq!(result, Ok(()));
 }
 
+/// Why the loader checks layouts with the plugin as the older side: abi_stable's own
+/// check (host as the interface) refuses this store, built before offset-store ABI 3.1
+/// added a method to the `OffsetStore` vtable, although it is safe to load (the test
+/// above calls it).
+#[test]
+fn abi_stables_own_layout_check_would_refuse_the_older_store() {
+    use abi_stable::library::{lib_header_from_path, LibraryError};
+    let dir = PluginDir::new();
+    let path = dir.add_file(&compat_library("drover_compat_offset_store_3_0"));
+    let header = lib_header_from_path(&path).unwrap_or_else(|e| panic!("{e}"));
+    let err = header
+        .ensure_layout::<drover_abi::OffsetStoreModRef>()
+        .expect_err("abi_stable refuses a library whose vtable has fewer methods");
+    assert!(matches!(err, LibraryError::AbiInstability(_)), "{err}");
+    assert!(err.to_string().contains("too many fields"), "{err}");
+}
+
 #[test]
 fn an_offset_store_built_against_3_0_loads_and_its_missing_method_falls_back() {
     let dir = PluginDir::new();
