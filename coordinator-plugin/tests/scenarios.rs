@@ -1492,3 +1492,81 @@ fn pending_native_offsets_of_a_deleted_topic_never_reach_the_store() {
     );
     w.assert_clean();
 }
+
+/// A Kafka OffsetCommit v8 frame (after the size prefix): a simple commit (generation
+/// −1, no member) of `offset` for `topic`-`partition` in `group`.
+fn kafka_simple_commit(group: &str, topic: &str, partition: i32, offset: i64) -> bytes::Bytes {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{OffsetCommitRequest, RequestHeader, TopicName};
+    use kafka_protocol::protocol::{Encodable, HeaderVersion, Request, StrBytes};
+    let mut header = RequestHeader::default();
+    header.request_api_key = OffsetCommitRequest::KEY;
+    header.request_api_version = 8;
+    header.correlation_id = 1;
+    header.client_id = Some(StrBytes::from_static_str("admin"));
+    let mut p = OffsetCommitRequestPartition::default();
+    p.partition_index = partition;
+    p.committed_offset = offset;
+    let mut t = OffsetCommitRequestTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_owned()));
+    t.partitions = vec![p];
+    let mut request = OffsetCommitRequest::default();
+    request.group_id = kafka_protocol::messages::GroupId(StrBytes::from_string(group.to_owned()));
+    request.generation_id_or_member_epoch = -1;
+    request.member_id = StrBytes::from_static_str("");
+    request.topics = vec![t];
+    let mut frame = bytes::BytesMut::new();
+    header
+        .encode(&mut frame, OffsetCommitRequest::header_version(8))
+        .unwrap();
+    request.encode(&mut frame, 8).unwrap();
+    frame.freeze()
+}
+
+/// The ABI promises the host at most one commit per group in flight (the World checks
+/// it after every output). A native group whose last member left has its final offsets
+/// in flight; a Kafka simple commit to the same group id meanwhile waits for that batch
+/// instead of going out beside it, and both land.
+#[test]
+fn a_kafka_commit_to_an_emptied_native_group_waits_for_its_batch_in_flight() {
+    let mut params = Params::fixed();
+    params.store_delay = (400, 400);
+    let mut w = World::new(test_config(), params, 5);
+    w.log = Some(Vec::new());
+    w.set_topics(&[("orders", 2)]);
+    w.join(static_spec("c1", &["orders"]));
+    w.run_for(3_000);
+    w.check_coverage().unwrap();
+    // An explicit commit goes out as the group's batch (400 ms in flight); the member
+    // leaves meanwhile, so the group is empty while its batch is still out.
+    let generation = w.consumers["c1"].generation;
+    w.commit("c1", generation, &[(tp("orders", 0), 10_000)]);
+    w.run_for(20);
+    w.leave("c1");
+    w.run_for(20);
+    assert!(w.coord.group("g").is_some_and(|g| g.members.is_empty()));
+    let conn = w.raw_conn();
+    w.raw_bytes(conn, kafka_simple_commit("g", "orders", 1, 77));
+    w.run_for(2_000);
+    for l in w
+        .log
+        .as_ref()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("commit") || l.contains("leave") || l.contains("Leave"))
+    {
+        eprintln!("{l}");
+    }
+    w.assert_clean();
+    let stored = w
+        .store
+        .get(&(drover_coordinator::GroupId::new("g"), tp("orders", 1)))
+        .map(|v| v.0);
+    assert_eq!(
+        stored,
+        Some(77),
+        "the Kafka commit landed after the native batch"
+    );
+}

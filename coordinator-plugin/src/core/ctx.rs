@@ -35,6 +35,8 @@ pub(crate) enum Op {
     /// A commit of a group dropped with its slot: the result only answers the
     /// CommitOffset requests that waited for it.
     DroppedCommit {
+        /// The group (its in-flight entry is released when the result arrives).
+        group: GroupId,
         waiters: Vec<u64>,
     },
     /// A rebalance fetch of a group dropped with its slot: the result is ignored.
@@ -59,6 +61,10 @@ pub(crate) struct Ctx {
     pub ops: HashMap<OpId, Op>,
     pub waiters: HashMap<u64, Waiter>,
     pub groups_with_pending: BTreeSet<GroupId>,
+    /// The one `CommitOffsets` in flight per group, whichever path sent it (a native
+    /// group's batch or a Kafka OffsetCommit): the ABI promises the host at most one
+    /// per group, so a batch of either path waits while the other's is out.
+    pub commits_in_flight: BTreeMap<GroupId, OpId>,
     /// Channels whose connection became free to carry a request.
     pub to_pump: Vec<ChannelOf>,
     pub out: Vec<Output>,
@@ -69,6 +75,13 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// The result of commit `op` of `group` arrived: the group may send its next one.
+    pub(crate) fn release_commit(&mut self, group: &GroupId, op: OpId) {
+        if self.commits_in_flight.get(group) == Some(&op) {
+            self.commits_in_flight.remove(group);
+        }
+    }
+
     pub(crate) fn next_op(&mut self) -> OpId {
         self.next_op += 1;
         OpId(self.next_op)

@@ -107,6 +107,7 @@ impl Coordinator {
                 ops: HashMap::new(),
                 waiters: HashMap::new(),
                 groups_with_pending: BTreeSet::new(),
+                commits_in_flight: BTreeMap::new(),
                 to_pump: Vec::new(),
                 out: Vec::new(),
                 now: 0,
@@ -393,6 +394,7 @@ impl Coordinator {
                 records,
                 waiters,
             }) => {
+                self.cx.release_commit(&group, op);
                 if let Some(g) = self.groups.get_mut(&group) {
                     g.on_committed(&mut self.cx, op, records, waiters, result);
                 } else {
@@ -400,8 +402,12 @@ impl Coordinator {
                         self.cx.complete_waiter(w, result.is_err());
                     }
                 }
+                // A Kafka OffsetCommit to this group id that waited for the batch.
+                self.send_queued_kafka_commits(&group);
             }
-            Some(Op::DroppedCommit { waiters }) => {
+            Some(Op::DroppedCommit { group, waiters }) => {
+                self.cx.release_commit(&group, op);
+                self.send_queued_kafka_commits(&group);
                 // The batch was handed to the store before the group's slot was lost:
                 // the CommitOffset requests that waited for it get its real outcome
                 // (NONE only if durable). Nothing else depends on it.

@@ -116,9 +116,10 @@ impl Group {
         }
     }
 
-    /// Sends the pending batch if nothing is in flight.
+    /// Sends the pending batch if no commit of the group is in flight (of either path:
+    /// a Kafka OffsetCommit to this group id waits the same way, [`Ctx::commits_in_flight`]).
     pub(crate) fn flush_commits(&mut self, cx: &mut Ctx) {
-        if self.commits.inflight.is_some() {
+        if self.commits.inflight.is_some() || cx.commits_in_flight.contains_key(&self.id) {
             return;
         }
         if self.commits.pending.is_empty() {
@@ -149,6 +150,7 @@ impl Group {
             },
         );
         self.commits.inflight = Some(op);
+        cx.commits_in_flight.insert(self.id.clone(), op);
         self.commits.inflight_tps = records.iter().map(|r| r.tp.clone()).collect();
         self.commits.urgent = false;
         cx.metric("commit_batches", 1);

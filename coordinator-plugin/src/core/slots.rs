@@ -179,6 +179,7 @@ impl Coordinator {
                 match op {
                     Op::Commit { group, waiters, .. } if dropped.contains(group) => {
                         *op = Op::DroppedCommit {
+                            group: group.clone(),
                             waiters: std::mem::take(waiters),
                         };
                     }

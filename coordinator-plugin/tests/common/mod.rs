@@ -372,6 +372,8 @@ pub struct World {
     slot_lost_at: BTreeMap<u32, u64>,
     /// Sum of every `Output::Metric` value, by name.
     pub metrics: BTreeMap<&'static str, i64>,
+    /// The commit batch in flight per group: the ABI promises the host at most one.
+    commits_in_flight: BTreeMap<GroupId, drover_coordinator::OpId>,
 }
 
 fn fnv(hash: &mut u64, bytes: &[u8]) {
@@ -410,6 +412,7 @@ impl World {
             raw_responses: Vec::new(),
             trace_hash: 0xcbf2_9ce4_8422_2325,
             metrics: BTreeMap::new(),
+            commits_in_flight: BTreeMap::new(),
             steps: 0,
             log: None,
             slot_lost_at: BTreeMap::new(),
@@ -460,6 +463,13 @@ impl World {
                     let ok = !self.rng.chance(self.params.commit_fail_rate);
                     let at = now + self.rng.between(self.params.store_delay);
                     self.note(|| format!("K commits {op} ok={ok} at {at}: {records:?}"));
+                    for group in records.iter().map(|r| &r.group).collect::<BTreeSet<_>>() {
+                        if let Some(other) = self.commits_in_flight.insert(group.clone(), op) {
+                            self.violations.push(format!(
+                                "t={now}: commit {op} of group {group} while {other} is in flight"
+                            ));
+                        }
+                    }
                     self.push(at, Ev::CommitDone { op, records, ok });
                 }
                 Output::FetchOffsets { op, group, scope } => {
@@ -1393,6 +1403,7 @@ impl World {
                 self.consumers.insert(id, c);
             }
             Ev::CommitDone { op, records, ok } => {
+                self.commits_in_flight.retain(|_, o| *o != op);
                 if ok {
                     for r in &records {
                         let key = (r.group.clone(), r.tp.clone());

@@ -85,8 +85,6 @@ pub(super) enum DeleteWait {
 /// Offset operations of Kafka requests in flight.
 #[derive(Debug, Default)]
 pub(crate) struct KafkaOffsets {
-    /// Per group, the batch in flight.
-    inflight: BTreeMap<GroupId, OpId>,
     /// Per group, commits accepted while a batch was in flight.
     queued: BTreeMap<GroupId, Vec<CommitWait>>,
     /// The waiters of each batch in flight.
@@ -283,7 +281,9 @@ impl Coordinator {
                 .cx
                 .respond_kafka(slot, to, ResponseKind::OffsetCommit(wait.response));
         }
-        if self.kafka.offsets.inflight.contains_key(&gid) {
+        // One commit per group in flight, whichever path sent it (a native group's own
+        // batch included): otherwise this one waits for it.
+        if self.cx.commits_in_flight.contains_key(&gid) {
             self.kafka.offsets.queued.entry(gid).or_default().push(wait);
         } else {
             self.send_commit(gid, vec![wait]);
@@ -303,7 +303,7 @@ impl Coordinator {
     fn send_commit(&mut self, group: GroupId, waits: Vec<CommitWait>) {
         let op = self.cx.next_op();
         let records: Vec<OffsetEntry> = waits.iter().flat_map(|w| w.records.clone()).collect();
-        self.kafka.offsets.inflight.insert(group.clone(), op);
+        self.cx.commits_in_flight.insert(group.clone(), op);
         self.kafka.offsets.commits.insert(op, (group, waits));
         self.cx.out.push(Output::CommitOffsets { op, records });
     }
@@ -334,9 +334,23 @@ impl Coordinator {
             self.cx
                 .respond_kafka(w.slot, w.to, ResponseKind::OffsetCommit(w.response));
         }
-        self.kafka.offsets.inflight.remove(&group);
-        if let Some(next) = self.kafka.offsets.queued.remove(&group) {
-            self.send_commit(group, next);
+        self.cx.release_commit(&group, op);
+        if self.kafka.offsets.queued.contains_key(&group) {
+            self.send_queued_kafka_commits(&group);
+        } else if let Some(g) = self.groups.get_mut(&group) {
+            // A native group's batch that waited for this one.
+            g.flush_commits(&mut self.cx);
+        }
+    }
+
+    /// Sends the Kafka commits queued for `group`, unless one of its commits is in
+    /// flight.
+    pub(crate) fn send_queued_kafka_commits(&mut self, group: &GroupId) {
+        if self.cx.commits_in_flight.contains_key(group) {
+            return;
+        }
+        if let Some(next) = self.kafka.offsets.queued.remove(group) {
+            self.send_commit(group.clone(), next);
         }
     }
 
