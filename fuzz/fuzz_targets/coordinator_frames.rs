@@ -82,8 +82,10 @@ fuzz_target!(|data: &[u8]| {
         while let Some(input) = inputs.pop() {
             for output in c.handle(now, input) {
                 match output {
-                    Output::SendFrame { conn, .. } => {
-                        assert!(!closed.contains(&conn), "a frame on closed {conn}");
+                    Output::Answer { conn, .. }
+                    | Output::Push { conn, .. }
+                    | Output::ChannelOpened { conn } => {
+                        assert!(!closed.contains(&conn), "output on closed {conn}");
                     }
                     Output::CloseConnection { conn } => {
                         closed.insert(conn);
