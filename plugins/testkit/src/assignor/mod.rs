@@ -25,7 +25,7 @@
 //! # }
 //! # impl drover_abi::sdk::AssignorPlugin for Mine {
 //! #     fn new(_: &drover_abi::sdk::PluginContext) -> Result<Self, drover_abi::PluginError> { Ok(Mine) }
-//! #     fn assign(&self, _: &drover_abi::AssignInput) -> Result<drover_abi::Assignment, drover_abi::PluginError> { todo!() }
+//! #     fn assign(&self, _: &drover_abi::AssignInput) -> Result<drover_abi::Assignment, drover_abi::PluginError> { Err(drover_abi::PluginError::internal("your policy here")) }
 //! # }
 //! use drover_plugin_testkit::assignor::{self, Claim, Claims, Options};
 //!
