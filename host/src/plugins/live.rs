@@ -408,7 +408,7 @@ impl LivePlugins {
             };
             return refused(reason_of(path, &e), Some(sha));
         }
-        let plugin = match self.loader.load(path, None) {
+        let plugin = match self.loader.load_checked(path, checked, None) {
             Ok(plugin) => plugin,
             Err(e) => return refused(reason_of(path, &e), Some(sha)),
         };

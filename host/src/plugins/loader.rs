@@ -184,7 +184,9 @@ impl Loader {
         (Some(sha256), self.load_checked(path, file, expected))
     }
 
-    fn load_checked(
+    /// Loads a file [`checks::check_file`] already read and checked (a rescan compares
+    /// its digest first), without reading it again.
+    pub(super) fn load_checked(
         &self,
         path: &Path,
         file: checks::CheckedFile,
