@@ -274,8 +274,8 @@ impl Coordinator {
                 Some(ResponseError::InvalidGroupId)
             } else if !self.owns(&id) {
                 Some(ResponseError::NotCoordinator)
-            } else if let Err(code) = self.delete_consumer_group(&id) {
-                ResponseError::try_from_code(code)
+            } else if let Err(e) = self.delete_consumer_group(&id) {
+                Some(e)
             } else if self
                 .groups
                 .get(id.as_str())
@@ -321,7 +321,7 @@ impl Coordinator {
 
     /// DeleteGroups of a KIP-848 group: refused while it has members. `Ok` for a group
     /// of another kind (checked by the caller).
-    fn delete_consumer_group(&mut self, id: &str) -> Result<(), i16> {
+    fn delete_consumer_group(&mut self, id: &str) -> Result<(), ResponseError> {
         if !self.kafka.consumer.contains(id) {
             return Ok(());
         }

@@ -112,7 +112,8 @@ pub(crate) struct JoinParams {
 pub(crate) enum ClassicReply {
     Join(JoinResult),
     Sync {
-        error: i16,
+        /// `None` on success.
+        error: Option<ResponseError>,
         protocol_type: Option<String>,
         protocol_name: Option<String>,
         assignment: Bytes,
@@ -122,7 +123,8 @@ pub(crate) enum ClassicReply {
 /// The answer to a JoinGroup.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct JoinResult {
-    pub error: i16,
+    /// `None` on success.
+    pub error: Option<ResponseError>,
     pub generation: i32,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
@@ -137,7 +139,7 @@ pub(crate) struct JoinResult {
 impl JoinResult {
     pub(crate) fn error(error: ResponseError, member_id: &str) -> JoinResult {
         JoinResult {
-            error: error.code(),
+            error: Some(error),
             generation: -1,
             member_id: member_id.to_owned(),
             ..JoinResult::default()
@@ -412,7 +414,7 @@ impl ClassicGroup {
                     ClassicReply::Join(JoinResult::error(e, &old_id))
                 }
                 _ => ClassicReply::Sync {
-                    error: e.code(),
+                    error: Some(e),
                     protocol_type: None,
                     protocol_name: None,
                     assignment: Bytes::new(),
@@ -533,7 +535,7 @@ impl ClassicGroup {
                         cx,
                         p,
                         ClassicReply::Sync {
-                            error: ResponseError::RebalanceInProgress.code(),
+                            error: Some(ResponseError::RebalanceInProgress),
                             protocol_type: None,
                             protocol_name: None,
                             assignment: Bytes::new(),
@@ -679,7 +681,7 @@ impl ClassicGroup {
             Vec::new()
         };
         JoinResult {
-            error: 0,
+            error: None,
             generation: self.generation,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
@@ -748,7 +750,7 @@ impl ClassicGroup {
 
     fn sync_ok(&self, member_id: &str) -> ClassicReply {
         ClassicReply::Sync {
-            error: 0,
+            error: None,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
             assignment: self
@@ -761,7 +763,7 @@ impl ClassicGroup {
 
     fn sync_error(&self, cx: &mut Ctx, p: Pending, e: ResponseError, reply: Reply<'_>) {
         let r = ClassicReply::Sync {
-            error: e.code(),
+            error: Some(e),
             protocol_type: None,
             protocol_name: None,
             assignment: Bytes::new(),

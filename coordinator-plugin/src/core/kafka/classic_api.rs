@@ -31,7 +31,7 @@ pub(super) fn send(cx: &mut Ctx, p: Pending, reply: ClassicReply) {
     let response = match reply {
         ClassicReply::Join(r) => {
             let mut out = JoinGroupResponse::default();
-            out.error_code = r.error;
+            out.error_code = r.error.map_or(0, |e| e.code());
             out.generation_id = r.generation;
             // Non-nullable before v7.
             out.protocol_type = r.protocol_type.map(s).or((v < 7).then(StrBytes::default));
@@ -59,7 +59,7 @@ pub(super) fn send(cx: &mut Ctx, p: Pending, reply: ClassicReply) {
             assignment,
         } => {
             let mut out = SyncGroupResponse::default();
-            out.error_code = error;
+            out.error_code = error.map_or(0, |e| e.code());
             if v >= 5 {
                 out.protocol_type = protocol_type.map(s);
                 out.protocol_name = protocol_name.map(s);
@@ -199,7 +199,7 @@ impl Coordinator {
         let member_id = r.member_id.to_string();
         let instance = r.group_instance_id.as_ref().map(|i| i.to_string());
         let error = |e: ResponseError| ClassicReply::Sync {
-            error: e.code(),
+            error: Some(e),
             protocol_type: None,
             protocol_name: None,
             assignment: Default::default(),
@@ -307,22 +307,22 @@ impl Coordinator {
                         (Some(i), true) => group.instances.get(i).cloned().unwrap_or_default(),
                         _ => member_id.clone(),
                     };
-                    let code = if group.is_pending(&member) {
+                    let error = if group.is_pending(&member) {
                         group.leave(&mut self.cx, limits, &member, &mut send);
-                        0
+                        None
                     } else {
                         match group.check_member(&member, instance.as_deref()) {
                             Ok(()) => {
                                 group.leave(&mut self.cx, limits, &member, &mut send);
-                                0
+                                None
                             }
-                            Err(e) => e.code(),
+                            Err(e) => Some(e),
                         }
                     };
                     let mut m = MemberResponse::default();
                     m.member_id = s(member_id);
                     m.group_instance_id = instance.map(s);
-                    m.error_code = code;
+                    m.error_code = error.map_or(0, |e| e.code());
                     results.push(m);
                 }
             }

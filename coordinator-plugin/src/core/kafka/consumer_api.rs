@@ -186,8 +186,8 @@ impl Coordinator {
         out.member_id = Some(s(reply.member_id));
         out.member_epoch = reply.member_epoch;
         out.heartbeat_interval_ms = reply.heartbeat_interval_ms;
-        if let Some((code, message)) = reply.error {
-            out.error_code = code;
+        if let Some((error, message)) = reply.error {
+            out.error_code = error.code();
             out.error_message = Some(s(message));
         }
         out.assignment = reply.assignment.map(|parts| {

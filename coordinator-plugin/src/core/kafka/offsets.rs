@@ -62,7 +62,7 @@ struct FetchWait {
 struct FetchOne {
     group: GroupId,
     topics: Asked,
-    result: Option<Result<Vec<OffsetEntry>, i16>>,
+    result: Option<Result<Vec<OffsetEntry>, ResponseError>>,
 }
 
 /// An OffsetDelete (or a DeleteGroups entry) waiting for the store.
@@ -184,10 +184,7 @@ impl Coordinator {
             return self
                 .kafka
                 .consumer
-                .check_commit(group, member_id, generation)
-                .map_err(|code| {
-                    ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError)
-                });
+                .check_commit(group, member_id, generation);
         }
         let Some(g) = self.kafka.classic.get(group) else {
             return if generation < 0 {
@@ -401,15 +398,11 @@ impl Coordinator {
                     .consumer
                     .check_fetch(&group, member_id.as_deref(), epoch)
                     .err()
-                    .map(|code| {
-                        ResponseError::try_from_code(code)
-                            .unwrap_or(ResponseError::UnknownServerError)
-                    })
             } else {
                 None
             };
             let gid = GroupId::new(&group);
-            let result = error.map(|e| Err(e.code()));
+            let result = error.map(Err);
             if result.is_none() {
                 let scope = match &topics {
                     None => FetchScope::WholeGroup,
@@ -460,7 +453,7 @@ impl Coordinator {
         };
         wait.groups[index].result = Some(result.map_err(|e| {
             tracing::warn!(%op, error = %e, "offset fetch failed");
-            ResponseError::CoordinatorNotAvailable.code()
+            ResponseError::CoordinatorNotAvailable
         }));
         wait.remaining -= 1;
         if wait.remaining == 0 {
@@ -476,7 +469,7 @@ impl Coordinator {
         for one in wait.groups {
             let (error, found) = match one.result {
                 Some(Ok(entries)) => (0, entries),
-                Some(Err(code)) => (code, Vec::new()),
+                Some(Err(e)) => (e.code(), Vec::new()),
                 None => (0, Vec::new()),
             };
             let by_tp: BTreeMap<TopicPartition, OffsetEntry> =

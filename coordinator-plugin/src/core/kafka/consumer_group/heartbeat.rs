@@ -6,12 +6,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kafka_protocol::ResponseError;
+
 use super::group::Group;
 use super::member::{schedule, unschedule, Member};
 use super::target::resolve_assignor;
 use super::validate::validate;
 use super::{
-    codes, failure, ConsumerGroups, Env, Failure, HeartbeatRequest, HeartbeatResponse, JOIN_EPOCH,
+    failure, ConsumerGroups, Env, Failure, HeartbeatRequest, HeartbeatResponse, JOIN_EPOCH,
     LEAVE_EPOCH, MAX_ERROR_MESSAGE_BYTES, STATIC_LEAVE_EPOCH,
 };
 use crate::core::TimerKey;
@@ -56,7 +58,7 @@ impl ConsumerGroups {
                 {
                     self.groups.remove(&req.group);
                 }
-                tracing::debug!(group = %req.group, member = %req.member_id, code, reason = %message, "heartbeat refused");
+                tracing::debug!(group = %req.group, member = %req.member_id, error = %code, reason = %message, "heartbeat refused");
                 HeartbeatResponse {
                     error: Some((code, message)),
                     member_id: req.member_id,
@@ -94,7 +96,7 @@ impl ConsumerGroups {
                         message.truncate(cut);
                         message.push('…');
                     }
-                    return Err(failure(codes::INVALID_REGULAR_EXPRESSION, message));
+                    return Err(failure(ResponseError::InvalidRegularExpression, message));
                 }
             },
         };
@@ -113,7 +115,7 @@ impl ConsumerGroups {
         if !self.groups.contains_key(&req.group) {
             if req.member_epoch != JOIN_EPOCH {
                 return Err(failure(
-                    codes::GROUP_ID_NOT_FOUND,
+                    ResponseError::GroupIdNotFound,
                     format!("Consumer group {} not found.", req.group),
                 ));
             }
@@ -148,7 +150,7 @@ impl ConsumerGroups {
                 None if req.member_epoch == JOIN_EPOCH => Found::New(member_id),
                 None => {
                     return Err(failure(
-                        codes::UNKNOWN_MEMBER_ID,
+                        ResponseError::UnknownMemberId,
                         format!("Member {member_id} is not a member of group {}.", g.id),
                     ))
                 }
@@ -163,7 +165,7 @@ impl ConsumerGroups {
                 }
                 None => {
                     return Err(failure(
-                        codes::UNKNOWN_MEMBER_ID,
+                        ResponseError::UnknownMemberId,
                         format!("Instance id {instance} is unknown."),
                     ))
                 }
@@ -171,7 +173,7 @@ impl ConsumerGroups {
                     if old.epoch == STATIC_LEAVE_EPOCH {
                         if old.id != member_id && g.members.contains_key(&member_id) {
                             return Err(failure(
-                                codes::INVALID_REQUEST,
+                                ResponseError::InvalidRequest,
                                 format!("Member id {member_id} is used by another member."),
                             ));
                         }
@@ -183,7 +185,7 @@ impl ConsumerGroups {
                         Found::Existing(member_id)
                     } else {
                         return Err(failure(
-                            codes::UNRELEASED_INSTANCE_ID,
+                            ResponseError::UnreleasedInstanceId,
                             format!(
                                 "Static member {member_id} with instance id {instance} cannot join the group because the instance id is owned by member {}.",
                                 old.id
@@ -194,7 +196,7 @@ impl ConsumerGroups {
                 Some(old) => {
                     if old.id != member_id {
                         return Err(failure(
-                            codes::FENCED_INSTANCE_ID,
+                            ResponseError::FencedInstanceId,
                             format!(
                                 "Static member {member_id} with instance id {instance} was fenced by member {}.",
                                 old.id
@@ -209,7 +211,7 @@ impl ConsumerGroups {
         if let Found::New(_) = &found {
             if g.members.len() >= env.max_group_size {
                 return Err(failure(
-                    codes::GROUP_MAX_SIZE_REACHED,
+                    ResponseError::GroupMaxSizeReached,
                     format!(
                         "The consumer group has reached its maximum capacity of {} members.",
                         env.max_group_size
@@ -340,7 +342,7 @@ impl ConsumerGroups {
     ) -> Result<HeartbeatResponse, Failure> {
         let Some(g) = self.groups.get_mut(&req.group) else {
             return Err(failure(
-                codes::GROUP_ID_NOT_FOUND,
+                ResponseError::GroupIdNotFound,
                 format!("Consumer group {} not found.", req.group),
             ));
         };
@@ -348,7 +350,7 @@ impl ConsumerGroups {
             None => {
                 if !g.members.contains_key(&req.member_id) {
                     return Err(failure(
-                        codes::UNKNOWN_MEMBER_ID,
+                        ResponseError::UnknownMemberId,
                         format!(
                             "Member {} is not a member of group {}.",
                             req.member_id, g.id
@@ -360,13 +362,13 @@ impl ConsumerGroups {
             Some(instance) => {
                 let Some(current) = g.statics.get(instance) else {
                     return Err(failure(
-                        codes::UNKNOWN_MEMBER_ID,
+                        ResponseError::UnknownMemberId,
                         format!("Instance id {instance} is unknown."),
                     ));
                 };
                 if *current != req.member_id {
                     return Err(failure(
-                        codes::FENCED_INSTANCE_ID,
+                        ResponseError::FencedInstanceId,
                         format!(
                             "Static member {} with instance id {instance} was fenced by member {current}.",
                             req.member_id

@@ -5,11 +5,13 @@
 //!
 //! It reads no clock and does no I/O: every call gets an [`Env`] with the current time
 //! (monotonic ms), the topic metadata and the assignors. It knows nothing of the wire:
-//! the glue decodes the Kafka requests, converts topic ids to names and back, and calls
-//! [`ConsumerGroups`]. Each member's deadline lives in the coordinator's one timer table
-//! ([`Timers`]), under [`TimerKey::ConsumerMember`]: the operations that move or end a
-//! deadline (heartbeat, [`ConsumerGroups::remove`]) take the table as a parameter, and
-//! the coordinator hands the members whose timers fired to [`ConsumerGroups::expire`].
+//! the glue decodes the Kafka requests, converts topic ids to names and back, calls
+//! [`ConsumerGroups`], and puts the code of the Kafka error it answers with
+//! ([`ResponseError`]) on the wire. Each member's deadline lives in the coordinator's
+//! one timer table ([`Timers`]), under [`TimerKey::ConsumerMember`]: the operations
+//! that move or end a deadline (heartbeat, [`ConsumerGroups::remove`]) take the table
+//! as a parameter, and the coordinator hands the members whose timers fired to
+//! [`ConsumerGroups::expire`].
 //!
 //! The rules, after KIP-848 and Kafka's group coordinator:
 //!
@@ -82,6 +84,8 @@ mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kafka_protocol::ResponseError;
+
 use crate::assignors::Assignors;
 use crate::core::TimerKey;
 use crate::timers::Timers;
@@ -89,31 +93,6 @@ use crate::types::{GroupId, TopicName, TopicPartition};
 
 use group::Group;
 use member::{schedule, unschedule};
-
-/// The Kafka error codes this module answers with.
-pub(crate) mod codes {
-    /// 25: the member id is not in the group.
-    pub(crate) const UNKNOWN_MEMBER_ID: i16 = 25;
-    /// 42: a malformed request.
-    pub(crate) const INVALID_REQUEST: i16 = 42;
-    /// 68: DeleteGroups of a group that still has members.
-    pub(crate) const NON_EMPTY_GROUP: i16 = 68;
-    /// 69: no such (consumer) group.
-    pub(crate) const GROUP_ID_NOT_FOUND: i16 = 69;
-    /// 81: the group has reached its maximum size.
-    pub(crate) const GROUP_MAX_SIZE_REACHED: i16 = 81;
-    /// 82: another member id holds this instance id.
-    pub(crate) const FENCED_INSTANCE_ID: i16 = 82;
-    /// 110: the member epoch is fenced; the member must rejoin with epoch 0.
-    pub(crate) const FENCED_MEMBER_EPOCH: i16 = 110;
-    /// 111: the instance id is still used by a member that has not left.
-    pub(crate) const UNRELEASED_INSTANCE_ID: i16 = 111;
-    /// 113: an offset commit or fetch with another epoch than the member's.
-    pub(crate) const STALE_MEMBER_EPOCH: i16 = 113;
-    /// 128: the subscription regex does not compile (Kafka's code for
-    /// INVALID_REGULAR_EXPRESSION).
-    pub(crate) const INVALID_REGULAR_EXPRESSION: i16 = 128;
-}
 
 /// Longest error message in a ConsumerGroupHeartbeat answer, bytes.
 const MAX_ERROR_MESSAGE_BYTES: usize = 512;
@@ -128,8 +107,8 @@ pub(crate) const STATIC_LEAVE_EPOCH: i32 = -2;
 /// (KIP-1082): the member id is then required on every request.
 pub(crate) const CLIENT_MEMBER_ID_VERSION: i16 = 1;
 
-/// An error answer: a Kafka error code and a message.
-type Failure = (i16, String);
+/// An error answer: a Kafka error and a message.
+type Failure = (ResponseError, String);
 
 /// A target assignment: partitions by member id.
 type Target = BTreeMap<String, BTreeSet<TopicPartition>>;
@@ -138,7 +117,7 @@ type Target = BTreeMap<String, BTreeSet<TopicPartition>>;
 /// what went wrong.
 type AssignorRun = Result<(String, Target), (String, String)>;
 
-fn failure(code: i16, message: impl Into<String>) -> Failure {
+fn failure(code: ResponseError, message: impl Into<String>) -> Failure {
     (code, message.into())
 }
 
@@ -179,8 +158,8 @@ pub(crate) struct HeartbeatRequest {
 /// The answer to a [`HeartbeatRequest`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HeartbeatResponse {
-    /// An error code and message, or `None` for success.
-    pub error: Option<(i16, String)>,
+    /// An error and its message, or `None` for success.
+    pub error: Option<(ResponseError, String)>,
     /// The member id (generated for a v0 join); the request's on errors.
     pub member_id: String,
     /// The member's epoch now (−1 / −2 after leaving, 0 on errors).
@@ -315,20 +294,23 @@ impl ConsumerGroups {
         group: &str,
         member_id: &str,
         member_epoch: i32,
-    ) -> Result<(), i16> {
+    ) -> Result<(), ResponseError> {
         let Some(g) = self.groups.get(group) else {
             return if member_epoch < 0 {
                 Ok(())
             } else {
-                Err(codes::GROUP_ID_NOT_FOUND)
+                Err(ResponseError::GroupIdNotFound)
             };
         };
         if member_epoch < 0 && g.members.is_empty() {
             return Ok(());
         }
-        let m = g.members.get(member_id).ok_or(codes::UNKNOWN_MEMBER_ID)?;
+        let m = g
+            .members
+            .get(member_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
         if m.epoch != member_epoch {
-            return Err(codes::STALE_MEMBER_EPOCH);
+            return Err(ResponseError::StaleMemberEpoch);
         }
         Ok(())
     }
@@ -341,7 +323,7 @@ impl ConsumerGroups {
         group: &str,
         member_id: Option<&str>,
         member_epoch: i32,
-    ) -> Result<(), i16> {
+    ) -> Result<(), ResponseError> {
         let Some(g) = self.groups.get(group) else {
             return Ok(());
         };
@@ -349,22 +331,28 @@ impl ConsumerGroups {
             return if member_epoch < 0 {
                 Ok(())
             } else {
-                Err(codes::UNKNOWN_MEMBER_ID)
+                Err(ResponseError::UnknownMemberId)
             };
         };
-        let m = g.members.get(member_id).ok_or(codes::UNKNOWN_MEMBER_ID)?;
+        let m = g
+            .members
+            .get(member_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
         if m.epoch != member_epoch {
-            return Err(codes::STALE_MEMBER_EPOCH);
+            return Err(ResponseError::StaleMemberEpoch);
         }
         Ok(())
     }
 
     /// DeleteGroups: only a group without members (NON_EMPTY_GROUP otherwise);
     /// GROUP_ID_NOT_FOUND for an unknown group. The glue deletes its offsets.
-    pub(crate) fn delete(&mut self, group: &str) -> Result<(), i16> {
-        let g = self.groups.get(group).ok_or(codes::GROUP_ID_NOT_FOUND)?;
+    pub(crate) fn delete(&mut self, group: &str) -> Result<(), ResponseError> {
+        let g = self
+            .groups
+            .get(group)
+            .ok_or(ResponseError::GroupIdNotFound)?;
         if !g.members.is_empty() {
-            return Err(codes::NON_EMPTY_GROUP);
+            return Err(ResponseError::NonEmptyGroup);
         }
         self.groups.remove(group);
         Ok(())

@@ -243,7 +243,7 @@ impl World {
         response
     }
 
-    fn code(&mut self, req: HeartbeatRequest) -> i16 {
+    fn code(&mut self, req: HeartbeatRequest) -> ResponseError {
         self.hb(req).error.expect("an error").0
     }
 
@@ -367,12 +367,12 @@ impl World {
                     c.told = a;
                 }
             }
-            Some((codes::FENCED_MEMBER_EPOCH | codes::UNKNOWN_MEMBER_ID, _)) => {
+            Some((ResponseError::FencedMemberEpoch | ResponseError::UnknownMemberId, _)) => {
                 c.owned.clear();
                 c.told.clear();
                 c.epoch = 0;
             }
-            Some((codes::UNRELEASED_INSTANCE_ID, _)) => {}
+            Some((ResponseError::UnreleasedInstanceId, _)) => {}
             Some(e) => panic!("unexpected answer to {}: {e:?}", c.name),
         }
     }
@@ -646,7 +646,7 @@ fn a_member_that_does_not_revoke_in_time_is_fenced() {
     // a's next heartbeat is refused; it rejoins with epoch 0.
     assert_eq!(
         w.code(beat("a-0", 1, Some(BTreeSet::new()))),
-        codes::UNKNOWN_MEMBER_ID
+        ResponseError::UnknownMemberId
     );
     w.converge(4);
     w.assert_stable(4);
@@ -658,14 +658,17 @@ fn wrong_epochs_are_fenced() {
     let r = w.ok(join("a", &["t"]));
     let a_all = r.assignment.unwrap();
     assert_eq!(r.member_epoch, 1);
-    assert_eq!(w.code(beat("a", 2, None)), codes::FENCED_MEMBER_EPOCH);
-    assert_eq!(w.code(beat("a", -5, None)), codes::INVALID_REQUEST);
-    assert_eq!(w.code(beat("nobody", 1, None)), codes::UNKNOWN_MEMBER_ID);
+    assert_eq!(w.code(beat("a", 2, None)), ResponseError::FencedMemberEpoch);
+    assert_eq!(w.code(beat("a", -5, None)), ResponseError::InvalidRequest);
+    assert_eq!(
+        w.code(beat("nobody", 1, None)),
+        ResponseError::UnknownMemberId
+    );
     let missing = HeartbeatRequest {
         group: GroupId::new("missing"),
         ..beat("a", 1, None)
     };
-    assert_eq!(w.code(missing), codes::GROUP_ID_NOT_FOUND);
+    assert_eq!(w.code(missing), ResponseError::GroupIdNotFound);
 
     // b joins; a revokes one partition, acknowledges and moves to epoch 2.
     w.ok(join("b", &["t"]));
@@ -678,18 +681,21 @@ fn wrong_epochs_are_fenced() {
     let r = w.ok(beat("a", 1, Some(kept.clone())));
     assert_eq!(r.member_epoch, 2);
     // ... but not without owned partitions, nor with partitions outside it.
-    assert_eq!(w.code(beat("a", 1, None)), codes::FENCED_MEMBER_EPOCH);
+    assert_eq!(w.code(beat("a", 1, None)), ResponseError::FencedMemberEpoch);
     let other: BTreeSet<_> = [tp("t", 0), tp("t", 1)].into();
     assert_eq!(
         w.code(beat("a", 1, Some(other))),
-        codes::FENCED_MEMBER_EPOCH
+        ResponseError::FencedMemberEpoch
     );
     // An epoch older than the previous one is fenced.
     w.ok(beat("a", 2, Some(kept.clone())));
     w.set_topic("t", 3);
     w.ok(beat("a", 2, Some(kept.clone())));
     assert_eq!(w.member("a").epoch, 3);
-    assert_eq!(w.code(beat("a", 1, Some(kept))), codes::FENCED_MEMBER_EPOCH);
+    assert_eq!(
+        w.code(beat("a", 1, Some(kept))),
+        ResponseError::FencedMemberEpoch
+    );
     // The fenced member is still in the group: it rejoins with its id and epoch 0
     // and gets its assignment back.
     let r = w.ok(join("a", &["t"]));
@@ -756,26 +762,26 @@ fn a_static_member_restarted_within_the_session_timeout_gets_its_partitions_back
         instance_id: Some("a-instance".into()),
         ..beat("a-0", epoch, None)
     };
-    assert_eq!(w.code(old.clone()), codes::FENCED_INSTANCE_ID);
+    assert_eq!(w.code(old.clone()), ResponseError::FencedInstanceId);
     let old_leave = HeartbeatRequest {
         member_epoch: LEAVE_EPOCH,
         ..old
     };
-    assert_eq!(w.code(old_leave), codes::FENCED_INSTANCE_ID);
+    assert_eq!(w.code(old_leave), ResponseError::FencedInstanceId);
     assert_eq!(
         w.code(static_join("a-2", "a-instance", &["t"])),
-        codes::UNRELEASED_INSTANCE_ID
+        ResponseError::UnreleasedInstanceId
     );
     assert_eq!(
         w.code(beat("x", STATIC_LEAVE_EPOCH, None)),
-        codes::INVALID_REQUEST,
+        ResponseError::InvalidRequest,
         "epoch -2 without an instance id"
     );
     let unknown = HeartbeatRequest {
         instance_id: Some("nobody".into()),
         ..beat("x", 3, None)
     };
-    assert_eq!(w.code(unknown), codes::UNKNOWN_MEMBER_ID);
+    assert_eq!(w.code(unknown), ResponseError::UnknownMemberId);
 }
 
 #[test]
@@ -893,12 +899,12 @@ fn regex_subscriptions_follow_topic_creation() {
         subscribed_topic_regex: Some("orders-(".into()),
         ..beat("a", 2, None)
     };
-    assert_eq!(w.code(bad), codes::INVALID_REGULAR_EXPRESSION);
+    assert_eq!(w.code(bad), ResponseError::InvalidRegularExpression);
     let bad_join = HeartbeatRequest {
         subscribed_topic_regex: Some("(".into()),
         ..join("z", &[])
     };
-    assert_eq!(w.code(bad_join), codes::INVALID_REGULAR_EXPRESSION);
+    assert_eq!(w.code(bad_join), ResponseError::InvalidRegularExpression);
     let clear = HeartbeatRequest {
         subscribed_topic_regex: Some(String::new()),
         ..beat("a", 2, None)
@@ -1016,7 +1022,10 @@ fn the_group_size_is_limited() {
     w.max_group_size = 2;
     w.ok(static_join("a", "ia", &["t"]));
     w.ok(join("b", &["t"]));
-    assert_eq!(w.code(join("c", &["t"])), codes::GROUP_MAX_SIZE_REACHED);
+    assert_eq!(
+        w.code(join("c", &["t"])),
+        ResponseError::GroupMaxSizeReached
+    );
     // Members already in the group go on; a static member's replacement fits.
     let epoch = w.member("b").epoch;
     w.ok(beat("b", epoch, None));
@@ -1035,7 +1044,7 @@ fn commit_and_fetch_checks() {
     assert_eq!(w.groups.check_commit(G, "", -1), Ok(()));
     assert_eq!(
         w.groups.check_commit(G, "a", 1),
-        Err(codes::GROUP_ID_NOT_FOUND)
+        Err(ResponseError::GroupIdNotFound)
     );
     assert_eq!(w.groups.check_fetch(G, Some("a"), 1), Ok(()));
 
@@ -1044,29 +1053,29 @@ fn commit_and_fetch_checks() {
     assert_eq!(w.groups.check_commit(G, "a", epoch), Ok(()));
     assert_eq!(
         w.groups.check_commit(G, "a", epoch - 1),
-        Err(codes::STALE_MEMBER_EPOCH)
+        Err(ResponseError::StaleMemberEpoch)
     );
     assert_eq!(
         w.groups.check_commit(G, "a", epoch + 1),
-        Err(codes::STALE_MEMBER_EPOCH)
+        Err(ResponseError::StaleMemberEpoch)
     );
     assert_eq!(
         w.groups.check_commit(G, "b", epoch),
-        Err(codes::UNKNOWN_MEMBER_ID)
+        Err(ResponseError::UnknownMemberId)
     );
     assert_eq!(
         w.groups.check_commit(G, "", -1),
-        Err(codes::UNKNOWN_MEMBER_ID)
+        Err(ResponseError::UnknownMemberId)
     );
     assert_eq!(w.groups.check_fetch(G, None, -1), Ok(()));
     assert_eq!(w.groups.check_fetch(G, Some("a"), epoch), Ok(()));
     assert_eq!(
         w.groups.check_fetch(G, Some("a"), 0),
-        Err(codes::STALE_MEMBER_EPOCH)
+        Err(ResponseError::StaleMemberEpoch)
     );
     assert_eq!(
         w.groups.check_fetch(G, Some("b"), 1),
-        Err(codes::UNKNOWN_MEMBER_ID)
+        Err(ResponseError::UnknownMemberId)
     );
 
     // Once the group is empty, standalone commits are allowed again.
@@ -1074,7 +1083,7 @@ fn commit_and_fetch_checks() {
     assert_eq!(w.groups.check_commit(G, "", -1), Ok(()));
     assert_eq!(
         w.groups.check_commit(G, "a", epoch),
-        Err(codes::UNKNOWN_MEMBER_ID)
+        Err(ResponseError::UnknownMemberId)
     );
 }
 
@@ -1157,7 +1166,11 @@ fn malformed_requests_are_invalid() {
     ];
     for (what, req) in cases {
         let r = w.hb(req);
-        assert_eq!(r.error.map(|e| e.0), Some(codes::INVALID_REQUEST), "{what}");
+        assert_eq!(
+            r.error.map(|e| e.0),
+            Some(ResponseError::InvalidRequest),
+            "{what}"
+        );
         assert_eq!(r.assignment, None);
     }
     assert!(!w.groups.contains(G));
@@ -1187,7 +1200,7 @@ fn v0_joins_get_generated_member_ids() {
 fn describe_list_and_delete() {
     let mut w = World::new(&[("t", 2)]);
     assert_eq!(w.groups.describe(G), None);
-    assert_eq!(w.groups.delete(G), Err(codes::GROUP_ID_NOT_FOUND));
+    assert_eq!(w.groups.delete(G), Err(ResponseError::GroupIdNotFound));
     w.ok(HeartbeatRequest {
         rack_id: Some("rack-1".into()),
         ..static_join("a", "ia", &["t"])
@@ -1208,7 +1221,7 @@ fn describe_list_and_delete() {
     assert_eq!(m.subscribed_topic_names, vec![TopicName::new("t")]);
     assert_eq!(m.assignment, tps(&[("t", 0), ("t", 1)]));
     assert_eq!(w.groups.list(), vec![(GroupId::new(G), "Stable")]);
-    assert_eq!(w.groups.delete(G), Err(codes::NON_EMPTY_GROUP));
+    assert_eq!(w.groups.delete(G), Err(ResponseError::NonEmptyGroup));
     w.ok(HeartbeatRequest {
         instance_id: Some("ia".into()),
         ..beat("a", LEAVE_EPOCH, None)
@@ -1218,16 +1231,16 @@ fn describe_list_and_delete() {
     assert_eq!(w.timers.next(), None);
     assert_eq!(w.groups.delete(G), Ok(()));
     assert_eq!(w.groups.describe(G), None);
-    assert_eq!(w.groups.delete(G), Err(codes::GROUP_ID_NOT_FOUND));
+    assert_eq!(w.groups.delete(G), Err(ResponseError::GroupIdNotFound));
     // Leaving a missing group or as an unknown member.
     assert_eq!(
         w.code(beat("a", LEAVE_EPOCH, None)),
-        codes::GROUP_ID_NOT_FOUND
+        ResponseError::GroupIdNotFound
     );
     w.ok(join("b", &["t"]));
     assert_eq!(
         w.code(beat("a", LEAVE_EPOCH, None)),
-        codes::UNKNOWN_MEMBER_ID
+        ResponseError::UnknownMemberId
     );
 }
 

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use super::codes;
+use kafka_protocol::ResponseError;
+
 use super::group::Group;
 use super::member::Member;
 use super::{
@@ -20,7 +21,7 @@ fn blank(s: &str) -> bool {
 
 /// Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid`.
 pub(super) fn validate(req: &HeartbeatRequest) -> Result<(), Failure> {
-    let invalid = |m: &str| Err(failure(codes::INVALID_REQUEST, m));
+    let invalid = |m: &str| Err(failure(ResponseError::InvalidRequest, m));
     if (req.version >= CLIENT_MEMBER_ID_VERSION
         || req.member_epoch > 0
         || req.member_epoch == LEAVE_EPOCH)
@@ -76,7 +77,7 @@ impl Group {
         }
         if received > m.epoch {
             return Err(failure(
-                codes::FENCED_MEMBER_EPOCH,
+                ResponseError::FencedMemberEpoch,
                 format!(
                     "the member epoch {received} is newer than the coordinator's ({}); the member must abandon its partitions and rejoin",
                     m.epoch
@@ -88,7 +89,7 @@ impl Group {
                 received == m.previous_epoch && owned.is_some_and(|o| o.is_subset(&m.assigned));
             if !lost_response {
                 return Err(failure(
-                    codes::FENCED_MEMBER_EPOCH,
+                    ResponseError::FencedMemberEpoch,
                     format!(
                         "the member epoch {received} is older than the coordinator's ({}); the member must abandon its partitions and rejoin",
                         m.epoch
