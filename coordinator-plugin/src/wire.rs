@@ -4,6 +4,7 @@
 use bytes::{Bytes, BytesMut};
 use drover_protocol as proto;
 use drover_protocol::{EncodeError, NativeRequest, NativeResponse};
+use kafka_protocol::ResponseError;
 
 use crate::core::GroupSnapshot;
 use crate::types::{TopicName, TopicPartition};
@@ -26,6 +27,19 @@ pub(crate) fn encode_response(
     let mut buf = BytesMut::new();
     proto::encode_response_frame(&mut buf, correlation_id, response)?;
     Ok(buf.freeze().slice(4..))
+}
+
+/// The native protocol's error code for the core's answer: `None` (success) is NONE, an
+/// error its Kafka code (the native protocol reuses Kafka's numbers and names,
+/// docs/protocol.md). Every native response takes its error codes from here.
+pub(crate) fn error_code(error: impl Into<Option<ResponseError>>) -> proto::ErrorCode {
+    proto::ErrorCode(error.into().map_or(0, |e| e.code()))
+}
+
+/// The core's name for an error code of the native protocol (from the protocol crate's
+/// own request checks); `None` for NONE.
+pub(crate) fn kafka_error(code: proto::ErrorCode) -> Option<ResponseError> {
+    ResponseError::try_from_code(code.0)
 }
 
 /// One offset as carried by Heartbeat, StopFetcher and CommitOffset.
@@ -175,7 +189,7 @@ pub(crate) fn group_to_wire(snapshot: GroupSnapshot) -> proto::DescribedGroup {
         .collect();
     proto::DescribedGroup {
         group_id: group.to_owned(),
-        error_code: proto::ErrorCode::NONE,
+        error_code: error_code(None),
         state: snapshot.state.to_owned(),
         generation: snapshot.generation.0,
         assignor: snapshot.assignor.map(clipped),
@@ -246,6 +260,24 @@ mod tests {
             groups: vec![described],
         });
         assert!(encode_response(1, &response).is_ok());
+    }
+
+    #[test]
+    fn native_error_codes_are_kafkas() {
+        assert_eq!(error_code(None), proto::ErrorCode::NONE);
+        assert_eq!(
+            error_code(ResponseError::NotCoordinator),
+            proto::ErrorCode::NOT_COORDINATOR
+        );
+        assert_eq!(
+            error_code(ResponseError::InvalidRegularExpression),
+            proto::ErrorCode::INVALID_REGULAR_EXPRESSION
+        );
+        assert_eq!(
+            kafka_error(proto::ErrorCode::INVALID_SESSION_TIMEOUT),
+            Some(ResponseError::InvalidSessionTimeout)
+        );
+        assert_eq!(kafka_error(proto::ErrorCode::NONE), None);
     }
 
     #[test]

@@ -3,11 +3,12 @@
 use std::collections::BTreeMap;
 
 use drover_protocol as proto;
-use drover_protocol::ErrorCode;
+use kafka_protocol::ResponseError;
 
 use super::Ctx;
 
 use crate::types::{GroupId, OffsetEntry, StoreError, TopicName, TopicPartition};
+use crate::wire;
 
 /// Builds a FetchOffsets response from the store's answer.
 pub(super) fn fetch_response(
@@ -21,7 +22,7 @@ pub(super) fn fetch_response(
         Err(e) => {
             tracing::warn!(%group, error = %e, "offset fetch failed");
             return proto::FetchOffsetsResponse {
-                error_code: ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                error_code: wire::error_code(ResponseError::CoordinatorNotAvailable),
                 topics: Vec::new(),
             };
         }
@@ -49,16 +50,16 @@ pub(super) fn fetch_response(
                                 partition: p,
                                 offset: *offset,
                                 metadata: metadata.clone(),
-                                error_code: ErrorCode::NONE,
+                                error_code: wire::error_code(None),
                             },
                             None => proto::FetchedOffset {
                                 partition: p,
                                 offset: proto::FetchedOffset::NO_OFFSET,
                                 metadata: None,
                                 error_code: if cx.exists(&tp) {
-                                    ErrorCode::NONE
+                                    wire::error_code(None)
                                 } else {
-                                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+                                    wire::error_code(ResponseError::UnknownTopicOrPartition)
                                 },
                             },
                         }
@@ -77,7 +78,7 @@ pub(super) fn fetch_response(
                     partition: tp.partition,
                     offset,
                     metadata,
-                    error_code: ErrorCode::NONE,
+                    error_code: wire::error_code(None),
                 };
                 match out.last_mut() {
                     Some(last) if last.topic == tp.topic.as_str() => last.partitions.push(entry),
@@ -91,7 +92,7 @@ pub(super) fn fetch_response(
         }
     };
     proto::FetchOffsetsResponse {
-        error_code: ErrorCode::NONE,
+        error_code: wire::error_code(None),
         topics,
     }
 }

@@ -1,7 +1,8 @@
 //! The native LeaveGroup and DescribeGroups requests (docs/protocol.md §5.8).
 
 use drover_protocol as proto;
-use drover_protocol::{ErrorCode, NativeResponse};
+use drover_protocol::NativeResponse;
+use kafka_protocol::ResponseError;
 
 use super::Coordinator;
 
@@ -11,20 +12,22 @@ use crate::wire;
 impl Coordinator {
     pub(super) fn on_leave(&mut self, conn: ConnId, corr: i32, r: proto::LeaveGroupRequest) {
         let slot = self.cx.reserve(conn);
-        let code = if r.group_id.is_empty() {
-            ErrorCode::INVALID_GROUP_ID
+        let error = if r.group_id.is_empty() {
+            Some(ResponseError::InvalidGroupId)
         } else if !self.owns(&r.group_id) {
-            ErrorCode::NOT_COORDINATOR
+            Some(ResponseError::NotCoordinator)
         } else {
             match self.groups.get_mut(r.group_id.as_str()) {
                 Some(g) if g.members.contains_key(r.consumer_id.as_str()) => {
                     g.leave(&mut self.cx, &ConsumerId::new(&r.consumer_id));
-                    ErrorCode::NONE
+                    None
                 }
-                _ => ErrorCode::UNKNOWN_MEMBER_ID,
+                _ => Some(ResponseError::UnknownMemberId),
             }
         };
-        let response = NativeResponse::LeaveGroup(proto::LeaveGroupResponse { error_code: code });
+        let response = NativeResponse::LeaveGroup(proto::LeaveGroupResponse {
+            error_code: wire::error_code(error),
+        });
         self.cx.respond(slot, corr, &response);
     }
 
@@ -43,14 +46,23 @@ impl Coordinator {
     ) -> proto::DescribeGroupsResponse {
         let describe = |id: &str| {
             if id.is_empty() {
-                return proto::DescribedGroup::error(id, ErrorCode::INVALID_GROUP_ID);
+                return proto::DescribedGroup::error(
+                    id,
+                    wire::error_code(ResponseError::InvalidGroupId),
+                );
             }
             if !self.owns(id) {
-                return proto::DescribedGroup::error(id, ErrorCode::NOT_COORDINATOR);
+                return proto::DescribedGroup::error(
+                    id,
+                    wire::error_code(ResponseError::NotCoordinator),
+                );
             }
             match self.group(id) {
                 Some(snapshot) => wire::group_to_wire(snapshot),
-                None => proto::DescribedGroup::error(id, ErrorCode::GROUP_ID_NOT_FOUND),
+                None => proto::DescribedGroup::error(
+                    id,
+                    wire::error_code(ResponseError::GroupIdNotFound),
+                ),
             }
         };
         let groups = match &request.groups {

@@ -2,7 +2,8 @@
 //! (docs/protocol.md §6.5) and FetchOffsets, handed to the offset store.
 
 use drover_protocol as proto;
-use drover_protocol::{ErrorCode, NativeResponse};
+use drover_protocol::NativeResponse;
+use kafka_protocol::ResponseError;
 
 use super::group::{Group, Member};
 use super::offsets::{CommitKind, Waiter};
@@ -27,7 +28,7 @@ impl Coordinator {
                         .into_iter()
                         .map(|p| proto::PartitionError {
                             partition: p.partition,
-                            error_code: ErrorCode::NOT_COORDINATOR,
+                            error_code: wire::error_code(ResponseError::NotCoordinator),
                         })
                         .collect(),
                 })
@@ -54,7 +55,7 @@ impl Coordinator {
                     topic: topic.clone(),
                     partition: p.partition,
                 };
-                let code = commit_check(
+                let error = commit_check(
                     cx,
                     r.group_id.is_empty(),
                     group,
@@ -64,12 +65,12 @@ impl Coordinator {
                     &tp,
                     &p,
                 );
-                if code.is_none() {
+                if error.is_none() {
                     accepted.push((ti, pi, tp, (p.offset, p.metadata)));
                 }
                 partitions.push(proto::PartitionError {
                     partition: p.partition,
-                    error_code: code,
+                    error_code: wire::error_code(error),
                 });
             }
             response.topics.push(proto::TopicErrors {
@@ -113,7 +114,7 @@ impl Coordinator {
         let slot = self.cx.reserve(conn);
         if r.group_id.is_empty() {
             let response = NativeResponse::FetchOffsets(proto::FetchOffsetsResponse {
-                error_code: ErrorCode::INVALID_GROUP_ID,
+                error_code: wire::error_code(ResponseError::InvalidGroupId),
                 topics: Vec::new(),
             });
             self.cx.respond(slot, corr, &response);
@@ -121,7 +122,7 @@ impl Coordinator {
         }
         if !self.owns(&r.group_id) {
             let response = NativeResponse::FetchOffsets(proto::FetchOffsetsResponse {
-                error_code: ErrorCode::NOT_COORDINATOR,
+                error_code: wire::error_code(ResponseError::NotCoordinator),
                 topics: Vec::new(),
             });
             self.cx.respond(slot, corr, &response);
@@ -146,7 +147,8 @@ impl Coordinator {
     }
 }
 
-/// The per-partition checks of a CommitOffset (docs/protocol.md §6.5), in order.
+/// The per-partition checks of a CommitOffset (docs/protocol.md §6.5), in order: the
+/// partition's error, or `None` when the offset is accepted.
 #[allow(clippy::too_many_arguments)]
 fn commit_check(
     cx: &Ctx,
@@ -157,46 +159,46 @@ fn commit_check(
     generation: i32,
     tp: &TopicPartition,
     p: &proto::PartitionOffset,
-) -> ErrorCode {
+) -> Option<ResponseError> {
     if group_id_empty {
-        return ErrorCode::INVALID_GROUP_ID;
+        return Some(ResponseError::InvalidGroupId);
     }
     if non_member {
         if group.is_some_and(|g| !g.members.is_empty()) {
-            return ErrorCode::UNKNOWN_MEMBER_ID;
+            return Some(ResponseError::UnknownMemberId);
         }
     } else {
         let Some(m) = member else {
-            return ErrorCode::UNKNOWN_MEMBER_ID;
+            return Some(ResponseError::UnknownMemberId);
         };
         let Some(g) = group else {
-            return ErrorCode::UNKNOWN_MEMBER_ID;
+            return Some(ResponseError::UnknownMemberId);
         };
         if generation != g.generation.0 || generation != m.generation.0 {
-            return ErrorCode::ILLEGAL_GENERATION;
+            return Some(ResponseError::IllegalGeneration);
         }
         if !cx.exists(tp) {
-            return ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
+            return Some(ResponseError::UnknownTopicOrPartition);
         }
         if !m.owned.contains(tp) {
             return if g.in_rebalance() && m.stopped_in_rebalance.contains(tp) {
-                ErrorCode::REBALANCE_IN_PROGRESS
+                Some(ResponseError::RebalanceInProgress)
             } else {
-                ErrorCode::ILLEGAL_GENERATION
+                Some(ResponseError::IllegalGeneration)
             };
         }
     }
     if !cx.exists(tp) {
-        return ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
+        return Some(ResponseError::UnknownTopicOrPartition);
     }
     if p.offset < 0 {
-        return ErrorCode::INVALID_REQUEST;
+        return Some(ResponseError::InvalidRequest);
     }
     if p.metadata
         .as_ref()
         .is_some_and(|m| m.len() > cx.config.max_metadata_bytes)
     {
-        return ErrorCode::OFFSET_METADATA_TOO_LARGE;
+        return Some(ResponseError::OffsetMetadataTooLarge);
     }
-    ErrorCode::NONE
+    None
 }

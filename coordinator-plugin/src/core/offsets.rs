@@ -13,12 +13,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use drover_protocol::ErrorCode;
+use kafka_protocol::ResponseError;
 
 use super::group::Group;
 use super::{Ctx, Op, TimerKey};
 use crate::io::{Event, Output};
 use crate::types::{Generation, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
+use crate::wire;
 
 /// Where an offset comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,7 +236,8 @@ impl Group {
                 if !lost.contains(topic.topic.as_str()) {
                     return true;
                 }
-                topic.partitions[p].error_code = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
+                topic.partitions[p].error_code =
+                    wire::error_code(ResponseError::UnknownTopicOrPartition);
                 false
             });
         }
@@ -259,23 +261,19 @@ impl Ctx {
 
     /// Answers a CommitOffset request whose batch completed.
     pub(crate) fn complete_waiter(&mut self, id: u64, failed: bool) {
-        let code = if failed {
-            ErrorCode::COORDINATOR_NOT_AVAILABLE
-        } else {
-            ErrorCode::NONE
-        };
-        self.complete_waiter_with(id, code);
+        let error = failed.then_some(ResponseError::CoordinatorNotAvailable);
+        self.complete_waiter_with(id, error);
     }
 
     /// Answers a CommitOffset request: its entries that waited for the store get
-    /// `code` (NONE: written).
-    pub(crate) fn complete_waiter_with(&mut self, id: u64, code: ErrorCode) {
+    /// `error` (`None`: written).
+    pub(crate) fn complete_waiter_with(&mut self, id: u64, error: Option<ResponseError>) {
         let Some(mut w) = self.waiters.remove(&id) else {
             return;
         };
-        if !code.is_none() {
+        if let Some(e) = error {
             for (t, p) in w.waiting {
-                w.response.topics[t].partitions[p].error_code = code;
+                w.response.topics[t].partitions[p].error_code = wire::error_code(e);
             }
         }
         let response = drover_protocol::NativeResponse::CommitOffset(w.response);

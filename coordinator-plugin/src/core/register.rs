@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use drover_protocol as proto;
-use drover_protocol::{ErrorCode, NativeResponse};
+use drover_protocol::NativeResponse;
+use kafka_protocol::ResponseError;
 
 use super::conn::ChannelOf;
 use super::group::{Group, Member};
@@ -15,6 +16,7 @@ use crate::assignors::Assignors;
 use crate::io::{Event, FailureReason};
 use crate::subscription::{compile_pattern, SubscriptionSpec};
 use crate::types::{ConnId, ConsumerId, GroupId, TopicName};
+use crate::wire;
 
 impl Coordinator {
     pub(super) fn on_register(
@@ -24,10 +26,10 @@ impl Coordinator {
         r: proto::RegisterConsumerRequest,
     ) {
         let slot = self.cx.reserve(conn);
-        let refuse = |cx: &mut Ctx, code: ErrorCode, message: String| {
-            tracing::debug!(group = r.group_id, consumer = r.consumer_id, %code, reason = message, "registration refused");
+        let refuse = |cx: &mut Ctx, error: ResponseError, message: String| {
+            tracing::debug!(group = r.group_id, consumer = r.consumer_id, %error, reason = message, "registration refused");
             let response = NativeResponse::RegisterConsumer(proto::RegisterConsumerResponse {
-                error_code: code,
+                error_code: wire::error_code(error),
                 error_message: Some(message),
                 heartbeat_interval_ms: 0,
                 generation: 0,
@@ -38,7 +40,7 @@ impl Coordinator {
         // any other check comes after the ownership check (docs/protocol.md §7.2).
         if !r.group_id.is_empty() && !self.owns(&r.group_id) {
             let message = self.not_coordinator_message(&r.group_id);
-            return refuse(&mut self.cx, ErrorCode::NOT_COORDINATOR, message);
+            return refuse(&mut self.cx, ResponseError::NotCoordinator, message);
         }
         if !r.group_id.is_empty() && !self.take_group_id(&r.group_id, kafka::GroupKind::Native) {
             let message = format!(
@@ -47,20 +49,22 @@ impl Coordinator {
             );
             return refuse(
                 &mut self.cx,
-                ErrorCode::INCONSISTENT_GROUP_PROTOCOL,
+                ResponseError::InconsistentGroupProtocol,
                 message,
             );
         }
         let hold_until = self.hold_for(&r.group_id);
         let cx = &mut self.cx;
         if let Err((code, message)) = r.validate() {
-            return refuse(cx, code, message);
+            // The protocol crate's checks always name an error.
+            let error = wire::kafka_error(code).unwrap_or(ResponseError::InvalidRequest);
+            return refuse(cx, error, message);
         }
         let sub = &r.subscription;
         if !sub.kind.is_wildcard() && sub.topics.len() > cx.config.max_subscription_topics {
             return refuse(
                 cx,
-                ErrorCode::INVALID_REQUEST,
+                ResponseError::InvalidRequest,
                 format!(
                     "{} topics exceed the coordinator's limit of {}",
                     sub.topics.len(),
@@ -73,7 +77,7 @@ impl Coordinator {
         {
             return refuse(
                 cx,
-                ErrorCode::INVALID_SESSION_TIMEOUT,
+                ResponseError::InvalidSessionTimeout,
                 format!(
                     "session_timeout_ms {} is outside {}..={}",
                     r.session_timeout_ms,
@@ -91,7 +95,7 @@ impl Coordinator {
                     blacklist: sub.kind == proto::SubscriptionKind::BLACKLIST,
                     streams: sub.pattern_streams,
                 },
-                Err(e) => return refuse(cx, ErrorCode::INVALID_REGULAR_EXPRESSION, e),
+                Err(e) => return refuse(cx, ResponseError::InvalidRegularExpression, e),
             }
         } else {
             SubscriptionSpec::Static(
@@ -127,14 +131,14 @@ impl Coordinator {
                     "the group's consumers use assignor `{}`, not `{assignor}`",
                     other.assignor
                 );
-                return refuse(cx, ErrorCode::INCONSISTENT_GROUP_PROTOCOL, message);
+                return refuse(cx, ResponseError::InconsistentGroupProtocol, message);
             }
         }
         let others = group.members.len() - usize::from(group.members.contains_key(&cid));
         if others >= cx.config.max_group_size {
             return refuse(
                 cx,
-                ErrorCode::GROUP_MAX_SIZE_REACHED,
+                ResponseError::GroupMaxSizeReached,
                 format!("the group has {others} consumers, the maximum"),
             );
         }
@@ -175,7 +179,7 @@ impl Coordinator {
             });
         }
         let response = NativeResponse::RegisterConsumer(proto::RegisterConsumerResponse {
-            error_code: ErrorCode::NONE,
+            error_code: wire::error_code(None),
             error_message: None,
             heartbeat_interval_ms: (st / 3) as i32,
             generation: group.generation.0,

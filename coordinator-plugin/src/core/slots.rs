@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use drover_protocol as proto;
-use drover_protocol::ErrorCode;
+use kafka_protocol::ResponseError;
 
 use super::{Coordinator, Op, TimerKey};
 
@@ -170,7 +170,7 @@ impl Coordinator {
             cx.groups_with_pending.remove(&g.id);
             discarded += g.commits.pending.len();
             for w in g.commits.pending_waiters {
-                cx.complete_waiter_with(w, ErrorCode::NOT_COORDINATOR);
+                cx.complete_waiter_with(w, Some(ResponseError::NotCoordinator));
             }
         }
         if !ids.is_empty() {
