@@ -14,9 +14,9 @@
 //! line lists every name of [`CoordinatorCounter`] with what it counts, and
 //! docs/operations.md ("Admin HTTP API") has the same list as a table.
 //!
-//! One family rather than one per counter keeps a third-party coordinator's own names
-//! safe to export (a label value needs no escaping rules beyond quoting, a metric name
-//! does) and keeps the family Drover has always exported. A third-party coordinator may
+//! One family rather than one per counter keeps the family Drover has always exported,
+//! and any name a third-party coordinator sends is a valid label value, where not every
+//! name would be a valid metric name. A third-party coordinator may
 //! report names that are not in [`CoordinatorCounter`]: the host counts them under their
 //! name, like any other (use `snake_case`).
 //!
