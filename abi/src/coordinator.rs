@@ -38,6 +38,8 @@
 //!    [`CoordinatorInput::TimerFired`] at or after the deadline of
 //!    [`Coordinator::poll_timeout`].
 
+pub mod metrics;
+
 use abi_stable::{
     declare_root_module_statics,
     library::RootModule,
@@ -261,11 +263,15 @@ pub enum CoordinatorOutput {
         /// store interface has no per-partition delete.
         partitions: RVec<TopicPartitions>,
     },
-    /// A counter or gauge for the host's metrics (`drover_coordinator_<name>`).
+    /// Adds `value` to the counter `name` in the host's metrics
+    /// (`drover_coordinator_events_total{name}`). Counters only: zero adds nothing and a
+    /// negative value is ignored. What the host exports, and the names Drover's own
+    /// coordinator uses: [`metrics`].
     Metric {
-        /// Metric name suffix.
+        /// The counter's name, `snake_case` ([`metrics::CoordinatorCounter::name`] for
+        /// Drover's own; any other name is counted too).
         name: RString,
-        /// Value: the new gauge value, or the increment of a counter.
+        /// The increment.
         value: i64,
     },
 }

@@ -133,9 +133,9 @@ pub fn output_to_abi(output: Output, commit_time_ms: i64) -> Option<CoordinatorO
             group: RString::from(group.as_str()),
             partitions: scope_to_abi(scope),
         },
-        Output::Metric { name, value } => CoordinatorOutput::Metric {
-            name: RString::from(name),
-            value,
+        Output::Metric { counter, value } => CoordinatorOutput::Metric {
+            name: RString::from(counter.name()),
+            value: i64::try_from(value).unwrap_or(i64::MAX),
         },
         Output::Event(event) => {
             event.log();

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+pub use drover_abi::coordinator::metrics::CoordinatorCounter;
 
 use crate::types::{ConnId, ConsumerId, Generation, GroupId, OffsetEntry, OpId, StoreError};
 use crate::types::{TopicName, TopicPartition};
@@ -177,14 +178,13 @@ pub enum Output {
     },
     /// Something operators care about, for logs.
     Event(Event),
-    /// A counter increment for the host's metrics (`drover_coordinator_<name>_total`).
+    /// Adds `value` to one of Drover's coordinator counters. The counters, what each
+    /// counts and how the host exports them: `drover_abi::coordinator::metrics`.
     Metric {
-        /// Counter name: `rebalances_started`, `generations`, `members_failed`,
-        /// `commit_batches`, `commit_failures`, `assignor_failures`, `slots_gained`,
-        /// `slots_lost`.
-        name: &'static str,
-        /// The increment.
-        value: i64,
+        /// The counter.
+        counter: CoordinatorCounter,
+        /// The increment (counters only go up).
+        value: u64,
     },
 }
 

@@ -137,7 +137,7 @@ mod wire;
 pub use crate::core::{Coordinator, GroupSnapshot, MemberSnapshot, Ownership};
 pub use assignors::{AssignorSet, Assignors};
 pub use config::{ConfigError, CoordinatorConfig, RebalanceMode};
-pub use io::{Event, FailureReason, FetchScope, Input, Output};
+pub use io::{CoordinatorCounter, Event, FailureReason, FetchScope, Input, Output};
 pub use types::{
     ConnId, ConsumerId, Generation, GroupId, OffsetEntry, OpId, StoreError, TopicName,
     TopicPartition,

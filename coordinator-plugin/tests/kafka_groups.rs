@@ -534,7 +534,7 @@ fn three_members_joining_during_the_initial_delay_make_one_generation() {
             .filter(|o| matches!(
                 o,
                 Output::Metric {
-                    name: "classic_generations",
+                    counter: drover_coordinator::CoordinatorCounter::ClassicGenerations,
                     ..
                 }
             ))
@@ -682,7 +682,7 @@ fn a_member_that_stops_heartbeating_is_removed_after_its_session_timeout() {
     assert!(h.events.iter().any(|o| matches!(
         o,
         Output::Metric {
-            name: "classic_members_expired",
+            counter: drover_coordinator::CoordinatorCounter::ClassicMembersExpired,
             ..
         }
     )));
@@ -862,7 +862,7 @@ fn a_restarted_static_member_gets_its_assignment_back_without_a_rebalance() {
             .filter(|o| matches!(
                 o,
                 Output::Metric {
-                    name: "classic_generations",
+                    counter: drover_coordinator::CoordinatorCounter::ClassicGenerations,
                     ..
                 }
             ))

@@ -16,7 +16,7 @@ use super::TimerKey;
 
 use crate::assignors::Assignors;
 use crate::config::CoordinatorConfig;
-use crate::io::{Event, Output};
+use crate::io::{CoordinatorCounter, Event, Output};
 use crate::timers::Timers;
 use crate::types::{ConnId, GroupId, OffsetEntry, OpId, TopicName, TopicPartition};
 use crate::wire;
@@ -91,8 +91,8 @@ impl Ctx {
         self.out.push(Output::Event(event));
     }
 
-    pub(crate) fn metric(&mut self, name: &'static str, value: i64) {
-        self.out.push(Output::Metric { name, value });
+    pub(crate) fn metric(&mut self, counter: CoordinatorCounter, value: u64) {
+        self.out.push(Output::Metric { counter, value });
     }
 
     /// The assignor a rebalance of `group` runs: `requested` when it is loaded, else the
@@ -110,7 +110,7 @@ impl Ctx {
             default,
             "assignor `{requested}` is not loaded; the group uses the default assignor `{default}`"
         );
-        self.metric("assignor_fallbacks", 1);
+        self.metric(CoordinatorCounter::AssignorFallbacks, 1);
         self.event(Event::AssignorFallback {
             group: group.clone(),
             requested: requested.to_owned(),

@@ -20,7 +20,7 @@ use super::offsets::Commits;
 use super::{Ctx, TimerKey};
 use crate::assignors::{build_input, validate_assignment, MemberView};
 use crate::config::RebalanceMode;
-use crate::io::{Event, FailureReason, Output};
+use crate::io::{CoordinatorCounter, Event, FailureReason, Output};
 use crate::subscription::SubscriptionSpec;
 use crate::types::{ConnId, ConsumerId, Generation, GroupId, TopicName, TopicPartition};
 use crate::wire;
@@ -429,7 +429,7 @@ impl Group {
             consumer: id.clone(),
             reason,
         });
-        cx.metric("members_failed", 1);
+        cx.metric(CoordinatorCounter::MembersFailed, 1);
         self.trigger(cx, "member failed");
         self.progress(cx);
     }
@@ -540,7 +540,7 @@ impl Group {
             generation: self.generation,
             mode: mode.as_str(),
         });
-        cx.metric("rebalances_started", 1);
+        cx.metric(CoordinatorCounter::RebalancesStarted, 1);
         for m in self.members.values_mut() {
             m.stopped_in_rebalance.clear();
         }
@@ -639,7 +639,7 @@ impl Group {
                 assignor: assignor.to_owned(),
                 message: error,
             });
-            cx.metric("assignor_failures", 1);
+            cx.metric(CoordinatorCounter::AssignorFailures, 1);
         };
         if total > cx.config.max_assigned_partitions as u64 {
             let error = format!(
@@ -669,7 +669,7 @@ impl Group {
                     return Err(());
                 }
                 tracing::warn!(group = %self.id, assignor, default, "assignor `{assignor}` failed; this rebalance runs the default assignor `{default}`");
-                cx.metric("assignor_fallbacks", 1);
+                cx.metric(CoordinatorCounter::AssignorFallbacks, 1);
                 cx.event(Event::AssignorFallback {
                     group: self.id.clone(),
                     requested: assignor.clone(),
@@ -880,7 +880,7 @@ impl Group {
             generation,
             members: awaiting.len(),
         });
-        cx.metric("generations", 1);
+        cx.metric(CoordinatorCounter::Generations, 1);
         self.phase = Phase::Starting { awaiting };
         for id in &ids {
             self.pump(cx, id);

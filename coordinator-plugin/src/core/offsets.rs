@@ -17,7 +17,7 @@ use kafka_protocol::ResponseError;
 
 use super::group::Group;
 use super::{Ctx, Op, TimerKey};
-use crate::io::{Event, Output};
+use crate::io::{CoordinatorCounter, Event, Output};
 use crate::types::{Generation, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
 use crate::wire;
 
@@ -154,7 +154,7 @@ impl Group {
         cx.commits_in_flight.insert(self.id.clone(), op);
         self.commits.inflight_tps = records.iter().map(|r| r.tp.clone()).collect();
         self.commits.urgent = false;
-        cx.metric("commit_batches", 1);
+        cx.metric(CoordinatorCounter::CommitBatches, 1);
         cx.out.push(Output::CommitOffsets { op, records });
     }
 
@@ -180,7 +180,7 @@ impl Group {
                 retrying: e.retriable,
                 message: e.message.clone(),
             });
-            cx.metric("commit_failures", 1);
+            cx.metric(CoordinatorCounter::CommitFailures, 1);
             for r in records {
                 let value = (r.offset, r.metadata);
                 if e.retriable {

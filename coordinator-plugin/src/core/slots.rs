@@ -9,7 +9,7 @@ use kafka_protocol::ResponseError;
 
 use super::{Coordinator, Op, TimerKey};
 
-use crate::io::{Event, Output};
+use crate::io::{CoordinatorCounter, Event, Output};
 use crate::types::GroupId;
 
 /// Which groups the coordinator serves.
@@ -124,7 +124,7 @@ impl Coordinator {
             slot,
             takeover_until: until,
         });
-        self.cx.metric("slots_gained", 1);
+        self.cx.metric(CoordinatorCounter::SlotsGained, 1);
     }
 
     /// Cluster mode: slot `slot` is no longer ours. Every group of the slot is dropped
@@ -201,6 +201,6 @@ impl Coordinator {
             consumers,
             discarded_offsets: discarded,
         });
-        cx.metric("slots_lost", 1);
+        cx.metric(CoordinatorCounter::SlotsLost, 1);
     }
 }

@@ -487,8 +487,8 @@ impl World {
                         },
                     );
                 }
-                Output::Metric { name, value } => {
-                    *self.metrics.entry(name).or_default() += value;
+                Output::Metric { counter, value } => {
+                    *self.metrics.entry(counter.name()).or_default() += value as i64;
                 }
                 Output::DeleteOffsets { op, .. } => {
                     self.violations.push(format!(

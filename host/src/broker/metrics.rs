@@ -10,14 +10,21 @@
 //!   refused or closed to protect the others (`per_ip`, `evicted`,
 //!   `first_request_timeout`, `write_timeout`);
 //! - `drover_native_requests_total{api}`: native coordinator requests answered;
-//! - `drover_coordinator_events_total{name}`: counters the coordinator plugin reports
-//!   (rebalances, generations, failed members, commit batches, ...);
+//! - `drover_coordinator_events_total{name}`: the coordinator's counters, one sample per
+//!   name: what the coordinator plugin reports with `CoordinatorOutput::Metric` (an
+//!   increment; there are no gauges) and what the host counts about it. The names, their
+//!   help (this family's `# HELP` line) and the rules are
+//!   [`drover_abi::coordinator::metrics`]; the known names start at 0, and a
+//!   third-party coordinator's own names are counted too;
 //! - `drover_plugin_rescans_total{outcome}`: rescans of the plugin directory (`changed`,
 //!   `unchanged`, `failed`), and `drover_plugin_files_refused_total`: files a rescan
 //!   refused; `drover_plugin_libraries_loaded` (gauge): distinct plugin libraries in the
 //!   process (never unloaded; capped by `plugins.max_loaded_libraries`);
 //! - `drover_log_end_offset{topic,partition}`: rendered at scrape time.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use drover_abi::coordinator::metrics::CoordinatorCounter;
 use kafka_protocol::error::ParseResponseErrorCode;
 use prometheus_client::{
     encoding::{text::encode, EncodeLabelSet},
@@ -63,6 +70,8 @@ pub struct Metrics {
     connections_closed: Family<ReasonLabels, Counter>,
     native_requests: Family<ApiLabels, Counter>,
     coordinator_events: Family<NameLabels, Counter>,
+    /// Whether a negative coordinator counter increment was logged already.
+    negative_increment_logged: AtomicBool,
     zookeeper_connected: Gauge,
     plugin_rescans: Family<OutcomeLabels, Counter>,
     plugin_files_refused: Counter,
@@ -131,9 +140,15 @@ impl Metrics {
         let coordinator_events = Family::<NameLabels, Counter>::default();
         registry.register(
             "coordinator_events",
-            "Counters reported by the coordinator plugin, by name",
+            coordinator_events_help(),
             coordinator_events.clone(),
         );
+        for counter in CoordinatorCounter::ALL {
+            // Known counters exist from the start, so a scraper sees their first increment.
+            let _series = coordinator_events.get_or_create(&NameLabels {
+                name: counter.name().to_owned(),
+            });
+        }
         let zookeeper_connected = Gauge::default();
         registry.register(
             "zookeeper_connected",
@@ -166,6 +181,7 @@ impl Metrics {
             zookeeper_connected,
             native_requests,
             coordinator_events,
+            negative_increment_logged: AtomicBool::new(false),
             requests,
             bytes_in,
             bytes_out,
@@ -229,14 +245,30 @@ impl Metrics {
         self.native_requests.get_or_create(&ApiLabels { api }).inc();
     }
 
-    /// Adds `value` to the coordinator's counter `name` (negative values are ignored).
+    /// Adds `value` to the coordinator's counter `name`
+    /// ([`drover_abi::coordinator::metrics`]: a [`CoordinatorCounter`] name, or a
+    /// third-party coordinator's own). Zero adds nothing; a negative value is not an
+    /// increment and is ignored (the first one is logged).
     pub fn coordinator_event(&self, name: &str, value: i64) {
-        if value > 0 {
-            self.coordinator_events
-                .get_or_create(&NameLabels {
-                    name: name.to_owned(),
-                })
-                .inc_by(value as u64);
+        match u64::try_from(value) {
+            Ok(0) => {}
+            Ok(increment) => {
+                self.coordinator_events
+                    .get_or_create(&NameLabels {
+                        name: name.to_owned(),
+                    })
+                    .inc_by(increment);
+            }
+            Err(_) => {
+                if !self.negative_increment_logged.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        name,
+                        value,
+                        "the coordinator reported a negative increment of counter `{name}`; \
+                         ignored (coordinator metrics are counters; later ones are not logged)"
+                    );
+                }
+            }
         }
     }
 
@@ -292,5 +324,128 @@ impl Metrics {
         }
         text.push_str("# EOF\n");
         text
+    }
+}
+
+/// The `# HELP` text of `drover_coordinator_events`: every known counter's name, unit and
+/// help, from [`CoordinatorCounter`] (OpenMetrics has one help line per family, and the
+/// counters share one family: see [`drover_abi::coordinator::metrics`]).
+fn coordinator_events_help() -> String {
+    let mut help = String::from("Counters of the coordinator, by name.");
+    for counter in CoordinatorCounter::ALL {
+        help.push_str(&format!(
+            " {} ({}): {}",
+            counter.name(),
+            counter.unit(),
+            counter.help()
+        ));
+    }
+    help.push_str(" Other names are a third-party coordinator's own.");
+    help
+}
+
+#[cfg(test)]
+mod tests {
+    use drover_abi::coordinator::metrics::FAMILY;
+
+    use super::*;
+
+    /// The `# HELP` line of `family` in `text`.
+    fn help_line<'a>(text: &'a str, family: &str) -> &'a str {
+        let prefix = format!("# HELP {family} ");
+        text.lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in\n{text}"))
+    }
+
+    /// The value of the sample `line_start` (a name with its labels) in `text`.
+    fn sample(text: &str, line_start: &str) -> Option<String> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(line_start)?.strip_prefix(' '))
+            .map(str::to_owned)
+    }
+
+    #[test]
+    fn a_known_coordinator_counter_is_exported_with_its_help() {
+        let metrics = Metrics::new();
+        metrics.coordinator_event(CoordinatorCounter::CommitBatches.name(), 2);
+        let text = metrics.render(&[]);
+        assert_eq!(
+            sample(
+                &text,
+                r#"drover_coordinator_events_total{name="commit_batches"}"#
+            )
+            .as_deref(),
+            Some("2"),
+            "{text}"
+        );
+        let help = help_line(&text, FAMILY);
+        for counter in CoordinatorCounter::ALL {
+            let described = format!(
+                " {} ({}): {}",
+                counter.name(),
+                counter.unit(),
+                counter.help()
+            );
+            assert!(help.contains(&described), "{described:?} not in {help:?}");
+        }
+    }
+
+    #[test]
+    fn known_coordinator_counters_start_at_zero() {
+        let text = Metrics::new().render(&[]);
+        for counter in CoordinatorCounter::ALL {
+            let series = format!("{FAMILY}_total{{name=\"{}\"}}", counter.name());
+            assert_eq!(sample(&text, &series).as_deref(), Some("0"), "{text}");
+        }
+    }
+
+    #[test]
+    fn coordinator_counters_only_go_up_and_unknown_names_count() {
+        let metrics = Metrics::new();
+        metrics.coordinator_event("generations", 3);
+        metrics.coordinator_event("generations", -1);
+        metrics.coordinator_event("generations", 0);
+        // A third-party coordinator's own counter (tests/compat's coordinator reports it).
+        metrics.coordinator_event("unknown_inputs", 1);
+        let text = metrics.render(&[]);
+        assert_eq!(
+            sample(
+                &text,
+                r#"drover_coordinator_events_total{name="generations"}"#
+            )
+            .as_deref(),
+            Some("3")
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"drover_coordinator_events_total{name="unknown_inputs"}"#
+            )
+            .as_deref(),
+            Some("1")
+        );
+    }
+
+    /// docs/operations.md lists every counter as a table row with the same unit and
+    /// help, so the doc cannot drift from the set.
+    #[test]
+    fn operations_doc_lists_every_coordinator_counter() {
+        let doc = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/operations.md"
+        ));
+        for counter in CoordinatorCounter::ALL {
+            let row = format!(
+                "| `{}` | {} | {} |",
+                counter.name(),
+                counter.unit(),
+                counter.help()
+            );
+            assert!(
+                doc.lines().any(|l| l == row),
+                "docs/operations.md lacks the row\n{row}"
+            );
+        }
     }
 }

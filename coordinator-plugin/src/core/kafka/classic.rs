@@ -20,6 +20,7 @@ use kafka_protocol::ResponseError;
 
 use crate::core::conn::SlotRef;
 use crate::core::{Ctx, TimerKey};
+use crate::io::CoordinatorCounter;
 use crate::kafka_wire::KafkaReplyTo;
 use crate::types::GroupId;
 
@@ -549,7 +550,7 @@ impl ClassicGroup {
             return self.try_complete_join(cx, reply);
         }
         tracing::debug!(group = %self.id, generation = self.generation, why, "rebalance");
-        cx.metric("classic_rebalances", 1);
+        cx.metric(CoordinatorCounter::ClassicRebalances, 1);
         let at = if self.state == ClassicState::Empty && limits.initial_rebalance_delay_ms > 0 {
             let until = cx.now + limits.initial_rebalance_delay_ms;
             self.initial_delay_until = Some(until);
@@ -610,7 +611,7 @@ impl ClassicGroup {
             self.remove(cx, &id, reply);
         }
         self.generation += 1;
-        cx.metric("classic_generations", 1);
+        cx.metric(CoordinatorCounter::ClassicGenerations, 1);
         if self.members.is_empty() {
             self.state = ClassicState::Empty;
             self.protocol_name = None;
@@ -884,7 +885,7 @@ impl ClassicGroup {
             ClassicTimer::Session(member) => {
                 if self.members.contains_key(&member) {
                     tracing::info!(group = %self.id, member, "session timeout: member removed");
-                    cx.metric("classic_members_expired", 1);
+                    cx.metric(CoordinatorCounter::ClassicMembersExpired, 1);
                     self.remove(cx, &member, reply);
                     self.prepare_rebalance(cx, limits, "a member's session expired", reply);
                 }

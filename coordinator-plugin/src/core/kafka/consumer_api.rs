@@ -26,6 +26,7 @@ use super::consumer_group::{Env, HeartbeatRequest};
 use super::GroupKind;
 use crate::core::conn::SlotRef;
 use crate::core::{Coordinator, Ctx, TimerKey};
+use crate::io::CoordinatorCounter;
 use crate::kafka_wire::KafkaReplyTo;
 use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
@@ -80,7 +81,7 @@ impl Ctx {
     /// Reports the assignor fallbacks a KIP-848 call counted in its `Env`.
     fn count_fallbacks(&mut self, fallbacks: u64) {
         if fallbacks > 0 {
-            self.metric("assignor_fallbacks", fallbacks as i64);
+            self.metric(CoordinatorCounter::AssignorFallbacks, fallbacks);
         }
     }
 }
@@ -95,7 +96,8 @@ impl Coordinator {
         self.cx.count_fallbacks(fallbacks);
         for (group, member, reason) in expired {
             tracing::info!(%group, member, reason, "KIP-848 member fenced");
-            self.cx.metric("consumer_members_expired", 1);
+            self.cx
+                .metric(CoordinatorCounter::ConsumerMembersExpired, 1);
         }
     }
 
