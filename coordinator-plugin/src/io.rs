@@ -1,8 +1,8 @@
 //! What goes into the coordinator ([`Input`]) and what comes out ([`Output`]).
 //!
 //! These are the core's own types. The cdylib wrapper converts them to and from
-//! `drover_abi::coordinator::{CoordinatorInput, CoordinatorOutput}` with the helpers at
-//! the bottom of this module.
+//! `drover_abi::coordinator::{CoordinatorInput, CoordinatorOutput}` at one boundary,
+//! the crate's `abi` module.
 
 use std::collections::BTreeMap;
 
