@@ -295,7 +295,7 @@ async fn maintain(broker: Arc<Broker>, mut stopped: watch::Receiver<bool>) {
         }
         let broker = Arc::clone(&broker);
         let _ = tokio::task::spawn_blocking(move || {
-            let now = server::handlers::now_ms();
+            let now = crate::clock::now_ms();
             let instant = std::time::Instant::now();
             for topic in broker.topics.list() {
                 for partition in &topic.partitions {

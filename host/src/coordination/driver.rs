@@ -17,7 +17,6 @@ use std::{
         Arc,
     },
     thread::JoinHandle,
-    time::{Duration, Instant},
 };
 
 use abi_stable::std_types::{RResult, RString, RVec};
@@ -280,7 +279,7 @@ pub struct Driver {
     store: flume::Sender<StoreOp>,
     store_thread: Option<JoinHandle<()>>,
     broker: Arc<Broker>,
-    epoch: Instant,
+    clock: crate::clock::Epoch,
     /// Whether connections were closed after the coordinator went out of service.
     failed_over: bool,
     /// Topic ids by name as last forwarded, to tell which topics a new list lost.
@@ -304,7 +303,7 @@ pub fn spawn(
         store,
         store_thread: Some(store_thread),
         broker,
-        epoch: Instant::now(),
+        clock: crate::clock::Epoch::start(),
         failed_over: false,
         topic_ids,
     };
@@ -323,14 +322,14 @@ pub fn spawn(
 
 impl Driver {
     fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        self.clock.now_ms()
     }
 
     fn run(mut self, rx: flume::Receiver<Msg>) {
         let done = loop {
             let msg = match self.coordinator.poll_timeout() {
                 Some(deadline) => {
-                    let at = self.epoch + Duration::from_millis(deadline);
+                    let at = self.clock.instant_at(deadline);
                     match rx.recv_deadline(at) {
                         Ok(msg) => Some(msg),
                         Err(flume::RecvTimeoutError::Timeout) => None,
