@@ -12,10 +12,7 @@
 
 use std::{
     collections::{BTreeMap, VecDeque},
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc,
-    },
+    sync::Arc,
     thread::JoinHandle,
 };
 
@@ -28,24 +25,23 @@ use drover_abi::{
 use tokio::sync::oneshot;
 
 use super::{
-    conns::{ConnSink, ConnTable, Delivery, Slot},
+    conns::{ConnTable, Delivery, Slot},
     store_worker::StoreOp,
     topic_deletion::{self, GroupOwner},
 };
-use crate::{broker::Broker, plugins::CoordinatorHandle, server::dispatch::Outcome};
-
-/// Connection ids, unique for the process's lifetime (the coordinator keys its state
-/// by them, so one is never reused).
-static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+use crate::{
+    broker::Broker,
+    plugins::CoordinatorHandle,
+    server::{
+        conn_id::{next_conn_id, ConnId},
+        dispatch::Outcome,
+        queue::ConnSink,
+    },
+};
 
 /// A coordinator call at least this long is logged: the whole coordinator, every group
 /// of the broker, waited for it (assignors run inside it, docs/plugins.md).
 const SLOW_CALL: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// A fresh connection id.
-pub fn next_conn_id() -> u64 {
-    NEXT_CONN.fetch_add(1, Ordering::Relaxed)
-}
 
 /// The coordinator thread has stopped (broker shutdown, or it never started).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -64,14 +60,14 @@ pub enum Msg {
     /// A connection's first native frame comes with its sink.
     Attach {
         /// Connection id.
-        conn: u64,
+        conn: ConnId,
         /// Where answers and pushed frames go.
         sink: ConnSink,
     },
     /// A native request; its answer goes to `reply`.
     Request {
         /// Connection id.
-        conn: u64,
+        conn: ConnId,
         /// The request's native API key.
         api_key: i16,
         /// The frame after the size prefix.
@@ -82,14 +78,14 @@ pub enum Msg {
     /// A frame read on a coordinator channel (the consumer's answer).
     ChannelFrame {
         /// Connection id.
-        conn: u64,
+        conn: ConnId,
         /// The frame after the size prefix.
         bytes: Bytes,
     },
     /// A connection that spoke a native API ended.
     Closed {
         /// Connection id.
-        conn: u64,
+        conn: ConnId,
     },
     /// The topic metadata changed: every topic with its partition count, and every
     /// topic's id.
@@ -129,7 +125,7 @@ impl CoordinatorClient {
     }
 
     /// Registers connection `conn`'s sink (before its first native request).
-    pub async fn attach(&self, conn: u64, sink: ConnSink) -> Result<(), DriverError> {
+    pub async fn attach(&self, conn: ConnId, sink: ConnSink) -> Result<(), DriverError> {
         self.send(Msg::Attach { conn, sink }).await
     }
 
@@ -138,7 +134,7 @@ impl CoordinatorClient {
     /// the connection's response order.
     pub async fn request(
         &self,
-        conn: u64,
+        conn: ConnId,
         api_key: i16,
         bytes: Bytes,
         reply: oneshot::Sender<Outcome>,
@@ -153,12 +149,12 @@ impl CoordinatorClient {
     }
 
     /// Sends a frame read on a coordinator channel.
-    pub async fn channel_frame(&self, conn: u64, bytes: Bytes) -> Result<(), DriverError> {
+    pub async fn channel_frame(&self, conn: ConnId, bytes: Bytes) -> Result<(), DriverError> {
         self.send(Msg::ChannelFrame { conn, bytes }).await
     }
 
     /// Reports that connection `conn` ended.
-    pub async fn closed(&self, conn: u64) {
+    pub async fn closed(&self, conn: ConnId) {
         let _ = self.send(Msg::Closed { conn }).await;
     }
 
@@ -505,7 +501,7 @@ impl Driver {
     /// connection on which the coordinator broke its contract.
     fn delivered(
         &mut self,
-        conn: u64,
+        conn: ConnId,
         delivery: Delivery,
         inputs: &mut VecDeque<CoordinatorInput>,
     ) {
