@@ -63,8 +63,8 @@ pub struct Broker {
     pub cluster_id: String,
     /// Topics and partition logs.
     pub topics: TopicRegistry,
-    /// Prometheus metrics.
-    pub metrics: Metrics,
+    /// Prometheus metrics (shared with the coordinator driver).
+    pub metrics: Arc<Metrics>,
     /// The plugins loaded and started at startup.
     pub plugins: StartedPlugins,
     /// The plugin directory as it is now: startup's, changed by every rescan
@@ -102,7 +102,7 @@ impl Broker {
             Loader::new(crate::startup::loader_options(&config)),
             config.plugins.max_loaded_libraries,
         );
-        let metrics = Metrics::new();
+        let metrics = Arc::new(Metrics::new());
         metrics.plugin_libraries(live.libraries_loaded());
         Ok(Arc::new(Broker {
             live,

@@ -12,6 +12,7 @@ use drover_abi::{
 use super::{
     driver::{self, CoordinatorClient, Msg},
     store_worker,
+    topic_deletion::GroupOwner,
 };
 use crate::{broker::Broker, plugins::LoadError};
 
@@ -148,13 +149,19 @@ pub fn start(broker: &Arc<Broker>) -> Result<Option<CoordinatorClient>, StartErr
                 results.send(Msg::Store(inputs)).is_ok()
             })
         })?;
-    let (client, _thread) = driver::spawn(
-        coordinator,
-        store_tx,
-        store_thread,
-        Arc::clone(broker),
-        channel,
-    )?;
+    let deps = driver::DriverDeps {
+        metrics: Arc::clone(&broker.metrics),
+        owner: match broker.cluster() {
+            None => GroupOwner::All,
+            Some(cluster) => GroupOwner::Slots(Arc::clone(cluster)),
+        },
+        topic_ids: topic_ids(broker),
+    };
+    let store = driver::StoreQueue {
+        ops: store_tx,
+        worker: Some(store_thread),
+    };
+    let (client, _thread) = driver::spawn(coordinator, deps, store, channel)?;
     tokio::spawn(forward_topic_changes(Arc::clone(broker), client.clone()));
     tracing::info!(
         plugin = %section.plugin,
