@@ -168,13 +168,19 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
         cluster.as_ref().map(crate::cluster::session::for_plugins),
         active_store,
     )?;
-    let broker = Broker::open(config, node, plugins)?;
-    if let Some(cluster) = &cluster {
-        broker.set_cluster(Arc::clone(cluster));
-    }
-    if let Some(coordinator) = coordination::start(&broker)? {
+    let broker = Broker::open(config, node, plugins, cluster.clone())?;
+    // The coordinator starts from the opened state; the broker is shared once it has
+    // the coordinator's client, with the Kafka APIs it serves already probed.
+    let coordinator = coordination::start(&broker)?;
+    if let Some(coordinator) = &coordinator {
         coordinator.probe_kafka_apis().await;
-        broker.set_coordinator(coordinator);
+    }
+    let broker = Arc::new(broker.with_coordinator(coordinator));
+    if let Some(coordinator) = broker.coordinator() {
+        tokio::spawn(coordination::start::forward_topic_changes(
+            Arc::clone(&broker),
+            coordinator.clone(),
+        ));
     }
     let (stop, stopped) = watch::channel(false);
     let tasks = vec![
