@@ -28,10 +28,12 @@ use crate::server::{
     queue::{ConnSink, Pending},
 };
 
-/// A reserved answer: the request's API key and where the answer goes.
+/// A reserved answer: the request's API key and version, and where the answer goes.
 pub struct Slot {
-    /// The native API key of the request.
+    /// The request's API key (native, or a Kafka group API the coordinator serves).
     pub api_key: i16,
+    /// The request's version (its header's `request_api_version`).
+    pub api_version: i16,
     /// Receives the answer; its receiver sits in the connection's outgoing queue.
     pub reply: oneshot::Sender<Outcome>,
 }
@@ -42,10 +44,12 @@ pub enum Delivery {
     /// The coordinator broke its contract (an answer nobody asked for, a push on a
     /// connection that is not a channel); the connection is closed.
     Violation(&'static str),
-    /// It answered a request of API `api_key`.
+    /// It answered a request of API `api_key` at `api_version`.
     Answered {
         /// The request's API key.
         api_key: i16,
+        /// The request's version.
+        api_version: i16,
     },
     /// It was queued as a coordinator request on a channel.
     Pushed,
@@ -103,6 +107,7 @@ impl ConnTable {
                 let _ = slot.reply.send(Outcome::Respond(bytes));
                 Delivery::Answered {
                     api_key: slot.api_key,
+                    api_version: slot.api_version,
                 }
             }
             None => Delivery::Violation("an answer on a connection with no request waiting"),
@@ -215,6 +220,7 @@ mod tests {
             1,
             Slot {
                 api_key: ApiKey::RegisterConsumer.code(),
+                api_version: 0,
                 reply: tx,
             },
         );
@@ -222,7 +228,10 @@ mod tests {
         assert!(channel.load(Ordering::Acquire), "told: now a channel");
         assert_eq!(
             table.answer(1, Bytes::from_static(b"registered")),
-            Delivery::Answered { api_key: 20_000 }
+            Delivery::Answered {
+                api_key: 20_000,
+                api_version: 0
+            }
         );
         assert!(matches!(rx.try_recv(), Ok(Outcome::Respond(_))));
         assert!(matches!(
@@ -249,6 +258,7 @@ mod tests {
             1,
             Slot {
                 api_key: ApiKey::RegisterConsumer.code(),
+                api_version: 0,
                 reply: tx,
             },
         );

@@ -6,6 +6,8 @@
 //!   channel; it calls `handle(now, input)`, executes the outputs (frames to
 //!   connections, closes, offset-store operations, metrics) and delivers `TimerFired`
 //!   at the coordinator's `poll_timeout`.
+//! - [`answer_errors`]: the error codes in the coordinator's answers, counted in the
+//!   request metrics as Kafka counts them.
 //! - [`conns`]: the driver's view of the connections that spoke a native API: the
 //!   response slots that keep responses in request order, and the queue on which it
 //!   pushes the coordinator's own requests (Heartbeat, StopFetcher, StartFetcher) on
@@ -23,6 +25,7 @@
 //! Time given to the coordinator is milliseconds since the driver started, on the
 //! monotonic clock.
 
+pub mod answer_errors;
 pub mod conns;
 pub mod driver;
 pub mod kafka_admin;

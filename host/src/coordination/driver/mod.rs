@@ -37,6 +37,8 @@ use super::{
 };
 use crate::{broker::Metrics, clock::Epoch, plugins::CallError, server::dispatch::Outcome};
 
+use outputs::CloseReason;
+
 pub use client::{CoordinatorClient, DriverError, Msg};
 pub use coordinator::Coordinator;
 
@@ -167,7 +169,19 @@ impl<C: Coordinator> Driver<C> {
                     ));
                     return;
                 }
-                self.conns.reserve(conn, Slot { api_key, reply });
+                // The request header's version, after the API key (every frame routed
+                // here has a header: the connection read its key).
+                let api_version = bytes
+                    .get(2..4)
+                    .map_or(0, |v| i16::from_be_bytes([v[0], v[1]]));
+                self.conns.reserve(
+                    conn,
+                    Slot {
+                        api_key,
+                        api_version,
+                        reply,
+                    },
+                );
                 self.feed(CoordinatorInput::Frame {
                     conn,
                     bytes: RVec::from(bytes.to_vec()),
@@ -259,7 +273,7 @@ impl<C: Coordinator> Driver<C> {
                         // coordinator: close every channel.
                         self.failed_over = true;
                         for conn in self.conns.ids() {
-                            self.conns.close(conn);
+                            self.close(conn, CloseReason::OutOfService);
                         }
                     }
                     return;

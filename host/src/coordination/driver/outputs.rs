@@ -14,37 +14,84 @@ use drover_abi::{
 
 use super::{Coordinator, Driver};
 use crate::{
-    coordination::{conns::Delivery, store_worker::StoreOp},
+    coordination::{answer_errors, conns::Delivery, store_worker::StoreOp},
     server::conn_id::ConnId,
 };
 
+/// Why the driver closed a connection, as counted in
+/// `drover_connections_closed_by_broker_total{reason}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CloseReason {
+    /// The coordinator's `CloseConnection`: a request it refuses to answer (an
+    /// unsupported version, a frame that does not parse, a protocol violation).
+    Coordinator,
+    /// The coordinator broke its contract on the connection (an answer nobody asked
+    /// for, a push on a connection that is not a channel).
+    ContractViolation,
+    /// A push found the channel's queue full: the consumer does not read.
+    Overflow,
+    /// The coordinator plugin was taken out of service; consumers must rediscover.
+    OutOfService,
+}
+
+impl CloseReason {
+    /// The metric's `reason` label.
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            CloseReason::Coordinator => "coordinator_closed",
+            CloseReason::ContractViolation => "coordinator_contract_violation",
+            CloseReason::Overflow => "coordinator_channel_overflow",
+            CloseReason::OutOfService => "coordinator_out_of_service",
+        }
+    }
+}
+
 impl<C: Coordinator> Driver<C> {
-    /// Counts an answered request; closes a channel whose consumer does not read, or a
-    /// connection on which the coordinator broke its contract.
+    /// Closes `conn` for `reason` and counts it; returns whether it was open.
+    pub(super) fn close(&mut self, conn: ConnId, reason: CloseReason) -> bool {
+        let closed = self.conns.close(conn);
+        if closed {
+            self.deps
+                .metrics
+                .connection_closed_by_broker(reason.label());
+        }
+        closed
+    }
+
+    /// Counts an answer to a request of `api_key` at `api_version` by the error codes
+    /// it carries ([`answer_errors`]); one that does not decode counts as
+    /// UNKNOWN_SERVER_ERROR.
+    fn count_answer(&self, api_key: i16, api_version: i16, answer: &Bytes) {
+        let metrics = &self.deps.metrics;
+        if let Some(native) = drover_protocol::ApiKey::from_code(api_key) {
+            let counts = answer_errors::native(native, api_version, answer);
+            metrics.native_request(api_key, &counts.unwrap_or_else(unknown_error));
+        } else if let Ok(key) = kafka_protocol::messages::ApiKey::try_from(api_key) {
+            // Kafka group APIs count with the broker's own requests.
+            let counts = answer_errors::kafka(key, api_version, answer);
+            metrics.request_errors(
+                crate::server::dispatch::api_name(key),
+                &counts.unwrap_or_else(unknown_error),
+            );
+        }
+    }
+
+    /// Closes a channel whose consumer does not read, or a connection on which the
+    /// coordinator broke its contract; the coordinator learns of it as its next input.
     fn delivered(
         &mut self,
         conn: ConnId,
         delivery: Delivery,
         inputs: &mut VecDeque<CoordinatorInput>,
     ) {
-        let metrics = &self.deps.metrics;
         match delivery {
-            Delivery::Answered { api_key } => {
-                if drover_protocol::ApiKey::is_native_code(api_key) {
-                    metrics.native_request(api_key)
-                } else if let Ok(key) = kafka_protocol::messages::ApiKey::try_from(api_key) {
-                    // Kafka group APIs count with the broker's own requests (their error
-                    // codes are inside the answer: counted as 0 here).
-                    metrics.request(crate::server::dispatch::api_name(key), 0)
-                }
-            }
-            Delivery::Pushed | Delivery::Gone => {}
+            Delivery::Answered { .. } | Delivery::Pushed | Delivery::Gone => {}
             Delivery::Overflow => {
                 tracing::info!(
                     conn,
                     "closing a coordinator channel: the consumer does not read it"
                 );
-                self.conns.close(conn);
+                self.close(conn, CloseReason::Overflow);
                 inputs.push_back(CoordinatorInput::ConnectionClosed { conn });
             }
             Delivery::Violation(what) => {
@@ -53,8 +100,10 @@ impl<C: Coordinator> Driver<C> {
                     conn,
                     "closing a connection: the coordinator plugin sent {what}"
                 );
-                metrics.coordinator_event("contract_violations", 1);
-                if self.conns.close(conn) {
+                self.deps
+                    .metrics
+                    .coordinator_event("contract_violations", 1);
+                if self.close(conn, CloseReason::ContractViolation) {
                     inputs.push_back(CoordinatorInput::ConnectionClosed { conn });
                 }
             }
@@ -87,7 +136,15 @@ impl<C: Coordinator> Driver<C> {
     ) {
         match output {
             CoordinatorOutput::Answer { conn, bytes } => {
-                let delivery = self.conns.answer(conn, Bytes::from(bytes.into_vec()));
+                let bytes = Bytes::from(bytes.into_vec());
+                let delivery = self.conns.answer(conn, bytes.clone());
+                if let Delivery::Answered {
+                    api_key,
+                    api_version,
+                } = delivery
+                {
+                    self.count_answer(api_key, api_version, &bytes);
+                }
                 self.delivered(conn, delivery, inputs);
             }
             CoordinatorOutput::Push { conn, bytes } => {
@@ -98,7 +155,7 @@ impl<C: Coordinator> Driver<C> {
                 self.conns.open_channel(conn);
             }
             CoordinatorOutput::CloseConnection { conn } => {
-                if self.conns.close(conn) {
+                if self.close(conn, CloseReason::Coordinator) {
                     inputs.push_back(CoordinatorInput::ConnectionClosed { conn });
                 }
             }
@@ -150,4 +207,9 @@ impl<C: Coordinator> Driver<C> {
             _ => {}
         }
     }
+}
+
+/// The counts of an answer that does not decode: one UNKNOWN_SERVER_ERROR (-1).
+fn unknown_error() -> answer_errors::ErrorCounts {
+    answer_errors::ErrorCounts::from([(-1, 1)])
 }

@@ -254,8 +254,9 @@ fn answers_reach_their_connection_in_request_order() {
     assert_eq!(answered(second), b"second");
     h.settle();
     assert!(
-        h.metrics()
-            .contains("drover_native_requests_total{api=\"RegisterConsumer\"} 3"),
+        h.metrics().contains(
+            "drover_native_requests_total{api=\"RegisterConsumer\",error=\"UnknownServerError\"} 3"
+        ),
         "{}",
         h.metrics()
     );
@@ -318,6 +319,9 @@ fn a_contract_violation_closes_the_connection_and_is_counted() {
         "{}",
         h.metrics()
     );
+    assert!(h.metrics().contains(
+        "drover_connections_closed_by_broker_total{reason=\"coordinator_contract_violation\"} 1"
+    ));
     // Frames still arriving from the closed connection are dropped.
     let late = h.request(3, ApiKey::Heartbeat.code(), b"late");
     assert!(late.blocking_recv().is_err(), "no answer after the close");
@@ -423,4 +427,48 @@ fn shutdown_runs_the_final_outputs_then_closes_connections() {
         Ok(StoreOp::Commit { op: 1, .. })
     ));
     assert!(*conn.closed.borrow());
+}
+
+#[test]
+fn kafka_answers_count_their_error_codes_and_closes_their_reason() {
+    use kafka_protocol::{
+        messages::{HeartbeatResponse, ResponseHeader},
+        protocol::Encodable,
+    };
+    let heartbeat = kafka_protocol::messages::ApiKey::Heartbeat;
+    let mut frame = bytes::BytesMut::new();
+    ResponseHeader::default()
+        .encode(&mut frame, heartbeat.response_header_version(0))
+        .unwrap();
+    let mut response = HeartbeatResponse::default();
+    response.error_code = 25; // UNKNOWN_MEMBER_ID
+    response.encode(&mut frame, 0).unwrap(); // the request helper sends v0
+    let frame = frame.to_vec();
+    // Answers "known" with the heartbeat answer; closes the connection otherwise
+    // (as the coordinator does for a version it does not serve).
+    let h = start(
+        Setup::default(),
+        Box::new(move |input| match tag_of(input) {
+            Some((conn, tag)) if tag == b"known" => vec![answer(conn, &frame)],
+            Some((conn, _)) => vec![CoordinatorOutput::CloseConnection { conn }],
+            None => Vec::new(),
+        }),
+    );
+    let _one = h.attach(1, 4);
+    let known = h.request(1, heartbeat as i16, b"known");
+    assert!(!answered(known).is_empty());
+    let refused = h.request(1, heartbeat as i16, b"unsupported");
+    assert!(refused.blocking_recv().is_err(), "closed without an answer");
+    h.wait_for(closed_conn(1));
+    let metrics = h.metrics();
+    assert!(
+        metrics.contains("drover_requests_total{api=\"Heartbeat\",error=\"UnknownMemberId\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .contains("drover_connections_closed_by_broker_total{reason=\"coordinator_closed\"} 1"),
+        "{metrics}"
+    );
+    h.shutdown();
 }
