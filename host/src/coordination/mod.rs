@@ -1,9 +1,10 @@
 //! The host side of the coordinator plugin (docs/design.md, "The coordinator core is
 //! sans-IO"): thin adapters around the loaded coordinator.
 //!
-//! - [`driver`]: one OS thread owns the coordinator instance. Connections, the topic
-//!   registry and the offset-store worker feed it messages through one bounded
-//!   channel; it calls `handle(now, input)`, executes the outputs (frames to
+//! - [`driver`]: one OS thread owns the coordinator instance (any
+//!   [`driver::Coordinator`]: the loaded plugin in production, a scripted one in its
+//!   unit tests). Connections, the topic registry and the offset-store worker feed it
+//!   messages through one bounded channel; it calls `handle(now, input)`, executes the outputs (frames to
 //!   connections, closes, offset-store operations, metrics) and delivers `TimerFired`
 //!   at the coordinator's `poll_timeout`.
 //! - [`answer_errors`]: the error codes in the coordinator's answers, counted in the
@@ -23,7 +24,7 @@
 //!   the topic metadata, and the threads above.
 //!
 //! Time given to the coordinator is milliseconds since the driver started, on the
-//! monotonic clock.
+//! monotonic clock ([`crate::clock::Epoch`]).
 
 pub mod answer_errors;
 pub mod conns;
