@@ -9,6 +9,8 @@
 //! - [`log`]: partition logs on disk (segments, indexes, record validation, retention,
 //!   recovery);
 //! - [`broker`]: shared state — topics, partitions, metrics, limits;
+//! - [`clock`]: the wall clock (Kafka timestamps) and the monotonic epoch (coordinator
+//!   time), read nowhere else;
 //! - [`server`]: the Kafka wire server (connection, frame, request, handler);
 //! - [`coordination`]: the host side of the coordinator plugin — its driver, the
 //!   connection table of the coordinator contract, the offset-store worker;
@@ -24,6 +26,7 @@
 
 pub mod admin;
 pub mod broker;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod coordination;

@@ -168,13 +168,19 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
         cluster.as_ref().map(crate::cluster::session::for_plugins),
         active_store,
     )?;
-    let broker = Broker::open(config, node, plugins)?;
-    if let Some(cluster) = &cluster {
-        broker.set_cluster(Arc::clone(cluster));
-    }
-    if let Some(coordinator) = coordination::start(&broker)? {
+    let broker = Broker::open(config, node, plugins, cluster.clone())?;
+    // The coordinator starts from the opened state; the broker is shared once it has
+    // the coordinator's client, with the Kafka APIs it serves already probed.
+    let coordinator = coordination::start(&broker)?;
+    if let Some(coordinator) = &coordinator {
         coordinator.probe_kafka_apis().await;
-        broker.set_coordinator(coordinator);
+    }
+    let broker = Arc::new(broker.with_coordinator(coordinator));
+    if let Some(coordinator) = broker.coordinator() {
+        tokio::spawn(coordination::start::forward_topic_changes(
+            Arc::clone(&broker),
+            coordinator.clone(),
+        ));
     }
     let (stop, stopped) = watch::channel(false);
     let tasks = vec![
@@ -295,7 +301,7 @@ async fn maintain(broker: Arc<Broker>, mut stopped: watch::Receiver<bool>) {
         }
         let broker = Arc::clone(&broker);
         let _ = tokio::task::spawn_blocking(move || {
-            let now = server::handlers::now_ms();
+            let now = crate::clock::now_ms();
             let instant = std::time::Instant::now();
             for topic in broker.topics.list() {
                 for partition in &topic.partitions {

@@ -1,15 +1,22 @@
 //! Prometheus metrics of the broker, served as text on the admin API's `GET /metrics`.
 //!
 //! - `drover_requests_total{api,error}`: requests handled, by Kafka API name and the
-//!   response's error (`NONE`, or the first non-zero error code's name);
+//!   response's error (`NONE`, or the first non-zero error code's name); the group APIs
+//!   the coordinator answers count every error code their answer carries, as Kafka's
+//!   `AbstractResponse.errorCounts()` does (one per group, member or partition
+//!   reported on, `NONE` included; [`crate::coordination::answer_errors`]);
 //! - `drover_bytes_in_total`, `drover_bytes_out_total`: request and response bytes,
 //!   frames included;
 //! - `drover_connections_open` (gauge), `drover_connections_accepted_total`;
 //! - `drover_frames_rejected_total{reason}`: frames refused before decoding;
 //! - `drover_connections_closed_by_broker_total{reason}`: connections the broker
-//!   refused or closed to protect the others (`per_ip`, `evicted`,
-//!   `first_request_timeout`, `write_timeout`);
-//! - `drover_native_requests_total{api}`: native coordinator requests answered;
+//!   refused or closed: to protect the others (`per_ip`, `evicted`,
+//!   `first_request_timeout`, `write_timeout`), or by the coordinator
+//!   (`coordinator_closed`: its CloseConnection, e.g. an unsupported version;
+//!   `coordinator_contract_violation`, `coordinator_channel_overflow`: a consumer that
+//!   does not read its channel, `coordinator_out_of_service`);
+//! - `drover_native_requests_total{api,error}`: native coordinator requests answered,
+//!   with the error codes of the answer counted as for the group APIs above;
 //! - `drover_coordinator_events_total{name}`: the coordinator's counters, one sample per
 //!   name: what the coordinator plugin reports with `CoordinatorOutput::Metric` (an
 //!   increment; there are no gauges) and what the host counts about it. The names, their
@@ -39,11 +46,6 @@ struct RequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ApiLabels {
-    api: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NameLabels {
     name: String,
 }
@@ -68,7 +70,7 @@ pub struct Metrics {
     connections_total: Counter,
     frames_rejected: Family<ReasonLabels, Counter>,
     connections_closed: Family<ReasonLabels, Counter>,
-    native_requests: Family<ApiLabels, Counter>,
+    native_requests: Family<RequestLabels, Counter>,
     coordinator_events: Family<NameLabels, Counter>,
     /// Whether a negative coordinator counter increment was logged already.
     negative_increment_logged: AtomicBool,
@@ -127,14 +129,16 @@ impl Metrics {
         let connections_closed = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "connections_closed_by_broker",
-            "Connections refused or closed by the broker to protect the others, by reason \
-             (per_ip, evicted, first_request_timeout, write_timeout)",
+            "Connections refused or closed by the broker, by reason (per_ip, evicted, \
+             first_request_timeout, write_timeout, coordinator_closed, \
+             coordinator_contract_violation, coordinator_channel_overflow, \
+             coordinator_out_of_service)",
             connections_closed.clone(),
         );
-        let native_requests = Family::<ApiLabels, Counter>::default();
+        let native_requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "native_requests",
-            "Native coordinator requests answered, by API",
+            "Native coordinator requests answered, by API and the error codes of the answer",
             native_requests.clone(),
         );
         let coordinator_events = Family::<NameLabels, Counter>::default();
@@ -192,7 +196,7 @@ impl Metrics {
         }
     }
 
-    /// The broker refused or closed a connection to protect the others, for `reason`.
+    /// The broker refused or closed a connection, for `reason` (module docs).
     pub fn connection_closed_by_broker(&self, reason: &'static str) {
         self.connections_closed
             .get_or_create(&ReasonLabels {
@@ -203,16 +207,25 @@ impl Metrics {
 
     /// Counts one handled request of `api` whose response carried `error`.
     pub fn request(&self, api: &str, error: i16) {
-        let error = match error.err() {
-            None => "NONE".to_owned(),
-            Some(e) => format!("{e:?}"),
-        };
         self.requests
             .get_or_create(&RequestLabels {
                 api: api.to_owned(),
-                error,
+                error: error_name(error),
             })
             .inc();
+    }
+
+    /// Counts an answer to a group API `api` by its error codes: `counts` maps each
+    /// code to how often the answer carries it (Kafka's `errorCounts()`).
+    pub fn request_errors(&self, api: &str, counts: &std::collections::BTreeMap<i16, u64>) {
+        for (code, n) in counts {
+            self.requests
+                .get_or_create(&RequestLabels {
+                    api: api.to_owned(),
+                    error: error_name(*code),
+                })
+                .inc_by(*n);
+        }
     }
 
     /// Counts request bytes.
@@ -236,13 +249,22 @@ impl Metrics {
         self.connections.dec();
     }
 
-    /// Counts a native request answered by the coordinator (API key 20000–20099).
-    pub fn native_request(&self, api_key: i16) {
+    /// Counts a native request answered by the coordinator (API key 20000–20099) by
+    /// the error codes of its answer (`counts`: code → occurrences; the native codes
+    /// are Kafka's, docs/protocol.md).
+    pub fn native_request(&self, api_key: i16, counts: &std::collections::BTreeMap<i16, u64>) {
         let api = match drover_protocol::ApiKey::from_code(api_key) {
             Some(key) => format!("{key:?}"),
             None => api_key.to_string(),
         };
-        self.native_requests.get_or_create(&ApiLabels { api }).inc();
+        for (code, n) in counts {
+            self.native_requests
+                .get_or_create(&RequestLabels {
+                    api: api.clone(),
+                    error: error_name(*code),
+                })
+                .inc_by(*n);
+        }
     }
 
     /// Adds `value` to the coordinator's counter `name`
@@ -324,6 +346,14 @@ impl Metrics {
         }
         text.push_str("# EOF\n");
         text
+    }
+}
+
+/// The `error` label of Kafka error code `code`: `NONE`, or Kafka's name for it.
+fn error_name(code: i16) -> String {
+    match code.err() {
+        None => "NONE".to_owned(),
+        Some(e) => format!("{e:?}"),
     }
 }
 

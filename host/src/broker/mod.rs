@@ -1,16 +1,15 @@
 //! The broker's shared state: configuration, topics and their partition logs, metrics,
-//! loaded plugins, and this node's identity. One `Arc<Broker>` is shared by every
-//! connection task and the admin API.
+//! loaded plugins, this node's identity, cluster membership and the coordinator's
+//! client. Built in order at startup (data directory, then the coordinator from it,
+//! [`Broker::open`], [`Broker::with_coordinator`]) and only then shared: one
+//! `Arc<Broker>` for every connection task and the admin API, with nothing set late.
 
 pub mod auto_create;
 pub mod descriptors;
 pub mod metrics;
 pub mod topics;
 
-use std::{
-    path::Path,
-    sync::{Arc, OnceLock},
-};
+use std::{path::Path, sync::Arc};
 
 use tokio::sync::watch;
 
@@ -63,8 +62,8 @@ pub struct Broker {
     pub cluster_id: String,
     /// Topics and partition logs.
     pub topics: TopicRegistry,
-    /// Prometheus metrics.
-    pub metrics: Metrics,
+    /// Prometheus metrics (shared with the coordinator driver).
+    pub metrics: Arc<Metrics>,
     /// The plugins loaded and started at startup.
     pub plugins: StartedPlugins,
     /// The plugin directory as it is now: startup's, changed by every rescan
@@ -72,23 +71,29 @@ pub struct Broker {
     pub live: LivePlugins,
     /// Becomes true when shutdown starts; long polls answer early.
     stopping: watch::Sender<bool>,
-    /// The running coordinator, once started (see [`crate::coordination`]).
-    coordinator: OnceLock<CoordinatorClient>,
+    /// The running coordinator (see [`crate::coordination`]); set by
+    /// [`Broker::with_coordinator`] before the broker is shared.
+    coordinator: Option<CoordinatorClient>,
     /// The active offset store (`coordinator.offset_store`, or the one a swap made
     /// active before a restart), swappable.
     offsets: Option<Arc<OffsetStores>>,
     /// Cluster membership, in cluster mode.
-    cluster: OnceLock<Arc<crate::cluster::Cluster>>,
+    cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 impl Broker {
     /// Opens the data directory (topics, partition logs with crash recovery) and builds
-    /// the shared state. `node` is what clients are told to connect to.
+    /// the shared state, without a coordinator. `node` is what clients are told to
+    /// connect to; `cluster` is the membership in cluster mode (made before the plugins
+    /// start, which get its ZooKeeper session). Startup then starts the coordinator
+    /// from this state ([`crate::coordination::start`]), adds it with
+    /// [`Broker::with_coordinator`], and only then shares the broker.
     pub fn open(
         config: Config,
         node: NodeInfo,
         plugins: StartedPlugins,
-    ) -> Result<Arc<Broker>, BrokerError> {
+        cluster: Option<Arc<crate::cluster::Cluster>>,
+    ) -> Result<Broker, BrokerError> {
         let topics = TopicRegistry::open_with(
             &config.data_dir,
             config.log.clone(),
@@ -102,9 +107,9 @@ impl Broker {
             Loader::new(crate::startup::loader_options(&config)),
             config.plugins.max_loaded_libraries,
         );
-        let metrics = Metrics::new();
+        let metrics = Arc::new(Metrics::new());
         metrics.plugin_libraries(live.libraries_loaded());
-        Ok(Arc::new(Broker {
+        Ok(Broker {
             live,
             offsets,
             config,
@@ -114,9 +119,17 @@ impl Broker {
             metrics,
             plugins,
             stopping: watch::channel(false).0,
-            coordinator: OnceLock::new(),
-            cluster: OnceLock::new(),
-        }))
+            coordinator: None,
+            cluster,
+        })
+    }
+
+    /// The broker with its coordinator (`None`: no coordinator runs).
+    pub fn with_coordinator(self, coordinator: Option<CoordinatorClient>) -> Broker {
+        Broker {
+            coordinator,
+            ..self
+        }
     }
 
     /// The active offset store, if one is open.
@@ -126,12 +139,7 @@ impl Broker {
 
     /// Cluster membership, in cluster mode.
     pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
-        self.cluster.get()
-    }
-
-    /// Installs the cluster membership (once).
-    pub fn set_cluster(&self, cluster: Arc<crate::cluster::Cluster>) {
-        let _ = self.cluster.set(cluster);
+        self.cluster.as_ref()
     }
 
     /// Whether this broker serves `topic`-`partition`: always standalone; in cluster
@@ -148,12 +156,7 @@ impl Broker {
 
     /// The running coordinator, if one started.
     pub fn coordinator(&self) -> Option<&CoordinatorClient> {
-        self.coordinator.get()
-    }
-
-    /// Installs the coordinator (once; later calls are ignored).
-    pub fn set_coordinator(&self, client: CoordinatorClient) {
-        let _ = self.coordinator.set(client);
+        self.coordinator.as_ref()
     }
 
     /// Starts shutdown: waiting fetches answer with what they have.

@@ -16,34 +16,24 @@
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
-    sync::{
-        atomic::{AtomicBool, Ordering},
-        Arc,
-    },
+    sync::atomic::Ordering,
 };
 
 use bytes::Bytes;
-use tokio::sync::{mpsc::error::TrySendError, oneshot, watch};
+use tokio::sync::{mpsc::error::TrySendError, oneshot};
 
-use crate::server::{connection::Pending, dispatch::Outcome};
+use crate::server::{
+    conn_id::ConnId,
+    dispatch::Outcome,
+    queue::{ConnSink, Pending},
+};
 
-/// What a connection hands the driver with its first native frame.
-pub struct ConnSink {
-    /// The connection's outgoing queue; the writer sends in queue order.
-    pub queue: tokio::sync::mpsc::Sender<Pending>,
-    /// Set once RegisterConsumer succeeded: every later frame read on the connection
-    /// is the consumer's answer to a coordinator request.
-    pub channel: Arc<AtomicBool>,
-    /// The driver sends `true` to close the connection.
-    pub close: Arc<watch::Sender<bool>>,
-    /// The client's address (Kafka's DescribeGroups reports it as the member's host).
-    pub peer: std::net::SocketAddr,
-}
-
-/// A reserved answer: the request's API key and where the answer goes.
+/// A reserved answer: the request's API key and version, and where the answer goes.
 pub struct Slot {
-    /// The native API key of the request.
+    /// The request's API key (native, or a Kafka group API the coordinator serves).
     pub api_key: i16,
+    /// The request's version (its header's `request_api_version`).
+    pub api_version: i16,
     /// Receives the answer; its receiver sits in the connection's outgoing queue.
     pub reply: oneshot::Sender<Outcome>,
 }
@@ -54,10 +44,12 @@ pub enum Delivery {
     /// The coordinator broke its contract (an answer nobody asked for, a push on a
     /// connection that is not a channel); the connection is closed.
     Violation(&'static str),
-    /// It answered a request of API `api_key`.
+    /// It answered a request of API `api_key` at `api_version`.
     Answered {
         /// The request's API key.
         api_key: i16,
+        /// The request's version.
+        api_version: i16,
     },
     /// It was queued as a coordinator request on a channel.
     Pushed,
@@ -76,26 +68,26 @@ struct Entry {
 /// Connections known to the driver, by connection id.
 #[derive(Default)]
 pub struct ConnTable {
-    conns: HashMap<u64, Entry>,
+    conns: HashMap<ConnId, Entry>,
     /// Closed by the driver; frames still arriving from them are dropped until the
     /// connection reports that it is gone.
-    closing: HashSet<u64>,
+    closing: HashSet<ConnId>,
 }
 
 impl ConnTable {
     /// Records the sink of `conn` (its first native frame).
-    pub fn attach(&mut self, conn: u64, sink: ConnSink) {
+    pub fn attach(&mut self, conn: ConnId, sink: ConnSink) {
         self.conns.entry(conn).or_default().sink = Some(sink);
     }
 
     /// Reserves the next answer on `conn` for a request of `api_key`.
-    pub fn reserve(&mut self, conn: u64, slot: Slot) {
+    pub fn reserve(&mut self, conn: ConnId, slot: Slot) {
         self.conns.entry(conn).or_default().slots.push_back(slot);
     }
 
     /// Marks `conn` as a coordinator channel (`ChannelOpened`); returns whether it is
     /// known.
-    pub fn open_channel(&mut self, conn: u64) -> bool {
+    pub fn open_channel(&mut self, conn: ConnId) -> bool {
         match self.conns.get(&conn).and_then(|e| e.sink.as_ref()) {
             Some(sink) => {
                 sink.channel.store(true, Ordering::Release);
@@ -106,7 +98,7 @@ impl ConnTable {
     }
 
     /// Delivers an `Answer` on `conn`: fills its oldest open slot.
-    pub fn answer(&mut self, conn: u64, bytes: Bytes) -> Delivery {
+    pub fn answer(&mut self, conn: ConnId, bytes: Bytes) -> Delivery {
         let Some(entry) = self.conns.get_mut(&conn) else {
             return Delivery::Gone;
         };
@@ -115,6 +107,7 @@ impl ConnTable {
                 let _ = slot.reply.send(Outcome::Respond(bytes));
                 Delivery::Answered {
                     api_key: slot.api_key,
+                    api_version: slot.api_version,
                 }
             }
             None => Delivery::Violation("an answer on a connection with no request waiting"),
@@ -122,7 +115,7 @@ impl ConnTable {
     }
 
     /// Delivers a `Push` on channel `conn`: queued behind what the connection sends.
-    pub fn push(&mut self, conn: u64, bytes: Bytes) -> Delivery {
+    pub fn push(&mut self, conn: ConnId, bytes: Bytes) -> Delivery {
         let Some(entry) = self.conns.get_mut(&conn) else {
             return Delivery::Gone;
         };
@@ -142,7 +135,7 @@ impl ConnTable {
     /// Forgets `conn` and tells the connection to close; returns whether it was known.
     /// Unanswered slots are dropped, which closes the connection after the answers
     /// before them went out.
-    pub fn close(&mut self, conn: u64) -> bool {
+    pub fn close(&mut self, conn: ConnId) -> bool {
         match self.conns.remove(&conn) {
             Some(entry) => {
                 if let Some(sink) = entry.sink {
@@ -157,19 +150,19 @@ impl ConnTable {
 
     /// Whether the driver closed `conn` and it has not reported its end yet: its
     /// frames are dropped.
-    pub fn is_closing(&self, conn: u64) -> bool {
+    pub fn is_closing(&self, conn: ConnId) -> bool {
         self.closing.contains(&conn)
     }
 
     /// Forgets `conn`, which reported its end; returns whether it was open (not
     /// already closed by the driver).
-    pub fn remove(&mut self, conn: u64) -> bool {
+    pub fn remove(&mut self, conn: ConnId) -> bool {
         self.closing.remove(&conn);
         self.conns.remove(&conn).is_some()
     }
 
     /// Every known connection id.
-    pub fn ids(&self) -> Vec<u64> {
+    pub fn ids(&self) -> Vec<ConnId> {
         self.conns.keys().copied().collect()
     }
 
@@ -186,8 +179,12 @@ impl ConnTable {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::{atomic::AtomicBool, Arc};
+
     use drover_protocol::ApiKey;
+    use tokio::sync::watch;
+
+    use super::*;
 
     fn sink() -> (
         ConnSink,
@@ -223,6 +220,7 @@ mod tests {
             1,
             Slot {
                 api_key: ApiKey::RegisterConsumer.code(),
+                api_version: 0,
                 reply: tx,
             },
         );
@@ -230,7 +228,10 @@ mod tests {
         assert!(channel.load(Ordering::Acquire), "told: now a channel");
         assert_eq!(
             table.answer(1, Bytes::from_static(b"registered")),
-            Delivery::Answered { api_key: 20_000 }
+            Delivery::Answered {
+                api_key: 20_000,
+                api_version: 0
+            }
         );
         assert!(matches!(rx.try_recv(), Ok(Outcome::Respond(_))));
         assert!(matches!(
@@ -257,6 +258,7 @@ mod tests {
             1,
             Slot {
                 api_key: ApiKey::RegisterConsumer.code(),
+                api_version: 0,
                 reply: tx,
             },
         );

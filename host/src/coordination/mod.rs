@@ -1,11 +1,14 @@
 //! The host side of the coordinator plugin (docs/design.md, "The coordinator core is
 //! sans-IO"): thin adapters around the loaded coordinator.
 //!
-//! - [`driver`]: one OS thread owns the coordinator instance. Connections, the topic
-//!   registry and the offset-store worker feed it messages through one bounded
-//!   channel; it calls `handle(now, input)`, executes the outputs (frames to
+//! - [`driver`]: one OS thread owns the coordinator instance (any
+//!   [`driver::Coordinator`]: the loaded plugin in production, a scripted one in its
+//!   unit tests). Connections, the topic registry and the offset-store worker feed it
+//!   messages through one bounded channel; it calls `handle(now, input)`, executes the outputs (frames to
 //!   connections, closes, offset-store operations, metrics) and delivers `TimerFired`
 //!   at the coordinator's `poll_timeout`.
+//! - [`answer_errors`]: the error codes in the coordinator's answers, counted in the
+//!   request metrics as Kafka counts them.
 //! - [`conns`]: the driver's view of the connections that spoke a native API: the
 //!   response slots that keep responses in request order, and the queue on which it
 //!   pushes the coordinator's own requests (Heartbeat, StopFetcher, StartFetcher) on
@@ -21,8 +24,9 @@
 //!   the topic metadata, and the threads above.
 //!
 //! Time given to the coordinator is milliseconds since the driver started, on the
-//! monotonic clock.
+//! monotonic clock ([`crate::clock::Epoch`]).
 
+pub mod answer_errors;
 pub mod conns;
 pub mod driver;
 pub mod kafka_admin;

@@ -12,6 +12,7 @@ use drover_abi::{
 use super::{
     driver::{self, CoordinatorClient, Msg},
     store_worker,
+    topic_deletion::GroupOwner,
 };
 use crate::{broker::Broker, plugins::LoadError};
 
@@ -72,12 +73,12 @@ pub fn topic_ids(broker: &Broker) -> RVec<TopicId> {
         .collect()
 }
 
-/// Starts the configured coordinator plugin and its threads, and installs its client in
-/// `broker`. Returns `Ok(None)` when there is nothing to start: `coordinator.plugin`
-/// is empty, or names no plugin in the plugin directory (native group requests are
-/// then refused). Must be called inside the tokio runtime (it spawns the topic
-/// watcher).
-pub fn start(broker: &Arc<Broker>) -> Result<Option<CoordinatorClient>, StartError> {
+/// Starts the configured coordinator plugin and its threads from the opened broker
+/// state, and returns its client; the caller adds it to the broker
+/// ([`Broker::with_coordinator`]) and then starts [`forward_topic_changes`]. Returns
+/// `Ok(None)` when there is nothing to start: `coordinator.plugin` is empty, or names
+/// no plugin in the plugin directory (native group requests are then refused).
+pub fn start(broker: &Broker) -> Result<Option<CoordinatorClient>, StartError> {
     let section = &broker.config.coordinator;
     if section.plugin.is_empty() {
         tracing::info!("coordinator.plugin is empty: running without a group coordinator");
@@ -148,14 +149,19 @@ pub fn start(broker: &Arc<Broker>) -> Result<Option<CoordinatorClient>, StartErr
                 results.send(Msg::Store(inputs)).is_ok()
             })
         })?;
-    let (client, _thread) = driver::spawn(
-        coordinator,
-        store_tx,
-        store_thread,
-        Arc::clone(broker),
-        channel,
-    )?;
-    tokio::spawn(forward_topic_changes(Arc::clone(broker), client.clone()));
+    let deps = driver::DriverDeps {
+        metrics: Arc::clone(&broker.metrics),
+        owner: match broker.cluster() {
+            None => GroupOwner::All,
+            Some(cluster) => GroupOwner::Slots(Arc::clone(cluster)),
+        },
+        topic_ids: topic_ids(broker),
+    };
+    let store = driver::StoreQueue {
+        ops: store_tx,
+        worker: Some(store_thread),
+    };
+    let (client, _thread) = driver::spawn(coordinator, deps, store, channel)?;
     tracing::info!(
         plugin = %section.plugin,
         offset_store = %store_name,
@@ -166,9 +172,10 @@ pub fn start(broker: &Arc<Broker>) -> Result<Option<CoordinatorClient>, StartErr
     Ok(Some(client))
 }
 
-/// Sends the topic list to the coordinator after every topic creation and deletion,
-/// until the coordinator stops.
-async fn forward_topic_changes(broker: Arc<Broker>, client: CoordinatorClient) {
+/// Sends the topic list to the coordinator now (the startup input carried partition
+/// counts only) and after every topic creation and deletion, until the coordinator or
+/// the broker stops. Spawned by `drover serve` once the broker is shared.
+pub async fn forward_topic_changes(broker: Arc<Broker>, client: CoordinatorClient) {
     let mut changes = broker.topics.subscribe_changes();
     let mut stopping = broker.stopping();
     // The startup input carried partition counts only: the ids follow at once.

@@ -92,7 +92,7 @@ pub async fn run(broker: Arc<Broker>) {
             }
             Err(_) => continue,
         };
-        let now = crate::server::handlers::now_ms();
+        let now = crate::clock::now_ms();
         for group in expired(
             now,
             section.retention_ms,

@@ -25,7 +25,7 @@ use std::collections::BTreeSet;
 use drover_abi::{OffsetKey, OffsetRecord, PluginKind};
 
 use super::{active, write, NamedStore, OffsetStores, Routing};
-use crate::{broker::Broker, plugins::LoadedPlugin};
+use crate::{broker::Broker, clock::now_ms, plugins::LoadedPlugin};
 
 /// Offsets copied per page (one store write each).
 const PAGE: u32 = 1_000;
@@ -55,10 +55,6 @@ pub enum SwapError {
     /// The swap thread could not be started.
     #[error("cannot start the swap thread: {0}")]
     Thread(std::io::Error),
-}
-
-fn now_ms() -> i64 {
-    crate::server::handlers::now_ms()
 }
 
 /// Marks the running swap as failed (called when a dual write to the new store

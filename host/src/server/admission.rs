@@ -23,7 +23,6 @@ use std::{
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
         Arc, Mutex,
     },
-    time::Instant,
 };
 
 use tokio::sync::Notify;
@@ -47,7 +46,7 @@ pub enum Refused {
 pub struct Admission {
     per_ip: Option<usize>,
     overrides: HashMap<IpAddr, usize>,
-    epoch: Instant,
+    epoch: crate::clock::Epoch,
     state: Mutex<State>,
 }
 
@@ -78,7 +77,7 @@ impl Admission {
         Arc::new(Admission {
             per_ip,
             overrides,
-            epoch: Instant::now(),
+            epoch: crate::clock::Epoch::start(),
             state: Mutex::new(State::default()),
         })
     }
@@ -95,7 +94,7 @@ impl Admission {
     }
 
     fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        self.epoch.now_ms()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {

@@ -37,36 +37,22 @@ use tokio::{
     io::{AsyncWriteExt, BufWriter},
     net::{tcp::OwnedReadHalf, tcp::OwnedWriteHalf, TcpStream},
     sync::{mpsc, oneshot, watch},
-    task::JoinHandle,
     time::Instant,
 };
 
 use super::{
     admission::Ticket,
     budget::ConnBudget,
-    dispatch::{handle_frame, Charged, Outcome, Step},
+    conn_id::{next_conn_id, ConnId},
+    dispatch::{handle_frame, Outcome, Step},
     frame::{FrameError, FrameLimits, FrameReader},
+    queue::{ConnSink, Pending},
 };
-use crate::{
-    broker::Broker,
-    coordination::{conns::ConnSink, driver::next_conn_id},
-};
-
-/// An entry of a connection's outgoing queue, sent in queue order.
-pub enum Pending {
-    /// The coordinator's pushed requests on a channel (not answers to a request).
-    Now(Outcome),
-    /// A data-plane response, ready now.
-    Ready(Charged),
-    /// A data-plane handler still waiting (fsync, long poll).
-    Later(JoinHandle<Charged>),
-    /// The coordinator's answer to a native request.
-    Reply(oneshot::Receiver<Outcome>),
-}
+use crate::broker::Broker;
 
 /// The connection's side of the coordinator routing.
 struct Native {
-    conn: u64,
+    conn: ConnId,
     /// Set by the coordinator thread when RegisterConsumer succeeded.
     channel: Arc<AtomicBool>,
     close: Arc<watch::Sender<bool>>,

@@ -3,16 +3,20 @@
 //! client: frames in, responses out, in order) → [`frame`] (size-prefixed frames,
 //! bounded) → [`dispatch`] (request header, version checks, decoding, the handler
 //! table) → [`handlers`] (one module per API). Beside them: [`admission`] (who gets a
-//! connection slot) and [`budget`] (bytes of queued responses), [`trim`] (freed memory back to
+//! connection slot) and [`budget`] (bytes of queued responses), [`conn_id`] (connection
+//! ids) and [`queue`] (a connection's outgoing queue and the handle the coordinator
+//! driver fills it through), [`trim`] (freed memory back to
 //! the OS).
 
 pub mod admission;
 pub mod budget;
+pub mod conn_id;
 pub mod connection;
 pub mod dispatch;
 pub mod frame;
 pub mod handlers;
 pub mod listener;
+pub mod queue;
 pub mod trim;
 
 pub use listener::serve;

@@ -181,7 +181,7 @@ mod tests {
             host: "127.0.0.1".into(),
             port: 9092,
         };
-        Broker::open(config, node, plugins).unwrap()
+        Arc::new(Broker::open(config, node, plugins, None).unwrap())
     }
 
     fn topic(name: &str, count: i32, assignments: Option<Vec<Vec<i32>>>) -> CreatePartitionsTopic {

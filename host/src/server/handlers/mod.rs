@@ -73,14 +73,6 @@ pub fn first_error(codes: impl IntoIterator<Item = i16>) -> i16 {
     codes.into_iter().find(|c| *c != 0).unwrap_or(0)
 }
 
-/// Milliseconds since the Unix epoch (the broker's wall clock, for log append times).
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// The Kafka error for a partition log error.
 pub fn log_error(e: &crate::log::LogError) -> ResponseError {
     use kafka_protocol::error::ParseResponseErrorCode;

@@ -36,9 +36,10 @@ use kafka_protocol::{
 };
 use tokio::sync::Semaphore;
 
-use super::{first_error, now_ms};
+use super::first_error;
 use crate::{
     broker::{auto_create::AutoCreateBudget, topics::validate_name, Broker, Partition, Topic},
+    clock::now_ms,
     log::{
         batch::BatchError,
         validate::{validate_produced, ValidatedBatch, ValidationRules},

@@ -1,0 +1,247 @@
+//! The coordinator thread's mailbox: the messages it takes ([`Msg`]) and the handle
+//! connections, the admin API, the cluster task and the topic watcher send them
+//! through ([`CoordinatorClient`]).
+
+use std::sync::Arc;
+
+use abi_stable::std_types::{RString, RVec};
+use bytes::Bytes;
+use drover_abi::{
+    coordinator::{CoordinatorInput, NamedAssignor, TopicId},
+    TopicInfo,
+};
+use tokio::sync::oneshot;
+
+use crate::server::{
+    conn_id::{next_conn_id, ConnId},
+    dispatch::Outcome,
+    queue::ConnSink,
+};
+
+/// The coordinator thread has stopped (broker shutdown, or it never started).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum DriverError {
+    /// The coordinator thread is gone.
+    #[error("the coordinator is not running")]
+    Stopped,
+    /// The coordinator closed the connection instead of answering.
+    #[error("the coordinator closed the request's connection: {0}")]
+    Refused(String),
+}
+
+/// A message to the coordinator thread.
+pub enum Msg {
+    /// A connection's first native frame comes with its sink.
+    Attach {
+        /// Connection id.
+        conn: ConnId,
+        /// Where answers and pushed frames go.
+        sink: ConnSink,
+    },
+    /// A native request; its answer goes to `reply`.
+    Request {
+        /// Connection id.
+        conn: ConnId,
+        /// The request's native API key.
+        api_key: i16,
+        /// The frame after the size prefix.
+        bytes: Bytes,
+        /// Receives the answer.
+        reply: oneshot::Sender<Outcome>,
+    },
+    /// A frame read on a coordinator channel (the consumer's answer).
+    ChannelFrame {
+        /// Connection id.
+        conn: ConnId,
+        /// The frame after the size prefix.
+        bytes: Bytes,
+    },
+    /// A connection that spoke a native API ended.
+    Closed {
+        /// Connection id.
+        conn: ConnId,
+    },
+    /// The topic metadata changed: every topic with its partition count, and every
+    /// topic's id.
+    TopicsChanged(RVec<TopicInfo>, RVec<TopicId>),
+    /// Results of offset-store operations.
+    Store(Vec<CoordinatorInput>),
+    /// Cluster mode: this broker now owns coordinator slot `n`; its previous owner has
+    /// not coordinated it for at least the second value, ms.
+    SlotGained(u32, u64),
+    /// Cluster mode: this broker no longer owns coordinator slot `n`.
+    SlotLost(u32),
+    /// A rescan changed the loaded assignors: the whole new set and the default.
+    AssignorsChanged(RVec<NamedAssignor>, RString),
+    /// Stop: final coordinator outputs, drain the store worker, close channels.
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// The handle connections and the admin API use to reach the coordinator thread.
+#[derive(Clone)]
+pub struct CoordinatorClient {
+    pub(super) tx: flume::Sender<Msg>,
+    pub(super) plugin: String,
+    /// Set once by [`CoordinatorClient::probe_kafka_apis`] at startup, before the
+    /// client is handed to the server and the admin API; never changed after (a
+    /// coordinator's Kafka APIs are fixed for its lifetime). A clone shares it.
+    pub(super) kafka_apis: Arc<std::sync::OnceLock<Vec<(i16, i16, i16)>>>,
+}
+
+impl CoordinatorClient {
+    /// The coordinator plugin's name.
+    pub fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
+    async fn send(&self, msg: Msg) -> Result<(), DriverError> {
+        self.tx
+            .send_async(msg)
+            .await
+            .map_err(|_| DriverError::Stopped)
+    }
+
+    /// Registers connection `conn`'s sink (before its first native request).
+    pub async fn attach(&self, conn: ConnId, sink: ConnSink) -> Result<(), DriverError> {
+        self.send(Msg::Attach { conn, sink }).await
+    }
+
+    /// Sends a native request frame (after the size prefix); its answer goes to
+    /// `reply`. The caller queues the receiver first, so the answer keeps its place in
+    /// the connection's response order.
+    pub async fn request(
+        &self,
+        conn: ConnId,
+        api_key: i16,
+        bytes: Bytes,
+        reply: oneshot::Sender<Outcome>,
+    ) -> Result<(), DriverError> {
+        self.send(Msg::Request {
+            conn,
+            api_key,
+            bytes,
+            reply,
+        })
+        .await
+    }
+
+    /// Sends a frame read on a coordinator channel.
+    pub async fn channel_frame(&self, conn: ConnId, bytes: Bytes) -> Result<(), DriverError> {
+        self.send(Msg::ChannelFrame { conn, bytes }).await
+    }
+
+    /// Reports that connection `conn` ended.
+    pub async fn closed(&self, conn: ConnId) {
+        let _ = self.send(Msg::Closed { conn }).await;
+    }
+
+    /// One request on a connection of its own, for the admin API: returns the answer
+    /// frame (after the size prefix).
+    pub async fn call(&self, api_key: i16, bytes: Bytes) -> Result<Bytes, DriverError> {
+        let conn = next_conn_id();
+        let (reply, answer) = oneshot::channel();
+        let result = match self.request(conn, api_key, bytes, reply).await {
+            Ok(()) => match answer.await {
+                Ok(Outcome::Respond(bytes)) => Ok(bytes),
+                Ok(Outcome::Close(_, why)) => Err(DriverError::Refused(why)),
+                Ok(Outcome::Silent) | Err(_) => Err(DriverError::Refused(
+                    "the coordinator gave no answer".into(),
+                )),
+            },
+            Err(e) => Err(e),
+        };
+        self.closed(conn).await;
+        result
+    }
+
+    /// Cluster mode: this broker now owns coordinator slot `slot`, whose previous owner
+    /// has not coordinated it for at least `stopped_ms` ms.
+    pub async fn slot_gained(&self, slot: u32, stopped_ms: u64) {
+        let _ = self.send(Msg::SlotGained(slot, stopped_ms)).await;
+    }
+
+    /// Cluster mode: this broker no longer owns coordinator slot `slot`.
+    pub async fn slot_lost(&self, slot: u32) {
+        let _ = self.send(Msg::SlotLost(slot)).await;
+    }
+
+    /// A rescan changed the loaded assignors: `assignors` is the whole new set. Blocks
+    /// while the driver's queue is full: call it off the async runtime (a rescan runs on
+    /// a blocking thread).
+    pub fn assignors_changed(
+        &self,
+        assignors: RVec<NamedAssignor>,
+        default_assignor: &str,
+    ) -> Result<(), DriverError> {
+        self.tx
+            .send(Msg::AssignorsChanged(
+                assignors,
+                RString::from(default_assignor),
+            ))
+            .map_err(|_| DriverError::Stopped)
+    }
+
+    /// Describes `groups` (every group when `None`) with a native DescribeGroups
+    /// request on a connection of its own (docs/protocol.md §5.8).
+    pub async fn describe_groups(
+        &self,
+        groups: Option<Vec<String>>,
+    ) -> Result<Vec<drover_protocol::DescribedGroup>, DriverError> {
+        use drover_protocol::{ApiKey, DescribeGroupsRequest, NativeRequest, NativeResponse};
+        let request = NativeRequest::DescribeGroups(DescribeGroupsRequest { groups });
+        let mut frame = bytes::BytesMut::new();
+        drover_protocol::encode_request_frame(&mut frame, 0, Some("drover-host"), &request)
+            .map_err(|e| DriverError::Refused(e.to_string()))?;
+        let answer = self
+            .call(ApiKey::DescribeGroups.code(), frame.freeze().slice(4..))
+            .await?;
+        match drover_protocol::decode_response_frame(answer, ApiKey::DescribeGroups, 0) {
+            Ok((_, NativeResponse::DescribeGroups(r))) => Ok(r.groups),
+            Ok((_, other)) => Err(DriverError::Refused(format!(
+                "the coordinator answered {:?}",
+                other.api_key()
+            ))),
+            Err(e) => Err(DriverError::Refused(format!(
+                "undecodable DescribeGroups answer: {e}"
+            ))),
+        }
+    }
+
+    /// Sends new topic metadata: partition counts and ids.
+    pub async fn topics_changed(
+        &self,
+        topics: RVec<TopicInfo>,
+        ids: RVec<TopicId>,
+    ) -> Result<(), DriverError> {
+        self.send(Msg::TopicsChanged(topics, ids)).await
+    }
+
+    /// The Kafka APIs the coordinator serves, as (key, min version, max version):
+    /// learnt at startup by [`CoordinatorClient::probe_kafka_apis`]; empty before and
+    /// for a coordinator that serves none.
+    pub fn kafka_apis(&self) -> &[(i16, i16, i16)] {
+        self.kafka_apis.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether requests with API key `key` go to the coordinator: a native key, or a
+    /// Kafka group API the coordinator serves.
+    pub fn serves(&self, key: i16) -> bool {
+        drover_protocol::ApiKey::is_native_code(key)
+            || self.kafka_apis().iter().any(|(k, _, _)| *k == key)
+    }
+
+    /// Records the Kafka APIs the coordinator serves (once; see
+    /// [`CoordinatorClient::probe_kafka_apis`]).
+    pub(in crate::coordination) fn set_kafka_apis(&self, apis: Vec<(i16, i16, i16)>) {
+        let _ = self.kafka_apis.set(apis);
+    }
+
+    /// Stops the coordinator thread after its final outputs and pending offset commits.
+    pub async fn shutdown(&self) {
+        let (done, finished) = oneshot::channel();
+        if self.send(Msg::Shutdown(done)).await.is_ok() {
+            let _ = finished.await;
+        }
+    }
+}

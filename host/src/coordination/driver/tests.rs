@@ -1,0 +1,474 @@
+//! The driver run on its own thread with a scripted coordinator, real flume channels
+//! and real connection queues ([`ConnSink`]): what reaches which connection, what is
+//! closed and counted, what goes to the store worker's queue, timers and shutdown.
+
+use std::{sync::atomic::AtomicBool, sync::atomic::Ordering, time::Duration};
+
+use abi_stable::std_types::{RResult, RString, RVec};
+use bytes::Bytes;
+use drover_abi::coordinator::{CoordinatorInput, CoordinatorOutput, TopicId};
+use drover_protocol::ApiKey;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::*;
+use crate::server::{
+    conn_id::ConnId,
+    queue::{ConnSink, Pending},
+};
+
+/// What the scripted coordinator answers to one input.
+type Script = Box<dyn FnMut(&CoordinatorInput) -> Vec<CoordinatorOutput> + Send>;
+
+/// A coordinator that reports every input it is fed and answers from a script.
+struct Scripted {
+    seen: flume::Sender<CoordinatorInput>,
+    script: Script,
+    /// `poll_timeout`; cleared once the timer fired.
+    deadline: Option<u64>,
+    /// What `shutdown` returns.
+    last_words: Vec<CoordinatorOutput>,
+}
+
+impl Coordinator for Scripted {
+    fn handle(
+        &mut self,
+        _now_ms: u64,
+        input: CoordinatorInput,
+    ) -> Result<Vec<CoordinatorOutput>, CallError> {
+        let outputs = (self.script)(&input);
+        if matches!(input, CoordinatorInput::TimerFired) {
+            self.deadline = None;
+        }
+        let _ = self.seen.send(input);
+        Ok(outputs)
+    }
+    fn poll_timeout(&self) -> Option<u64> {
+        self.deadline
+    }
+    fn slot_gained(&mut self, _: u64, _: u32, _: u64) -> Result<Vec<CoordinatorOutput>, CallError> {
+        Ok(Vec::new())
+    }
+    fn slot_lost(&mut self, _: u64, _: u32) -> Result<Vec<CoordinatorOutput>, CallError> {
+        Ok(Vec::new())
+    }
+    fn shutdown(&mut self, _: u64) -> Result<Vec<CoordinatorOutput>, CallError> {
+        Ok(std::mem::take(&mut self.last_words))
+    }
+    fn is_out_of_service(&self) -> bool {
+        false
+    }
+    fn name(&self) -> String {
+        "scripted".into()
+    }
+}
+
+/// A running driver and what the test watches.
+struct Harness {
+    client: CoordinatorClient,
+    seen: flume::Receiver<CoordinatorInput>,
+    metrics: Arc<Metrics>,
+    /// The store worker's queue (`None`: the worker is gone).
+    store: Option<flume::Receiver<StoreOp>>,
+    thread: JoinHandle<()>,
+}
+
+/// The options of [`start`].
+#[derive(Default)]
+struct Setup {
+    deadline: Option<u64>,
+    last_words: Vec<CoordinatorOutput>,
+    store_gone: bool,
+    topic_ids: Vec<TopicId>,
+}
+
+fn start(setup: Setup, script: Script) -> Harness {
+    let (seen_tx, seen) = flume::unbounded();
+    let coordinator = Scripted {
+        seen: seen_tx,
+        script,
+        deadline: setup.deadline,
+        last_words: setup.last_words,
+    };
+    let metrics = Arc::new(Metrics::new());
+    let deps = DriverDeps {
+        metrics: Arc::clone(&metrics),
+        owner: GroupOwner::All,
+        topic_ids: setup.topic_ids.into_iter().collect(),
+    };
+    let (ops, store) = flume::unbounded();
+    let store = (!setup.store_gone).then_some(store);
+    let (client, thread) = spawn(
+        coordinator,
+        deps,
+        StoreQueue { ops, worker: None },
+        flume::bounded(16),
+    )
+    .unwrap();
+    Harness {
+        client,
+        seen,
+        metrics,
+        store,
+        thread,
+    }
+}
+
+impl Harness {
+    fn send(&self, msg: Msg) {
+        self.client.tx.send(msg).unwrap();
+    }
+
+    /// The next input the coordinator was fed that matches `want` (earlier ones are
+    /// skipped). Panics if the driver stops feeding it (a hang guard, not a timing).
+    fn wait_for(&self, want: impl Fn(&CoordinatorInput) -> bool) -> CoordinatorInput {
+        loop {
+            let input = self
+                .seen
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the coordinator was fed nothing more");
+            if want(&input) {
+                return input;
+            }
+        }
+    }
+
+    fn attach(&self, conn: ConnId, capacity: usize) -> Conn {
+        let (queue, pending) = mpsc::channel(capacity);
+        let (close, closed) = watch::channel(false);
+        let channel = Arc::new(AtomicBool::new(false));
+        self.send(Msg::Attach {
+            conn,
+            sink: ConnSink {
+                queue,
+                channel: Arc::clone(&channel),
+                close: Arc::new(close),
+                peer: ([127, 0, 0, 1], 9092).into(),
+            },
+        });
+        Conn {
+            pending,
+            closed,
+            channel,
+        }
+    }
+
+    fn request(
+        &self,
+        conn: ConnId,
+        api_key: i16,
+        tag: &'static [u8],
+    ) -> oneshot::Receiver<Outcome> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Msg::Request {
+            conn,
+            api_key,
+            bytes: frame(api_key, tag),
+            reply,
+        });
+        answer
+    }
+
+    /// Returns once the driver executed everything sent before (the coordinator sees
+    /// a connection attached after it).
+    fn settle(&self) {
+        let marker = crate::server::conn_id::next_conn_id() + 1_000_000;
+        let _conn = self.attach(marker, 1);
+        self.wait_for(|input| {
+            matches!(input, CoordinatorInput::ConnectionOpened { conn, .. } if *conn == marker)
+        });
+    }
+
+    fn shutdown(self) {
+        let (done, finished) = oneshot::channel();
+        self.send(Msg::Shutdown(done));
+        finished.blocking_recv().unwrap();
+        self.thread.join().unwrap();
+    }
+
+    fn metrics(&self) -> String {
+        self.metrics.render(&[])
+    }
+}
+
+/// The connection side of an attached sink.
+struct Conn {
+    pending: mpsc::Receiver<Pending>,
+    closed: watch::Receiver<bool>,
+    channel: Arc<AtomicBool>,
+}
+
+/// A request frame: API key, version 0, correlation id 1, then `tag`.
+fn frame(api_key: i16, tag: &[u8]) -> Bytes {
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&api_key.to_be_bytes());
+    bytes.extend_from_slice(&0i16.to_be_bytes());
+    bytes.extend_from_slice(&1i32.to_be_bytes());
+    bytes.extend_from_slice(tag);
+    Bytes::from(bytes)
+}
+
+fn tag_of(input: &CoordinatorInput) -> Option<(ConnId, Vec<u8>)> {
+    match input {
+        CoordinatorInput::Frame { conn, bytes } => Some((*conn, bytes[8..].to_vec())),
+        _ => None,
+    }
+}
+
+fn answer(conn: ConnId, bytes: &[u8]) -> CoordinatorOutput {
+    CoordinatorOutput::Answer {
+        conn,
+        bytes: RVec::from(bytes),
+    }
+}
+
+fn answered(answer: oneshot::Receiver<Outcome>) -> Vec<u8> {
+    match answer.blocking_recv() {
+        Ok(Outcome::Respond(bytes)) => bytes.to_vec(),
+        other => panic!("expected an answer, got {other:?}"),
+    }
+}
+
+fn closed_conn(conn: ConnId) -> impl Fn(&CoordinatorInput) -> bool {
+    move |input| matches!(input, CoordinatorInput::ConnectionClosed { conn: c } if *c == conn)
+}
+
+#[test]
+fn answers_reach_their_connection_in_request_order() {
+    let register = ApiKey::RegisterConsumer.code();
+    // Holds conn 1's first request, then answers both at once; answers conn 2 at once.
+    let h = start(
+        Setup::default(),
+        Box::new(|input| match tag_of(input) {
+            Some((1, tag)) if tag == b"second" => vec![answer(1, b"first"), answer(1, b"second")],
+            Some((2, _)) => vec![answer(2, b"other")],
+            _ => Vec::new(),
+        }),
+    );
+    let _one = h.attach(1, 4);
+    let _two = h.attach(2, 4);
+    let first = h.request(1, register, b"first");
+    let other = h.request(2, register, b"other");
+    let second = h.request(1, register, b"second");
+    assert_eq!(answered(other), b"other");
+    assert_eq!(answered(first), b"first");
+    assert_eq!(answered(second), b"second");
+    h.settle();
+    assert!(
+        h.metrics().contains(
+            "drover_native_requests_total{api=\"RegisterConsumer\",error=\"UnknownServerError\"} 3"
+        ),
+        "{}",
+        h.metrics()
+    );
+    h.shutdown();
+}
+
+#[test]
+fn a_push_to_a_consumer_that_does_not_read_closes_its_channel() {
+    let h = start(
+        Setup::default(),
+        Box::new(|input| match input {
+            CoordinatorInput::Frame { conn, .. } => vec![
+                CoordinatorOutput::ChannelOpened { conn: *conn },
+                answer(*conn, b"registered"),
+                CoordinatorOutput::Push {
+                    conn: *conn,
+                    bytes: RVec::from(&b"ping"[..]),
+                },
+                CoordinatorOutput::Push {
+                    conn: *conn,
+                    bytes: RVec::from(&b"ping again"[..]),
+                },
+            ],
+            _ => Vec::new(),
+        }),
+    );
+    let mut conn = h.attach(5, 1);
+    let registered = h.request(5, ApiKey::RegisterConsumer.code(), b"register");
+    h.wait_for(closed_conn(5));
+    assert_eq!(answered(registered), b"registered");
+    assert!(conn.channel.load(Ordering::Acquire), "opened as a channel");
+    assert!(*conn.closed.borrow(), "told to close");
+    assert!(matches!(
+        conn.pending.try_recv(),
+        Ok(Pending::Now(Outcome::Respond(b))) if b == "ping"
+    ));
+    assert!(
+        conn.pending.try_recv().is_err(),
+        "the second push overflowed"
+    );
+    h.shutdown();
+}
+
+#[test]
+fn a_contract_violation_closes_the_connection_and_is_counted() {
+    // An answer on a connection with no request waiting.
+    let h = start(
+        Setup::default(),
+        Box::new(|input| match input {
+            CoordinatorInput::ConnectionOpened { conn, .. } => vec![answer(*conn, b"unasked")],
+            _ => Vec::new(),
+        }),
+    );
+    let conn = h.attach(3, 4);
+    h.wait_for(closed_conn(3));
+    assert!(*conn.closed.borrow());
+    assert!(
+        h.metrics()
+            .contains("drover_coordinator_events_total{name=\"contract_violations\"} 1"),
+        "{}",
+        h.metrics()
+    );
+    assert!(h.metrics().contains(
+        "drover_connections_closed_by_broker_total{reason=\"coordinator_contract_violation\"} 1"
+    ));
+    // Frames still arriving from the closed connection are dropped.
+    let late = h.request(3, ApiKey::Heartbeat.code(), b"late");
+    assert!(late.blocking_recv().is_err(), "no answer after the close");
+    h.shutdown();
+}
+
+#[test]
+fn store_operations_go_to_the_store_queue() {
+    let h = start(
+        Setup {
+            topic_ids: vec![TopicId {
+                name: RString::from("gone"),
+                id: [7; 16],
+            }],
+            ..Setup::default()
+        },
+        Box::new(|input| match input {
+            CoordinatorInput::ConnectionOpened { .. } => vec![CoordinatorOutput::CommitOffsets {
+                op: 7,
+                records: RVec::new(),
+            }],
+            _ => Vec::new(),
+        }),
+    );
+    let _conn = h.attach(1, 4);
+    let store = h.store.as_ref().unwrap();
+    let op = store.recv().unwrap();
+    assert!(matches!(op, StoreOp::Commit { op: 7, .. }), "{op:?}");
+    // A topic list that lost a topic queues the removal of its offsets, after the
+    // coordinator saw the list.
+    h.send(Msg::TopicsChanged(RVec::new(), RVec::new()));
+    let op = store.recv().unwrap();
+    assert!(
+        matches!(&op, StoreOp::DeleteTopics { topics, .. } if topics.contains("gone")),
+        "{op:?}"
+    );
+    h.wait_for(|input| matches!(input, CoordinatorInput::TopicsChanged { .. }));
+    h.shutdown();
+}
+
+#[test]
+fn a_gone_store_worker_feeds_back_an_error_result() {
+    let h = start(
+        Setup {
+            store_gone: true,
+            ..Setup::default()
+        },
+        Box::new(|input| match input {
+            CoordinatorInput::ConnectionOpened { .. } => vec![CoordinatorOutput::FetchOffsets {
+                op: 9,
+                group: RString::from("g"),
+                partitions: RVec::new(),
+            }],
+            _ => Vec::new(),
+        }),
+    );
+    let _conn = h.attach(1, 4);
+    let result = h.wait_for(|input| matches!(input, CoordinatorInput::OffsetsFetched { .. }));
+    assert!(
+        matches!(
+            result,
+            CoordinatorInput::OffsetsFetched {
+                op: 9,
+                result: RResult::RErr(_)
+            }
+        ),
+        "{result:?}"
+    );
+    h.shutdown();
+}
+
+#[test]
+fn timers_fire_at_poll_timeout() {
+    let h = start(
+        Setup {
+            deadline: Some(0),
+            ..Setup::default()
+        },
+        Box::new(|_| Vec::new()),
+    );
+    h.wait_for(|input| matches!(input, CoordinatorInput::TimerFired));
+    h.shutdown();
+}
+
+#[test]
+fn shutdown_runs_the_final_outputs_then_closes_connections() {
+    let h = start(
+        Setup {
+            last_words: vec![CoordinatorOutput::CommitOffsets {
+                op: 1,
+                records: RVec::new(),
+            }],
+            ..Setup::default()
+        },
+        Box::new(|_| Vec::new()),
+    );
+    let conn = h.attach(1, 4);
+    h.wait_for(|input| matches!(input, CoordinatorInput::ConnectionOpened { .. }));
+    let store = h.store.clone().unwrap();
+    h.shutdown();
+    assert!(matches!(
+        store.try_recv(),
+        Ok(StoreOp::Commit { op: 1, .. })
+    ));
+    assert!(*conn.closed.borrow());
+}
+
+#[test]
+fn kafka_answers_count_their_error_codes_and_closes_their_reason() {
+    use kafka_protocol::{
+        messages::{HeartbeatResponse, ResponseHeader},
+        protocol::Encodable,
+    };
+    let heartbeat = kafka_protocol::messages::ApiKey::Heartbeat;
+    let mut frame = bytes::BytesMut::new();
+    ResponseHeader::default()
+        .encode(&mut frame, heartbeat.response_header_version(0))
+        .unwrap();
+    let mut response = HeartbeatResponse::default();
+    response.error_code = 25; // UNKNOWN_MEMBER_ID
+    response.encode(&mut frame, 0).unwrap(); // the request helper sends v0
+    let frame = frame.to_vec();
+    // Answers "known" with the heartbeat answer; closes the connection otherwise
+    // (as the coordinator does for a version it does not serve).
+    let h = start(
+        Setup::default(),
+        Box::new(move |input| match tag_of(input) {
+            Some((conn, tag)) if tag == b"known" => vec![answer(conn, &frame)],
+            Some((conn, _)) => vec![CoordinatorOutput::CloseConnection { conn }],
+            None => Vec::new(),
+        }),
+    );
+    let _one = h.attach(1, 4);
+    let known = h.request(1, heartbeat as i16, b"known");
+    assert!(!answered(known).is_empty());
+    let refused = h.request(1, heartbeat as i16, b"unsupported");
+    assert!(refused.blocking_recv().is_err(), "closed without an answer");
+    h.wait_for(closed_conn(1));
+    let metrics = h.metrics();
+    assert!(
+        metrics.contains("drover_requests_total{api=\"Heartbeat\",error=\"UnknownMemberId\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .contains("drover_connections_closed_by_broker_total{reason=\"coordinator_closed\"} 1"),
+        "{metrics}"
+    );
+    h.shutdown();
+}

@@ -1,0 +1,79 @@
+"""The metrics tell the truth about the coordinator's answers and closes (issue 15,
+item 6): a group API answered with an error is counted under that error (Kafka's
+`errorCounts()`: one per partition for OffsetCommit), not as NONE; a connection the
+coordinator closes (here: a group request at a version it does not serve) is closed
+and counted in drover_connections_closed_by_broker_total with its reason. Raw frames
+against a real broker with the coordinator plugin."""
+
+from __future__ import annotations
+
+import re
+import struct
+
+from drover_testlib import RawConn, ck_create_topic, http_get, unique_topic
+from kafka_groups_testlib import group_broker  # noqa: F401 (fixture)
+from test_kafka_group_wire import (API_HEARTBEAT, NONE, UNKNOWN_MEMBER_ID, commit, heartbeat,
+                                   joined_member)
+
+OFFSET_OUT_OF_RANGE = 1
+SAMPLE = re.compile(r'^(?P<name>[a-z_]+)\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$')
+
+
+def samples(broker, name: str) -> dict[frozenset, float]:
+    """The samples of metric `name` (with its `_total` suffix), by their label set."""
+    status, _, body = http_get(broker.admin_url + "/metrics")
+    assert status == 200
+    out = {}
+    for line in body.splitlines():
+        m = SAMPLE.match(line)
+        if m and m.group("name") == name:
+            labels = frozenset(re.findall(r'([a-z_]+)="([^"]*)"', m.group("labels")))
+            out[labels] = float(m.group("value"))
+    return out
+
+
+def requests(broker, api: str, error: str) -> float:
+    return samples(broker, "drover_requests_total").get(
+        frozenset({("api", api), ("error", error)}), 0)
+
+
+def closed_by_broker(broker, reason: str) -> float:
+    return samples(broker, "drover_connections_closed_by_broker_total").get(
+        frozenset({("reason", reason)}), 0)
+
+
+def test_group_api_errors_are_counted_by_their_code(group_broker):  # noqa: F811
+    b = group_broker
+    topic = unique_topic("gm-errors")
+    ck_create_topic(b, topic, 2)
+    group = unique_topic("g-errors")
+    with RawConn(b) as c:
+        member, generation = joined_member(c, group, topic)
+        assert heartbeat(c, group, generation, member) == NONE
+        assert heartbeat(c, group, generation, "no-such-member") == UNKNOWN_MEMBER_ID
+        # A standalone commit (generation -1): partition 0 accepted, partition 1 refused.
+        other = unique_topic("g-simple")
+        assert commit(c, other, -1, "", {(topic, 0): (5, None), (topic, 1): (-3, None)}) == \
+            {(topic, 0): NONE, (topic, 1): OFFSET_OUT_OF_RANGE}
+    assert requests(b, "Heartbeat", "UnknownMemberId") == 1
+    assert requests(b, "Heartbeat", "NONE") >= 1
+    # One count per partition: one NONE and one OFFSET_OUT_OF_RANGE for the one commit.
+    assert requests(b, "OffsetCommit", "OffsetOutOfRange") == 1
+    assert requests(b, "OffsetCommit", "NONE") == 1
+
+
+def test_a_group_request_at_an_unsupported_version_is_closed_and_counted(group_broker):  # noqa: F811
+    b = group_broker
+    assert closed_by_broker(b, "coordinator_closed") == 0
+    with RawConn(b) as c:
+        body = struct.pack(">h", 3) + b"g" * 3 + struct.pack(">i", 1) + struct.pack(">h", 1) + b"m"
+        c.request(API_HEARTBEAT, 99, body)
+        try:
+            data = c.sock.recv(1)
+        except ConnectionResetError:
+            data = b""
+        assert data == b"", "the connection was closed without an answer"
+    assert closed_by_broker(b, "coordinator_closed") == 1
+    # The broker keeps serving group requests on other connections.
+    with RawConn(b) as c:
+        assert heartbeat(c, unique_topic("g-after"), 1, "m") != NONE
