@@ -11,6 +11,7 @@ use drover_protocol as proto;
 use drover_protocol::NativeResponse;
 
 use super::conn::{ChannelOf, Conn, ReadyAnswer, SlotRef};
+use super::kafka::{CommitWait, DeleteWait};
 use super::offsets::Waiter;
 use super::TimerKey;
 
@@ -21,17 +22,20 @@ use crate::timers::Timers;
 use crate::types::{ConnId, GroupId, OffsetEntry, OpId, TopicName, TopicPartition};
 use crate::wire;
 
-/// An offset-store operation in flight.
+/// An offset-store operation in flight, of either protocol: the one table
+/// ([`Ctx::ops`]) the store's results are dispatched from, by variant. What a request
+/// waits for is the variant's data.
 #[derive(Debug)]
 pub(crate) enum Op {
+    /// A native group's batch ([`Output::CommitOffsets`]); `waiters` are CommitOffset
+    /// requests (ids in [`Ctx::waiters`]).
     Commit {
         group: GroupId,
         records: Vec<OffsetEntry>,
         waiters: Vec<u64>,
     },
-    RebalanceFetch {
-        group: GroupId,
-    },
+    /// A native group's start offsets for a rebalance ([`Output::FetchOffsets`]).
+    RebalanceFetch { group: GroupId },
     /// A commit of a group dropped with its slot: the result only answers the
     /// CommitOffset requests that waited for it.
     DroppedCommit {
@@ -41,12 +45,23 @@ pub(crate) enum Op {
     },
     /// A rebalance fetch of a group dropped with its slot: the result is ignored.
     DroppedFetch,
+    /// A native FetchOffsets request.
     ClientFetch {
         slot: SlotRef,
         correlation_id: i32,
         group: GroupId,
         topics: Option<Vec<proto::TopicPartitions>>,
     },
+    /// A batch of Kafka OffsetCommit requests to `group` ([`Output::CommitOffsets`]).
+    KafkaCommit {
+        group: GroupId,
+        waits: Vec<CommitWait>,
+    },
+    /// One group's read of a Kafka OffsetFetch: entry `index` of the request waiting as
+    /// `wait` ([`Output::FetchOffsets`]).
+    KafkaFetch { wait: u64, index: usize },
+    /// A Kafka OffsetDelete, or one group of a DeleteGroups ([`Output::DeleteOffsets`]).
+    DeleteOffsets(DeleteWait),
 }
 
 /// Everything but the groups, so group code can borrow both.
@@ -58,6 +73,7 @@ pub(crate) struct Ctx {
     /// Connections the coordinator closed, until the host reports them closed.
     pub closing: HashSet<ConnId>,
     pub timers: Timers<TimerKey>,
+    /// Every offset-store operation in flight, native and Kafka.
     pub ops: HashMap<OpId, Op>,
     pub waiters: HashMap<u64, Waiter>,
     pub groups_with_pending: BTreeSet<GroupId>,

@@ -177,7 +177,7 @@ impl Coordinator {
             }
             Input::OffsetsCommitted { op, result } => self.on_committed(op, result),
             Input::OffsetsFetched { op, result } => self.on_fetched(op, result),
-            Input::OffsetsDeleted { op, result } => self.on_offsets_deleted(op, result),
+            Input::OffsetsDeleted { op, result } => self.on_deleted(op, result),
             Input::TopicIds { ids } => {
                 let lost: BTreeSet<TopicName> = self
                     .kafka
@@ -384,10 +384,8 @@ impl Coordinator {
         self.consumer_topics_changed();
     }
 
+    /// The store's answer to [`Output::CommitOffsets`] `op`, dispatched on its [`Op`].
     fn on_committed(&mut self, op: OpId, result: Result<(), StoreError>) {
-        if self.kafka.offsets.has_op(op) {
-            return self.on_kafka_committed(op, result);
-        }
         match self.cx.ops.remove(&op) {
             Some(Op::Commit {
                 group,
@@ -405,6 +403,9 @@ impl Coordinator {
                 // A Kafka OffsetCommit to this group id that waited for the batch.
                 self.send_queued_kafka_commits(&group);
             }
+            Some(Op::KafkaCommit { group, waits }) => {
+                self.on_kafka_committed(op, group, waits, result)
+            }
             Some(Op::DroppedCommit { group, waiters }) => {
                 self.cx.release_commit(&group, op);
                 self.send_queued_kafka_commits(&group);
@@ -417,17 +418,15 @@ impl Coordinator {
                 }
             }
             Some(other) => {
-                tracing::warn!(%op, "commit result for a fetch operation");
+                tracing::warn!(%op, "commit result for another kind of operation");
                 self.cx.ops.insert(op, other);
             }
             None => tracing::warn!(%op, "result of an unknown operation"),
         }
     }
 
+    /// The store's answer to [`Output::FetchOffsets`] `op`, dispatched on its [`Op`].
     fn on_fetched(&mut self, op: OpId, result: Result<Vec<OffsetEntry>, StoreError>) {
-        if self.kafka.offsets.has_op(op) {
-            return self.on_kafka_fetched(op, result);
-        }
         match self.cx.ops.remove(&op) {
             Some(Op::RebalanceFetch { group }) => {
                 let Some(g) = self.groups.get_mut(&group) else {
@@ -458,8 +457,21 @@ impl Coordinator {
                     &NativeResponse::FetchOffsets(response),
                 );
             }
+            Some(Op::KafkaFetch { wait, index }) => self.on_kafka_fetched(op, wait, index, result),
             Some(other) => {
-                tracing::warn!(%op, "fetch result for a commit operation");
+                tracing::warn!(%op, "fetch result for another kind of operation");
+                self.cx.ops.insert(op, other);
+            }
+            None => tracing::warn!(%op, "result of an unknown operation"),
+        }
+    }
+
+    /// The store's answer to [`Output::DeleteOffsets`] `op`, dispatched on its [`Op`].
+    fn on_deleted(&mut self, op: OpId, result: Result<u64, StoreError>) {
+        match self.cx.ops.remove(&op) {
+            Some(Op::DeleteOffsets(wait)) => self.on_offsets_deleted(op, wait, result),
+            Some(other) => {
+                tracing::warn!(%op, "delete result for another kind of operation");
                 self.cx.ops.insert(op, other);
             }
             None => tracing::warn!(%op, "result of an unknown operation"),

@@ -25,7 +25,7 @@ use kafka_protocol::ResponseError;
 
 use super::offsets::DeleteWait;
 use crate::core::conn::SlotRef;
-use crate::core::Coordinator;
+use crate::core::{Coordinator, Op};
 use crate::io::{FetchScope, Output};
 use crate::kafka_wire::KafkaReplyTo;
 use crate::types::{GroupId, OpId, StoreError};
@@ -296,12 +296,12 @@ impl Coordinator {
             } else {
                 self.drop_empty_group(&id);
                 let op = self.cx.next_op();
-                self.kafka.offsets.deletes.insert(
+                self.cx.ops.insert(
                     op,
-                    DeleteWait::Group {
+                    Op::DeleteOffsets(DeleteWait::Group {
                         wait: wait_id,
                         index,
-                    },
+                    }),
                 );
                 outputs.push(Output::DeleteOffsets {
                     op,
@@ -350,13 +350,14 @@ impl Coordinator {
             .respond_kafka(wait.slot, wait.to, ResponseKind::DeleteGroups(response));
     }
 
-    /// The store's answer to an [`Output::DeleteOffsets`]: the number of offsets
-    /// deleted.
-    pub(crate) fn on_offsets_deleted(&mut self, op: OpId, result: Result<u64, StoreError>) {
-        let Some(wait) = self.kafka.offsets.deletes.remove(&op) else {
-            tracing::warn!(%op, "result of an unknown delete operation");
-            return;
-        };
+    /// The store's answer to an [`Output::DeleteOffsets`] ([`Op::DeleteOffsets`]): the
+    /// number of offsets deleted.
+    pub(crate) fn on_offsets_deleted(
+        &mut self,
+        op: OpId,
+        wait: DeleteWait,
+        result: Result<u64, StoreError>,
+    ) {
         if let Err(e) = &result {
             tracing::warn!(%op, error = %e, "offset delete failed");
         }

@@ -21,7 +21,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 
 pub(crate) use classic::{ClassicGroup, ClassicTimer};
-pub(crate) use offsets::KafkaOffsets;
+pub(crate) use offsets::{CommitWait, DeleteWait, KafkaOffsets};
 
 use super::conn::SlotRef;
 use super::{Coordinator, Ctx};

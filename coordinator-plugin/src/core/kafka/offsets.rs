@@ -32,14 +32,14 @@ use kafka_protocol::ResponseError;
 use super::classic::ClassicState;
 use super::ClassicGroup;
 use crate::core::conn::SlotRef;
-use crate::core::Coordinator;
+use crate::core::{Coordinator, Op};
 use crate::io::{FetchScope, Output};
 use crate::kafka_wire::KafkaReplyTo;
 use crate::types::{GroupId, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
 
 /// An OffsetCommit waiting for the store.
 #[derive(Debug)]
-struct CommitWait {
+pub(crate) struct CommitWait {
     slot: SlotRef,
     to: KafkaReplyTo,
     response: OffsetCommitResponse,
@@ -67,7 +67,7 @@ struct FetchOne {
 
 /// An OffsetDelete (or a DeleteGroups entry) waiting for the store.
 #[derive(Debug)]
-pub(super) enum DeleteWait {
+pub(crate) enum DeleteWait {
     Offsets {
         slot: SlotRef,
         to: KafkaReplyTo,
@@ -82,16 +82,14 @@ pub(super) enum DeleteWait {
     },
 }
 
-/// Offset operations of Kafka requests in flight.
+/// Kafka offset requests waiting for something other than one store operation (their
+/// operations are in [`Ctx::ops`](crate::core::Ctx)).
 #[derive(Debug, Default)]
 pub(crate) struct KafkaOffsets {
     /// Per group, commits accepted while a batch was in flight.
     queued: BTreeMap<GroupId, Vec<CommitWait>>,
-    /// The waiters of each batch in flight.
-    commits: BTreeMap<OpId, (GroupId, Vec<CommitWait>)>,
+    /// OffsetFetch requests waiting for one store read per group.
     fetches: BTreeMap<u64, FetchWait>,
-    fetch_ops: BTreeMap<OpId, (u64, usize)>,
-    pub(super) deletes: BTreeMap<OpId, DeleteWait>,
     next_wait: u64,
 }
 
@@ -128,13 +126,6 @@ impl KafkaOffsets {
         }
         self.queued.retain(|_, waits| !waits.is_empty());
         answered
-    }
-
-    /// Whether `op` is a Kafka offset operation.
-    pub(crate) fn has_op(&self, op: OpId) -> bool {
-        self.commits.contains_key(&op)
-            || self.fetch_ops.contains_key(&op)
-            || self.deletes.contains_key(&op)
     }
 
     pub(super) fn next_wait(&mut self) -> u64 {
@@ -304,15 +295,18 @@ impl Coordinator {
         let op = self.cx.next_op();
         let records: Vec<OffsetEntry> = waits.iter().flat_map(|w| w.records.clone()).collect();
         self.cx.commits_in_flight.insert(group.clone(), op);
-        self.kafka.offsets.commits.insert(op, (group, waits));
+        self.cx.ops.insert(op, Op::KafkaCommit { group, waits });
         self.cx.out.push(Output::CommitOffsets { op, records });
     }
 
-    /// The store's answer to a Kafka commit batch.
-    pub(crate) fn on_kafka_committed(&mut self, op: OpId, result: Result<(), StoreError>) {
-        let Some((group, waits)) = self.kafka.offsets.commits.remove(&op) else {
-            return;
-        };
+    /// The store's answer to a Kafka commit batch ([`Op::KafkaCommit`]).
+    pub(crate) fn on_kafka_committed(
+        &mut self,
+        op: OpId,
+        group: GroupId,
+        waits: Vec<CommitWait>,
+        result: Result<(), StoreError>,
+    ) {
         if let Err(e) = &result {
             tracing::warn!(%group, %op, error = %e, "offset commit failed");
         } else if self.group_kind(group.as_str()).is_none() && self.owns(group.as_str()) {
@@ -425,7 +419,13 @@ impl Coordinator {
                     ),
                 };
                 let op = self.cx.next_op();
-                self.kafka.offsets.fetch_ops.insert(op, (wait_id, index));
+                self.cx.ops.insert(
+                    op,
+                    Op::KafkaFetch {
+                        wait: wait_id,
+                        index,
+                    },
+                );
                 outputs.push(Output::FetchOffsets {
                     op,
                     group: gid.clone(),
@@ -446,15 +446,15 @@ impl Coordinator {
         self.cx.out.extend(outputs);
     }
 
-    /// The store's answer to one group's read of an OffsetFetch.
+    /// The store's answer to one group's read of an OffsetFetch ([`Op::KafkaFetch`]:
+    /// entry `index` of request `wait_id`).
     pub(crate) fn on_kafka_fetched(
         &mut self,
         op: OpId,
+        wait_id: u64,
+        index: usize,
         result: Result<Vec<OffsetEntry>, StoreError>,
     ) {
-        let Some((wait_id, index)) = self.kafka.offsets.fetch_ops.remove(&op) else {
-            return;
-        };
         let Some(wait) = self.kafka.offsets.fetches.get_mut(&wait_id) else {
             return;
         };
@@ -602,14 +602,14 @@ impl Coordinator {
         }
         let op = self.cx.next_op();
         let known = self.group_kind(&group).is_some();
-        self.kafka.offsets.deletes.insert(
+        self.cx.ops.insert(
             op,
-            DeleteWait::Offsets {
+            Op::DeleteOffsets(DeleteWait::Offsets {
                 slot,
                 to,
                 response,
                 known,
-            },
+            }),
         );
         self.cx.out.push(Output::DeleteOffsets {
             op,
