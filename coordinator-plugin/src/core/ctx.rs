@@ -10,8 +10,9 @@ use bytes::Bytes;
 use drover_protocol as proto;
 use drover_protocol::NativeResponse;
 
+use super::commits::{BatchSource, CommitQueue, CommitWaiter};
 use super::conn::{ChannelOf, Conn, ReadyAnswer, SlotRef};
-use super::kafka::{CommitWait, DeleteWait};
+use super::kafka::DeleteWait;
 use super::offsets::Waiter;
 use super::TimerKey;
 
@@ -27,22 +28,17 @@ use crate::wire;
 /// waits for is the variant's data.
 #[derive(Debug)]
 pub(crate) enum Op {
-    /// A native group's batch ([`Output::CommitOffsets`]); `waiters` are CommitOffset
-    /// requests (ids in [`Ctx::waiters`]).
+    /// A batch of a group id's commits ([`Output::CommitOffsets`]), of either protocol:
+    /// the only commit operation, at most one per group id in flight
+    /// ([`CommitQueue`]). Its result answers `waiters`; `source` says what else it does.
     Commit {
         group: GroupId,
         records: Vec<OffsetEntry>,
-        waiters: Vec<u64>,
+        waiters: Vec<CommitWaiter>,
+        source: BatchSource,
     },
     /// A native group's start offsets for a rebalance ([`Output::FetchOffsets`]).
     RebalanceFetch { group: GroupId },
-    /// A commit of a group dropped with its slot: the result only answers the
-    /// CommitOffset requests that waited for it.
-    DroppedCommit {
-        /// The group (its in-flight entry is released when the result arrives).
-        group: GroupId,
-        waiters: Vec<u64>,
-    },
     /// A rebalance fetch of a group dropped with its slot: the result is ignored.
     DroppedFetch,
     /// A native FetchOffsets request.
@@ -51,11 +47,6 @@ pub(crate) enum Op {
         correlation_id: i32,
         group: GroupId,
         topics: Option<Vec<proto::TopicPartitions>>,
-    },
-    /// A batch of Kafka OffsetCommit requests to `group` ([`Output::CommitOffsets`]).
-    KafkaCommit {
-        group: GroupId,
-        waits: Vec<CommitWait>,
     },
     /// One group's read of a Kafka OffsetFetch: entry `index` of the request waiting as
     /// `wait` ([`Output::FetchOffsets`]).
@@ -77,10 +68,10 @@ pub(crate) struct Ctx {
     pub ops: HashMap<OpId, Op>,
     pub waiters: HashMap<u64, Waiter>,
     pub groups_with_pending: BTreeSet<GroupId>,
-    /// The one `CommitOffsets` in flight per group, whichever path sent it (a native
-    /// group's batch or a Kafka OffsetCommit): the ABI promises the host at most one
-    /// per group, so a batch of either path waits while the other's is out.
-    pub commits_in_flight: BTreeMap<GroupId, OpId>,
+    /// Per group id, the one `CommitOffsets` in flight, whichever path sent it (a
+    /// native group's batch or Kafka OffsetCommits), and the commits queued behind it:
+    /// the ABI promises the host at most one per group.
+    pub commits: CommitQueue,
     /// Channels whose connection became free to carry a request.
     pub to_pump: Vec<ChannelOf>,
     pub out: Vec<Output>,
@@ -91,13 +82,6 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// The result of commit `op` of `group` arrived: the group may send its next one.
-    pub(crate) fn release_commit(&mut self, group: &GroupId, op: OpId) {
-        if self.commits_in_flight.get(group) == Some(&op) {
-            self.commits_in_flight.remove(group);
-        }
-    }
-
     pub(crate) fn next_op(&mut self) -> OpId {
         self.next_op += 1;
         OpId(self.next_op)

@@ -5,8 +5,11 @@
 //! requests by API family (`register`: RegisterConsumer; `offset_requests`:
 //! CommitOffset and FetchOffsets, with the FetchOffsets answer in `fetch_response`;
 //! `leave_describe`: LeaveGroup and DescribeGroups), and the consumers' answers on
-//! their channels (`channel`). Groups and their rebalances are in [`group`], the commit
-//! pipeline in [`offsets`], Kafka's own group APIs in `kafka`.
+//! their channels (`channel`). Groups and their rebalances are in [`group`], a native
+//! group's pending batch in [`offsets`], the one commit path of every group type (the
+//! group's validation, the per-group commit queue, the result's answers) in
+//! [`commits`], Kafka's own group APIs in `kafka`. Every offset-store operation in
+//! flight is an [`Op`] in one table, and the store's results are dispatched on it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -15,6 +18,7 @@ use drover_protocol as proto;
 use drover_protocol::{NativeRequest, NativeResponse};
 
 mod channel;
+mod commits;
 mod conn;
 mod ctx;
 mod fetch_response;
@@ -107,7 +111,7 @@ impl Coordinator {
                 ops: HashMap::new(),
                 waiters: HashMap::new(),
                 groups_with_pending: BTreeSet::new(),
-                commits_in_flight: BTreeMap::new(),
+                commits: commits::CommitQueue::default(),
                 to_pump: Vec::new(),
                 out: Vec::new(),
                 now: 0,
@@ -348,7 +352,7 @@ impl Coordinator {
         for g in self.groups.values_mut() {
             g.forget_topics(&mut self.cx, lost);
         }
-        self.forget_kafka_commits_of(lost);
+        self.forget_queued_commits_of(lost);
     }
 
     fn on_topics(&mut self, topics: BTreeMap<TopicName, u32>) {
@@ -391,32 +395,8 @@ impl Coordinator {
                 group,
                 records,
                 waiters,
-            }) => {
-                self.cx.release_commit(&group, op);
-                if let Some(g) = self.groups.get_mut(&group) {
-                    g.on_committed(&mut self.cx, op, records, waiters, result);
-                } else {
-                    for w in waiters {
-                        self.cx.complete_waiter(w, result.is_err());
-                    }
-                }
-                // A Kafka OffsetCommit to this group id that waited for the batch.
-                self.send_queued_kafka_commits(&group);
-            }
-            Some(Op::KafkaCommit { group, waits }) => {
-                self.on_kafka_committed(op, group, waits, result)
-            }
-            Some(Op::DroppedCommit { group, waiters }) => {
-                self.cx.release_commit(&group, op);
-                self.send_queued_kafka_commits(&group);
-                // The batch was handed to the store before the group's slot was lost:
-                // the CommitOffset requests that waited for it get its real outcome
-                // (NONE only if durable). Nothing else depends on it.
-                tracing::debug!(%op, ok = result.is_ok(), "commit result of a group dropped with its slot");
-                for w in waiters {
-                    self.cx.complete_waiter(w, result.is_err());
-                }
-            }
+                source,
+            }) => self.on_commit_result(op, group, records, waiters, source, result),
             Some(other) => {
                 tracing::warn!(%op, "commit result for another kind of operation");
                 self.cx.ops.insert(op, other);

@@ -4,6 +4,7 @@
 use drover_protocol as proto;
 use drover_protocol::{ErrorCode, NativeResponse};
 
+use super::commits::{validate_commit_without_group, CommitApi, CommitAuthor};
 use super::group::{Group, Member};
 use super::offsets::{CommitKind, Waiter};
 use super::{offsets, Coordinator, Ctx, Op};
@@ -11,6 +12,7 @@ use super::{offsets, Coordinator, Ctx, Op};
 use crate::io::{FetchScope, Output};
 use crate::types::{ConnId, Generation, GroupId, TopicName, TopicPartition};
 use crate::wire;
+use kafka_protocol::ResponseError;
 
 impl Coordinator {
     pub(super) fn on_commit(&mut self, conn: ConnId, corr: i32, r: proto::CommitOffsetRequest) {
@@ -39,9 +41,22 @@ impl Coordinator {
         let hold_until = self.hold_for(&r.group_id);
         let cx = &mut self.cx;
         let gid = GroupId::new(&r.group_id);
-        let non_member = r.consumer_id.is_empty() && r.generation == -1;
-        let group = self.groups.get(&gid);
-        let member = group.and_then(|g| g.members.get(r.consumer_id.as_str()));
+        let author = CommitAuthor {
+            member_id: &r.consumer_id,
+            instance_id: None,
+            generation: r.generation,
+            api: CommitApi::Native,
+        };
+        let simple = author.is_simple();
+        // The group-level check: by the group, or the rules of a commit to no group.
+        let checked = if r.group_id.is_empty() {
+            Err(ResponseError::InvalidGroupId)
+        } else {
+            match self.groups.get(&gid) {
+                Some(g) => g.validate_offset_commit(&author).map(|m| m.map(|m| (g, m))),
+                None => validate_commit_without_group(&author).map(|()| None),
+            }
+        };
         let mut accepted: Vec<(usize, usize, TopicPartition, offsets::OffsetValue)> = Vec::new();
         let mut response = proto::CommitOffsetResponse {
             topics: Vec::with_capacity(r.topics.len()),
@@ -54,16 +69,10 @@ impl Coordinator {
                     topic: topic.clone(),
                     partition: p.partition,
                 };
-                let code = commit_check(
-                    cx,
-                    r.group_id.is_empty(),
-                    group,
-                    member,
-                    non_member,
-                    r.generation,
-                    &tp,
-                    &p,
-                );
+                let code = match &checked {
+                    Err(e) => ErrorCode(e.code()),
+                    Ok(member) => partition_check(cx, *member, &tp, &p),
+                };
                 if code.is_none() {
                     accepted.push((ti, pi, tp, (p.offset, p.metadata)));
                 }
@@ -88,7 +97,7 @@ impl Coordinator {
         let mut waiting = Vec::with_capacity(accepted.len());
         for (ti, pi, tp, value) in accepted {
             waiting.push((ti, pi));
-            let kind = if non_member {
+            let kind = if simple {
                 CommitKind::Reset
             } else {
                 CommitKind::Explicit
@@ -111,17 +120,9 @@ impl Coordinator {
 
     pub(super) fn on_fetch(&mut self, conn: ConnId, corr: i32, r: proto::FetchOffsetsRequest) {
         let slot = self.cx.reserve(conn);
-        if r.group_id.is_empty() {
+        if let Err(e) = self.validate_offset_fetch(&r.group_id, None) {
             let response = NativeResponse::FetchOffsets(proto::FetchOffsetsResponse {
-                error_code: ErrorCode::INVALID_GROUP_ID,
-                topics: Vec::new(),
-            });
-            self.cx.respond(slot, corr, &response);
-            return;
-        }
-        if !self.owns(&r.group_id) {
-            let response = NativeResponse::FetchOffsets(proto::FetchOffsetsResponse {
-                error_code: ErrorCode::NOT_COORDINATOR,
+                error_code: ErrorCode(e.code()),
                 topics: Vec::new(),
             });
             self.cx.respond(slot, corr, &response);
@@ -146,38 +147,21 @@ impl Coordinator {
     }
 }
 
-/// The per-partition checks of a CommitOffset (docs/protocol.md §6.5), in order.
-#[allow(clippy::too_many_arguments)]
-fn commit_check(
+/// The per-partition checks of a CommitOffset (docs/protocol.md §6.5), in order, after
+/// the group's ([`Group::validate_offset_commit`]): a member commits only partitions it
+/// owns (REBALANCE_IN_PROGRESS for one it stopped in the running rebalance,
+/// ILLEGAL_GENERATION otherwise); the partition must exist, the offset be at least 0
+/// and the metadata at most `max_metadata_bytes` long.
+fn partition_check(
     cx: &Ctx,
-    group_id_empty: bool,
-    group: Option<&Group>,
-    member: Option<&Member>,
-    non_member: bool,
-    generation: i32,
+    member: Option<(&Group, &Member)>,
     tp: &TopicPartition,
     p: &proto::PartitionOffset,
 ) -> ErrorCode {
-    if group_id_empty {
-        return ErrorCode::INVALID_GROUP_ID;
+    if !cx.exists(tp) {
+        return ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
     }
-    if non_member {
-        if group.is_some_and(|g| !g.members.is_empty()) {
-            return ErrorCode::UNKNOWN_MEMBER_ID;
-        }
-    } else {
-        let Some(m) = member else {
-            return ErrorCode::UNKNOWN_MEMBER_ID;
-        };
-        let Some(g) = group else {
-            return ErrorCode::UNKNOWN_MEMBER_ID;
-        };
-        if generation != g.generation.0 || generation != m.generation.0 {
-            return ErrorCode::ILLEGAL_GENERATION;
-        }
-        if !cx.exists(tp) {
-            return ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
-        }
+    if let Some((g, m)) = member {
         if !m.owned.contains(tp) {
             return if g.in_rebalance() && m.stopped_in_rebalance.contains(tp) {
                 ErrorCode::REBALANCE_IN_PROGRESS
@@ -185,9 +169,6 @@ fn commit_check(
                 ErrorCode::ILLEGAL_GENERATION
             };
         }
-    }
-    if !cx.exists(tp) {
-        return ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
     }
     if p.offset < 0 {
         return ErrorCode::INVALID_REQUEST;
@@ -199,4 +180,37 @@ fn commit_check(
         return ErrorCode::OFFSET_METADATA_TOO_LARGE;
     }
     ErrorCode::NONE
+}
+
+impl Group {
+    /// The group-level check of a commit to a native group (docs/protocol.md §6.5;
+    /// Kafka's `validateOffsetCommit`): by the native API, a simple commit only while
+    /// the group has no consumer (UNKNOWN_MEMBER_ID otherwise), a member's commit with
+    /// the group's and the member's generation (UNKNOWN_MEMBER_ID for an unknown
+    /// consumer, ILLEGAL_GENERATION for another generation), returning the member; by
+    /// Kafka's OffsetCommit, only a simple commit while the group has no consumer (a
+    /// Kafka client is never a member of a native group).
+    pub(crate) fn validate_offset_commit(
+        &self,
+        author: &CommitAuthor,
+    ) -> Result<Option<&Member>, ResponseError> {
+        if author.is_simple() {
+            return if self.members.is_empty() {
+                Ok(None)
+            } else {
+                Err(ResponseError::UnknownMemberId)
+            };
+        }
+        if author.api != CommitApi::Native {
+            return Err(ResponseError::UnknownMemberId);
+        }
+        let m = self
+            .members
+            .get(author.member_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
+        if author.generation != self.generation.0 || author.generation != m.generation.0 {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        Ok(Some(m))
+    }
 }

@@ -15,9 +15,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use drover_protocol::ErrorCode;
 
+use super::commits::{BatchSource, CommitWaiter};
 use super::group::Group;
-use super::{Ctx, Op, TimerKey};
-use crate::io::{Event, Output};
+use super::{Ctx, TimerKey};
+use crate::io::Event;
 use crate::types::{Generation, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
 
 /// Where an offset comes from.
@@ -116,10 +117,11 @@ impl Group {
         }
     }
 
-    /// Sends the pending batch if no commit of the group is in flight (of either path:
-    /// a Kafka OffsetCommit to this group id waits the same way, [`Ctx::commits_in_flight`]).
+    /// Sends the pending batch through the group id's commit queue, unless a batch of
+    /// the group id is in flight (of either source: a Kafka OffsetCommit to this group
+    /// id waits the same way, [`CommitQueue`](super::commits::CommitQueue)).
     pub(crate) fn flush_commits(&mut self, cx: &mut Ctx) {
-        if self.commits.inflight.is_some() || cx.commits_in_flight.contains_key(&self.id) {
+        if cx.commits.busy(&self.id) {
             return;
         }
         if self.commits.pending.is_empty() {
@@ -139,22 +141,15 @@ impl Group {
             })
             .collect();
         cx.groups_with_pending.remove(&self.id);
-        let op = cx.next_op();
-        let waiters = std::mem::take(&mut self.commits.pending_waiters);
-        cx.ops.insert(
-            op,
-            Op::Commit {
-                group: self.id.clone(),
-                records: records.clone(),
-                waiters,
-            },
-        );
-        self.commits.inflight = Some(op);
-        cx.commits_in_flight.insert(self.id.clone(), op);
+        let waiters = std::mem::take(&mut self.commits.pending_waiters)
+            .into_iter()
+            .map(CommitWaiter::Native)
+            .collect();
         self.commits.inflight_tps = records.iter().map(|r| r.tp.clone()).collect();
         self.commits.urgent = false;
         cx.metric("commit_batches", 1);
-        cx.out.push(Output::CommitOffsets { op, records });
+        self.commits.inflight =
+            Some(cx.send_commit(self.id.clone(), records, waiters, BatchSource::NativeGroup));
     }
 
     /// The result of the batch in flight.
@@ -163,7 +158,7 @@ impl Group {
         cx: &mut Ctx,
         op: OpId,
         records: Vec<OffsetEntry>,
-        waiters: Vec<u64>,
+        waiters: Vec<CommitWaiter>,
         result: Result<(), StoreError>,
     ) {
         if self.commits.inflight == Some(op) {
@@ -198,9 +193,7 @@ impl Group {
                 }
             }
         }
-        for w in waiters {
-            cx.complete_waiter(w, failed);
-        }
+        cx.answer_commit_waiters(waiters, failed);
         // After a failure, wait for the commit tick instead of retrying in a loop (an
         // empty flush only answers waiters).
         if (self.commits.urgent && !failed) || self.commits.pending.is_empty() {

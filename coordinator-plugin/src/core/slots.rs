@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use drover_protocol as proto;
 use drover_protocol::ErrorCode;
 
+use super::commits::BatchSource;
 use super::{Coordinator, Op, TimerKey};
 
 use crate::io::{Event, Output};
@@ -177,12 +178,11 @@ impl Coordinator {
             let dropped: BTreeSet<&GroupId> = ids.iter().collect();
             for op in cx.ops.values_mut() {
                 match op {
-                    Op::Commit { group, waiters, .. } if dropped.contains(group) => {
-                        *op = Op::DroppedCommit {
-                            group: group.clone(),
-                            waiters: std::mem::take(waiters),
-                        };
-                    }
+                    Op::Commit {
+                        group,
+                        source: source @ BatchSource::NativeGroup,
+                        ..
+                    } if dropped.contains(group) => *source = BatchSource::Dropped,
                     Op::RebalanceFetch { group } if dropped.contains(group) => {
                         *op = Op::DroppedFetch;
                     }
