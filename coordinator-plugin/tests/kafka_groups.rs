@@ -1755,6 +1755,85 @@ fn deleting_an_empty_kip848_group_without_offsets_succeeds() {
     assert!(!list(&mut h).iter().any(|g| g.0 == "k"));
 }
 
+/// Through the coordinator's timers (`poll_timeout()` and `Input::Timer`): a KIP-848
+/// member that does not revoke within its rebalance timeout is fenced and its
+/// partitions go to the other member; that member, silent for the session timeout, is
+/// fenced too; and then no deadline is left.
+#[test]
+fn kip848_members_past_their_deadlines_are_fenced_by_the_coordinators_timers() {
+    let mut h = Harness::new();
+    let (c1, c2) = (h.connect(), h.connect());
+    let (m1, m2) = ("kip848-member-1", "kip848-member-2");
+    let expired = |h: &Harness| {
+        h.events
+            .iter()
+            .filter(|o| {
+                matches!(
+                    o,
+                    Output::Metric {
+                        name: "consumer_members_expired",
+                        ..
+                    }
+                )
+            })
+            .count()
+    };
+    let r = h.call(c1, 1, cg_join("k", m1, &["orders"], None));
+    assert_eq!((r.error_code, r.member_epoch), (0, 1));
+    let all: Vec<(Uuid, Vec<i32>)> = vec![(orders(), (0..6).collect())];
+    assert_eq!(cg_assignment(&r), Some(all.clone()));
+    // m1's next deadline is its session's.
+    assert_eq!(h.coord.poll_timeout(), Some(h.now + SESSION as u64));
+    let r = h.call(c2, 1, cg_join("k", m2, &["orders"], None));
+    assert_eq!((r.error_code, r.member_epoch), (0, 2));
+    assert_eq!(cg_assignment(&r), Some(vec![]));
+    // m1 is asked to revoke half: its rebalance deadline comes first.
+    let asked_at = h.now;
+    let r = h.call(c1, 1, cg_beat("k", m1, 1, Some(&all)));
+    assert_eq!((r.error_code, r.member_epoch), (0, 1));
+    assert_eq!(h.coord.poll_timeout(), Some(asked_at + REBALANCE as u64));
+
+    // m1 never answers; m2 heartbeats every second.
+    while h.now + 1_000 < asked_at + REBALANCE as u64 {
+        h.advance(1_000);
+        let r = h.call(c2, 1, cg_beat("k", m2, 2, None));
+        assert_eq!((r.error_code, r.member_epoch), (0, 2), "at {}", h.now);
+    }
+    assert_eq!(expired(&h), 0);
+    h.advance_to(asked_at + REBALANCE as u64);
+    assert_eq!(expired(&h), 1);
+    let d = &h
+        .admin(1, {
+            let mut req = ConsumerGroupDescribeRequest::default();
+            req.group_ids = vec![s("k").into()];
+            req
+        })
+        .groups[0];
+    assert_eq!(d.members.len(), 1);
+    assert_eq!(d.members[0].member_id.as_str(), m2);
+    let r = h.call(c2, 1, cg_beat("k", m2, 2, Some(&[])));
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.member_epoch, 3, "m1's removal bumped the group epoch");
+    assert_eq!(cg_assignment(&r), Some(all));
+    let r = h.call(c1, 1, cg_beat("k", m1, 1, None));
+    assert_eq!(r.error_code, E::UnknownMemberId.code());
+
+    // m2 falls silent: fenced at its session deadline, then nothing is scheduled.
+    let last = h.now;
+    assert_eq!(h.coord.poll_timeout(), Some(last + SESSION as u64));
+    h.advance(SESSION as u64 - 1);
+    assert_eq!(expired(&h), 1);
+    h.advance(1);
+    assert_eq!(expired(&h), 2);
+    assert_eq!(h.coord.poll_timeout(), None);
+    assert!(list(&mut h).contains(&(
+        "k".into(),
+        "Empty".into(),
+        "consumer".into(),
+        "consumer".into()
+    )));
+}
+
 // ---------------------------------------------------------------------------- mixed protocols
 
 #[test]
@@ -2128,6 +2207,25 @@ fn slot_lost_answers_parked_joins_with_not_coordinator() {
     let call = again.first_join(&mut h);
     h.advance(INITIAL_DELAY);
     assert_eq!(again.joined(&mut h, &call).generation_id, 1);
+}
+
+/// A KIP-848 group dropped with its slot takes its members' deadlines with it.
+#[test]
+fn a_kip848_group_dropped_with_its_slot_leaves_no_deadline() {
+    let mut h = cluster();
+    h.feed(Input::SlotGained {
+        slot: 1,
+        stopped_ms: 0,
+    });
+    let group = group_in(1, 0);
+    let c = h.connect();
+    let r = h.call(c, 1, cg_join(&group, "m1", &["orders"], None));
+    assert_eq!(r.error_code, 0);
+    assert_eq!(h.coord.poll_timeout(), Some(h.now + SESSION as u64));
+    h.feed(Input::SlotLost { slot: 1 });
+    assert_eq!(h.coord.poll_timeout(), None);
+    let r = h.call(c, 1, cg_beat(&group, "m1", 1, None));
+    assert_eq!(r.error_code, E::NotCoordinator.code());
 }
 
 #[test]

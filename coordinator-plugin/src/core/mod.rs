@@ -45,7 +45,8 @@ use crate::subscription::Resolver;
 use crate::timers::Timers;
 use crate::types::{ConnId, ConsumerId, GroupId, OffsetEntry, OpId, StoreError, TopicName};
 
-/// What a deadline is for.
+/// What a deadline is for: every deadline of the coordinator, native, classic and
+/// KIP-848, is one entry of the timer table [`Ctx::timers`], under one of these keys.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum TimerKey {
     /// Write pending Heartbeat offsets.
@@ -56,8 +57,9 @@ pub(crate) enum TimerKey {
     Member(GroupId, ConsumerId),
     /// A classic Kafka group's deadline.
     Classic(GroupId, kafka::ClassicTimer),
-    /// The earliest deadline of the KIP-848 groups.
-    ConsumerGroups,
+    /// A KIP-848 member's session deadline, or its rebalance deadline when earlier
+    /// (group, member id).
+    ConsumerMember(GroupId, String),
 }
 
 /// The consumer group coordinator: a deterministic state machine. Feed it inputs with
@@ -206,17 +208,21 @@ impl Coordinator {
         self.cx.timers.next()
     }
 
+    /// Runs every due timer in deadline order; the KIP-848 members whose timers fired
+    /// are handed to their engine together at the end, so that each group that loses
+    /// members recomputes its target once.
     fn run_timers(&mut self) {
         // A handler that keeps re-arming a timer in the past would spin the host's
         // coordinator thread; the budget turns such a bug into a logged delay.
         let mut budget = 1_000_000u32;
+        let mut consumer_members = Vec::new();
         while let Some(key) = self.cx.timers.pop_due(self.cx.now) {
             budget -= 1;
             if budget == 0 {
                 tracing::error!(?key, "timer livelock; deferring timers by 1 ms");
                 debug_assert!(false, "timer livelock on {key:?}");
                 self.cx.timers.set(key, Some(self.cx.now + 1));
-                return;
+                break;
             }
             match key {
                 TimerKey::CommitTick => self.commit_tick(),
@@ -231,8 +237,11 @@ impl Coordinator {
                     }
                 }
                 TimerKey::Classic(gid, timer) => self.on_classic_timer(&gid, timer),
-                TimerKey::ConsumerGroups => self.on_consumer_timer(),
+                TimerKey::ConsumerMember(gid, member) => consumer_members.push((gid, member)),
             }
+        }
+        if !consumer_members.is_empty() {
+            self.on_consumer_timers(consumer_members);
         }
     }
 

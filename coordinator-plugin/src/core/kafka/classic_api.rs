@@ -355,12 +355,11 @@ impl Coordinator {
         }
         for id in self.kafka.consumer.ids() {
             if drover_protocol::coordinator_slot(id.as_str(), count) == slot
-                && self.kafka.consumer.remove(id.as_str())
+                && self.kafka.consumer.remove(&mut self.cx.timers, id.as_str())
             {
                 tracing::info!(group = %id, slot, "KIP-848 group dropped with its slot");
             }
         }
-        self.arm_consumer_timer();
     }
 
     /// A classic group's deadline passed.

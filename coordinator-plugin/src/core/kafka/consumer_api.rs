@@ -27,6 +27,7 @@ use super::GroupKind;
 use crate::core::conn::SlotRef;
 use crate::core::{Coordinator, Ctx, TimerKey};
 use crate::kafka_wire::KafkaReplyTo;
+use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
 fn s(v: impl Into<String>) -> StrBytes {
@@ -51,19 +52,28 @@ fn by_topic_id<'a>(
     out
 }
 
-/// The environment the KIP-848 state machine works in.
-fn consumer_env(cx: &Ctx) -> Env<'_> {
-    let config = &cx.config;
-    Env {
-        now: cx.now,
-        topics: &cx.topics,
-        assignors: cx.assignors.as_ref(),
+/// The environment the KIP-848 state machine works in, and the timer table where it
+/// keeps its members' deadlines.
+fn consumer_env(cx: &mut Ctx) -> (Env<'_>, &mut Timers<TimerKey>) {
+    let Ctx {
+        config,
+        topics,
+        assignors,
+        timers,
+        now,
+        ..
+    } = cx;
+    let env = Env {
+        now: *now,
+        topics,
+        assignors: &**assignors,
         default_assignor: &config.default_assignor,
         session_timeout_ms: config.consumer_session_timeout_ms,
         heartbeat_interval_ms: config.consumer_heartbeat_interval_ms,
         max_group_size: config.max_group_size,
         fallbacks: std::cell::Cell::new(0),
-    }
+    };
+    (env, timers)
 }
 
 impl Ctx {
@@ -76,33 +86,25 @@ impl Ctx {
 }
 
 impl Coordinator {
-    /// Re-arms the single timer of the KIP-848 groups at their next deadline.
-    pub(crate) fn arm_consumer_timer(&mut self) {
-        let at = self.kafka.consumer.next_deadline();
-        self.cx.timers.set(TimerKey::ConsumerGroups, at);
-    }
-
-    /// The KIP-848 groups' deadline: members past their session or rebalance timeout
-    /// are fenced.
-    pub(crate) fn on_consumer_timer(&mut self) {
-        let env = consumer_env(&self.cx);
-        let expired = self.kafka.consumer.expire(&env);
+    /// The timers of KIP-848 members fired (group, member id), in deadline order:
+    /// members past their session or rebalance timeout are fenced.
+    pub(crate) fn on_consumer_timers(&mut self, due: Vec<(GroupId, String)>) {
+        let (env, timers) = consumer_env(&mut self.cx);
+        let expired = self.kafka.consumer.expire(&env, timers, due);
         let fallbacks = env.fallbacks.get();
         self.cx.count_fallbacks(fallbacks);
         for (group, member, reason) in expired {
             tracing::info!(%group, member, reason, "KIP-848 member fenced");
             self.cx.metric("consumer_members_expired", 1);
         }
-        self.arm_consumer_timer();
     }
 
     /// Topics changed: regex subscriptions and partition counts of KIP-848 groups.
     pub(crate) fn consumer_topics_changed(&mut self) {
-        let env = consumer_env(&self.cx);
+        let (env, _) = consumer_env(&mut self.cx);
         self.kafka.consumer.topics_changed(&env);
         let fallbacks = env.fallbacks.get();
         self.cx.count_fallbacks(fallbacks);
-        self.arm_consumer_timer();
     }
 
     pub(super) fn on_consumer_heartbeat(
@@ -177,8 +179,8 @@ impl Coordinator {
             server_assignor: r.server_assignor.map(|x| x.to_string()),
             owned_partitions: owned,
         };
-        let env = consumer_env(&self.cx);
-        let reply = self.kafka.consumer.heartbeat(&env, request);
+        let (env, timers) = consumer_env(&mut self.cx);
+        let reply = self.kafka.consumer.heartbeat(&env, timers, request);
         let fallbacks = env.fallbacks.get();
         self.cx.count_fallbacks(fallbacks);
         out.member_id = Some(s(reply.member_id));
@@ -201,7 +203,6 @@ impl Coordinator {
                 .collect();
             a
         });
-        self.arm_consumer_timer();
         self.cx
             .respond_kafka(slot, to, ResponseKind::ConsumerGroupHeartbeat(out));
     }

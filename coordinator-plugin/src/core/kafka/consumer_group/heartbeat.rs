@@ -1,19 +1,22 @@
 //! ConsumerGroupHeartbeat: a join, heartbeat or leave of one member, from the request's
 //! checks to the answer: finding (or creating, or replacing) the member, bumping the
 //! group epoch when what the assignment depends on changed, and reconciling the
-//! member (Kafka's `GroupMetadataManager.consumerGroupHeartbeat`).
+//! member, and keeping the member's entry in the coordinator's timer table at its
+//! deadline (Kafka's `GroupMetadataManager.consumerGroupHeartbeat`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::group::Group;
-use super::member::{reschedule, unschedule, Member};
+use super::member::{schedule, unschedule, Member};
 use super::target::resolve_assignor;
 use super::validate::validate;
 use super::{
     codes, failure, ConsumerGroups, Env, Failure, HeartbeatRequest, HeartbeatResponse, JOIN_EPOCH,
     LEAVE_EPOCH, MAX_ERROR_MESSAGE_BYTES, STATIC_LEAVE_EPOCH,
 };
+use crate::core::TimerKey;
 use crate::subscription::compile_pattern;
+use crate::timers::Timers;
 use crate::types::TopicName;
 
 /// How a heartbeat found its member.
@@ -28,11 +31,18 @@ enum Found {
 }
 
 impl ConsumerGroups {
-    /// Handles a ConsumerGroupHeartbeat: join, heartbeat, leave.
-    pub(crate) fn heartbeat(&mut self, env: &Env<'_>, req: HeartbeatRequest) -> HeartbeatResponse {
+    /// Handles a ConsumerGroupHeartbeat: join, heartbeat, leave. The member's entry
+    /// in `timers` ([`TimerKey::ConsumerMember`]) is set to its new deadline, or
+    /// removed when it left.
+    pub(crate) fn heartbeat(
+        &mut self,
+        env: &Env<'_>,
+        timers: &mut Timers<TimerKey>,
+        req: HeartbeatRequest,
+    ) -> HeartbeatResponse {
         let existed = self.groups.contains_key(&req.group);
         let interval = i32::try_from(env.heartbeat_interval_ms).unwrap_or(i32::MAX);
-        match self.try_heartbeat(env, &req) {
+        match self.try_heartbeat(env, timers, &req) {
             Ok(mut response) => {
                 response.heartbeat_interval_ms = interval;
                 response
@@ -61,6 +71,7 @@ impl ConsumerGroups {
     fn try_heartbeat(
         &mut self,
         env: &Env<'_>,
+        timers: &mut Timers<TimerKey>,
         req: &HeartbeatRequest,
     ) -> Result<HeartbeatResponse, Failure> {
         validate(req)?;
@@ -95,7 +106,7 @@ impl ConsumerGroups {
             .as_ref()
             .map(|name| resolve_assignor(env, name).unwrap_or_else(|| name.clone()));
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == STATIC_LEAVE_EPOCH {
-            return self.leave(env, req);
+            return self.leave(env, timers, req);
         }
 
         // The group.
@@ -124,10 +135,7 @@ impl ConsumerGroups {
                 }
             }
         }
-        let Self {
-            groups, deadlines, ..
-        } = self;
-        let g = groups.get_mut(&req.group).expect("inserted above");
+        let g = self.groups.get_mut(&req.group).expect("inserted above");
         let owned = req.owned_partitions.as_ref();
 
         // The member.
@@ -224,8 +232,7 @@ impl ConsumerGroups {
             }
             Found::Replace { old, new } => {
                 let mut m = g.members.remove(&old).expect("found above");
-                unschedule(deadlines, &g.id, &m);
-                m.timer = None;
+                unschedule(timers, &g.id, &old);
                 tracing::info!(group = %g.id, old = %old, new = %new, instance = ?req.instance_id, "static member rejoins and replaces its previous incarnation");
                 for tp in m.assigned.iter().chain(&m.pending_revocation) {
                     g.owners.insert(tp.clone(), new.clone());
@@ -310,7 +317,7 @@ impl ConsumerGroups {
         g.reconcile(&id, owned, env.now);
         let m = g.members.get_mut(&id).expect("present");
         m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
-        reschedule(deadlines, &g.id, m);
+        schedule(timers, &g.id, m);
         let full = req.member_epoch == JOIN_EPOCH
             || (req.rebalance_timeout_ms != -1
                 && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
@@ -328,12 +335,10 @@ impl ConsumerGroups {
     fn leave(
         &mut self,
         env: &Env<'_>,
+        timers: &mut Timers<TimerKey>,
         req: &HeartbeatRequest,
     ) -> Result<HeartbeatResponse, Failure> {
-        let Self {
-            groups, deadlines, ..
-        } = self;
-        let Some(g) = groups.get_mut(&req.group) else {
+        let Some(g) = self.groups.get_mut(&req.group) else {
             return Err(failure(
                 codes::GROUP_ID_NOT_FOUND,
                 format!("Consumer group {} not found.", req.group),
@@ -387,11 +392,11 @@ impl ConsumerGroups {
             }
             m.rebalance_deadline = None;
             m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
-            reschedule(deadlines, &g.id, m);
+            schedule(timers, &g.id, m);
         } else {
             tracing::info!(group = %g.id, member = %id, "member leaves");
-            if let Some(m) = g.remove(&id, env.topics) {
-                unschedule(deadlines, &g.id, &m);
+            if g.remove(&id, env.topics).is_some() {
+                unschedule(timers, &g.id, &id);
             }
             g.compute_target(env);
         }

@@ -1,12 +1,14 @@
 //! One member of a KIP-848 group: what it subscribes to, the epoch and partitions it
-//! has reconciled to, its deadlines, and its entry in the groups' deadline index
+//! has reconciled to, its deadlines, and its entry in the coordinator's timer table
 //! (Kafka's `ConsumerGroupMember` and `MemberState`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use regex::Regex;
 
+use crate::core::TimerKey;
 use crate::subscription::is_internal_topic;
+use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
 /// Where a member is in its reconciliation.
@@ -56,8 +58,6 @@ pub(super) struct Member {
     pub(super) session_deadline: u64,
     /// While partitions await revocation: when the member is fenced for not revoking.
     pub(super) rebalance_deadline: Option<u64>,
-    /// This member's key in [`ConsumerGroups::deadlines`](super::ConsumerGroups::deadlines).
-    pub(super) timer: Option<u64>,
 }
 
 impl Member {
@@ -80,7 +80,6 @@ impl Member {
             pending_revocation: BTreeSet::new(),
             session_deadline: now,
             rebalance_deadline: None,
-            timer: None,
         }
     }
 
@@ -105,37 +104,25 @@ impl Member {
         out
     }
 
-    /// When this member must next be looked at.
+    /// When this member must next be looked at (monotonic ms): its session deadline,
+    /// or its rebalance deadline when earlier.
     pub(super) fn deadline(&self) -> u64 {
         self.rebalance_deadline
             .map_or(self.session_deadline, |r| r.min(self.session_deadline))
     }
 }
 
-/// Updates `m`'s entry in the deadline index.
-pub(super) fn reschedule(
-    deadlines: &mut BTreeSet<(u64, GroupId, String)>,
-    group: &GroupId,
-    m: &mut Member,
-) {
-    let new = m.deadline();
-    if m.timer == Some(new) {
-        return;
-    }
-    if let Some(old) = m.timer.take() {
-        deadlines.remove(&(old, group.clone(), m.id.clone()));
-    }
-    deadlines.insert((new, group.clone(), m.id.clone()));
-    m.timer = Some(new);
+/// The key of member `id`'s deadline in the coordinator's timer table.
+pub(super) fn timer_key(group: &GroupId, id: &str) -> TimerKey {
+    TimerKey::ConsumerMember(group.clone(), id.to_owned())
 }
 
-/// Removes `m`'s entry from the deadline index.
-pub(super) fn unschedule(
-    deadlines: &mut BTreeSet<(u64, GroupId, String)>,
-    group: &GroupId,
-    m: &Member,
-) {
-    if let Some(old) = m.timer {
-        deadlines.remove(&(old, group.clone(), m.id.clone()));
-    }
+/// Sets (or moves) `m`'s entry in the timer table to [`Member::deadline`].
+pub(super) fn schedule(timers: &mut Timers<TimerKey>, group: &GroupId, m: &Member) {
+    timers.set(timer_key(group, &m.id), Some(m.deadline()));
+}
+
+/// Removes member `id`'s entry from the timer table.
+pub(super) fn unschedule(timers: &mut Timers<TimerKey>, group: &GroupId, id: &str) {
+    timers.set(timer_key(group, id), None);
 }

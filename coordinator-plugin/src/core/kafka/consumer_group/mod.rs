@@ -6,8 +6,10 @@
 //! It reads no clock and does no I/O: every call gets an [`Env`] with the current time
 //! (monotonic ms), the topic metadata and the assignors. It knows nothing of the wire:
 //! the glue decodes the Kafka requests, converts topic ids to names and back, and calls
-//! [`ConsumerGroups`]. Deadlines are reported by [`ConsumerGroups::next_deadline`] and
-//! acted on by [`ConsumerGroups::expire`].
+//! [`ConsumerGroups`]. Each member's deadline lives in the coordinator's one timer table
+//! ([`Timers`]), under [`TimerKey::ConsumerMember`]: the operations that move or end a
+//! deadline (heartbeat, [`ConsumerGroups::remove`]) take the table as a parameter, and
+//! the coordinator hands the members whose timers fired to [`ConsumerGroups::expire`].
 //!
 //! The rules, after KIP-848 and Kafka's group coordinator:
 //!
@@ -81,10 +83,12 @@ mod validate;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::assignors::Assignors;
+use crate::core::TimerKey;
+use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
 use group::Group;
-use member::unschedule;
+use member::{schedule, unschedule};
 
 /// The Kafka error codes this module answers with.
 pub(crate) mod codes {
@@ -214,9 +218,6 @@ pub(crate) struct Env<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct ConsumerGroups {
     groups: BTreeMap<GroupId, Group>,
-    /// (deadline, group, member id) of every member: its session deadline, or its
-    /// rebalance deadline when earlier.
-    deadlines: BTreeSet<(u64, GroupId, String)>,
     /// Member ids generated so far (v0 joins).
     generated: u64,
 }
@@ -257,29 +258,31 @@ impl ConsumerGroups {
         }
     }
 
-    /// The earliest session or rebalance deadline of any member.
-    pub(crate) fn next_deadline(&self) -> Option<u64> {
-        self.deadlines.first().map(|(at, _, _)| *at)
-    }
-
-    /// Removes every member past its session deadline (no heartbeat, or a static
+    /// Members whose timers ([`TimerKey::ConsumerMember`]) fired, in the order they
+    /// fired: removes each one past its session deadline (no heartbeat, or a static
     /// member that did not come back) or its rebalance deadline (partitions not
-    /// revoked in time), and recomputes the targets of their groups. Returns the
-    /// removed members and why.
-    pub(crate) fn expire(&mut self, env: &Env<'_>) -> Vec<(GroupId, String, &'static str)> {
+    /// revoked in time), then recomputes the target of each group that lost a member,
+    /// once. A member not yet past its deadline gets its entry in `timers` back; an
+    /// unknown one is skipped. Returns the removed members and why.
+    pub(crate) fn expire(
+        &mut self,
+        env: &Env<'_>,
+        timers: &mut Timers<TimerKey>,
+        due: impl IntoIterator<Item = (GroupId, String)>,
+    ) -> Vec<(GroupId, String, &'static str)> {
         let mut out = Vec::new();
         let mut touched: BTreeSet<GroupId> = BTreeSet::new();
-        while let Some((at, group, id)) = self.deadlines.first().cloned() {
-            if at > env.now {
-                break;
-            }
-            self.deadlines.pop_first();
+        for (group, id) in due {
             let Some(g) = self.groups.get_mut(&group) else {
                 continue;
             };
             let Some(m) = g.members.get(&id) else {
                 continue;
             };
+            if m.deadline() > env.now {
+                schedule(timers, &group, m);
+                continue;
+            }
             let reason = if m.rebalance_deadline.is_some_and(|r| r <= env.now) {
                 "rebalance timeout: partitions not revoked in time"
             } else if m.epoch == STATIC_LEAVE_EPOCH {
@@ -289,6 +292,7 @@ impl ConsumerGroups {
             };
             tracing::info!(group = %group, member = %id, reason, "member fenced");
             g.remove(&id, env.topics);
+            unschedule(timers, &group, &id);
             touched.insert(group.clone());
             out.push((group, id, reason));
         }
@@ -367,14 +371,14 @@ impl ConsumerGroups {
     }
 
     /// Drops `group` with its members (its coordinator slot moved to another broker):
-    /// their deadlines go; the members find the new coordinator on their next
-    /// heartbeat. Returns whether the group existed.
-    pub(crate) fn remove(&mut self, group: &str) -> bool {
+    /// their entries in `timers` go; the members find the new coordinator on their
+    /// next heartbeat. Returns whether the group existed.
+    pub(crate) fn remove(&mut self, timers: &mut Timers<TimerKey>, group: &str) -> bool {
         let Some(g) = self.groups.remove(group) else {
             return false;
         };
-        for m in g.members.values() {
-            unschedule(&mut self.deadlines, &g.id, m);
+        for id in g.members.keys() {
+            unschedule(timers, &g.id, id);
         }
         true
     }

@@ -188,9 +188,12 @@ struct Client {
     up: bool,
 }
 
-/// A coordinator, its topics, virtual time and simulated clients of group `g`.
+/// A coordinator, its timer table, its topics, virtual time and simulated clients of
+/// group `g`.
 struct World {
     groups: ConsumerGroups,
+    /// The coordinator's timer table (only KIP-848 members' deadlines here).
+    timers: Timers<TimerKey>,
     topics: BTreeMap<TopicName, u32>,
     now: u64,
     max_group_size: usize,
@@ -204,6 +207,7 @@ impl World {
     fn new(topics: &[(&str, u32)]) -> Self {
         World {
             groups: ConsumerGroups::default(),
+            timers: Timers::default(),
             topics: topics
                 .iter()
                 .map(|(t, n)| (TopicName::new(t), *n))
@@ -227,7 +231,7 @@ impl World {
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
         };
-        let response = self.groups.heartbeat(&env, req);
+        let response = self.groups.heartbeat(&env, &mut self.timers, req);
         self.fallbacks += env.fallbacks.get();
         assert_eq!(response.heartbeat_interval_ms, 1_000);
         response
@@ -272,7 +276,14 @@ impl World {
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
         };
-        let expired = self.groups.expire(&env);
+        let mut due = Vec::new();
+        while let Some(key) = self.timers.pop_due(self.now) {
+            match key {
+                TimerKey::ConsumerMember(group, id) => due.push((group, id)),
+                other => panic!("not a KIP-848 member's timer: {other:?}"),
+            }
+        }
+        let expired = self.groups.expire(&env, &mut self.timers, due);
         for (_, id, _) in &expired {
             for c in self.clients.iter_mut().filter(|c| c.up && c.id == *id) {
                 c.owned.clear();
@@ -443,7 +454,7 @@ impl World {
                 );
             }
         }
-        let scheduled: usize = self.groups.deadlines.len();
+        let scheduled: usize = self.timers.len();
         let members: usize = self.groups.groups.values().map(|g| g.members.len()).sum();
         assert_eq!(scheduled, members, "one deadline per member");
     }
@@ -579,7 +590,7 @@ fn a_silent_member_is_removed_after_the_session_timeout() {
     w.assert_stable(4);
     // b falls silent.
     let last = w.now;
-    assert_eq!(w.groups.next_deadline(), Some(last + u64::from(SESSION)));
+    assert_eq!(w.timers.next(), Some(last + u64::from(SESSION)));
     w.crash(1);
     let epoch = w.group().epoch;
     let mut expired = Vec::new();
@@ -612,7 +623,7 @@ fn a_member_that_does_not_revoke_in_time_is_fenced() {
     w.step(0, false);
     assert_eq!(w.member("a-0").state, MemberState::UnrevokedPartitions);
     let deadline = w.now + REBALANCE as u64;
-    assert_eq!(w.groups.next_deadline(), Some(deadline));
+    assert_eq!(w.timers.next(), Some(deadline));
     for _ in 0..4 {
         assert!(w.tick(1_000).is_empty());
         w.step(0, false);
@@ -1204,7 +1215,7 @@ fn describe_list_and_delete() {
     });
     assert_eq!(w.groups.list(), vec![(GroupId::new(G), "Empty")]);
     assert_eq!(w.groups.describe(G).unwrap().group_epoch, 2);
-    assert_eq!(w.groups.next_deadline(), None);
+    assert_eq!(w.timers.next(), None);
     assert_eq!(w.groups.delete(G), Ok(()));
     assert_eq!(w.groups.describe(G), None);
     assert_eq!(w.groups.delete(G), Err(codes::GROUP_ID_NOT_FOUND));
