@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::messages::ResponseKind;
 use kafka_protocol::ResponseError;
 
+use super::groups::Group;
 use super::kafka::{ClassicGroup, CommitWait};
 use super::{Coordinator, Ctx, Op};
 use crate::io::Output;
@@ -182,7 +183,7 @@ impl Coordinator {
         self.cx.commits.release(&group, op);
         match source {
             BatchSource::NativeGroup => {
-                if let Some(g) = self.groups.get_mut(&group) {
+                if let Some(g) = self.groups.native_mut(&group) {
                     g.on_committed(&mut self.cx, op, records, waiters, result);
                 } else {
                     self.cx.answer_commit_waiters(waiters, result.is_err());
@@ -208,14 +209,15 @@ impl Coordinator {
                     // ListGroups and DescribeGroups show it. Made once the offsets are
                     // durable, as Kafka makes it in the same write: a failed commit
                     // leaves no group behind.
-                    self.kafka
-                        .classic
-                        .insert(group.clone(), ClassicGroup::new(group.clone()));
+                    self.groups.insert(
+                        group.clone(),
+                        Group::Classic(ClassicGroup::new(group.clone())),
+                    );
                 }
                 self.cx.answer_commit_waiters(waiters, result.is_err());
                 if self.cx.commits.queued.contains_key(&group) {
                     self.send_queued_commits(&group);
-                } else if let Some(g) = self.groups.get_mut(&group) {
+                } else if let Some(g) = self.groups.native_mut(&group) {
                     // A native group's batch that waited for this one.
                     g.flush_commits(&mut self.cx);
                 }
@@ -291,13 +293,7 @@ impl Coordinator {
         if !self.owns(group) {
             return Err(ResponseError::NotCoordinator);
         }
-        if let Some(g) = self.groups.get(group) {
-            return g.validate_offset_commit(author).map(|_| ());
-        }
-        if self.kafka.consumer.contains(group) {
-            return self.kafka.consumer.validate_offset_commit(group, author);
-        }
-        match self.kafka.classic.get(group) {
+        match self.groups.get(group) {
             Some(g) => g.validate_offset_commit(author),
             None => validate_commit_without_group(author),
         }
@@ -318,12 +314,9 @@ impl Coordinator {
         if !self.owns(group) {
             return Err(ResponseError::NotCoordinator);
         }
-        match member {
-            Some((member_id, epoch)) if self.kafka.consumer.contains(group) => self
-                .kafka
-                .consumer
-                .validate_offset_fetch(group, member_id, epoch),
-            _ => Ok(()),
+        match self.groups.get(group) {
+            Some(g) => g.validate_offset_fetch(member),
+            None => Ok(()),
         }
     }
 }

@@ -3,6 +3,7 @@
 use drover_protocol as proto;
 use drover_protocol::{ErrorCode, NativeResponse};
 
+use super::groups::GroupKind;
 use super::Coordinator;
 
 use crate::types::{ConnId, ConsumerId};
@@ -16,7 +17,7 @@ impl Coordinator {
         } else if !self.owns(&r.group_id) {
             ErrorCode::NOT_COORDINATOR
         } else {
-            match self.groups.get_mut(r.group_id.as_str()) {
+            match self.groups.native_mut(r.group_id.as_str()) {
                 Some(g) if g.members.contains_key(r.consumer_id.as_str()) => {
                     g.leave(&mut self.cx, &ConsumerId::new(&r.consumer_id));
                     ErrorCode::NONE
@@ -60,15 +61,16 @@ impl Coordinator {
                 .map(|id| describe(id))
                 .collect(),
             None => {
-                if self.groups.len() > proto::MAX_GROUPS_PER_REQUEST {
+                let native = self.groups.ids_of(GroupKind::Native);
+                if native.len() > proto::MAX_GROUPS_PER_REQUEST {
                     tracing::warn!(
-                        groups = self.groups.len(),
+                        groups = native.len(),
                         max = proto::MAX_GROUPS_PER_REQUEST,
                         "DescribeGroups of every group: describing only the first groups by id"
                     );
                 }
-                self.groups
-                    .keys()
+                native
+                    .iter()
                     .take(proto::MAX_GROUPS_PER_REQUEST)
                     .map(|id| describe(id.as_str()))
                     .collect()

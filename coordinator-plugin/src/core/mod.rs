@@ -23,6 +23,7 @@ mod conn;
 mod ctx;
 mod fetch_response;
 mod group;
+mod groups;
 mod kafka;
 mod leave_describe;
 mod offset_requests;
@@ -36,7 +37,7 @@ pub use slots::Ownership;
 pub use snapshot::{GroupSnapshot, MemberSnapshot};
 
 use fetch_response::fetch_response;
-use group::Group;
+use groups::Groups;
 
 use crate::assignors::Assignors;
 use crate::config::{ConfigError, CoordinatorConfig};
@@ -67,7 +68,8 @@ pub(crate) enum TimerKey {
 /// [`Coordinator::poll_timeout`].
 pub struct Coordinator {
     cx: Ctx,
-    groups: BTreeMap<GroupId, Group>,
+    /// Every group, of every protocol.
+    groups: Groups,
     ownership: Ownership,
     /// Cluster mode: per owned slot, until when its groups may not rebalance (the
     /// takeover wait of docs/protocol.md §6.8).
@@ -121,7 +123,7 @@ impl Coordinator {
                 next_waiter: 0,
                 next_incarnation: 0,
             },
-            groups: BTreeMap::new(),
+            groups: Groups::default(),
             ownership,
             takeover_until: BTreeMap::new(),
             kafka: kafka::KafkaGroups::default(),
@@ -227,12 +229,12 @@ impl Coordinator {
             match key {
                 TimerKey::CommitTick => self.commit_tick(),
                 TimerKey::Group(id) => {
-                    if let Some(g) = self.groups.get_mut(&id) {
+                    if let Some(g) = self.groups.native_mut(&id) {
                         g.on_timer(&mut self.cx);
                     }
                 }
                 TimerKey::Member(gid, cid) => {
-                    if let Some(g) = self.groups.get_mut(&gid) {
+                    if let Some(g) = self.groups.native_mut(&gid) {
                         g.on_member_timer(&mut self.cx, &cid);
                     }
                 }
@@ -252,7 +254,7 @@ impl Coordinator {
                 return;
             }
             while let Some(ch) = self.cx.to_pump.pop() {
-                if let Some(g) = self.groups.get_mut(&ch.group) {
+                if let Some(g) = self.groups.native_mut(&ch.group) {
                     if g.members
                         .get(&ch.consumer)
                         .is_some_and(|m| m.incarnation == ch.incarnation)
@@ -268,7 +270,7 @@ impl Coordinator {
     fn commit_tick(&mut self) {
         let ids: Vec<GroupId> = self.cx.groups_with_pending.iter().cloned().collect();
         for id in ids {
-            match self.groups.get_mut(&id) {
+            match self.groups.native_mut(&id) {
                 Some(g) => g.flush_commits(&mut self.cx),
                 None => {
                     self.cx.groups_with_pending.remove(&id);
@@ -292,7 +294,7 @@ impl Coordinator {
             return;
         };
         if let Some(ch) = c.channel {
-            if let Some(g) = self.groups.get_mut(&ch.group) {
+            if let Some(g) = self.groups.native_mut(&ch.group) {
                 if g.members
                     .get(&ch.consumer)
                     .is_some_and(|m| m.incarnation == ch.incarnation)
@@ -358,7 +360,7 @@ impl Coordinator {
             return;
         }
         tracing::debug!(topics = ?lost, "topics gone: dropping their offsets not yet written");
-        for g in self.groups.values_mut() {
+        for (_, g) in self.groups.iter_mut() {
             g.forget_topics(&mut self.cx, lost);
         }
         self.forget_queued_commits_of(lost);
@@ -369,7 +371,7 @@ impl Coordinator {
         let cx = &mut self.cx;
         let mut resolver = Resolver::new(&cx.topics, cx.config.exclude_internal_topics);
         let mut changed_groups = Vec::new();
-        for g in self.groups.values_mut() {
+        for g in self.groups.natives_mut() {
             let mut changed = false;
             let mut union: BTreeSet<TopicName> = BTreeSet::new();
             for m in g.members.values_mut() {
@@ -389,7 +391,7 @@ impl Coordinator {
             }
         }
         for id in changed_groups {
-            if let Some(g) = self.groups.get_mut(&id) {
+            if let Some(g) = self.groups.native_mut(&id) {
                 g.trigger(&mut self.cx, "topic metadata changed");
                 g.progress(&mut self.cx);
             }
@@ -418,7 +420,7 @@ impl Coordinator {
     fn on_fetched(&mut self, op: OpId, result: Result<Vec<OffsetEntry>, StoreError>) {
         match self.cx.ops.remove(&op) {
             Some(Op::RebalanceFetch { group }) => {
-                let Some(g) = self.groups.get_mut(&group) else {
+                let Some(g) = self.groups.native_mut(&group) else {
                     return;
                 };
                 let result = result.map(|entries| {

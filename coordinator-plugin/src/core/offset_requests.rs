@@ -5,7 +5,8 @@ use drover_protocol as proto;
 use drover_protocol::{ErrorCode, NativeResponse};
 
 use super::commits::{validate_commit_without_group, CommitApi, CommitAuthor};
-use super::group::{Group, Member};
+use super::group::{Member, NativeGroup};
+use super::groups::{Group, GroupKind};
 use super::offsets::{CommitKind, Waiter};
 use super::{offsets, Coordinator, Ctx, Op};
 
@@ -48,12 +49,19 @@ impl Coordinator {
             api: CommitApi::Native,
         };
         let simple = author.is_simple();
-        // The group-level check: by the group, or the rules of a commit to no group.
+        // The group-level check: by the group, whatever its type, or the rules of a
+        // commit to no group. A group of a Kafka protocol takes only a simple commit
+        // (it has no native member), which is taken while it is empty and so gives
+        // its id up to a native group, as a RegisterConsumer would have.
         let checked = if r.group_id.is_empty() {
             Err(ResponseError::InvalidGroupId)
         } else {
             match self.groups.get(&gid) {
-                Some(g) => g.validate_offset_commit(&author).map(|m| m.map(|m| (g, m))),
+                Some(Group::Native(g)) => {
+                    g.validate_offset_commit(&author).map(|m| m.map(|m| (g, m)))
+                }
+                Some(_) if !simple => Err(ResponseError::UnknownMemberId),
+                Some(other) => other.validate_offset_commit(&author).map(|()| None),
                 None => validate_commit_without_group(&author).map(|()| None),
             }
         };
@@ -90,10 +98,14 @@ impl Coordinator {
             cx.respond(slot, corr, &NativeResponse::CommitOffset(response));
             return;
         }
+        if !self.take_group_id(gid.as_str(), GroupKind::Native) {
+            // Validated above: a group of another kind here is empty.
+            tracing::warn!(group = %gid, "a native commit to a non-empty group of another protocol");
+        }
+        let cx = &mut self.cx;
         let group = self
             .groups
-            .entry(gid.clone())
-            .or_insert_with(|| Group::new(gid.clone(), hold_until));
+            .native_or_insert(gid.clone(), || NativeGroup::new(gid.clone(), hold_until));
         let mut waiting = Vec::with_capacity(accepted.len());
         for (ti, pi, tp, value) in accepted {
             waiting.push((ti, pi));
@@ -148,13 +160,13 @@ impl Coordinator {
 }
 
 /// The per-partition checks of a CommitOffset (docs/protocol.md §6.5), in order, after
-/// the group's ([`Group::validate_offset_commit`]): a member commits only partitions it
+/// the group's ([`NativeGroup::validate_offset_commit`]): a member commits only partitions it
 /// owns (REBALANCE_IN_PROGRESS for one it stopped in the running rebalance,
 /// ILLEGAL_GENERATION otherwise); the partition must exist, the offset be at least 0
 /// and the metadata at most `max_metadata_bytes` long.
 fn partition_check(
     cx: &Ctx,
-    member: Option<(&Group, &Member)>,
+    member: Option<(&NativeGroup, &Member)>,
     tp: &TopicPartition,
     p: &proto::PartitionOffset,
 ) -> ErrorCode {
@@ -182,7 +194,7 @@ fn partition_check(
     ErrorCode::NONE
 }
 
-impl Group {
+impl NativeGroup {
     /// The group-level check of a commit to a native group (docs/protocol.md §6.5;
     /// Kafka's `validateOffsetCommit`): by the native API, a simple commit only while
     /// the group has no consumer (UNKNOWN_MEMBER_ID otherwise), a member's commit with

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use drover_protocol::ErrorCode;
 
 use super::commits::{BatchSource, CommitWaiter};
-use super::group::Group;
+use super::group::NativeGroup;
 use super::{Ctx, TimerKey};
 use crate::io::Event;
 use crate::types::{Generation, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
@@ -74,7 +74,7 @@ pub(crate) struct Waiter {
     pub waiting: Vec<(usize, usize)>,
 }
 
-impl Group {
+impl NativeGroup {
     /// Accepts an offset for the pending batch.
     ///
     /// `generation` is the one the offset belongs to: the member's generation (for

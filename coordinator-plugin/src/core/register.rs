@@ -8,8 +8,9 @@ use drover_protocol as proto;
 use drover_protocol::{ErrorCode, NativeResponse};
 
 use super::conn::ChannelOf;
-use super::group::{Group, Member};
-use super::{kafka, Coordinator, Ctx};
+use super::group::{Member, NativeGroup};
+use super::groups::GroupKind;
+use super::{Coordinator, Ctx};
 
 use crate::assignors::Assignors;
 use crate::io::{Event, FailureReason};
@@ -40,7 +41,7 @@ impl Coordinator {
             let message = self.not_coordinator_message(&r.group_id);
             return refuse(&mut self.cx, ErrorCode::NOT_COORDINATOR, message);
         }
-        if !r.group_id.is_empty() && !self.take_group_id(&r.group_id, kafka::GroupKind::Native) {
+        if !r.group_id.is_empty() && !self.take_group_id(&r.group_id, GroupKind::Native) {
             let message = format!(
                 "group {} is a Kafka consumer group with members (classic or KIP-848)",
                 r.group_id
@@ -119,8 +120,7 @@ impl Coordinator {
         let cid = ConsumerId::new(&r.consumer_id);
         let group = self
             .groups
-            .entry(gid.clone())
-            .or_insert_with(|| Group::new(gid.clone(), hold_until));
+            .native_or_insert(gid.clone(), || NativeGroup::new(gid.clone(), hold_until));
         if let Some((_, other)) = group.members.iter().find(|(id, _)| **id != cid) {
             if other.assignor != assignor {
                 let message = format!(

@@ -8,6 +8,7 @@ use drover_protocol as proto;
 use drover_protocol::ErrorCode;
 
 use super::commits::BatchSource;
+use super::groups::{Group, GroupKind};
 use super::{Coordinator, Op, TimerKey};
 
 use crate::io::{Event, Output};
@@ -110,7 +111,8 @@ impl Coordinator {
         debug_assert!(
             !self
                 .groups
-                .keys()
+                .ids_of(GroupKind::Native)
+                .iter()
                 .any(|g| proto::coordinator_slot(g.as_str(), count) == slot),
             "a group of a slot not owned"
         );
@@ -147,14 +149,14 @@ impl Coordinator {
         self.takeover_until.remove(&slot);
         let ids: Vec<GroupId> = self
             .groups
-            .keys()
+            .ids_of(GroupKind::Native)
+            .into_iter()
             .filter(|g| proto::coordinator_slot(g.as_str(), count) == slot)
-            .cloned()
             .collect();
         let (mut consumers, mut discarded) = (0, 0);
         let cx = &mut self.cx;
         for id in &ids {
-            let Some(g) = self.groups.remove(id) else {
+            let Some(Group::Native(g)) = self.groups.remove(id) else {
                 continue;
             };
             tracing::info!(group = %id, slot, members = g.members.len(), "group dropped with its slot");

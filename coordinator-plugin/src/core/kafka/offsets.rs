@@ -32,7 +32,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::consumer_group::ConsumerGroups;
+use super::consumer_group::ConsumerGroup;
 use crate::core::commits::{CommitApi, CommitAuthor};
 use crate::core::conn::SlotRef;
 use crate::core::{Coordinator, Op};
@@ -480,18 +480,18 @@ impl Coordinator {
     /// protocol metadata (every topic, when a member's metadata does not parse).
     fn subscribed_topics(&self, group: &str) -> std::collections::BTreeSet<TopicName> {
         let mut out = std::collections::BTreeSet::new();
-        if let Some(g) = self.groups.get(group) {
+        if let Some(g) = self.groups.native(group) {
             for m in g.members.values() {
                 out.extend(m.topics.iter().cloned());
             }
         }
-        if let Some(d) = self.kafka.consumer.describe(group) {
+        if let Some(d) = self.kafka.consumer.describe(&self.groups, group) {
             for m in d.members {
                 out.extend(m.subscribed_topic_names);
                 out.extend(m.assignment.into_iter().map(|tp| tp.topic));
             }
         }
-        if let Some(g) = self.kafka.classic.get(group) {
+        if let Some(g) = self.groups.classic(group) {
             match g.subscribed_topics() {
                 Some(topics) => out.extend(topics.into_iter().map(TopicName::from)),
                 None => out.extend(self.cx.topics.keys().cloned()),
@@ -501,30 +501,27 @@ impl Coordinator {
     }
 }
 
-impl ConsumerGroups {
-    /// The group-level check of an OffsetCommit to KIP-848 group `group` (Kafka's
+impl ConsumerGroup {
+    /// The group-level check of an OffsetCommit to this KIP-848 group (Kafka's
     /// `ConsumerGroup.validateOffsetCommit`): the engine's member-epoch rules
-    /// ([`ConsumerGroups::check_commit`]) in Kafka's error vocabulary.
+    /// ([`ConsumerGroup::check_commit`]) in Kafka's error vocabulary.
     pub(crate) fn validate_offset_commit(
         &self,
-        group: &str,
         author: &CommitAuthor,
     ) -> Result<(), ResponseError> {
-        self.check_commit(group, author.member_id, author.generation)
+        self.check_commit(author.member_id, author.generation)
             .map_err(response_error)
     }
 
-    /// The group-level check of an OffsetFetch v9+ of KIP-848 group `group` by `member_id`
+    /// The group-level check of an OffsetFetch v9+ of this KIP-848 group by `member_id`
     /// at `epoch` (Kafka's `ConsumerGroup.validateOffsetFetch`;
-    /// [`ConsumerGroups::check_fetch`]).
+    /// [`ConsumerGroup::check_fetch`]).
     pub(crate) fn validate_offset_fetch(
         &self,
-        group: &str,
         member_id: Option<&str>,
         epoch: i32,
     ) -> Result<(), ResponseError> {
-        self.check_fetch(group, member_id, epoch)
-            .map_err(response_error)
+        self.check_fetch(member_id, epoch).map_err(response_error)
     }
 }
 
