@@ -13,7 +13,7 @@ use drover_protocol::NativeResponse;
 use super::commits::{BatchSource, CommitQueue, CommitWaiter};
 use super::conn::{ChannelOf, Conn, ReadyAnswer, SlotRef};
 use super::kafka::DeleteWait;
-use super::offsets::Waiter;
+use super::native::Waiter;
 use super::TimerKey;
 
 use crate::assignors::Assignors;

@@ -7,9 +7,9 @@
 //!
 //! A group id belongs to one protocol at a time, so one table keeps the rule by
 //! construction. The behaviour of each type is in its own files: native groups in
-//! `group` (rebalances), `offsets` (the pending batch), `register`, `channel`,
-//! `offset_requests` and `leave_describe`; classic groups in `kafka/classic*`; KIP-848
-//! groups in `kafka/consumer_group/` (the pure engine) and `kafka/consumer_api`.
+//! `native/`; classic groups in `kafka/classic*`; KIP-848 groups in
+//! `kafka/consumer_group/` (the pure engine) and `kafka/consumer_api`; the commit path
+//! they share in `commits`.
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,8 +17,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::ResponseError;
 
 use super::commits::CommitAuthor;
-use super::group::NativeGroup;
 use super::kafka::{ClassicGroup, ConsumerGroup};
+use super::native::NativeGroup;
 use super::Ctx;
 use crate::types::{GroupId, TopicName};
 

@@ -1,15 +1,15 @@
 //! The coordinator state machine: [`Coordinator`] with its input dispatch, timers and
 //! topic changes, and the routing of the offset store's results. Its other jobs have a
-//! file each: the shared state [`Ctx`] (`ctx`), the operator snapshots (`snapshot`),
-//! the coordinator slots it owns in cluster mode ([`Ownership`], `slots`), the native
-//! requests by API family (`register`: RegisterConsumer; `offset_requests`:
-//! CommitOffset and FetchOffsets, with the FetchOffsets answer in `fetch_response`;
-//! `leave_describe`: LeaveGroup and DescribeGroups), and the consumers' answers on
-//! their channels (`channel`). Groups and their rebalances are in [`group`], a native
-//! group's pending batch in [`offsets`], the one commit path of every group type (the
-//! group's validation, the per-group commit queue, the result's answers) in
-//! [`commits`], Kafka's own group APIs in `kafka`. Every offset-store operation in
-//! flight is an [`Op`] in one table, and the store's results are dispatched on it.
+//! file each: the shared state [`Ctx`] (`ctx`), the one group table of every protocol
+//! ([`groups`]: `Group::{Native, Classic, Consumer}` and what every group answers), the
+//! one commit path of every group type ([`commits`]: the group's validation, the
+//! per-group commit queue, the result's answers), the operator snapshots (`snapshot`),
+//! the coordinator slots it owns in cluster mode ([`Ownership`], `slots`) and the
+//! connections' answer slots (`conn`). Group behaviour is by type: native groups in
+//! [`native`] (the group and its rebalances, its pending batch, the native requests by
+//! API family, the channel answers), Kafka's classic and KIP-848 groups and Kafka's
+//! group APIs in `kafka`. Every offset-store operation in flight is an [`Op`] in one
+//! table, and the store's results are dispatched on it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -17,18 +17,12 @@ use bytes::Bytes;
 use drover_protocol as proto;
 use drover_protocol::{NativeRequest, NativeResponse};
 
-mod channel;
 mod commits;
 mod conn;
 mod ctx;
-mod fetch_response;
-mod group;
 mod groups;
 mod kafka;
-mod leave_describe;
-mod offset_requests;
-mod offsets;
-mod register;
+mod native;
 mod slots;
 mod snapshot;
 
@@ -36,8 +30,8 @@ pub(crate) use ctx::{Ctx, Op};
 pub use slots::Ownership;
 pub use snapshot::{GroupSnapshot, MemberSnapshot};
 
-use fetch_response::fetch_response;
 use groups::Groups;
+use native::fetch_response;
 
 use crate::assignors::Assignors;
 use crate::config::{ConfigError, CoordinatorConfig};

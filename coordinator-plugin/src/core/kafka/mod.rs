@@ -3,10 +3,17 @@
 //! group administration (DescribeGroups/ListGroups/DeleteGroups) and KIP-848 groups
 //! (ConsumerGroupHeartbeat/ConsumerGroupDescribe).
 //!
-//! A group id belongs to one protocol at a time: the first member decides (native,
-//! classic or consumer); a request of another protocol for it is refused with
-//! INCONSISTENT_GROUP_PROTOCOL (joins) or the API's nearest error. Every group's
-//! offsets go through the active offset store.
+//! A group id belongs to one protocol at a time (the coordinator's one group table,
+//! `core::groups`): the first member decides (native, classic or consumer); a request
+//! of another protocol for it is refused with INCONSISTENT_GROUP_PROTOCOL (joins) or
+//! the API's nearest error. Every group's offsets take the one commit path
+//! (`core::commits`) to the active offset store.
+//!
+//! The files, by group type and API: classic groups in `classic` (the group: joins,
+//! syncs, heartbeats, its timers) and `classic_api` (the wire glue); KIP-848 groups in
+//! `consumer_group/` (the pure engine) and `consumer_api` (its glue); OffsetCommit,
+//! OffsetFetch and OffsetDelete in `offsets`; DescribeGroups, ListGroups and
+//! DeleteGroups in `admin`.
 
 pub(crate) mod admin;
 mod classic;
@@ -35,7 +42,7 @@ use crate::types::{ConnId, TopicName};
 pub(crate) struct KafkaGroups {
     /// The KIP-848 engine (its groups are in the coordinator's one table).
     pub consumer: consumer_group::ConsumerGroups,
-    /// Offset commits and fetches in flight.
+    /// OffsetFetch requests waiting for one store read per group.
     pub offsets: KafkaOffsets,
     /// DeleteGroups requests waiting for the store.
     pub delete_groups: BTreeMap<u64, admin::DeleteGroupsWait>,

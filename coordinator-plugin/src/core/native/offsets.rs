@@ -15,9 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use drover_protocol::ErrorCode;
 
-use super::commits::{BatchSource, CommitWaiter};
 use super::group::NativeGroup;
-use super::{Ctx, TimerKey};
+use crate::core::commits::{BatchSource, CommitWaiter};
+use crate::core::{Ctx, TimerKey};
 use crate::io::Event;
 use crate::types::{Generation, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
 
@@ -67,7 +67,7 @@ impl Commits {
 /// A CommitOffset request waiting for its batch.
 #[derive(Debug)]
 pub(crate) struct Waiter {
-    pub slot: super::conn::SlotRef,
+    pub slot: crate::core::conn::SlotRef,
     pub correlation_id: i32,
     pub response: drover_protocol::CommitOffsetResponse,
     /// (topic index, partition index) of the entries waiting for the store.
@@ -119,7 +119,7 @@ impl NativeGroup {
 
     /// Sends the pending batch through the group id's commit queue, unless a batch of
     /// the group id is in flight (of either source: a Kafka OffsetCommit to this group
-    /// id waits the same way, [`CommitQueue`](super::commits::CommitQueue)).
+    /// id waits the same way, [`CommitQueue`](crate::core::commits::CommitQueue)).
     pub(crate) fn flush_commits(&mut self, cx: &mut Ctx) {
         if cx.commits.busy(&self.id) {
             return;

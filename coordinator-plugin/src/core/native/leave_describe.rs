@@ -3,14 +3,19 @@
 use drover_protocol as proto;
 use drover_protocol::{ErrorCode, NativeResponse};
 
-use super::groups::GroupKind;
-use super::Coordinator;
+use crate::core::groups::GroupKind;
+use crate::core::Coordinator;
 
 use crate::types::{ConnId, ConsumerId};
 use crate::wire;
 
 impl Coordinator {
-    pub(super) fn on_leave(&mut self, conn: ConnId, corr: i32, r: proto::LeaveGroupRequest) {
+    pub(in crate::core) fn on_leave(
+        &mut self,
+        conn: ConnId,
+        corr: i32,
+        r: proto::LeaveGroupRequest,
+    ) {
         let slot = self.cx.reserve(conn);
         let code = if r.group_id.is_empty() {
             ErrorCode::INVALID_GROUP_ID

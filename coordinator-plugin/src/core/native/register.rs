@@ -7,10 +7,10 @@ use std::sync::Arc;
 use drover_protocol as proto;
 use drover_protocol::{ErrorCode, NativeResponse};
 
-use super::conn::ChannelOf;
 use super::group::{Member, NativeGroup};
-use super::groups::GroupKind;
-use super::{Coordinator, Ctx};
+use crate::core::conn::ChannelOf;
+use crate::core::groups::GroupKind;
+use crate::core::{Coordinator, Ctx};
 
 use crate::assignors::Assignors;
 use crate::io::{Event, FailureReason};
@@ -18,7 +18,7 @@ use crate::subscription::{compile_pattern, SubscriptionSpec};
 use crate::types::{ConnId, ConsumerId, GroupId, TopicName};
 
 impl Coordinator {
-    pub(super) fn on_register(
+    pub(in crate::core) fn on_register(
         &mut self,
         conn: ConnId,
         corr: i32,

@@ -17,9 +17,9 @@ use drover_protocol as proto;
 use drover_protocol::NativeRequest;
 
 use super::offsets::Commits;
-use super::{Ctx, TimerKey};
 use crate::assignors::{build_input, validate_assignment, MemberView};
 use crate::config::RebalanceMode;
+use crate::core::{Ctx, TimerKey};
 use crate::io::{Event, FailureReason, Output};
 use crate::subscription::SubscriptionSpec;
 use crate::types::{ConnId, ConsumerId, Generation, GroupId, TopicName, TopicPartition};
@@ -776,7 +776,7 @@ impl NativeGroup {
         let op = cx.next_op();
         cx.ops.insert(
             op,
-            super::Op::RebalanceFetch {
+            crate::core::Op::RebalanceFetch {
                 group: self.id.clone(),
             },
         );

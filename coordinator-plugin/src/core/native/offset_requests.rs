@@ -4,11 +4,12 @@
 use drover_protocol as proto;
 use drover_protocol::{ErrorCode, NativeResponse};
 
-use super::commits::{validate_commit_without_group, CommitApi, CommitAuthor};
 use super::group::{Member, NativeGroup};
-use super::groups::{Group, GroupKind};
+use super::offsets;
 use super::offsets::{CommitKind, Waiter};
-use super::{offsets, Coordinator, Ctx, Op};
+use crate::core::commits::{validate_commit_without_group, CommitApi, CommitAuthor};
+use crate::core::groups::{Group, GroupKind};
+use crate::core::{Coordinator, Ctx, Op};
 
 use crate::io::{FetchScope, Output};
 use crate::types::{ConnId, Generation, GroupId, TopicName, TopicPartition};
@@ -16,7 +17,12 @@ use crate::wire;
 use kafka_protocol::ResponseError;
 
 impl Coordinator {
-    pub(super) fn on_commit(&mut self, conn: ConnId, corr: i32, r: proto::CommitOffsetRequest) {
+    pub(in crate::core) fn on_commit(
+        &mut self,
+        conn: ConnId,
+        corr: i32,
+        r: proto::CommitOffsetRequest,
+    ) {
         let slot = self.cx.reserve(conn);
         if !r.group_id.is_empty() && !self.owns(&r.group_id) {
             // Every partition gets NOT_COORDINATOR; nothing is kept.
@@ -130,7 +136,12 @@ impl Coordinator {
         group.add_waiter(cx, id);
     }
 
-    pub(super) fn on_fetch(&mut self, conn: ConnId, corr: i32, r: proto::FetchOffsetsRequest) {
+    pub(in crate::core) fn on_fetch(
+        &mut self,
+        conn: ConnId,
+        corr: i32,
+        r: proto::FetchOffsetsRequest,
+    ) {
         let slot = self.cx.reserve(conn);
         if let Err(e) = self.validate_offset_fetch(&r.group_id, None) {
             let response = NativeResponse::FetchOffsets(proto::FetchOffsetsResponse {
