@@ -72,7 +72,7 @@ impl Coordinator {
     }
 
     /// Makes group id `id` available to a group of `kind`: a group of another kind
-    /// that has no member is forgotten ([`Group::may_give_up_id`]; its committed
+    /// that has no member is forgotten ([`Group::may_give_up_id`](super::groups::Group::may_give_up_id); its committed
     /// offsets stay; Kafka 4 converts an empty group the same way); `false` when one
     /// with members holds the id.
     pub(crate) fn take_group_id(&mut self, id: &str, kind: GroupKind) -> bool {

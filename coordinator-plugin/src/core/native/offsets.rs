@@ -2,7 +2,7 @@
 //!
 //! Offsets from Heartbeat responses, StopFetcher responses and CommitOffset requests
 //! are merged into a pending batch (a later value for a partition replaces an earlier
-//! one) and written as one [`Output::CommitOffsets`]. At most one batch per group is in
+//! one) and written as one [`Output::CommitOffsets`](crate::io::Output::CommitOffsets). At most one batch per group is in
 //! flight, so a group's commits reach the store in the order they were accepted and a
 //! partition's committed offset follows the order of acceptance. Heartbeat offsets are
 //! written every `commit_interval_ms`; final offsets and explicit commits at once.

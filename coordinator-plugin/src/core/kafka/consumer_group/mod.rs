@@ -384,7 +384,9 @@ impl ConsumerGroup {
         self.state().as_str()
     }
 
-    /// OffsetCommit v9+ checks ([`ConsumerGroups::check_commit`]) of this group.
+    /// OffsetCommit v9+ checks of this group: a member with its current epoch may
+    /// commit (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); a negative epoch only while the
+    /// group has no members.
     pub(crate) fn check_commit(&self, member_id: &str, member_epoch: i32) -> Result<(), i16> {
         let g = self;
         if member_epoch < 0 && g.members.is_empty() {
@@ -397,7 +399,8 @@ impl ConsumerGroup {
         Ok(())
     }
 
-    /// OffsetFetch v9+ checks ([`ConsumerGroups::check_fetch`]) of this group.
+    /// OffsetFetch v9+ checks of this group: without a member id and with a negative
+    /// epoch always allowed; else the member must exist with this epoch.
     pub(crate) fn check_fetch(
         &self,
         member_id: Option<&str>,
