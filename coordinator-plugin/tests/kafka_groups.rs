@@ -1771,7 +1771,7 @@ fn kip848_members_past_their_deadlines_are_fenced_by_the_coordinators_timers() {
                 matches!(
                     o,
                     Output::Metric {
-                        name: "consumer_members_expired",
+                        counter: drover_coordinator::CoordinatorCounter::ConsumerMembersExpired,
                         ..
                     }
                 )

@@ -1570,3 +1570,125 @@ fn a_kafka_commit_to_an_emptied_native_group_waits_for_its_batch_in_flight() {
         "the Kafka commit landed after the native batch"
     );
 }
+
+/// The other direction through the one commit queue: a Kafka simple commit to an empty
+/// native group is in flight when the group's own commit (a native reset commit) comes;
+/// the group's batch waits for it instead of going out beside it (the World checks at
+/// most one commit per group in flight after every output), then both land and both
+/// requests are answered NONE.
+#[test]
+fn a_native_groups_batch_waits_for_a_kafka_commit_in_flight() {
+    let mut params = Params::fixed();
+    params.store_delay = (400, 400);
+    let mut w = World::new(test_config(), params, 6);
+    w.set_topics(&[("orders", 2)]);
+    w.join(static_spec("c1", &["orders"]));
+    w.run_for(3_000);
+    w.leave("c1");
+    w.run_for(1_000);
+    assert!(w.coord.group("g").is_some_and(|g| g.members.is_empty()));
+    let kafka = w.raw_conn();
+    w.raw_bytes(kafka, kafka_simple_commit("g", "orders", 1, 100_000));
+    w.run_for(20);
+    let native = w.raw_conn();
+    let request = proto::CommitOffsetRequest {
+        group_id: "g".into(),
+        consumer_id: String::new(),
+        generation: -1,
+        topics: vec![proto::TopicOffsets {
+            topic: "orders".into(),
+            partitions: vec![proto::PartitionOffset {
+                partition: 0,
+                offset: 100_005,
+                metadata: None,
+            }],
+        }],
+    };
+    w.raw_request(native, 1, &NativeRequest::CommitOffset(request));
+    w.run_for(2_000);
+    w.assert_clean();
+    let stored = |w: &World, p: i32| {
+        w.store
+            .get(&(drover_coordinator::GroupId::new("g"), tp("orders", p)))
+            .map(|v| v.0)
+    };
+    assert_eq!(stored(&w, 1), Some(100_000), "the Kafka commit landed");
+    assert_eq!(
+        stored(&w, 0),
+        Some(100_005),
+        "the native commit landed after it"
+    );
+    let answers = w.raw_decoded(native, ApiKey::CommitOffset);
+    let [(1, NativeResponse::CommitOffset(r))] = answers.as_slice() else {
+        panic!("{answers:?}")
+    };
+    assert_eq!(r.topics[0].partitions[0].error_code, ErrorCode::NONE);
+}
+
+/// A ConsumerGroupHeartbeat v1 frame (after the size prefix): member `member` joins
+/// KIP-848 group `group` subscribed to `topic`.
+fn kip848_join(group: &str, member: &str, topic: &str) -> bytes::Bytes {
+    use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, RequestHeader, TopicName};
+    use kafka_protocol::protocol::{Encodable, HeaderVersion, Request, StrBytes};
+    let mut header = RequestHeader::default();
+    header.request_api_key = ConsumerGroupHeartbeatRequest::KEY;
+    header.request_api_version = 1;
+    header.correlation_id = 1;
+    header.client_id = Some(StrBytes::from_static_str("kip848"));
+    let mut request = ConsumerGroupHeartbeatRequest::default();
+    request.group_id = kafka_protocol::messages::GroupId(StrBytes::from_string(group.to_owned()));
+    request.member_id = StrBytes::from_string(member.to_owned());
+    request.member_epoch = 0;
+    request.rebalance_timeout_ms = 5_000;
+    request.subscribed_topic_names = Some(vec![TopicName(StrBytes::from_string(topic.to_owned()))]);
+    request.topic_partitions = Some(Vec::new());
+    let mut frame = bytes::BytesMut::new();
+    header
+        .encode(&mut frame, ConsumerGroupHeartbeatRequest::header_version(1))
+        .unwrap();
+    request.encode(&mut frame, 1).unwrap();
+    frame.freeze()
+}
+
+/// One group table: a group id held by a KIP-848 group with a member is that group's,
+/// so a native simple commit to it is refused by the group (UNKNOWN_MEMBER_ID: the
+/// group has members, as a Kafka simple commit is) instead of making a native group of
+/// the same id beside it.
+#[test]
+fn a_native_commit_to_a_kip848_group_with_members_is_refused_by_that_group() {
+    let mut w = World::new(test_config(), Params::fixed(), 7);
+    w.set_topics(&[("orders", 2)]);
+    let kafka = w.raw_conn();
+    w.raw_bytes(kafka, kip848_join("k", "m1", "orders"));
+    w.run_for(100);
+    let native = w.raw_conn();
+    let request = proto::CommitOffsetRequest {
+        group_id: "k".into(),
+        consumer_id: String::new(),
+        generation: -1,
+        topics: vec![proto::TopicOffsets {
+            topic: "orders".into(),
+            partitions: vec![proto::PartitionOffset {
+                partition: 0,
+                offset: 5,
+                metadata: None,
+            }],
+        }],
+    };
+    w.raw_request(native, 1, &NativeRequest::CommitOffset(request));
+    w.run_for(1_000);
+    let answers = w.raw_decoded(native, ApiKey::CommitOffset);
+    let [(1, NativeResponse::CommitOffset(r))] = answers.as_slice() else {
+        panic!("{answers:?}")
+    };
+    assert_eq!(
+        r.topics[0].partitions[0].error_code,
+        ErrorCode::UNKNOWN_MEMBER_ID
+    );
+    assert!(w.coord.group("k").is_none(), "no native group beside it");
+    assert_eq!(
+        w.store
+            .get(&(drover_coordinator::GroupId::new("k"), tp("orders", 0))),
+        None
+    );
+}

@@ -10,8 +10,10 @@ use bytes::Bytes;
 use drover_protocol as proto;
 use drover_protocol::NativeResponse;
 
+use super::commits::{BatchSource, CommitQueue, CommitWaiter};
 use super::conn::{ChannelOf, Conn, ReadyAnswer, SlotRef};
-use super::offsets::Waiter;
+use super::kafka::DeleteWait;
+use super::native::Waiter;
 use super::TimerKey;
 
 use crate::assignors::Assignors;
@@ -21,32 +23,36 @@ use crate::timers::Timers;
 use crate::types::{ConnId, GroupId, OffsetEntry, OpId, TopicName, TopicPartition};
 use crate::wire;
 
-/// An offset-store operation in flight.
+/// An offset-store operation in flight, of either protocol: the one table
+/// ([`Ctx::ops`]) the store's results are dispatched from, by variant. What a request
+/// waits for is the variant's data.
 #[derive(Debug)]
 pub(crate) enum Op {
+    /// A batch of a group id's commits ([`Output::CommitOffsets`]), of either protocol:
+    /// the only commit operation, at most one per group id in flight
+    /// ([`CommitQueue`]). Its result answers `waiters`; `source` says what else it does.
     Commit {
         group: GroupId,
         records: Vec<OffsetEntry>,
-        waiters: Vec<u64>,
+        waiters: Vec<CommitWaiter>,
+        source: BatchSource,
     },
-    RebalanceFetch {
-        group: GroupId,
-    },
-    /// A commit of a group dropped with its slot: the result only answers the
-    /// CommitOffset requests that waited for it.
-    DroppedCommit {
-        /// The group (its in-flight entry is released when the result arrives).
-        group: GroupId,
-        waiters: Vec<u64>,
-    },
+    /// A native group's start offsets for a rebalance ([`Output::FetchOffsets`]).
+    RebalanceFetch { group: GroupId },
     /// A rebalance fetch of a group dropped with its slot: the result is ignored.
     DroppedFetch,
+    /// A native FetchOffsets request.
     ClientFetch {
         slot: SlotRef,
         correlation_id: i32,
         group: GroupId,
         topics: Option<Vec<proto::TopicPartitions>>,
     },
+    /// One group's read of a Kafka OffsetFetch: entry `index` of the request waiting as
+    /// `wait` ([`Output::FetchOffsets`]).
+    KafkaFetch { wait: u64, index: usize },
+    /// A Kafka OffsetDelete, or one group of a DeleteGroups ([`Output::DeleteOffsets`]).
+    DeleteOffsets(DeleteWait),
 }
 
 /// Everything but the groups, so group code can borrow both.
@@ -58,13 +64,14 @@ pub(crate) struct Ctx {
     /// Connections the coordinator closed, until the host reports them closed.
     pub closing: HashSet<ConnId>,
     pub timers: Timers<TimerKey>,
+    /// Every offset-store operation in flight, native and Kafka.
     pub ops: HashMap<OpId, Op>,
     pub waiters: HashMap<u64, Waiter>,
     pub groups_with_pending: BTreeSet<GroupId>,
-    /// The one `CommitOffsets` in flight per group, whichever path sent it (a native
-    /// group's batch or a Kafka OffsetCommit): the ABI promises the host at most one
-    /// per group, so a batch of either path waits while the other's is out.
-    pub commits_in_flight: BTreeMap<GroupId, OpId>,
+    /// Per group id, the one `CommitOffsets` in flight, whichever path sent it (a
+    /// native group's batch or Kafka OffsetCommits), and the commits queued behind it:
+    /// the ABI promises the host at most one per group.
+    pub commits: CommitQueue,
     /// Channels whose connection became free to carry a request.
     pub to_pump: Vec<ChannelOf>,
     pub out: Vec<Output>,
@@ -75,13 +82,6 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// The result of commit `op` of `group` arrived: the group may send its next one.
-    pub(crate) fn release_commit(&mut self, group: &GroupId, op: OpId) {
-        if self.commits_in_flight.get(group) == Some(&op) {
-            self.commits_in_flight.remove(group);
-        }
-    }
-
     pub(crate) fn next_op(&mut self) -> OpId {
         self.next_op += 1;
         OpId(self.next_op)

@@ -1,12 +1,15 @@
 //! The coordinator state machine: [`Coordinator`] with its input dispatch, timers and
 //! topic changes, and the routing of the offset store's results. Its other jobs have a
-//! file each: the shared state [`Ctx`] (`ctx`), the operator snapshots (`snapshot`),
-//! the coordinator slots it owns in cluster mode ([`Ownership`], `slots`), the native
-//! requests by API family (`register`: RegisterConsumer; `offset_requests`:
-//! CommitOffset and FetchOffsets, with the FetchOffsets answer in `fetch_response`;
-//! `leave_describe`: LeaveGroup and DescribeGroups), and the consumers' answers on
-//! their channels (`channel`). Groups and their rebalances are in [`group`], the commit
-//! pipeline in [`offsets`], Kafka's own group APIs in `kafka`.
+//! file each: the shared state [`Ctx`] (`ctx`), the one group table of every protocol
+//! ([`groups`]: `Group::{Native, Classic, Consumer}` and what every group answers), the
+//! one commit path of every group type ([`commits`]: the group's validation, the
+//! per-group commit queue, the result's answers), the operator snapshots (`snapshot`),
+//! the coordinator slots it owns in cluster mode ([`Ownership`], `slots`) and the
+//! connections' answer slots (`conn`). Group behaviour is by type: native groups in
+//! [`native`] (the group and its rebalances, its pending batch, the native requests by
+//! API family, the channel answers), Kafka's classic and KIP-848 groups and Kafka's
+//! group APIs in `kafka`. Every offset-store operation in flight is an [`Op`] in one
+//! table, and the store's results are dispatched on it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -14,16 +17,12 @@ use bytes::Bytes;
 use drover_protocol as proto;
 use drover_protocol::{NativeRequest, NativeResponse};
 
-mod channel;
+mod commits;
 mod conn;
 mod ctx;
-mod fetch_response;
-mod group;
+mod groups;
 mod kafka;
-mod leave_describe;
-mod offset_requests;
-mod offsets;
-mod register;
+mod native;
 mod slots;
 mod snapshot;
 
@@ -31,8 +30,8 @@ pub(crate) use ctx::{Ctx, Op};
 pub use slots::Ownership;
 pub use snapshot::{GroupSnapshot, MemberSnapshot};
 
-use fetch_response::fetch_response;
-use group::Group;
+use groups::Groups;
+use native::fetch_response;
 
 use crate::assignors::Assignors;
 use crate::config::{ConfigError, CoordinatorConfig};
@@ -63,7 +62,8 @@ pub(crate) enum TimerKey {
 /// [`Coordinator::poll_timeout`].
 pub struct Coordinator {
     cx: Ctx,
-    groups: BTreeMap<GroupId, Group>,
+    /// Every group, of every protocol.
+    groups: Groups,
     ownership: Ownership,
     /// Cluster mode: per owned slot, until when its groups may not rebalance (the
     /// takeover wait of docs/protocol.md §6.8).
@@ -109,7 +109,7 @@ impl Coordinator {
                 ops: HashMap::new(),
                 waiters: HashMap::new(),
                 groups_with_pending: BTreeSet::new(),
-                commits_in_flight: BTreeMap::new(),
+                commits: commits::CommitQueue::default(),
                 to_pump: Vec::new(),
                 out: Vec::new(),
                 now: 0,
@@ -117,7 +117,7 @@ impl Coordinator {
                 next_waiter: 0,
                 next_incarnation: 0,
             },
-            groups: BTreeMap::new(),
+            groups: Groups::default(),
             ownership,
             takeover_until: BTreeMap::new(),
             kafka: kafka::KafkaGroups::default(),
@@ -179,7 +179,7 @@ impl Coordinator {
             }
             Input::OffsetsCommitted { op, result } => self.on_committed(op, result),
             Input::OffsetsFetched { op, result } => self.on_fetched(op, result),
-            Input::OffsetsDeleted { op, result } => self.on_offsets_deleted(op, result),
+            Input::OffsetsDeleted { op, result } => self.on_deleted(op, result),
             Input::TopicIds { ids } => {
                 let lost: BTreeSet<TopicName> = self
                     .kafka
@@ -223,12 +223,12 @@ impl Coordinator {
             match key {
                 TimerKey::CommitTick => self.commit_tick(),
                 TimerKey::Group(id) => {
-                    if let Some(g) = self.groups.get_mut(&id) {
+                    if let Some(g) = self.groups.native_mut(&id) {
                         g.on_timer(&mut self.cx);
                     }
                 }
                 TimerKey::Member(gid, cid) => {
-                    if let Some(g) = self.groups.get_mut(&gid) {
+                    if let Some(g) = self.groups.native_mut(&gid) {
                         g.on_member_timer(&mut self.cx, &cid);
                     }
                 }
@@ -248,7 +248,7 @@ impl Coordinator {
                 return;
             }
             while let Some(ch) = self.cx.to_pump.pop() {
-                if let Some(g) = self.groups.get_mut(&ch.group) {
+                if let Some(g) = self.groups.native_mut(&ch.group) {
                     if g.members
                         .get(&ch.consumer)
                         .is_some_and(|m| m.incarnation == ch.incarnation)
@@ -264,7 +264,7 @@ impl Coordinator {
     fn commit_tick(&mut self) {
         let ids: Vec<GroupId> = self.cx.groups_with_pending.iter().cloned().collect();
         for id in ids {
-            match self.groups.get_mut(&id) {
+            match self.groups.native_mut(&id) {
                 Some(g) => g.flush_commits(&mut self.cx),
                 None => {
                     self.cx.groups_with_pending.remove(&id);
@@ -288,7 +288,7 @@ impl Coordinator {
             return;
         };
         if let Some(ch) = c.channel {
-            if let Some(g) = self.groups.get_mut(&ch.group) {
+            if let Some(g) = self.groups.native_mut(&ch.group) {
                 if g.members
                     .get(&ch.consumer)
                     .is_some_and(|m| m.incarnation == ch.incarnation)
@@ -354,10 +354,10 @@ impl Coordinator {
             return;
         }
         tracing::debug!(topics = ?lost, "topics gone: dropping their offsets not yet written");
-        for g in self.groups.values_mut() {
+        for (_, g) in self.groups.iter_mut() {
             g.forget_topics(&mut self.cx, lost);
         }
-        self.forget_kafka_commits_of(lost);
+        self.forget_queued_commits_of(lost);
     }
 
     fn on_topics(&mut self, topics: BTreeMap<TopicName, u32>) {
@@ -365,7 +365,7 @@ impl Coordinator {
         let cx = &mut self.cx;
         let mut resolver = Resolver::new(&cx.topics, cx.config.exclude_internal_topics);
         let mut changed_groups = Vec::new();
-        for g in self.groups.values_mut() {
+        for g in self.groups.natives_mut() {
             let mut changed = false;
             let mut union: BTreeSet<TopicName> = BTreeSet::new();
             for m in g.members.values_mut() {
@@ -385,7 +385,7 @@ impl Coordinator {
             }
         }
         for id in changed_groups {
-            if let Some(g) = self.groups.get_mut(&id) {
+            if let Some(g) = self.groups.native_mut(&id) {
                 g.trigger(&mut self.cx, "topic metadata changed");
                 g.progress(&mut self.cx);
             }
@@ -393,53 +393,28 @@ impl Coordinator {
         self.consumer_topics_changed();
     }
 
+    /// The store's answer to [`Output::CommitOffsets`] `op`, dispatched on its [`Op`].
     fn on_committed(&mut self, op: OpId, result: Result<(), StoreError>) {
-        if self.kafka.offsets.has_op(op) {
-            return self.on_kafka_committed(op, result);
-        }
         match self.cx.ops.remove(&op) {
             Some(Op::Commit {
                 group,
                 records,
                 waiters,
-            }) => {
-                self.cx.release_commit(&group, op);
-                if let Some(g) = self.groups.get_mut(&group) {
-                    g.on_committed(&mut self.cx, op, records, waiters, result);
-                } else {
-                    for w in waiters {
-                        self.cx.complete_waiter(w, result.is_err());
-                    }
-                }
-                // A Kafka OffsetCommit to this group id that waited for the batch.
-                self.send_queued_kafka_commits(&group);
-            }
-            Some(Op::DroppedCommit { group, waiters }) => {
-                self.cx.release_commit(&group, op);
-                self.send_queued_kafka_commits(&group);
-                // The batch was handed to the store before the group's slot was lost:
-                // the CommitOffset requests that waited for it get its real outcome
-                // (NONE only if durable). Nothing else depends on it.
-                tracing::debug!(%op, ok = result.is_ok(), "commit result of a group dropped with its slot");
-                for w in waiters {
-                    self.cx.complete_waiter(w, result.is_err());
-                }
-            }
+                source,
+            }) => self.on_commit_result(op, group, records, waiters, source, result),
             Some(other) => {
-                tracing::warn!(%op, "commit result for a fetch operation");
+                tracing::warn!(%op, "commit result for another kind of operation");
                 self.cx.ops.insert(op, other);
             }
             None => tracing::warn!(%op, "result of an unknown operation"),
         }
     }
 
+    /// The store's answer to [`Output::FetchOffsets`] `op`, dispatched on its [`Op`].
     fn on_fetched(&mut self, op: OpId, result: Result<Vec<OffsetEntry>, StoreError>) {
-        if self.kafka.offsets.has_op(op) {
-            return self.on_kafka_fetched(op, result);
-        }
         match self.cx.ops.remove(&op) {
             Some(Op::RebalanceFetch { group }) => {
-                let Some(g) = self.groups.get_mut(&group) else {
+                let Some(g) = self.groups.native_mut(&group) else {
                     return;
                 };
                 let result = result.map(|entries| {
@@ -467,8 +442,21 @@ impl Coordinator {
                     &NativeResponse::FetchOffsets(response),
                 );
             }
+            Some(Op::KafkaFetch { wait, index }) => self.on_kafka_fetched(op, wait, index, result),
             Some(other) => {
-                tracing::warn!(%op, "fetch result for a commit operation");
+                tracing::warn!(%op, "fetch result for another kind of operation");
+                self.cx.ops.insert(op, other);
+            }
+            None => tracing::warn!(%op, "result of an unknown operation"),
+        }
+    }
+
+    /// The store's answer to [`Output::DeleteOffsets`] `op`, dispatched on its [`Op`].
+    fn on_deleted(&mut self, op: OpId, result: Result<u64, StoreError>) {
+        match self.cx.ops.remove(&op) {
+            Some(Op::DeleteOffsets(wait)) => self.on_offsets_deleted(op, wait, result),
+            Some(other) => {
+                tracing::warn!(%op, "delete result for another kind of operation");
                 self.cx.ops.insert(op, other);
             }
             None => tracing::warn!(%op, "result of an unknown operation"),

@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 use drover_protocol as proto;
 use kafka_protocol::ResponseError;
 
+use super::commits::BatchSource;
+use super::groups::{Group, GroupKind};
 use super::{Coordinator, Op, TimerKey};
 
 use crate::io::{CoordinatorCounter, Event, Output};
@@ -109,7 +111,8 @@ impl Coordinator {
         debug_assert!(
             !self
                 .groups
-                .keys()
+                .ids_of(GroupKind::Native)
+                .iter()
                 .any(|g| proto::coordinator_slot(g.as_str(), count) == slot),
             "a group of a slot not owned"
         );
@@ -146,14 +149,14 @@ impl Coordinator {
         self.takeover_until.remove(&slot);
         let ids: Vec<GroupId> = self
             .groups
-            .keys()
+            .ids_of(GroupKind::Native)
+            .into_iter()
             .filter(|g| proto::coordinator_slot(g.as_str(), count) == slot)
-            .cloned()
             .collect();
         let (mut consumers, mut discarded) = (0, 0);
         let cx = &mut self.cx;
         for id in &ids {
-            let Some(g) = self.groups.remove(id) else {
+            let Some(Group::Native(g)) = self.groups.remove(id) else {
                 continue;
             };
             tracing::info!(group = %id, slot, members = g.members.len(), "group dropped with its slot");
@@ -177,12 +180,11 @@ impl Coordinator {
             let dropped: BTreeSet<&GroupId> = ids.iter().collect();
             for op in cx.ops.values_mut() {
                 match op {
-                    Op::Commit { group, waiters, .. } if dropped.contains(group) => {
-                        *op = Op::DroppedCommit {
-                            group: group.clone(),
-                            waiters: std::mem::take(waiters),
-                        };
-                    }
+                    Op::Commit {
+                        group,
+                        source: source @ BatchSource::NativeGroup,
+                        ..
+                    } if dropped.contains(group) => *source = BatchSource::Dropped,
                     Op::RebalanceFetch { group } if dropped.contains(group) => {
                         *op = Op::DroppedFetch;
                     }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use super::groups::GroupKind;
 use super::Coordinator;
 
 use crate::config::RebalanceMode;
@@ -53,15 +54,15 @@ pub struct MemberSnapshot {
 }
 
 impl Coordinator {
-    /// The ids of every group the coordinator has seen (in cluster mode: since it
-    /// gained the group's slot, which it still owns).
+    /// The ids of every native group the coordinator has seen (in cluster mode: since
+    /// it gained the group's slot, which it still owns).
     pub fn group_ids(&self) -> Vec<GroupId> {
-        self.groups.keys().cloned().collect()
+        self.groups.ids_of(GroupKind::Native)
     }
 
     /// A group's state, members and assignment.
     pub fn group(&self, id: &str) -> Option<GroupSnapshot> {
-        let g = self.groups.get(id)?;
+        let g = self.groups.native(id)?;
         let assignor = g.assignor().map(str::to_owned);
         let mode = self.cx.config.mode_for(
             assignor

@@ -25,13 +25,11 @@ use kafka_protocol::ResponseError;
 
 use super::offsets::DeleteWait;
 use crate::core::conn::SlotRef;
-use crate::core::Coordinator;
+use crate::core::groups::NATIVE_PROTOCOL_TYPE;
+use crate::core::{Coordinator, Op};
 use crate::io::{FetchScope, Output};
 use crate::kafka_wire::KafkaReplyTo;
 use crate::types::{GroupId, OpId, StoreError};
-
-/// Protocol type reported for native groups: they are consumer groups.
-pub(crate) const NATIVE_PROTOCOL_TYPE: &str = "consumer";
 
 /// Kafka's `consumer` protocol encoding (a version, then the message) at v0.
 fn consumer_protocol(message: &impl Encodable) -> Bytes {
@@ -69,40 +67,18 @@ pub(crate) struct DeleteGroupsWait {
 impl Coordinator {
     /// Every group the coordinator serves, in id order, as ListGroups reports it.
     pub(crate) fn list_kafka(&self) -> Vec<Listed> {
-        let mut out = Vec::new();
-        for (id, g) in &self.groups {
-            let state = if g.members.is_empty() {
-                "Empty"
-            } else if g.in_rebalance() {
-                "PreparingRebalance"
-            } else {
-                "Stable"
-            };
-            out.push(Listed {
-                group: id.to_string(),
-                protocol_type: NATIVE_PROTOCOL_TYPE.into(),
-                state,
-                group_type: "native",
-            });
-        }
-        for (id, g) in &self.kafka.classic {
-            out.push(Listed {
-                group: id.to_string(),
-                protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                state: g.state.name(),
-                group_type: "classic",
-            });
-        }
-        for (id, state) in self.kafka.consumer.list() {
-            out.push(Listed {
-                group: id.to_string(),
-                protocol_type: "consumer".into(),
-                state,
-                group_type: "consumer",
-            });
-        }
-        out.sort_by(|a, b| a.group.cmp(&b.group));
-        out
+        self.groups
+            .iter()
+            .map(|(id, g)| {
+                let summary = g.summary();
+                Listed {
+                    group: id.to_string(),
+                    protocol_type: summary.protocol_type,
+                    state: summary.state,
+                    group_type: summary.group_type,
+                }
+            })
+            .collect()
     }
 
     pub(super) fn on_list_groups(&mut self, slot: SlotRef, to: KafkaReplyTo, r: ListGroupsRequest) {
@@ -169,7 +145,7 @@ impl Coordinator {
             );
             return d;
         }
-        if let Some(g) = self.kafka.classic.get(id) {
+        if let Some(g) = self.groups.classic(id) {
             d.group_state = s(g.state.name());
             d.protocol_type = s(g.protocol_type.clone().unwrap_or_default());
             let protocol = g.protocol_name.clone().unwrap_or_default();
@@ -190,7 +166,7 @@ impl Coordinator {
             }
             return d;
         }
-        if self.kafka.consumer.contains(id) {
+        if self.groups.consumer(id).is_some() {
             // Kafka 4: DescribeGroups describes classic groups only.
             error(
                 &mut d,
@@ -200,11 +176,7 @@ impl Coordinator {
             return d;
         }
         if let Some(snapshot) = self.group(id) {
-            let listed = self.list_kafka();
-            let state = listed
-                .iter()
-                .find(|l| l.group == id)
-                .map_or("Empty", |l| l.state);
+            let state = self.groups.get(id).map_or("Empty", |g| g.summary().state);
             d.group_state = s(state);
             d.protocol_type = s(NATIVE_PROTOCOL_TYPE);
             d.protocol_data = s(snapshot.assignor.unwrap_or_default());
@@ -276,16 +248,7 @@ impl Coordinator {
                 Some(ResponseError::NotCoordinator)
             } else if let Err(e) = self.delete_consumer_group(&id) {
                 Some(e)
-            } else if self
-                .groups
-                .get(id.as_str())
-                .is_some_and(|g| !g.members.is_empty())
-                || self
-                    .kafka
-                    .classic
-                    .get(id.as_str())
-                    .is_some_and(|g| !g.members.is_empty())
-            {
+            } else if self.groups.get(id.as_str()).is_some_and(|g| !g.is_empty()) {
                 Some(ResponseError::NonEmptyGroup)
             } else {
                 None
@@ -296,12 +259,12 @@ impl Coordinator {
             } else {
                 self.drop_empty_group(&id);
                 let op = self.cx.next_op();
-                self.kafka.offsets.deletes.insert(
+                self.cx.ops.insert(
                     op,
-                    DeleteWait::Group {
+                    Op::DeleteOffsets(DeleteWait::Group {
                         wait: wait_id,
                         index,
-                    },
+                    }),
                 );
                 outputs.push(Output::DeleteOffsets {
                     op,
@@ -322,24 +285,16 @@ impl Coordinator {
     /// DeleteGroups of a KIP-848 group: refused while it has members. `Ok` for a group
     /// of another kind (checked by the caller).
     fn delete_consumer_group(&mut self, id: &str) -> Result<(), ResponseError> {
-        if !self.kafka.consumer.contains(id) {
+        if self.groups.consumer(id).is_none() {
             return Ok(());
         }
-        self.kafka.consumer.delete(id)
+        self.kafka.consumer.delete(&mut self.groups, id)
     }
 
     /// Forgets an empty group (DeleteGroups).
     fn drop_empty_group(&mut self, id: &str) {
-        if self.groups.get(id).is_some_and(|g| g.members.is_empty()) {
+        if self.groups.get(id).is_some_and(|g| g.is_empty()) {
             self.groups.remove(id);
-        }
-        if self
-            .kafka
-            .classic
-            .get(id)
-            .is_some_and(|g| g.members.is_empty())
-        {
-            self.kafka.classic.remove(id);
         }
     }
 
@@ -350,13 +305,14 @@ impl Coordinator {
             .respond_kafka(wait.slot, wait.to, ResponseKind::DeleteGroups(response));
     }
 
-    /// The store's answer to an [`Output::DeleteOffsets`]: the number of offsets
-    /// deleted.
-    pub(crate) fn on_offsets_deleted(&mut self, op: OpId, result: Result<u64, StoreError>) {
-        let Some(wait) = self.kafka.offsets.deletes.remove(&op) else {
-            tracing::warn!(%op, "result of an unknown delete operation");
-            return;
-        };
+    /// The store's answer to an [`Output::DeleteOffsets`] ([`Op::DeleteOffsets`]): the
+    /// number of offsets deleted.
+    pub(crate) fn on_offsets_deleted(
+        &mut self,
+        op: OpId,
+        wait: DeleteWait,
+        result: Result<u64, StoreError>,
+    ) {
         if let Err(e) = &result {
             tracing::warn!(%op, error = %e, "offset delete failed");
         }

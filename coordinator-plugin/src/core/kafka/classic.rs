@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 
+use crate::core::commits::CommitAuthor;
 use crate::core::conn::SlotRef;
 use crate::core::{Ctx, TimerKey};
 use crate::io::CoordinatorCounter;
@@ -224,6 +225,34 @@ impl ClassicGroup {
         } else {
             Err(ResponseError::UnknownMemberId)
         }
+    }
+
+    /// The group-level check of an OffsetCommit (Kafka's
+    /// `ClassicGroup.validateOffsetCommit`): a simple commit (negative generation) while
+    /// the group is empty; otherwise a current member (UNKNOWN_MEMBER_ID,
+    /// FENCED_INSTANCE_ID) of the current generation (ILLEGAL_GENERATION), and not while
+    /// the group waits for its leader's assignment (REBALANCE_IN_PROGRESS).
+    pub(crate) fn validate_offset_commit(
+        &self,
+        author: &CommitAuthor,
+    ) -> Result<(), ResponseError> {
+        let (member_id, instance_id, generation) =
+            (author.member_id, author.instance_id, author.generation);
+        if generation < 0 && self.members.is_empty() {
+            return Ok(());
+        }
+        if generation >= 0 || !member_id.is_empty() || instance_id.is_some() {
+            self.check_member(member_id, instance_id)?;
+            if generation != self.generation {
+                return Err(ResponseError::IllegalGeneration);
+            }
+        } else {
+            return Err(ResponseError::UnknownMemberId);
+        }
+        if self.state == ClassicState::CompletingRebalance {
+            return Err(ResponseError::RebalanceInProgress);
+        }
+        Ok(())
     }
 
     /// The protocols every member supports, in the first member's order.

@@ -15,8 +15,8 @@ use kafka_protocol::ResponseError;
 use super::classic::{
     ClassicGroup, ClassicLimits, ClassicReply, ClassicTimer, JoinParams, JoinResult, Pending,
 };
-use super::GroupKind;
 use crate::core::conn::SlotRef;
+use crate::core::groups::{Group, GroupKind};
 use crate::core::{Coordinator, Ctx};
 use crate::kafka_wire::KafkaReplyTo;
 use crate::types::GroupId;
@@ -165,10 +165,8 @@ impl Coordinator {
         let limits = self.classic_limits();
         let gid = GroupId::new(&id);
         let group = self
-            .kafka
-            .classic
-            .entry(gid.clone())
-            .or_insert_with(|| ClassicGroup::new(gid));
+            .groups
+            .classic_or_insert(gid.clone(), || ClassicGroup::new(gid));
         group.join(&mut self.cx, limits, params, pending, &mut send);
     }
 
@@ -183,7 +181,7 @@ impl Coordinator {
         if let Some(e) = self.classic_precheck(id) {
             return Err(e);
         }
-        let Some(group) = self.kafka.classic.get(id) else {
+        let Some(group) = self.groups.classic(id) else {
             return Err(ResponseError::UnknownMemberId);
         };
         group.check_member(member_id, instance_id)?;
@@ -210,7 +208,7 @@ impl Coordinator {
             return send(&mut self.cx, pending, error(e));
         }
         let limits = self.classic_limits();
-        let Some(group) = self.kafka.classic.get_mut(id.as_str()) else {
+        let Some(group) = self.groups.classic_mut(id.as_str()) else {
             return send(&mut self.cx, pending, error(ResponseError::UnknownMemberId));
         };
         // v5: the protocol type and name must be the group's.
@@ -260,9 +258,8 @@ impl Coordinator {
         ) {
             Err(e) => Some(e),
             Ok(()) => self
-                .kafka
-                .classic
-                .get_mut(id.as_str())
+                .groups
+                .classic_mut(id.as_str())
                 .and_then(|g| g.heartbeat(&mut self.cx, &member_id)),
         };
         let mut out = HeartbeatResponse::default();
@@ -296,7 +293,7 @@ impl Coordinator {
         }
         let limits = self.classic_limits();
         let mut results = Vec::with_capacity(leaving.len());
-        match self.kafka.classic.get_mut(id.as_str()) {
+        match self.groups.classic_mut(id.as_str()) {
             None => {
                 out.error_code = ResponseError::UnknownMemberId.code();
             }
@@ -341,21 +338,23 @@ impl Coordinator {
     /// get the store's answer).
     pub(crate) fn drop_kafka_groups_of(&mut self, slot: u32, count: u32) {
         let ids: Vec<GroupId> = self
-            .kafka
-            .classic
-            .keys()
+            .groups
+            .ids_of(GroupKind::Classic)
+            .into_iter()
             .filter(|g| drover_protocol::coordinator_slot(g.as_str(), count) == slot)
-            .cloned()
             .collect();
         for id in ids {
-            if let Some(mut g) = self.kafka.classic.remove(&id) {
+            if let Some(Group::Classic(mut g)) = self.groups.remove(&id) {
                 tracing::info!(group = %id, slot, members = g.members.len(), "classic group dropped with its slot");
                 g.drop_all(&mut self.cx, ResponseError::NotCoordinator, &mut send);
             }
         }
-        for id in self.kafka.consumer.ids() {
+        for id in self.groups.ids_of(GroupKind::Consumer) {
             if drover_protocol::coordinator_slot(id.as_str(), count) == slot
-                && self.kafka.consumer.remove(&mut self.cx.timers, id.as_str())
+                && self
+                    .kafka
+                    .consumer
+                    .remove(&mut self.groups, &mut self.cx.timers, id.as_str())
             {
                 tracing::info!(group = %id, slot, "KIP-848 group dropped with its slot");
             }
@@ -365,7 +364,7 @@ impl Coordinator {
     /// A classic group's deadline passed.
     pub(crate) fn on_classic_timer(&mut self, group: &GroupId, timer: ClassicTimer) {
         let limits = self.classic_limits();
-        if let Some(g) = self.kafka.classic.get_mut(group) {
+        if let Some(g) = self.groups.classic_mut(group) {
             g.on_timer(&mut self.cx, limits, timer, &mut send);
         }
     }

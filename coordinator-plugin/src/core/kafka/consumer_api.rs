@@ -23,8 +23,8 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::consumer_group::{Env, HeartbeatRequest};
-use super::GroupKind;
 use crate::core::conn::SlotRef;
+use crate::core::groups::GroupKind;
 use crate::core::{Coordinator, Ctx, TimerKey};
 use crate::io::CoordinatorCounter;
 use crate::kafka_wire::KafkaReplyTo;
@@ -91,7 +91,10 @@ impl Coordinator {
     /// members past their session or rebalance timeout are fenced.
     pub(crate) fn on_consumer_timers(&mut self, due: Vec<(GroupId, String)>) {
         let (env, timers) = consumer_env(&mut self.cx);
-        let expired = self.kafka.consumer.expire(&env, timers, due);
+        let expired = self
+            .kafka
+            .consumer
+            .expire(&mut self.groups, &env, timers, due);
         let fallbacks = env.fallbacks.get();
         self.cx.count_fallbacks(fallbacks);
         for (group, member, reason) in expired {
@@ -104,7 +107,7 @@ impl Coordinator {
     /// Topics changed: regex subscriptions and partition counts of KIP-848 groups.
     pub(crate) fn consumer_topics_changed(&mut self) {
         let (env, _) = consumer_env(&mut self.cx);
-        self.kafka.consumer.topics_changed(&env);
+        self.kafka.consumer.topics_changed(&mut self.groups, &env);
         let fallbacks = env.fallbacks.get();
         self.cx.count_fallbacks(fallbacks);
     }
@@ -182,7 +185,10 @@ impl Coordinator {
             owned_partitions: owned,
         };
         let (env, timers) = consumer_env(&mut self.cx);
-        let reply = self.kafka.consumer.heartbeat(&env, timers, request);
+        let reply = self
+            .kafka
+            .consumer
+            .heartbeat(&mut self.groups, &env, timers, request);
         let fallbacks = env.fallbacks.get();
         self.cx.count_fallbacks(fallbacks);
         out.member_id = Some(s(reply.member_id));
@@ -237,7 +243,7 @@ impl Coordinator {
                     ResponseError::NotCoordinator,
                     self.not_coordinator_message(&id),
                 );
-            } else if let Some(g) = self.kafka.consumer.describe(&id) {
+            } else if let Some(g) = self.kafka.consumer.describe(&self.groups, &id) {
                 d.group_state = s(g.state);
                 d.group_epoch = g.group_epoch;
                 d.assignment_epoch = g.assignment_epoch;

@@ -3,10 +3,17 @@
 //! group administration (DescribeGroups/ListGroups/DeleteGroups) and KIP-848 groups
 //! (ConsumerGroupHeartbeat/ConsumerGroupDescribe).
 //!
-//! A group id belongs to one protocol at a time: the first member decides (native,
-//! classic or consumer); a request of another protocol for it is refused with
-//! INCONSISTENT_GROUP_PROTOCOL (joins) or the API's nearest error. Every group's
-//! offsets go through the active offset store.
+//! A group id belongs to one protocol at a time (the coordinator's one group table,
+//! `core::groups`): the first member decides (native, classic or consumer); a request
+//! of another protocol for it is refused with INCONSISTENT_GROUP_PROTOCOL (joins) or
+//! the API's nearest error. Every group's offsets take the one commit path
+//! (`core::commits`) to the active offset store.
+//!
+//! The files, by group type and API: classic groups in `classic` (the group: joins,
+//! syncs, heartbeats, its timers) and `classic_api` (the wire glue); KIP-848 groups in
+//! `consumer_group/` (the pure engine) and `consumer_api` (its glue); OffsetCommit,
+//! OffsetFetch and OffsetDelete in `offsets`; DescribeGroups, ListGroups and
+//! DeleteGroups in `admin`.
 
 pub(crate) mod admin;
 mod classic;
@@ -21,34 +28,26 @@ use bytes::Bytes;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 
 pub(crate) use classic::{ClassicGroup, ClassicTimer};
-pub(crate) use offsets::KafkaOffsets;
+pub(crate) use consumer_group::ConsumerGroup;
+pub(crate) use offsets::{CommitWait, DeleteWait, KafkaOffsets};
 
 use super::conn::SlotRef;
+use super::groups::GroupKind;
 use super::{Coordinator, Ctx};
 use crate::kafka_wire::{self, KafkaReplyTo};
-use crate::types::{ConnId, GroupId, TopicName};
+use crate::types::{ConnId, TopicName};
 
 /// The Kafka side of the coordinator's state.
 #[derive(Debug, Default)]
 pub(crate) struct KafkaGroups {
-    /// Classic groups by id.
-    pub classic: BTreeMap<GroupId, ClassicGroup>,
-    /// KIP-848 groups.
+    /// The KIP-848 engine (its groups are in the coordinator's one table).
     pub consumer: consumer_group::ConsumerGroups,
-    /// Offset commits and fetches in flight.
+    /// OffsetFetch requests waiting for one store read per group.
     pub offsets: KafkaOffsets,
     /// DeleteGroups requests waiting for the store.
     pub delete_groups: BTreeMap<u64, admin::DeleteGroupsWait>,
     /// Topic ids (UUID bytes) by name, from the host (for KIP-848 and OffsetCommit v10).
     pub topic_ids: BTreeMap<TopicName, [u8; 16]>,
-}
-
-/// Which protocol a group id belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum GroupKind {
-    Native,
-    Classic,
-    Consumer,
 }
 
 impl Ctx {
@@ -69,50 +68,22 @@ impl Ctx {
 impl Coordinator {
     /// Which protocol group `id` belongs to, if the coordinator knows it.
     pub(crate) fn group_kind(&self, id: &str) -> Option<GroupKind> {
-        if self.groups.contains_key(id) {
-            Some(GroupKind::Native)
-        } else if self.kafka.classic.contains_key(id) {
-            Some(GroupKind::Classic)
-        } else if self.kafka.consumer.contains(id) {
-            Some(GroupKind::Consumer)
-        } else {
-            None
-        }
+        self.groups.kind(id)
     }
 
     /// Makes group id `id` available to a group of `kind`: a group of another kind
-    /// that has no member is forgotten (its committed offsets stay; Kafka 4 converts an
-    /// empty group the same way); `false` when one with members holds the id.
+    /// that has no member is forgotten ([`Group::may_give_up_id`](super::groups::Group::may_give_up_id); its committed
+    /// offsets stay; Kafka 4 converts an empty group the same way); `false` when one
+    /// with members holds the id.
     pub(crate) fn take_group_id(&mut self, id: &str, kind: GroupKind) -> bool {
-        match self.group_kind(id) {
+        match self.groups.get(id) {
             None => true,
-            Some(k) if k == kind => true,
-            Some(GroupKind::Native) => {
-                if self
-                    .groups
-                    .get(id)
-                    .is_some_and(|g| g.members.is_empty() && !g.in_rebalance())
-                {
-                    self.groups.remove(id);
-                    true
-                } else {
-                    false
-                }
+            Some(g) if g.kind() == kind => true,
+            Some(g) if g.may_give_up_id() => {
+                self.groups.remove(id);
+                true
             }
-            Some(GroupKind::Classic) => {
-                if self
-                    .kafka
-                    .classic
-                    .get(id)
-                    .is_some_and(|g| g.members.is_empty())
-                {
-                    self.kafka.classic.remove(id);
-                    true
-                } else {
-                    false
-                }
-            }
-            Some(GroupKind::Consumer) => self.kafka.consumer.delete(id).is_ok(),
+            Some(_) => false,
         }
     }
 

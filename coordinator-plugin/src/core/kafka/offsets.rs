@@ -6,9 +6,12 @@
 //! empty (a "simple" commit, as the admin client and manual-assignment consumers send);
 //! an unknown group accepts generation −1 and, once the store has the offsets, is kept
 //! as an empty classic group (as Kafka does); a KIP-848 group checks the member epoch.
-//! A group's commits reach the store one batch at a time, in the order they were
-//! accepted. The answer waits until the store has them; a store failure answers
-//! COORDINATOR_NOT_AVAILABLE (retriable) for every accepted partition.
+//! The group that has the id validates a commit (`validate_offset_commit`; the rules
+//! above), and accepted entries go through the group id's one commit queue
+//! (`core::commits`), so a group's commits reach the store one batch at a time, in the
+//! order they were accepted, whichever protocol sent them. The answer waits until the
+//! store has them; a store failure answers COORDINATOR_NOT_AVAILABLE (retriable) for
+//! every accepted partition.
 
 use std::collections::BTreeMap;
 
@@ -29,23 +32,52 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::classic::ClassicState;
-use super::ClassicGroup;
+use super::consumer_group::ConsumerGroup;
+use crate::core::commits::{CommitApi, CommitAuthor};
 use crate::core::conn::SlotRef;
-use crate::core::Coordinator;
+use crate::core::{Coordinator, Op};
 use crate::io::{FetchScope, Output};
 use crate::kafka_wire::KafkaReplyTo;
 use crate::types::{GroupId, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
 
-/// An OffsetCommit waiting for the store.
+/// An OffsetCommit waiting for the store: its answer, and the offsets it writes.
 #[derive(Debug)]
-struct CommitWait {
-    slot: SlotRef,
-    to: KafkaReplyTo,
-    response: OffsetCommitResponse,
+pub(crate) struct CommitWait {
+    pub slot: SlotRef,
+    pub to: KafkaReplyTo,
+    /// The answer, every partition's error code set but for the store's outcome.
+    pub response: OffsetCommitResponse,
     /// (topic index, partition index) of the accepted partitions.
     accepted: Vec<(usize, usize)>,
-    records: Vec<OffsetEntry>,
+    /// The accepted offsets.
+    pub records: Vec<OffsetEntry>,
+}
+
+impl CommitWait {
+    /// The store did not write the offsets: every accepted partition gets `error`.
+    pub(crate) fn fail(&mut self, error: ResponseError) {
+        for &(t, p) in &self.accepted {
+            self.response.topics[t].partitions[p].error_code = error.code();
+        }
+    }
+
+    /// Topics `lost` are gone (deleted, or re-created with a new id) while this commit
+    /// waited behind a batch in flight: its entries for them are not written and are
+    /// answered UNKNOWN_TOPIC_OR_PARTITION (as Kafka answers a commit for a topic it
+    /// does not have), so none lands on a re-created topic. (A batch already handed to
+    /// the store is ordered before the host's removal of the topics' offsets.)
+    pub(crate) fn forget_topics(&mut self, lost: &std::collections::BTreeSet<TopicName>) {
+        self.records.retain(|r| !lost.contains(&r.tp.topic));
+        let response = &mut self.response;
+        self.accepted.retain(|&(t, p)| {
+            let topic = &mut response.topics[t];
+            if !lost.contains(topic.name.as_str()) {
+                return true;
+            }
+            topic.partitions[p].error_code = ResponseError::UnknownTopicOrPartition.code();
+            false
+        });
+    }
 }
 
 /// An OffsetFetch waiting for one store read per group.
@@ -67,7 +99,7 @@ struct FetchOne {
 
 /// An OffsetDelete (or a DeleteGroups entry) waiting for the store.
 #[derive(Debug)]
-pub(super) enum DeleteWait {
+pub(crate) enum DeleteWait {
     Offsets {
         slot: SlotRef,
         to: KafkaReplyTo,
@@ -82,61 +114,16 @@ pub(super) enum DeleteWait {
     },
 }
 
-/// Offset operations of Kafka requests in flight.
+/// Kafka offset requests waiting for something other than one store operation (their
+/// operations are in [`Ctx::ops`](crate::core::Ctx)).
 #[derive(Debug, Default)]
 pub(crate) struct KafkaOffsets {
-    /// Per group, commits accepted while a batch was in flight.
-    queued: BTreeMap<GroupId, Vec<CommitWait>>,
-    /// The waiters of each batch in flight.
-    commits: BTreeMap<OpId, (GroupId, Vec<CommitWait>)>,
+    /// OffsetFetch requests waiting for one store read per group.
     fetches: BTreeMap<u64, FetchWait>,
-    fetch_ops: BTreeMap<OpId, (u64, usize)>,
-    pub(super) deletes: BTreeMap<OpId, DeleteWait>,
     next_wait: u64,
 }
 
 impl KafkaOffsets {
-    /// Topics `lost` are gone (deleted, or re-created with a new id): the commits
-    /// queued behind a group's batch in flight lose their entries for them, which are
-    /// answered UNKNOWN_TOPIC_OR_PARTITION (as Kafka answers a commit for a topic it
-    /// does not have), so none lands on a re-created topic. Returns the commits left
-    /// with nothing to write, to answer now. (A batch already handed to the store is
-    /// ordered before the host's removal of the topics' offsets.)
-    fn forget_topics(
-        &mut self,
-        lost: &std::collections::BTreeSet<TopicName>,
-    ) -> Vec<(SlotRef, KafkaReplyTo, OffsetCommitResponse)> {
-        let mut answered = Vec::new();
-        for waits in self.queued.values_mut() {
-            for w in waits.iter_mut() {
-                w.records.retain(|r| !lost.contains(&r.tp.topic));
-                let response = &mut w.response;
-                w.accepted.retain(|&(t, p)| {
-                    let topic = &mut response.topics[t];
-                    if !lost.contains(topic.name.as_str()) {
-                        return true;
-                    }
-                    topic.partitions[p].error_code = ResponseError::UnknownTopicOrPartition.code();
-                    false
-                });
-            }
-            let (empty, keep): (Vec<CommitWait>, Vec<CommitWait>) = std::mem::take(waits)
-                .into_iter()
-                .partition(|w| w.records.is_empty());
-            *waits = keep;
-            answered.extend(empty.into_iter().map(|w| (w.slot, w.to, w.response)));
-        }
-        self.queued.retain(|_, waits| !waits.is_empty());
-        answered
-    }
-
-    /// Whether `op` is a Kafka offset operation.
-    pub(crate) fn has_op(&self, op: OpId) -> bool {
-        self.commits.contains_key(&op)
-            || self.fetch_ops.contains_key(&op)
-            || self.deletes.contains_key(&op)
-    }
-
     pub(super) fn next_wait(&mut self) -> u64 {
         self.next_wait += 1;
         self.next_wait
@@ -157,61 +144,6 @@ fn s(v: impl Into<String>) -> StrBytes {
 }
 
 impl Coordinator {
-    /// The group-level check of an OffsetCommit (Kafka's `validateOffsetCommit`).
-    fn kafka_commit_check(
-        &self,
-        group: &str,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation: i32,
-        version: i16,
-    ) -> Result<(), ResponseError> {
-        if group.is_empty() {
-            return Err(ResponseError::InvalidGroupId);
-        }
-        if !self.owns(group) {
-            return Err(ResponseError::NotCoordinator);
-        }
-        if let Some(g) = self.groups.get(group) {
-            // A native group: only a simple commit while it has no member.
-            return if g.members.is_empty() && generation < 0 && member_id.is_empty() {
-                Ok(())
-            } else {
-                Err(ResponseError::UnknownMemberId)
-            };
-        }
-        if self.kafka.consumer.contains(group) {
-            return self
-                .kafka
-                .consumer
-                .check_commit(group, member_id, generation);
-        }
-        let Some(g) = self.kafka.classic.get(group) else {
-            return if generation < 0 {
-                Ok(())
-            } else if version >= 9 {
-                Err(ResponseError::GroupIdNotFound)
-            } else {
-                Err(ResponseError::IllegalGeneration)
-            };
-        };
-        if generation < 0 && g.members.is_empty() {
-            return Ok(());
-        }
-        if generation >= 0 || !member_id.is_empty() || instance_id.is_some() {
-            g.check_member(member_id, instance_id)?;
-            if generation != g.generation {
-                return Err(ResponseError::IllegalGeneration);
-            }
-        } else {
-            return Err(ResponseError::UnknownMemberId);
-        }
-        if g.state == ClassicState::CompletingRebalance {
-            return Err(ResponseError::RebalanceInProgress);
-        }
-        Ok(())
-    }
-
     pub(super) fn on_offset_commit(
         &mut self,
         slot: SlotRef,
@@ -219,12 +151,16 @@ impl Coordinator {
         r: OffsetCommitRequest,
     ) {
         let group = r.group_id.to_string();
-        let check = self.kafka_commit_check(
+        let check = self.validate_offset_commit(
             &group,
-            r.member_id.as_str(),
-            r.group_instance_id.as_deref(),
-            r.generation_id_or_member_epoch,
-            to.version,
+            &CommitAuthor {
+                member_id: r.member_id.as_str(),
+                instance_id: r.group_instance_id.as_deref(),
+                generation: r.generation_id_or_member_epoch,
+                api: CommitApi::Kafka {
+                    version: to.version,
+                },
+            },
         );
         let max_metadata = self.cx.config.max_metadata_bytes;
         let gid = GroupId::new(&group);
@@ -278,77 +214,9 @@ impl Coordinator {
                 .cx
                 .respond_kafka(slot, to, ResponseKind::OffsetCommit(wait.response));
         }
-        // One commit per group in flight, whichever path sent it (a native group's own
-        // batch included): otherwise this one waits for it.
-        if self.cx.commits_in_flight.contains_key(&gid) {
-            self.kafka.offsets.queued.entry(gid).or_default().push(wait);
-        } else {
-            self.send_commit(gid, vec![wait]);
-        }
-    }
-
-    /// Topics `lost` are gone: queued Kafka commits drop their entries for them
-    /// ([`KafkaOffsets::forget_topics`]).
-    pub(crate) fn forget_kafka_commits_of(&mut self, lost: &std::collections::BTreeSet<TopicName>) {
-        for (slot, to, response) in self.kafka.offsets.forget_topics(lost) {
-            self.cx
-                .respond_kafka(slot, to, ResponseKind::OffsetCommit(response));
-        }
-    }
-
-    /// Sends one batch of a group's commits to the store.
-    fn send_commit(&mut self, group: GroupId, waits: Vec<CommitWait>) {
-        let op = self.cx.next_op();
-        let records: Vec<OffsetEntry> = waits.iter().flat_map(|w| w.records.clone()).collect();
-        self.cx.commits_in_flight.insert(group.clone(), op);
-        self.kafka.offsets.commits.insert(op, (group, waits));
-        self.cx.out.push(Output::CommitOffsets { op, records });
-    }
-
-    /// The store's answer to a Kafka commit batch.
-    pub(crate) fn on_kafka_committed(&mut self, op: OpId, result: Result<(), StoreError>) {
-        let Some((group, waits)) = self.kafka.offsets.commits.remove(&op) else {
-            return;
-        };
-        if let Err(e) = &result {
-            tracing::warn!(%group, %op, error = %e, "offset commit failed");
-        } else if self.group_kind(group.as_str()).is_none() && self.owns(group.as_str()) {
-            // Kafka keeps a group that only commits (generation −1: the admin client,
-            // manually assigned consumers) as an empty classic group: ListGroups and
-            // DescribeGroups show it. Made once the offsets are durable, as Kafka makes
-            // it in the same write: a failed commit leaves no group behind.
-            self.kafka
-                .classic
-                .insert(group.clone(), ClassicGroup::new(group.clone()));
-        }
-        for mut w in waits {
-            if result.is_err() {
-                for &(t, p) in &w.accepted {
-                    w.response.topics[t].partitions[p].error_code =
-                        ResponseError::CoordinatorNotAvailable.code();
-                }
-            }
-            self.cx
-                .respond_kafka(w.slot, w.to, ResponseKind::OffsetCommit(w.response));
-        }
-        self.cx.release_commit(&group, op);
-        if self.kafka.offsets.queued.contains_key(&group) {
-            self.send_queued_kafka_commits(&group);
-        } else if let Some(g) = self.groups.get_mut(&group) {
-            // A native group's batch that waited for this one.
-            g.flush_commits(&mut self.cx);
-        }
-    }
-
-    /// Sends the Kafka commits queued for `group`, unless one of its commits is in
-    /// flight.
-    pub(crate) fn send_queued_kafka_commits(&mut self, group: &GroupId) {
-        if self.cx.commits_in_flight.contains_key(group) {
-            return;
-        }
-        if let Some(next) = self.kafka.offsets.queued.remove(group) {
-            self.send_commit(group.clone(), next);
-        }
+        // Through the group id's one commit queue: after a batch in flight of either
+        // path (a native group's own included).
+        self.queue_commit(gid, wait);
     }
 
     pub(super) fn on_offset_fetch(
@@ -388,19 +256,9 @@ impl Coordinator {
         };
         let mut outputs = Vec::new();
         for (index, (group, topics, member)) in asked.into_iter().enumerate() {
-            let error = if group.is_empty() {
-                Some(ResponseError::InvalidGroupId)
-            } else if !self.owns(&group) {
-                Some(ResponseError::NotCoordinator)
-            } else if let Some((member_id, epoch)) = member {
-                // v9: a KIP-848 member's fetch carries its epoch.
-                self.kafka
-                    .consumer
-                    .check_fetch(&group, member_id.as_deref(), epoch)
-                    .err()
-            } else {
-                None
-            };
+            // v9: a KIP-848 member's fetch carries its id and epoch.
+            let member = member.as_ref().map(|(m, e)| (m.as_deref(), *e));
+            let error = self.validate_offset_fetch(&group, member).err();
             let gid = GroupId::new(&group);
             let result = error.map(Err);
             if result.is_none() {
@@ -418,7 +276,13 @@ impl Coordinator {
                     ),
                 };
                 let op = self.cx.next_op();
-                self.kafka.offsets.fetch_ops.insert(op, (wait_id, index));
+                self.cx.ops.insert(
+                    op,
+                    Op::KafkaFetch {
+                        wait: wait_id,
+                        index,
+                    },
+                );
                 outputs.push(Output::FetchOffsets {
                     op,
                     group: gid.clone(),
@@ -439,15 +303,15 @@ impl Coordinator {
         self.cx.out.extend(outputs);
     }
 
-    /// The store's answer to one group's read of an OffsetFetch.
+    /// The store's answer to one group's read of an OffsetFetch ([`Op::KafkaFetch`]:
+    /// entry `index` of request `wait_id`).
     pub(crate) fn on_kafka_fetched(
         &mut self,
         op: OpId,
+        wait_id: u64,
+        index: usize,
         result: Result<Vec<OffsetEntry>, StoreError>,
     ) {
-        let Some((wait_id, index)) = self.kafka.offsets.fetch_ops.remove(&op) else {
-            return;
-        };
         let Some(wait) = self.kafka.offsets.fetches.get_mut(&wait_id) else {
             return;
         };
@@ -595,14 +459,14 @@ impl Coordinator {
         }
         let op = self.cx.next_op();
         let known = self.group_kind(&group).is_some();
-        self.kafka.offsets.deletes.insert(
+        self.cx.ops.insert(
             op,
-            DeleteWait::Offsets {
+            Op::DeleteOffsets(DeleteWait::Offsets {
                 slot,
                 to,
                 response,
                 known,
-            },
+            }),
         );
         self.cx.out.push(Output::DeleteOffsets {
             op,
@@ -616,23 +480,46 @@ impl Coordinator {
     /// protocol metadata (every topic, when a member's metadata does not parse).
     fn subscribed_topics(&self, group: &str) -> std::collections::BTreeSet<TopicName> {
         let mut out = std::collections::BTreeSet::new();
-        if let Some(g) = self.groups.get(group) {
+        if let Some(g) = self.groups.native(group) {
             for m in g.members.values() {
                 out.extend(m.topics.iter().cloned());
             }
         }
-        if let Some(d) = self.kafka.consumer.describe(group) {
+        if let Some(d) = self.kafka.consumer.describe(&self.groups, group) {
             for m in d.members {
                 out.extend(m.subscribed_topic_names);
                 out.extend(m.assignment.into_iter().map(|tp| tp.topic));
             }
         }
-        if let Some(g) = self.kafka.classic.get(group) {
+        if let Some(g) = self.groups.classic(group) {
             match g.subscribed_topics() {
                 Some(topics) => out.extend(topics.into_iter().map(TopicName::from)),
                 None => out.extend(self.cx.topics.keys().cloned()),
             }
         }
         out
+    }
+}
+
+impl ConsumerGroup {
+    /// The group-level check of an OffsetCommit to this KIP-848 group (Kafka's
+    /// `ConsumerGroup.validateOffsetCommit`): the engine's member-epoch rules
+    /// ([`ConsumerGroup::check_commit`]).
+    pub(crate) fn validate_offset_commit(
+        &self,
+        author: &CommitAuthor,
+    ) -> Result<(), ResponseError> {
+        self.check_commit(author.member_id, author.generation)
+    }
+
+    /// The group-level check of an OffsetFetch v9+ of this KIP-848 group by `member_id`
+    /// at `epoch` (Kafka's `ConsumerGroup.validateOffsetFetch`;
+    /// [`ConsumerGroup::check_fetch`]).
+    pub(crate) fn validate_offset_fetch(
+        &self,
+        member_id: Option<&str>,
+        epoch: i32,
+    ) -> Result<(), ResponseError> {
+        self.check_fetch(member_id, epoch)
     }
 }

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::member::{Member, MemberState};
 use super::{ConsumerGroups, Target};
+use crate::core::groups::Groups;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
 /// The state of a group (Kafka's names, as in ConsumerGroupDescribe and ListGroups).
@@ -84,7 +85,7 @@ pub(crate) struct MemberDescription {
 
 /// One KIP-848 group.
 #[derive(Debug)]
-pub(super) struct Group {
+pub(crate) struct ConsumerGroup {
     pub(super) id: GroupId,
     pub(super) epoch: i32,
     pub(super) assignment_epoch: i32,
@@ -103,9 +104,9 @@ pub(super) struct Group {
     pub(super) retry_at: Option<u64>,
 }
 
-impl Group {
+impl ConsumerGroup {
     pub(super) fn new(id: GroupId, assignor: String) -> Self {
-        Group {
+        ConsumerGroup {
             id,
             epoch: 0,
             assignment_epoch: 0,
@@ -173,8 +174,8 @@ impl Group {
 
 impl ConsumerGroups {
     /// A group as ConsumerGroupDescribe shows it; `None` for an unknown group (Dead).
-    pub(crate) fn describe(&self, group: &str) -> Option<GroupDescription> {
-        let g = self.groups.get(group)?;
+    pub(crate) fn describe(&self, groups: &Groups, group: &str) -> Option<GroupDescription> {
+        let g = groups.consumer(group)?;
         let none = BTreeSet::new();
         Some(GroupDescription {
             group: g.id.clone(),
@@ -204,10 +205,11 @@ impl ConsumerGroups {
         })
     }
 
-    /// Every group and its state (for ListGroups), by group id.
-    pub(crate) fn list(&self) -> Vec<(GroupId, &'static str)> {
-        self.groups
-            .values()
+    /// Every group and its state (as ListGroups shows them), by group id.
+    #[cfg(test)]
+    pub(crate) fn list(&self, groups: &Groups) -> Vec<(GroupId, &'static str)> {
+        groups
+            .consumers()
             .map(|g| (g.id.clone(), g.state().as_str()))
             .collect()
     }

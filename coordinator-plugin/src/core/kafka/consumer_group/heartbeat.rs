@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::ResponseError;
 
-use super::group::Group;
+use super::group::ConsumerGroup;
 use super::member::{schedule, unschedule, Member};
 use super::target::resolve_assignor;
 use super::validate::validate;
@@ -16,6 +16,7 @@ use super::{
     failure, ConsumerGroups, Env, Failure, HeartbeatRequest, HeartbeatResponse, JOIN_EPOCH,
     LEAVE_EPOCH, MAX_ERROR_MESSAGE_BYTES, STATIC_LEAVE_EPOCH,
 };
+use crate::core::groups::{Group, Groups};
 use crate::core::TimerKey;
 use crate::subscription::compile_pattern;
 use crate::timers::Timers;
@@ -38,25 +39,21 @@ impl ConsumerGroups {
     /// removed when it left.
     pub(crate) fn heartbeat(
         &mut self,
+        groups: &mut Groups,
         env: &Env<'_>,
         timers: &mut Timers<TimerKey>,
         req: HeartbeatRequest,
     ) -> HeartbeatResponse {
-        let existed = self.groups.contains_key(&req.group);
+        let existed = groups.consumer(&req.group).is_some();
         let interval = i32::try_from(env.heartbeat_interval_ms).unwrap_or(i32::MAX);
-        match self.try_heartbeat(env, timers, &req) {
+        match self.try_heartbeat(groups, env, timers, &req) {
             Ok(mut response) => {
                 response.heartbeat_interval_ms = interval;
                 response
             }
             Err((code, message)) => {
-                if !existed
-                    && self
-                        .groups
-                        .get(&req.group)
-                        .is_some_and(|g| g.members.is_empty())
-                {
-                    self.groups.remove(&req.group);
+                if !existed && groups.consumer(&req.group).is_some_and(|g| g.is_empty()) {
+                    groups.remove(&req.group);
                 }
                 tracing::debug!(group = %req.group, member = %req.member_id, error = %code, reason = %message, "heartbeat refused");
                 HeartbeatResponse {
@@ -72,6 +69,7 @@ impl ConsumerGroups {
 
     fn try_heartbeat(
         &mut self,
+        groups: &mut Groups,
         env: &Env<'_>,
         timers: &mut Timers<TimerKey>,
         req: &HeartbeatRequest,
@@ -108,11 +106,11 @@ impl ConsumerGroups {
             .as_ref()
             .map(|name| resolve_assignor(env, name).unwrap_or_else(|| name.clone()));
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == STATIC_LEAVE_EPOCH {
-            return self.leave(env, timers, req);
+            return leave(groups, env, timers, req);
         }
 
         // The group.
-        if !self.groups.contains_key(&req.group) {
+        if groups.consumer(&req.group).is_none() {
             if req.member_epoch != JOIN_EPOCH {
                 return Err(failure(
                     ResponseError::GroupIdNotFound,
@@ -121,13 +119,17 @@ impl ConsumerGroups {
             }
             let default = resolve_assignor(env, env.default_assignor)
                 .unwrap_or_else(|| env.default_assignor.to_owned());
-            self.groups
-                .insert(req.group.clone(), Group::new(req.group.clone(), default));
+            // The caller made the id free for a KIP-848 group
+            // (`Coordinator::take_group_id`).
+            groups.insert(
+                req.group.clone(),
+                Group::Consumer(ConsumerGroup::new(req.group.clone(), default)),
+            );
         }
         let mut member_id = req.member_id.clone();
         if member_id.is_empty() {
             // A v0 join (validated above): the coordinator names the member.
-            let g = &self.groups[&req.group];
+            let g = groups.consumer(&req.group).expect("inserted above");
             loop {
                 self.generated += 1;
                 let candidate = format!("drover-member-{}", self.generated);
@@ -137,14 +139,14 @@ impl ConsumerGroups {
                 }
             }
         }
-        let g = self.groups.get_mut(&req.group).expect("inserted above");
+        let g = groups.consumer_mut(&req.group).expect("inserted above");
         let owned = req.owned_partitions.as_ref();
 
         // The member.
         let found = match &req.instance_id {
             None => match g.members.get(&member_id) {
                 Some(m) => {
-                    Group::check_epoch(m, req.member_epoch, owned)?;
+                    ConsumerGroup::check_epoch(m, req.member_epoch, owned)?;
                     Found::Existing(member_id)
                 }
                 None if req.member_epoch == JOIN_EPOCH => Found::New(member_id),
@@ -203,7 +205,7 @@ impl ConsumerGroups {
                             ),
                         ));
                     }
-                    Group::check_epoch(old, req.member_epoch, owned)?;
+                    ConsumerGroup::check_epoch(old, req.member_epoch, owned)?;
                     Found::Existing(member_id)
                 }
             },
@@ -332,82 +334,82 @@ impl ConsumerGroups {
             assignment: (full || m.assigned != before).then(|| m.assigned.clone()),
         })
     }
+}
 
-    /// Epoch −1 (leave) and −2 (static member leaving temporarily).
-    fn leave(
-        &mut self,
-        env: &Env<'_>,
-        timers: &mut Timers<TimerKey>,
-        req: &HeartbeatRequest,
-    ) -> Result<HeartbeatResponse, Failure> {
-        let Some(g) = self.groups.get_mut(&req.group) else {
-            return Err(failure(
-                ResponseError::GroupIdNotFound,
-                format!("Consumer group {} not found.", req.group),
-            ));
-        };
-        let id = match &req.instance_id {
-            None => {
-                if !g.members.contains_key(&req.member_id) {
-                    return Err(failure(
-                        ResponseError::UnknownMemberId,
-                        format!(
-                            "Member {} is not a member of group {}.",
-                            req.member_id, g.id
-                        ),
-                    ));
-                }
-                req.member_id.clone()
+/// Epoch −1 (leave) and −2 (static member leaving temporarily).
+fn leave(
+    groups: &mut Groups,
+    env: &Env<'_>,
+    timers: &mut Timers<TimerKey>,
+    req: &HeartbeatRequest,
+) -> Result<HeartbeatResponse, Failure> {
+    let Some(g) = groups.consumer_mut(&req.group) else {
+        return Err(failure(
+            ResponseError::GroupIdNotFound,
+            format!("Consumer group {} not found.", req.group),
+        ));
+    };
+    let id = match &req.instance_id {
+        None => {
+            if !g.members.contains_key(&req.member_id) {
+                return Err(failure(
+                    ResponseError::UnknownMemberId,
+                    format!(
+                        "Member {} is not a member of group {}.",
+                        req.member_id, g.id
+                    ),
+                ));
             }
-            Some(instance) => {
-                let Some(current) = g.statics.get(instance) else {
-                    return Err(failure(
-                        ResponseError::UnknownMemberId,
-                        format!("Instance id {instance} is unknown."),
-                    ));
-                };
-                if *current != req.member_id {
-                    return Err(failure(
-                        ResponseError::FencedInstanceId,
-                        format!(
-                            "Static member {} with instance id {instance} was fenced by member {current}.",
-                            req.member_id
-                        ),
-                    ));
-                }
-                current.clone()
-            }
-        };
-        if req.member_epoch == STATIC_LEAVE_EPOCH {
-            // The member keeps its place and assignment (no epoch bump) until its
-            // session expires; what it was revoking is released (it stopped).
-            let m = g.members.get_mut(&id).expect("checked");
-            tracing::info!(group = %g.id, member = %id, instance = ?m.instance_id, "static member leaves temporarily");
-            for tp in std::mem::take(&mut m.pending_revocation) {
-                if g.owners.get(&tp).is_some_and(|o| *o == id) {
-                    g.owners.remove(&tp);
-                }
-            }
-            if m.epoch != STATIC_LEAVE_EPOCH {
-                m.previous_epoch = m.epoch;
-                m.epoch = STATIC_LEAVE_EPOCH;
-            }
-            m.rebalance_deadline = None;
-            m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
-            schedule(timers, &g.id, m);
-        } else {
-            tracing::info!(group = %g.id, member = %id, "member leaves");
-            if g.remove(&id, env.topics).is_some() {
-                unschedule(timers, &g.id, &id);
-            }
-            g.compute_target(env);
+            req.member_id.clone()
         }
-        Ok(HeartbeatResponse {
-            error: None,
-            member_id: id,
-            member_epoch: req.member_epoch,
-            heartbeat_interval_ms: 0,
-            assignment: None,
-        })
+        Some(instance) => {
+            let Some(current) = g.statics.get(instance) else {
+                return Err(failure(
+                    ResponseError::UnknownMemberId,
+                    format!("Instance id {instance} is unknown."),
+                ));
+            };
+            if *current != req.member_id {
+                return Err(failure(
+                    ResponseError::FencedInstanceId,
+                    format!(
+                        "Static member {} with instance id {instance} was fenced by member {current}.",
+                        req.member_id
+                    ),
+                ));
+            }
+            current.clone()
+        }
+    };
+    if req.member_epoch == STATIC_LEAVE_EPOCH {
+        // The member keeps its place and assignment (no epoch bump) until its
+        // session expires; what it was revoking is released (it stopped).
+        let m = g.members.get_mut(&id).expect("checked");
+        tracing::info!(group = %g.id, member = %id, instance = ?m.instance_id, "static member leaves temporarily");
+        for tp in std::mem::take(&mut m.pending_revocation) {
+            if g.owners.get(&tp).is_some_and(|o| *o == id) {
+                g.owners.remove(&tp);
+            }
+        }
+        if m.epoch != STATIC_LEAVE_EPOCH {
+            m.previous_epoch = m.epoch;
+            m.epoch = STATIC_LEAVE_EPOCH;
+        }
+        m.rebalance_deadline = None;
+        m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
+        schedule(timers, &g.id, m);
+    } else {
+        tracing::info!(group = %g.id, member = %id, "member leaves");
+        if g.remove(&id, env.topics).is_some() {
+            unschedule(timers, &g.id, &id);
+        }
+        g.compute_target(env);
     }
+    Ok(HeartbeatResponse {
+        error: None,
+        member_id: id,
+        member_epoch: req.member_epoch,
+        heartbeat_interval_ms: 0,
+        assignment: None,
+    })
 }

@@ -87,11 +87,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::ResponseError;
 
 use crate::assignors::Assignors;
+use crate::core::groups::{Group, Groups};
 use crate::core::TimerKey;
 use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
-use group::Group;
+pub(crate) use group::ConsumerGroup;
 use member::{schedule, unschedule};
 
 /// Longest error message in a ConsumerGroupHeartbeat answer, bytes.
@@ -107,7 +108,7 @@ pub(crate) const STATIC_LEAVE_EPOCH: i32 = -2;
 /// (KIP-1082): the member id is then required on every request.
 pub(crate) const CLIENT_MEMBER_ID_VERSION: i16 = 1;
 
-/// An error answer: a Kafka error and a message.
+/// An error answer: a Kafka error code and a message.
 type Failure = (ResponseError, String);
 
 /// A target assignment: partitions by member id.
@@ -158,7 +159,7 @@ pub(crate) struct HeartbeatRequest {
 /// The answer to a [`HeartbeatRequest`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HeartbeatResponse {
-    /// An error and its message, or `None` for success.
+    /// An error code and message, or `None` for success.
     pub error: Option<(ResponseError, String)>,
     /// The member id (generated for a v0 join); the request's on errors.
     pub member_id: String,
@@ -193,27 +194,23 @@ pub(crate) struct Env<'a> {
     pub fallbacks: std::cell::Cell<u64>,
 }
 
-/// The KIP-848 groups of a coordinator.
+/// The KIP-848 engine's operations over the groups of the coordinator's one table
+/// ([`Groups`], where each KIP-848 group is a [`ConsumerGroup`]): it keeps only the
+/// member ids it generated; every operation takes the table and what else it needs.
 #[derive(Debug, Default)]
 pub(crate) struct ConsumerGroups {
-    groups: BTreeMap<GroupId, Group>,
     /// Member ids generated so far (v0 joins).
     generated: u64,
 }
 
 impl ConsumerGroups {
-    /// Whether `group` is a KIP-848 group here.
-    pub(crate) fn contains(&self, group: &str) -> bool {
-        self.groups.contains_key(group)
-    }
-
     /// The topics or their partition counts changed (creation, deletion, new
     /// partitions): re-resolves regex subscriptions and, in every group whose
     /// subscriptions or subscribed topics changed, bumps the group epoch and computes
     /// a new target. A failed target computation is retried when due.
-    pub(crate) fn topics_changed(&mut self, env: &Env<'_>) {
+    pub(crate) fn topics_changed(&mut self, groups: &mut Groups, env: &Env<'_>) {
         let mut cache = BTreeMap::new();
-        for g in self.groups.values_mut() {
+        for g in groups.consumers_mut() {
             let mut changed = false;
             for m in g.members.values_mut() {
                 let topics = m.resolve(env.topics, &mut cache);
@@ -245,6 +242,7 @@ impl ConsumerGroups {
     /// unknown one is skipped. Returns the removed members and why.
     pub(crate) fn expire(
         &mut self,
+        groups: &mut Groups,
         env: &Env<'_>,
         timers: &mut Timers<TimerKey>,
         due: impl IntoIterator<Item = (GroupId, String)>,
@@ -252,7 +250,7 @@ impl ConsumerGroups {
         let mut out = Vec::new();
         let mut touched: BTreeSet<GroupId> = BTreeSet::new();
         for (group, id) in due {
-            let Some(g) = self.groups.get_mut(&group) else {
+            let Some(g) = groups.consumer_mut(&group) else {
                 continue;
             };
             let Some(m) = g.members.get(&id) else {
@@ -276,7 +274,7 @@ impl ConsumerGroups {
             out.push((group, id, reason));
         }
         for group in touched {
-            if let Some(g) = self.groups.get_mut(&group) {
+            if let Some(g) = groups.consumer_mut(&group) {
                 if g.epoch > g.assignment_epoch {
                     g.compute_target(env);
                 }
@@ -289,19 +287,93 @@ impl ConsumerGroups {
     /// current epoch may commit; a negative epoch (standalone commit, admin client) only
     /// while the group has no members. An unknown group accepts a negative epoch (the
     /// glue creates a simple group) and is GROUP_ID_NOT_FOUND otherwise.
+    #[cfg(test)]
     pub(crate) fn check_commit(
         &self,
+        groups: &Groups,
         group: &str,
         member_id: &str,
         member_epoch: i32,
     ) -> Result<(), ResponseError> {
-        let Some(g) = self.groups.get(group) else {
-            return if member_epoch < 0 {
-                Ok(())
-            } else {
-                Err(ResponseError::GroupIdNotFound)
-            };
+        match groups.consumer(group) {
+            Some(g) => g.check_commit(member_id, member_epoch),
+            None if member_epoch < 0 => Ok(()),
+            None => Err(ResponseError::GroupIdNotFound),
+        }
+    }
+
+    /// OffsetFetch v9+ checks: without a member id and with a negative epoch (admin
+    /// client, standalone consumer) always allowed; else the member must exist with
+    /// this epoch. An unknown group is allowed (it has no offsets).
+    #[cfg(test)]
+    pub(crate) fn check_fetch(
+        &self,
+        groups: &Groups,
+        group: &str,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), ResponseError> {
+        match groups.consumer(group) {
+            Some(g) => g.check_fetch(member_id, member_epoch),
+            None => Ok(()),
+        }
+    }
+
+    /// DeleteGroups: only a group without members (NON_EMPTY_GROUP otherwise);
+    /// GROUP_ID_NOT_FOUND for an unknown group. The glue deletes its offsets.
+    pub(crate) fn delete(&mut self, groups: &mut Groups, group: &str) -> Result<(), ResponseError> {
+        let g = groups
+            .consumer(group)
+            .ok_or(ResponseError::GroupIdNotFound)?;
+        if !g.members.is_empty() {
+            return Err(ResponseError::NonEmptyGroup);
+        }
+        groups.remove(group);
+        Ok(())
+    }
+
+    /// Drops `group` with its members (its coordinator slot moved to another broker):
+    /// their entries in `timers` go; the members find the new coordinator on their
+    /// next heartbeat. Returns whether the group existed.
+    pub(crate) fn remove(
+        &mut self,
+        groups: &mut Groups,
+        timers: &mut Timers<TimerKey>,
+        group: &str,
+    ) -> bool {
+        if groups.consumer(group).is_none() {
+            return false;
+        }
+        let Some(Group::Consumer(g)) = groups.remove(group) else {
+            return false;
         };
+        for id in g.members.keys() {
+            unschedule(timers, &g.id, id);
+        }
+        true
+    }
+}
+
+impl ConsumerGroup {
+    /// Whether the group has no member.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The group's state as ListGroups and ConsumerGroupDescribe name it.
+    pub(crate) fn state_name(&self) -> &'static str {
+        self.state().as_str()
+    }
+
+    /// OffsetCommit v9+ checks of this group: a member with its current epoch may
+    /// commit (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); a negative epoch only while the
+    /// group has no members.
+    pub(crate) fn check_commit(
+        &self,
+        member_id: &str,
+        member_epoch: i32,
+    ) -> Result<(), ResponseError> {
+        let g = self;
         if member_epoch < 0 && g.members.is_empty() {
             return Ok(());
         }
@@ -315,18 +387,14 @@ impl ConsumerGroups {
         Ok(())
     }
 
-    /// OffsetFetch v9+ checks: without a member id and with a negative epoch (admin
-    /// client, standalone consumer) always allowed; else the member must exist with
-    /// this epoch. An unknown group is allowed (it has no offsets).
+    /// OffsetFetch v9+ checks of this group: without a member id and with a negative
+    /// epoch always allowed; else the member must exist with this epoch.
     pub(crate) fn check_fetch(
         &self,
-        group: &str,
         member_id: Option<&str>,
         member_epoch: i32,
     ) -> Result<(), ResponseError> {
-        let Some(g) = self.groups.get(group) else {
-            return Ok(());
-        };
+        let g = self;
         let Some(member_id) = member_id else {
             return if member_epoch < 0 {
                 Ok(())
@@ -342,37 +410,5 @@ impl ConsumerGroups {
             return Err(ResponseError::StaleMemberEpoch);
         }
         Ok(())
-    }
-
-    /// DeleteGroups: only a group without members (NON_EMPTY_GROUP otherwise);
-    /// GROUP_ID_NOT_FOUND for an unknown group. The glue deletes its offsets.
-    pub(crate) fn delete(&mut self, group: &str) -> Result<(), ResponseError> {
-        let g = self
-            .groups
-            .get(group)
-            .ok_or(ResponseError::GroupIdNotFound)?;
-        if !g.members.is_empty() {
-            return Err(ResponseError::NonEmptyGroup);
-        }
-        self.groups.remove(group);
-        Ok(())
-    }
-
-    /// Drops `group` with its members (its coordinator slot moved to another broker):
-    /// their entries in `timers` go; the members find the new coordinator on their
-    /// next heartbeat. Returns whether the group existed.
-    pub(crate) fn remove(&mut self, timers: &mut Timers<TimerKey>, group: &str) -> bool {
-        let Some(g) = self.groups.remove(group) else {
-            return false;
-        };
-        for id in g.members.keys() {
-            unschedule(timers, &g.id, id);
-        }
-        true
-    }
-
-    /// The ids of every group.
-    pub(crate) fn ids(&self) -> Vec<GroupId> {
-        self.groups.keys().cloned().collect()
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use super::group::Group;
+use super::group::ConsumerGroup;
 use super::member::{Member, MemberState};
 use crate::types::TopicPartition;
 
@@ -16,7 +16,7 @@ pub(super) struct Step {
     pub(super) pending_revocation: BTreeSet<TopicPartition>,
 }
 
-impl Group {
+impl ConsumerGroup {
     /// The next step of member `m` towards its target (Kafka's
     /// `CurrentAssignmentBuilder.computeNextAssignment`): revoke first, keeping
     /// `revoking_epoch`; else take what is released and move to the assignment epoch.
@@ -84,7 +84,7 @@ impl Group {
         }
     }
 
-    /// Applies a reconciliation step to member `id`, keeping [`Group::owners`] exact.
+    /// Applies a reconciliation step to member `id`, keeping [`ConsumerGroup::owners`] exact.
     pub(super) fn apply(&mut self, id: &str, step: Step, now: u64) {
         let Some(m) = self.members.get_mut(id) else {
             return;

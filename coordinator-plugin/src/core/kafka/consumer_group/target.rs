@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::group::Group;
+use super::group::ConsumerGroup;
 use super::{AssignorRun, Env};
 use crate::assignors::{build_input, validate_assignment, MemberView};
 use crate::types::ConsumerId;
@@ -24,7 +24,7 @@ pub(super) fn resolve_assignor(env: &Env<'_>, name: &str) -> Option<String> {
     env.assignors.contains(alias).then(|| alias.to_owned())
 }
 
-impl Group {
+impl ConsumerGroup {
     /// The assignor the group uses: the one most members name, else the default.
     pub(super) fn preferred_assignor(&self, env: &Env<'_>) -> String {
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();

@@ -1,7 +1,7 @@
 //! Tests of the KIP-848 engine: validation, fencing, reconciliation, static members,
 //! timeouts, assignor failures, and property tests of its invariants.
 
-use super::group::{Group, GroupState};
+use super::group::{ConsumerGroup, GroupState};
 use super::member::{Member, MemberState};
 use super::*;
 use drover_abi::assignor::{AssignInput, Assignment, AssignorMember, MemberAssignment};
@@ -192,6 +192,8 @@ struct Client {
 /// group `g`.
 struct World {
     groups: ConsumerGroups,
+    /// The coordinator's one group table (only KIP-848 groups here).
+    table: Groups,
     /// The coordinator's timer table (only KIP-848 members' deadlines here).
     timers: Timers<TimerKey>,
     topics: BTreeMap<TopicName, u32>,
@@ -207,6 +209,7 @@ impl World {
     fn new(topics: &[(&str, u32)]) -> Self {
         World {
             groups: ConsumerGroups::default(),
+            table: Groups::default(),
             timers: Timers::default(),
             topics: topics
                 .iter()
@@ -231,7 +234,9 @@ impl World {
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
         };
-        let response = self.groups.heartbeat(&env, &mut self.timers, req);
+        let response = self
+            .groups
+            .heartbeat(&mut self.table, &env, &mut self.timers, req);
         self.fallbacks += env.fallbacks.get();
         assert_eq!(response.heartbeat_interval_ms, 1_000);
         response
@@ -259,7 +264,7 @@ impl World {
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
         };
-        self.groups.topics_changed(&env);
+        self.groups.topics_changed(&mut self.table, &env);
     }
 
     /// Advances time and expires; a fenced client stops consuming (its own timers
@@ -283,7 +288,9 @@ impl World {
                 other => panic!("not a KIP-848 member's timer: {other:?}"),
             }
         }
-        let expired = self.groups.expire(&env, &mut self.timers, due);
+        let expired = self
+            .groups
+            .expire(&mut self.table, &env, &mut self.timers, due);
         for (_, id, _) in &expired {
             for c in self.clients.iter_mut().filter(|c| c.up && c.id == *id) {
                 c.owned.clear();
@@ -294,8 +301,8 @@ impl World {
         expired
     }
 
-    fn group(&self) -> &Group {
-        &self.groups.groups[G]
+    fn group(&self) -> &ConsumerGroup {
+        self.table.consumer(G).expect("the group")
     }
 
     fn member(&self, id: &str) -> &Member {
@@ -425,7 +432,7 @@ impl World {
     /// No partition held twice, by the coordinator's books or by the clients; a
     /// client consumes only what the coordinator has it hold.
     fn check(&self) {
-        let Some(g) = self.groups.groups.get(G) else {
+        let Some(g) = self.table.consumer(G) else {
             return;
         };
         let mut held: BTreeMap<TopicPartition, String> = BTreeMap::new();
@@ -455,7 +462,7 @@ impl World {
             }
         }
         let scheduled: usize = self.timers.len();
-        let members: usize = self.groups.groups.values().map(|g| g.members.len()).sum();
+        let members: usize = self.table.consumers().map(|g| g.members.len()).sum();
         assert_eq!(scheduled, members, "one deadline per member");
     }
 
@@ -499,7 +506,7 @@ fn three_members_converge_to_a_full_disjoint_assignment() {
         assert_eq!(c.owned.len(), 2, "{c:?}");
     }
     assert_eq!(w.group().epoch, 3, "one bump per join");
-    let d = w.groups.describe(G).unwrap();
+    let d = w.groups.describe(&w.table, G).unwrap();
     assert_eq!(d.state, "Stable");
     assert_eq!(d.assignor, "sticky");
     assert_eq!(d.members.len(), 3);
@@ -552,7 +559,7 @@ fn a_joining_member_gets_partitions_only_after_their_owner_revokes_them() {
     let r = w.ok(beat("b", 2, Some(BTreeSet::new())));
     assert_eq!(r.assignment, Some(b_target));
     assert_eq!(w.member("b").state, MemberState::Stable);
-    assert_eq!(w.groups.describe(G).unwrap().state, "Stable");
+    assert_eq!(w.groups.describe(&w.table, G).unwrap().state, "Stable");
 }
 
 #[test]
@@ -820,7 +827,7 @@ fn a_static_member_taking_over_while_partitions_move_revokes_first() {
     assert_eq!(r.member_epoch, 2);
     let r = w.ok(beat("d", 2, Some(BTreeSet::new())));
     assert_eq!(r.assignment, Some(moving));
-    assert_eq!(w.groups.describe(G).unwrap().state, "Stable");
+    assert_eq!(w.groups.describe(&w.table, G).unwrap().state, "Stable");
 }
 
 #[test]
@@ -885,7 +892,7 @@ fn regex_subscriptions_follow_topic_creation() {
     w.topics.remove(&TopicName::new("orders-1"));
     w.set_topic("orders-2", 3);
     assert_eq!(w.group().epoch, 4);
-    let d = w.groups.describe(G).unwrap();
+    let d = w.groups.describe(&w.table, G).unwrap();
     assert_eq!(
         d.members[0].subscribed_topic_regex.as_deref(),
         Some("orders-.*|__orders")
@@ -912,7 +919,7 @@ fn regex_subscriptions_follow_topic_creation() {
     let r = w.ok(clear);
     assert_eq!(w.group().epoch, 5);
     assert_eq!(r.member_epoch, 2, "revoking first");
-    assert!(w.groups.describe(G).unwrap().members[0]
+    assert!(w.groups.describe(&w.table, G).unwrap().members[0]
         .subscribed_topic_regex
         .is_none());
 }
@@ -929,7 +936,7 @@ fn server_assignors_are_chosen_by_name() {
     assert_eq!(
         (
             w.default_assignor,
-            w.groups.describe(G).unwrap().assignor.as_str()
+            w.groups.describe(&w.table, G).unwrap().assignor.as_str()
         ),
         ("uniform", "sticky"),
         "the default assignor (`uniform`, Kafka's name for our sticky) runs"
@@ -947,7 +954,7 @@ fn server_assignors_are_chosen_by_name() {
         server_assignor: Some("range".into()),
         ..join("b", &["t", "u"])
     });
-    let d = w.groups.describe(G).unwrap();
+    let d = w.groups.describe(&w.table, G).unwrap();
     assert_eq!(d.assignor, "range");
     // Range: each member gets a contiguous half of each topic.
     assert_eq!(
@@ -962,7 +969,7 @@ fn server_assignors_are_chosen_by_name() {
             ..beat(id, epoch, None)
         });
     }
-    assert_eq!(w.groups.describe(G).unwrap().assignor, "sticky");
+    assert_eq!(w.groups.describe(&w.table, G).unwrap().assignor, "sticky");
     assert_eq!(w.member("a").server_assignor.as_deref(), Some("sticky"));
 }
 
@@ -976,8 +983,11 @@ fn a_failing_assignor_is_retried() {
         r.member_epoch, 1,
         "the empty previous target, at the group epoch"
     );
-    assert_eq!(w.groups.describe(G).unwrap().state, "Assigning");
-    assert_eq!(w.groups.list(), vec![(GroupId::new(G), "Assigning")]);
+    assert_eq!(w.groups.describe(&w.table, G).unwrap().state, "Assigning");
+    assert_eq!(
+        w.groups.list(&w.table),
+        vec![(GroupId::new(G), "Assigning")]
+    );
     // Retried once per heartbeat interval: here it still fails.
     w.tick(1_000);
     let r = w.ok(beat("a", 1, Some(BTreeSet::new())));
@@ -991,7 +1001,7 @@ fn a_failing_assignor_is_retried() {
     let r = w.ok(beat("a", 1, Some(BTreeSet::new())));
     assert_eq!(r.member_epoch, 2);
     assert_eq!(r.assignment, Some(tps(&[("t", 0), ("t", 1)])));
-    assert_eq!(w.groups.describe(G).unwrap().state, "Stable");
+    assert_eq!(w.groups.describe(&w.table, G).unwrap().state, "Stable");
 }
 
 #[test]
@@ -1006,7 +1016,7 @@ fn a_failed_assignor_keeps_the_previous_target() {
     // a keeps its own.
     w.default_assignor = "broken";
     w.leave(1, LEAVE_EPOCH);
-    assert_eq!(w.groups.describe(G).unwrap().state, "Assigning");
+    assert_eq!(w.groups.describe(&w.table, G).unwrap().state, "Assigning");
     assert_eq!(w.group().target["a-0"], before["a-0"]);
     assert!(!w.group().target.contains_key("b-0"));
     w.step(0, true);
@@ -1041,48 +1051,48 @@ fn the_group_size_is_limited() {
 fn commit_and_fetch_checks() {
     let mut w = World::new(&[("t", 2)]);
     // No such group: a standalone commit is allowed, a member's is not.
-    assert_eq!(w.groups.check_commit(G, "", -1), Ok(()));
+    assert_eq!(w.groups.check_commit(&w.table, G, "", -1), Ok(()));
     assert_eq!(
-        w.groups.check_commit(G, "a", 1),
+        w.groups.check_commit(&w.table, G, "a", 1),
         Err(ResponseError::GroupIdNotFound)
     );
-    assert_eq!(w.groups.check_fetch(G, Some("a"), 1), Ok(()));
+    assert_eq!(w.groups.check_fetch(&w.table, G, Some("a"), 1), Ok(()));
 
     let r = w.ok(join("a", &["t"]));
     let epoch = r.member_epoch;
-    assert_eq!(w.groups.check_commit(G, "a", epoch), Ok(()));
+    assert_eq!(w.groups.check_commit(&w.table, G, "a", epoch), Ok(()));
     assert_eq!(
-        w.groups.check_commit(G, "a", epoch - 1),
+        w.groups.check_commit(&w.table, G, "a", epoch - 1),
         Err(ResponseError::StaleMemberEpoch)
     );
     assert_eq!(
-        w.groups.check_commit(G, "a", epoch + 1),
+        w.groups.check_commit(&w.table, G, "a", epoch + 1),
         Err(ResponseError::StaleMemberEpoch)
     );
     assert_eq!(
-        w.groups.check_commit(G, "b", epoch),
+        w.groups.check_commit(&w.table, G, "b", epoch),
         Err(ResponseError::UnknownMemberId)
     );
     assert_eq!(
-        w.groups.check_commit(G, "", -1),
+        w.groups.check_commit(&w.table, G, "", -1),
         Err(ResponseError::UnknownMemberId)
     );
-    assert_eq!(w.groups.check_fetch(G, None, -1), Ok(()));
-    assert_eq!(w.groups.check_fetch(G, Some("a"), epoch), Ok(()));
+    assert_eq!(w.groups.check_fetch(&w.table, G, None, -1), Ok(()));
+    assert_eq!(w.groups.check_fetch(&w.table, G, Some("a"), epoch), Ok(()));
     assert_eq!(
-        w.groups.check_fetch(G, Some("a"), 0),
+        w.groups.check_fetch(&w.table, G, Some("a"), 0),
         Err(ResponseError::StaleMemberEpoch)
     );
     assert_eq!(
-        w.groups.check_fetch(G, Some("b"), 1),
+        w.groups.check_fetch(&w.table, G, Some("b"), 1),
         Err(ResponseError::UnknownMemberId)
     );
 
     // Once the group is empty, standalone commits are allowed again.
     w.ok(beat("a", LEAVE_EPOCH, None));
-    assert_eq!(w.groups.check_commit(G, "", -1), Ok(()));
+    assert_eq!(w.groups.check_commit(&w.table, G, "", -1), Ok(()));
     assert_eq!(
-        w.groups.check_commit(G, "a", epoch),
+        w.groups.check_commit(&w.table, G, "a", epoch),
         Err(ResponseError::UnknownMemberId)
     );
 }
@@ -1173,7 +1183,7 @@ fn malformed_requests_are_invalid() {
         );
         assert_eq!(r.assignment, None);
     }
-    assert!(!w.groups.contains(G));
+    assert!(w.table.consumer(G).is_none());
     // An empty list of names is a valid (empty) subscription.
     let r = w.ok(join("a", &[]));
     assert_eq!(r.assignment, Some(BTreeSet::new()));
@@ -1199,13 +1209,16 @@ fn v0_joins_get_generated_member_ids() {
 #[test]
 fn describe_list_and_delete() {
     let mut w = World::new(&[("t", 2)]);
-    assert_eq!(w.groups.describe(G), None);
-    assert_eq!(w.groups.delete(G), Err(ResponseError::GroupIdNotFound));
+    assert_eq!(w.groups.describe(&w.table, G), None);
+    assert_eq!(
+        w.groups.delete(&mut w.table, G),
+        Err(ResponseError::GroupIdNotFound)
+    );
     w.ok(HeartbeatRequest {
         rack_id: Some("rack-1".into()),
         ..static_join("a", "ia", &["t"])
     });
-    let d = w.groups.describe(G).unwrap();
+    let d = w.groups.describe(&w.table, G).unwrap();
     assert_eq!(d.group_epoch, 1);
     assert_eq!(d.assignment_epoch, 1);
     let m = &d.members[0];
@@ -1220,18 +1233,24 @@ fn describe_list_and_delete() {
     assert_eq!(m.state, "stable");
     assert_eq!(m.subscribed_topic_names, vec![TopicName::new("t")]);
     assert_eq!(m.assignment, tps(&[("t", 0), ("t", 1)]));
-    assert_eq!(w.groups.list(), vec![(GroupId::new(G), "Stable")]);
-    assert_eq!(w.groups.delete(G), Err(ResponseError::NonEmptyGroup));
+    assert_eq!(w.groups.list(&w.table), vec![(GroupId::new(G), "Stable")]);
+    assert_eq!(
+        w.groups.delete(&mut w.table, G),
+        Err(ResponseError::NonEmptyGroup)
+    );
     w.ok(HeartbeatRequest {
         instance_id: Some("ia".into()),
         ..beat("a", LEAVE_EPOCH, None)
     });
-    assert_eq!(w.groups.list(), vec![(GroupId::new(G), "Empty")]);
-    assert_eq!(w.groups.describe(G).unwrap().group_epoch, 2);
+    assert_eq!(w.groups.list(&w.table), vec![(GroupId::new(G), "Empty")]);
+    assert_eq!(w.groups.describe(&w.table, G).unwrap().group_epoch, 2);
     assert_eq!(w.timers.next(), None);
-    assert_eq!(w.groups.delete(G), Ok(()));
-    assert_eq!(w.groups.describe(G), None);
-    assert_eq!(w.groups.delete(G), Err(ResponseError::GroupIdNotFound));
+    assert_eq!(w.groups.delete(&mut w.table, G), Ok(()));
+    assert_eq!(w.groups.describe(&w.table, G), None);
+    assert_eq!(
+        w.groups.delete(&mut w.table, G),
+        Err(ResponseError::GroupIdNotFound)
+    );
     // Leaving a missing group or as an unknown member.
     assert_eq!(
         w.code(beat("a", LEAVE_EPOCH, None)),

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use kafka_protocol::ResponseError;
 
-use super::group::Group;
+use super::group::ConsumerGroup;
 use super::member::Member;
 use super::{
     failure, Failure, HeartbeatRequest, CLIENT_MEMBER_ID_VERSION, JOIN_EPOCH, LEAVE_EPOCH,
@@ -64,7 +64,7 @@ pub(super) fn validate(req: &HeartbeatRequest) -> Result<(), Failure> {
     Ok(())
 }
 
-impl Group {
+impl ConsumerGroup {
     /// Checks a heartbeat's epoch against the member's (Kafka's
     /// `throwIfConsumerGroupMemberEpochIsInvalid`).
     pub(super) fn check_epoch(

@@ -8,9 +8,10 @@ use drover_protocol as proto;
 use drover_protocol::NativeResponse;
 use kafka_protocol::ResponseError;
 
-use super::conn::ChannelOf;
-use super::group::{Group, Member};
-use super::{kafka, Coordinator, Ctx};
+use super::group::{Member, NativeGroup};
+use crate::core::conn::ChannelOf;
+use crate::core::groups::GroupKind;
+use crate::core::{Coordinator, Ctx};
 
 use crate::assignors::Assignors;
 use crate::io::{Event, FailureReason};
@@ -19,7 +20,7 @@ use crate::types::{ConnId, ConsumerId, GroupId, TopicName};
 use crate::wire;
 
 impl Coordinator {
-    pub(super) fn on_register(
+    pub(in crate::core) fn on_register(
         &mut self,
         conn: ConnId,
         corr: i32,
@@ -42,7 +43,7 @@ impl Coordinator {
             let message = self.not_coordinator_message(&r.group_id);
             return refuse(&mut self.cx, ResponseError::NotCoordinator, message);
         }
-        if !r.group_id.is_empty() && !self.take_group_id(&r.group_id, kafka::GroupKind::Native) {
+        if !r.group_id.is_empty() && !self.take_group_id(&r.group_id, GroupKind::Native) {
             let message = format!(
                 "group {} is a Kafka consumer group with members (classic or KIP-848)",
                 r.group_id
@@ -123,8 +124,7 @@ impl Coordinator {
         let cid = ConsumerId::new(&r.consumer_id);
         let group = self
             .groups
-            .entry(gid.clone())
-            .or_insert_with(|| Group::new(gid.clone(), hold_until));
+            .native_or_insert(gid.clone(), || NativeGroup::new(gid.clone(), hold_until));
         if let Some((_, other)) = group.members.iter().find(|(id, _)| **id != cid) {
             if other.assignor != assignor {
                 let message = format!(

@@ -2,7 +2,7 @@
 //!
 //! Offsets from Heartbeat responses, StopFetcher responses and CommitOffset requests
 //! are merged into a pending batch (a later value for a partition replaces an earlier
-//! one) and written as one [`Output::CommitOffsets`]. At most one batch per group is in
+//! one) and written as one [`Output::CommitOffsets`](crate::io::Output::CommitOffsets). At most one batch per group is in
 //! flight, so a group's commits reach the store in the order they were accepted and a
 //! partition's committed offset follows the order of acceptance. Heartbeat offsets are
 //! written every `commit_interval_ms`; final offsets and explicit commits at once.
@@ -15,9 +15,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::ResponseError;
 
-use super::group::Group;
-use super::{Ctx, Op, TimerKey};
-use crate::io::{CoordinatorCounter, Event, Output};
+use super::group::NativeGroup;
+use crate::core::commits::{BatchSource, CommitWaiter};
+use crate::core::{Ctx, TimerKey};
+use crate::io::{CoordinatorCounter, Event};
 use crate::types::{Generation, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
 use crate::wire;
 
@@ -67,14 +68,14 @@ impl Commits {
 /// A CommitOffset request waiting for its batch.
 #[derive(Debug)]
 pub(crate) struct Waiter {
-    pub slot: super::conn::SlotRef,
+    pub slot: crate::core::conn::SlotRef,
     pub correlation_id: i32,
     pub response: drover_protocol::CommitOffsetResponse,
     /// (topic index, partition index) of the entries waiting for the store.
     pub waiting: Vec<(usize, usize)>,
 }
 
-impl Group {
+impl NativeGroup {
     /// Accepts an offset for the pending batch.
     ///
     /// `generation` is the one the offset belongs to: the member's generation (for
@@ -117,10 +118,11 @@ impl Group {
         }
     }
 
-    /// Sends the pending batch if no commit of the group is in flight (of either path:
-    /// a Kafka OffsetCommit to this group id waits the same way, [`Ctx::commits_in_flight`]).
+    /// Sends the pending batch through the group id's commit queue, unless a batch of
+    /// the group id is in flight (of either source: a Kafka OffsetCommit to this group
+    /// id waits the same way, [`CommitQueue`](crate::core::commits::CommitQueue)).
     pub(crate) fn flush_commits(&mut self, cx: &mut Ctx) {
-        if self.commits.inflight.is_some() || cx.commits_in_flight.contains_key(&self.id) {
+        if cx.commits.busy(&self.id) {
             return;
         }
         if self.commits.pending.is_empty() {
@@ -140,22 +142,15 @@ impl Group {
             })
             .collect();
         cx.groups_with_pending.remove(&self.id);
-        let op = cx.next_op();
-        let waiters = std::mem::take(&mut self.commits.pending_waiters);
-        cx.ops.insert(
-            op,
-            Op::Commit {
-                group: self.id.clone(),
-                records: records.clone(),
-                waiters,
-            },
-        );
-        self.commits.inflight = Some(op);
-        cx.commits_in_flight.insert(self.id.clone(), op);
+        let waiters = std::mem::take(&mut self.commits.pending_waiters)
+            .into_iter()
+            .map(CommitWaiter::Native)
+            .collect();
         self.commits.inflight_tps = records.iter().map(|r| r.tp.clone()).collect();
         self.commits.urgent = false;
         cx.metric(CoordinatorCounter::CommitBatches, 1);
-        cx.out.push(Output::CommitOffsets { op, records });
+        self.commits.inflight =
+            Some(cx.send_commit(self.id.clone(), records, waiters, BatchSource::NativeGroup));
     }
 
     /// The result of the batch in flight.
@@ -164,7 +159,7 @@ impl Group {
         cx: &mut Ctx,
         op: OpId,
         records: Vec<OffsetEntry>,
-        waiters: Vec<u64>,
+        waiters: Vec<CommitWaiter>,
         result: Result<(), StoreError>,
     ) {
         if self.commits.inflight == Some(op) {
@@ -199,9 +194,7 @@ impl Group {
                 }
             }
         }
-        for w in waiters {
-            cx.complete_waiter(w, failed);
-        }
+        cx.answer_commit_waiters(waiters, failed);
         // After a failure, wait for the commit tick instead of retrying in a loop (an
         // empty flush only answers waiters).
         if (self.commits.urgent && !failed) || self.commits.pending.is_empty() {

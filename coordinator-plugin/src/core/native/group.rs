@@ -7,7 +7,7 @@
 //! sent to it, minus those released by its answers to StopFetcher. A failed member whose
 //! partitions are not released at once becomes a [`Zombie`] until its lease has surely
 //! expired (rule d). A partition is handed to a consumer only when no other member owns
-//! it and no zombie holds it; [`Group::start_round`] re-checks this before every
+//! it and no zombie holds it; [`NativeGroup::start_round`] re-checks this before every
 //! StartFetcher.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,9 +17,9 @@ use drover_protocol as proto;
 use drover_protocol::NativeRequest;
 
 use super::offsets::Commits;
-use super::{Ctx, TimerKey};
 use crate::assignors::{build_input, validate_assignment, MemberView};
 use crate::config::RebalanceMode;
+use crate::core::{Ctx, TimerKey};
 use crate::io::{CoordinatorCounter, Event, FailureReason, Output};
 use crate::subscription::SubscriptionSpec;
 use crate::types::{ConnId, ConsumerId, Generation, GroupId, TopicName, TopicPartition};
@@ -198,8 +198,10 @@ impl Phase {
     }
 }
 
+/// A native group (docs/protocol.md §6): its consumers, the failed ones whose
+/// partitions are not released yet, its rebalance and its pending commits.
 #[derive(Debug)]
-pub(crate) struct Group {
+pub(crate) struct NativeGroup {
     pub id: GroupId,
     pub generation: Generation,
     pub members: BTreeMap<ConsumerId, Member>,
@@ -218,9 +220,9 @@ pub(crate) struct Group {
     pub hold_until: Option<u64>,
 }
 
-impl Group {
+impl NativeGroup {
     pub(crate) fn new(id: GroupId, hold_until: Option<u64>) -> Self {
-        Group {
+        NativeGroup {
             id,
             generation: Generation(0),
             members: BTreeMap::new(),
@@ -774,7 +776,7 @@ impl Group {
         let op = cx.next_op();
         cx.ops.insert(
             op,
-            super::Op::RebalanceFetch {
+            crate::core::Op::RebalanceFetch {
                 group: self.id.clone(),
             },
         );

@@ -5,19 +5,19 @@ use bytes::Bytes;
 use drover_protocol as proto;
 use drover_protocol::NativeResponse;
 
-use super::conn::ChannelOf;
-use super::group::{Group, Outstanding};
+use super::group::{NativeGroup, Outstanding};
 use super::offsets::CommitKind;
-use super::{Coordinator, Ctx};
+use crate::core::conn::ChannelOf;
+use crate::core::{Coordinator, Ctx};
 
 use crate::io::FailureReason;
 use crate::types::ConsumerId;
 use crate::wire;
 
 impl Coordinator {
-    pub(super) fn on_channel_frame(&mut self, ch: ChannelOf, bytes: Bytes) {
+    pub(in crate::core) fn on_channel_frame(&mut self, ch: ChannelOf, bytes: Bytes) {
         let cx = &mut self.cx;
-        let Some(g) = self.groups.get_mut(&ch.group) else {
+        let Some(g) = self.groups.native_mut(&ch.group) else {
             return;
         };
         let id = ch.consumer;
@@ -79,7 +79,7 @@ impl Coordinator {
 /// the consumer owns in the coordinator's view. The channel is sequenced, so these
 /// cannot be stale.
 fn accept_channel_offsets(
-    g: &mut Group,
+    g: &mut NativeGroup,
     cx: &mut Ctx,
     id: &ConsumerId,
     offsets: Vec<proto::TopicOffsets>,

@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 use drover_protocol as proto;
 use kafka_protocol::ResponseError;
 
-use super::Ctx;
+use crate::core::Ctx;
 
 use crate::types::{GroupId, OffsetEntry, StoreError, TopicName, TopicPartition};
 use crate::wire;
 
 /// Builds a FetchOffsets response from the store's answer.
-pub(super) fn fetch_response(
+pub(in crate::core) fn fetch_response(
     cx: &Ctx,
     group: &GroupId,
     topics: Option<Vec<proto::TopicPartitions>>,

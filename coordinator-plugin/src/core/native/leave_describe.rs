@@ -4,20 +4,26 @@ use drover_protocol as proto;
 use drover_protocol::NativeResponse;
 use kafka_protocol::ResponseError;
 
-use super::Coordinator;
+use crate::core::groups::GroupKind;
+use crate::core::Coordinator;
 
 use crate::types::{ConnId, ConsumerId};
 use crate::wire;
 
 impl Coordinator {
-    pub(super) fn on_leave(&mut self, conn: ConnId, corr: i32, r: proto::LeaveGroupRequest) {
+    pub(in crate::core) fn on_leave(
+        &mut self,
+        conn: ConnId,
+        corr: i32,
+        r: proto::LeaveGroupRequest,
+    ) {
         let slot = self.cx.reserve(conn);
         let error = if r.group_id.is_empty() {
             Some(ResponseError::InvalidGroupId)
         } else if !self.owns(&r.group_id) {
             Some(ResponseError::NotCoordinator)
         } else {
-            match self.groups.get_mut(r.group_id.as_str()) {
+            match self.groups.native_mut(r.group_id.as_str()) {
                 Some(g) if g.members.contains_key(r.consumer_id.as_str()) => {
                     g.leave(&mut self.cx, &ConsumerId::new(&r.consumer_id));
                     None
@@ -72,15 +78,16 @@ impl Coordinator {
                 .map(|id| describe(id))
                 .collect(),
             None => {
-                if self.groups.len() > proto::MAX_GROUPS_PER_REQUEST {
+                let native = self.groups.ids_of(GroupKind::Native);
+                if native.len() > proto::MAX_GROUPS_PER_REQUEST {
                     tracing::warn!(
-                        groups = self.groups.len(),
+                        groups = native.len(),
                         max = proto::MAX_GROUPS_PER_REQUEST,
                         "DescribeGroups of every group: describing only the first groups by id"
                     );
                 }
-                self.groups
-                    .keys()
+                native
+                    .iter()
                     .take(proto::MAX_GROUPS_PER_REQUEST)
                     .map(|id| describe(id.as_str()))
                     .collect()

@@ -5,16 +5,24 @@ use drover_protocol as proto;
 use drover_protocol::NativeResponse;
 use kafka_protocol::ResponseError;
 
-use super::group::{Group, Member};
+use super::group::{Member, NativeGroup};
+use super::offsets;
 use super::offsets::{CommitKind, Waiter};
-use super::{offsets, Coordinator, Ctx, Op};
+use crate::core::commits::{validate_commit_without_group, CommitApi, CommitAuthor};
+use crate::core::groups::{Group, GroupKind};
+use crate::core::{Coordinator, Ctx, Op};
 
 use crate::io::{FetchScope, Output};
 use crate::types::{ConnId, Generation, GroupId, TopicName, TopicPartition};
 use crate::wire;
 
 impl Coordinator {
-    pub(super) fn on_commit(&mut self, conn: ConnId, corr: i32, r: proto::CommitOffsetRequest) {
+    pub(in crate::core) fn on_commit(
+        &mut self,
+        conn: ConnId,
+        corr: i32,
+        r: proto::CommitOffsetRequest,
+    ) {
         let slot = self.cx.reserve(conn);
         if !r.group_id.is_empty() && !self.owns(&r.group_id) {
             // Every partition gets NOT_COORDINATOR; nothing is kept.
@@ -40,9 +48,29 @@ impl Coordinator {
         let hold_until = self.hold_for(&r.group_id);
         let cx = &mut self.cx;
         let gid = GroupId::new(&r.group_id);
-        let non_member = r.consumer_id.is_empty() && r.generation == -1;
-        let group = self.groups.get(&gid);
-        let member = group.and_then(|g| g.members.get(r.consumer_id.as_str()));
+        let author = CommitAuthor {
+            member_id: &r.consumer_id,
+            instance_id: None,
+            generation: r.generation,
+            api: CommitApi::Native,
+        };
+        let simple = author.is_simple();
+        // The group-level check: by the group, whatever its type, or the rules of a
+        // commit to no group. A group of a Kafka protocol takes only a simple commit
+        // (it has no native member), which is taken while it is empty and so gives
+        // its id up to a native group, as a RegisterConsumer would have.
+        let checked = if r.group_id.is_empty() {
+            Err(ResponseError::InvalidGroupId)
+        } else {
+            match self.groups.get(&gid) {
+                Some(Group::Native(g)) => {
+                    g.validate_offset_commit(&author).map(|m| m.map(|m| (g, m)))
+                }
+                Some(_) if !simple => Err(ResponseError::UnknownMemberId),
+                Some(other) => other.validate_offset_commit(&author).map(|()| None),
+                None => validate_commit_without_group(&author).map(|()| None),
+            }
+        };
         let mut accepted: Vec<(usize, usize, TopicPartition, offsets::OffsetValue)> = Vec::new();
         let mut response = proto::CommitOffsetResponse {
             topics: Vec::with_capacity(r.topics.len()),
@@ -55,16 +83,10 @@ impl Coordinator {
                     topic: topic.clone(),
                     partition: p.partition,
                 };
-                let error = commit_check(
-                    cx,
-                    r.group_id.is_empty(),
-                    group,
-                    member,
-                    non_member,
-                    r.generation,
-                    &tp,
-                    &p,
-                );
+                let error = match &checked {
+                    Err(e) => Some(*e),
+                    Ok(member) => partition_check(cx, *member, &tp, &p),
+                };
                 if error.is_none() {
                     accepted.push((ti, pi, tp, (p.offset, p.metadata)));
                 }
@@ -82,14 +104,18 @@ impl Coordinator {
             cx.respond(slot, corr, &NativeResponse::CommitOffset(response));
             return;
         }
+        if !self.take_group_id(gid.as_str(), GroupKind::Native) {
+            // Validated above: a group of another kind here is empty.
+            tracing::warn!(group = %gid, "a native commit to a non-empty group of another protocol");
+        }
+        let cx = &mut self.cx;
         let group = self
             .groups
-            .entry(gid.clone())
-            .or_insert_with(|| Group::new(gid.clone(), hold_until));
+            .native_or_insert(gid.clone(), || NativeGroup::new(gid.clone(), hold_until));
         let mut waiting = Vec::with_capacity(accepted.len());
         for (ti, pi, tp, value) in accepted {
             waiting.push((ti, pi));
-            let kind = if non_member {
+            let kind = if simple {
                 CommitKind::Reset
             } else {
                 CommitKind::Explicit
@@ -110,19 +136,16 @@ impl Coordinator {
         group.add_waiter(cx, id);
     }
 
-    pub(super) fn on_fetch(&mut self, conn: ConnId, corr: i32, r: proto::FetchOffsetsRequest) {
+    pub(in crate::core) fn on_fetch(
+        &mut self,
+        conn: ConnId,
+        corr: i32,
+        r: proto::FetchOffsetsRequest,
+    ) {
         let slot = self.cx.reserve(conn);
-        if r.group_id.is_empty() {
+        if let Err(e) = self.validate_offset_fetch(&r.group_id, None) {
             let response = NativeResponse::FetchOffsets(proto::FetchOffsetsResponse {
-                error_code: wire::error_code(ResponseError::InvalidGroupId),
-                topics: Vec::new(),
-            });
-            self.cx.respond(slot, corr, &response);
-            return;
-        }
-        if !self.owns(&r.group_id) {
-            let response = NativeResponse::FetchOffsets(proto::FetchOffsetsResponse {
-                error_code: wire::error_code(ResponseError::NotCoordinator),
+                error_code: wire::error_code(e),
                 topics: Vec::new(),
             });
             self.cx.respond(slot, corr, &response);
@@ -147,39 +170,21 @@ impl Coordinator {
     }
 }
 
-/// The per-partition checks of a CommitOffset (docs/protocol.md §6.5), in order: the
-/// partition's error, or `None` when the offset is accepted.
-#[allow(clippy::too_many_arguments)]
-fn commit_check(
+/// The per-partition checks of a CommitOffset (docs/protocol.md §6.5), in order, after
+/// the group's ([`NativeGroup::validate_offset_commit`]): a member commits only partitions it
+/// owns (REBALANCE_IN_PROGRESS for one it stopped in the running rebalance,
+/// ILLEGAL_GENERATION otherwise); the partition must exist, the offset be at least 0
+/// and the metadata at most `max_metadata_bytes` long.
+fn partition_check(
     cx: &Ctx,
-    group_id_empty: bool,
-    group: Option<&Group>,
-    member: Option<&Member>,
-    non_member: bool,
-    generation: i32,
+    member: Option<(&NativeGroup, &Member)>,
     tp: &TopicPartition,
     p: &proto::PartitionOffset,
 ) -> Option<ResponseError> {
-    if group_id_empty {
-        return Some(ResponseError::InvalidGroupId);
+    if !cx.exists(tp) {
+        return Some(ResponseError::UnknownTopicOrPartition);
     }
-    if non_member {
-        if group.is_some_and(|g| !g.members.is_empty()) {
-            return Some(ResponseError::UnknownMemberId);
-        }
-    } else {
-        let Some(m) = member else {
-            return Some(ResponseError::UnknownMemberId);
-        };
-        let Some(g) = group else {
-            return Some(ResponseError::UnknownMemberId);
-        };
-        if generation != g.generation.0 || generation != m.generation.0 {
-            return Some(ResponseError::IllegalGeneration);
-        }
-        if !cx.exists(tp) {
-            return Some(ResponseError::UnknownTopicOrPartition);
-        }
+    if let Some((g, m)) = member {
         if !m.owned.contains(tp) {
             return if g.in_rebalance() && m.stopped_in_rebalance.contains(tp) {
                 Some(ResponseError::RebalanceInProgress)
@@ -187,9 +192,6 @@ fn commit_check(
                 Some(ResponseError::IllegalGeneration)
             };
         }
-    }
-    if !cx.exists(tp) {
-        return Some(ResponseError::UnknownTopicOrPartition);
     }
     if p.offset < 0 {
         return Some(ResponseError::InvalidRequest);
@@ -201,4 +203,37 @@ fn commit_check(
         return Some(ResponseError::OffsetMetadataTooLarge);
     }
     None
+}
+
+impl NativeGroup {
+    /// The group-level check of a commit to a native group (docs/protocol.md §6.5;
+    /// Kafka's `validateOffsetCommit`): by the native API, a simple commit only while
+    /// the group has no consumer (UNKNOWN_MEMBER_ID otherwise), a member's commit with
+    /// the group's and the member's generation (UNKNOWN_MEMBER_ID for an unknown
+    /// consumer, ILLEGAL_GENERATION for another generation), returning the member; by
+    /// Kafka's OffsetCommit, only a simple commit while the group has no consumer (a
+    /// Kafka client is never a member of a native group).
+    pub(crate) fn validate_offset_commit(
+        &self,
+        author: &CommitAuthor,
+    ) -> Result<Option<&Member>, ResponseError> {
+        if author.is_simple() {
+            return if self.members.is_empty() {
+                Ok(None)
+            } else {
+                Err(ResponseError::UnknownMemberId)
+            };
+        }
+        if author.api != CommitApi::Native {
+            return Err(ResponseError::UnknownMemberId);
+        }
+        let m = self
+            .members
+            .get(author.member_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
+        if author.generation != self.generation.0 || author.generation != m.generation.0 {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        Ok(Some(m))
+    }
 }

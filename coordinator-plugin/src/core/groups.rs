@@ -1,0 +1,365 @@
+//! The one group table: every group the coordinator serves, whatever its protocol, by
+//! id ([`Groups`]), as a [`Group`] (after Kafka's `Group` with `ClassicGroup` and
+//! `ConsumerGroup`), and what every group answers whatever its type: its kind and
+//! protocol type, whether it is empty, the group-level checks of an offset commit or
+//! fetch, its ListGroups summary, topics that are gone, and whether another protocol
+//! may take its id.
+//!
+//! A group id belongs to one protocol at a time, so one table keeps the rule by
+//! construction. The behaviour of each type is in its own files: native groups in
+//! `native/`; classic groups in `kafka/classic*`; KIP-848 groups in
+//! `kafka/consumer_group/` (the pure engine) and `kafka/consumer_api`; the commit path
+//! they share in `commits`.
+
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::ResponseError;
+
+use super::commits::CommitAuthor;
+use super::kafka::{ClassicGroup, ConsumerGroup};
+use super::native::NativeGroup;
+use super::Ctx;
+use crate::types::{GroupId, TopicName};
+
+/// Which protocol a group id belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GroupKind {
+    /// Drover's native protocol (RegisterConsumer and the coordinator channel).
+    Native,
+    /// Kafka's classic protocol (JoinGroup/SyncGroup), or a group that only commits.
+    Classic,
+    /// Kafka's KIP-848 protocol (ConsumerGroupHeartbeat).
+    Consumer,
+}
+
+impl GroupKind {
+    /// The group type ListGroups reports (KIP-848's `classic` and `consumer`; Drover's
+    /// own `native`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            GroupKind::Native => "native",
+            GroupKind::Classic => "classic",
+            GroupKind::Consumer => "consumer",
+        }
+    }
+}
+
+/// Protocol type reported for native groups: they are consumer groups (Kafka tools such
+/// as librdkafka's admin client list only groups of that protocol type).
+pub(crate) const NATIVE_PROTOCOL_TYPE: &str = "consumer";
+
+/// A group of any protocol.
+#[derive(Debug)]
+pub(crate) enum Group {
+    /// A native group.
+    Native(NativeGroup),
+    /// A classic Kafka group.
+    Classic(ClassicGroup),
+    /// A KIP-848 group.
+    Consumer(ConsumerGroup),
+}
+
+/// A group as ListGroups reports it: protocol type, state (Kafka's names) and type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Summary {
+    pub protocol_type: String,
+    pub state: &'static str,
+    pub group_type: &'static str,
+}
+
+impl Group {
+    /// The group's protocol.
+    pub(crate) fn kind(&self) -> GroupKind {
+        match self {
+            Group::Native(_) => GroupKind::Native,
+            Group::Classic(_) => GroupKind::Classic,
+            Group::Consumer(_) => GroupKind::Consumer,
+        }
+    }
+
+    /// Whether the group has no member.
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            Group::Native(g) => g.members.is_empty(),
+            Group::Classic(g) => g.members.is_empty(),
+            Group::Consumer(g) => g.is_empty(),
+        }
+    }
+
+    /// The group as ListGroups reports it. A native group's states are mapped to
+    /// Kafka's names: `Empty`, `PreparingRebalance` while a rebalance runs, `Stable`.
+    pub(crate) fn summary(&self) -> Summary {
+        let kind = self.kind();
+        let (protocol_type, state) = match self {
+            Group::Native(g) => {
+                let state = if g.members.is_empty() {
+                    "Empty"
+                } else if g.in_rebalance() {
+                    "PreparingRebalance"
+                } else {
+                    "Stable"
+                };
+                (NATIVE_PROTOCOL_TYPE.to_owned(), state)
+            }
+            Group::Classic(g) => (g.protocol_type.clone().unwrap_or_default(), g.state.name()),
+            Group::Consumer(g) => ("consumer".to_owned(), g.state_name()),
+        };
+        Summary {
+            protocol_type,
+            state,
+            group_type: kind.name(),
+        }
+    }
+
+    /// The group-level check of an offset commit (Kafka's `validateOffsetCommit`), by
+    /// the group's type: [`NativeGroup::validate_offset_commit`],
+    /// [`ClassicGroup::validate_offset_commit`],
+    /// [`ConsumerGroup::validate_offset_commit`].
+    pub(crate) fn validate_offset_commit(
+        &self,
+        author: &CommitAuthor,
+    ) -> Result<(), ResponseError> {
+        match self {
+            Group::Native(g) => g.validate_offset_commit(author).map(|_| ()),
+            Group::Classic(g) => g.validate_offset_commit(author),
+            Group::Consumer(g) => g.validate_offset_commit(author),
+        }
+    }
+
+    /// The group-level check of an offset fetch by `member` (id and epoch, from
+    /// Kafka's OffsetFetch v9): only a KIP-848 group checks it
+    /// ([`ConsumerGroup::validate_offset_fetch`]); the others allow every fetch.
+    pub(crate) fn validate_offset_fetch(
+        &self,
+        member: Option<(Option<&str>, i32)>,
+    ) -> Result<(), ResponseError> {
+        match (self, member) {
+            (Group::Consumer(g), Some((member_id, epoch))) => {
+                g.validate_offset_fetch(member_id, epoch)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Topics `lost` are gone: a native group drops its pending offsets for them
+    /// ([`NativeGroup::forget_topics`]). (Kafka commits wait in the commit queue, which
+    /// forgets them itself.)
+    pub(crate) fn forget_topics(&mut self, cx: &mut Ctx, lost: &BTreeSet<TopicName>) {
+        if let Group::Native(g) = self {
+            g.forget_topics(cx, lost);
+        }
+    }
+
+    /// Whether a group of another protocol may take this group's id: it has no member
+    /// (and a native group runs no rebalance). Its committed offsets stay; Kafka 4
+    /// converts an empty group the same way.
+    pub(crate) fn may_give_up_id(&self) -> bool {
+        match self {
+            Group::Native(g) => g.members.is_empty() && !g.in_rebalance(),
+            Group::Classic(g) => g.members.is_empty(),
+            Group::Consumer(g) => g.is_empty(),
+        }
+    }
+}
+
+/// Every group the coordinator serves, by id: one table for the three protocols.
+#[derive(Debug, Default)]
+pub(crate) struct Groups {
+    groups: BTreeMap<GroupId, Group>,
+}
+
+impl Groups {
+    /// The group with id `id`, of any protocol.
+    pub(crate) fn get<Q>(&self, id: &Q) -> Option<&Group>
+    where
+        GroupId: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.groups.get(id)
+    }
+
+    /// Adds (or replaces) a group.
+    pub(crate) fn insert(&mut self, id: GroupId, group: Group) {
+        self.groups.insert(id, group);
+    }
+
+    /// Forgets a group.
+    pub(crate) fn remove<Q>(&mut self, id: &Q) -> Option<Group>
+    where
+        GroupId: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.groups.remove(id)
+    }
+
+    /// The number of groups of every protocol.
+    pub(crate) fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Every group, in id order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&GroupId, &Group)> {
+        self.groups.iter()
+    }
+
+    /// Every group, in id order.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&GroupId, &mut Group)> {
+        self.groups.iter_mut()
+    }
+
+    /// The protocol of group `id`, if the coordinator knows it.
+    pub(crate) fn kind<Q>(&self, id: &Q) -> Option<GroupKind>
+    where
+        GroupId: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.groups.get(id).map(Group::kind)
+    }
+
+    /// Native group `id`.
+    pub(crate) fn native<Q>(&self, id: &Q) -> Option<&NativeGroup>
+    where
+        GroupId: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        match self.groups.get(id) {
+            Some(Group::Native(g)) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Native group `id`.
+    pub(crate) fn native_mut<Q>(&mut self, id: &Q) -> Option<&mut NativeGroup>
+    where
+        GroupId: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        match self.groups.get_mut(id) {
+            Some(Group::Native(g)) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Native group `id`, made by `make` if there is none; the caller made the id free
+    /// for a native group ([`Coordinator::take_group_id`](super::Coordinator)).
+    pub(crate) fn native_or_insert(
+        &mut self,
+        id: GroupId,
+        make: impl FnOnce() -> NativeGroup,
+    ) -> &mut NativeGroup {
+        if !matches!(self.groups.get(&id), Some(Group::Native(_))) {
+            debug_assert!(
+                !self.groups.contains_key(&id),
+                "a native group in the place of another kind's"
+            );
+            self.groups.insert(id.clone(), Group::Native(make()));
+        }
+        match self.groups.get_mut(&id) {
+            Some(Group::Native(g)) => g,
+            _ => unreachable!("made native above"),
+        }
+    }
+
+    /// Every native group, in id order.
+    pub(crate) fn natives_mut(&mut self) -> impl Iterator<Item = &mut NativeGroup> {
+        self.groups.values_mut().filter_map(|g| match g {
+            Group::Native(g) => Some(g),
+            _ => None,
+        })
+    }
+
+    /// Classic group `id`.
+    pub(crate) fn classic<Q>(&self, id: &Q) -> Option<&ClassicGroup>
+    where
+        GroupId: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        match self.groups.get(id) {
+            Some(Group::Classic(g)) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Classic group `id`.
+    pub(crate) fn classic_mut<Q>(&mut self, id: &Q) -> Option<&mut ClassicGroup>
+    where
+        GroupId: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        match self.groups.get_mut(id) {
+            Some(Group::Classic(g)) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Classic group `id`, made by `make` if there is none; the caller made the id free
+    /// for a classic group ([`Coordinator::take_group_id`](super::Coordinator)).
+    pub(crate) fn classic_or_insert(
+        &mut self,
+        id: GroupId,
+        make: impl FnOnce() -> ClassicGroup,
+    ) -> &mut ClassicGroup {
+        if !matches!(self.groups.get(&id), Some(Group::Classic(_))) {
+            debug_assert!(
+                !self.groups.contains_key(&id),
+                "a classic group in the place of another kind's"
+            );
+            self.groups.insert(id.clone(), Group::Classic(make()));
+        }
+        match self.groups.get_mut(&id) {
+            Some(Group::Classic(g)) => g,
+            _ => unreachable!("made classic above"),
+        }
+    }
+
+    /// KIP-848 group `id`.
+    pub(crate) fn consumer<Q>(&self, id: &Q) -> Option<&ConsumerGroup>
+    where
+        GroupId: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        match self.groups.get(id) {
+            Some(Group::Consumer(g)) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// KIP-848 group `id`.
+    pub(crate) fn consumer_mut<Q>(&mut self, id: &Q) -> Option<&mut ConsumerGroup>
+    where
+        GroupId: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        match self.groups.get_mut(id) {
+            Some(Group::Consumer(g)) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Every KIP-848 group, in id order.
+    #[cfg(test)]
+    pub(crate) fn consumers(&self) -> impl Iterator<Item = &ConsumerGroup> {
+        self.groups.values().filter_map(|g| match g {
+            Group::Consumer(g) => Some(g),
+            _ => None,
+        })
+    }
+
+    /// Every KIP-848 group, in id order.
+    pub(crate) fn consumers_mut(&mut self) -> impl Iterator<Item = &mut ConsumerGroup> {
+        self.groups.values_mut().filter_map(|g| match g {
+            Group::Consumer(g) => Some(g),
+            _ => None,
+        })
+    }
+
+    /// The ids of the groups of `kind`, in id order.
+    pub(crate) fn ids_of(&self, kind: GroupKind) -> Vec<GroupId> {
+        self.groups
+            .iter()
+            .filter(|(_, g)| g.kind() == kind)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+}
