@@ -103,6 +103,10 @@ pub(crate) async fn session(
             OffsetReset::None => AutoOffsetReset::NONE,
         },
         assignor: config.assignor.clone(),
+        member: match config.member_data() {
+            Ok(member) => member,
+            Err(e) => return SessionEnd::Refused(e),
+        },
     });
     let sent_register = Instant::now();
     let answer = match conn.native(&request).await {

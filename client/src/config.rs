@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use drover_protocol::{Label, MemberData};
+
 use crate::error::ClientError;
 
 /// Where a partition without a committed offset starts (Kafka's `auto.offset.reset`).
@@ -37,6 +39,24 @@ pub struct ConsumerConfig {
     pub auto_offset_reset: OffsetReset,
     /// The assignor to ask for; `None` for the coordinator's default.
     pub assignor: Option<String>,
+    /// This consumer's rack (Kafka's `client.rack`), for assignors that keep consumers
+    /// next to their partitions' leaders. Default `None`. 1–255 bytes when set.
+    pub rack: Option<String>,
+    /// This consumer's capacity relative to the group's other members, ≥ 1 (a
+    /// unitless ratio; weight 2 asks a weight-aware assignor for twice the work of
+    /// weight 1). Default 1.
+    pub weight: u32,
+    /// Free-form `(key, value)` labels for the assignor: at most 32, keys 1–255 bytes
+    /// and distinct, values at most 255 bytes. Default none.
+    ///
+    /// `rack`, `weight` and `labels` travel in RegisterConsumer version 1
+    /// (docs/protocol.md §5.1). The connector sends v1 **only when one of them is set**
+    /// (not the default) and v0 otherwise: a consumer that declares nothing keeps
+    /// working with coordinators that only know v0, while one that declares member
+    /// data needs a coordinator that serves v1 (an older one closes the connection,
+    /// and the consumer keeps retrying and logging it rather than registering without
+    /// the data the operator asked for).
+    pub labels: Vec<(String, String)>,
     /// How often the connector commits consumed offsets with CommitOffset, ms, in
     /// addition to reporting them in every Heartbeat answer; 0 = only on
     /// [`crate::Consumer::commit`] and at shutdown. Default 5,000 (Kafka's
@@ -73,6 +93,9 @@ impl ConsumerConfig {
             session_timeout_ms: 10_000,
             auto_offset_reset: OffsetReset::Earliest,
             assignor: None,
+            rack: None,
+            weight: 1,
+            labels: Vec::new(),
             auto_commit_interval_ms: 5_000,
             fetch_max_wait_ms: 500,
             fetch_min_bytes: 1,
@@ -109,10 +132,79 @@ impl ConsumerConfig {
         if self.fetch_max_bytes < 1 || self.partition_max_bytes < 1 {
             return bad("fetch_max_bytes and partition_max_bytes must be positive".into());
         }
-        Ok(())
+        if self.labels.len() > drover_protocol::MAX_LABELS_PER_CONSUMER {
+            return bad(format!(
+                "{} labels; at most {}",
+                self.labels.len(),
+                drover_protocol::MAX_LABELS_PER_CONSUMER
+            ));
+        }
+        self.member_data()?.validate().map_err(ClientError::Config)
+    }
+
+    /// The member data of RegisterConsumer v1 (docs/protocol.md §5.1); fails for a
+    /// weight above `i32::MAX` (the wire's INT32).
+    pub(crate) fn member_data(&self) -> Result<MemberData, ClientError> {
+        Ok(MemberData {
+            rack: self.rack.clone(),
+            weight: i32::try_from(self.weight).map_err(|_| {
+                ClientError::Config(format!("weight {} exceeds {}", self.weight, i32::MAX))
+            })?,
+            labels: self
+                .labels
+                .iter()
+                .map(|(key, value)| Label {
+                    key: key.clone(),
+                    value: value.clone(),
+                })
+                .collect(),
+        })
     }
 
     pub(crate) fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_data_is_checked_with_the_protocol_rules() {
+        let mut config = ConsumerConfig::new(["b:9092"], "g");
+        assert_eq!(config.member_data().unwrap(), MemberData::default());
+        config.rack = Some("eu-1a".into());
+        config.weight = 3;
+        config.labels = vec![("disk".into(), "ssd".into())];
+        assert!(config.validate().is_ok());
+        assert_eq!(config.member_data().unwrap().weight, 3);
+        for broken in [
+            ConsumerConfig {
+                weight: 0,
+                ..config.clone()
+            },
+            ConsumerConfig {
+                weight: u32::MAX,
+                ..config.clone()
+            },
+            ConsumerConfig {
+                rack: Some(String::new()),
+                ..config.clone()
+            },
+            ConsumerConfig {
+                labels: vec![("k".into(), "1".into()), ("k".into(), "2".into())],
+                ..config.clone()
+            },
+            ConsumerConfig {
+                labels: (0..33).map(|i| (format!("k{i}"), String::new())).collect(),
+                ..config.clone()
+            },
+        ] {
+            assert!(
+                matches!(broken.validate(), Err(ClientError::Config(_))),
+                "{broken:?}"
+            );
+        }
     }
 }
