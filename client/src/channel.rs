@@ -132,6 +132,7 @@ pub(crate) async fn session(
         consumer = %config.consumer_id,
         coordinator = %coordinator,
         generation = answer.generation,
+        version = request.version(),
         "registered"
     );
     shared.event(ConsumerEvent::Registered {

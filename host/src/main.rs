@@ -114,6 +114,17 @@ struct ConsumeArgs {
     /// Assignor to ask for (default: the coordinator's).
     #[arg(long)]
     assignor: Option<String>,
+    /// This consumer's rack (Kafka's `client.rack`), for rack-aware assignors. Sent in
+    /// RegisterConsumer v1, like --weight and --label (docs/protocol.md §5.1).
+    #[arg(long)]
+    rack: Option<String>,
+    /// This consumer's capacity relative to the group's other members (≥ 1): a
+    /// weight-aware assignor gives weight 2 about twice the work of weight 1.
+    #[arg(long, default_value_t = 1)]
+    weight: u32,
+    /// A free-form label for the assignor, KEY=VALUE; repeatable (at most 32).
+    #[arg(long = "label")]
+    labels: Vec<String>,
     /// Commit consumed offsets this often, ms (0: only at exit; Heartbeat answers carry
     /// them anyway).
     #[arg(long, default_value_t = 5_000)]
@@ -402,6 +413,13 @@ fn consume(args: ConsumeArgs) -> Result<(), String> {
     config.session_timeout_ms = args.session_timeout_ms;
     config.auto_offset_reset = consume::parse_reset(&args.reset)?;
     config.assignor = args.assignor;
+    config.rack = args.rack;
+    config.weight = args.weight;
+    config.labels = args
+        .labels
+        .iter()
+        .map(|l| consume::parse_label(l))
+        .collect::<Result<_, _>>()?;
     config.auto_commit_interval_ms = args.auto_commit_interval_ms;
     let subscribe = match (args.whitelist, args.blacklist) {
         (Some(p), _) => Subscribe::Filter(drover_client::TopicFilter::Whitelist(p), args.streams),

@@ -347,7 +347,8 @@ class NativeConsumer:
             group_id=self.group, consumer_id=self.consumer_id, host=a.host,
             session_timeout_ms=self.st_ms, kind=kind, topics=topics, pattern=pattern,
             pattern_streams=pstreams, auto_offset_reset=np.RESET_BY_NAME[a.auto_offset_reset],
-            assignor=a.assignor)
+            assignor=a.assignor, rack=a.rack, weight=a.weight,
+            labels=[tuple(kv.split("=", 1)) for kv in a.label])
         conn.corr += 1
         corr = conn.corr
         self.event("sending", api="RegisterConsumer", corr=corr)
@@ -368,7 +369,7 @@ class NativeConsumer:
         log.info("registered in group %s: generation %d, heartbeat interval %d ms",
                  self.group, resp.generation, resp.heartbeat_interval_ms)
         self.event("registered", generation=resp.generation,
-                   heartbeat_interval_ms=resp.heartbeat_interval_ms)
+                   heartbeat_interval_ms=resp.heartbeat_interval_ms, version=req.version())
         return True
 
     def serve_channel(self) -> None:
@@ -598,12 +599,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--auto-offset-reset", choices=sorted(np.RESET_BY_NAME), default="earliest")
     ap.add_argument("--assignor", default=None)
     ap.add_argument("--host", default=socket.gethostname())
+    ap.add_argument("--rack", default=None,
+                    help="member data (RegisterConsumer v1, section 5.1): the rack")
+    ap.add_argument("--weight", type=int, default=1, help="member data: the weight (>= 1)")
+    ap.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                    help="member data: a label (repeatable)")
     ap.add_argument("--no-auto-commit", action="store_true")
     ap.add_argument("--max-runtime-s", type=float, default=600)
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     if not a.topic and a.whitelist is None and a.blacklist is None:
         ap.error("give --topic, --whitelist or --blacklist")
+    if any("=" not in kv for kv in a.label):
+        ap.error("--label takes KEY=VALUE")
     return a
 
 

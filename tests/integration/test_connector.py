@@ -25,9 +25,9 @@ import time
 import pytest
 
 from conftest import BrokerError, drover_bin
-from connector_testlib import (BackgroundProducer, Consumers, KafkaProxy, broker_log_since,
-                               committed_offsets, consumer_args, produce_keyed,
-                               start_connector_broker, wait_for)
+from connector_testlib import (BackgroundProducer, Consumers, KafkaProxy, admin_group,
+                               broker_log_since, committed_offsets, consumer_args,
+                               produce_keyed, start_connector_broker, wait_for)
 from drover_testlib import api_versions, ck_admin, ck_create_topic, wait_topic_partitions
 
 SESSION_MS = 2000
@@ -595,6 +595,59 @@ def test_partition_increase_picked_up(cbroker, consumers, sub):
           f"assignments {[(round(ts - t_grow, 3), g, sorted(tps)) for ts, g, tps in w.assignments()]}")
     assert w.owned()[1] == all_parts(topic, 4)
     assert w.terminate() == 0
+
+
+# ---------------------------------------------------------------------------------
+# 3b. Member data: --rack, --weight, --label (RegisterConsumer v1)
+# ---------------------------------------------------------------------------------
+def test_consume_with_rack_and_weight_registers_v1(cbroker, consumers):
+    """`drover consume --rack a --weight 2 --label tier=gold` registers with
+    RegisterConsumer v1 (its log says so) beside a consumer that declares nothing (v0)
+    in the same group: the coordinator accepts both, the admin API lists both members,
+    and every record is printed exactly once."""
+    b = cbroker
+    topic, group = "member-data", "g-member-data"
+    ck_create_topic(b, topic, 4)
+    produced = {(topic, p, o) for p, o in produce_keyed(b, topic, 400)}
+    a = consumers.start("a", *consumer_args(b, group, "--topic", topic, consumer_id="a",
+                                            session_timeout_ms=SESSION_MS,
+                                            extra=("--rack", "a", "--weight", "2",
+                                                   "--label", "tier=gold")))
+    plain = consumers.start("plain", *consumer_args(b, group, "--topic", topic,
+                                                    consumer_id="plain",
+                                                    session_timeout_ms=SESSION_MS))
+
+    def printed():
+        have = [(ln.topic, ln.partition, ln.offset) for c in (a, plain) for ln in c.lines()]
+        missing = produced - set(have)
+        return True if not missing else f"{len(missing)} of {len(produced)} not printed"
+    wait_for("every record to be printed", printed, 60, check=consumers.assert_running)
+    have = [(ln.topic, ln.partition, ln.offset) for c in (a, plain) for ln in c.lines()]
+    dups = [k for k, n in collections.Counter(have).items() if n > 1]
+    assert not dups, f"printed twice: {dups[:10]}"
+
+    def both_members():
+        g = admin_group(b, group)
+        ids = sorted(m["consumer_id"] for m in (g or {}).get("members", []))
+        return True if ids == ["a", "plain"] else f"members {ids}"
+    wait_for("the admin API to list both members", both_members, 20)
+    versions = {name: [t for _, t in c.stderr_lines() if "registered" in t and "version=" in t]
+                for name, c in (("a", a), ("plain", plain))}
+    assert any("version=1" in t for t in versions["a"]), versions
+    assert all("version=0" in t for t in versions["plain"]) and versions["plain"], versions
+    assert a.terminate() == 0
+    assert plain.terminate() == 0
+
+
+def test_consume_refuses_bad_member_data(cbroker):
+    """Member data that breaks docs/protocol.md §5.1 is refused before anything is sent,
+    with a message naming the value."""
+    b = cbroker
+    for extra, says in ((["--weight", "0"], "weight 0"), (["--rack", ""], "empty rack"),
+                        (["--label", "novalue"], "KEY=VALUE")):
+        rc, err, _took = run_consume(["--brokers", b.bootstrap, "--group", "g-bad-member",
+                                      "--topic", "member-data", *extra], timeout=30)
+        assert rc != 0 and says in err, f"{extra}: exit {rc}, stderr {err[-500:]!r}"
 
 
 # ---------------------------------------------------------------------------------
