@@ -39,9 +39,12 @@ const RETRIABLE: [i16; 2] = [15, 16];
 pub(crate) enum SessionEnd {
     /// Registration was refused for good (bad subscription, limits).
     Refused(ClientError),
-    /// The session ran and ended (lost channel, lease expiry, unhealthy fetchers,
-    /// retriable refusal); register again.
+    /// The session ran and ended (lost channel, lease expiry, retriable refusal);
+    /// register again.
     Retry(String),
+    /// A fetcher died and the consumer reported it (docs/protocol.md §6.3); register
+    /// again after the fetcher-failure backoff.
+    FetcherDied(String),
     /// Shutdown was requested.
     Shutdown,
 }
@@ -180,7 +183,7 @@ async fn serve(
             Ok(decoded) => decoded,
             Err(e) => break SessionEnd::Retry(format!("malformed coordinator request: {e}")),
         };
-        let (response, unhealthy) = answer(shared, request);
+        let (response, then_end) = answer(shared, request);
         let mut out = BytesMut::new();
         if let Err(e) =
             drover_protocol::encode_response_frame(&mut out, header.correlation_id, &response)
@@ -191,8 +194,8 @@ async fn serve(
         if let Err(e) = writer.write_all(&out).await {
             break SessionEnd::Retry(format!("channel lost: {e}"));
         }
-        if let Some(why) = unhealthy {
-            break SessionEnd::Retry(why);
+        if let Some(end) = then_end {
+            break end;
         }
     };
     let (dropped, leaving) = {
@@ -206,7 +209,7 @@ async fn serve(
         return SessionEnd::Shutdown;
     }
     let reason = match &end {
-        SessionEnd::Retry(why) => why.clone(),
+        SessionEnd::Retry(why) | SessionEnd::FetcherDied(why) => why.clone(),
         SessionEnd::Refused(e) => e.to_string(),
         SessionEnd::Shutdown => "shutdown".into(),
     };
@@ -219,8 +222,9 @@ async fn serve(
 }
 
 /// Answers one coordinator request; the second value is set when the consumer must
-/// leave the channel after answering (its fetchers are unhealthy).
-fn answer(shared: &Shared, request: NativeRequest) -> (NativeResponse, Option<String>) {
+/// leave the channel after answering (its fetchers are unhealthy, or the request broke
+/// the protocol).
+fn answer(shared: &Shared, request: NativeRequest) -> (NativeResponse, Option<SessionEnd>) {
     match request {
         NativeRequest::Heartbeat(_) => {
             let mut state = shared.lock();
@@ -251,7 +255,10 @@ fn answer(shared: &Shared, request: NativeRequest) -> (NativeResponse, Option<St
                     fetchers_healthy: false,
                     offsets,
                 }),
-                Some(format!("fetcher died: {}", dead.join("; "))),
+                Some(SessionEnd::FetcherDied(format!(
+                    "fetcher died: {}",
+                    dead.join("; ")
+                ))),
             )
         }
         NativeRequest::StopFetcher(stop) => (
@@ -260,7 +267,10 @@ fn answer(shared: &Shared, request: NativeRequest) -> (NativeResponse, Option<St
         ),
         NativeRequest::StartFetcher(start) => {
             let (response, leave) = start_fetcher(shared, start);
-            (NativeResponse::StartFetcher(response), leave)
+            (
+                NativeResponse::StartFetcher(response),
+                leave.map(SessionEnd::Retry),
+            )
         }
         other => (
             // Not a coordinator request; answering with an error makes the coordinator
@@ -268,7 +278,10 @@ fn answer(shared: &Shared, request: NativeRequest) -> (NativeResponse, Option<St
             NativeResponse::StartFetcher(StartFetcherResponse {
                 error_code: ErrorCode::INVALID_REQUEST,
             }),
-            Some(format!("unexpected {:?} on the channel", other.api_key())),
+            Some(SessionEnd::Retry(format!(
+                "unexpected {:?} on the channel",
+                other.api_key()
+            ))),
         ),
     }
 }

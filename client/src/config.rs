@@ -80,6 +80,15 @@ pub struct ConsumerConfig {
     pub bootstrap_timeout_ms: u64,
     /// Pause between retries, ms. Default 100, doubling up to 2,000.
     pub retry_backoff_ms: u64,
+    /// Pause before registering again after a session that ended because a fetcher
+    /// died (docs/protocol.md §6.3: an offset out of range, or no committed offset, with
+    /// `auto_offset_reset` none), ms. It doubles with every further such session in a
+    /// row, up to `fetcher_failure_backoff_max_ms`, and falls back after a session that
+    /// ends otherwise: a partition that kills its fetcher on every start then costs the
+    /// group a rebalance per backoff, not one per heartbeat. No jitter. Default 1,000.
+    pub fetcher_failure_backoff_ms: u64,
+    /// Cap of `fetcher_failure_backoff_ms`, ms; at least it. Default 60,000.
+    pub fetcher_failure_backoff_max_ms: u64,
 }
 
 impl ConsumerConfig {
@@ -105,6 +114,8 @@ impl ConsumerConfig {
             request_timeout_ms: 30_000,
             bootstrap_timeout_ms: 30_000,
             retry_backoff_ms: 100,
+            fetcher_failure_backoff_ms: 1_000,
+            fetcher_failure_backoff_max_ms: 60_000,
         }
     }
 
@@ -131,6 +142,15 @@ impl ConsumerConfig {
         }
         if self.fetch_max_bytes < 1 || self.partition_max_bytes < 1 {
             return bad("fetch_max_bytes and partition_max_bytes must be positive".into());
+        }
+        if self.fetcher_failure_backoff_ms < 1
+            || self.fetcher_failure_backoff_max_ms < self.fetcher_failure_backoff_ms
+        {
+            return bad(format!(
+                "fetcher_failure_backoff_ms {} must be at least 1 and at most \
+                 fetcher_failure_backoff_max_ms {}",
+                self.fetcher_failure_backoff_ms, self.fetcher_failure_backoff_max_ms
+            ));
         }
         if self.labels.len() > drover_protocol::MAX_LABELS_PER_CONSUMER {
             return bad(format!(
@@ -164,11 +184,37 @@ impl ConsumerConfig {
     pub(crate) fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
     }
+
+    /// The pause before the `streak`-th registration in a row that follows a dead
+    /// fetcher (`streak` ≥ 1): `fetcher_failure_backoff_ms · 2^(streak − 1)`, capped at
+    /// `fetcher_failure_backoff_max_ms`.
+    pub(crate) fn fetcher_failure_backoff(&self, streak: u32) -> Duration {
+        let doublings = streak.saturating_sub(1).min(32);
+        let ms = self
+            .fetcher_failure_backoff_ms
+            .saturating_mul(1u64 << doublings)
+            .min(self.fetcher_failure_backoff_max_ms);
+        Duration::from_millis(ms)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fetcher_failure_backoff_doubles_up_to_its_cap() {
+        let mut config = ConsumerConfig::new(["b:9092"], "g");
+        config.fetcher_failure_backoff_ms = 200;
+        config.fetcher_failure_backoff_max_ms = 1_000;
+        let ms: Vec<u128> = (1..=6)
+            .map(|n| config.fetcher_failure_backoff(n).as_millis())
+            .collect();
+        assert_eq!(ms, [200, 400, 800, 1_000, 1_000, 1_000]);
+        assert_eq!(config.fetcher_failure_backoff(u32::MAX).as_millis(), 1_000);
+        config.fetcher_failure_backoff_max_ms = 100;
+        assert!(matches!(config.validate(), Err(ClientError::Config(_))));
+    }
 
     #[test]
     fn member_data_is_checked_with_the_protocol_rules() {

@@ -125,6 +125,13 @@ struct ConsumeArgs {
     /// A free-form label for the assignor, KEY=VALUE; repeatable (at most 32).
     #[arg(long = "label")]
     labels: Vec<String>,
+    /// Pause before registering again after a fetcher died (offset out of range or no
+    /// committed offset under --reset none), ms; doubles while it keeps dying.
+    #[arg(long, default_value_t = 1_000)]
+    fetcher_failure_backoff_ms: u64,
+    /// Cap of --fetcher-failure-backoff-ms, ms.
+    #[arg(long, default_value_t = 60_000)]
+    fetcher_failure_backoff_max_ms: u64,
     /// Commit consumed offsets this often, ms (0: only at exit; Heartbeat answers carry
     /// them anyway).
     #[arg(long, default_value_t = 5_000)]
@@ -421,6 +428,8 @@ fn consume(args: ConsumeArgs) -> Result<(), String> {
         .map(|l| consume::parse_label(l))
         .collect::<Result<_, _>>()?;
     config.auto_commit_interval_ms = args.auto_commit_interval_ms;
+    config.fetcher_failure_backoff_ms = args.fetcher_failure_backoff_ms;
+    config.fetcher_failure_backoff_max_ms = args.fetcher_failure_backoff_max_ms;
     let subscribe = match (args.whitelist, args.blacklist) {
         (Some(p), _) => Subscribe::Filter(drover_client::TopicFilter::Whitelist(p), args.streams),
         (_, Some(p)) => Subscribe::Filter(drover_client::TopicFilter::Blacklist(p), args.streams),

@@ -16,6 +16,7 @@ session timeout 1 s, rebalance delay 100 ms, heartbeat offsets stored every 200 
 from __future__ import annotations
 
 import collections
+import re
 import signal
 import socket
 import subprocess
@@ -24,6 +25,7 @@ import time
 
 import pytest
 
+import native_protocol as np
 from conftest import BrokerError, drover_bin
 from connector_testlib import (BackgroundProducer, Consumers, KafkaProxy, admin_group,
                                broker_log_since, committed_offsets, consumer_args,
@@ -648,6 +650,41 @@ def test_consume_refuses_bad_member_data(cbroker):
         rc, err, _took = run_consume(["--brokers", b.bootstrap, "--group", "g-bad-member",
                                       "--topic", "member-data", *extra], timeout=30)
         assert rc != 0 and says in err, f"{extra}: exit {rc}, stderr {err[-500:]!r}"
+
+
+def test_offset_out_of_range_under_reset_none_backs_off_and_reports(cbroker, consumers):
+    """A committed offset past the log end with --reset none kills the partition's
+    fetcher at every start (docs/protocol.md §6.3). `drover consume` hands the error to
+    the application (its stream yields it: the `error` lines on stderr) and registers
+    again after a backoff that doubles up to its cap, as it logs: 200, 400, 800, 800 ms
+    (it used to re-register at once, rebalancing the group every heartbeat)."""
+    b = cbroker
+    topic, group = "oor-none", "g-oor-none"
+    ck_create_topic(b, topic, 1)
+    produce_keyed(b, topic, 20)
+    # The non-member commit of §5.5, while the group has no consumers.
+    with np.Conn(b.host, b.port, client_id="drover-it") as c:
+        r = c.request(np.CommitOffsetRequest(group, "", -1, [(topic, [(0, 1000, None)])]),
+                      timeout=15)
+    assert r.topics == [(topic, [(0, np.NONE)])], r
+    n = consumers.start("oor", *consumer_args(
+        b, group, "--topic", topic, consumer_id="oor", session_timeout_ms=SESSION_MS,
+        extra=("--reset", "none", "--fetcher-failure-backoff-ms", "200",
+               "--fetcher-failure-backoff-max-ms", "800")))
+
+    def backoffs():
+        got = [int(m.group(1)) for _, t in n.stderr_lines()
+               if (m := re.search(r"a fetcher died; re-registering in (\d+) ms", t))]
+        return got if len(got) >= 4 else f"backoffs logged so far: {got}"
+    got = wait_for("four re-registrations after a dead fetcher", backoffs, 60,
+                   check=consumers.assert_running)
+    assert got[:4] == [200, 400, 800, 800], got
+    errors = [t for _, t in n.stderr_lines() if t.startswith("error ")]
+    assert errors, "the application was not told"
+    assert all(f"{topic}-0 is out of range" in t for t in errors), errors
+    assert any("1000" in t and "(log 0..20)" in t for t in errors), errors
+    assert not n.lines(), "records printed from a partition that cannot be read"
+    n.terminate()
 
 
 # ---------------------------------------------------------------------------------
