@@ -183,7 +183,7 @@ async fn serve(
             Ok(decoded) => decoded,
             Err(e) => break SessionEnd::Retry(format!("malformed coordinator request: {e}")),
         };
-        let (response, then_end) = answer(shared, request);
+        let (response, then_end) = answer(shared, request, config.enable_auto_commit);
         let mut out = BytesMut::new();
         if let Err(e) =
             drover_protocol::encode_response_frame(&mut out, header.correlation_id, &response)
@@ -223,8 +223,14 @@ async fn serve(
 
 /// Answers one coordinator request; the second value is set when the consumer must
 /// leave the channel after answering (its fetchers are unhealthy, or the request broke
-/// the protocol).
-fn answer(shared: &Shared, request: NativeRequest) -> (NativeResponse, Option<SessionEnd>) {
+/// the protocol). With `auto_commit` off, a healthy Heartbeat answer carries no
+/// offsets; the answers that end ownership (StopFetcher, an unhealthy Heartbeat) carry
+/// the processed offsets in both modes (docs/protocol.md §5.3, §6.5).
+fn answer(
+    shared: &Shared,
+    request: NativeRequest,
+    auto_commit: bool,
+) -> (NativeResponse, Option<SessionEnd>) {
     match request {
         NativeRequest::Heartbeat(_) => {
             let mut state = shared.lock();
@@ -234,7 +240,11 @@ fn answer(shared: &Shared, request: NativeRequest) -> (NativeResponse, Option<Se
                 .filter_map(|(tp, o)| o.dead.as_ref().map(|d| format!("{}-{}: {d}", tp.0, tp.1)))
                 .collect();
             if dead.is_empty() {
-                let offsets = to_wire(state.consumed());
+                let offsets = if auto_commit {
+                    to_wire(state.consumed())
+                } else {
+                    Vec::new()
+                };
                 return (
                     NativeResponse::Heartbeat(HeartbeatResponse {
                         error_code: ErrorCode::NONE,

@@ -57,10 +57,20 @@ pub struct ConsumerConfig {
     /// and the consumer keeps retrying and logging it rather than registering without
     /// the data the operator asked for).
     pub labels: Vec<(String, String)>,
+    /// Whether the coordinator commits for the consumer (Kafka's `enable.auto.commit`;
+    /// default true): every Heartbeat answer carries the consumed (processed) offsets,
+    /// and they are committed every `auto_commit_interval_ms` too. When false the
+    /// application commits with [`crate::Consumer::commit`]; Heartbeat answers carry no
+    /// offsets. In **both** modes the answers that hand partitions over — StopFetcher,
+    /// and a Heartbeat reporting a dead fetcher — carry the processed offsets of those
+    /// partitions, which the coordinator commits (docs/protocol.md §5.3: a CommitOffset
+    /// after the answer would get REBALANCE_IN_PROGRESS), and
+    /// [`crate::Consumer::shutdown`] commits before it leaves (§6.7).
+    pub enable_auto_commit: bool,
     /// How often the connector commits consumed offsets with CommitOffset, ms, in
     /// addition to reporting them in every Heartbeat answer; 0 = only on
-    /// [`crate::Consumer::commit`] and at shutdown. Default 5,000 (Kafka's
-    /// `auto.commit.interval.ms`).
+    /// [`crate::Consumer::commit`] and at shutdown. Not used when `enable_auto_commit`
+    /// is false. Default 5,000 (Kafka's `auto.commit.interval.ms`).
     pub auto_commit_interval_ms: u64,
     /// Longest a fetch waits for data, ms. Default 500 (Kafka's `fetch.max.wait.ms`).
     pub fetch_max_wait_ms: i32,
@@ -105,6 +115,7 @@ impl ConsumerConfig {
             rack: None,
             weight: 1,
             labels: Vec::new(),
+            enable_auto_commit: true,
             auto_commit_interval_ms: 5_000,
             fetch_max_wait_ms: 500,
             fetch_min_bytes: 1,

@@ -194,7 +194,7 @@ impl Consumer {
             cluster: cluster.clone(),
             conn: Mutex::new(None),
         });
-        if config.auto_commit_interval_ms > 0 {
+        if config.enable_auto_commit && config.auto_commit_interval_ms > 0 {
             tasks.push(tokio::spawn(auto_commit(
                 Arc::clone(&committer),
                 stopped.clone(),

@@ -136,6 +136,11 @@ struct ConsumeArgs {
     /// them anyway).
     #[arg(long, default_value_t = 5_000)]
     auto_commit_interval_ms: u64,
+    /// Commit explicitly (Kafka's enable.auto.commit=false): Heartbeat answers carry no
+    /// offsets and nothing is committed periodically; processed offsets are handed
+    /// over at every StopFetcher and committed at exit.
+    #[arg(long)]
+    no_auto_commit: bool,
     /// Line format: offsets (`topic partition offset`), values, or full (`topic
     /// partition offset key value`).
     #[arg(long, default_value = "full")]
@@ -428,6 +433,7 @@ fn consume(args: ConsumeArgs) -> Result<(), String> {
         .map(|l| consume::parse_label(l))
         .collect::<Result<_, _>>()?;
     config.auto_commit_interval_ms = args.auto_commit_interval_ms;
+    config.enable_auto_commit = !args.no_auto_commit;
     config.fetcher_failure_backoff_ms = args.fetcher_failure_backoff_ms;
     config.fetcher_failure_backoff_max_ms = args.fetcher_failure_backoff_max_ms;
     let subscribe = match (args.whitelist, args.blacklist) {

@@ -652,6 +652,53 @@ def test_consume_refuses_bad_member_data(cbroker):
         assert rc != 0 and says in err, f"{extra}: exit {rc}, stderr {err[-500:]!r}"
 
 
+def test_explicit_committer_hands_over_processed_offsets_at_stop_fetcher(cbroker, consumers):
+    """A consumer that commits explicitly (`--no-auto-commit`: its Heartbeat answers
+    carry no offsets, nothing is committed periodically) still answers StopFetcher with
+    the processed offsets of the partitions it stops (docs/protocol.md §5.3, §6.5): when
+    a second consumer joins and takes half the partitions, they are committed at the
+    handover and the newcomer starts after what the first printed, redelivering
+    nothing."""
+    b = cbroker
+    topic, group = "explicit-handover", "g-explicit-handover"
+    ck_create_topic(b, topic, 4)
+    first = {(topic, p, o) for p, o in produce_keyed(b, topic, 200)}
+    a = consumers.start("a", *consumer_args(b, group, "--topic", topic, consumer_id="a",
+                                            session_timeout_ms=SESSION_MS,
+                                            extra=("--no-auto-commit",)))
+
+    def printed(cs, wanted):
+        have = {(ln.topic, ln.partition, ln.offset) for c in cs for ln in c.lines()}
+        missing = wanted - have
+        return True if not missing else f"{len(missing)} of {len(wanted)} not printed"
+    wait_for("the first consumer to print every record", lambda: printed([a], first), 60,
+             check=consumers.assert_running)
+    c = consumers.start("c", *consumer_args(b, group, "--topic", topic, consumer_id="c",
+                                            session_timeout_ms=SESSION_MS,
+                                            extra=("--no-auto-commit",)))
+
+    def moved():
+        _gen, owned = c.owned()
+        return owned or "the newcomer owns nothing yet"
+    taken = wait_for("the newcomer to be assigned partitions", moved, 30,
+                     check=consumers.assert_running)
+    end = {p: max(o for t, pp, o in first if pp == p) + 1 for p in range(4)}
+    committed = committed_offsets(b, group)
+    for tp in taken:
+        assert committed.get(tp) == end[tp[1]], \
+            f"{tp}: committed {committed.get(tp)} at the handover, want {end[tp[1]]}; {committed}"
+    second = {(topic, p, o) for p, o in produce_keyed(b, topic, 100, start=200)}
+    wait_for("the second batch to be printed", lambda: printed([a, c], second), 60,
+             check=consumers.assert_running)
+    again = [(ln.partition, ln.offset) for ln in c.lines() if (topic, ln.partition, ln.offset)
+             in first]
+    assert not again, f"the newcomer redelivered {len(again)} processed records: {again[:10]}"
+    both = collections.Counter((ln.partition, ln.offset) for x in (a, c) for ln in x.lines())
+    assert not [k for k, n in both.items() if n > 1], "a record was printed twice"
+    assert a.terminate() == 0
+    assert c.terminate() == 0
+
+
 def test_offset_out_of_range_under_reset_none_backs_off_and_reports(cbroker, consumers):
     """A committed offset past the log end with --reset none kills the partition's
     fetcher at every start (docs/protocol.md §6.3). `drover consume` hands the error to
