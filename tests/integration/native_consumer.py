@@ -431,8 +431,9 @@ class NativeConsumer:
         if dead is not None:
             final = self.stop_all(f"fetcher died: {dead}")
             log.warning("Heartbeat: fetchers unhealthy (%s)", dead)
-            return (np.HeartbeatResponse(np.NONE, False, final if self.auto_commit else []),
-                    f"fetcher died: {dead}")
+            # Final offsets in both commit modes: this answer hands every partition
+            # over (6.3 step 2, 5.3).
+            return np.HeartbeatResponse(np.NONE, False, final), f"fetcher died: {dead}"
         with self.state.lock:
             offsets = self._offsets_locked() if self.auto_commit else []
         log.debug("Heartbeat gen %d: %s", req.generation, offsets)
@@ -465,7 +466,9 @@ class NativeConsumer:
                  fmt_offsets(final))
         self.event("stop", generation=req.generation, stop_all=req.stop_all,
                    stopped=sorted(keys), kept=kept, offsets=final)
-        return np.StopFetcherResponse(np.NONE, final if self.auto_commit else []), None
+        # In both commit modes (5.3): with --no-auto-commit these are the processed
+        # offsets, which a CommitOffset after this answer could no longer commit.
+        return np.StopFetcherResponse(np.NONE, final), None
 
     def on_start(self, req: np.StartFetcherRequest):
         code, why = self._check(req, exact_generation=False)
@@ -553,13 +556,22 @@ class NativeConsumer:
                 log.info("final CommitOffset failed (ignored): %s", e)
 
     def leave(self) -> None:
-        """6.7: stop, LeaveGroup on another connection, then close the channel."""
-        self.stop_all("leaving")
+        """6.7: stop, commit the final offsets (whatever the commit mode), LeaveGroup on
+        another connection, then close the channel."""
+        final = self.stop_all("leaving")
         if self.channel is None:
             return
+        with self.state.lock:
+            gen = self.state.generation
         try:
             with np.Conn(*self.coordinator, connect_timeout=5,
                          client_id=f"native-{self.consumer_id}") as c:
+                if final:
+                    cr = c.request(np.CommitOffsetRequest(self.group, self.consumer_id, gen,
+                                                          final), timeout=10)
+                    log.info("final CommitOffset before leaving (gen %d): %s", gen, cr.topics)
+                    self.event("committed", generation=gen, offsets=final,
+                               codes=[[t, [[p, e] for p, e in parts]] for t, parts in cr.topics])
                 r = c.request(np.LeaveGroupRequest(self.group, self.consumer_id), timeout=10)
             log.info("LeaveGroup: %s", np.error_name(r.error_code))
             self.event("left", code=r.error_code)

@@ -632,6 +632,37 @@ def test_member_data_registers_with_v1_and_consumes(native_broker, consumers):
     assert rcs == {"c1": 0, "c2": 0}, rcs
 
 
+def test_leaving_commits_first(native_broker, consumers):
+    """6.7: a consumer that leaves commits its final offsets with CommitOffset before
+    LeaveGroup, also when it commits automatically (LeaveGroup carries no offsets, and
+    the last Heartbeat answer may be up to an interval old). native_consumer.py logs
+    the commit; the coordinator then has every partition at its log end."""
+    b = native_broker
+    topic = unique_topic("native-leave")
+    group = unique_topic("g-leave")
+    ck_create_topic(b, topic, PARTITIONS)
+    produced = set(produce(b, topic, 240, "leave"))
+    c1 = consumers.start("c1", group, topic)
+
+    def consumed():
+        missing = produced - {(p, o) for _t, p, o in c1.lines()}
+        return True if not missing else f"{len(missing)} of {len(produced)} not consumed"
+    wait_for("every record to be consumed", consumed, 60, consumers)
+    rcs = consumers.stop_all()
+    assert rcs == {"c1": 0}, rcs
+    end = {(topic, p): max(o for pp, o in produced if pp == p) + 1
+           for p in {p for p, _ in produced}}
+    commits = [e for e in c1.event_list() if e["event"] == "committed"]
+    assert len(commits) == 1, f"commits before leaving: {commits}"
+    assert np.offsets_to_dict(commits[0]["offsets"]) == end, commits
+    assert all(code == np.NONE for _t, parts in commits[0]["codes"] for _p, code in parts), \
+        commits
+    left = [e for e in c1.event_list() if e["event"] == "left"]
+    assert left and left[0]["mono"] >= commits[0]["mono"], "LeaveGroup went before the commit"
+    fo = np.fetch_offsets(b.host, b.port, group, [(topic, sorted(p for _t, p in end))])
+    assert fo.offsets() == {tp: (o, np.NONE) for tp, o in end.items()}, fo
+
+
 def test_an_assignor_that_is_not_loaded_runs_the_default(native_broker):
     """A consumer naming an assignor no plugin provides is not refused (issue 14,
     graceful refusal): it registers and the default assignor (range) assigns it every
