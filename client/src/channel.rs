@@ -115,6 +115,16 @@ pub(crate) async fn session(
     let answer = match conn.native(&request).await {
         Ok(NativeResponse::RegisterConsumer(r)) => r,
         Ok(other) => return SessionEnd::Retry(format!("unexpected answer {:?}", other.api_key())),
+        Err(e) if request.version() >= 1 => {
+            // docs/protocol.md §3 rule 4: a coordinator that predates v1 closes the
+            // connection without answering. Retry (it may be a restart), but say so.
+            tracing::warn!(
+                coordinator = %coordinator,
+                "RegisterConsumer v1 (rack, weight or labels set) got no answer: {e}; \
+                 a coordinator that does not serve v1 closes the connection like this"
+            );
+            return SessionEnd::Retry(e.to_string());
+        }
         Err(e) => return SessionEnd::Retry(e.to_string()),
     };
     if !answer.error_code.is_none() {
