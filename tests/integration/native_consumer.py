@@ -288,6 +288,7 @@ class NativeConsumer:
     # -- the channel -------------------------------------------------------------------
     def run(self) -> int:
         backoff = 0.1
+        dead_streak = 0  # sessions in a row that ended with a dead fetcher (6.3 step 2)
         self.max_deadline = deadline = time.monotonic() + self.args.max_runtime_s
         fetcher = self.fetch_thread
         fetcher.start()
@@ -297,6 +298,7 @@ class NativeConsumer:
                     log.info("max runtime reached")
                     break
                 registered = False
+                fetcher_died = False
                 try:
                     registered = self.register()
                     backoff = 0.1
@@ -311,9 +313,14 @@ class NativeConsumer:
                         ChannelLost, TimeoutError) as e:
                     if self.stop_event.is_set():
                         break
+                    fetcher_died = isinstance(e, ChannelLost) and str(e).startswith("fetcher died")
                     self.channel_lost(f"{type(e).__name__}: {e}", registered)
                 if self.stop_event.is_set():
                     break
+                dead_streak = dead_streak + 1 if fetcher_died else 0
+                if fetcher_died:
+                    # 6.3 step 2: back off while the fetcher keeps dying at every start.
+                    backoff = min(1.0 * 2 ** (dead_streak - 1), 60.0)
                 delay = backoff * random.uniform(0.8, 1.2)
                 log.info("re-registering in %.2f s", delay)
                 self.stop_event.wait(delay)
