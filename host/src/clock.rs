@@ -1,4 +1,6 @@
-//! The host's two clocks, read in this one place.
+//! The host's two clocks whose readings leave the process or reach a plugin: Kafka
+//! timestamps and coordinator time. (Local deadlines — a frame's read timeout, a long
+//! poll, a rate limit — read `Instant::now()` where they are kept.)
 //!
 //! - [`now_ms`]: the wall clock, milliseconds since the Unix epoch. Kafka timestamps
 //!   (log append times, the log's time-based roll, flush and retention, the offset-store

@@ -10,7 +10,7 @@
 //!   recovery);
 //! - [`broker`]: shared state — topics, partitions, metrics, limits;
 //! - [`clock`]: the wall clock (Kafka timestamps) and the monotonic epoch (coordinator
-//!   time), read nowhere else;
+//!   time); local deadlines read `Instant::now()` where they are kept;
 //! - [`server`]: the Kafka wire server (connection, frame, request, handler);
 //! - [`coordination`]: the host side of the coordinator plugin — its driver, the
 //!   connection table of the coordinator contract, the offset-store worker;

@@ -171,10 +171,10 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
     let broker = Broker::open(config, node, plugins, cluster.clone())?;
     // The coordinator starts from the opened state; the broker is shared once it has
     // the coordinator's client, with the Kafka APIs it serves already probed.
-    let coordinator = coordination::start(&broker)?;
-    if let Some(coordinator) = &coordinator {
-        coordinator.probe_kafka_apis().await;
-    }
+    let coordinator = match coordination::start(&broker)? {
+        Some(coordinator) => Some(coordinator.probe_kafka_apis().await),
+        None => None,
+    };
     let broker = Arc::new(broker.with_coordinator(coordinator));
     if let Some(coordinator) = broker.coordinator() {
         tokio::spawn(coordination::start::forward_topic_changes(

@@ -85,10 +85,11 @@ impl CoordinatorClient {
             .map_err(|e| refused(e.to_string()))
     }
 
-    /// Asks the coordinator which Kafka APIs it serves (ApiVersions v3) and remembers
-    /// the answer for routing and the broker's own ApiVersions. A coordinator that
+    /// Asks the coordinator which Kafka APIs it serves (ApiVersions v3) and returns
+    /// this client knowing the answer, for routing and the broker's own ApiVersions
+    /// (called once at startup, before the client is handed out). A coordinator that
     /// closes the connection or answers with an error serves none.
-    pub async fn probe_kafka_apis(&self) {
+    pub async fn probe_kafka_apis(self) -> Self {
         let answer = self
             .kafka_call(
                 ApiKey::ApiVersions,
@@ -112,7 +113,7 @@ impl CoordinatorClient {
         if !apis.is_empty() {
             tracing::info!(plugin = %self.plugin(), apis = apis.len(), "the coordinator serves Kafka's group APIs");
         }
-        self.set_kafka_apis(apis);
+        self.with_kafka_apis(apis)
     }
 
     /// Every group the coordinator serves, of every protocol (ListGroups v5).

@@ -83,10 +83,11 @@ pub enum Msg {
 pub struct CoordinatorClient {
     pub(super) tx: flume::Sender<Msg>,
     pub(super) plugin: String,
-    /// Set once by [`CoordinatorClient::probe_kafka_apis`] at startup, before the
-    /// client is handed to the server and the admin API; never changed after (a
-    /// coordinator's Kafka APIs are fixed for its lifetime). A clone shares it.
-    pub(super) kafka_apis: Arc<std::sync::OnceLock<Vec<(i16, i16, i16)>>>,
+    /// The Kafka APIs the coordinator serves, as learnt by
+    /// [`CoordinatorClient::probe_kafka_apis`] at startup, before the client is handed to
+    /// the server and the admin API (a coordinator's Kafka APIs are fixed for its
+    /// lifetime). A clone shares them.
+    pub(super) kafka_apis: Arc<[(i16, i16, i16)]>,
 }
 
 impl CoordinatorClient {
@@ -221,7 +222,7 @@ impl CoordinatorClient {
     /// learnt at startup by [`CoordinatorClient::probe_kafka_apis`]; empty before and
     /// for a coordinator that serves none.
     pub fn kafka_apis(&self) -> &[(i16, i16, i16)] {
-        self.kafka_apis.get().map_or(&[], Vec::as_slice)
+        &self.kafka_apis
     }
 
     /// Whether requests with API key `key` go to the coordinator: a native key, or a
@@ -231,10 +232,11 @@ impl CoordinatorClient {
             || self.kafka_apis().iter().any(|(k, _, _)| *k == key)
     }
 
-    /// Records the Kafka APIs the coordinator serves (once; see
+    /// This client, knowing that the coordinator serves the Kafka APIs `apis` (see
     /// [`CoordinatorClient::probe_kafka_apis`]).
-    pub(in crate::coordination) fn set_kafka_apis(&self, apis: Vec<(i16, i16, i16)>) {
-        let _ = self.kafka_apis.set(apis);
+    pub(in crate::coordination) fn with_kafka_apis(mut self, apis: Vec<(i16, i16, i16)>) -> Self {
+        self.kafka_apis = apis.into();
+        self
     }
 
     /// Stops the coordinator thread after its final outputs and pending offset commits.
