@@ -39,9 +39,12 @@ const RETRIABLE: [i16; 2] = [15, 16];
 pub(crate) enum SessionEnd {
     /// Registration was refused for good (bad subscription, limits).
     Refused(ClientError),
-    /// The session ran and ended (lost channel, lease expiry, unhealthy fetchers,
-    /// retriable refusal); register again.
+    /// The session ran and ended (lost channel, lease expiry, retriable refusal);
+    /// register again.
     Retry(String),
+    /// A fetcher died and the consumer reported it (docs/protocol.md §6.3); register
+    /// again after the fetcher-failure backoff.
+    FetcherDied(String),
     /// Shutdown was requested.
     Shutdown,
 }
@@ -103,11 +106,25 @@ pub(crate) async fn session(
             OffsetReset::None => AutoOffsetReset::NONE,
         },
         assignor: config.assignor.clone(),
+        member: match config.member_data() {
+            Ok(member) => member,
+            Err(e) => return SessionEnd::Refused(e),
+        },
     });
     let sent_register = Instant::now();
     let answer = match conn.native(&request).await {
         Ok(NativeResponse::RegisterConsumer(r)) => r,
         Ok(other) => return SessionEnd::Retry(format!("unexpected answer {:?}", other.api_key())),
+        Err(e) if request.version() >= 1 => {
+            // docs/protocol.md §3 rule 4: a coordinator that predates v1 closes the
+            // connection without answering. Retry (it may be a restart), but say so.
+            tracing::warn!(
+                coordinator = %coordinator,
+                "RegisterConsumer v1 (rack, weight or labels set) got no answer: {e}; \
+                 a coordinator that does not serve v1 closes the connection like this"
+            );
+            return SessionEnd::Retry(e.to_string());
+        }
         Err(e) => return SessionEnd::Retry(e.to_string()),
     };
     if !answer.error_code.is_none() {
@@ -128,6 +145,7 @@ pub(crate) async fn session(
         consumer = %config.consumer_id,
         coordinator = %coordinator,
         generation = answer.generation,
+        version = request.version(),
         "registered"
     );
     shared.event(ConsumerEvent::Registered {
@@ -175,7 +193,7 @@ async fn serve(
             Ok(decoded) => decoded,
             Err(e) => break SessionEnd::Retry(format!("malformed coordinator request: {e}")),
         };
-        let (response, unhealthy) = answer(shared, request);
+        let (response, then_end) = answer(shared, request, config.enable_auto_commit);
         let mut out = BytesMut::new();
         if let Err(e) =
             drover_protocol::encode_response_frame(&mut out, header.correlation_id, &response)
@@ -186,8 +204,8 @@ async fn serve(
         if let Err(e) = writer.write_all(&out).await {
             break SessionEnd::Retry(format!("channel lost: {e}"));
         }
-        if let Some(why) = unhealthy {
-            break SessionEnd::Retry(why);
+        if let Some(end) = then_end {
+            break end;
         }
     };
     let (dropped, leaving) = {
@@ -201,7 +219,7 @@ async fn serve(
         return SessionEnd::Shutdown;
     }
     let reason = match &end {
-        SessionEnd::Retry(why) => why.clone(),
+        SessionEnd::Retry(why) | SessionEnd::FetcherDied(why) => why.clone(),
         SessionEnd::Refused(e) => e.to_string(),
         SessionEnd::Shutdown => "shutdown".into(),
     };
@@ -214,8 +232,15 @@ async fn serve(
 }
 
 /// Answers one coordinator request; the second value is set when the consumer must
-/// leave the channel after answering (its fetchers are unhealthy).
-fn answer(shared: &Shared, request: NativeRequest) -> (NativeResponse, Option<String>) {
+/// leave the channel after answering (its fetchers are unhealthy, or the request broke
+/// the protocol). With `auto_commit` off, a healthy Heartbeat answer carries no
+/// offsets; the answers that end ownership (StopFetcher, an unhealthy Heartbeat) carry
+/// the processed offsets in both modes (docs/protocol.md §5.3, §6.5).
+fn answer(
+    shared: &Shared,
+    request: NativeRequest,
+    auto_commit: bool,
+) -> (NativeResponse, Option<SessionEnd>) {
     match request {
         NativeRequest::Heartbeat(_) => {
             let mut state = shared.lock();
@@ -225,7 +250,11 @@ fn answer(shared: &Shared, request: NativeRequest) -> (NativeResponse, Option<St
                 .filter_map(|(tp, o)| o.dead.as_ref().map(|d| format!("{}-{}: {d}", tp.0, tp.1)))
                 .collect();
             if dead.is_empty() {
-                let offsets = to_wire(state.consumed());
+                let offsets = if auto_commit {
+                    to_wire(state.consumed())
+                } else {
+                    Vec::new()
+                };
                 return (
                     NativeResponse::Heartbeat(HeartbeatResponse {
                         error_code: ErrorCode::NONE,
@@ -246,7 +275,10 @@ fn answer(shared: &Shared, request: NativeRequest) -> (NativeResponse, Option<St
                     fetchers_healthy: false,
                     offsets,
                 }),
-                Some(format!("fetcher died: {}", dead.join("; "))),
+                Some(SessionEnd::FetcherDied(format!(
+                    "fetcher died: {}",
+                    dead.join("; ")
+                ))),
             )
         }
         NativeRequest::StopFetcher(stop) => (
@@ -255,7 +287,10 @@ fn answer(shared: &Shared, request: NativeRequest) -> (NativeResponse, Option<St
         ),
         NativeRequest::StartFetcher(start) => {
             let (response, leave) = start_fetcher(shared, start);
-            (NativeResponse::StartFetcher(response), leave)
+            (
+                NativeResponse::StartFetcher(response),
+                leave.map(SessionEnd::Retry),
+            )
         }
         other => (
             // Not a coordinator request; answering with an error makes the coordinator
@@ -263,7 +298,10 @@ fn answer(shared: &Shared, request: NativeRequest) -> (NativeResponse, Option<St
             NativeResponse::StartFetcher(StartFetcherResponse {
                 error_code: ErrorCode::INVALID_REQUEST,
             }),
-            Some(format!("unexpected {:?} on the channel", other.api_key())),
+            Some(SessionEnd::Retry(format!(
+                "unexpected {:?} on the channel",
+                other.api_key()
+            ))),
         ),
     }
 }

@@ -97,7 +97,8 @@ impl Conn {
         R::Response::decode(&mut answer, version).map_err(|e| io(&self.addr, "response", e))
     }
 
-    /// Sends a native request (version 0) and reads its response.
+    /// Sends a native request, in the lowest version that carries its values
+    /// ([`NativeRequest::version`]), and reads its response.
     pub(crate) async fn native(
         &mut self,
         request: &NativeRequest,
@@ -108,7 +109,7 @@ impl Conn {
             .map_err(|e| io(&self.addr, "encode", e))?;
         let answer = self.exchange(&frame).await?;
         let (header, response) =
-            drover_protocol::decode_response_frame(answer, request.api_key(), 0)
+            drover_protocol::decode_response_frame(answer, request.api_key(), request.version())
                 .map_err(|e| io(&self.addr, "native response", e))?;
         if header.correlation_id != correlation {
             return Err(io(&self.addr, "native response", "wrong correlation id"));

@@ -194,7 +194,7 @@ impl Consumer {
             cluster: cluster.clone(),
             conn: Mutex::new(None),
         });
-        if config.auto_commit_interval_ms > 0 {
+        if config.enable_auto_commit && config.auto_commit_interval_ms > 0 {
             tasks.push(tokio::spawn(auto_commit(
                 Arc::clone(&committer),
                 stopped.clone(),
@@ -383,6 +383,8 @@ async fn membership(
     let mut registered = Some(registered);
     let base = Duration::from_millis(config.retry_backoff_ms.max(1));
     let mut backoff = base;
+    // Sessions in a row that ended with a dead fetcher (docs/protocol.md §6.3).
+    let mut dead_streak = 0u32;
     loop {
         let end = channel::session(
             &shared,
@@ -396,6 +398,16 @@ async fn membership(
         if shared.lock().closed {
             return;
         }
+        let pause = match &end {
+            SessionEnd::FetcherDied(_) => {
+                dead_streak = dead_streak.saturating_add(1);
+                config.fetcher_failure_backoff(dead_streak)
+            }
+            _ => {
+                dead_streak = 0;
+                backoff
+            }
+        };
         match end {
             SessionEnd::Shutdown => return,
             SessionEnd::Refused(e) => {
@@ -408,9 +420,16 @@ async fn membership(
             SessionEnd::Retry(why) => {
                 tracing::info!("re-registering in {backoff:?} ({why})");
             }
+            SessionEnd::FetcherDied(why) => {
+                tracing::warn!(
+                    sessions_in_a_row = dead_streak,
+                    "a fetcher died; re-registering in {} ms ({why})",
+                    pause.as_millis()
+                );
+            }
         }
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(pause) => {}
             _ = shutdown.wait_for(|s| *s) => return,
         }
         backoff = (backoff * 2).min(Duration::from_secs(2));

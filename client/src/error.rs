@@ -49,6 +49,29 @@ pub enum ClientError {
         /// Partition.
         partition: i32,
     },
+    /// A partition's position is outside its log (Kafka's OFFSET_OUT_OF_RANGE) and
+    /// `auto_offset_reset` is `none`: the consumer cannot read it. It reports the dead
+    /// fetcher to the coordinator (docs/protocol.md §6.3), which moves the group's
+    /// partitions; the consumer registers again after `fetcher_failure_backoff_ms`,
+    /// doubling while the fetcher keeps dying. Commit an offset inside the log (the
+    /// non-member CommitOffset of §5.5, while the group is empty) or choose
+    /// earliest/latest.
+    #[error(
+        "offset {offset} of {topic}-{partition} is out of range{} and auto_offset_reset = none",
+        log.map_or_else(String::new, |(start, end)| format!(" (log {start}..{end})"))
+    )]
+    OffsetOutOfRange {
+        /// Topic.
+        topic: String,
+        /// Partition.
+        partition: i32,
+        /// The position that was out of range.
+        offset: i64,
+        /// The log start and end offsets the broker reported with the error; `None`
+        /// when the offset was refused for having been out of range before (a
+        /// StartFetcher that gives it again).
+        log: Option<(i64, i64)>,
+    },
     /// A network or protocol failure talking to a broker.
     #[error("{0}")]
     Io(String),

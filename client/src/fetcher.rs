@@ -192,22 +192,38 @@ async fn reset(
         OffsetReset::Latest => -1,
         OffsetReset::None => {
             for ((topic, partition), epoch) in resets {
-                let stream = {
+                let found = {
                     let mut state = ctx.shared.lock();
-                    match state.owned.get_mut(&(topic.clone(), partition)) {
+                    let tp = (topic.clone(), partition);
+                    // The committed offset this StartFetcher gave was found out of range
+                    // before (start_fetcher then asks for the reset policy).
+                    let out_of_range = state.out_of_range.get(&tp).copied();
+                    match state.owned.get_mut(&tp) {
                         Some(o) if o.epoch == epoch => {
                             // Owned but unreadable: the next Heartbeat reports it, which
                             // releases the consumer's partitions (docs/protocol.md §6.4).
                             o.needs_reset = false;
-                            o.dead =
-                                Some("no committed offset and auto_offset_reset = none".into());
-                            Some(o.stream)
+                            o.dead = Some(match out_of_range {
+                                Some(offset) => format!(
+                                    "offset {offset} is out of range and auto_offset_reset = none"
+                                ),
+                                None => "no committed offset and auto_offset_reset = none".into(),
+                            });
+                            Some((o.stream, out_of_range))
                         }
                         _ => None,
                     }
                 };
-                if let Some(stream) = stream {
-                    let error = ClientError::NoCommittedOffset { topic, partition };
+                if let Some((stream, out_of_range)) = found {
+                    let error = match out_of_range {
+                        Some(offset) => ClientError::OffsetOutOfRange {
+                            topic,
+                            partition,
+                            offset,
+                            log: None,
+                        },
+                        None => ClientError::NoCommittedOffset { topic, partition },
+                    };
                     tracing::warn!("{error}");
                     let _ = ctx.sinks[stream].send(Item::Error(error)).await;
                 }
@@ -261,20 +277,32 @@ async fn reset(
 }
 
 /// The fetch position of `want` is outside the log: the partition's fetcher is dead
-/// until the channel reports it and the consumer registers again.
-fn mark_out_of_range(ctx: &FetchContext, want: &Want, log_start: i64, log_end: i64) {
+/// until the channel reports it and the consumer registers again (then the reset
+/// policy decides where it starts). Under reset `none` the application is told too
+/// (Kafka's consumer raises OffsetOutOfRange from `poll` then): the error to queue on
+/// the partition's stream is returned.
+fn mark_out_of_range(
+    ctx: &FetchContext,
+    want: &Want,
+    log_start: i64,
+    log_end: i64,
+) -> Option<ClientError> {
     let mut state = ctx.shared.lock();
-    if let Some(o) = state
+    let o = state
         .owned
         .get_mut(&want.tp)
-        .filter(|o| o.epoch == want.epoch)
-    {
-        o.dead = Some(format!(
-            "offset {} is out of range (log {log_start}..{log_end})",
-            want.position
-        ));
-        state.out_of_range.insert(want.tp.clone(), want.position);
-    }
+        .filter(|o| o.epoch == want.epoch)?;
+    o.dead = Some(format!(
+        "offset {} is out of range (log {log_start}..{log_end})",
+        want.position
+    ));
+    state.out_of_range.insert(want.tp.clone(), want.position);
+    (ctx.config.auto_offset_reset == OffsetReset::None).then(|| ClientError::OffsetOutOfRange {
+        topic: want.tp.0.clone(),
+        partition: want.tp.1,
+        offset: want.position,
+        log: Some((log_start, log_end)),
+    })
 }
 
 /// One Fetch for `wants`; queues what it returns.
@@ -331,7 +359,11 @@ async fn fetch(ctx: &FetchContext, conn: &mut Conn, wants: Vec<Want>) -> Result<
             match p.error_code {
                 0 => {}
                 OFFSET_OUT_OF_RANGE => {
-                    mark_out_of_range(ctx, want, p.log_start_offset, p.high_watermark);
+                    let error = mark_out_of_range(ctx, want, p.log_start_offset, p.high_watermark);
+                    if let Some(error) = error {
+                        tracing::warn!("{error}");
+                        let _ = ctx.sinks[want.stream].send(Item::Error(error)).await;
+                    }
                     continue;
                 }
                 code => {

@@ -92,6 +92,7 @@
 //!     subscription: proto::Subscription::static_topics([("invoices", 2)]),
 //!     auto_offset_reset: proto::AutoOffsetReset::EARLIEST,
 //!     assignor: None,
+//!     member: proto::MemberData::default(),
 //! });
 //! let mut frame = BytesMut::new();
 //! proto::encode_request_frame(&mut frame, 1, Some("app"), &request).unwrap();

@@ -249,6 +249,7 @@ impl Harness {
                         subscription,
                         auto_offset_reset: proto::AutoOffsetReset::LATEST,
                         assignor: None,
+                        member: proto::MemberData::default(),
                     }),
                 )?;
             }

@@ -661,6 +661,7 @@ fn register(
         subscription: proto::Subscription::static_topics([("orders", 1)]),
         auto_offset_reset: proto::AutoOffsetReset::EARLIEST,
         assignor: None,
+        member: proto::MemberData::default(),
     };
     f(&mut r);
     w.raw_request(conn, corr, &NativeRequest::RegisterConsumer(r));
@@ -751,6 +752,7 @@ fn a_refused_registration_leaves_an_ordinary_connection() {
         subscription: proto::Subscription::static_topics([("orders", 1)]),
         auto_offset_reset: proto::AutoOffsetReset::EARLIEST,
         assignor: None,
+        member: proto::MemberData::default(),
     };
     ok.host = "h2".into();
     w.raw_request(conn, 2, &NativeRequest::RegisterConsumer(ok));
@@ -972,6 +974,7 @@ fn raw_register(w: &mut World, id: &str, st: i32) -> drover_coordinator::ConnId 
             subscription: proto::Subscription::static_topics([("orders", 1)]),
             auto_offset_reset: proto::AutoOffsetReset::EARLIEST,
             assignor: None,
+            member: proto::MemberData::default(),
         }),
     );
     w.run_for(5);

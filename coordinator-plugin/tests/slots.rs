@@ -81,6 +81,7 @@ fn register_request(group: &str, consumer: &str) -> NativeRequest {
         subscription: proto::Subscription::static_topics([("orders", 1)]),
         auto_offset_reset: proto::AutoOffsetReset::EARLIEST,
         assignor: None,
+        member: proto::MemberData::default(),
     })
 }
 

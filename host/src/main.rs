@@ -114,10 +114,33 @@ struct ConsumeArgs {
     /// Assignor to ask for (default: the coordinator's).
     #[arg(long)]
     assignor: Option<String>,
+    /// This consumer's rack (Kafka's `client.rack`), for rack-aware assignors. Sent in
+    /// RegisterConsumer v1, like --weight and --label (docs/protocol.md §5.1).
+    #[arg(long)]
+    rack: Option<String>,
+    /// This consumer's capacity relative to the group's other members (≥ 1): a
+    /// weight-aware assignor gives weight 2 about twice the work of weight 1.
+    #[arg(long, default_value_t = 1)]
+    weight: u32,
+    /// A free-form label for the assignor, KEY=VALUE; repeatable (at most 32).
+    #[arg(long = "label")]
+    labels: Vec<String>,
+    /// Pause before registering again after a fetcher died (offset out of range or no
+    /// committed offset under --reset none), ms; doubles while it keeps dying.
+    #[arg(long, default_value_t = 1_000)]
+    fetcher_failure_backoff_ms: u64,
+    /// Cap of --fetcher-failure-backoff-ms, ms.
+    #[arg(long, default_value_t = 60_000)]
+    fetcher_failure_backoff_max_ms: u64,
     /// Commit consumed offsets this often, ms (0: only at exit; Heartbeat answers carry
     /// them anyway).
     #[arg(long, default_value_t = 5_000)]
     auto_commit_interval_ms: u64,
+    /// Commit explicitly (Kafka's enable.auto.commit=false): Heartbeat answers carry no
+    /// offsets and nothing is committed periodically; processed offsets are handed
+    /// over at every StopFetcher and committed at exit.
+    #[arg(long)]
+    no_auto_commit: bool,
     /// Line format: offsets (`topic partition offset`), values, or full (`topic
     /// partition offset key value`).
     #[arg(long, default_value = "full")]
@@ -402,7 +425,17 @@ fn consume(args: ConsumeArgs) -> Result<(), String> {
     config.session_timeout_ms = args.session_timeout_ms;
     config.auto_offset_reset = consume::parse_reset(&args.reset)?;
     config.assignor = args.assignor;
+    config.rack = args.rack;
+    config.weight = args.weight;
+    config.labels = args
+        .labels
+        .iter()
+        .map(|l| consume::parse_label(l))
+        .collect::<Result<_, _>>()?;
     config.auto_commit_interval_ms = args.auto_commit_interval_ms;
+    config.enable_auto_commit = !args.no_auto_commit;
+    config.fetcher_failure_backoff_ms = args.fetcher_failure_backoff_ms;
+    config.fetcher_failure_backoff_max_ms = args.fetcher_failure_backoff_max_ms;
     let subscribe = match (args.whitelist, args.blacklist) {
         (Some(p), _) => Subscribe::Filter(drover_client::TopicFilter::Whitelist(p), args.streams),
         (_, Some(p)) => Subscribe::Filter(drover_client::TopicFilter::Blacklist(p), args.streams),

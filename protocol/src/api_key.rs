@@ -2,7 +2,9 @@
 //!
 //! The keys sit in a private range far from Kafka's (which end below 100). They are
 //! not listed in the Kafka ApiVersions response, so Kafka clients' version inference is
-//! undisturbed; a native client sends version 0.
+//! undisturbed; a native client sends the lowest version that carries its values
+//! (version 0 of every API, RegisterConsumer v1 for a consumer that declares member
+//! data).
 
 use std::fmt;
 
@@ -112,8 +114,12 @@ impl ApiKey {
 
     /// The versions this codec implements.
     pub const fn versions(self) -> VersionRange {
-        // Every native API is at v0 (docs/protocol.md, "Versions and evolution").
-        VersionRange { min: 0, max: 0 }
+        // docs/protocol.md, "Versions and evolution": v0 is never retired.
+        match self {
+            // v1 appends the member data (rack, weight, labels).
+            ApiKey::RegisterConsumer => VersionRange { min: 0, max: 1 },
+            _ => VersionRange { min: 0, max: 0 },
+        }
     }
 
     /// Who sends the request.
@@ -170,5 +176,7 @@ mod tests {
         assert_eq!(ApiKey::from_code(20_008), None);
         assert_eq!(ApiKey::from_code(0), None);
         assert!(!ApiKey::is_native_code(68));
+        assert!(ApiKey::RegisterConsumer.versions().contains(1));
+        assert!(!ApiKey::Heartbeat.versions().contains(1));
     }
 }

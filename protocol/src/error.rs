@@ -91,4 +91,23 @@ pub enum EncodeError {
     /// A frame larger than an INT32 size can announce.
     #[error("frame of {0} bytes exceeds the INT32 size field")]
     FrameTooLarge(usize),
+    /// Values that version `version` of the message cannot carry (for example member
+    /// data in a RegisterConsumer v0).
+    #[error("{what}: needs version {needed}, asked to encode version {version}")]
+    VersionTooLow {
+        /// The message or field that needs the newer version.
+        what: &'static str,
+        /// The lowest version that carries the values.
+        needed: i16,
+        /// The version asked for.
+        version: i16,
+    },
+    /// A version of a native API this codec does not implement.
+    #[error("unsupported version {version} of native API {api_key}")]
+    UnsupportedVersion {
+        /// The API key.
+        api_key: i16,
+        /// The version asked for.
+        version: i16,
+    },
 }

@@ -10,9 +10,6 @@ use crate::header::{RequestHeader, ResponseHeader};
 use crate::messages::{decode_request, decode_response, NativeRequest, NativeResponse};
 use crate::ApiKey;
 
-/// The version the message structs encode. Every native API is at v0.
-pub const ENCODED_VERSION: i16 = 0;
-
 /// Runs `body`, then writes the size prefix reserved before it; on error `buf` is left
 /// unchanged.
 fn sized(
@@ -34,8 +31,9 @@ fn sized(
     Ok(())
 }
 
-/// Appends a complete request frame (size, header v1 with version
-/// [`ENCODED_VERSION`], body) to `buf`.
+/// Appends a complete request frame (size, header v1, body) to `buf`, in the lowest
+/// version that carries the request's values ([`NativeRequest::version`]): v0, or
+/// RegisterConsumer v1 for a consumer that declares member data.
 pub fn encode_request_frame(
     buf: &mut BytesMut,
     correlation_id: i32,
@@ -45,7 +43,7 @@ pub fn encode_request_frame(
     sized(buf, |buf| {
         let header = RequestHeader {
             api_key: request.api_key().code(),
-            api_version: ENCODED_VERSION,
+            api_version: request.version(),
             correlation_id,
             client_id: client_id.map(str::to_owned),
         };

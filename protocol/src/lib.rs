@@ -22,7 +22,7 @@
 //! use bytes::BytesMut;
 //! use drover_protocol::{
 //!     decode_request_frame, encode_request_frame, AutoOffsetReset, NativeRequest,
-//!     RegisterConsumerRequest, Subscription,
+//!     MemberData, RegisterConsumerRequest, Subscription,
 //! };
 //!
 //! let request = NativeRequest::RegisterConsumer(RegisterConsumerRequest {
@@ -33,6 +33,7 @@
 //!     subscription: Subscription::static_topics([("invoices", 2)]),
 //!     auto_offset_reset: AutoOffsetReset::EARLIEST,
 //!     assignor: None,
+//!     member: MemberData::default(),
 //! });
 //! let mut buf = BytesMut::new();
 //! encode_request_frame(&mut buf, 1, Some("app"), &request).unwrap();
@@ -60,8 +61,8 @@ pub use frame::{
 };
 pub use header::{RequestHeader, ResponseHeader};
 pub use limits::{
-    MAX_GROUPS_PER_REQUEST, MAX_MEMBERS_PER_GROUP, MAX_PARTITIONS_PER_TOPIC, MAX_STRING_LEN,
-    MAX_TOPICS_PER_REQUEST,
+    MAX_GROUPS_PER_REQUEST, MAX_LABELS_PER_CONSUMER, MAX_MEMBERS_PER_GROUP, MAX_MEMBER_STRING_LEN,
+    MAX_PARTITIONS_PER_TOPIC, MAX_STRING_LEN, MAX_TOPICS_PER_REQUEST,
 };
 pub use messages::*;
 pub use slot::coordinator_slot;

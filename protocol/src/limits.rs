@@ -21,3 +21,13 @@ pub const MAX_GROUPS_PER_REQUEST: usize = 100_000;
 /// Most member entries in the `members` array of one group described by DescribeGroups.
 /// A coordinator's configured maximum group size must not exceed it.
 pub const MAX_MEMBERS_PER_GROUP: usize = 100_000;
+
+/// Most entries in RegisterConsumer's `labels` array (v1): a few free-form labels per
+/// consumer, checked by decoders and encoders like every other count.
+pub const MAX_LABELS_PER_CONSUMER: usize = 32;
+
+/// Longest `rack`, label key and label value a coordinator accepts in RegisterConsumer
+/// v1, in bytes. Longer ones are well-formed (a STRING may hold 32767 bytes) but break a
+/// rule: the coordinator answers INVALID_REQUEST
+/// ([`crate::RegisterConsumerRequest::validate`]).
+pub const MAX_MEMBER_STRING_LEN: usize = 255;

@@ -96,6 +96,27 @@ fn register() -> NativeRequest {
         subscription: Subscription::static_topics([("invoices", 2)]),
         auto_offset_reset: AutoOffsetReset::EARLIEST,
         assignor: Some("range".into()),
+        member: MemberData::default(),
+    })
+}
+
+/// The second consumer, with member data: RegisterConsumer v1.
+fn register_v1() -> NativeRequest {
+    let NativeRequest::RegisterConsumer(first) = register() else {
+        unreachable!()
+    };
+    NativeRequest::RegisterConsumer(RegisterConsumerRequest {
+        consumer_id: "billing-2".into(),
+        host: "10.0.0.6".into(),
+        member: MemberData {
+            rack: Some("eu-1b".into()),
+            weight: 2,
+            labels: vec![Label {
+                key: "disk".into(),
+                value: "ssd".into(),
+            }],
+        },
+        ..first
     })
 }
 
@@ -168,6 +189,7 @@ fn example() -> Vec<Frame> {
         Frame::Response(0, started()),
         Frame::Request(1, None, heartbeat()),
         Frame::Response(1, heartbeat_answer()),
+        Frame::Request(1, Some("app"), register_v1()),
     ]
 }
 
@@ -179,7 +201,7 @@ fn worked_example_matches_the_encoder() {
         documented.len(),
         example.len(),
         "the section's frames: register, registered, StartFetcher and its answer, \
-         Heartbeat and its answer"
+         Heartbeat and its answer, a v1 registration"
     );
     for (i, (bytes, frame)) in documented.iter().zip(&example).enumerate() {
         let size = i32::from_be_bytes(bytes[..4].try_into().unwrap());
@@ -207,5 +229,10 @@ fn worked_example_matches_the_encoder() {
     let NativeRequest::RegisterConsumer(r) = register() else {
         unreachable!()
     };
+    assert_eq!(r.validate(), Ok(()));
+    let NativeRequest::RegisterConsumer(r) = register_v1() else {
+        unreachable!()
+    };
+    assert_eq!(r.version(), 1);
     assert_eq!(r.validate(), Ok(()));
 }

@@ -135,6 +135,26 @@ fn forged_counts_are_refused_without_allocating() {
         let (r, n) = allocated_by(|| decode_request(ApiKey::RegisterConsumer.code(), 0, body));
         check(&format!("RegisterConsumer topics {count}"), r, n);
 
+        // RegisterConsumer v1: labels.
+        let mut b = BytesMut::new();
+        string(&mut b, "g");
+        string(&mut b, "c");
+        string(&mut b, "h");
+        b.put_i32(30_000);
+        b.put_i8(1);
+        b.put_i32(0);
+        string(&mut b, "p");
+        b.put_i32(1);
+        b.put_i8(0);
+        b.put_i16(-1); // assignor
+        b.put_i16(-1); // rack
+        b.put_i32(1); // weight
+        b.put_i32(count);
+        b.put_slice(&[0; 16]);
+        let body = b.freeze();
+        let (r, n) = allocated_by(|| decode_request(ApiKey::RegisterConsumer.code(), 1, body));
+        check(&format!("RegisterConsumer labels {count}"), r, n);
+
         // StartFetcher: assignment partitions.
         let mut b = BytesMut::new();
         string(&mut b, "g");

@@ -117,6 +117,27 @@ fn described_group() -> impl Strategy<Value = DescribedGroup> {
         )
 }
 
+/// Member data of RegisterConsumer v1: half the time the default (which v0 carries),
+/// else anything the wire can hold, valid or not.
+fn member_data() -> impl Strategy<Value = MemberData> {
+    prop_oneof![
+        Just(MemberData::default()),
+        (
+            nullable_string(),
+            prop_oneof![Just(1), any::<i32>()],
+            vec(
+                (string(), string()).prop_map(|(key, value)| Label { key, value }),
+                0..4
+            ),
+        )
+            .prop_map(|(rack, weight, labels)| MemberData {
+                rack,
+                weight,
+                labels
+            }),
+    ]
+}
+
 fn request() -> impl Strategy<Value = NativeRequest> {
     prop_oneof![
         (
@@ -126,7 +147,8 @@ fn request() -> impl Strategy<Value = NativeRequest> {
             any::<i32>(),
             subscription(),
             any::<i8>(),
-            nullable_string()
+            nullable_string(),
+            member_data(),
         )
             .prop_map(
                 |(
@@ -137,6 +159,7 @@ fn request() -> impl Strategy<Value = NativeRequest> {
                     subscription,
                     reset,
                     assignor,
+                    member,
                 )| {
                     NativeRequest::RegisterConsumer(RegisterConsumerRequest {
                         group_id,
@@ -146,6 +169,7 @@ fn request() -> impl Strategy<Value = NativeRequest> {
                         subscription,
                         auto_offset_reset: AutoOffsetReset(reset),
                         assignor,
+                        member,
                     })
                 }
             ),
@@ -294,12 +318,22 @@ fn response() -> impl Strategy<Value = NativeResponse> {
     ]
 }
 
+/// The body in the request's own version ([`NativeRequest::version`]).
 fn body_of_request(request: &NativeRequest) -> Bytes {
+    body_of_request_at(request, request.version())
+}
+
+fn body_of_request_at(request: &NativeRequest, version: i16) -> Bytes {
     let mut buf = BytesMut::new();
     request
-        .encode(&mut buf)
+        .encode_version(&mut buf, version)
         .expect("generated values are within limits");
     buf.freeze()
+}
+
+/// Every version of the request's API that can carry its values.
+fn versions_of(request: &NativeRequest) -> std::ops::RangeInclusive<i16> {
+    request.version()..=request.api_key().versions().max
 }
 
 fn body_of_response(response: &NativeResponse) -> Bytes {
@@ -316,8 +350,27 @@ proptest! {
     #[test]
     fn requests_round_trip(request in request()) {
         let key = request.api_key();
-        let body = body_of_request(&request);
-        prop_assert_eq!(&decode_request(key.code(), 0, body.clone()).unwrap(), &request);
+        for version in versions_of(&request) {
+            let body = body_of_request_at(&request, version);
+            prop_assert_eq!(&decode_request(key.code(), version, body.clone()).unwrap(), &request);
+            // A trailing byte is refused.
+            let mut longer = BytesMut::from(&body[..]);
+            longer.extend_from_slice(&[0]);
+            prop_assert_eq!(
+                decode_request(key.code(), version, longer.freeze()),
+                Err(DecodeError::TrailingBytes(1))
+            );
+        }
+        // Below its version the request does not encode, and changes nothing.
+        for version in 0..request.version() {
+            let mut buf = BytesMut::new();
+            let refused = matches!(
+                request.encode_version(&mut buf, version),
+                Err(EncodeError::VersionTooLow { .. })
+            );
+            prop_assert!(refused);
+            prop_assert!(buf.is_empty());
+        }
 
         // Whole frames too.
         let mut frame = BytesMut::new();
@@ -327,25 +380,19 @@ proptest! {
         prop_assert_eq!(size as usize, frame.len() - 4);
         let (header, decoded) = decode_request_frame(frame.slice(4..)).unwrap();
         prop_assert_eq!(header.api_key, key.code());
-        prop_assert_eq!(header.api_version, 0);
+        prop_assert_eq!(header.api_version, request.version());
         prop_assert_eq!(header.correlation_id, 7);
         prop_assert_eq!(header.client_id.as_deref(), Some("client"));
         prop_assert_eq!(decoded, request);
-
-        // A trailing byte is refused.
-        let mut longer = BytesMut::from(&body[..]);
-        longer.extend_from_slice(&[0]);
-        prop_assert_eq!(
-            decode_request(key.code(), 0, longer.freeze()),
-            Err(DecodeError::TrailingBytes(1))
-        );
     }
 
     #[test]
     fn responses_round_trip(response in response()) {
         let key = response.api_key();
         let body = body_of_response(&response);
-        prop_assert_eq!(&decode_response(key, 0, body.clone()).unwrap(), &response);
+        for version in 0..=key.versions().max {
+            prop_assert_eq!(&decode_response(key, version, body.clone()).unwrap(), &response);
+        }
 
         let mut frame = BytesMut::new();
         encode_response_frame(&mut frame, -3, &response).unwrap();
@@ -360,9 +407,14 @@ proptest! {
     #[test]
     fn truncated_requests_fail_cleanly(request in request()) {
         let key = request.api_key().code();
-        let body = body_of_request(&request);
-        for len in 0..body.len() {
-            prop_assert!(decode_request(key, 0, body.slice(..len)).is_err(), "prefix {len} decoded");
+        for version in versions_of(&request) {
+            let body = body_of_request_at(&request, version);
+            for len in 0..body.len() {
+                prop_assert!(
+                    decode_request(key, version, body.slice(..len)).is_err(),
+                    "prefix {len} of v{version} decoded"
+                );
+            }
         }
         let mut frame = BytesMut::new();
         encode_request_frame(&mut frame, 1, None, &request).unwrap();
@@ -376,8 +428,13 @@ proptest! {
     fn truncated_responses_fail_cleanly(response in response()) {
         let key = response.api_key();
         let body = body_of_response(&response);
-        for len in 0..body.len() {
-            prop_assert!(decode_response(key, 0, body.slice(..len)).is_err(), "prefix {len} decoded");
+        for version in 0..=key.versions().max {
+            for len in 0..body.len() {
+                prop_assert!(
+                    decode_response(key, version, body.slice(..len)).is_err(),
+                    "prefix {len} decoded"
+                );
+            }
         }
     }
 
@@ -385,14 +442,19 @@ proptest! {
     fn random_bytes_never_panic(data in vec(any::<u8>(), 0..256)) {
         let data = Bytes::from(data);
         for key in ApiKey::ALL {
-            if let Ok(request) = decode_request(key.code(), 0, data.clone()) {
-                // Whatever decodes re-encodes to something that decodes the same.
-                let again = decode_request(key.code(), 0, body_of_request(&request)).unwrap();
-                prop_assert_eq!(again, request);
-            }
-            if let Ok(response) = decode_response(key, 0, data.clone()) {
-                let again = decode_response(key, 0, body_of_response(&response)).unwrap();
-                prop_assert_eq!(again, response);
+            for version in 0..=key.versions().max {
+                if let Ok(request) = decode_request(key.code(), version, data.clone()) {
+                    // Whatever decodes re-encodes, in the version it came in, to
+                    // something that decodes the same.
+                    let body = body_of_request_at(&request, version);
+                    let again = decode_request(key.code(), version, body).unwrap();
+                    prop_assert_eq!(again, request);
+                }
+                if let Ok(response) = decode_response(key, version, data.clone()) {
+                    let body = body_of_response(&response);
+                    let again = decode_response(key, version, body).unwrap();
+                    prop_assert_eq!(again, response);
+                }
             }
         }
         let _ = decode_request_frame(data);
@@ -419,13 +481,17 @@ proptest! {
         let req = Bytes::from(req);
         let resp = Bytes::from(resp);
         for key in ApiKey::ALL {
-            if let Ok(decoded) = decode_request(key.code(), 0, req.clone()) {
-                let again = decode_request(key.code(), 0, body_of_request(&decoded)).unwrap();
-                prop_assert_eq!(again, decoded);
-            }
-            if let Ok(decoded) = decode_response(key, 0, resp.clone()) {
-                let again = decode_response(key, 0, body_of_response(&decoded)).unwrap();
-                prop_assert_eq!(again, decoded);
+            for version in 0..=key.versions().max {
+                if let Ok(decoded) = decode_request(key.code(), version, req.clone()) {
+                    let body = body_of_request_at(&decoded, version);
+                    let again = decode_request(key.code(), version, body).unwrap();
+                    prop_assert_eq!(again, decoded);
+                }
+                if let Ok(decoded) = decode_response(key, version, resp.clone()) {
+                    let body = body_of_response(&decoded);
+                    let again = decode_response(key, version, body).unwrap();
+                    prop_assert_eq!(again, decoded);
+                }
             }
         }
     }
@@ -440,6 +506,13 @@ fn unknown_keys_and_versions_are_refused() {
     assert_eq!(
         decode_request(3, 0, Bytes::new()),
         Err(DecodeError::UnknownApiKey(3))
+    );
+    assert_eq!(
+        decode_request(20_000, 2, Bytes::new()),
+        Err(DecodeError::UnsupportedVersion {
+            api_key: 20_000,
+            version: 2
+        })
     );
     assert_eq!(
         decode_request(20_006, 1, Bytes::new()),
@@ -681,4 +754,54 @@ fn describe_groups_caps_are_enforced() {
         Err(EncodeError::TooManyElements { max, .. }) if max == MAX_MEMBERS_PER_GROUP
     ));
     assert!(buf.is_empty());
+}
+
+#[test]
+fn register_consumer_labels_are_capped_both_ways() {
+    let label = |i: usize| Label {
+        key: format!("k{i}"),
+        value: String::new(),
+    };
+    let mut request = RegisterConsumerRequest {
+        group_id: "g".into(),
+        consumer_id: "c".into(),
+        host: "h".into(),
+        session_timeout_ms: 30_000,
+        subscription: Subscription::static_topics([("t", 1)]),
+        auto_offset_reset: AutoOffsetReset::EARLIEST,
+        assignor: None,
+        member: MemberData {
+            labels: (0..MAX_LABELS_PER_CONSUMER).map(label).collect(),
+            ..MemberData::default()
+        },
+    };
+    let mut buf = BytesMut::new();
+    request.encode(&mut buf).unwrap();
+    let at_cap = buf.split().freeze();
+    assert_eq!(
+        decode_request(ApiKey::RegisterConsumer.code(), 1, at_cap.clone()),
+        Ok(NativeRequest::RegisterConsumer(request.clone()))
+    );
+
+    request.member.labels.push(label(MAX_LABELS_PER_CONSUMER));
+    assert!(matches!(
+        request.encode(&mut buf),
+        Err(EncodeError::TooManyElements { .. })
+    ));
+    // The same bytes with the count raised by one and a label's worth of bytes more
+    // (empty key and value: 4 bytes): refused for the cap, not for lack of bytes.
+    let mut forged = at_cap.to_vec();
+    let labels_bytes: usize = (0..MAX_LABELS_PER_CONSUMER)
+        .map(|i| 4 + format!("k{i}").len())
+        .sum();
+    let count_at = forged.len() - labels_bytes - 4;
+    let count = u32::from_be_bytes(forged[count_at..count_at + 4].try_into().unwrap());
+    assert_eq!(count as usize, MAX_LABELS_PER_CONSUMER);
+    forged[count_at..count_at + 4]
+        .copy_from_slice(&(MAX_LABELS_PER_CONSUMER as u32 + 1).to_be_bytes());
+    forged.extend_from_slice(&[0; 4]);
+    assert!(matches!(
+        decode_request(ApiKey::RegisterConsumer.code(), 1, Bytes::from(forged)),
+        Err(DecodeError::TooManyElements { .. })
+    ));
 }

@@ -347,7 +347,8 @@ class NativeConsumer:
             group_id=self.group, consumer_id=self.consumer_id, host=a.host,
             session_timeout_ms=self.st_ms, kind=kind, topics=topics, pattern=pattern,
             pattern_streams=pstreams, auto_offset_reset=np.RESET_BY_NAME[a.auto_offset_reset],
-            assignor=a.assignor)
+            assignor=a.assignor, rack=a.rack, weight=a.weight,
+            labels=[tuple(kv.split("=", 1)) for kv in a.label])
         conn.corr += 1
         corr = conn.corr
         self.event("sending", api="RegisterConsumer", corr=corr)
@@ -368,7 +369,7 @@ class NativeConsumer:
         log.info("registered in group %s: generation %d, heartbeat interval %d ms",
                  self.group, resp.generation, resp.heartbeat_interval_ms)
         self.event("registered", generation=resp.generation,
-                   heartbeat_interval_ms=resp.heartbeat_interval_ms)
+                   heartbeat_interval_ms=resp.heartbeat_interval_ms, version=req.version())
         return True
 
     def serve_channel(self) -> None:
@@ -430,8 +431,9 @@ class NativeConsumer:
         if dead is not None:
             final = self.stop_all(f"fetcher died: {dead}")
             log.warning("Heartbeat: fetchers unhealthy (%s)", dead)
-            return (np.HeartbeatResponse(np.NONE, False, final if self.auto_commit else []),
-                    f"fetcher died: {dead}")
+            # Final offsets in both commit modes: this answer hands every partition
+            # over (6.3 step 2, 5.3).
+            return np.HeartbeatResponse(np.NONE, False, final), f"fetcher died: {dead}"
         with self.state.lock:
             offsets = self._offsets_locked() if self.auto_commit else []
         log.debug("Heartbeat gen %d: %s", req.generation, offsets)
@@ -464,7 +466,9 @@ class NativeConsumer:
                  fmt_offsets(final))
         self.event("stop", generation=req.generation, stop_all=req.stop_all,
                    stopped=sorted(keys), kept=kept, offsets=final)
-        return np.StopFetcherResponse(np.NONE, final if self.auto_commit else []), None
+        # In both commit modes (5.3): with --no-auto-commit these are the processed
+        # offsets, which a CommitOffset after this answer could no longer commit.
+        return np.StopFetcherResponse(np.NONE, final), None
 
     def on_start(self, req: np.StartFetcherRequest):
         code, why = self._check(req, exact_generation=False)
@@ -552,13 +556,22 @@ class NativeConsumer:
                 log.info("final CommitOffset failed (ignored): %s", e)
 
     def leave(self) -> None:
-        """6.7: stop, LeaveGroup on another connection, then close the channel."""
-        self.stop_all("leaving")
+        """6.7: stop, commit the final offsets (whatever the commit mode), LeaveGroup on
+        another connection, then close the channel."""
+        final = self.stop_all("leaving")
         if self.channel is None:
             return
+        with self.state.lock:
+            gen = self.state.generation
         try:
             with np.Conn(*self.coordinator, connect_timeout=5,
                          client_id=f"native-{self.consumer_id}") as c:
+                if final:
+                    cr = c.request(np.CommitOffsetRequest(self.group, self.consumer_id, gen,
+                                                          final), timeout=10)
+                    log.info("final CommitOffset before leaving (gen %d): %s", gen, cr.topics)
+                    self.event("committed", generation=gen, offsets=final,
+                               codes=[[t, [[p, e] for p, e in parts]] for t, parts in cr.topics])
                 r = c.request(np.LeaveGroupRequest(self.group, self.consumer_id), timeout=10)
             log.info("LeaveGroup: %s", np.error_name(r.error_code))
             self.event("left", code=r.error_code)
@@ -598,12 +611,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--auto-offset-reset", choices=sorted(np.RESET_BY_NAME), default="earliest")
     ap.add_argument("--assignor", default=None)
     ap.add_argument("--host", default=socket.gethostname())
+    ap.add_argument("--rack", default=None,
+                    help="member data (RegisterConsumer v1, section 5.1): the rack")
+    ap.add_argument("--weight", type=int, default=1, help="member data: the weight (>= 1)")
+    ap.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                    help="member data: a label (repeatable)")
     ap.add_argument("--no-auto-commit", action="store_true")
     ap.add_argument("--max-runtime-s", type=float, default=600)
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     if not a.topic and a.whitelist is None and a.blacklist is None:
         ap.error("give --topic, --whitelist or --blacklist")
+    if any("=" not in kv for kv in a.label):
+        ap.error("--label takes KEY=VALUE")
     return a
 
 

@@ -109,6 +109,8 @@ MAX_TOPICS_PER_REQUEST = 10_000
 MAX_PARTITIONS_PER_TOPIC = 100_000
 MAX_GROUPS_PER_REQUEST = 100_000
 MAX_MEMBERS_PER_GROUP = 100_000
+MAX_LABELS_PER_CONSUMER = 32  # RegisterConsumer v1 `labels`
+MAX_MEMBER_STRING = 255  # rack, label key and value: longer is INVALID_REQUEST (7.2)
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # what a consumer should accept (section 8)
 
 # Minimum encoded element sizes (section 8 table)
@@ -122,6 +124,7 @@ MIN_GROUP_ID = 2  # DescribeGroups request: a STRING length
 MIN_DESCRIBED_GROUP = 22  # every fixed-size field and length of a group entry
 MIN_DESCRIBED_MEMBER = 23
 MIN_TOPIC_NAME = 2  # DescribeGroups member `topics`: a STRING length
+MIN_LABEL = 4  # RegisterConsumer v1 label: two STRING lengths
 
 
 class Malformed(Exception):
@@ -323,10 +326,13 @@ def dict_to_offsets(d: dict[tuple[str, int], int]):
 
 
 # ---------------------------------------------------------------------------------
-# Section 5: messages (version 0)
+# Section 5: messages (version 0; RegisterConsumer also version 1)
 # ---------------------------------------------------------------------------------
 @dataclass
 class RegisterConsumerRequest:
+    """Version 1 appends the member data (5.1): `rack`, `weight`, `labels`. With their
+    defaults (None, 1, []) the request goes as version 0, which means exactly those
+    (3, rule 4: the lowest version that carries the values)."""
     group_id: str
     consumer_id: str
     host: str
@@ -337,18 +343,31 @@ class RegisterConsumerRequest:
     pattern_streams: int = 0
     auto_offset_reset: int = RESET_EARLIEST
     assignor: Optional[str] = None
+    rack: Optional[str] = None  # v1
+    weight: int = 1  # v1
+    labels: list = field(default_factory=list)  # v1: [(key, value)]
     API_KEY = REGISTER_CONSUMER
 
-    def encode(self, w: Writer) -> None:
+    def version(self) -> int:
+        return 0 if (self.rack is None and self.weight == 1 and not self.labels) else 1
+
+    def encode(self, w: Writer, version: Optional[int] = None) -> None:
+        version = self.version() if version is None else version
+        if version < self.version():
+            raise ValueError("member data needs RegisterConsumer v1")
         w.string(self.group_id).string(self.consumer_id).string(self.host)
         w.int32(self.session_timeout_ms).int8(self.kind)
         w.array(self.topics, MAX_TOPICS_PER_REQUEST, lambda w, t: w.string(t[0]).int32(t[1]))
         w.nullable_string(self.pattern).int32(self.pattern_streams)
         w.int8(self.auto_offset_reset).nullable_string(self.assignor)
+        if version >= 1:
+            w.nullable_string(self.rack).int32(self.weight)
+            w.array(self.labels, MAX_LABELS_PER_CONSUMER,
+                    lambda w, kv: w.string(kv[0]).string(kv[1]))
 
     @classmethod
-    def decode(cls, r: Reader) -> "RegisterConsumerRequest":
-        return cls(
+    def decode(cls, r: Reader, version: int = 0) -> "RegisterConsumerRequest":
+        m = cls(
             group_id=r.string("group_id"),
             consumer_id=r.string("consumer_id"),
             host=r.string("host"),
@@ -361,6 +380,12 @@ class RegisterConsumerRequest:
             auto_offset_reset=r.int8("auto_offset_reset"),
             assignor=r.nullable_string("assignor"),
         )
+        if version >= 1:
+            m.rack = r.nullable_string("rack")
+            m.weight = r.int32("weight")
+            m.labels = r.array("labels", MAX_LABELS_PER_CONSUMER, MIN_LABEL,
+                               lambda r: (r.string("key"), r.string("value")))
+        return m
 
 
 @dataclass
@@ -703,11 +728,21 @@ class RequestHeader:
     client_id: Optional[str]
 
 
-def encode_request(corr: int, client_id: Optional[str], msg, version: int = 0) -> bytes:
-    """A whole request frame (size + header v1 + body)."""
+# The versions this module implements, per API key (section 3).
+VERSIONS = {REGISTER_CONSUMER: (0, 1)}
+
+
+def encode_request(corr: int, client_id: Optional[str], msg, version: Optional[int] = None) -> bytes:
+    """A whole request frame (size + header v1 + body), in `version` or else the lowest
+    version that carries the message's values (section 3, rule 4)."""
+    if version is None:
+        version = msg.version() if hasattr(msg, "version") else 0
     w = Writer()
     w.int16(msg.API_KEY).int16(version).int32(corr).nullable_string(client_id)
-    msg.encode(w)
+    if hasattr(msg, "version"):
+        msg.encode(w, version)
+    else:
+        msg.encode(w)
     payload = w.bytes()
     return struct.pack(">i", len(payload)) + payload
 
@@ -723,16 +758,17 @@ def encode_response(corr: int, msg) -> bytes:
 
 def decode_request(payload: bytes):
     """payload = a frame without its size -> (RequestHeader, message). Unknown native
-    keys and versions other than 0 are malformed (section 3)."""
+    keys and versions this module does not implement are malformed (section 3)."""
     r = Reader(payload)
     h = RequestHeader(r.int16("api_key"), r.int16("api_version"), r.int32("correlation_id"),
                       r.nullable_string("client_id"))
     cls = REQUEST_TYPES.get(h.api_key)
     if cls is None:
         raise Malformed(f"unknown api_key {h.api_key}")
-    if h.api_version != 0:
+    low, high = VERSIONS.get(h.api_key, (0, 0))
+    if not low <= h.api_version <= high:
         raise Malformed(f"{API_NAMES[h.api_key]} version {h.api_version} is not implemented")
-    msg = cls.decode(r)
+    msg = cls.decode(r, h.api_version) if h.api_key == REGISTER_CONSUMER else cls.decode(r)
     r.finish(API_NAMES[h.api_key])
     return h, msg
 
@@ -922,6 +958,15 @@ DOC_REQUEST_HEX = """
 65 73 00 00 00 02 ff ff 00 00 00 00 00 00 05 72
 61 6e 67 65
 """
+DOC_REQUEST_V1_HEX = """
+00 00 00 6a 4e 20 00 01 00 00 00 01 00 03 61 70
+70 00 07 62 69 6c 6c 69 6e 67 00 09 62 69 6c 6c
+69 6e 67 2d 32 00 08 31 30 2e 30 2e 30 2e 36 00
+00 75 30 00 00 00 00 01 00 08 69 6e 76 6f 69 63
+65 73 00 00 00 02 ff ff 00 00 00 00 00 00 05 72
+61 6e 67 65 00 05 65 75 2d 31 62 00 00 00 02 00
+00 00 01 00 04 64 69 73 6b 00 03 73 73 64
+"""
 DOC_RESPONSE_HEX = """
 00 00 00 10 00 00 00 01 00 00 ff ff 00 00 27 10
 00 00 00 00
@@ -937,6 +982,23 @@ def _self_check() -> None:
     h, back = decode_request(frame[4:])
     assert (h.api_key, h.api_version, h.correlation_id, h.client_id) == (20000, 0, 1, "app")
     assert back == req
+    # The worked example's v1 registration (section 9).
+    v1 = RegisterConsumerRequest("billing", "billing-2", "10.0.0.6", 30000, KIND_STATIC,
+                                 [("invoices", 2)], None, 0, RESET_EARLIEST, "range",
+                                 rack="eu-1b", weight=2, labels=[("disk", "ssd")])
+    frame = encode_request(1, "app", v1)
+    assert frame == bytes.fromhex(DOC_REQUEST_V1_HEX), frame.hex(" ")
+    h, back = decode_request(frame[4:])
+    assert (h.api_version, back) == (1, v1)
+    # Defaults at v1 decode to the same request as v0; v0 cannot carry member data.
+    h, back = decode_request(encode_request(1, "app", req, version=1)[4:])
+    assert (h.api_version, back) == (1, req)
+    try:
+        encode_request(1, "app", v1, version=0)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("encoded member data as v0")
     resp = RegisterConsumerResponse(NONE, None, 10000, 0)
     rframe = encode_response(1, resp)
     assert rframe == bytes.fromhex(DOC_RESPONSE_HEX), rframe.hex(" ")
@@ -997,6 +1059,10 @@ def _self_check() -> None:
     bad(good + b"\x00")  # trailing byte
     bad(good[:-1])  # truncated
     bad(struct.pack(">hhih", 20001, 1, 0, -1) + b"\x00\x01g\x00\x00\x00\x01")  # version 1
+    bad(encode_request(1, None, req, version=1)[4:].replace(b"\x00\x01", b"\x00\x02", 1))  # v2
+    # A v1 labels count over its cap.
+    over = encode_request(1, None, req, version=1)[4:-4] + struct.pack(">i", 33) + b"\x00" * 132
+    bad(over)
     bad(struct.pack(">hhih", 20099, 0, 0, -1))  # unknown key
     bad(struct.pack(">hhih", 20001, 0, 0, -2) + b"\x00\x01g\x00\x00\x00\x01")  # client_id -2
     bad(struct.pack(">hhih", 20001, 0, 0, -1) + b"\xff\xffxx\x00\x00\x00\x01")  # null group

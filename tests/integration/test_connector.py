@@ -16,6 +16,7 @@ session timeout 1 s, rebalance delay 100 ms, heartbeat offsets stored every 200 
 from __future__ import annotations
 
 import collections
+import re
 import signal
 import socket
 import subprocess
@@ -24,10 +25,11 @@ import time
 
 import pytest
 
+import native_protocol as np
 from conftest import BrokerError, drover_bin
-from connector_testlib import (BackgroundProducer, Consumers, KafkaProxy, broker_log_since,
-                               committed_offsets, consumer_args, produce_keyed,
-                               start_connector_broker, wait_for)
+from connector_testlib import (BackgroundProducer, Consumers, KafkaProxy, admin_group,
+                               broker_log_since, committed_offsets, consumer_args,
+                               produce_keyed, start_connector_broker, wait_for)
 from drover_testlib import api_versions, ck_admin, ck_create_topic, wait_topic_partitions
 
 SESSION_MS = 2000
@@ -595,6 +597,141 @@ def test_partition_increase_picked_up(cbroker, consumers, sub):
           f"assignments {[(round(ts - t_grow, 3), g, sorted(tps)) for ts, g, tps in w.assignments()]}")
     assert w.owned()[1] == all_parts(topic, 4)
     assert w.terminate() == 0
+
+
+# ---------------------------------------------------------------------------------
+# 3b. Member data: --rack, --weight, --label (RegisterConsumer v1)
+# ---------------------------------------------------------------------------------
+def test_consume_with_rack_and_weight_registers_v1(cbroker, consumers):
+    """`drover consume --rack a --weight 2 --label tier=gold` registers with
+    RegisterConsumer v1 (its log says so) beside a consumer that declares nothing (v0)
+    in the same group: the coordinator accepts both, the admin API lists both members,
+    and every record is printed exactly once."""
+    b = cbroker
+    topic, group = "member-data", "g-member-data"
+    ck_create_topic(b, topic, 4)
+    produced = {(topic, p, o) for p, o in produce_keyed(b, topic, 400)}
+    a = consumers.start("a", *consumer_args(b, group, "--topic", topic, consumer_id="a",
+                                            session_timeout_ms=SESSION_MS,
+                                            extra=("--rack", "a", "--weight", "2",
+                                                   "--label", "tier=gold")))
+    plain = consumers.start("plain", *consumer_args(b, group, "--topic", topic,
+                                                    consumer_id="plain",
+                                                    session_timeout_ms=SESSION_MS))
+
+    def printed():
+        have = [(ln.topic, ln.partition, ln.offset) for c in (a, plain) for ln in c.lines()]
+        missing = produced - set(have)
+        return True if not missing else f"{len(missing)} of {len(produced)} not printed"
+    wait_for("every record to be printed", printed, 60, check=consumers.assert_running)
+    have = [(ln.topic, ln.partition, ln.offset) for c in (a, plain) for ln in c.lines()]
+    dups = [k for k, n in collections.Counter(have).items() if n > 1]
+    assert not dups, f"printed twice: {dups[:10]}"
+
+    def both_members():
+        g = admin_group(b, group)
+        ids = sorted(m["consumer_id"] for m in (g or {}).get("members", []))
+        return True if ids == ["a", "plain"] else f"members {ids}"
+    wait_for("the admin API to list both members", both_members, 20)
+    versions = {name: [t for _, t in c.stderr_lines() if "registered" in t and "version=" in t]
+                for name, c in (("a", a), ("plain", plain))}
+    assert any("version=1" in t for t in versions["a"]), versions
+    assert all("version=0" in t for t in versions["plain"]) and versions["plain"], versions
+    assert a.terminate() == 0
+    assert plain.terminate() == 0
+
+
+def test_consume_refuses_bad_member_data(cbroker):
+    """Member data that breaks docs/protocol.md §5.1 is refused before anything is sent,
+    with a message naming the value."""
+    b = cbroker
+    for extra, says in ((["--weight", "0"], "weight 0"), (["--rack", ""], "empty rack"),
+                        (["--label", "novalue"], "KEY=VALUE")):
+        rc, err, _took = run_consume(["--brokers", b.bootstrap, "--group", "g-bad-member",
+                                      "--topic", "member-data", *extra], timeout=30)
+        assert rc != 0 and says in err, f"{extra}: exit {rc}, stderr {err[-500:]!r}"
+
+
+def test_explicit_committer_hands_over_processed_offsets_at_stop_fetcher(cbroker, consumers):
+    """A consumer that commits explicitly (`--no-auto-commit`: its Heartbeat answers
+    carry no offsets, nothing is committed periodically) still answers StopFetcher with
+    the processed offsets of the partitions it stops (docs/protocol.md §5.3, §6.5): when
+    a second consumer joins and takes half the partitions, they are committed at the
+    handover and the newcomer starts after what the first printed, redelivering
+    nothing."""
+    b = cbroker
+    topic, group = "explicit-handover", "g-explicit-handover"
+    ck_create_topic(b, topic, 4)
+    first = {(topic, p, o) for p, o in produce_keyed(b, topic, 200)}
+    a = consumers.start("a", *consumer_args(b, group, "--topic", topic, consumer_id="a",
+                                            session_timeout_ms=SESSION_MS,
+                                            extra=("--no-auto-commit",)))
+
+    def printed(cs, wanted):
+        have = {(ln.topic, ln.partition, ln.offset) for c in cs for ln in c.lines()}
+        missing = wanted - have
+        return True if not missing else f"{len(missing)} of {len(wanted)} not printed"
+    wait_for("the first consumer to print every record", lambda: printed([a], first), 60,
+             check=consumers.assert_running)
+    c = consumers.start("c", *consumer_args(b, group, "--topic", topic, consumer_id="c",
+                                            session_timeout_ms=SESSION_MS,
+                                            extra=("--no-auto-commit",)))
+
+    def moved():
+        _gen, owned = c.owned()
+        return owned or "the newcomer owns nothing yet"
+    taken = wait_for("the newcomer to be assigned partitions", moved, 30,
+                     check=consumers.assert_running)
+    end = {p: max(o for t, pp, o in first if pp == p) + 1 for p in range(4)}
+    committed = committed_offsets(b, group)
+    for tp in taken:
+        assert committed.get(tp) == end[tp[1]], \
+            f"{tp}: committed {committed.get(tp)} at the handover, want {end[tp[1]]}; {committed}"
+    second = {(topic, p, o) for p, o in produce_keyed(b, topic, 100, start=200)}
+    wait_for("the second batch to be printed", lambda: printed([a, c], second), 60,
+             check=consumers.assert_running)
+    again = [(ln.partition, ln.offset) for ln in c.lines() if (topic, ln.partition, ln.offset)
+             in first]
+    assert not again, f"the newcomer redelivered {len(again)} processed records: {again[:10]}"
+    both = collections.Counter((ln.partition, ln.offset) for x in (a, c) for ln in x.lines())
+    assert not [k for k, n in both.items() if n > 1], "a record was printed twice"
+    assert a.terminate() == 0
+    assert c.terminate() == 0
+
+
+def test_offset_out_of_range_under_reset_none_backs_off_and_reports(cbroker, consumers):
+    """A committed offset past the log end with --reset none kills the partition's
+    fetcher at every start (docs/protocol.md §6.3). `drover consume` hands the error to
+    the application (its stream yields it: the `error` lines on stderr) and registers
+    again after a backoff that doubles up to its cap, as it logs: 200, 400, 800, 800 ms
+    (it used to re-register at once, rebalancing the group every heartbeat)."""
+    b = cbroker
+    topic, group = "oor-none", "g-oor-none"
+    ck_create_topic(b, topic, 1)
+    produce_keyed(b, topic, 20)
+    # The non-member commit of §5.5, while the group has no consumers.
+    with np.Conn(b.host, b.port, client_id="drover-it") as c:
+        r = c.request(np.CommitOffsetRequest(group, "", -1, [(topic, [(0, 1000, None)])]),
+                      timeout=15)
+    assert r.topics == [(topic, [(0, np.NONE)])], r
+    n = consumers.start("oor", *consumer_args(
+        b, group, "--topic", topic, consumer_id="oor", session_timeout_ms=SESSION_MS,
+        extra=("--reset", "none", "--fetcher-failure-backoff-ms", "200",
+               "--fetcher-failure-backoff-max-ms", "800")))
+
+    def backoffs():
+        got = [int(m.group(1)) for _, t in n.stderr_lines()
+               if (m := re.search(r"a fetcher died; re-registering in (\d+) ms", t))]
+        return got if len(got) >= 4 else f"backoffs logged so far: {got}"
+    got = wait_for("four re-registrations after a dead fetcher", backoffs, 60,
+                   check=consumers.assert_running)
+    assert got[:4] == [200, 400, 800, 800], got
+    errors = [t for _, t in n.stderr_lines() if t.startswith("error ")]
+    assert errors, "the application was not told"
+    assert all(f"{topic}-0 is out of range" in t for t in errors), errors
+    assert any("1000" in t and "(log 0..20)" in t for t in errors), errors
+    assert not n.lines(), "records printed from a partition that cannot be read"
+    n.terminate()
 
 
 # ---------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import json
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -535,6 +536,15 @@ REFUSALS = [
                                   pattern_streams=0), np.INVALID_REQUEST),
     ("bad-auto-offset-reset", reg(auto_offset_reset=3), np.INVALID_REQUEST),
     ("empty-assignor", reg(assignor=""), np.INVALID_REQUEST),
+    # RegisterConsumer v1: member data out of range (5.1, 7.2).
+    ("v1-weight-zero", reg(weight=0), np.INVALID_REQUEST),
+    ("v1-weight-negative", reg(weight=-2), np.INVALID_REQUEST),
+    ("v1-empty-rack", reg(rack=""), np.INVALID_REQUEST),
+    ("v1-long-rack", reg(rack="r" * (np.MAX_MEMBER_STRING + 1)), np.INVALID_REQUEST),
+    ("v1-empty-label-key", reg(labels=[("", "v")]), np.INVALID_REQUEST),
+    ("v1-repeated-label", reg(labels=[("k", "1"), ("k", "2")]), np.INVALID_REQUEST),
+    ("v1-long-label-value", reg(labels=[("k", "v" * (np.MAX_MEMBER_STRING + 1))]),
+     np.INVALID_REQUEST),
     # The checks run in order; the first failing one decides (7.2).
     ("order-group-before-request", reg(group_id="", consumer_id=""), np.INVALID_GROUP_ID),
     ("order-request-before-timeout", reg(consumer_id="", session_timeout_ms=1),
@@ -565,6 +575,92 @@ def test_register_refused(native_broker):
                 failures.append(f"{case}: FetchOffsets after the refusal: {fo}")
     assert not failures, f"{len(failures)} of {len(REFUSALS)} cases wrong:\n" + "\n".join(failures)
     native_broker.assert_alive()
+
+
+def test_register_v1_over_the_label_cap_is_malformed(native_broker):
+    """A RegisterConsumer v1 whose labels count is over 32 is malformed (section 8): K
+    closes the connection without answering. A well-formed v1 on a new connection is
+    answered (NONE, the v0 response layout)."""
+    b = native_broker
+    topic = unique_topic("native-v1cap")
+    ck_create_topic(b, topic, 1)
+    request_ = reg(group_id=unique_topic("g-v1cap"), topics=[(topic, 1)], weight=2)
+    frame = np.encode_request(1, "drover-it-native", request_)
+    assert frame[6:8] == b"\x00\x01", "member data goes as version 1"
+    body = frame[4:-4] + struct.pack(">i", np.MAX_LABELS_PER_CONSUMER + 1) + b"\x00" * 4 * 33
+    with np.Conn(b.host, b.port, client_id="drover-it-native") as c:
+        c.send(struct.pack(">i", len(body)) + body)
+        with pytest.raises(np.ProtocolError):
+            c.recv_frame(15)
+    with np.Conn(b.host, b.port, client_id="drover-it-native") as c:
+        r = c.request(request_, timeout=15)
+        assert r.error_code == np.NONE, r
+    b.assert_alive()
+
+
+def test_member_data_registers_with_v1_and_consumes(native_broker, consumers):
+    """native_consumer.py with --rack/--weight/--label registers with RegisterConsumer
+    v1, beside a consumer without member data (v0) in the same group; the group
+    rebalances over both and every record is consumed exactly once."""
+    b = native_broker
+    topic = unique_topic("native-v1")
+    group = unique_topic("g-v1")
+    ck_create_topic(b, topic, PARTITIONS)
+    produced = set(produce(b, topic, 300, "v1"))
+    c1 = consumers.start("c1", group, topic, "--rack", "rack-a", "--weight", "2",
+                         "--label", "tier=gold")
+    c2 = consumers.start("c2", group, topic)
+
+    def versions():
+        found = {c.cid: [e.get("version") for e in c.event_list() if e["event"] == "registered"]
+                 for c in (c1, c2)}
+        return found if all(found.values()) else f"registrations so far {found}"
+    found = wait_for("both consumers to register", versions, 30, consumers)
+    assert found == {"c1": [1], "c2": [0]}, found
+
+    def all_consumed():
+        have = [(p, o) for c in (c1, c2) for _t, p, o in c.lines()]
+        missing = produced - set(have)
+        return True if not missing else f"{len(missing)} of {len(produced)} not consumed"
+    wait_for("every record to be consumed", all_consumed, 60, consumers)
+    have = [(p, o) for c in (c1, c2) for _t, p, o in c.lines()]
+    dups = [k for k, n in collections.Counter(have).items() if n > 1]
+    assert not dups, f"delivered twice: {dups[:10]}"
+    d = np.describe_groups(b.host, b.port, [group]).groups[0]
+    assert [m.consumer_id for m in d.members] == ["c1", "c2"], d
+    rcs = consumers.stop_all()
+    assert rcs == {"c1": 0, "c2": 0}, rcs
+
+
+def test_leaving_commits_first(native_broker, consumers):
+    """6.7: a consumer that leaves commits its final offsets with CommitOffset before
+    LeaveGroup, also when it commits automatically (LeaveGroup carries no offsets, and
+    the last Heartbeat answer may be up to an interval old). native_consumer.py logs
+    the commit; the coordinator then has every partition at its log end."""
+    b = native_broker
+    topic = unique_topic("native-leave")
+    group = unique_topic("g-leave")
+    ck_create_topic(b, topic, PARTITIONS)
+    produced = set(produce(b, topic, 240, "leave"))
+    c1 = consumers.start("c1", group, topic)
+
+    def consumed():
+        missing = produced - {(p, o) for _t, p, o in c1.lines()}
+        return True if not missing else f"{len(missing)} of {len(produced)} not consumed"
+    wait_for("every record to be consumed", consumed, 60, consumers)
+    rcs = consumers.stop_all()
+    assert rcs == {"c1": 0}, rcs
+    end = {(topic, p): max(o for pp, o in produced if pp == p) + 1
+           for p in {p for p, _ in produced}}
+    commits = [e for e in c1.event_list() if e["event"] == "committed"]
+    assert len(commits) == 1, f"commits before leaving: {commits}"
+    assert np.offsets_to_dict(commits[0]["offsets"]) == end, commits
+    assert all(code == np.NONE for _t, parts in commits[0]["codes"] for _p, code in parts), \
+        commits
+    left = [e for e in c1.event_list() if e["event"] == "left"]
+    assert left and left[0]["mono"] >= commits[0]["mono"], "LeaveGroup went before the commit"
+    fo = np.fetch_offsets(b.host, b.port, group, [(topic, sorted(p for _t, p in end))])
+    assert fo.offsets() == {tp: (o, np.NONE) for tp, o in end.items()}, fo
 
 
 def test_an_assignor_that_is_not_loaded_runs_the_default(native_broker):

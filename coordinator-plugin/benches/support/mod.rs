@@ -325,6 +325,7 @@ impl Driver {
                 ),
                 auto_offset_reset: proto::AutoOffsetReset::EARLIEST,
                 assignor: None,
+                member: proto::MemberData::default(),
             });
             let bytes = request_frame(1, &m.id, &request);
             let conn = m.channel;

@@ -868,6 +868,7 @@ impl World {
             subscription: c.spec.subscription.clone(),
             auto_offset_reset: proto::AutoOffsetReset::EARLIEST,
             assignor: c.spec.assignor.clone(),
+            member: proto::MemberData::default(),
         });
         let mut buf = BytesMut::new();
         proto::encode_request_frame(&mut buf, 1, Some(&c.spec.id), &request).unwrap();

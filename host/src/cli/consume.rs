@@ -77,6 +77,17 @@ pub fn parse_topic(text: &str) -> Result<(String, usize), String> {
     }
 }
 
+/// Parses a `--label` as `KEY=VALUE` (split at the first `=`; the value may be empty,
+/// the key not).
+pub fn parse_label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!(
+            "--label `{text}`: expected KEY=VALUE with a non-empty KEY"
+        )),
+    }
+}
+
 fn line(output: Output, m: &Message) -> String {
     let text = |b: &Option<bytes::Bytes>| {
         b.as_deref()
@@ -246,4 +257,18 @@ async fn signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_key_equals_value() {
+        assert_eq!(parse_label("disk=ssd"), Ok(("disk".into(), "ssd".into())));
+        assert_eq!(parse_label("k=a=b"), Ok(("k".into(), "a=b".into())));
+        assert_eq!(parse_label("k="), Ok(("k".into(), String::new())));
+        assert!(parse_label("=v").is_err());
+        assert!(parse_label("novalue").is_err());
+    }
 }

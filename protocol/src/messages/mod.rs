@@ -1,9 +1,11 @@
 //! The native messages, one module per API, and decoding by API key and version.
 //!
-//! Each message struct has `encode(&self, &mut BytesMut)` (appends the v0 body) and
-//! `decode(&mut Bytes)` (reads a v0 body from the front, leaving what follows). The
-//! functions here dispatch on the API key, check the version and require the body to
-//! be consumed exactly.
+//! Each message struct has `encode(&self, &mut BytesMut)` (appends its body) and
+//! `decode(&mut Bytes)` (reads a body from the front, leaving what follows). Every
+//! message is at v0 except RegisterConsumer, whose request has a v1
+//! ([`RegisterConsumerRequest::version`] picks the lowest version that carries its
+//! values; its decoder takes the version). The functions here dispatch on the API key,
+//! check the version and require the body to be consumed exactly.
 
 use bytes::{Bytes, BytesMut};
 
@@ -31,8 +33,8 @@ pub use fetch_offsets::{
 pub use heartbeat::{HeartbeatRequest, HeartbeatResponse};
 pub use leave_group::{LeaveGroupRequest, LeaveGroupResponse};
 pub use register_consumer::{
-    AutoOffsetReset, RegisterConsumerRequest, RegisterConsumerResponse, Subscription,
-    SubscriptionKind, TopicStreams,
+    AutoOffsetReset, Label, MemberData, RegisterConsumerRequest, RegisterConsumerResponse,
+    Subscription, SubscriptionKind, TopicStreams,
 };
 pub use start_fetcher::{
     PartitionStart, StartFetcherRequest, StartFetcherResponse, TopicAssignment,
@@ -98,7 +100,32 @@ impl NativeRequest {
         }
     }
 
-    /// Appends the body (v0, without header) to `buf`; on error `buf` is unchanged.
+    /// The version the request is encoded in: the lowest that carries its values (see
+    /// [`RegisterConsumerRequest::version`]); 0 for every other API.
+    pub fn version(&self) -> i16 {
+        match self {
+            NativeRequest::RegisterConsumer(m) => m.version(),
+            _ => 0,
+        }
+    }
+
+    /// Appends the body at `version` (without header) to `buf`; on error `buf` is
+    /// unchanged. Fails with [`EncodeError::UnsupportedVersion`] for a version of the
+    /// API this codec does not implement, and [`EncodeError::VersionTooLow`] when the
+    /// values need a later version than `version`.
+    pub fn encode_version(&self, buf: &mut BytesMut, version: i16) -> Result<(), EncodeError> {
+        match self {
+            NativeRequest::RegisterConsumer(m) => m.encode_version(buf, version),
+            _ if self.api_key().versions().contains(version) => self.encode(buf),
+            _ => Err(EncodeError::UnsupportedVersion {
+                api_key: self.api_key().code(),
+                version,
+            }),
+        }
+    }
+
+    /// Appends the body at [`version`](Self::version) (without header) to `buf`; on
+    /// error `buf` is unchanged.
     pub fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
         match self {
             NativeRequest::RegisterConsumer(m) => m.encode(buf),
@@ -128,7 +155,9 @@ impl NativeResponse {
         }
     }
 
-    /// Appends the body (v0, without header) to `buf`; on error `buf` is unchanged.
+    /// Appends the body (without header) to `buf`; on error `buf` is unchanged. Every
+    /// response has the same fields in all versions of its API today (RegisterConsumer
+    /// v1 answers as v0), so one encoding serves every version.
     pub fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
         match self {
             NativeResponse::RegisterConsumer(m) => m.encode(buf),
@@ -172,7 +201,7 @@ pub fn decode_request(
     let buf = &mut body;
     let request = match key {
         ApiKey::RegisterConsumer => {
-            NativeRequest::RegisterConsumer(RegisterConsumerRequest::decode(buf)?)
+            NativeRequest::RegisterConsumer(RegisterConsumerRequest::decode(buf, version)?)
         }
         ApiKey::Heartbeat => NativeRequest::Heartbeat(HeartbeatRequest::decode(buf)?),
         ApiKey::StopFetcher => NativeRequest::StopFetcher(StopFetcherRequest::decode(buf)?),

@@ -219,6 +219,7 @@ async fn run(
         subscription: Subscription::static_topics(spec.topics.iter().cloned()),
         auto_offset_reset: AutoOffsetReset::EARLIEST,
         assignor: spec.assignor.clone(),
+        member: drover_protocol::MemberData::default(),
     });
     let mut out = BytesMut::new();
     encode_request_frame(&mut out, 0, Some("light-consumer"), &register)

@@ -45,6 +45,7 @@ fn coordinator_plugin_loads_starts_and_confirms_a_registration() {
         subscription: Subscription::static_topics([("orders", 1)]),
         auto_offset_reset: AutoOffsetReset::EARLIEST,
         assignor: None,
+        member: drover_protocol::MemberData::default(),
     });
     let mut frame = BytesMut::new();
     encode_request_frame(&mut frame, 7, Some("test"), &request).unwrap();
