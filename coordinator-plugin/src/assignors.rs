@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use drover_abi::assignor::{AssignInput, Assignment, AssignorArc, AssignorMember};
-use drover_abi::std_types::{RNone, RString, RVec};
+use drover_abi::std_types::{RString, RVec};
 use drover_abi::{PluginError, TopicInfo, TopicPartitions};
 
 use crate::types::{ConsumerId, TopicName, TopicPartition};
@@ -84,6 +84,10 @@ pub(crate) struct MemberView<'a> {
     pub id: &'a ConsumerId,
     pub topics: &'a BTreeSet<TopicName>,
     pub owned: &'a BTreeSet<TopicPartition>,
+    /// The member's rack (native RegisterConsumer v1 `rack`, KIP-848 `RackId`).
+    pub rack: Option<&'a str>,
+    /// Its relative capacity, ≥ 1 (native RegisterConsumer v1 `weight`; 1 otherwise).
+    pub weight: u32,
 }
 
 /// Groups a sorted set of partitions by topic, in the ABI's shape.
@@ -129,8 +133,8 @@ pub(crate) fn build_input(
                 member_id: RString::from(m.id.as_str()),
                 topics: subscribed.into(),
                 owned: to_abi_partitions(m.owned.iter()),
-                rack: RNone,
-                weight: 1,
+                rack: m.rack.map(RString::from).into(),
+                weight: m.weight.max(1),
             }
         })
         .collect::<Vec<_>>();
@@ -250,12 +254,23 @@ mod tests {
             id: &id,
             topics: &subscribed,
             owned: &owned,
+            rack: Some("r1"),
+            weight: 3,
         }];
         let input = build_input("g", &members, &topics());
         assert_eq!(input.members.len(), 1);
         assert_eq!(input.members[0].topics.len(), 1);
         assert_eq!(input.members[0].owned[0].partitions.as_slice(), &[1]);
         assert_eq!(input.topics.as_slice(), &[TopicInfo::new("a", 2)]);
+        assert_eq!(
+            input.members[0]
+                .rack
+                .as_ref()
+                .map(RString::as_str)
+                .into_option(),
+            Some("r1")
+        );
+        assert_eq!(input.members[0].weight, 3);
     }
 
     #[test]
@@ -270,11 +285,15 @@ mod tests {
                 id: &c1,
                 topics: &sub_ab,
                 owned: &none,
+                rack: None,
+                weight: 1,
             },
             MemberView {
                 id: &c2,
                 topics: &sub_a,
                 owned: &none,
+                rack: None,
+                weight: 1,
             },
         ];
         type Spec<'a> = Vec<(&'a str, Vec<(&'a str, Vec<i32>)>)>;

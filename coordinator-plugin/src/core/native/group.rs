@@ -93,6 +93,10 @@ pub(crate) struct Member {
     pub auto_offset_reset: i8,
     /// The assignor, resolved (the default when the consumer named none).
     pub assignor: String,
+    /// What the consumer declared about itself for the assignor (RegisterConsumer v1:
+    /// rack, weight ≥ 1, labels; the defaults for v0), checked by
+    /// `proto::MemberData::validate` at registration.
+    pub data: drover_protocol::MemberData,
     /// The generation the coordinator believes the consumer is in.
     pub generation: Generation,
     /// Partitions the consumer may be delivering (see the module docs).
@@ -621,6 +625,9 @@ impl NativeGroup {
                 id: &m.id,
                 topics: &m.topics,
                 owned: &m.owned,
+                rack: m.data.rack.as_deref(),
+                // `validate` at registration keeps it ≥ 1.
+                weight: u32::try_from(m.data.weight).unwrap_or(1).max(1),
             })
             .collect();
         let total: u64 = {

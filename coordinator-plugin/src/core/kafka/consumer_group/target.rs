@@ -100,6 +100,9 @@ impl ConsumerGroup {
                 id,
                 topics: &m.topics,
                 owned: self.target.get(&m.id).unwrap_or(&none),
+                // KIP-848's `RackId`; the protocol has no weight (docs/plugins.md).
+                rack: m.rack_id.as_deref(),
+                weight: 1,
             })
             .collect();
         let input = build_input(self.id.as_str(), &views, env.topics);
