@@ -8,8 +8,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use drover_abi::assignor::{AssignInput, Assignment, AssignorArc, AssignorMember};
-use drover_abi::std_types::{RString, RVec};
+use drover_abi::assignor::{
+    AssignContext, AssignContextRef, AssignInput, Assignment, AssignorArc, AssignorMember,
+    MemberContext, MemberLabel, PartitionContext, TopicContext,
+};
+use drover_abi::std_types::{RSlice, RSome, RString, RVec};
 use drover_abi::{PluginError, TopicInfo, TopicPartitions};
 
 use crate::types::{ConsumerId, TopicName, TopicPartition};
@@ -20,6 +23,20 @@ pub trait Assignors {
     fn contains(&self, name: &str) -> bool;
     /// Runs assignor `name`. An unknown name is an error.
     fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError>;
+
+    /// Runs assignor `name` with `context` (assignor ABI 3.1). The default drops the
+    /// context and calls [`assign`](Self::assign) (in-process test assignors);
+    /// [`AssignorSet`] passes it on, and an assignor built against ABI 3.0 gets a plain
+    /// `assign` from the ABI's default.
+    fn assign_with_context(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        let _ = context;
+        self.assign(name, input)
+    }
 }
 
 /// Loaded assignor plugins by name.
@@ -68,6 +85,20 @@ impl Assignors for AssignorSet {
             ))),
         }
     }
+
+    fn assign_with_context(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        match self.assignors.get(name) {
+            Some(a) => a.assign_with_context(input, context).into_result(),
+            None => Err(PluginError::invalid_input(format!(
+                "no assignor named `{name}` is loaded"
+            ))),
+        }
+    }
 }
 
 impl<A: Assignors + ?Sized> Assignors for Box<A> {
@@ -76,6 +107,14 @@ impl<A: Assignors + ?Sized> Assignors for Box<A> {
     }
     fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError> {
         (**self).assign(name, input)
+    }
+    fn assign_with_context(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        (**self).assign_with_context(name, input, context)
     }
 }
 
@@ -88,6 +127,8 @@ pub(crate) struct MemberView<'a> {
     pub rack: Option<&'a str>,
     /// Its relative capacity, ≥ 1 (native RegisterConsumer v1 `weight`; 1 otherwise).
     pub weight: u32,
+    /// Its labels (native RegisterConsumer v1 `labels`; none otherwise).
+    pub labels: &'a [drover_protocol::Label],
 }
 
 /// Groups a sorted set of partitions by topic, in the ABI's shape.
@@ -146,6 +187,78 @@ pub(crate) fn build_input(
         group: RString::from(group),
         members: members.into(),
         topics: topic_infos.into(),
+    }
+}
+
+/// What the coordinator knows besides the input, in the shape of an
+/// [`AssignContext`] (assignor ABI 3.1): members' labels, and per partition the
+/// group's committed offset (the last one it accepted). Leaders, log offsets and
+/// produce rates are the host's to measure; they stay absent.
+#[derive(Debug, Default)]
+pub(crate) struct ContextParts {
+    members: Vec<MemberContext>,
+    topics: Vec<TopicContext>,
+}
+
+impl ContextParts {
+    /// Labels of the members that have any; the committed offsets in `committed`
+    /// (which yields partitions in (topic, partition) order) of existing partitions
+    /// (`topics`: partition counts) of topics some member subscribes to.
+    pub(crate) fn build<'c>(
+        members: &[MemberView<'_>],
+        topics: &BTreeMap<TopicName, u32>,
+        committed: impl IntoIterator<Item = (&'c TopicPartition, i64)>,
+    ) -> Self {
+        let subscribed: BTreeSet<&TopicName> = members.iter().flat_map(|m| m.topics).collect();
+        let labelled = members
+            .iter()
+            .filter(|m| !m.labels.is_empty())
+            .map(|m| MemberContext {
+                member_id: RString::from(m.id.as_str()),
+                labels: m
+                    .labels
+                    .iter()
+                    .map(|l| MemberLabel {
+                        key: RString::from(l.key.as_str()),
+                        value: RString::from(l.value.as_str()),
+                    })
+                    .collect::<Vec<_>>()
+                    .into(),
+            })
+            .collect();
+        let mut out: Vec<TopicContext> = Vec::new();
+        for (tp, offset) in committed {
+            let in_range = subscribed.contains(&tp.topic)
+                && topics
+                    .get(&tp.topic)
+                    .is_some_and(|&n| tp.partition >= 0 && i64::from(tp.partition) < i64::from(n));
+            if !in_range {
+                continue;
+            }
+            let mut p = PartitionContext::unknown(tp.partition);
+            p.committed_offset = RSome(offset);
+            match out.last_mut() {
+                Some(t) if t.topic.as_str() == tp.topic.as_str() => t.partitions.push(p),
+                _ => out.push(TopicContext {
+                    topic: RString::from(tp.topic.as_str()),
+                    partitions: vec![p].into(),
+                }),
+            }
+        }
+        ContextParts {
+            members: labelled,
+            topics: out,
+        }
+    }
+
+    /// Lends the context to `f` for the duration of an assignor call.
+    pub(crate) fn lend<R: 'static>(&self, f: impl FnOnce(AssignContextRef<'_>) -> R) -> R {
+        AssignContext {
+            members: RSlice::from_slice(&self.members),
+            brokers: RSlice::from_slice(&[]),
+            topics: RSlice::from_slice(&self.topics),
+        }
+        .lend(f)
     }
 }
 
@@ -256,6 +369,7 @@ mod tests {
             owned: &owned,
             rack: Some("r1"),
             weight: 3,
+            labels: &[],
         }];
         let input = build_input("g", &members, &topics());
         assert_eq!(input.members.len(), 1);
@@ -287,6 +401,7 @@ mod tests {
                 owned: &none,
                 rack: None,
                 weight: 1,
+                labels: &[],
             },
             MemberView {
                 id: &c2,
@@ -294,6 +409,7 @@ mod tests {
                 owned: &none,
                 rack: None,
                 weight: 1,
+                labels: &[],
             },
         ];
         type Spec<'a> = Vec<(&'a str, Vec<(&'a str, Vec<i32>)>)>;
