@@ -8,6 +8,9 @@ deals partitions round-robin. Real clients join groups that name it:
 - confluent-kafka KIP-848 consumers (`group.protocol=consumer`,
   `group.remote.assignor=recorder`) with `client.rack` set: the recorded members carry
   their racks (weight 1: the protocol has none);
+- native `drover consume` consumers with weights 1, 1, 2 in a group using the example
+  `weighted` assignor (examples/custom-assignor) get 2, 2 and 4 of 8 partitions, read
+  back from the admin API;
 - native `drover consume` consumers with `--rack`, `--weight` and `--label`
   (RegisterConsumer v1): the recorded members carry all three, and once they have
   committed, a later rebalance's context carries the group's committed offsets.
@@ -23,7 +26,7 @@ import pytest
 from conftest import install_plugins, start_or_fail
 from connector_testlib import CONFIG as NATIVE_CONFIG
 from connector_testlib import PLUGIN_LIBS as NATIVE_LIBS
-from connector_testlib import Consumers, consumer_args, produce_keyed
+from connector_testlib import Consumers, admin_group, consumer_args, produce_keyed
 from connector_testlib import wait_for as native_wait_for
 from drover_testlib import ck_create_topic
 from kafka_groups_testlib import PLUGIN_LIBS as KAFKA_LIBS
@@ -31,6 +34,7 @@ from kafka_groups_testlib import consumers  # noqa: F401  (pytest fixture)
 from kafka_groups_testlib import group_config, wait_for
 
 RECORDER = "libdrover_fixture_recording_assignor.so"
+WEIGHTED = "libdrover_example_weighted_assignor.so"
 
 
 def recorder_table(path: Path) -> str:
@@ -138,3 +142,27 @@ def test_native_member_data_and_committed_offsets_reach_the_assignor(broker_fact
                           60, check=native_consumers.assert_running)
     committed = {int(p): o for p, o in doc["topics"][0]["committed"].items()}
     assert all(0 <= p < 4 and 0 < o <= 200 for p, o in committed.items()), doc
+
+
+def test_weighted_assignor_follows_declared_weights(broker_factory, native_consumers):
+    """Three `drover consume --assignor weighted` with `--weight` 1, 1 and 2 on a topic
+    of 8 partitions: the admin API shows them owning 2, 2 and 4 (before member data
+    reached assignors, every weight was 1 and the split was 3, 3, 2)."""
+    b = broker_factory(NATIVE_CONFIG, start=False)
+    install_plugins(b, NATIVE_LIBS + [WEIGHTED])
+    start_or_fail(b)
+    topic, group = "weighed", "g-weighed"
+    ck_create_topic(b, topic, 8)
+    for cid, weight in (("w1", 1), ("w2", 1), ("w3", 2)):
+        extra = ("--assignor", "weighted", "--weight", str(weight))
+        native_consumers.start(cid, *consumer_args(b, group, "--topic", topic,
+                                                   consumer_id=cid, extra=extra))
+
+    def split():
+        g = admin_group(b, group) or {}
+        counts = {m["consumer_id"]: len(m["partitions"]) for m in g.get("members", [])}
+        if counts == {"w1": 2, "w2": 2, "w3": 4}:
+            return True
+        return f"partitions per member {counts}"
+    native_wait_for("the assignment to follow the weights", split, 60,
+                    check=native_consumers.assert_running)
