@@ -388,6 +388,55 @@ mod tests {
     }
 
     #[test]
+    fn context_has_labels_and_committed_offsets_of_subscribed_partitions() {
+        let (c1, c2) = (ConsumerId::new("c1"), ConsumerId::new("c2"));
+        let sub_a: BTreeSet<TopicName> = ["a"].map(TopicName::new).into();
+        let none = BTreeSet::new();
+        let labels = [drover_protocol::Label {
+            key: "tier".into(),
+            value: "gold".into(),
+        }];
+        let view = |id, labels| MemberView {
+            id,
+            topics: &sub_a,
+            owned: &none,
+            rack: None,
+            weight: 1,
+            labels,
+        };
+        let members = [view(&c1, &labels[..]), view(&c2, &[])];
+        // a-0 and a-1 exist; a-5 is out of range; b-0 exists but nobody subscribes.
+        let committed = [
+            (TopicPartition::new("a", 0), 7),
+            (TopicPartition::new("a", 1), 9),
+            (TopicPartition::new("a", 5), 1),
+            (TopicPartition::new("b", 0), 3),
+        ];
+        let parts = ContextParts::build(
+            &members,
+            &topics(),
+            committed.iter().map(|(tp, o)| (tp, *o)),
+        );
+        let (labels, offsets) = parts.lend(|ctx| {
+            let ctx = drover_abi::sdk::assignor::Context::new(ctx);
+            let labels = (
+                ctx.label("c1", "tier").map(str::to_owned),
+                ctx.labels("c2").len(),
+            );
+            let offsets: Vec<Option<i64>> = [("a", 0), ("a", 1), ("a", 5), ("b", 0)]
+                .iter()
+                .map(|&(t, p)| {
+                    ctx.partition(t, p)
+                        .and_then(|c| c.committed_offset.into_option())
+                })
+                .collect();
+            (labels, offsets)
+        });
+        assert_eq!(labels, (Some("gold".to_owned()), 0));
+        assert_eq!(offsets, vec![Some(7), Some(9), None, None]);
+    }
+
+    #[test]
     fn output_is_checked() {
         let c1 = ConsumerId::new("c1");
         let c2 = ConsumerId::new("c2");
