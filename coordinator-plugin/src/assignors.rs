@@ -252,7 +252,7 @@ impl ContextParts {
     }
 
     /// Lends the context to `f` for the duration of an assignor call.
-    pub(crate) fn lend<R: 'static>(&self, f: impl FnOnce(AssignContextRef<'_>) -> R) -> R {
+    pub(crate) fn lend<R>(&self, f: impl FnOnce(AssignContextRef<'_>) -> R) -> R {
         AssignContext {
             members: RSlice::from_slice(&self.members),
             brokers: RSlice::from_slice(&[]),

@@ -123,13 +123,13 @@ pub struct AssignContext<'a> {
 impl<'a> AssignContext<'a> {
     /// Lends the context to `f` as the [`AssignContextRef`] an assignor receives. The
     /// reference is valid only while `f` runs (an assignor must not keep it beyond the
-    /// call it was passed to); `R: 'static` keeps it from escaping through the result.
-    pub fn lend<R: 'static>(self, f: impl FnOnce(AssignContextRef<'a>) -> R) -> R {
+    /// call it was passed to); `f` takes it for any lifetime, so neither its result nor
+    /// anything it captures can hold it.
+    pub fn lend<R>(self, f: impl FnOnce(AssignContextRef<'_>) -> R) -> R {
         let boxed = Box::new(WithMetadata::new(self));
-        // SAFETY: `boxed` outlives every use of the reference: the reference is handed
-        // only to `f`, and `R: 'static` cannot hold it (its type carries `'a`) unless
-        // `'a` is `'static`, a case only the host builds, and it never lets the
-        // reference outlive this call.
+        // SAFETY: `boxed` outlives every use of the reference: it is handed only to `f`,
+        // which is generic over the reference's lifetime, so it cannot escape through
+        // `R` (declared outside that lifetime) or through a capture.
         let prefix = unsafe { boxed.as_prefix() };
         f(AssignContextRef(prefix))
     }
@@ -137,7 +137,7 @@ impl<'a> AssignContext<'a> {
 
 /// An empty context: no labels, no partition data (what an assignor sees through
 /// `assign_with_context` when the caller knows nothing more than the input).
-pub fn empty_context<R: 'static>(f: impl FnOnce(AssignContextRef<'_>) -> R) -> R {
+pub fn empty_context<R>(f: impl FnOnce(AssignContextRef<'_>) -> R) -> R {
     AssignContext {
         members: RSlice::from_slice(&[]),
         brokers: RSlice::from_slice(&[]),

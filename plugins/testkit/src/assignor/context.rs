@@ -68,7 +68,7 @@ impl GeneratedContext {
     }
 
     /// Lends the context to `f` for one call.
-    pub fn lend<R: 'static>(&self, f: impl FnOnce(AssignContextRef<'_>) -> R) -> R {
+    pub fn lend<R>(&self, f: impl FnOnce(AssignContextRef<'_>) -> R) -> R {
         AssignContext {
             members: RSlice::from_slice(&self.members),
             brokers: RSlice::from_slice(&self.brokers),
