@@ -27,6 +27,13 @@ use abi_stable::{
     StableAbi,
 };
 
+pub mod context;
+
+pub use context::{
+    AssignContext, AssignContextRef, BrokerContext, MemberContext, MemberLabel, PartitionContext,
+    TopicContext,
+};
+
 use crate::{
     error::PluginError, host::HostServices, manifest::Manifest, types::TopicInfo,
     types::TopicPartitions,
@@ -91,6 +98,22 @@ pub trait Assignor: Send + Sync {
     /// plugin panicked.
     #[sabi(last_prefix_field)]
     fn assign(&self, input: &AssignInput) -> RResult<Assignment, PluginError>;
+
+    /// Computes the assignment of `input` knowing `context` (member labels,
+    /// per-partition data; [`context`]). The contract and errors are those of
+    /// [`assign`](Assignor::assign); `context` is valid only during the call.
+    ///
+    /// Added in assignor ABI 3.1: optional. An assignor built against 3.0 has no such
+    /// method, and the call runs this default, which forwards to `assign` (the context
+    /// is dropped); so the host calls this method on every assignor.
+    fn assign_with_context(
+        &self,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> RResult<Assignment, PluginError> {
+        let _ = context;
+        self.assign(input)
+    }
 }
 
 /// A shareable assignor instance (the coordinator and the host both hold it).

@@ -49,13 +49,18 @@ impl std::fmt::Display for KindVersion {
 ///
 /// History: 3.0 — first per-kind version: `CoordinatorInput`/`CoordinatorOutput` are
 /// non-exhaustive; answers, pushes and channel openings are outputs of their own.
-/// 3.1 — input `AssignorsChanged` (the plugin directory was rescanned).
-const COORDINATOR_VERSION: &str = "3.1.0";
+/// 3.1 — input `AssignorsChanged` (the plugin directory was rescanned). 3.2 — the
+/// assignor instances it is handed have `Assignor::assign_with_context` (assignor ABI
+/// 3.1; the `Assignor` vtable is reachable from the coordinator's interface, so a
+/// coordinator built against it is refused by name, not by layout, in a 3.1 broker).
+const COORDINATOR_VERSION: &str = "3.2.0";
 /// The assignor interface's version.
 ///
 /// History: 3.0 — first per-kind version (from drover-abi 2.0: `ErrorKind` became an
-/// open set).
-const ASSIGNOR_VERSION: &str = "3.0.0";
+/// open set). 3.1 — optional method `Assignor::assign_with_context` with an
+/// `AssignContext` (member labels, per-partition data); assignors without it get the
+/// default, which forwards to `assign`.
+const ASSIGNOR_VERSION: &str = "3.1.0";
 /// The offset-store interface's version.
 ///
 /// History: 3.0 — first per-kind version (from drover-abi 2.0: `ErrorKind` became an

@@ -8,8 +8,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use drover_abi::assignor::{AssignInput, Assignment, AssignorArc, AssignorMember};
-use drover_abi::std_types::{RNone, RString, RVec};
+use drover_abi::assignor::{
+    AssignContext, AssignContextRef, AssignInput, Assignment, AssignorArc, AssignorMember,
+    MemberContext, MemberLabel, PartitionContext, TopicContext,
+};
+use drover_abi::std_types::{RSlice, RSome, RString, RVec};
 use drover_abi::{PluginError, TopicInfo, TopicPartitions};
 
 use crate::types::{ConsumerId, TopicName, TopicPartition};
@@ -20,6 +23,20 @@ pub trait Assignors {
     fn contains(&self, name: &str) -> bool;
     /// Runs assignor `name`. An unknown name is an error.
     fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError>;
+
+    /// Runs assignor `name` with `context` (assignor ABI 3.1). The default drops the
+    /// context and calls [`assign`](Self::assign) (in-process test assignors);
+    /// [`AssignorSet`] passes it on, and an assignor built against ABI 3.0 gets a plain
+    /// `assign` from the ABI's default.
+    fn assign_with_context(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        let _ = context;
+        self.assign(name, input)
+    }
 }
 
 /// Loaded assignor plugins by name.
@@ -68,6 +85,20 @@ impl Assignors for AssignorSet {
             ))),
         }
     }
+
+    fn assign_with_context(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        match self.assignors.get(name) {
+            Some(a) => a.assign_with_context(input, context).into_result(),
+            None => Err(PluginError::invalid_input(format!(
+                "no assignor named `{name}` is loaded"
+            ))),
+        }
+    }
 }
 
 impl<A: Assignors + ?Sized> Assignors for Box<A> {
@@ -77,6 +108,14 @@ impl<A: Assignors + ?Sized> Assignors for Box<A> {
     fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError> {
         (**self).assign(name, input)
     }
+    fn assign_with_context(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        (**self).assign_with_context(name, input, context)
+    }
 }
 
 /// One member as the core hands it to an assignor.
@@ -84,6 +123,12 @@ pub(crate) struct MemberView<'a> {
     pub id: &'a ConsumerId,
     pub topics: &'a BTreeSet<TopicName>,
     pub owned: &'a BTreeSet<TopicPartition>,
+    /// The member's rack (native RegisterConsumer v1 `rack`, KIP-848 `RackId`).
+    pub rack: Option<&'a str>,
+    /// Its relative capacity, ≥ 1 (native RegisterConsumer v1 `weight`; 1 otherwise).
+    pub weight: u32,
+    /// Its labels (native RegisterConsumer v1 `labels`; none otherwise).
+    pub labels: &'a [drover_protocol::Label],
 }
 
 /// Groups a sorted set of partitions by topic, in the ABI's shape.
@@ -129,8 +174,8 @@ pub(crate) fn build_input(
                 member_id: RString::from(m.id.as_str()),
                 topics: subscribed.into(),
                 owned: to_abi_partitions(m.owned.iter()),
-                rack: RNone,
-                weight: 1,
+                rack: m.rack.map(RString::from).into(),
+                weight: m.weight.max(1),
             }
         })
         .collect::<Vec<_>>();
@@ -142,6 +187,78 @@ pub(crate) fn build_input(
         group: RString::from(group),
         members: members.into(),
         topics: topic_infos.into(),
+    }
+}
+
+/// What the coordinator knows besides the input, in the shape of an
+/// [`AssignContext`] (assignor ABI 3.1): members' labels, and per partition the
+/// group's committed offset (the last one it accepted). Leaders, log offsets and
+/// produce rates are the host's to measure; they stay absent.
+#[derive(Debug, Default)]
+pub(crate) struct ContextParts {
+    members: Vec<MemberContext>,
+    topics: Vec<TopicContext>,
+}
+
+impl ContextParts {
+    /// Labels of the members that have any; the committed offsets in `committed`
+    /// (which yields partitions in (topic, partition) order) of existing partitions
+    /// (`topics`: partition counts) of topics some member subscribes to.
+    pub(crate) fn build<'c>(
+        members: &[MemberView<'_>],
+        topics: &BTreeMap<TopicName, u32>,
+        committed: impl IntoIterator<Item = (&'c TopicPartition, i64)>,
+    ) -> Self {
+        let subscribed: BTreeSet<&TopicName> = members.iter().flat_map(|m| m.topics).collect();
+        let labelled = members
+            .iter()
+            .filter(|m| !m.labels.is_empty())
+            .map(|m| MemberContext {
+                member_id: RString::from(m.id.as_str()),
+                labels: m
+                    .labels
+                    .iter()
+                    .map(|l| MemberLabel {
+                        key: RString::from(l.key.as_str()),
+                        value: RString::from(l.value.as_str()),
+                    })
+                    .collect::<Vec<_>>()
+                    .into(),
+            })
+            .collect();
+        let mut out: Vec<TopicContext> = Vec::new();
+        for (tp, offset) in committed {
+            let in_range = subscribed.contains(&tp.topic)
+                && topics
+                    .get(&tp.topic)
+                    .is_some_and(|&n| tp.partition >= 0 && i64::from(tp.partition) < i64::from(n));
+            if !in_range {
+                continue;
+            }
+            let mut p = PartitionContext::unknown(tp.partition);
+            p.committed_offset = RSome(offset);
+            match out.last_mut() {
+                Some(t) if t.topic.as_str() == tp.topic.as_str() => t.partitions.push(p),
+                _ => out.push(TopicContext {
+                    topic: RString::from(tp.topic.as_str()),
+                    partitions: vec![p].into(),
+                }),
+            }
+        }
+        ContextParts {
+            members: labelled,
+            topics: out,
+        }
+    }
+
+    /// Lends the context to `f` for the duration of an assignor call.
+    pub(crate) fn lend<R>(&self, f: impl FnOnce(AssignContextRef<'_>) -> R) -> R {
+        AssignContext {
+            members: RSlice::from_slice(&self.members),
+            brokers: RSlice::from_slice(&[]),
+            topics: RSlice::from_slice(&self.topics),
+        }
+        .lend(f)
     }
 }
 
@@ -250,12 +367,73 @@ mod tests {
             id: &id,
             topics: &subscribed,
             owned: &owned,
+            rack: Some("r1"),
+            weight: 3,
+            labels: &[],
         }];
         let input = build_input("g", &members, &topics());
         assert_eq!(input.members.len(), 1);
         assert_eq!(input.members[0].topics.len(), 1);
         assert_eq!(input.members[0].owned[0].partitions.as_slice(), &[1]);
         assert_eq!(input.topics.as_slice(), &[TopicInfo::new("a", 2)]);
+        assert_eq!(
+            input.members[0]
+                .rack
+                .as_ref()
+                .map(RString::as_str)
+                .into_option(),
+            Some("r1")
+        );
+        assert_eq!(input.members[0].weight, 3);
+    }
+
+    #[test]
+    fn context_has_labels_and_committed_offsets_of_subscribed_partitions() {
+        let (c1, c2) = (ConsumerId::new("c1"), ConsumerId::new("c2"));
+        let sub_a: BTreeSet<TopicName> = ["a"].map(TopicName::new).into();
+        let none = BTreeSet::new();
+        let labels = [drover_protocol::Label {
+            key: "tier".into(),
+            value: "gold".into(),
+        }];
+        let view = |id, labels| MemberView {
+            id,
+            topics: &sub_a,
+            owned: &none,
+            rack: None,
+            weight: 1,
+            labels,
+        };
+        let members = [view(&c1, &labels[..]), view(&c2, &[])];
+        // a-0 and a-1 exist; a-5 is out of range; b-0 exists but nobody subscribes.
+        let committed = [
+            (TopicPartition::new("a", 0), 7),
+            (TopicPartition::new("a", 1), 9),
+            (TopicPartition::new("a", 5), 1),
+            (TopicPartition::new("b", 0), 3),
+        ];
+        let parts = ContextParts::build(
+            &members,
+            &topics(),
+            committed.iter().map(|(tp, o)| (tp, *o)),
+        );
+        let (labels, offsets) = parts.lend(|ctx| {
+            let ctx = drover_abi::sdk::assignor::Context::new(ctx);
+            let labels = (
+                ctx.label("c1", "tier").map(str::to_owned),
+                ctx.labels("c2").len(),
+            );
+            let offsets: Vec<Option<i64>> = [("a", 0), ("a", 1), ("a", 5), ("b", 0)]
+                .iter()
+                .map(|&(t, p)| {
+                    ctx.partition(t, p)
+                        .and_then(|c| c.committed_offset.into_option())
+                })
+                .collect();
+            (labels, offsets)
+        });
+        assert_eq!(labels, (Some("gold".to_owned()), 0));
+        assert_eq!(offsets, vec![Some(7), Some(9), None, None]);
     }
 
     #[test]
@@ -270,11 +448,17 @@ mod tests {
                 id: &c1,
                 topics: &sub_ab,
                 owned: &none,
+                rack: None,
+                weight: 1,
+                labels: &[],
             },
             MemberView {
                 id: &c2,
                 topics: &sub_a,
                 owned: &none,
+                rack: None,
+                weight: 1,
+                labels: &[],
             },
         ];
         type Spec<'a> = Vec<(&'a str, Vec<(&'a str, Vec<i32>)>)>;

@@ -37,6 +37,7 @@ def main() -> int:
     ap.add_argument("--protocol", default="classic", choices=["classic", "consumer"])
     ap.add_argument("--assignor", default="")
     ap.add_argument("--instance-id", default="")
+    ap.add_argument("--rack", default="", help="client.rack (confluent-kafka)")
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
     ap.add_argument("--kcat", default="kcat")
     args = ap.parse_args()
@@ -75,6 +76,8 @@ def run_confluent(args, emit) -> int:
         conf["group.remote.assignor"] = args.assignor
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
+    if args.rack:
+        conf["client.rack"] = args.rack
     c = Consumer(conf)
 
     def on_assign(consumer, parts):

@@ -28,7 +28,8 @@ use super::{
 };
 use crate::{
     assignor::{
-        AssignInput, Assignment, Assignor, AssignorArc, AssignorMod, AssignorModRef, Assignor_TO,
+        AssignContextRef, AssignInput, Assignment, Assignor, AssignorArc, AssignorMod,
+        AssignorModRef, Assignor_TO,
     },
     coordinator::{
         Coordinator, CoordinatorBox, CoordinatorInputNE, CoordinatorMod, CoordinatorModRef,
@@ -153,6 +154,14 @@ extern "C" fn new_assignor<T: AssignorPlugin>(
 impl<T: AssignorPlugin> Assignor for Adapter<T> {
     fn assign(&self, input: &AssignInput) -> RResult<Assignment, PluginError> {
         self.call(|t| t.assign(input))
+    }
+
+    fn assign_with_context(
+        &self,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> RResult<Assignment, PluginError> {
+        self.call(|t| t.assign_with_context(input, &super::assignor::Context::new(context)))
     }
 }
 

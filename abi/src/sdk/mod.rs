@@ -96,6 +96,20 @@ pub trait AssignorPlugin: PluginInfo + Send + Sync + Sized + 'static {
     fn new(ctx: &PluginContext) -> Result<Self, PluginError>;
     /// Computes an assignment meeting the contract in [`crate::assignor`].
     fn assign(&self, input: &AssignInput) -> Result<Assignment, PluginError>;
+
+    /// Computes an assignment knowing `context` (member labels, per-partition data;
+    /// assignor ABI 3.1). The host calls this one; the default ignores the context and
+    /// calls [`assign`](Self::assign), so a policy that needs no context implements
+    /// only `assign`. The contract is the same, and so must be the result for an empty
+    /// context.
+    fn assign_with_context(
+        &self,
+        input: &AssignInput,
+        context: &assignor::Context<'_>,
+    ) -> Result<Assignment, PluginError> {
+        let _ = context;
+        self.assign(input)
+    }
 }
 
 /// An offset store; see [`crate::offset_store::OffsetStore`] for each method's contract.

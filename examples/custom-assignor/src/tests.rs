@@ -60,3 +60,26 @@ fn passes_the_testkit_suite() {
     let claims = Claims::none().with(Claim::Balanced);
     run(&instance, &Options::new(claims)).assert_passed();
 }
+
+/// Weights 1, 1, 2 over 8 partitions: 2, 2 and 4 — the declared weights, which the
+/// coordinator now passes from RegisterConsumer v1, decide the split.
+#[test]
+fn weights_one_one_two_split_two_two_four() {
+    let input = input(
+        vec![member("a", 1), member("b", 1), member("c", 2)],
+        vec![TopicInfo::new("t", 8)],
+    );
+    let out = Weighted.assign(&input).unwrap();
+    let counts: Vec<(String, usize)> = out
+        .members
+        .iter()
+        .map(|m| {
+            let n = m.partitions.iter().map(|tp| tp.partitions.len()).sum();
+            (m.member_id.to_string(), n)
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        vec![("a".into(), 2), ("b".into(), 2), ("c".into(), 4)]
+    );
+}

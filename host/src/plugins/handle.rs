@@ -96,6 +96,17 @@ impl AssignorHandle {
         self.guard.call(|| self.inner.assign(input))
     }
 
+    /// Computes an assignment with `context` (assignor ABI 3.1); an assignor built
+    /// against 3.0 gets a plain `assign` (the ABI's default drops the context).
+    pub fn assign_with_context(
+        &self,
+        input: &AssignInput,
+        context: drover_abi::assignor::AssignContextRef<'_>,
+    ) -> Result<Assignment, CallError> {
+        self.guard
+            .call(|| self.inner.assign_with_context(input, context))
+    }
+
     /// The instance itself, for handing to the coordinator plugin.
     pub fn instance(&self) -> AssignorArc {
         self.inner.clone()

@@ -32,7 +32,7 @@ use std::{
 };
 
 use abi_stable::{
-    abi_stability::abi_checking::check_layout_compatibility,
+    abi_stability::abi_checking::{check_layout_compatibility_with_globals, CheckingGlobals},
     library::{lib_header_from_path, LibraryError, RootModule},
     sabi_types::{VersionNumber, VersionStrings},
     StableAbi,
@@ -250,8 +250,18 @@ impl Loader {
             PluginKind::Assignor => <AssignorModRef as StableAbi>::LAYOUT,
             PluginKind::OffsetStore => <OffsetStoreModRef as StableAbi>::LAYOUT,
         };
-        check_layout_compatibility(plugin_layout, host_layout)
-            .map_err(|e| layout_error(summarize(&e.to_string())))?;
+        // A fresh set of checking globals per file: abi_stable's process-wide set merges
+        // every prefix type it has seen across checks, so after a coordinator built
+        // against assignor ABI 3.0 (its `Assignor` vtable has one method) a current
+        // assignor would be compared with that merged, older vtable and refused ("too
+        // many fields"). Each library's accessors read its own field count at run
+        // time, so nothing relies on the merge.
+        check_layout_compatibility_with_globals(
+            plugin_layout,
+            host_layout,
+            &CheckingGlobals::new(),
+        )
+        .map_err(|e| layout_error(summarize(&e.to_string())))?;
 
         let init_error = |e| init_error(path, e);
         // SAFETY: the library's root-module layout was checked against the host's just

@@ -15,7 +15,11 @@ fn failed(report: &drover_plugin_testkit::Report) -> Vec<&'static str> {
 fn an_assignor_giving_a_partition_twice_fails_contract() {
     let instance = in_process::assignor::<Double>("").unwrap();
     let report = assignor::run(&instance, &assignor::Options::default().cases(32));
-    assert_eq!(failed(&report), ["contract"], "{report}");
+    assert_eq!(
+        failed(&report),
+        ["contract", "context_contract"],
+        "{report}"
+    );
     let Some(Verdict::Fail(why)) = report.verdict("contract") else {
         panic!("{report}")
     };

@@ -2,7 +2,7 @@
 //! kind's ABI (tests/compat, a frozen copy of drover-abi 3.0 and one fixture per kind)
 //! load into this broker through the normal loader and pass their kind's checks, although
 //! this broker's interfaces have grown since (coordinator 3.1: a new input variant;
-//! offset store 3.1: a new optional method).
+//! offset store 3.1 and assignor 3.1: a new optional method).
 
 use std::{collections::BTreeMap, path::Path};
 
@@ -101,6 +101,33 @@ fn an_assignor_built_against_3_0_loads_and_assigns() {
         })
         .collect();
     assert_eq!(got, [("a".into(), vec![0, 2]), ("b".into(), vec![1])]);
+}
+
+/// Assignor ABI 3.1 added `assign_with_context`; this assignor predates it, so the call
+/// reaches the interface's default, which forwards to its `assign` (the context, full
+/// here, is dropped).
+#[test]
+fn an_assignor_built_against_3_0_is_called_with_a_context_and_falls_back_to_assign() {
+    let dir = PluginDir::new();
+    let plugin = load(&dir, "drover_compat_assignor_3_0", PluginKind::Assignor);
+    let assignor = plugin.new_assignor("").unwrap_or_else(|e| panic!("{e}"));
+    let member = |id: &str| AssignorMember {
+        member_id: id.into(),
+        topics: RVec::from(vec![RString::from("t")]),
+        owned: RVec::new(),
+        rack: None.into(),
+        weight: 1,
+    };
+    let input = AssignInput {
+        group: "g".into(),
+        members: RVec::from(vec![member("b"), member("a")]),
+        topics: RVec::from(vec![TopicInfo::new("t", 3)]),
+    };
+    let context = assignor::GeneratedContext::for_input(&input);
+    let with = context
+        .lend(|ctx| assignor.assign_with_context(&input, ctx))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(with, assignor.assign(&input).unwrap());
 }
 
 #[test]

@@ -26,15 +26,23 @@
 //! }
 //! ```
 //!
+//! An assignor that wants more than the input (member labels, partition leaders and
+//! their racks, offsets, produce rates: assignor ABI 3.1) overrides
+//! [`AssignorPlugin::assign_with_context`](crate::sdk::AssignorPlugin::assign_with_context)
+//! and reads the [`Context`] it receives from its policy closure; every value there is
+//! optional.
+//!
 //! The built-in assignors (`range`, `round-robin`, `sticky`) and
 //! `examples/custom-assignor` are written this way.
 
 mod config;
+mod context;
 mod output;
 mod owned;
 mod view;
 
 pub use config::expect_no_config;
+pub use context::Context;
 pub use view::{GroupView, MemberView, TopicView};
 
 use std::time::Instant;

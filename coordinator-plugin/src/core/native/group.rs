@@ -17,7 +17,7 @@ use drover_protocol as proto;
 use drover_protocol::NativeRequest;
 
 use super::offsets::Commits;
-use crate::assignors::{build_input, validate_assignment, MemberView};
+use crate::assignors::{build_input, validate_assignment, ContextParts, MemberView};
 use crate::config::RebalanceMode;
 use crate::core::{Ctx, TimerKey};
 use crate::io::{CoordinatorCounter, Event, FailureReason, Output};
@@ -93,6 +93,10 @@ pub(crate) struct Member {
     pub auto_offset_reset: i8,
     /// The assignor, resolved (the default when the consumer named none).
     pub assignor: String,
+    /// What the consumer declared about itself for the assignor (RegisterConsumer v1:
+    /// rack, weight ≥ 1, labels; the defaults for v0), checked by
+    /// `proto::MemberData::validate` at registration.
+    pub data: drover_protocol::MemberData,
     /// The generation the coordinator believes the consumer is in.
     pub generation: Generation,
     /// Partitions the consumer may be delivering (see the module docs).
@@ -621,6 +625,10 @@ impl NativeGroup {
                 id: &m.id,
                 topics: &m.topics,
                 owned: &m.owned,
+                rack: m.data.rack.as_deref(),
+                // `validate` at registration keeps it ≥ 1.
+                weight: u32::try_from(m.data.weight).unwrap_or(1).max(1),
+                labels: &m.data.labels,
             })
             .collect();
         let total: u64 = {
@@ -652,10 +660,17 @@ impl NativeGroup {
             return Err(());
         }
         let input = build_input(self.id.as_str(), &views, &cx.topics);
+        let context = ContextParts::build(
+            &views,
+            &cx.topics,
+            self.commits
+                .known
+                .iter()
+                .map(|(tp, ((offset, _), _))| (tp, *offset)),
+        );
         let attempt = |cx: &Ctx, name: &str| {
-            let output = cx
-                .assignors
-                .assign(name, &input)
+            let output = context
+                .lend(|context| cx.assignors.assign_with_context(name, &input, context))
                 .map_err(|e| e.to_string())?;
             validate_assignment(&views, &cx.topics, &output)
                 .map_err(|e| format!("invalid assignment: {e}"))

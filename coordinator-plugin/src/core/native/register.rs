@@ -160,6 +160,7 @@ impl Coordinator {
             topics,
             auto_offset_reset: r.auto_offset_reset.0,
             assignor,
+            data: r.member.clone(),
             generation: group.generation,
             owned: BTreeSet::new(),
             stopped_in_rebalance: BTreeSet::new(),

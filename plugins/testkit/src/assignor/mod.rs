@@ -12,6 +12,8 @@
 //! | `refuses_duplicate_topic` | a topic listed twice in `topics`: `InvalidInput` |
 //! | `deterministic` | the same input twice: the same output |
 //! | `member_order_independent` | members listed in another order: the same output |
+//! | `context_contract` | `assign_with_context` (assignor ABI 3.1) with a generated context (labels, leaders and racks, offsets, rates; [`GeneratedContext`]): the contract, sorted output, deterministic |
+//! | `empty_context_is_assign` | `assign_with_context` with an empty context: what `assign` gives (an assignor built against 3.0 passes by the ABI's default) |
 //! | `balanced` | claim [`Claim::Balanced`] |
 //! | `sticky` | claim [`Claim::Sticky`] |
 //!
@@ -35,11 +37,13 @@
 
 pub mod builders;
 mod claims;
+mod context;
 pub mod contract;
 pub mod generate;
 mod props;
 
 pub use claims::{Claim, ClaimError, Claims};
+pub use context::GeneratedContext;
 
 use drover_abi::assignor::AssignorArc;
 

@@ -15,6 +15,7 @@ use proptest::{
 
 use super::{
     builders::{holders, loads, member, permutation, reordered, with_owned, without},
+    context::{with_context, with_empty_context},
     contract::{check_order, check_rules},
     generate::{describe, group, homogeneous},
     Claim, Options,
@@ -70,6 +71,26 @@ pub(super) fn run(assignor: &AssignorArc, options: &Options) -> Report {
                 same(&assign(input)?, &assign(&shuffled)?, "shuffled members")
             },
         ),
+    );
+
+    report.record(
+        "context_contract",
+        check(cases, group(), describe, |input| {
+            let out = with_context(assignor, input)?;
+            check_rules(input, &out)?;
+            check_order(&out)?;
+            same(&out, &with_context(assignor, input)?, "the second call")
+        }),
+    );
+    report.record(
+        "empty_context_is_assign",
+        check(cases, group(), describe, |input| {
+            same(
+                &assign(input)?,
+                &with_empty_context(assignor, input)?,
+                "assign_with_context with an empty context",
+            )
+        }),
     );
 
     let claimed = |claim: Claim| options.claims.contains(claim);

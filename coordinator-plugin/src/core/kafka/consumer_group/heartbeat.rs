@@ -267,7 +267,10 @@ impl ConsumerGroups {
                 g.statics.insert(instance.clone(), id.clone());
             }
         }
-        if req.rack_id.is_some() {
+        if req.rack_id.is_some() && m.rack_id != req.rack_id {
+            // Assignors see racks: a changed rack is a new group epoch (Kafka's
+            // `hasMemberSubscriptionChanged` compares the rack too).
+            bump = true;
             m.rack_id = req.rack_id.clone();
         }
         m.client_id = req.client_id.clone();

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::group::ConsumerGroup;
 use super::{AssignorRun, Env};
-use crate::assignors::{build_input, validate_assignment, MemberView};
+use crate::assignors::{build_input, validate_assignment, ContextParts, MemberView};
 use crate::types::ConsumerId;
 
 /// Resolves a server assignor name: a loaded assignor of that name, else the Kafka
@@ -100,12 +100,18 @@ impl ConsumerGroup {
                 id,
                 topics: &m.topics,
                 owned: self.target.get(&m.id).unwrap_or(&none),
+                // KIP-848's `RackId`; the protocol has no weight (docs/plugins.md).
+                rack: m.rack_id.as_deref(),
+                weight: 1,
+                labels: &[],
             })
             .collect();
         let input = build_input(self.id.as_str(), &views, env.topics);
-        let output = env
-            .assignors
-            .assign(name, &input)
+        // KIP-848 members carry no labels, and the engine keeps no committed offsets
+        // (they live in the offset store): the context is empty for now.
+        let context = ContextParts::default();
+        let output = context
+            .lend(|context| env.assignors.assign_with_context(name, &input, context))
             .map_err(|e| e.to_string())?;
         let checked = validate_assignment(&views, env.topics, &output)
             .map_err(|e| format!("invalid assignment: {e}"))?;

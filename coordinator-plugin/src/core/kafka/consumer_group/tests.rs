@@ -1360,3 +1360,29 @@ proptest! {
         w.assert_stable(total);
     }
 }
+
+#[test]
+fn a_changed_rack_is_a_new_group_epoch_and_the_same_one_is_not() {
+    let mut w = World::new(&[("t", 2)]);
+    let r = w.ok(HeartbeatRequest {
+        rack_id: Some("r1".into()),
+        ..join("a", &["t"])
+    });
+    assert_eq!(w.group().epoch, 1);
+    assert_eq!(w.member("a").rack_id.as_deref(), Some("r1"));
+    let same = w.ok(HeartbeatRequest {
+        rack_id: Some("r1".into()),
+        ..beat("a", r.member_epoch, None)
+    });
+    assert_eq!(w.group().epoch, 1, "an unchanged rack bumps nothing");
+    w.ok(HeartbeatRequest {
+        rack_id: Some("r2".into()),
+        ..beat("a", same.member_epoch, None)
+    });
+    assert_eq!(
+        w.group().epoch,
+        2,
+        "assignors see racks: a new rack, a new target"
+    );
+    assert_eq!(w.member("a").rack_id.as_deref(), Some("r2"));
+}

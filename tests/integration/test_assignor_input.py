@@ -1,0 +1,168 @@
+"""What reaches an assignor plugin (issue 16): member racks, weights and labels, and the
+context of assignor ABI 3.1 (labels, committed offsets).
+
+The `recorder` fixture (tests/fixtures/recording-assignor) writes the `AssignInput` and
+context it was handed as JSON to the path in its `[plugins.config.recorder]` table, then
+deals partitions round-robin. Real clients join groups that name it:
+
+- confluent-kafka KIP-848 consumers (`group.protocol=consumer`,
+  `group.remote.assignor=recorder`) with `client.rack` set: the recorded members carry
+  their racks (weight 1: the protocol has none);
+- native `drover consume` consumers with weights 1, 1, 2 in a group using the example
+  `weighted` assignor (examples/custom-assignor) get 2, 2 and 4 of 8 partitions, read
+  back from the admin API;
+- native `drover consume` consumers with `--rack`, `--weight` and `--label`
+  (RegisterConsumer v1): the recorded members carry all three, and once they have
+  committed, a later rebalance's context carries the group's committed offsets.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import install_plugins, start_or_fail
+from connector_testlib import CONFIG as NATIVE_CONFIG
+from connector_testlib import PLUGIN_LIBS as NATIVE_LIBS
+from connector_testlib import Consumers, admin_group, consumer_args, produce_keyed
+from connector_testlib import wait_for as native_wait_for
+from drover_testlib import ck_create_topic
+from kafka_groups_testlib import PLUGIN_LIBS as KAFKA_LIBS
+from kafka_groups_testlib import consumers  # noqa: F401  (pytest fixture)
+from kafka_groups_testlib import group_config, wait_for
+
+RECORDER = "libdrover_fixture_recording_assignor.so"
+WEIGHTED = "libdrover_example_weighted_assignor.so"
+
+
+def recorder_table(path: Path) -> str:
+    return f'\n[plugins.config.recorder]\npath = "{path}"\n'
+
+
+def recorded(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def test_kip848_members_racks_reach_the_assignor(broker_factory, consumers, tmp_path):  # noqa: F811
+    """Two confluent-kafka KIP-848 consumers with `client.rack` r-a and r-b in a group
+    whose server assignor is `recorder`: the input it records lists both members with
+    their racks (and weight 1)."""
+    out = tmp_path / "recorded.json"
+    b = broker_factory(group_config() + recorder_table(out), start=False)
+    install_plugins(b, KAFKA_LIBS + [RECORDER])
+    start_or_fail(b)
+    topic, group = "racked", "g-racked"
+    ck_create_topic(b, topic, 4)
+    for name, rack in (("c1", "r-a"), ("c2", "r-b")):
+        consumers.start("confluent", b, topic, group, name, protocol="consumer",
+                        assignor="recorder", rack=rack)
+
+    def both_racks():
+        doc = recorded(out)
+        if doc is None or len(doc["members"]) != 2:
+            return False
+        return doc
+    doc = wait_for(both_racks, 60, "the recorder to see both members")
+    assert doc["group"] == group, doc
+    assert sorted(m["rack"] for m in doc["members"]) == ["r-a", "r-b"], doc
+    assert [m["weight"] for m in doc["members"]] == [1, 1], doc
+    assert all(m["topics"] == [topic] and m["labels"] == {} for m in doc["members"]), doc
+    assert doc["topics"] == [{"name": topic, "partitions": 4, "committed": {}}], doc
+
+
+@pytest.fixture
+def native_consumers(tmp_path, request):
+    cs = Consumers(tmp_path)
+    yield cs
+    cs.stop_all()
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        print("\n" + cs.dump())
+
+
+def test_native_member_data_and_committed_offsets_reach_the_assignor(broker_factory,
+                                                                      native_consumers,
+                                                                      tmp_path):
+    """Three `drover consume` with racks a, a, b, weights 1, 1, 2 and a label on one:
+    the recorder's input shows each member's rack and weight and its context the label.
+    After they consumed and committed, a fourth consumer joins: that rebalance's context
+    carries the group's committed offsets."""
+    out = tmp_path / "recorded.json"
+    b = broker_factory(NATIVE_CONFIG + recorder_table(out), start=False)
+    install_plugins(b, NATIVE_LIBS + [RECORDER])
+    start_or_fail(b)
+    topic, group = "member-input", "g-member-input"
+    ck_create_topic(b, topic, 4)
+    produced = {(topic, p, o) for p, o in produce_keyed(b, topic, 200)}
+    specs = {"a1": ("a", 1, ()), "a2": ("a", 1, ("--label", "tier=gold")), "b1": ("b", 2, ())}
+    procs = {}
+    for cid, (rack, weight, labels) in specs.items():
+        extra = ("--assignor", "recorder", "--rack", rack, "--weight", str(weight), *labels)
+        procs[cid] = native_consumers.start(cid, *consumer_args(b, group, "--topic", topic,
+                                                                consumer_id=cid, extra=extra))
+
+    def members(n):
+        def check():
+            doc = recorded(out)
+            got = sorted(m["id"] for m in (doc or {}).get("members", []))
+            return doc if len(got) == n else f"recorded members {got}"
+        return check
+    doc = native_wait_for("the recorder to see three members", members(3), 60,
+                          check=native_consumers.assert_running)
+    by_id = {m["id"]: m for m in doc["members"]}
+    assert {cid: (m["rack"], m["weight"]) for cid, m in by_id.items()} == {
+        "a1": ("a", 1), "a2": ("a", 1), "b1": ("b", 2)}, doc
+    assert by_id["a2"]["labels"] == {"tier": "gold"}, doc
+    assert by_id["a1"]["labels"] == {} and by_id["b1"]["labels"] == {}, doc
+
+    def printed():
+        have = {(ln.topic, ln.partition, ln.offset) for c in procs.values() for ln in c.lines()}
+        missing = produced - have
+        return True if not missing else f"{len(missing)} of {len(produced)} not printed"
+    native_wait_for("every record to be printed", printed, 60,
+                    check=native_consumers.assert_running)
+    # Offsets reach the group with heartbeat answers; a fourth member's rebalance then
+    # sees them in the context. Keep joining until one does (a rebalance that ran
+    # before the first heartbeat carried offsets sees none).
+    native_consumers.start("d1", *consumer_args(b, group, "--topic", topic, consumer_id="d1",
+                                                extra=("--assignor", "recorder")))
+
+    def committed_seen():
+        doc = recorded(out)
+        if doc is None or len(doc["members"]) != 4:
+            return "waiting for the fourth member's rebalance"
+        committed = doc["topics"][0]["committed"]
+        return doc if committed else "no committed offsets in the context"
+    doc = native_wait_for("a rebalance whose context has committed offsets", committed_seen,
+                          60, check=native_consumers.assert_running)
+    committed = {int(p): o for p, o in doc["topics"][0]["committed"].items()}
+    assert all(0 <= p < 4 and 0 < o <= 200 for p, o in committed.items()), doc
+
+
+def test_weighted_assignor_follows_declared_weights(broker_factory, native_consumers):
+    """Three `drover consume --assignor weighted` with `--weight` 1, 1 and 2 on a topic
+    of 8 partitions: the admin API shows them owning 2, 2 and 4 (before member data
+    reached assignors, every weight was 1 and the split was 3, 3, 2)."""
+    b = broker_factory(NATIVE_CONFIG, start=False)
+    install_plugins(b, NATIVE_LIBS + [WEIGHTED])
+    start_or_fail(b)
+    topic, group = "weighed", "g-weighed"
+    ck_create_topic(b, topic, 8)
+    for cid, weight in (("w1", 1), ("w2", 1), ("w3", 2)):
+        extra = ("--assignor", "weighted", "--weight", str(weight))
+        native_consumers.start(cid, *consumer_args(b, group, "--topic", topic,
+                                                   consumer_id=cid, extra=extra))
+
+    def split():
+        g = admin_group(b, group) or {}
+        counts = {m["consumer_id"]: len(m["partitions"]) for m in g.get("members", [])}
+        if counts == {"w1": 2, "w2": 2, "w3": 4}:
+            return True
+        return f"partitions per member {counts}"
+    native_wait_for("the assignment to follow the weights", split, 60,
+                    check=native_consumers.assert_running)
