@@ -1695,3 +1695,156 @@ fn a_native_commit_to_a_kip848_group_with_members_is_refused_by_that_group() {
         None
     );
 }
+
+/// A Kafka request frame (after the size prefix) of `request` at `version`, correlation
+/// id 1.
+fn kafka_frame<R>(request: &R, version: i16) -> bytes::Bytes
+where
+    R: kafka_protocol::protocol::Request + kafka_protocol::protocol::Encodable,
+{
+    use kafka_protocol::messages::RequestHeader;
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    let mut header = RequestHeader::default();
+    header.request_api_key = R::KEY;
+    header.request_api_version = version;
+    header.correlation_id = 1;
+    header.client_id = Some(StrBytes::from_static_str("kafka"));
+    let mut frame = bytes::BytesMut::new();
+    header
+        .encode(&mut frame, R::header_version(version))
+        .unwrap();
+    request.encode(&mut frame, version).unwrap();
+    frame.freeze()
+}
+
+/// The one Kafka response `conn` received, decoded as `R` at `version`.
+fn kafka_answer<R>(w: &World, conn: drover_coordinator::ConnId, version: i16) -> R
+where
+    R: kafka_protocol::protocol::Decodable + kafka_protocol::protocol::HeaderVersion,
+{
+    use kafka_protocol::messages::ResponseHeader;
+    use kafka_protocol::protocol::Decodable;
+    let answers: Vec<&bytes::Bytes> = w
+        .raw_responses
+        .iter()
+        .filter(|(c, _)| *c == conn)
+        .map(|(_, b)| b)
+        .collect();
+    let [bytes] = answers.as_slice() else {
+        panic!("{} answers on {conn}", answers.len())
+    };
+    let mut b = (*bytes).clone();
+    ResponseHeader::decode(&mut b, R::header_version(version)).unwrap();
+    R::decode(&mut b, version).unwrap()
+}
+
+/// An empty native group whose own batch (a native reset commit) waits behind a Kafka
+/// commit in flight: the group holds an accepted offset and a CommitOffset request
+/// waiting for it. Returns the native client's connection.
+fn a_native_commit_waiting_behind_a_kafka_commit(w: &mut World) -> drover_coordinator::ConnId {
+    w.set_topics(&[("orders", 2)]);
+    w.join(static_spec("c1", &["orders"]));
+    w.run_for(3_000);
+    w.leave("c1");
+    w.run_for(1_000);
+    assert!(w.coord.group("g").is_some_and(|g| g.members.is_empty()));
+    let kafka = w.raw_conn();
+    w.raw_bytes(kafka, kafka_simple_commit("g", "orders", 1, 100_000));
+    w.run_for(20);
+    let native = w.raw_conn();
+    let request = proto::CommitOffsetRequest {
+        group_id: "g".into(),
+        consumer_id: String::new(),
+        generation: -1,
+        topics: vec![proto::TopicOffsets {
+            topic: "orders".into(),
+            partitions: vec![proto::PartitionOffset {
+                partition: 0,
+                offset: 100_005,
+                metadata: None,
+            }],
+        }],
+    };
+    w.raw_request(native, 1, &NativeRequest::CommitOffset(request));
+    w.run_for(20);
+    native
+}
+
+/// The native commit waiting behind the Kafka one was answered NONE and landed.
+fn assert_native_commit_landed(w: &World, native: drover_coordinator::ConnId) {
+    let answers = w.raw_decoded(native, ApiKey::CommitOffset);
+    let [(1, NativeResponse::CommitOffset(r))] = answers.as_slice() else {
+        panic!("the native CommitOffset is answered once: {answers:?}")
+    };
+    assert_eq!(r.topics[0].partitions[0].error_code, ErrorCode::NONE);
+    assert_eq!(
+        w.store
+            .get(&(drover_coordinator::GroupId::new("g"), tp("orders", 0)))
+            .map(|v| v.0),
+        Some(100_005),
+        "the accepted native offset landed"
+    );
+}
+
+/// A classic JoinGroup for the id of an empty native group that still holds an
+/// accepted offset and a CommitOffset request waiting for it does not take the id:
+/// the group stays until its batch is written (the request is answered NONE, the offset
+/// lands); the JoinGroup is refused meanwhile (INCONSISTENT_GROUP_PROTOCOL, as for any
+/// group of another protocol that holds the id).
+#[test]
+fn a_classic_join_does_not_drop_a_native_group_with_a_commit_waiting() {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
+    use kafka_protocol::protocol::StrBytes;
+    let mut params = Params::fixed();
+    params.store_delay = (400, 400);
+    let mut w = World::new(test_config(), params, 8);
+    let native = a_native_commit_waiting_behind_a_kafka_commit(&mut w);
+    let mut join = JoinGroupRequest::default();
+    join.group_id = kafka_protocol::messages::GroupId(StrBytes::from_static_str("g"));
+    join.session_timeout_ms = 10_000;
+    join.rebalance_timeout_ms = 10_000;
+    join.member_id = StrBytes::from_static_str("");
+    join.protocol_type = StrBytes::from_static_str("consumer");
+    let mut protocol = JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    join.protocols = vec![protocol];
+    let joiner = w.raw_conn();
+    w.raw_bytes(joiner, kafka_frame(&join, 5));
+    w.run_for(2_000);
+    w.assert_clean();
+    assert_native_commit_landed(&w, native);
+    let answer: JoinGroupResponse = kafka_answer(&w, joiner, 5);
+    assert_eq!(
+        answer.error_code,
+        kafka_protocol::ResponseError::InconsistentGroupProtocol.code()
+    );
+}
+
+/// DeleteGroups of an empty native group that still holds an accepted offset and a
+/// CommitOffset request waiting for it is refused with NON_EMPTY_GROUP (as Kafka
+/// refuses a group still in use) instead of forgetting the group with the request
+/// unanswered and its offset unwritten.
+#[test]
+fn delete_groups_does_not_drop_a_native_group_with_a_commit_waiting() {
+    use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
+    use kafka_protocol::protocol::StrBytes;
+    let mut params = Params::fixed();
+    params.store_delay = (400, 400);
+    let mut w = World::new(test_config(), params, 9);
+    let native = a_native_commit_waiting_behind_a_kafka_commit(&mut w);
+    let mut delete = DeleteGroupsRequest::default();
+    delete.groups_names = vec![kafka_protocol::messages::GroupId(
+        StrBytes::from_static_str("g"),
+    )];
+    let admin = w.raw_conn();
+    w.raw_bytes(admin, kafka_frame(&delete, 2));
+    w.run_for(2_000);
+    w.assert_clean();
+    assert_native_commit_landed(&w, native);
+    let answer: DeleteGroupsResponse = kafka_answer(&w, admin, 2);
+    assert_eq!(
+        answer.results[0].error_code,
+        kafka_protocol::ResponseError::NonEmptyGroup.code()
+    );
+}

@@ -1,9 +1,8 @@
 //! The one group table: every group the coordinator serves, whatever its protocol, by
 //! id ([`Groups`]), as a [`Group`] (after Kafka's `Group` with `ClassicGroup` and
 //! `ConsumerGroup`), and what every group answers whatever its type: its kind and
-//! protocol type, whether it is empty, the group-level checks of an offset commit or
-//! fetch, its ListGroups summary, topics that are gone, and whether another protocol
-//! may take its id.
+//! protocol type, whether it may be dropped, the group-level checks of an offset commit or
+//! fetch, its ListGroups summary, and topics that are gone.
 //!
 //! A group id belongs to one protocol at a time, so one table keeps the rule by
 //! construction. The behaviour of each type is in its own files: native groups in
@@ -78,10 +77,13 @@ impl Group {
         }
     }
 
-    /// Whether the group has no member.
-    pub(crate) fn is_empty(&self) -> bool {
+    /// Whether the group may be forgotten, deleted by DeleteGroups or its id taken by a
+    /// group of another protocol: it has no member, and a native group nothing else
+    /// that needs it ([`NativeGroup::may_be_dropped`]). Its committed offsets stay (a
+    /// DeleteGroups deletes them itself); Kafka 4 converts an empty group the same way.
+    pub(crate) fn may_be_dropped(&self) -> bool {
         match self {
-            Group::Native(g) => g.members.is_empty(),
+            Group::Native(g) => g.may_be_dropped(),
             Group::Classic(g) => g.members.is_empty(),
             Group::Consumer(g) => g.is_empty(),
         }
@@ -148,17 +150,6 @@ impl Group {
     pub(crate) fn forget_topics(&mut self, cx: &mut Ctx, lost: &BTreeSet<TopicName>) {
         if let Group::Native(g) = self {
             g.forget_topics(cx, lost);
-        }
-    }
-
-    /// Whether a group of another protocol may take this group's id: it has no member
-    /// (and a native group runs no rebalance). Its committed offsets stay; Kafka 4
-    /// converts an empty group the same way.
-    pub(crate) fn may_give_up_id(&self) -> bool {
-        match self {
-            Group::Native(g) => g.members.is_empty() && !g.in_rebalance(),
-            Group::Classic(g) => g.members.is_empty(),
-            Group::Consumer(g) => g.is_empty(),
         }
     }
 }

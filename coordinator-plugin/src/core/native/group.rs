@@ -246,6 +246,20 @@ impl NativeGroup {
         self.members.values().next().map(|m| m.assignor.as_str())
     }
 
+    /// Whether the group may be forgotten (its id taken by a group of another protocol,
+    /// or deleted by DeleteGroups): no member, no rebalance running, no zombie (whose
+    /// partitions would otherwise be handed out while its lease runs, rule d), no
+    /// accepted offset waiting for the commit queue and no CommitOffset request waiting
+    /// for its batch. A batch already in flight does not hold the group: its result
+    /// answers its waiters without it.
+    pub(crate) fn may_be_dropped(&self) -> bool {
+        self.members.is_empty()
+            && !self.in_rebalance()
+            && self.zombies.is_empty()
+            && self.commits.pending.is_empty()
+            && self.commits.pending_waiters.is_empty()
+    }
+
     pub(crate) fn in_rebalance(&self) -> bool {
         !matches!(self.phase, Phase::Stable)
     }
