@@ -1496,38 +1496,6 @@ fn pending_native_offsets_of_a_deleted_topic_never_reach_the_store() {
     w.assert_clean();
 }
 
-/// A Kafka OffsetCommit v8 frame (after the size prefix): a simple commit (generation
-/// −1, no member) of `offset` for `topic`-`partition` in `group`.
-fn kafka_simple_commit(group: &str, topic: &str, partition: i32, offset: i64) -> bytes::Bytes {
-    use kafka_protocol::messages::offset_commit_request::{
-        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-    };
-    use kafka_protocol::messages::{OffsetCommitRequest, RequestHeader, TopicName};
-    use kafka_protocol::protocol::{Encodable, HeaderVersion, Request, StrBytes};
-    let mut header = RequestHeader::default();
-    header.request_api_key = OffsetCommitRequest::KEY;
-    header.request_api_version = 8;
-    header.correlation_id = 1;
-    header.client_id = Some(StrBytes::from_static_str("admin"));
-    let mut p = OffsetCommitRequestPartition::default();
-    p.partition_index = partition;
-    p.committed_offset = offset;
-    let mut t = OffsetCommitRequestTopic::default();
-    t.name = TopicName(StrBytes::from_string(topic.to_owned()));
-    t.partitions = vec![p];
-    let mut request = OffsetCommitRequest::default();
-    request.group_id = kafka_protocol::messages::GroupId(StrBytes::from_string(group.to_owned()));
-    request.generation_id_or_member_epoch = -1;
-    request.member_id = StrBytes::from_static_str("");
-    request.topics = vec![t];
-    let mut frame = bytes::BytesMut::new();
-    header
-        .encode(&mut frame, OffsetCommitRequest::header_version(8))
-        .unwrap();
-    request.encode(&mut frame, 8).unwrap();
-    frame.freeze()
-}
-
 /// The ABI promises the host at most one commit per group in flight (the World checks
 /// it after every output). A native group whose last member left has its final offsets
 /// in flight; a Kafka simple commit to the same group id meanwhile waits for that batch
@@ -1694,48 +1662,6 @@ fn a_native_commit_to_a_kip848_group_with_members_is_refused_by_that_group() {
             .get(&(drover_coordinator::GroupId::new("k"), tp("orders", 0))),
         None
     );
-}
-
-/// A Kafka request frame (after the size prefix) of `request` at `version`, correlation
-/// id 1.
-fn kafka_frame<R>(request: &R, version: i16) -> bytes::Bytes
-where
-    R: kafka_protocol::protocol::Request + kafka_protocol::protocol::Encodable,
-{
-    use kafka_protocol::messages::RequestHeader;
-    use kafka_protocol::protocol::{Encodable, StrBytes};
-    let mut header = RequestHeader::default();
-    header.request_api_key = R::KEY;
-    header.request_api_version = version;
-    header.correlation_id = 1;
-    header.client_id = Some(StrBytes::from_static_str("kafka"));
-    let mut frame = bytes::BytesMut::new();
-    header
-        .encode(&mut frame, R::header_version(version))
-        .unwrap();
-    request.encode(&mut frame, version).unwrap();
-    frame.freeze()
-}
-
-/// The one Kafka response `conn` received, decoded as `R` at `version`.
-fn kafka_answer<R>(w: &World, conn: drover_coordinator::ConnId, version: i16) -> R
-where
-    R: kafka_protocol::protocol::Decodable + kafka_protocol::protocol::HeaderVersion,
-{
-    use kafka_protocol::messages::ResponseHeader;
-    use kafka_protocol::protocol::Decodable;
-    let answers: Vec<&bytes::Bytes> = w
-        .raw_responses
-        .iter()
-        .filter(|(c, _)| *c == conn)
-        .map(|(_, b)| b)
-        .collect();
-    let [bytes] = answers.as_slice() else {
-        panic!("{} answers on {conn}", answers.len())
-    };
-    let mut b = (*bytes).clone();
-    ResponseHeader::decode(&mut b, R::header_version(version)).unwrap();
-    R::decode(&mut b, version).unwrap()
 }
 
 /// An empty native group whose own batch (a native reset commit) waits behind a Kafka

@@ -161,6 +161,32 @@ impl Coordinator {
         }
     }
 
+    /// Cluster mode: the group ids for which `lost` is true are no longer ours (their
+    /// slot was lost, docs/protocol.md §6.8). Their Kafka commits queued behind a batch
+    /// in flight are not written (a broker that no longer owns the slot must not write
+    /// them): each is answered NOT_COORDINATOR for its accepted partitions, as a native
+    /// CommitOffset request waiting in the same slot is. A batch already handed to the
+    /// store still answers its waiters with its outcome.
+    pub(crate) fn drop_queued_commits_of(&mut self, lost: impl Fn(&GroupId) -> bool) {
+        let groups: Vec<GroupId> = self
+            .cx
+            .commits
+            .queued
+            .keys()
+            .filter(|g| lost(g))
+            .cloned()
+            .collect();
+        for group in groups {
+            let waits = self.cx.commits.queued.remove(&group).unwrap_or_default();
+            tracing::debug!(%group, commits = waits.len(), "queued commits dropped with their slot");
+            for mut w in waits {
+                w.fail(ResponseError::NotCoordinator);
+                self.cx
+                    .respond_kafka(w.slot, w.to, ResponseKind::OffsetCommit(w.response));
+            }
+        }
+    }
+
     /// Topics `lost` are gone: queued commits drop their entries for them and those
     /// left with nothing to write are answered now.
     pub(crate) fn forget_queued_commits_of(&mut self, lost: &BTreeSet<TopicName>) {
