@@ -18,6 +18,7 @@ use kafka_protocol::ResponseError;
 
 use super::groups::Group;
 use super::kafka::{ClassicGroup, CommitWait};
+use super::native::{Member, NativeGroup};
 use super::{Coordinator, Ctx, Op};
 use crate::io::Output;
 use crate::types::{GroupId, OffsetEntry, OpId, StoreError, TopicName};
@@ -306,13 +307,17 @@ pub(crate) fn validate_commit_without_group(author: &CommitAuthor) -> Result<(),
 
 impl Coordinator {
     /// The group-level check of a commit to `group` (Kafka's
-    /// `OffsetMetadataManager` asking the group's `validateOffsetCommit`): the group that
-    /// has the id decides, whatever its type; with none, a simple commit is taken.
+    /// `OffsetMetadataManager` asking the group's `validateOffsetCommit`), the one entry
+    /// point of both the native CommitOffset and Kafka's OffsetCommit: INVALID_GROUP_ID
+    /// for an empty id, NOT_COORDINATOR for a group of a slot not owned; then the group
+    /// that has the id decides, whatever its type ([`Group::validate_offset_commit`]);
+    /// with none, [`validate_commit_without_group`]. `Ok(Some((group, member)))` for a
+    /// native member's commit.
     pub(crate) fn validate_offset_commit(
         &self,
         group: &str,
         author: &CommitAuthor,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<Option<(&NativeGroup, &Member)>, ResponseError> {
         if group.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
@@ -321,7 +326,7 @@ impl Coordinator {
         }
         match self.groups.get(group) {
             Some(g) => g.validate_offset_commit(author),
-            None => validate_commit_without_group(author),
+            None => validate_commit_without_group(author).map(|()| None),
         }
     }
 

@@ -17,7 +17,7 @@ use kafka_protocol::ResponseError;
 
 use super::commits::CommitAuthor;
 use super::kafka::{ClassicGroup, ConsumerGroup};
-use super::native::NativeGroup;
+use super::native::{Member, NativeGroup};
 use super::Ctx;
 use crate::types::{GroupId, TopicName};
 
@@ -117,15 +117,16 @@ impl Group {
     /// The group-level check of an offset commit (Kafka's `validateOffsetCommit`), by
     /// the group's type: [`NativeGroup::validate_offset_commit`],
     /// [`ClassicGroup::validate_offset_commit`],
-    /// [`ConsumerGroup::validate_offset_commit`].
+    /// [`ConsumerGroup::validate_offset_commit`]. `Ok(Some((group, member)))` for a
+    /// native member's commit, whose per-partition checks need them.
     pub(crate) fn validate_offset_commit(
         &self,
         author: &CommitAuthor,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<Option<(&NativeGroup, &Member)>, ResponseError> {
         match self {
-            Group::Native(g) => g.validate_offset_commit(author).map(|_| ()),
-            Group::Classic(g) => g.validate_offset_commit(author),
-            Group::Consumer(g) => g.validate_offset_commit(author),
+            Group::Native(g) => Ok(g.validate_offset_commit(author)?.map(|m| (g, m))),
+            Group::Classic(g) => g.validate_offset_commit(author).map(|()| None),
+            Group::Consumer(g) => g.validate_offset_commit(author).map(|()| None),
         }
     }
 

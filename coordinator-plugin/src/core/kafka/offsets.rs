@@ -151,17 +151,19 @@ impl Coordinator {
         r: OffsetCommitRequest,
     ) {
         let group = r.group_id.to_string();
-        let check = self.validate_offset_commit(
-            &group,
-            &CommitAuthor {
-                member_id: r.member_id.as_str(),
-                instance_id: r.group_instance_id.as_deref(),
-                generation: r.generation_id_or_member_epoch,
-                api: CommitApi::Kafka {
-                    version: to.version,
+        let check = self
+            .validate_offset_commit(
+                &group,
+                &CommitAuthor {
+                    member_id: r.member_id.as_str(),
+                    instance_id: r.group_instance_id.as_deref(),
+                    generation: r.generation_id_or_member_epoch,
+                    api: CommitApi::Kafka {
+                        version: to.version,
+                    },
                 },
-            },
-        );
+            )
+            .map(|_| ());
         let max_metadata = self.cx.config.max_metadata_bytes;
         let gid = GroupId::new(&group);
         let mut response = OffsetCommitResponse::default();
@@ -504,11 +506,15 @@ impl Coordinator {
 impl ConsumerGroup {
     /// The group-level check of an OffsetCommit to this KIP-848 group (Kafka's
     /// `ConsumerGroup.validateOffsetCommit`): the engine's member-epoch rules
-    /// ([`ConsumerGroup::check_commit`]).
+    /// ([`ConsumerGroup::check_commit`]). By the native CommitOffset only a simple
+    /// commit (a native client is never a member of a Kafka group; UNKNOWN_MEMBER_ID).
     pub(crate) fn validate_offset_commit(
         &self,
         author: &CommitAuthor,
     ) -> Result<(), ResponseError> {
+        if author.api == CommitApi::Native && !author.is_simple() {
+            return Err(ResponseError::UnknownMemberId);
+        }
         self.check_commit(author.member_id, author.generation)
     }
 
