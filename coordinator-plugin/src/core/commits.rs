@@ -310,9 +310,10 @@ impl Coordinator {
     /// `OffsetMetadataManager` asking the group's `validateOffsetCommit`), the one entry
     /// point of both the native CommitOffset and Kafka's OffsetCommit: INVALID_GROUP_ID
     /// for an empty id, NOT_COORDINATOR for a group of a slot not owned; then the group
-    /// that has the id decides, whatever its type ([`Group::validate_offset_commit`]);
-    /// with none, [`validate_commit_without_group`]. `Ok(Some((group, member)))` for a
-    /// native member's commit.
+    /// that has the id decides, whatever its type; with none,
+    /// [`validate_commit_without_group`]
+    /// ([`Groups::validate_offset_commit`](super::groups::Groups::validate_offset_commit)).
+    /// `Ok(Some((group, member)))` for a native member's commit.
     pub(crate) fn validate_offset_commit(
         &self,
         group: &str,
@@ -324,10 +325,7 @@ impl Coordinator {
         if !self.owns(group) {
             return Err(ResponseError::NotCoordinator);
         }
-        match self.groups.get(group) {
-            Some(g) => g.validate_offset_commit(author),
-            None => validate_commit_without_group(author).map(|()| None),
-        }
+        self.groups.validate_offset_commit(group, author)
     }
 
     /// The group-level check of an offset fetch of `group` by `member` (Kafka's
@@ -345,9 +343,6 @@ impl Coordinator {
         if !self.owns(group) {
             return Err(ResponseError::NotCoordinator);
         }
-        match self.groups.get(group) {
-            Some(g) => g.validate_offset_fetch(member),
-            None => Ok(()),
-        }
+        self.groups.validate_offset_fetch(group, member)
     }
 }

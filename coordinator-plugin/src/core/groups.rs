@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::ResponseError;
 
-use super::commits::CommitAuthor;
+use super::commits::{validate_commit_without_group, CommitAuthor};
 use super::kafka::{ClassicGroup, ConsumerGroup};
 use super::native::{Member, NativeGroup};
 use super::Ctx;
@@ -330,20 +330,42 @@ impl Groups {
     }
 
     /// Every KIP-848 group, in id order.
-    #[cfg(test)]
-    pub(crate) fn consumers(&self) -> impl Iterator<Item = &ConsumerGroup> {
-        self.groups.values().filter_map(|g| match g {
-            Group::Consumer(g) => Some(g),
-            _ => None,
-        })
-    }
-
-    /// Every KIP-848 group, in id order.
     pub(crate) fn consumers_mut(&mut self) -> impl Iterator<Item = &mut ConsumerGroup> {
         self.groups.values_mut().filter_map(|g| match g {
             Group::Consumer(g) => Some(g),
             _ => None,
         })
+    }
+
+    /// The group-level check of a commit to `group` by `author`: by the group that has
+    /// the id, whatever its type ([`Group::validate_offset_commit`]); with none, the
+    /// rules of a commit to no group ([`validate_commit_without_group`]). The caller
+    /// checked the id and its ownership
+    /// ([`Coordinator::validate_offset_commit`](super::Coordinator::validate_offset_commit)).
+    pub(crate) fn validate_offset_commit(
+        &self,
+        group: &str,
+        author: &CommitAuthor,
+    ) -> Result<Option<(&NativeGroup, &Member)>, ResponseError> {
+        match self.groups.get(group) {
+            Some(g) => g.validate_offset_commit(author),
+            None => validate_commit_without_group(author).map(|()| None),
+        }
+    }
+
+    /// The group-level check of an offset fetch of `group` by `member` (id and epoch):
+    /// by the group that has the id ([`Group::validate_offset_fetch`]); a group id no
+    /// group has allows every fetch (it has no offsets, or only those of simple
+    /// commits).
+    pub(crate) fn validate_offset_fetch(
+        &self,
+        group: &str,
+        member: Option<(Option<&str>, i32)>,
+    ) -> Result<(), ResponseError> {
+        match self.groups.get(group) {
+            Some(g) => g.validate_offset_fetch(member),
+            None => Ok(()),
+        }
     }
 
     /// The ids of the groups of `kind`, in id order.

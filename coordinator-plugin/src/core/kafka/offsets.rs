@@ -32,7 +32,6 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::consumer_group::ConsumerGroup;
 use crate::core::commits::{CommitApi, CommitAuthor};
 use crate::core::conn::SlotRef;
 use crate::core::{Coordinator, Op};
@@ -500,32 +499,5 @@ impl Coordinator {
             }
         }
         out
-    }
-}
-
-impl ConsumerGroup {
-    /// The group-level check of an OffsetCommit to this KIP-848 group (Kafka's
-    /// `ConsumerGroup.validateOffsetCommit`): the engine's member-epoch rules
-    /// ([`ConsumerGroup::check_commit`]). By the native CommitOffset only a simple
-    /// commit (a native client is never a member of a Kafka group; UNKNOWN_MEMBER_ID).
-    pub(crate) fn validate_offset_commit(
-        &self,
-        author: &CommitAuthor,
-    ) -> Result<(), ResponseError> {
-        if author.api == CommitApi::Native && !author.is_simple() {
-            return Err(ResponseError::UnknownMemberId);
-        }
-        self.check_commit(author.member_id, author.generation)
-    }
-
-    /// The group-level check of an OffsetFetch v9+ of this KIP-848 group by `member_id`
-    /// at `epoch` (Kafka's `ConsumerGroup.validateOffsetFetch`;
-    /// [`ConsumerGroup::check_fetch`]).
-    pub(crate) fn validate_offset_fetch(
-        &self,
-        member_id: Option<&str>,
-        epoch: i32,
-    ) -> Result<(), ResponseError> {
-        self.check_fetch(member_id, epoch)
     }
 }
