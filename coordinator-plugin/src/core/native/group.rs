@@ -1,6 +1,6 @@
 //! A group's state: members, zombies (failed members whose partitions are not released
-//! yet), the rebalance phase and the commit pipeline; and the rebalance engine
-//! (docs/protocol.md §6.2 and §6.4).
+//! yet) and the rebalance phase; and the rebalance engine (docs/protocol.md §6.2 and
+//! §6.4). The group's commit pipeline is in `offsets`.
 //!
 //! Safety rests on one piece of bookkeeping: the coordinator's view of who may be
 //! delivering a partition. A live member "owns" the partitions of the last StartFetcher

@@ -67,8 +67,8 @@
 //!   while the group has no members (a standalone commit).
 //!
 //! The files, after Kafka's classes: `validate` (the request checks and epoch fencing),
-//! `member` (`ConsumerGroupMember`), `group` (`ConsumerGroup`: state, describe, list,
-//! the offset commit and fetch checks),
+//! `member` (`ConsumerGroupMember`), `group` (`ConsumerGroup`: state, describe, the
+//! offset commit and fetch checks),
 //! `target` (`TargetAssignmentBuilder`), `reconcile` (`CurrentAssignmentBuilder`) and
 //! `heartbeat` (`GroupMetadataManager.consumerGroupHeartbeat`: join, heartbeat,
 //! leave). This file keeps the request and answer types, the [`Env`], and what acts on
