@@ -1496,38 +1496,6 @@ fn pending_native_offsets_of_a_deleted_topic_never_reach_the_store() {
     w.assert_clean();
 }
 
-/// A Kafka OffsetCommit v8 frame (after the size prefix): a simple commit (generation
-/// −1, no member) of `offset` for `topic`-`partition` in `group`.
-fn kafka_simple_commit(group: &str, topic: &str, partition: i32, offset: i64) -> bytes::Bytes {
-    use kafka_protocol::messages::offset_commit_request::{
-        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-    };
-    use kafka_protocol::messages::{OffsetCommitRequest, RequestHeader, TopicName};
-    use kafka_protocol::protocol::{Encodable, HeaderVersion, Request, StrBytes};
-    let mut header = RequestHeader::default();
-    header.request_api_key = OffsetCommitRequest::KEY;
-    header.request_api_version = 8;
-    header.correlation_id = 1;
-    header.client_id = Some(StrBytes::from_static_str("admin"));
-    let mut p = OffsetCommitRequestPartition::default();
-    p.partition_index = partition;
-    p.committed_offset = offset;
-    let mut t = OffsetCommitRequestTopic::default();
-    t.name = TopicName(StrBytes::from_string(topic.to_owned()));
-    t.partitions = vec![p];
-    let mut request = OffsetCommitRequest::default();
-    request.group_id = kafka_protocol::messages::GroupId(StrBytes::from_string(group.to_owned()));
-    request.generation_id_or_member_epoch = -1;
-    request.member_id = StrBytes::from_static_str("");
-    request.topics = vec![t];
-    let mut frame = bytes::BytesMut::new();
-    header
-        .encode(&mut frame, OffsetCommitRequest::header_version(8))
-        .unwrap();
-    request.encode(&mut frame, 8).unwrap();
-    frame.freeze()
-}
-
 /// The ABI promises the host at most one commit per group in flight (the World checks
 /// it after every output). A native group whose last member left has its final offsets
 /// in flight; a Kafka simple commit to the same group id meanwhile waits for that batch
@@ -1693,5 +1661,116 @@ fn a_native_commit_to_a_kip848_group_with_members_is_refused_by_that_group() {
         w.store
             .get(&(drover_coordinator::GroupId::new("k"), tp("orders", 0))),
         None
+    );
+}
+
+/// An empty native group whose own batch (a native reset commit) waits behind a Kafka
+/// commit in flight: the group holds an accepted offset and a CommitOffset request
+/// waiting for it. Returns the native client's connection.
+fn a_native_commit_waiting_behind_a_kafka_commit(w: &mut World) -> drover_coordinator::ConnId {
+    w.set_topics(&[("orders", 2)]);
+    w.join(static_spec("c1", &["orders"]));
+    w.run_for(3_000);
+    w.leave("c1");
+    w.run_for(1_000);
+    assert!(w.coord.group("g").is_some_and(|g| g.members.is_empty()));
+    let kafka = w.raw_conn();
+    w.raw_bytes(kafka, kafka_simple_commit("g", "orders", 1, 100_000));
+    w.run_for(20);
+    let native = w.raw_conn();
+    let request = proto::CommitOffsetRequest {
+        group_id: "g".into(),
+        consumer_id: String::new(),
+        generation: -1,
+        topics: vec![proto::TopicOffsets {
+            topic: "orders".into(),
+            partitions: vec![proto::PartitionOffset {
+                partition: 0,
+                offset: 100_005,
+                metadata: None,
+            }],
+        }],
+    };
+    w.raw_request(native, 1, &NativeRequest::CommitOffset(request));
+    w.run_for(20);
+    native
+}
+
+/// The native commit waiting behind the Kafka one was answered NONE and landed.
+fn assert_native_commit_landed(w: &World, native: drover_coordinator::ConnId) {
+    let answers = w.raw_decoded(native, ApiKey::CommitOffset);
+    let [(1, NativeResponse::CommitOffset(r))] = answers.as_slice() else {
+        panic!("the native CommitOffset is answered once: {answers:?}")
+    };
+    assert_eq!(r.topics[0].partitions[0].error_code, ErrorCode::NONE);
+    assert_eq!(
+        w.store
+            .get(&(drover_coordinator::GroupId::new("g"), tp("orders", 0)))
+            .map(|v| v.0),
+        Some(100_005),
+        "the accepted native offset landed"
+    );
+}
+
+/// A classic JoinGroup for the id of an empty native group that still holds an
+/// accepted offset and a CommitOffset request waiting for it does not take the id:
+/// the group stays until its batch is written (the request is answered NONE, the offset
+/// lands); the JoinGroup is refused meanwhile (INCONSISTENT_GROUP_PROTOCOL, as for any
+/// group of another protocol that holds the id).
+#[test]
+fn a_classic_join_does_not_drop_a_native_group_with_a_commit_waiting() {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
+    use kafka_protocol::protocol::StrBytes;
+    let mut params = Params::fixed();
+    params.store_delay = (400, 400);
+    let mut w = World::new(test_config(), params, 8);
+    let native = a_native_commit_waiting_behind_a_kafka_commit(&mut w);
+    let mut join = JoinGroupRequest::default();
+    join.group_id = kafka_protocol::messages::GroupId(StrBytes::from_static_str("g"));
+    join.session_timeout_ms = 10_000;
+    join.rebalance_timeout_ms = 10_000;
+    join.member_id = StrBytes::from_static_str("");
+    join.protocol_type = StrBytes::from_static_str("consumer");
+    let mut protocol = JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    join.protocols = vec![protocol];
+    let joiner = w.raw_conn();
+    w.raw_bytes(joiner, kafka_frame(&join, 5));
+    w.run_for(2_000);
+    w.assert_clean();
+    assert_native_commit_landed(&w, native);
+    let answer: JoinGroupResponse = kafka_answer(&w, joiner, 5);
+    assert_eq!(
+        answer.error_code,
+        kafka_protocol::ResponseError::InconsistentGroupProtocol.code()
+    );
+}
+
+/// DeleteGroups of an empty native group that still holds an accepted offset and a
+/// CommitOffset request waiting for it is refused with NON_EMPTY_GROUP (as Kafka
+/// refuses a group still in use) instead of forgetting the group with the request
+/// unanswered and its offset unwritten.
+#[test]
+fn delete_groups_does_not_drop_a_native_group_with_a_commit_waiting() {
+    use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
+    use kafka_protocol::protocol::StrBytes;
+    let mut params = Params::fixed();
+    params.store_delay = (400, 400);
+    let mut w = World::new(test_config(), params, 9);
+    let native = a_native_commit_waiting_behind_a_kafka_commit(&mut w);
+    let mut delete = DeleteGroupsRequest::default();
+    delete.groups_names = vec![kafka_protocol::messages::GroupId(
+        StrBytes::from_static_str("g"),
+    )];
+    let admin = w.raw_conn();
+    w.raw_bytes(admin, kafka_frame(&delete, 2));
+    w.run_for(2_000);
+    w.assert_clean();
+    assert_native_commit_landed(&w, native);
+    let answer: DeleteGroupsResponse = kafka_answer(&w, admin, 2);
+    assert_eq!(
+        answer.results[0].error_code,
+        kafka_protocol::ResponseError::NonEmptyGroup.code()
     );
 }

@@ -625,3 +625,37 @@ fn slot_inputs_out_of_place_are_ignored() {
         .handle(1_002, Input::ConnectionClosed { conn: ConnId(1) })
         .is_empty());
 }
+
+/// A lost slot's Kafka commits queued behind a batch in flight are not written by the
+/// broker that lost the slot: the queued OffsetCommit is answered NOT_COORDINATOR (as a
+/// native CommitOffset waiting in the same slot is), the one already handed to the
+/// store gets its outcome, and only its offset lands.
+#[test]
+fn losing_a_slot_answers_its_queued_kafka_commits_not_coordinator() {
+    use kafka_protocol::messages::OffsetCommitResponse;
+    let mut w = cluster_world();
+    let g = group_in_slot(2, 0);
+    w.slot_gained(2);
+    w.run_for(WAIT + 10);
+    w.params.store_delay = (500, 500);
+    let first = w.raw_conn();
+    w.raw_bytes(first, kafka_simple_commit(&g, "orders", 0, 1_000));
+    w.run_for(10);
+    let second = w.raw_conn();
+    w.raw_bytes(second, kafka_simple_commit(&g, "orders", 0, 2_000));
+    w.run_for(10);
+    w.slot_lost(2);
+    w.run_for(3_000);
+    w.assert_clean();
+    let code = |conn| {
+        let answer: OffsetCommitResponse = kafka_answer(&w, conn, 8);
+        answer.topics[0].partitions[0].error_code
+    };
+    assert_eq!(code(first), ErrorCode::NONE.0);
+    assert_eq!(code(second), ErrorCode::NOT_COORDINATOR.0);
+    assert_eq!(
+        w.store[&(GroupId::new(&g), tp("orders", 0))].0,
+        1_000,
+        "the queued commit was not written"
+    );
+}

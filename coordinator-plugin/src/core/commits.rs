@@ -18,6 +18,7 @@ use kafka_protocol::ResponseError;
 
 use super::groups::Group;
 use super::kafka::{ClassicGroup, CommitWait};
+use super::native::{Member, NativeGroup};
 use super::{Coordinator, Ctx, Op};
 use crate::io::Output;
 use crate::types::{GroupId, OffsetEntry, OpId, StoreError, TopicName};
@@ -161,6 +162,32 @@ impl Coordinator {
         }
     }
 
+    /// Cluster mode: the group ids for which `lost` is true are no longer ours (their
+    /// slot was lost, docs/protocol.md §6.8). Their Kafka commits queued behind a batch
+    /// in flight are not written (a broker that no longer owns the slot must not write
+    /// them): each is answered NOT_COORDINATOR for its accepted partitions, as a native
+    /// CommitOffset request waiting in the same slot is. A batch already handed to the
+    /// store still answers its waiters with its outcome.
+    pub(crate) fn drop_queued_commits_of(&mut self, lost: impl Fn(&GroupId) -> bool) {
+        let groups: Vec<GroupId> = self
+            .cx
+            .commits
+            .queued
+            .keys()
+            .filter(|g| lost(g))
+            .cloned()
+            .collect();
+        for group in groups {
+            let waits = self.cx.commits.queued.remove(&group).unwrap_or_default();
+            tracing::debug!(%group, commits = waits.len(), "queued commits dropped with their slot");
+            for mut w in waits {
+                w.fail(ResponseError::NotCoordinator);
+                self.cx
+                    .respond_kafka(w.slot, w.to, ResponseKind::OffsetCommit(w.response));
+            }
+        }
+    }
+
     /// Topics `lost` are gone: queued commits drop their entries for them and those
     /// left with nothing to write are answered now.
     pub(crate) fn forget_queued_commits_of(&mut self, lost: &BTreeSet<TopicName>) {
@@ -280,23 +307,25 @@ pub(crate) fn validate_commit_without_group(author: &CommitAuthor) -> Result<(),
 
 impl Coordinator {
     /// The group-level check of a commit to `group` (Kafka's
-    /// `OffsetMetadataManager` asking the group's `validateOffsetCommit`): the group that
-    /// has the id decides, whatever its type; with none, a simple commit is taken.
+    /// `OffsetMetadataManager` asking the group's `validateOffsetCommit`), the one entry
+    /// point of both the native CommitOffset and Kafka's OffsetCommit: INVALID_GROUP_ID
+    /// for an empty id, NOT_COORDINATOR for a group of a slot not owned; then the group
+    /// that has the id decides, whatever its type; with none,
+    /// [`validate_commit_without_group`]
+    /// ([`Groups::validate_offset_commit`](super::groups::Groups::validate_offset_commit)).
+    /// `Ok(Some((group, member)))` for a native member's commit.
     pub(crate) fn validate_offset_commit(
         &self,
         group: &str,
         author: &CommitAuthor,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<Option<(&NativeGroup, &Member)>, ResponseError> {
         if group.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
         if !self.owns(group) {
             return Err(ResponseError::NotCoordinator);
         }
-        match self.groups.get(group) {
-            Some(g) => g.validate_offset_commit(author),
-            None => validate_commit_without_group(author),
-        }
+        self.groups.validate_offset_commit(group, author)
     }
 
     /// The group-level check of an offset fetch of `group` by `member` (Kafka's
@@ -314,9 +343,6 @@ impl Coordinator {
         if !self.owns(group) {
             return Err(ResponseError::NotCoordinator);
         }
-        match self.groups.get(group) {
-            Some(g) => g.validate_offset_fetch(member),
-            None => Ok(()),
-        }
+        self.groups.validate_offset_fetch(group, member)
     }
 }

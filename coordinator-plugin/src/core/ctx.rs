@@ -119,8 +119,14 @@ impl Ctx {
         default
     }
 
-    pub(crate) fn commit_tick_set(&self) -> bool {
-        self.timers.is_set(&TimerKey::CommitTick)
+    /// Arms the commit tick ([`TimerKey::CommitTick`]) at now + `commit_interval_ms`,
+    /// unless it is armed already: native groups' accepted Heartbeat offsets are written
+    /// at most `commit_interval_ms` after they were accepted (docs/protocol.md §6.5).
+    pub(crate) fn arm_commit_tick(&mut self) {
+        if !self.timers.is_set(&TimerKey::CommitTick) {
+            let at = self.now.saturating_add(self.config.commit_interval_ms);
+            self.timers.set(TimerKey::CommitTick, Some(at));
+        }
     }
 
     pub(super) fn reserve(&mut self, conn: ConnId) -> SlotRef {

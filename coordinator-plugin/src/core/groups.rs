@@ -1,9 +1,8 @@
 //! The one group table: every group the coordinator serves, whatever its protocol, by
 //! id ([`Groups`]), as a [`Group`] (after Kafka's `Group` with `ClassicGroup` and
 //! `ConsumerGroup`), and what every group answers whatever its type: its kind and
-//! protocol type, whether it is empty, the group-level checks of an offset commit or
-//! fetch, its ListGroups summary, topics that are gone, and whether another protocol
-//! may take its id.
+//! protocol type, whether it may be dropped, the group-level checks of an offset commit or
+//! fetch, its ListGroups summary, and topics that are gone.
 //!
 //! A group id belongs to one protocol at a time, so one table keeps the rule by
 //! construction. The behaviour of each type is in its own files: native groups in
@@ -16,9 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::ResponseError;
 
-use super::commits::CommitAuthor;
+use super::commits::{validate_commit_without_group, CommitAuthor};
 use super::kafka::{ClassicGroup, ConsumerGroup};
-use super::native::NativeGroup;
+use super::native::{Member, NativeGroup};
 use super::Ctx;
 use crate::types::{GroupId, TopicName};
 
@@ -78,10 +77,13 @@ impl Group {
         }
     }
 
-    /// Whether the group has no member.
-    pub(crate) fn is_empty(&self) -> bool {
+    /// Whether the group may be forgotten, deleted by DeleteGroups or its id taken by a
+    /// group of another protocol: it has no member, and a native group nothing else
+    /// that needs it ([`NativeGroup::may_be_dropped`]). Its committed offsets stay (a
+    /// DeleteGroups deletes them itself); Kafka 4 converts an empty group the same way.
+    pub(crate) fn may_be_dropped(&self) -> bool {
         match self {
-            Group::Native(g) => g.members.is_empty(),
+            Group::Native(g) => g.may_be_dropped(),
             Group::Classic(g) => g.members.is_empty(),
             Group::Consumer(g) => g.is_empty(),
         }
@@ -115,15 +117,16 @@ impl Group {
     /// The group-level check of an offset commit (Kafka's `validateOffsetCommit`), by
     /// the group's type: [`NativeGroup::validate_offset_commit`],
     /// [`ClassicGroup::validate_offset_commit`],
-    /// [`ConsumerGroup::validate_offset_commit`].
+    /// [`ConsumerGroup::validate_offset_commit`]. `Ok(Some((group, member)))` for a
+    /// native member's commit, whose per-partition checks need them.
     pub(crate) fn validate_offset_commit(
         &self,
         author: &CommitAuthor,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<Option<(&NativeGroup, &Member)>, ResponseError> {
         match self {
-            Group::Native(g) => g.validate_offset_commit(author).map(|_| ()),
-            Group::Classic(g) => g.validate_offset_commit(author),
-            Group::Consumer(g) => g.validate_offset_commit(author),
+            Group::Native(g) => Ok(g.validate_offset_commit(author)?.map(|m| (g, m))),
+            Group::Classic(g) => g.validate_offset_commit(author).map(|()| None),
+            Group::Consumer(g) => g.validate_offset_commit(author).map(|()| None),
         }
     }
 
@@ -148,17 +151,6 @@ impl Group {
     pub(crate) fn forget_topics(&mut self, cx: &mut Ctx, lost: &BTreeSet<TopicName>) {
         if let Group::Native(g) = self {
             g.forget_topics(cx, lost);
-        }
-    }
-
-    /// Whether a group of another protocol may take this group's id: it has no member
-    /// (and a native group runs no rebalance). Its committed offsets stay; Kafka 4
-    /// converts an empty group the same way.
-    pub(crate) fn may_give_up_id(&self) -> bool {
-        match self {
-            Group::Native(g) => g.members.is_empty() && !g.in_rebalance(),
-            Group::Classic(g) => g.members.is_empty(),
-            Group::Consumer(g) => g.is_empty(),
         }
     }
 }
@@ -338,20 +330,42 @@ impl Groups {
     }
 
     /// Every KIP-848 group, in id order.
-    #[cfg(test)]
-    pub(crate) fn consumers(&self) -> impl Iterator<Item = &ConsumerGroup> {
-        self.groups.values().filter_map(|g| match g {
-            Group::Consumer(g) => Some(g),
-            _ => None,
-        })
-    }
-
-    /// Every KIP-848 group, in id order.
     pub(crate) fn consumers_mut(&mut self) -> impl Iterator<Item = &mut ConsumerGroup> {
         self.groups.values_mut().filter_map(|g| match g {
             Group::Consumer(g) => Some(g),
             _ => None,
         })
+    }
+
+    /// The group-level check of a commit to `group` by `author`: by the group that has
+    /// the id, whatever its type ([`Group::validate_offset_commit`]); with none, the
+    /// rules of a commit to no group ([`validate_commit_without_group`]). The caller
+    /// checked the id and its ownership
+    /// ([`Coordinator::validate_offset_commit`](super::Coordinator::validate_offset_commit)).
+    pub(crate) fn validate_offset_commit(
+        &self,
+        group: &str,
+        author: &CommitAuthor,
+    ) -> Result<Option<(&NativeGroup, &Member)>, ResponseError> {
+        match self.groups.get(group) {
+            Some(g) => g.validate_offset_commit(author),
+            None => validate_commit_without_group(author).map(|()| None),
+        }
+    }
+
+    /// The group-level check of an offset fetch of `group` by `member` (id and epoch):
+    /// by the group that has the id ([`Group::validate_offset_fetch`]); a group id no
+    /// group has allows every fetch (it has no offsets, or only those of simple
+    /// commits).
+    pub(crate) fn validate_offset_fetch(
+        &self,
+        group: &str,
+        member: Option<(Option<&str>, i32)>,
+    ) -> Result<(), ResponseError> {
+        match self.groups.get(group) {
+            Some(g) => g.validate_offset_fetch(member),
+            None => Ok(()),
+        }
     }
 
     /// The ids of the groups of `kind`, in id order.

@@ -272,11 +272,7 @@ impl Coordinator {
             }
         }
         if !self.cx.groups_with_pending.is_empty() {
-            let at = self
-                .cx
-                .now
-                .saturating_add(self.cx.config.commit_interval_ms);
-            self.cx.timers.set(TimerKey::CommitTick, Some(at));
+            self.cx.arm_commit_tick();
         }
     }
 

@@ -133,7 +133,9 @@ impl Coordinator {
     /// Cluster mode: slot `slot` is no longer ours. Every group of the slot is dropped
     /// (§6.8): the channels of its consumers are closed, its timers removed, its
     /// accepted offsets not yet handed to the store discarded (the CommitOffset
-    /// requests waiting for them get NOT_COORDINATOR); a batch already handed to the
+    /// requests waiting for them get NOT_COORDINATOR, and so do the Kafka OffsetCommit
+    /// requests of the slot's group ids queued behind a batch in flight,
+    /// [`Coordinator::drop_queued_commits_of`]); a batch already handed to the
     /// store answers its waiting requests when its result comes, and a rebalance
     /// fetch's result is ignored. No frame is sent for those groups afterwards.
     pub(super) fn on_slot_lost(&mut self, slot: u32) {
@@ -196,6 +198,7 @@ impl Coordinator {
             cx.timers.set(TimerKey::CommitTick, None);
         }
         self.drop_kafka_groups_of(slot, count);
+        self.drop_queued_commits_of(|g| proto::coordinator_slot(g.as_str(), count) == slot);
         let cx = &mut self.cx;
         cx.event(Event::SlotLost {
             slot,

@@ -1607,6 +1607,70 @@ impl World {
     }
 }
 
+/// A Kafka OffsetCommit v8 frame (after the size prefix): a simple commit (generation
+/// −1, no member) of `offset` for `topic`-`partition` in `group`.
+pub fn kafka_simple_commit(group: &str, topic: &str, partition: i32, offset: i64) -> Bytes {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{OffsetCommitRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let mut p = OffsetCommitRequestPartition::default();
+    p.partition_index = partition;
+    p.committed_offset = offset;
+    let mut t = OffsetCommitRequestTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_owned()));
+    t.partitions = vec![p];
+    let mut request = OffsetCommitRequest::default();
+    request.group_id = kafka_protocol::messages::GroupId(StrBytes::from_string(group.to_owned()));
+    request.generation_id_or_member_epoch = -1;
+    request.member_id = StrBytes::from_static_str("");
+    request.topics = vec![t];
+    kafka_frame(&request, 8)
+}
+
+/// A Kafka request frame (after the size prefix) of `request` at `version`, correlation
+/// id 1.
+pub fn kafka_frame<R>(request: &R, version: i16) -> Bytes
+where
+    R: kafka_protocol::protocol::Request + kafka_protocol::protocol::Encodable,
+{
+    use kafka_protocol::messages::RequestHeader;
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    let mut header = RequestHeader::default();
+    header.request_api_key = R::KEY;
+    header.request_api_version = version;
+    header.correlation_id = 1;
+    header.client_id = Some(StrBytes::from_static_str("kafka"));
+    let mut frame = BytesMut::new();
+    header
+        .encode(&mut frame, R::header_version(version))
+        .unwrap();
+    request.encode(&mut frame, version).unwrap();
+    frame.freeze()
+}
+
+/// The one Kafka response `conn` received, decoded as `R` at `version`.
+pub fn kafka_answer<R>(w: &World, conn: ConnId, version: i16) -> R
+where
+    R: kafka_protocol::protocol::Decodable + kafka_protocol::protocol::HeaderVersion,
+{
+    use kafka_protocol::messages::ResponseHeader;
+    use kafka_protocol::protocol::Decodable;
+    let answers: Vec<&Bytes> = w
+        .raw_responses
+        .iter()
+        .filter(|(c, _)| *c == conn)
+        .map(|(_, b)| b)
+        .collect();
+    let [bytes] = answers.as_slice() else {
+        panic!("{} answers on {conn}", answers.len())
+    };
+    let mut b = (*bytes).clone();
+    ResponseHeader::decode(&mut b, R::header_version(version)).unwrap();
+    R::decode(&mut b, version).unwrap()
+}
+
 pub fn tp(topic: &str, partition: i32) -> TopicPartition {
     TopicPartition::new(topic, partition)
 }

@@ -248,7 +248,11 @@ impl Coordinator {
                 Some(ResponseError::NotCoordinator)
             } else if let Err(e) = self.delete_consumer_group(&id) {
                 Some(e)
-            } else if self.groups.get(id.as_str()).is_some_and(|g| !g.is_empty()) {
+            } else if self
+                .groups
+                .get(id.as_str())
+                .is_some_and(|g| !g.may_be_dropped())
+            {
                 Some(ResponseError::NonEmptyGroup)
             } else {
                 None
@@ -291,9 +295,10 @@ impl Coordinator {
         self.kafka.consumer.delete(&mut self.groups, id)
     }
 
-    /// Forgets an empty group (DeleteGroups).
+    /// Forgets an empty group (DeleteGroups), checked by the caller
+    /// ([`Group::may_be_dropped`](crate::core::groups::Group::may_be_dropped)).
     fn drop_empty_group(&mut self, id: &str) {
-        if self.groups.get(id).is_some_and(|g| g.is_empty()) {
+        if self.groups.get(id).is_some_and(|g| g.may_be_dropped()) {
             self.groups.remove(id);
         }
     }

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 
-use crate::core::commits::CommitAuthor;
+use crate::core::commits::{CommitApi, CommitAuthor};
 use crate::core::conn::SlotRef;
 use crate::core::{Ctx, TimerKey};
 use crate::io::CoordinatorCounter;
@@ -231,11 +231,16 @@ impl ClassicGroup {
     /// `ClassicGroup.validateOffsetCommit`): a simple commit (negative generation) while
     /// the group is empty; otherwise a current member (UNKNOWN_MEMBER_ID,
     /// FENCED_INSTANCE_ID) of the current generation (ILLEGAL_GENERATION), and not while
-    /// the group waits for its leader's assignment (REBALANCE_IN_PROGRESS).
+    /// the group waits for its leader's assignment (REBALANCE_IN_PROGRESS). By the native
+    /// CommitOffset only a simple commit (a native client is never a member of a Kafka
+    /// group; UNKNOWN_MEMBER_ID).
     pub(crate) fn validate_offset_commit(
         &self,
         author: &CommitAuthor,
     ) -> Result<(), ResponseError> {
+        if author.api == CommitApi::Native && !author.is_simple() {
+            return Err(ResponseError::UnknownMemberId);
+        }
         let (member_id, instance_id, generation) =
             (author.member_id, author.instance_id, author.generation);
         if generation < 0 && self.members.is_empty() {

@@ -4,6 +4,12 @@
 //! The wire names topics by id; the state machine by name. Ids come from the host
 //! ([`crate::Input::TopicIds`]); an owned partition of a topic id the coordinator does
 //! not know (a topic deleted meanwhile) is dropped, as Kafka does.
+//!
+//! Also the coordinator's other entry points into the engine: the [`Env`] it builds
+//! from the coordinator's state (whose `Cell` counts assignor fallbacks, reported as
+//! the `assignor_fallbacks` metric), the members' timers firing
+//! (`on_consumer_timers`) and topic changes (`consumer_topics_changed`). A lost slot's
+//! KIP-848 groups are dropped with the classic ones (`classic_api`).
 
 use std::collections::BTreeSet;
 

@@ -71,15 +71,16 @@ impl Coordinator {
         self.groups.kind(id)
     }
 
-    /// Makes group id `id` available to a group of `kind`: a group of another kind
-    /// that has no member is forgotten ([`Group::may_give_up_id`](super::groups::Group::may_give_up_id); its committed
-    /// offsets stay; Kafka 4 converts an empty group the same way); `false` when one
-    /// with members holds the id.
+    /// Makes group id `id` available to a group of `kind`: a group of another kind that
+    /// may be dropped (no member; a native group also nothing pending, no zombie,
+    /// [`Group::may_be_dropped`](super::groups::Group::may_be_dropped)) is forgotten
+    /// (its committed offsets stay; Kafka 4 converts an empty group the same way);
+    /// `false` when another kind's group still holds the id.
     pub(crate) fn take_group_id(&mut self, id: &str, kind: GroupKind) -> bool {
         match self.groups.get(id) {
             None => true,
             Some(g) if g.kind() == kind => true,
-            Some(g) if g.may_give_up_id() => {
+            Some(g) if g.may_be_dropped() => {
                 self.groups.remove(id);
                 true
             }

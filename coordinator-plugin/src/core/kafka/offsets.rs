@@ -32,7 +32,6 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::consumer_group::ConsumerGroup;
 use crate::core::commits::{CommitApi, CommitAuthor};
 use crate::core::conn::SlotRef;
 use crate::core::{Coordinator, Op};
@@ -151,17 +150,19 @@ impl Coordinator {
         r: OffsetCommitRequest,
     ) {
         let group = r.group_id.to_string();
-        let check = self.validate_offset_commit(
-            &group,
-            &CommitAuthor {
-                member_id: r.member_id.as_str(),
-                instance_id: r.group_instance_id.as_deref(),
-                generation: r.generation_id_or_member_epoch,
-                api: CommitApi::Kafka {
-                    version: to.version,
+        let check = self
+            .validate_offset_commit(
+                &group,
+                &CommitAuthor {
+                    member_id: r.member_id.as_str(),
+                    instance_id: r.group_instance_id.as_deref(),
+                    generation: r.generation_id_or_member_epoch,
+                    api: CommitApi::Kafka {
+                        version: to.version,
+                    },
                 },
-            },
-        );
+            )
+            .map(|_| ());
         let max_metadata = self.cx.config.max_metadata_bytes;
         let gid = GroupId::new(&group);
         let mut response = OffsetCommitResponse::default();
@@ -498,28 +499,5 @@ impl Coordinator {
             }
         }
         out
-    }
-}
-
-impl ConsumerGroup {
-    /// The group-level check of an OffsetCommit to this KIP-848 group (Kafka's
-    /// `ConsumerGroup.validateOffsetCommit`): the engine's member-epoch rules
-    /// ([`ConsumerGroup::check_commit`]).
-    pub(crate) fn validate_offset_commit(
-        &self,
-        author: &CommitAuthor,
-    ) -> Result<(), ResponseError> {
-        self.check_commit(author.member_id, author.generation)
-    }
-
-    /// The group-level check of an OffsetFetch v9+ of this KIP-848 group by `member_id`
-    /// at `epoch` (Kafka's `ConsumerGroup.validateOffsetFetch`;
-    /// [`ConsumerGroup::check_fetch`]).
-    pub(crate) fn validate_offset_fetch(
-        &self,
-        member_id: Option<&str>,
-        epoch: i32,
-    ) -> Result<(), ResponseError> {
-        self.check_fetch(member_id, epoch)
     }
 }

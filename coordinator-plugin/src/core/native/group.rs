@@ -1,6 +1,6 @@
 //! A group's state: members, zombies (failed members whose partitions are not released
-//! yet), the rebalance phase and the commit pipeline; and the rebalance engine
-//! (docs/protocol.md §6.2 and §6.4).
+//! yet) and the rebalance phase; and the rebalance engine (docs/protocol.md §6.2 and
+//! §6.4). The group's commit pipeline is in `offsets`.
 //!
 //! Safety rests on one piece of bookkeeping: the coordinator's view of who may be
 //! delivering a partition. A live member "owns" the partitions of the last StartFetcher
@@ -248,6 +248,20 @@ impl NativeGroup {
     /// The assignor the group's members use (they all use the same one).
     pub(crate) fn assignor(&self) -> Option<&str> {
         self.members.values().next().map(|m| m.assignor.as_str())
+    }
+
+    /// Whether the group may be forgotten (its id taken by a group of another protocol,
+    /// or deleted by DeleteGroups): no member, no rebalance running, no zombie (whose
+    /// partitions would otherwise be handed out while its lease runs, rule d), no
+    /// accepted offset waiting for the commit queue and no CommitOffset request waiting
+    /// for its batch. A batch already in flight does not hold the group: its result
+    /// answers its waiters without it.
+    pub(crate) fn may_be_dropped(&self) -> bool {
+        self.members.is_empty()
+            && !self.in_rebalance()
+            && self.zombies.is_empty()
+            && self.commits.pending.is_empty()
+            && self.commits.pending_waiters.is_empty()
     }
 
     pub(crate) fn in_rebalance(&self) -> bool {

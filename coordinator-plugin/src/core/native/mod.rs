@@ -14,5 +14,5 @@ mod offsets;
 mod register;
 
 pub(in crate::core) use fetch_response::fetch_response;
-pub(crate) use group::NativeGroup;
+pub(crate) use group::{Member, NativeGroup};
 pub(crate) use offsets::Waiter;

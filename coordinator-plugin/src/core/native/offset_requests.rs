@@ -8,8 +8,8 @@ use kafka_protocol::ResponseError;
 use super::group::{Member, NativeGroup};
 use super::offsets;
 use super::offsets::{CommitKind, Waiter};
-use crate::core::commits::{validate_commit_without_group, CommitApi, CommitAuthor};
-use crate::core::groups::{Group, GroupKind};
+use crate::core::commits::{CommitApi, CommitAuthor};
+use crate::core::groups::GroupKind;
 use crate::core::{Coordinator, Ctx, Op};
 
 use crate::io::{FetchScope, Output};
@@ -24,29 +24,7 @@ impl Coordinator {
         r: proto::CommitOffsetRequest,
     ) {
         let slot = self.cx.reserve(conn);
-        if !r.group_id.is_empty() && !self.owns(&r.group_id) {
-            // Every partition gets NOT_COORDINATOR; nothing is kept.
-            let topics = r
-                .topics
-                .into_iter()
-                .map(|t| proto::TopicErrors {
-                    topic: t.topic,
-                    partitions: t
-                        .partitions
-                        .into_iter()
-                        .map(|p| proto::PartitionError {
-                            partition: p.partition,
-                            error_code: wire::error_code(ResponseError::NotCoordinator),
-                        })
-                        .collect(),
-                })
-                .collect();
-            let response = NativeResponse::CommitOffset(proto::CommitOffsetResponse { topics });
-            self.cx.respond(slot, corr, &response);
-            return;
-        }
         let hold_until = self.hold_for(&r.group_id);
-        let cx = &mut self.cx;
         let gid = GroupId::new(&r.group_id);
         let author = CommitAuthor {
             member_id: &r.consumer_id,
@@ -55,22 +33,13 @@ impl Coordinator {
             api: CommitApi::Native,
         };
         let simple = author.is_simple();
-        // The group-level check: by the group, whatever its type, or the rules of a
-        // commit to no group. A group of a Kafka protocol takes only a simple commit
-        // (it has no native member), which is taken while it is empty and so gives
-        // its id up to a native group, as a RegisterConsumer would have.
-        let checked = if r.group_id.is_empty() {
-            Err(ResponseError::InvalidGroupId)
-        } else {
-            match self.groups.get(&gid) {
-                Some(Group::Native(g)) => {
-                    g.validate_offset_commit(&author).map(|m| m.map(|m| (g, m)))
-                }
-                Some(_) if !simple => Err(ResponseError::UnknownMemberId),
-                Some(other) => other.validate_offset_commit(&author).map(|()| None),
-                None => validate_commit_without_group(&author).map(|()| None),
-            }
-        };
+        // The one commit check, whatever the group's type (a group of a Kafka protocol
+        // takes only a simple commit: it has no native member; taken while it is empty,
+        // its id then goes to a native group, as by a RegisterConsumer). Refused as a
+        // whole (an empty id, a slot not owned, the group's rules), every partition
+        // gets the error and nothing is kept.
+        let checked = self.validate_offset_commit(&r.group_id, &author);
+        let cx = &self.cx;
         let mut accepted: Vec<(usize, usize, TopicPartition, offsets::OffsetValue)> = Vec::new();
         let mut response = proto::CommitOffsetResponse {
             topics: Vec::with_capacity(r.topics.len()),
@@ -101,7 +70,8 @@ impl Coordinator {
             });
         }
         if accepted.is_empty() {
-            cx.respond(slot, corr, &NativeResponse::CommitOffset(response));
+            self.cx
+                .respond(slot, corr, &NativeResponse::CommitOffset(response));
             return;
         }
         if !self.take_group_id(gid.as_str(), GroupKind::Native) {

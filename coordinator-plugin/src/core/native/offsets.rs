@@ -17,7 +17,7 @@ use kafka_protocol::ResponseError;
 
 use super::group::NativeGroup;
 use crate::core::commits::{BatchSource, CommitWaiter};
-use crate::core::{Ctx, TimerKey};
+use crate::core::Ctx;
 use crate::io::{CoordinatorCounter, Event};
 use crate::types::{Generation, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
 use crate::wire;
@@ -42,9 +42,8 @@ pub(crate) struct Commits {
     pub pending: BTreeMap<TopicPartition, OffsetValue>,
     /// CommitOffset requests answered when the pending batch is durable.
     pub pending_waiters: Vec<u64>,
-    /// The batch in flight.
-    pub inflight: Option<OpId>,
-    /// The partitions of the batch in flight.
+    /// The partitions of the group's batch in flight (the commit queue keeps its
+    /// operation: at most one batch per group id is in flight).
     pub inflight_tps: BTreeSet<TopicPartition>,
     /// The last value accepted per partition (pending, in flight or written) and the
     /// generation it was accepted in.
@@ -112,10 +111,7 @@ impl NativeGroup {
             .insert(tp.clone(), (value.clone(), generation));
         self.commits.pending.insert(tp, value);
         cx.groups_with_pending.insert(self.id.clone());
-        if cx.timers_commit_tick_unset() {
-            let at = cx.now.saturating_add(cx.config.commit_interval_ms);
-            cx.timers.set(TimerKey::CommitTick, Some(at));
-        }
+        cx.arm_commit_tick();
     }
 
     /// Sends the pending batch through the group id's commit queue, unless a batch of
@@ -149,8 +145,7 @@ impl NativeGroup {
         self.commits.inflight_tps = records.iter().map(|r| r.tp.clone()).collect();
         self.commits.urgent = false;
         cx.metric(CoordinatorCounter::CommitBatches, 1);
-        self.commits.inflight =
-            Some(cx.send_commit(self.id.clone(), records, waiters, BatchSource::NativeGroup));
+        cx.send_commit(self.id.clone(), records, waiters, BatchSource::NativeGroup);
     }
 
     /// The result of the batch in flight.
@@ -162,13 +157,13 @@ impl NativeGroup {
         waiters: Vec<CommitWaiter>,
         result: Result<(), StoreError>,
     ) {
-        if self.commits.inflight == Some(op) {
-            self.commits.inflight = None;
-            self.commits.inflight_tps.clear();
-        }
+        // The group's batch: the one commit of the group id in flight. (A batch sent
+        // by a group of the same id that was dropped meanwhile blocked this group's
+        // own, which has none in flight.)
+        self.commits.inflight_tps.clear();
         let failed = result.is_err();
         if let Err(e) = result {
-            tracing::warn!(group = %self.id, records = records.len(), error = %e, "offset commit failed");
+            tracing::warn!(group = %self.id, %op, records = records.len(), error = %e, "offset commit failed");
             cx.event(Event::CommitFailed {
                 group: self.id.clone(),
                 records: records.len(),
@@ -188,10 +183,7 @@ impl NativeGroup {
             }
             if !self.commits.pending.is_empty() {
                 cx.groups_with_pending.insert(self.id.clone());
-                if cx.timers_commit_tick_unset() {
-                    let at = cx.now.saturating_add(cx.config.commit_interval_ms);
-                    cx.timers.set(TimerKey::CommitTick, Some(at));
-                }
+                cx.arm_commit_tick();
             }
         }
         cx.answer_commit_waiters(waiters, failed);
@@ -248,10 +240,6 @@ impl NativeGroup {
 }
 
 impl Ctx {
-    pub(crate) fn timers_commit_tick_unset(&self) -> bool {
-        !self.commit_tick_set()
-    }
-
     /// Answers a CommitOffset request whose batch completed.
     pub(crate) fn complete_waiter(&mut self, id: u64, failed: bool) {
         let error = failed.then_some(ResponseError::CoordinatorNotAvailable);

@@ -1,12 +1,15 @@
 //! One KIP-848 group and what it shows: its state (Empty, Assigning, Reconciling,
 //! Stable), its members, target and partition owners, member removal, and the
-//! descriptions ConsumerGroupDescribe and ListGroups answer with (Kafka's
-//! `ConsumerGroup`).
+//! descriptions ConsumerGroupDescribe and ListGroups answer with, and the group-level
+//! checks of an offset commit or fetch (Kafka's `ConsumerGroup`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kafka_protocol::ResponseError;
+
 use super::member::{Member, MemberState};
 use super::{ConsumerGroups, Target};
+use crate::core::commits::{CommitApi, CommitAuthor};
 use crate::core::groups::Groups;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
@@ -170,6 +173,59 @@ impl ConsumerGroup {
         self.epoch = self.epoch.saturating_add(1);
         Some(m)
     }
+
+    /// The group-level check of an offset commit (Kafka's
+    /// `ConsumerGroup.validateOffsetCommit`, OffsetCommit v9+): a member with its
+    /// current epoch may commit (STALE_MEMBER_EPOCH for another epoch,
+    /// UNKNOWN_MEMBER_ID for an unknown member); a negative epoch only while the group
+    /// has no members. By the native CommitOffset only a simple commit (a native client
+    /// is never a member of a Kafka group; UNKNOWN_MEMBER_ID).
+    pub(crate) fn validate_offset_commit(
+        &self,
+        author: &CommitAuthor,
+    ) -> Result<(), ResponseError> {
+        if author.api == CommitApi::Native && !author.is_simple() {
+            return Err(ResponseError::UnknownMemberId);
+        }
+        if author.generation < 0 && self.members.is_empty() {
+            return Ok(());
+        }
+        let m = self
+            .members
+            .get(author.member_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
+        if m.epoch != author.generation {
+            return Err(ResponseError::StaleMemberEpoch);
+        }
+        Ok(())
+    }
+
+    /// The group-level check of an offset fetch by `member_id` at `member_epoch`
+    /// (Kafka's `ConsumerGroup.validateOffsetFetch`, OffsetFetch v9+): without a member
+    /// id and with a negative epoch always allowed (UNKNOWN_MEMBER_ID without a member id
+    /// otherwise); else the member must exist (UNKNOWN_MEMBER_ID) with this epoch
+    /// (STALE_MEMBER_EPOCH).
+    pub(crate) fn validate_offset_fetch(
+        &self,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), ResponseError> {
+        let Some(member_id) = member_id else {
+            return if member_epoch < 0 {
+                Ok(())
+            } else {
+                Err(ResponseError::UnknownMemberId)
+            };
+        };
+        let m = self
+            .members
+            .get(member_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
+        if m.epoch != member_epoch {
+            return Err(ResponseError::StaleMemberEpoch);
+        }
+        Ok(())
+    }
 }
 
 impl ConsumerGroups {
@@ -203,14 +259,5 @@ impl ConsumerGroups {
                 })
                 .collect(),
         })
-    }
-
-    /// Every group and its state (as ListGroups shows them), by group id.
-    #[cfg(test)]
-    pub(crate) fn list(&self, groups: &Groups) -> Vec<(GroupId, &'static str)> {
-        groups
-            .consumers()
-            .map(|g| (g.id.clone(), g.state().as_str()))
-            .collect()
     }
 }

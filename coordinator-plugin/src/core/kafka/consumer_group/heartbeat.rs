@@ -21,6 +21,7 @@ use crate::core::TimerKey;
 use crate::subscription::compile_pattern;
 use crate::timers::Timers;
 use crate::types::TopicName;
+use regex::Regex;
 
 /// How a heartbeat found its member.
 enum Found {
@@ -67,6 +68,9 @@ impl ConsumerGroups {
         }
     }
 
+    /// A heartbeat's steps: parse the request, find (or make) the group and the member,
+    /// create or update the member (bumping the group epoch when needed), reconcile it
+    /// and answer.
     fn try_heartbeat(
         &mut self,
         groups: &mut Groups,
@@ -75,29 +79,7 @@ impl ConsumerGroups {
         req: &HeartbeatRequest,
     ) -> Result<HeartbeatResponse, Failure> {
         validate(req)?;
-        let regex = match req.subscribed_topic_regex.as_deref() {
-            None => None,
-            Some("") => Some(None),
-            Some(pattern) => match compile_pattern(pattern) {
-                Ok(r) => Some(Some((pattern.to_owned(), r))),
-                Err(e) => {
-                    // The pattern and the parser's report both quote the input: bound the
-                    // answer (a client may send a pattern of any length).
-                    let mut message = format!(
-                        "SubscribedTopicRegex `{pattern}` is not a valid regular expression: {e}"
-                    );
-                    if message.len() > MAX_ERROR_MESSAGE_BYTES {
-                        let mut cut = MAX_ERROR_MESSAGE_BYTES;
-                        while !message.is_char_boundary(cut) {
-                            cut -= 1;
-                        }
-                        message.truncate(cut);
-                        message.push('…');
-                    }
-                    return Err(failure(ResponseError::InvalidRegularExpression, message));
-                }
-            },
-        };
+        let regex = parse_regex(req)?;
         // A name that is not loaded is kept, not refused (Kafka answers
         // UNSUPPORTED_ASSIGNOR, a fatal error in librdkafka): the group runs the default
         // assignor until a rescan loads it (`run_assignor`).
@@ -108,8 +90,23 @@ impl ConsumerGroups {
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == STATIC_LEAVE_EPOCH {
             return leave(groups, env, timers, req);
         }
+        let member_id = self.group_and_member_id(groups, env, req)?;
+        let g = groups.consumer_mut(&req.group).expect("inserted above");
+        let found = find_member(g, env, req, member_id)?;
+        let (id, bump) = place_member(g, env, timers, req, found);
+        update_member(g, env, req, &id, assignor, regex, bump);
+        Ok(reconcile_and_answer(g, env, timers, req, id))
+    }
 
-        // The group.
+    /// The group of a join, heartbeat (GROUP_ID_NOT_FOUND when there is none and the
+    /// request is not a join; a join creates it) and the member id: the request's, or
+    /// for a v0 join without one a new one the coordinator names.
+    fn group_and_member_id(
+        &mut self,
+        groups: &mut Groups,
+        env: &Env<'_>,
+        req: &HeartbeatRequest,
+    ) -> Result<String, Failure> {
         if groups.consumer(&req.group).is_none() {
             if req.member_epoch != JOIN_EPOCH {
                 return Err(failure(
@@ -139,203 +136,278 @@ impl ConsumerGroups {
                 }
             }
         }
-        let g = groups.consumer_mut(&req.group).expect("inserted above");
-        let owned = req.owned_partitions.as_ref();
+        Ok(member_id)
+    }
+}
 
-        // The member.
-        let found = match &req.instance_id {
-            None => match g.members.get(&member_id) {
-                Some(m) => {
-                    ConsumerGroup::check_epoch(m, req.member_epoch, owned)?;
-                    Found::Existing(member_id)
-                }
-                None if req.member_epoch == JOIN_EPOCH => Found::New(member_id),
-                None => {
-                    return Err(failure(
-                        ResponseError::UnknownMemberId,
-                        format!("Member {member_id} is not a member of group {}.", g.id),
-                    ))
-                }
-            },
-            Some(instance) => match g.statics.get(instance).and_then(|id| g.members.get(id)) {
-                None if req.member_epoch == JOIN_EPOCH => {
-                    if g.members.contains_key(&member_id) {
-                        Found::Existing(member_id)
-                    } else {
-                        Found::New(member_id)
+/// `SubscribedTopicRegex`, parsed: `None` when not sent, `Some(None)` when sent empty
+/// (the member drops its regex), else the pattern and its compiled form
+/// (INVALID_REGULAR_EXPRESSION when it does not compile).
+fn parse_regex(req: &HeartbeatRequest) -> Result<Option<Option<(String, Regex)>>, Failure> {
+    Ok(match req.subscribed_topic_regex.as_deref() {
+        None => None,
+        Some("") => Some(None),
+        Some(pattern) => match compile_pattern(pattern) {
+            Ok(r) => Some(Some((pattern.to_owned(), r))),
+            Err(e) => {
+                // The pattern and the parser's report both quote the input: bound the
+                // answer (a client may send a pattern of any length).
+                let mut message = format!(
+                    "SubscribedTopicRegex `{pattern}` is not a valid regular expression: {e}"
+                );
+                if message.len() > MAX_ERROR_MESSAGE_BYTES {
+                    let mut cut = MAX_ERROR_MESSAGE_BYTES;
+                    while !message.is_char_boundary(cut) {
+                        cut -= 1;
                     }
+                    message.truncate(cut);
+                    message.push('…');
                 }
-                None => {
-                    return Err(failure(
-                        ResponseError::UnknownMemberId,
-                        format!("Instance id {instance} is unknown."),
-                    ))
-                }
-                Some(old) if req.member_epoch == JOIN_EPOCH => {
-                    if old.epoch == STATIC_LEAVE_EPOCH {
-                        if old.id != member_id && g.members.contains_key(&member_id) {
-                            return Err(failure(
-                                ResponseError::InvalidRequest,
-                                format!("Member id {member_id} is used by another member."),
-                            ));
-                        }
-                        Found::Replace {
-                            old: old.id.clone(),
-                            new: member_id,
-                        }
-                    } else if old.id == member_id {
-                        Found::Existing(member_id)
-                    } else {
-                        return Err(failure(
-                            ResponseError::UnreleasedInstanceId,
-                            format!(
-                                "Static member {member_id} with instance id {instance} cannot join the group because the instance id is owned by member {}.",
-                                old.id
-                            ),
-                        ));
-                    }
-                }
-                Some(old) => {
-                    if old.id != member_id {
-                        return Err(failure(
-                            ResponseError::FencedInstanceId,
-                            format!(
-                                "Static member {member_id} with instance id {instance} was fenced by member {}.",
-                                old.id
-                            ),
-                        ));
-                    }
-                    ConsumerGroup::check_epoch(old, req.member_epoch, owned)?;
-                    Found::Existing(member_id)
-                }
-            },
-        };
-        if let Found::New(_) = &found {
-            if g.members.len() >= env.max_group_size {
+                return Err(failure(ResponseError::InvalidRegularExpression, message));
+            }
+        },
+    })
+}
+
+/// The member a join or heartbeat is for, checked against the group's members and
+/// static instances (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID,
+/// FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED for a new member of a full group).
+fn find_member(
+    g: &ConsumerGroup,
+    env: &Env<'_>,
+    req: &HeartbeatRequest,
+    member_id: String,
+) -> Result<Found, Failure> {
+    let owned = req.owned_partitions.as_ref();
+    let found = match &req.instance_id {
+        None => match g.members.get(&member_id) {
+            Some(m) => {
+                ConsumerGroup::check_epoch(m, req.member_epoch, owned)?;
+                Found::Existing(member_id)
+            }
+            None if req.member_epoch == JOIN_EPOCH => Found::New(member_id),
+            None => {
                 return Err(failure(
-                    ResponseError::GroupMaxSizeReached,
-                    format!(
-                        "The consumer group has reached its maximum capacity of {} members.",
-                        env.max_group_size
-                    ),
-                ));
+                    ResponseError::UnknownMemberId,
+                    format!("Member {member_id} is not a member of group {}.", g.id),
+                ))
             }
+        },
+        Some(instance) => match g.statics.get(instance).and_then(|id| g.members.get(id)) {
+            None if req.member_epoch == JOIN_EPOCH => {
+                if g.members.contains_key(&member_id) {
+                    Found::Existing(member_id)
+                } else {
+                    Found::New(member_id)
+                }
+            }
+            None => {
+                return Err(failure(
+                    ResponseError::UnknownMemberId,
+                    format!("Instance id {instance} is unknown."),
+                ))
+            }
+            Some(old) if req.member_epoch == JOIN_EPOCH => {
+                if old.epoch == STATIC_LEAVE_EPOCH {
+                    if old.id != member_id && g.members.contains_key(&member_id) {
+                        return Err(failure(
+                            ResponseError::InvalidRequest,
+                            format!("Member id {member_id} is used by another member."),
+                        ));
+                    }
+                    Found::Replace {
+                        old: old.id.clone(),
+                        new: member_id,
+                    }
+                } else if old.id == member_id {
+                    Found::Existing(member_id)
+                } else {
+                    return Err(failure(
+                        ResponseError::UnreleasedInstanceId,
+                        format!(
+                            "Static member {member_id} with instance id {instance} cannot join the group because the instance id is owned by member {}.",
+                            old.id
+                        ),
+                    ));
+                }
+            }
+            Some(old) => {
+                if old.id != member_id {
+                    return Err(failure(
+                        ResponseError::FencedInstanceId,
+                        format!(
+                            "Static member {member_id} with instance id {instance} was fenced by member {}.",
+                            old.id
+                        ),
+                    ));
+                }
+                ConsumerGroup::check_epoch(old, req.member_epoch, owned)?;
+                Found::Existing(member_id)
+            }
+        },
+    };
+    if let Found::New(_) = &found {
+        if g.members.len() >= env.max_group_size {
+            return Err(failure(
+                ResponseError::GroupMaxSizeReached,
+                format!(
+                    "The consumer group has reached its maximum capacity of {} members.",
+                    env.max_group_size
+                ),
+            ));
         }
+    }
+    Ok(found)
+}
 
-        // Create, replace or update the member; bump the group epoch if what the
-        // assignment depends on changed.
-        let mut bump = g.epoch == 0;
-        let id = match found {
-            Found::Existing(id) => id,
-            Found::New(id) => {
-                tracing::info!(group = %g.id, member = %id, instance = ?req.instance_id, "member joins");
-                g.members
-                    .insert(id.clone(), Member::new(id.clone(), env.now));
-                bump = true;
-                id
-            }
-            Found::Replace { old, new } => {
-                let mut m = g.members.remove(&old).expect("found above");
-                unschedule(timers, &g.id, &old);
-                tracing::info!(group = %g.id, old = %old, new = %new, instance = ?req.instance_id, "static member rejoins and replaces its previous incarnation");
-                for tp in m.assigned.iter().chain(&m.pending_revocation) {
-                    g.owners.insert(tp.clone(), new.clone());
-                }
-                if let Some(target) = g.target.remove(&old) {
-                    g.target.insert(new.clone(), target);
-                }
-                if let Some(instance) = &m.instance_id {
-                    g.statics.insert(instance.clone(), new.clone());
-                }
-                // The new incarnation resumes at the epoch the old one left at (never
-                // 0: told epoch 0 while revoking, a client would "rejoin" owning
-                // nothing and have the partitions it still consumes released).
-                m.id = new.clone();
-                m.epoch = m.previous_epoch.max(1);
-                m.previous_epoch = m.epoch;
-                g.members.insert(new.clone(), m);
-                new
-            }
-        };
-        let m = g.members.get_mut(&id).expect("present");
-        if let Some(instance) = &req.instance_id {
-            if m.instance_id.as_ref() != Some(instance) {
-                if let Some(previous) = m.instance_id.take() {
-                    g.statics.remove(&previous);
-                }
-                m.instance_id = Some(instance.clone());
-                g.statics.insert(instance.clone(), id.clone());
-            }
-        }
-        if req.rack_id.is_some() && m.rack_id != req.rack_id {
-            // Assignors see racks: a changed rack is a new group epoch (Kafka's
-            // `hasMemberSubscriptionChanged` compares the rack too).
+/// Creates, replaces (a static member's new incarnation) or keeps the member found;
+/// returns its id and whether the group epoch must be bumped (a new member, or a group
+/// at epoch 0).
+fn place_member(
+    g: &mut ConsumerGroup,
+    env: &Env<'_>,
+    timers: &mut Timers<TimerKey>,
+    req: &HeartbeatRequest,
+    found: Found,
+) -> (String, bool) {
+    let mut bump = g.epoch == 0;
+    let id = match found {
+        Found::Existing(id) => id,
+        Found::New(id) => {
+            tracing::info!(group = %g.id, member = %id, instance = ?req.instance_id, "member joins");
+            g.members
+                .insert(id.clone(), Member::new(id.clone(), env.now));
             bump = true;
-            m.rack_id = req.rack_id.clone();
+            id
         }
-        m.client_id = req.client_id.clone();
-        m.client_host = req.client_host.clone();
-        if req.rebalance_timeout_ms >= 0 {
-            m.rebalance_timeout_ms = req.rebalance_timeout_ms as u64;
-        }
-        if let Some(a) = assignor {
-            if m.server_assignor.as_ref() != Some(&a) {
-                m.server_assignor = Some(a);
-                bump = true;
+        Found::Replace { old, new } => {
+            let mut m = g.members.remove(&old).expect("found above");
+            unschedule(timers, &g.id, &old);
+            tracing::info!(group = %g.id, old = %old, new = %new, instance = ?req.instance_id, "static member rejoins and replaces its previous incarnation");
+            for tp in m.assigned.iter().chain(&m.pending_revocation) {
+                g.owners.insert(tp.clone(), new.clone());
             }
-        }
-        let mut subscription_changed = false;
-        if let Some(names) = &req.subscribed_topic_names {
-            let names: BTreeSet<TopicName> = names.iter().cloned().collect();
-            if names != m.names {
-                m.names = names;
-                subscription_changed = true;
+            if let Some(target) = g.target.remove(&old) {
+                g.target.insert(new.clone(), target);
             }
-        }
-        if let Some(regex) = regex {
-            if regex.as_ref().map(|r| &r.0) != m.regex.as_ref().map(|r| &r.0) {
-                m.regex = regex;
-                subscription_changed = true;
+            if let Some(instance) = &m.instance_id {
+                g.statics.insert(instance.clone(), new.clone());
             }
+            // The new incarnation resumes at the epoch the old one left at (never
+            // 0: told epoch 0 while revoking, a client would "rejoin" owning
+            // nothing and have the partitions it still consumes released).
+            m.id = new.clone();
+            m.epoch = m.previous_epoch.max(1);
+            m.previous_epoch = m.epoch;
+            g.members.insert(new.clone(), m);
+            new
         }
-        if subscription_changed {
-            m.topics = m.resolve(env.topics, &mut BTreeMap::new());
-        }
-        if bump || subscription_changed {
-            let metadata = g.compute_metadata(env.topics);
-            if metadata != g.metadata {
-                g.metadata = metadata;
-                bump = true;
-            }
-            bump |= subscription_changed;
-        }
-        if bump {
-            g.epoch = g.epoch.saturating_add(1);
-            tracing::debug!(group = %g.id, epoch = g.epoch, "group epoch bumped");
-        }
-        if g.epoch > g.assignment_epoch {
-            g.compute_target(env);
-        } else {
-            g.maybe_retry(env);
-        }
+    };
+    (id, bump)
+}
 
-        // Reconcile and answer.
-        let before = g.members[&id].assigned.clone();
-        g.reconcile(&id, owned, env.now);
-        let m = g.members.get_mut(&id).expect("present");
-        m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
-        schedule(timers, &g.id, m);
-        let full = req.member_epoch == JOIN_EPOCH
-            || (req.rebalance_timeout_ms != -1
-                && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
-                && owned.is_some());
-        Ok(HeartbeatResponse {
-            error: None,
-            member_id: id,
-            member_epoch: m.epoch,
-            heartbeat_interval_ms: 0,
-            assignment: (full || m.assigned != before).then(|| m.assigned.clone()),
-        })
+/// Updates member `id` from the request (instance id, rack, client, rebalance timeout,
+/// assignor, subscription) and bumps the group epoch if what the assignment depends on
+/// changed (`bump` already asks for it); then computes the target at a new epoch, or
+/// retries a failed assignor.
+fn update_member(
+    g: &mut ConsumerGroup,
+    env: &Env<'_>,
+    req: &HeartbeatRequest,
+    id: &str,
+    assignor: Option<String>,
+    regex: Option<Option<(String, Regex)>>,
+    mut bump: bool,
+) {
+    let m = g.members.get_mut(id).expect("present");
+    if let Some(instance) = &req.instance_id {
+        if m.instance_id.as_ref() != Some(instance) {
+            if let Some(previous) = m.instance_id.take() {
+                g.statics.remove(&previous);
+            }
+            m.instance_id = Some(instance.clone());
+            g.statics.insert(instance.clone(), id.to_owned());
+        }
+    }
+    if req.rack_id.is_some() && m.rack_id != req.rack_id {
+        // Assignors see racks: a changed rack is a new group epoch (Kafka's
+        // `hasMemberSubscriptionChanged` compares the rack too).
+        bump = true;
+        m.rack_id = req.rack_id.clone();
+    }
+    m.client_id = req.client_id.clone();
+    m.client_host = req.client_host.clone();
+    if req.rebalance_timeout_ms >= 0 {
+        m.rebalance_timeout_ms = req.rebalance_timeout_ms as u64;
+    }
+    if let Some(a) = assignor {
+        if m.server_assignor.as_ref() != Some(&a) {
+            m.server_assignor = Some(a);
+            bump = true;
+        }
+    }
+    let mut subscription_changed = false;
+    if let Some(names) = &req.subscribed_topic_names {
+        let names: BTreeSet<TopicName> = names.iter().cloned().collect();
+        if names != m.names {
+            m.names = names;
+            subscription_changed = true;
+        }
+    }
+    if let Some(regex) = regex {
+        if regex.as_ref().map(|r| &r.0) != m.regex.as_ref().map(|r| &r.0) {
+            m.regex = regex;
+            subscription_changed = true;
+        }
+    }
+    if subscription_changed {
+        m.topics = m.resolve(env.topics, &mut BTreeMap::new());
+    }
+    if bump || subscription_changed {
+        let metadata = g.compute_metadata(env.topics);
+        if metadata != g.metadata {
+            g.metadata = metadata;
+            bump = true;
+        }
+        bump |= subscription_changed;
+    }
+    if bump {
+        g.epoch = g.epoch.saturating_add(1);
+        tracing::debug!(group = %g.id, epoch = g.epoch, "group epoch bumped");
+    }
+    if g.epoch > g.assignment_epoch {
+        g.compute_target(env);
+    } else {
+        g.maybe_retry(env);
+    }
+}
+
+/// Reconciles member `id` towards its target, moves its session deadline in `timers`
+/// and answers: the assignment when it changed, and on a join or a full heartbeat.
+fn reconcile_and_answer(
+    g: &mut ConsumerGroup,
+    env: &Env<'_>,
+    timers: &mut Timers<TimerKey>,
+    req: &HeartbeatRequest,
+    id: String,
+) -> HeartbeatResponse {
+    let owned = req.owned_partitions.as_ref();
+    // Reconcile and answer.
+    let before = g.members[&id].assigned.clone();
+    g.reconcile(&id, owned, env.now);
+    let m = g.members.get_mut(&id).expect("present");
+    m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
+    schedule(timers, &g.id, m);
+    let full = req.member_epoch == JOIN_EPOCH
+        || (req.rebalance_timeout_ms != -1
+            && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
+            && owned.is_some());
+    HeartbeatResponse {
+        error: None,
+        member_id: id,
+        member_epoch: m.epoch,
+        heartbeat_interval_ms: 0,
+        assignment: (full || m.assigned != before).then(|| m.assigned.clone()),
     }
 }
 

@@ -67,11 +67,12 @@
 //!   while the group has no members (a standalone commit).
 //!
 //! The files, after Kafka's classes: `validate` (the request checks and epoch fencing),
-//! `member` (`ConsumerGroupMember`), `group` (`ConsumerGroup`: state, describe, list),
+//! `member` (`ConsumerGroupMember`), `group` (`ConsumerGroup`: state, describe, the
+//! offset commit and fetch checks),
 //! `target` (`TargetAssignmentBuilder`), `reconcile` (`CurrentAssignmentBuilder`) and
 //! `heartbeat` (`GroupMetadataManager.consumerGroupHeartbeat`: join, heartbeat,
 //! leave). This file keeps the request and answer types, the [`Env`], and what acts on
-//! every group: topic changes, deadlines, the offset checks, deletion.
+//! every group: topic changes, deadlines, deletion.
 
 mod group;
 mod heartbeat;
@@ -283,42 +284,6 @@ impl ConsumerGroups {
         out
     }
 
-    /// OffsetCommit v9+ checks for a group that is a KIP-848 group: a member with its
-    /// current epoch may commit; a negative epoch (standalone commit, admin client) only
-    /// while the group has no members. An unknown group accepts a negative epoch (the
-    /// glue creates a simple group) and is GROUP_ID_NOT_FOUND otherwise.
-    #[cfg(test)]
-    pub(crate) fn check_commit(
-        &self,
-        groups: &Groups,
-        group: &str,
-        member_id: &str,
-        member_epoch: i32,
-    ) -> Result<(), ResponseError> {
-        match groups.consumer(group) {
-            Some(g) => g.check_commit(member_id, member_epoch),
-            None if member_epoch < 0 => Ok(()),
-            None => Err(ResponseError::GroupIdNotFound),
-        }
-    }
-
-    /// OffsetFetch v9+ checks: without a member id and with a negative epoch (admin
-    /// client, standalone consumer) always allowed; else the member must exist with
-    /// this epoch. An unknown group is allowed (it has no offsets).
-    #[cfg(test)]
-    pub(crate) fn check_fetch(
-        &self,
-        groups: &Groups,
-        group: &str,
-        member_id: Option<&str>,
-        member_epoch: i32,
-    ) -> Result<(), ResponseError> {
-        match groups.consumer(group) {
-            Some(g) => g.check_fetch(member_id, member_epoch),
-            None => Ok(()),
-        }
-    }
-
     /// DeleteGroups: only a group without members (NON_EMPTY_GROUP otherwise);
     /// GROUP_ID_NOT_FOUND for an unknown group. The glue deletes its offsets.
     pub(crate) fn delete(&mut self, groups: &mut Groups, group: &str) -> Result<(), ResponseError> {
@@ -363,52 +328,5 @@ impl ConsumerGroup {
     /// The group's state as ListGroups and ConsumerGroupDescribe name it.
     pub(crate) fn state_name(&self) -> &'static str {
         self.state().as_str()
-    }
-
-    /// OffsetCommit v9+ checks of this group: a member with its current epoch may
-    /// commit (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); a negative epoch only while the
-    /// group has no members.
-    pub(crate) fn check_commit(
-        &self,
-        member_id: &str,
-        member_epoch: i32,
-    ) -> Result<(), ResponseError> {
-        let g = self;
-        if member_epoch < 0 && g.members.is_empty() {
-            return Ok(());
-        }
-        let m = g
-            .members
-            .get(member_id)
-            .ok_or(ResponseError::UnknownMemberId)?;
-        if m.epoch != member_epoch {
-            return Err(ResponseError::StaleMemberEpoch);
-        }
-        Ok(())
-    }
-
-    /// OffsetFetch v9+ checks of this group: without a member id and with a negative
-    /// epoch always allowed; else the member must exist with this epoch.
-    pub(crate) fn check_fetch(
-        &self,
-        member_id: Option<&str>,
-        member_epoch: i32,
-    ) -> Result<(), ResponseError> {
-        let g = self;
-        let Some(member_id) = member_id else {
-            return if member_epoch < 0 {
-                Ok(())
-            } else {
-                Err(ResponseError::UnknownMemberId)
-            };
-        };
-        let m = g
-            .members
-            .get(member_id)
-            .ok_or(ResponseError::UnknownMemberId)?;
-        if m.epoch != member_epoch {
-            return Err(ResponseError::StaleMemberEpoch);
-        }
-        Ok(())
     }
 }

@@ -4,6 +4,7 @@
 use super::group::{ConsumerGroup, GroupState};
 use super::member::{Member, MemberState};
 use super::*;
+use crate::core::commits::{CommitApi, CommitAuthor};
 use drover_abi::assignor::{AssignInput, Assignment, AssignorMember, MemberAssignment};
 use drover_abi::{PluginError, TopicPartitions};
 use proptest::prelude::*;
@@ -462,7 +463,14 @@ impl World {
             }
         }
         let scheduled: usize = self.timers.len();
-        let members: usize = self.table.consumers().map(|g| g.members.len()).sum();
+        let members: usize = self
+            .table
+            .iter()
+            .map(|(_, g)| match g {
+                Group::Consumer(g) => g.members.len(),
+                _ => 0,
+            })
+            .sum();
         assert_eq!(scheduled, members, "one deadline per member");
     }
 
@@ -984,10 +992,7 @@ fn a_failing_assignor_is_retried() {
         "the empty previous target, at the group epoch"
     );
     assert_eq!(w.groups.describe(&w.table, G).unwrap().state, "Assigning");
-    assert_eq!(
-        w.groups.list(&w.table),
-        vec![(GroupId::new(G), "Assigning")]
-    );
+    assert_eq!(listed(&w), vec![(GroupId::new(G), "Assigning")]);
     // Retried once per heartbeat interval: here it still fails.
     w.tick(1_000);
     let r = w.ok(beat("a", 1, Some(BTreeSet::new())));
@@ -1047,52 +1052,78 @@ fn the_group_size_is_limited() {
     assert_eq!(w.group().members.len(), 2);
 }
 
+/// The groups and their states as ListGroups shows them (their summaries).
+fn listed(w: &World) -> Vec<(GroupId, &'static str)> {
+    w.table
+        .iter()
+        .map(|(id, g)| (id.clone(), g.summary().state))
+        .collect()
+}
+
+/// The group-level check of an OffsetCommit v9 to group `G` by `member_id` at `epoch`,
+/// as the coordinator makes it ([`Groups::validate_offset_commit`]).
+fn commit_check(w: &World, member_id: &str, epoch: i32) -> Result<(), ResponseError> {
+    let author = CommitAuthor {
+        member_id,
+        instance_id: None,
+        generation: epoch,
+        api: CommitApi::Kafka { version: 9 },
+    };
+    w.table.validate_offset_commit(G, &author).map(|_| ())
+}
+
+/// The group-level check of an OffsetFetch v9 of group `G` by `member_id` at `epoch`,
+/// as the coordinator makes it ([`Groups::validate_offset_fetch`]).
+fn fetch_check(w: &World, member_id: Option<&str>, epoch: i32) -> Result<(), ResponseError> {
+    w.table.validate_offset_fetch(G, Some((member_id, epoch)))
+}
+
 #[test]
 fn commit_and_fetch_checks() {
     let mut w = World::new(&[("t", 2)]);
     // No such group: a standalone commit is allowed, a member's is not.
-    assert_eq!(w.groups.check_commit(&w.table, G, "", -1), Ok(()));
+    assert_eq!(commit_check(&w, "", -1), Ok(()));
     assert_eq!(
-        w.groups.check_commit(&w.table, G, "a", 1),
+        commit_check(&w, "a", 1),
         Err(ResponseError::GroupIdNotFound)
     );
-    assert_eq!(w.groups.check_fetch(&w.table, G, Some("a"), 1), Ok(()));
+    assert_eq!(fetch_check(&w, Some("a"), 1), Ok(()));
 
     let r = w.ok(join("a", &["t"]));
     let epoch = r.member_epoch;
-    assert_eq!(w.groups.check_commit(&w.table, G, "a", epoch), Ok(()));
+    assert_eq!(commit_check(&w, "a", epoch), Ok(()));
     assert_eq!(
-        w.groups.check_commit(&w.table, G, "a", epoch - 1),
+        commit_check(&w, "a", epoch - 1),
         Err(ResponseError::StaleMemberEpoch)
     );
     assert_eq!(
-        w.groups.check_commit(&w.table, G, "a", epoch + 1),
+        commit_check(&w, "a", epoch + 1),
         Err(ResponseError::StaleMemberEpoch)
     );
     assert_eq!(
-        w.groups.check_commit(&w.table, G, "b", epoch),
+        commit_check(&w, "b", epoch),
         Err(ResponseError::UnknownMemberId)
     );
     assert_eq!(
-        w.groups.check_commit(&w.table, G, "", -1),
+        commit_check(&w, "", -1),
         Err(ResponseError::UnknownMemberId)
     );
-    assert_eq!(w.groups.check_fetch(&w.table, G, None, -1), Ok(()));
-    assert_eq!(w.groups.check_fetch(&w.table, G, Some("a"), epoch), Ok(()));
+    assert_eq!(fetch_check(&w, None, -1), Ok(()));
+    assert_eq!(fetch_check(&w, Some("a"), epoch), Ok(()));
     assert_eq!(
-        w.groups.check_fetch(&w.table, G, Some("a"), 0),
+        fetch_check(&w, Some("a"), 0),
         Err(ResponseError::StaleMemberEpoch)
     );
     assert_eq!(
-        w.groups.check_fetch(&w.table, G, Some("b"), 1),
+        fetch_check(&w, Some("b"), 1),
         Err(ResponseError::UnknownMemberId)
     );
 
     // Once the group is empty, standalone commits are allowed again.
     w.ok(beat("a", LEAVE_EPOCH, None));
-    assert_eq!(w.groups.check_commit(&w.table, G, "", -1), Ok(()));
+    assert_eq!(commit_check(&w, "", -1), Ok(()));
     assert_eq!(
-        w.groups.check_commit(&w.table, G, "a", epoch),
+        commit_check(&w, "a", epoch),
         Err(ResponseError::UnknownMemberId)
     );
 }
@@ -1233,7 +1264,7 @@ fn describe_list_and_delete() {
     assert_eq!(m.state, "stable");
     assert_eq!(m.subscribed_topic_names, vec![TopicName::new("t")]);
     assert_eq!(m.assignment, tps(&[("t", 0), ("t", 1)]));
-    assert_eq!(w.groups.list(&w.table), vec![(GroupId::new(G), "Stable")]);
+    assert_eq!(listed(&w), vec![(GroupId::new(G), "Stable")]);
     assert_eq!(
         w.groups.delete(&mut w.table, G),
         Err(ResponseError::NonEmptyGroup)
@@ -1242,7 +1273,7 @@ fn describe_list_and_delete() {
         instance_id: Some("ia".into()),
         ..beat("a", LEAVE_EPOCH, None)
     });
-    assert_eq!(w.groups.list(&w.table), vec![(GroupId::new(G), "Empty")]);
+    assert_eq!(listed(&w), vec![(GroupId::new(G), "Empty")]);
     assert_eq!(w.groups.describe(&w.table, G).unwrap().group_epoch, 2);
     assert_eq!(w.timers.next(), None);
     assert_eq!(w.groups.delete(&mut w.table, G), Ok(()));
