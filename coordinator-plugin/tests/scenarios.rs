@@ -1552,48 +1552,17 @@ fn a_native_groups_batch_waits_for_a_kafka_commit_in_flight() {
     let mut params = Params::fixed();
     params.store_delay = (400, 400);
     let mut w = World::new(test_config(), params, 6);
-    w.set_topics(&[("orders", 2)]);
-    w.join(static_spec("c1", &["orders"]));
-    w.run_for(3_000);
-    w.leave("c1");
-    w.run_for(1_000);
-    assert!(w.coord.group("g").is_some_and(|g| g.members.is_empty()));
-    let kafka = w.raw_conn();
-    w.raw_bytes(kafka, kafka_simple_commit("g", "orders", 1, 100_000));
-    w.run_for(20);
-    let native = w.raw_conn();
-    let request = proto::CommitOffsetRequest {
-        group_id: "g".into(),
-        consumer_id: String::new(),
-        generation: -1,
-        topics: vec![proto::TopicOffsets {
-            topic: "orders".into(),
-            partitions: vec![proto::PartitionOffset {
-                partition: 0,
-                offset: 100_005,
-                metadata: None,
-            }],
-        }],
-    };
-    w.raw_request(native, 1, &NativeRequest::CommitOffset(request));
+    let native = a_native_commit_waiting_behind_a_kafka_commit(&mut w);
     w.run_for(2_000);
     w.assert_clean();
-    let stored = |w: &World, p: i32| {
-        w.store
-            .get(&(drover_coordinator::GroupId::new("g"), tp("orders", p)))
-            .map(|v| v.0)
-    };
-    assert_eq!(stored(&w, 1), Some(100_000), "the Kafka commit landed");
     assert_eq!(
-        stored(&w, 0),
-        Some(100_005),
-        "the native commit landed after it"
+        w.store
+            .get(&(drover_coordinator::GroupId::new("g"), tp("orders", 1)))
+            .map(|v| v.0),
+        Some(100_000),
+        "the Kafka commit landed"
     );
-    let answers = w.raw_decoded(native, ApiKey::CommitOffset);
-    let [(1, NativeResponse::CommitOffset(r))] = answers.as_slice() else {
-        panic!("{answers:?}")
-    };
-    assert_eq!(r.topics[0].partitions[0].error_code, ErrorCode::NONE);
+    assert_native_commit_landed(&w, native);
 }
 
 /// A ConsumerGroupHeartbeat v1 frame (after the size prefix): member `member` joins
