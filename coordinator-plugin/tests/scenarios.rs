@@ -1602,20 +1602,7 @@ fn a_native_commit_to_a_kip848_group_with_members_is_refused_by_that_group() {
     w.raw_bytes(kafka, kip848_join("k", "m1", "orders"));
     w.run_for(100);
     let native = w.raw_conn();
-    let request = proto::CommitOffsetRequest {
-        group_id: "k".into(),
-        consumer_id: String::new(),
-        generation: -1,
-        topics: vec![proto::TopicOffsets {
-            topic: "orders".into(),
-            partitions: vec![proto::PartitionOffset {
-                partition: 0,
-                offset: 5,
-                metadata: None,
-            }],
-        }],
-    };
-    w.raw_request(native, 1, &NativeRequest::CommitOffset(request));
+    w.raw_request(native, 1, &native_simple_commit("k", 0, 5));
     w.run_for(1_000);
     let answers = w.raw_decoded(native, ApiKey::CommitOffset);
     let [(1, NativeResponse::CommitOffset(r))] = answers.as_slice() else {
@@ -1633,6 +1620,24 @@ fn a_native_commit_to_a_kip848_group_with_members_is_refused_by_that_group() {
     );
 }
 
+/// A native CommitOffset of no consumer (a reset tool's simple commit, generation −1)
+/// of `offset` for partition `partition` of topic `orders` in group `group`.
+fn native_simple_commit(group: &str, partition: i32, offset: i64) -> NativeRequest {
+    NativeRequest::CommitOffset(proto::CommitOffsetRequest {
+        group_id: group.into(),
+        consumer_id: String::new(),
+        generation: -1,
+        topics: vec![proto::TopicOffsets {
+            topic: "orders".into(),
+            partitions: vec![proto::PartitionOffset {
+                partition,
+                offset,
+                metadata: None,
+            }],
+        }],
+    })
+}
+
 /// An empty native group whose own batch (a native reset commit) waits behind a Kafka
 /// commit in flight: the group holds an accepted offset and a CommitOffset request
 /// waiting for it. Returns the native client's connection.
@@ -1647,20 +1652,7 @@ fn a_native_commit_waiting_behind_a_kafka_commit(w: &mut World) -> drover_coordi
     w.raw_bytes(kafka, kafka_simple_commit("g", "orders", 1, 100_000));
     w.run_for(20);
     let native = w.raw_conn();
-    let request = proto::CommitOffsetRequest {
-        group_id: "g".into(),
-        consumer_id: String::new(),
-        generation: -1,
-        topics: vec![proto::TopicOffsets {
-            topic: "orders".into(),
-            partitions: vec![proto::PartitionOffset {
-                partition: 0,
-                offset: 100_005,
-                metadata: None,
-            }],
-        }],
-    };
-    w.raw_request(native, 1, &NativeRequest::CommitOffset(request));
+    w.raw_request(native, 1, &native_simple_commit("g", 0, 100_005));
     w.run_for(20);
     native
 }
