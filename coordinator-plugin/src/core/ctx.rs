@@ -24,8 +24,10 @@ use crate::types::{ConnId, GroupId, OffsetEntry, OpId, TopicName, TopicPartition
 use crate::wire;
 
 /// An offset-store operation in flight, of either protocol: the one table
-/// ([`Ctx::ops`]) the store's results are dispatched from, by variant. What a request
-/// waits for is the variant's data.
+/// ([`Ctx::ops`]) the store's results are dispatched from, by variant. A variant holds
+/// what its result completes, or the key of the request waiting for several results:
+/// a CommitOffset request in [`Ctx::waiters`], a Kafka OffsetFetch of several groups in
+/// the Kafka side's fetch waits, a DeleteGroups in its own waits.
 #[derive(Debug)]
 pub(crate) enum Op {
     /// A batch of a group id's commits ([`Output::CommitOffsets`]), of either protocol:
