@@ -6,7 +6,7 @@
 //! coordinator as an [`crate::Input::Frame`], exactly as it routes the native APIs.
 //! It learns which of them this coordinator serves, and in which versions, by sending
 //! an ApiVersions request (key 18) on a connection of its own at startup
-//! ([`api_versions_response`]); a coordinator that serves none answers with an empty
+//! (answered by `api_versions_response`); a coordinator that serves none answers with an empty
 //! list, an older one closes that connection, and the host then advertises none.
 //!
 //! Kafka's rules for a request that cannot be served (Kafka protocol guide): an

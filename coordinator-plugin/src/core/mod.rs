@@ -132,8 +132,8 @@ impl Coordinator {
     /// Replaces the loaded assignors (the host rescanned its plugin directory) and,
     /// when `default_assignor` is not empty, the default. Rebalances that start from now
     /// on use the new set; assignments already made stay. A group whose assignor is no
-    /// longer loaded falls back to the default at its next rebalance
-    /// ([`Ctx::effective_assignor`]). Nothing is sent, so no outputs.
+    /// longer loaded falls back to the default at its next rebalance (with a warning and
+    /// the `assignor_fallbacks` counter). Nothing is sent, so no outputs.
     pub fn replace_assignors(
         &mut self,
         assignors: impl Assignors + Send + 'static,

@@ -17,7 +17,7 @@ use crate::types::GroupId;
 /// Which groups the coordinator serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ownership {
-    /// Standalone: every group (the default, [`CoordinatorConfig::slot_count`] `None`).
+    /// Standalone: every group (the default, [`CoordinatorConfig::slot_count`](crate::config::CoordinatorConfig::slot_count) `None`).
     All,
     /// Cluster mode: the groups whose slot,
     /// [`drover_protocol::coordinator_slot`]`(group, count)`, is in `owned`. Requests
@@ -25,8 +25,8 @@ pub enum Ownership {
     Slots {
         /// The number of slots.
         count: u32,
-        /// The slots this coordinator owns ([`Input::SlotGained`] /
-        /// [`Input::SlotLost`]).
+        /// The slots this coordinator owns ([`Input::SlotGained`](crate::io::Input::SlotGained) /
+        /// [`Input::SlotLost`](crate::io::Input::SlotLost)).
         owned: BTreeSet<u32>,
     },
 }
@@ -65,7 +65,7 @@ impl Coordinator {
     }
 
     /// Cluster mode: until when the groups of owned slot `slot` may not rebalance (the
-    /// takeover wait after [`Input::SlotGained`]); `None` for a slot not owned, and
+    /// takeover wait after [`Input::SlotGained`](crate::io::Input::SlotGained)); `None` for a slot not owned, and
     /// standalone.
     pub fn takeover_until(&self, slot: u32) -> Option<u64> {
         self.takeover_until.get(&slot).copied()
