@@ -130,6 +130,7 @@ mod core;
 pub mod export;
 pub mod io;
 pub mod kafka_wire;
+mod log_limit;
 pub mod subscription;
 mod timers;
 pub mod types;

@@ -77,3 +77,42 @@ def test_a_group_request_at_an_unsupported_version_is_closed_and_counted(group_b
     # The broker keeps serving group requests on other connections.
     with RawConn(b) as c:
         assert heartbeat(c, unique_topic("g-after"), 1, "m") != NONE
+
+
+def test_refused_group_requests_are_logged_at_most_once_a_second(group_broker):  # noqa: F811
+    """A client that sends refused frames at will (here 300 group requests at a version
+    the coordinator does not serve, each closing its connection) gets every one refused
+    and counted, but the broker's log gets at most one info line per second about them,
+    saying how many it held back (issue 17: one client wrote 1,854 lines in 37 s)."""
+    import time
+
+    b = group_broker
+    before = closed_by_broker(b, "coordinator_closed")
+    lines_before = b.stderr_text().count("closing connection")
+    started = time.monotonic()
+    body = struct.pack(">h", 3) + b"g" * 3 + struct.pack(">i", 1) + struct.pack(">h", 1) + b"m"
+
+    def refused():
+        with RawConn(b) as c:
+            c.request(API_HEARTBEAT, 99, body)
+            try:
+                assert c.sock.recv(1) == b""
+            except ConnectionResetError:
+                pass
+
+    for _ in range(300):
+        refused()
+    # One more once the second the burst started in is over: its line says how many
+    # refusals were held back.
+    time.sleep(max(0.0, 1.2 - (time.monotonic() - started)))
+    refused()
+    elapsed = time.monotonic() - started
+    assert closed_by_broker(b, "coordinator_closed") - before == 301
+    log = b.stderr_text()
+    lines = log.count("closing connection") - lines_before
+    # At most one line per started second (plus the first).
+    assert 2 <= lines <= int(elapsed) + 2, (lines, elapsed)
+    assert re.search(r"closing connection.*suppressed=[1-9]", log), log[-2000:]
+    # The broker keeps serving group requests.
+    with RawConn(b) as c:
+        assert heartbeat(c, unique_topic("g-after-burst"), 1, "m") != NONE

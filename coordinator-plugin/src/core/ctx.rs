@@ -19,6 +19,7 @@ use super::TimerKey;
 use crate::assignors::Assignors;
 use crate::config::CoordinatorConfig;
 use crate::io::{CoordinatorCounter, Event, Output};
+use crate::log_limit::LogLimit;
 use crate::timers::Timers;
 use crate::types::{ConnId, GroupId, OffsetEntry, OpId, TopicName, TopicPartition};
 use crate::wire;
@@ -81,6 +82,8 @@ pub(crate) struct Ctx {
     pub(super) next_op: u64,
     pub(super) next_waiter: u64,
     pub(super) next_incarnation: u64,
+    /// The rate limit of [`Ctx::reject`]'s log line.
+    pub(super) reject_log: LogLimit,
 }
 
 impl Ctx {
@@ -202,8 +205,18 @@ impl Ctx {
     }
 
     /// Closes a connection for a protocol violation.
+    /// Logged at info at most once a second, with `suppressed` the refusals logged at
+    /// debug only since the last such line (a client can send refused frames at will).
     pub(super) fn reject(&mut self, conn: ConnId, message: String) {
-        tracing::info!(%conn, reason = message, "closing connection");
+        match self.reject_log.allow(self.now) {
+            Some(suppressed) => tracing::info!(
+                %conn,
+                reason = message,
+                suppressed,
+                "closing connection"
+            ),
+            None => tracing::debug!(%conn, reason = message, "closing connection"),
+        }
         self.conns.remove(&conn);
         self.closing.insert(conn);
         self.out.push(Output::CloseConnection { conn });

@@ -116,6 +116,7 @@ impl Coordinator {
                 next_op: 0,
                 next_waiter: 0,
                 next_incarnation: 0,
+                reject_log: crate::log_limit::LogLimit::new(1_000),
             },
             groups: Groups::default(),
             ownership,
