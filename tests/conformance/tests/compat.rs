@@ -74,11 +74,8 @@ fn the_frozen_abi_and_fixtures_are_unchanged() {
     );
 }
 
-#[test]
-fn an_assignor_built_against_3_0_loads_and_assigns() {
-    let dir = PluginDir::new();
-    let plugin = load(&dir, "drover_compat_assignor_3_0", PluginKind::Assignor);
-    let assignor = plugin.new_assignor("").unwrap_or_else(|e| panic!("{e}"));
+/// Group `g`: members `b` and `a` (in that order) on topic `t` with 3 partitions.
+fn two_members_on_three_partitions() -> AssignInput {
     let member = |id: &str| AssignorMember {
         member_id: id.into(),
         topics: RVec::from(vec![RString::from("t")]),
@@ -86,11 +83,19 @@ fn an_assignor_built_against_3_0_loads_and_assigns() {
         rack: None.into(),
         weight: 1,
     };
-    let input = AssignInput {
+    AssignInput {
         group: "g".into(),
         members: RVec::from(vec![member("b"), member("a")]),
         topics: RVec::from(vec![TopicInfo::new("t", 3)]),
-    };
+    }
+}
+
+#[test]
+fn an_assignor_built_against_3_0_loads_and_assigns() {
+    let dir = PluginDir::new();
+    let plugin = load(&dir, "drover_compat_assignor_3_0", PluginKind::Assignor);
+    let assignor = plugin.new_assignor("").unwrap_or_else(|e| panic!("{e}"));
+    let input = two_members_on_three_partitions();
     let out = assignor.assign(&input).unwrap_or_else(|e| panic!("{e}"));
     let got: Vec<(String, Vec<i32>)> = out
         .members
@@ -111,18 +116,7 @@ fn an_assignor_built_against_3_0_is_called_with_a_context_and_falls_back_to_assi
     let dir = PluginDir::new();
     let plugin = load(&dir, "drover_compat_assignor_3_0", PluginKind::Assignor);
     let assignor = plugin.new_assignor("").unwrap_or_else(|e| panic!("{e}"));
-    let member = |id: &str| AssignorMember {
-        member_id: id.into(),
-        topics: RVec::from(vec![RString::from("t")]),
-        owned: RVec::new(),
-        rack: None.into(),
-        weight: 1,
-    };
-    let input = AssignInput {
-        group: "g".into(),
-        members: RVec::from(vec![member("b"), member("a")]),
-        topics: RVec::from(vec![TopicInfo::new("t", 3)]),
-    };
+    let input = two_members_on_three_partitions();
     let context = assignor::GeneratedContext::for_input(&input);
     let with = context
         .lend(|ctx| assignor.assign_with_context(&input, ctx))
