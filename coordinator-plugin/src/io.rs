@@ -386,7 +386,7 @@ impl Event {
                 message,
             } => tracing::warn!(%group, assignor, error = %message, "assignor failed; retrying"),
             Event::AssignorFallback { .. } => {
-                // Logged where it happens (Ctx::effective_assignor).
+                // Logged where it happens (`native::effects::effective_assignor`).
             }
             Event::CommitFailed {
                 group,

@@ -18,7 +18,7 @@ use kafka_protocol::ResponseError;
 
 use super::groups::Group;
 use super::kafka::{ClassicGroup, CommitWait};
-use super::native::{Member, NativeGroup};
+use super::native::{Member, NativeGroup, Waiter};
 use super::{Coordinator, Ctx, Op};
 use crate::io::Output;
 use crate::types::{GroupId, OffsetEntry, OpId, StoreError, TopicName};
@@ -26,8 +26,8 @@ use crate::types::{GroupId, OffsetEntry, OpId, StoreError, TopicName};
 /// Who waits for a commit batch: answered with its result, in their protocol.
 #[derive(Debug)]
 pub(crate) enum CommitWaiter {
-    /// A native CommitOffset request (its id in [`Ctx::waiters`]).
-    Native(u64),
+    /// A native CommitOffset request.
+    Native(Waiter),
     /// A Kafka OffsetCommit request.
     Kafka(CommitWait),
 }
@@ -96,11 +96,23 @@ impl Ctx {
         waiters: Vec<CommitWaiter>,
         source: BatchSource,
     ) -> OpId {
+        let op = self.next_op();
+        self.send_commit_as(op, group, records, waiters, source)
+    }
+
+    /// [`Ctx::send_commit`] as operation `op`, an id taken when the batch was decided.
+    pub(crate) fn send_commit_as(
+        &mut self,
+        op: OpId,
+        group: GroupId,
+        records: Vec<OffsetEntry>,
+        waiters: Vec<CommitWaiter>,
+        source: BatchSource,
+    ) -> OpId {
         debug_assert!(
             !self.commits.busy(&group),
             "two commits of {group} in flight"
         );
-        let op = self.next_op();
         self.commits.in_flight.insert(group.clone(), op);
         self.ops.insert(
             op,
@@ -120,7 +132,9 @@ impl Ctx {
     pub(crate) fn answer_commit_waiters(&mut self, waiters: Vec<CommitWaiter>, failed: bool) {
         for w in waiters {
             match w {
-                CommitWaiter::Native(id) => self.complete_waiter(id, failed),
+                CommitWaiter::Native(w) => {
+                    self.answer_waiter(w, failed.then_some(ResponseError::CoordinatorNotAvailable));
+                }
                 CommitWaiter::Kafka(mut w) => {
                     if failed {
                         w.fail(ResponseError::CoordinatorNotAvailable);
@@ -211,7 +225,9 @@ impl Coordinator {
         match source {
             BatchSource::NativeGroup => {
                 if let Some(g) = self.groups.native_mut(&group) {
-                    g.on_committed(&mut self.cx, op, records, waiters, result);
+                    self.cx.native(g, |g, env, fx| {
+                        g.on_committed(env, fx, op, records, waiters, result);
+                    });
                 } else {
                     self.cx.answer_commit_waiters(waiters, result.is_err());
                 }
@@ -246,7 +262,7 @@ impl Coordinator {
                     self.send_queued_commits(&group);
                 } else if let Some(g) = self.groups.native_mut(&group) {
                     // A native group's batch that waited for this one.
-                    g.flush_commits(&mut self.cx);
+                    self.cx.native(g, |g, env, fx| g.flush_commits(env, fx));
                 }
             }
         }

@@ -13,7 +13,6 @@ use drover_protocol::NativeResponse;
 use super::commits::{BatchSource, CommitQueue, CommitWaiter};
 use super::conn::{ChannelOf, Conn, ReadyAnswer, SlotRef};
 use super::kafka::DeleteWait;
-use super::native::Waiter;
 use super::TimerKey;
 
 use crate::assignors::Assignors;
@@ -27,7 +26,7 @@ use crate::wire;
 /// An offset-store operation in flight, of either protocol: the one table
 /// ([`Ctx::ops`]) the store's results are dispatched from, by variant. A variant holds
 /// what its result completes, or the key of the request waiting for several results:
-/// a CommitOffset request in [`Ctx::waiters`], a Kafka OffsetFetch of several groups in
+/// a Kafka OffsetFetch of several groups in
 /// the Kafka side's fetch waits, a DeleteGroups in its own waits.
 #[derive(Debug)]
 pub(crate) enum Op {
@@ -69,7 +68,6 @@ pub(crate) struct Ctx {
     pub timers: Timers<TimerKey>,
     /// Every offset-store operation in flight, native and Kafka.
     pub ops: HashMap<OpId, Op>,
-    pub waiters: HashMap<u64, Waiter>,
     pub groups_with_pending: BTreeSet<GroupId>,
     /// Per group id, the one `CommitOffsets` in flight, whichever path sent it (a
     /// native group's batch or Kafka OffsetCommits), and the commits queued behind it:
@@ -79,8 +77,8 @@ pub(crate) struct Ctx {
     pub to_pump: Vec<ChannelOf>,
     pub out: Vec<Output>,
     pub now: u64,
-    pub(super) next_op: u64,
-    pub(super) next_waiter: u64,
+    /// The operation counter ([`Ctx::next_op`]; lent to native group code).
+    pub(super) op_ids: OpIds,
     pub(super) next_incarnation: u64,
     /// The rate limit of [`Ctx::reject`]'s log line.
     pub(super) reject_log: LogLimit,
@@ -88,8 +86,7 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     pub(crate) fn next_op(&mut self) -> OpId {
-        self.next_op += 1;
-        OpId(self.next_op)
+        self.op_ids.next()
     }
 
     pub(crate) fn event(&mut self, event: Event) {
@@ -98,30 +95,6 @@ impl Ctx {
 
     pub(crate) fn metric(&mut self, counter: CoordinatorCounter, value: u64) {
         self.out.push(Output::Metric { counter, value });
-    }
-
-    /// The assignor a rebalance of `group` runs: `requested` when it is loaded, else the
-    /// default (a missing or refused plugin must not fail the group's consumers; issue
-    /// "graceful refusal"). A fallback is logged (rate-limited per group by the caller's
-    /// rebalance rate), counted (`assignor_fallbacks`) and reported as an event.
-    pub(crate) fn effective_assignor(&mut self, group: &GroupId, requested: &str) -> String {
-        if self.assignors.contains(requested) {
-            return requested.to_owned();
-        }
-        let default = self.config.default_assignor.clone();
-        tracing::warn!(
-            %group,
-            requested,
-            default,
-            "assignor `{requested}` is not loaded; the group uses the default assignor `{default}`"
-        );
-        self.metric(CoordinatorCounter::AssignorFallbacks, 1);
-        self.event(Event::AssignorFallback {
-            group: group.clone(),
-            requested: requested.to_owned(),
-            used: default.clone(),
-        });
-        default
     }
 
     /// Arms the commit tick ([`TimerKey::CommitTick`]) at now + `commit_interval_ms`,
@@ -224,8 +197,27 @@ impl Ctx {
     }
 
     pub(super) fn exists(&self, tp: &TopicPartition) -> bool {
-        self.topics
-            .get(&tp.topic)
-            .is_some_and(|&n| tp.partition >= 0 && i64::from(tp.partition) < i64::from(n))
+        partition_exists(&self.topics, tp)
+    }
+}
+
+/// Whether `tp` is a partition of `topics` (a known topic, 0 ≤ partition < its count).
+pub(crate) fn partition_exists(topics: &BTreeMap<TopicName, u32>, tp: &TopicPartition) -> bool {
+    topics
+        .get(&tp.topic)
+        .is_some_and(|&n| tp.partition >= 0 && i64::from(tp.partition) < i64::from(n))
+}
+
+/// The coordinator's one source of operation ids ([`OpId`]), unique for its lifetime.
+#[derive(Debug, Default)]
+pub(crate) struct OpIds {
+    last: u64,
+}
+
+impl OpIds {
+    /// The next id.
+    pub(crate) fn next(&mut self) -> OpId {
+        self.last += 1;
+        OpId(self.last)
     }
 }

@@ -11,15 +11,14 @@
 //! they share in `commits`.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use kafka_protocol::ResponseError;
 
 use super::commits::{validate_commit_without_group, CommitAuthor};
 use super::kafka::{ClassicGroup, ConsumerGroup};
 use super::native::{Member, NativeGroup};
-use super::Ctx;
-use crate::types::{GroupId, TopicName};
+use crate::types::GroupId;
 
 /// Which protocol a group id belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,15 +143,6 @@ impl Group {
             _ => Ok(()),
         }
     }
-
-    /// Topics `lost` are gone: a native group drops its pending offsets for them
-    /// ([`NativeGroup::forget_topics`]). (Kafka commits wait in the commit queue, which
-    /// forgets them itself.)
-    pub(crate) fn forget_topics(&mut self, cx: &mut Ctx, lost: &BTreeSet<TopicName>) {
-        if let Group::Native(g) = self {
-            g.forget_topics(cx, lost);
-        }
-    }
 }
 
 /// Every group the coordinator serves, by id: one table for the three protocols.
@@ -193,11 +183,6 @@ impl Groups {
     /// Every group, in id order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&GroupId, &Group)> {
         self.groups.iter()
-    }
-
-    /// Every group, in id order.
-    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&GroupId, &mut Group)> {
-        self.groups.iter_mut()
     }
 
     /// The protocol of group `id`, if the coordinator knows it.

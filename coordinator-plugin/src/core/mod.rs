@@ -107,14 +107,12 @@ impl Coordinator {
                 closing: HashSet::new(),
                 timers: Timers::default(),
                 ops: HashMap::new(),
-                waiters: HashMap::new(),
                 groups_with_pending: BTreeSet::new(),
                 commits: commits::CommitQueue::default(),
                 to_pump: Vec::new(),
                 out: Vec::new(),
                 now: 0,
-                next_op: 0,
-                next_waiter: 0,
+                op_ids: ctx::OpIds::default(),
                 next_incarnation: 0,
                 reject_log: crate::log_limit::LogLimit::new(1_000),
             },
@@ -225,12 +223,13 @@ impl Coordinator {
                 TimerKey::CommitTick => self.commit_tick(),
                 TimerKey::Group(id) => {
                     if let Some(g) = self.groups.native_mut(&id) {
-                        g.on_timer(&mut self.cx);
+                        self.cx.native(g, |g, env, fx| g.on_timer(env, fx));
                     }
                 }
                 TimerKey::Member(gid, cid) => {
                     if let Some(g) = self.groups.native_mut(&gid) {
-                        g.on_member_timer(&mut self.cx, &cid);
+                        self.cx
+                            .native(g, |g, env, fx| g.on_member_timer(env, fx, &cid));
                     }
                 }
                 TimerKey::Classic(gid, timer) => self.on_classic_timer(&gid, timer),
@@ -254,7 +253,8 @@ impl Coordinator {
                         .get(&ch.consumer)
                         .is_some_and(|m| m.incarnation == ch.incarnation)
                     {
-                        g.pump(&mut self.cx, &ch.consumer);
+                        self.cx
+                            .native(g, |g, env, fx| g.pump(env, fx, &ch.consumer));
                     }
                 }
             }
@@ -266,7 +266,7 @@ impl Coordinator {
         let ids: Vec<GroupId> = self.cx.groups_with_pending.iter().cloned().collect();
         for id in ids {
             match self.groups.native_mut(&id) {
-                Some(g) => g.flush_commits(&mut self.cx),
+                Some(g) => self.cx.native(g, |g, env, fx| g.flush_commits(env, fx)),
                 None => {
                     self.cx.groups_with_pending.remove(&id);
                 }
@@ -290,7 +290,9 @@ impl Coordinator {
                     .get(&ch.consumer)
                     .is_some_and(|m| m.incarnation == ch.incarnation)
                 {
-                    g.fail_member(&mut self.cx, &ch.consumer, FailureReason::ChannelClosed);
+                    self.cx.native(g, |g, env, fx| {
+                        g.fail_member(env, fx, &ch.consumer, FailureReason::ChannelClosed);
+                    });
                 }
             }
         }
@@ -351,8 +353,9 @@ impl Coordinator {
             return;
         }
         tracing::debug!(topics = ?lost, "topics gone: dropping their offsets not yet written");
-        for (_, g) in self.groups.iter_mut() {
-            g.forget_topics(&mut self.cx, lost);
+        for g in self.groups.natives_mut() {
+            self.cx
+                .native(g, |g, env, fx| g.forget_topics(env, fx, lost));
         }
         self.forget_queued_commits_of(lost);
     }
@@ -383,8 +386,10 @@ impl Coordinator {
         }
         for id in changed_groups {
             if let Some(g) = self.groups.native_mut(&id) {
-                g.trigger(&mut self.cx, "topic metadata changed");
-                g.progress(&mut self.cx);
+                self.cx.native(g, |g, env, fx| {
+                    g.trigger(env, fx, "topic metadata changed");
+                    g.progress(env, fx);
+                });
             }
         }
         self.consumer_topics_changed();
@@ -421,7 +426,8 @@ impl Coordinator {
                         .map(|e| (e.tp, e.offset))
                         .collect::<BTreeMap<_, _>>()
                 });
-                g.on_fetched(&mut self.cx, op, result);
+                self.cx
+                    .native(g, |g, env, fx| g.on_fetched(env, fx, op, result));
             }
             Some(Op::DroppedFetch) => {
                 tracing::debug!(%op, "start offsets of a group dropped with its slot: ignored");

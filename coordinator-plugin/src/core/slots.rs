@@ -175,7 +175,7 @@ impl Coordinator {
             cx.groups_with_pending.remove(&g.id);
             discarded += g.commits.pending.len();
             for w in g.commits.pending_waiters {
-                cx.complete_waiter_with(w, Some(ResponseError::NotCoordinator));
+                cx.answer_waiter(w, Some(ResponseError::NotCoordinator));
             }
         }
         if !ids.is_empty() {

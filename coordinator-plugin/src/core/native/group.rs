@@ -2,6 +2,11 @@
 //! yet) and the rebalance phase; and the rebalance engine (docs/protocol.md §6.2 and
 //! §6.4). The group's commit pipeline is in `offsets`.
 //!
+//! Every method is pure in the sense of the KIP-848 engine: it reads what it needs
+//! from a [`NativeEnv`] and records what it decides in an [`Effects`] list (requests
+//! to push, timers, the rebalance's offset fetch, events, metrics), which the
+//! coordinator applies (`apply`); it never sees the coordinator's shared state.
+//!
 //! Safety rests on one piece of bookkeeping: the coordinator's view of who may be
 //! delivering a partition. A live member "owns" the partitions of the last StartFetcher
 //! sent to it, minus those released by its answers to StopFetcher. A failed member whose
@@ -16,11 +21,11 @@ use std::sync::Arc;
 use drover_protocol as proto;
 use drover_protocol::NativeRequest;
 
+use super::effects::{effective_assignor, Effects, NativeEffect, NativeEnv};
 use super::offsets::Commits;
 use crate::assignors::{build_input, validate_assignment, ContextParts, MemberView};
 use crate::config::RebalanceMode;
-use crate::core::{Ctx, TimerKey};
-use crate::io::{CoordinatorCounter, Event, FailureReason, Output};
+use crate::io::{CoordinatorCounter, Event, FailureReason};
 use crate::subscription::SubscriptionSpec;
 use crate::types::{ConnId, ConsumerId, Generation, GroupId, TopicName, TopicPartition};
 use crate::wire;
@@ -288,25 +293,25 @@ impl NativeGroup {
 
     /// A rebalance trigger: debounced by `rebalance_delay_ms`, at most
     /// `rebalance_max_delay_ms` after the first trigger of a series.
-    pub(crate) fn trigger(&mut self, cx: &mut Ctx, why: &str) {
-        let now = cx.now;
+    pub(crate) fn trigger(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>, why: &str) {
+        let now = env.now;
         let first = *self.first_trigger.get_or_insert(now);
         let due = now
-            .saturating_add(cx.config.rebalance_delay_ms)
-            .min(first.saturating_add(cx.config.rebalance_max_delay_ms));
+            .saturating_add(env.config.rebalance_delay_ms)
+            .min(first.saturating_add(env.config.rebalance_max_delay_ms));
         tracing::debug!(group = %self.id, why, due, "rebalance trigger");
         self.due = Some(due);
-        self.update_timer(cx);
+        self.update_timer(fx);
     }
 
     /// Schedules a retry (after an assignor or fetch failure) without debounce.
-    fn retry_later(&mut self, cx: &mut Ctx) {
-        let at = cx.now.saturating_add(cx.config.retry_backoff_ms);
+    fn retry_later(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) {
+        let at = env.now.saturating_add(env.config.retry_backoff_ms);
         self.due = Some(self.due.map_or(at, |d| d.max(at)));
-        self.update_timer(cx);
+        self.update_timer(fx);
     }
 
-    pub(crate) fn update_timer(&self, cx: &mut Ctx) {
+    pub(crate) fn update_timer(&self, fx: &mut Effects<'_>) {
         let zombie = self.zombies.iter().map(|z| z.release_at).min();
         // While a StartFetcher round is out, a due rebalance waits for its completion
         // (which runs `progress`), not for a timer. During a slot's takeover wait, it
@@ -321,61 +326,67 @@ impl NativeGroup {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        cx.timers.set(TimerKey::Group(self.id.clone()), at);
+        fx.push(NativeEffect::GroupTimer(at));
     }
 
     /// The group timer fired: release expired zombies, then move the rebalance on.
-    pub(crate) fn on_timer(&mut self, cx: &mut Ctx) {
-        let now = cx.now;
+    pub(crate) fn on_timer(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) {
+        let now = env.now;
         let before = self.zombies.len();
         self.zombies.retain(|z| z.release_at > now);
         if self.zombies.len() != before {
             tracing::debug!(group = %self.id, released = before - self.zombies.len(), "zombie leases expired");
         }
-        self.progress(cx);
+        self.progress(env, fx);
     }
 
-    pub(crate) fn update_member_timer(&self, cx: &mut Ctx, id: &ConsumerId) {
+    pub(crate) fn update_member_timer(
+        &self,
+        env: &NativeEnv<'_>,
+        fx: &mut Effects<'_>,
+        id: &ConsumerId,
+    ) {
         let Some(m) = self.members.get(id) else {
-            cx.timers
-                .set(TimerKey::Member(self.id.clone(), id.clone()), None);
+            fx.push(NativeEffect::MemberTimer(id.clone(), None));
             return;
         };
         let mut at = m.session_deadline();
         // The next Heartbeat, if the channel can carry it. While an earlier response is
         // still waiting on the connection, the flush of that response pumps the member.
-        let conn_idle = cx.conns.get(&m.conn).is_some_and(|c| c.idle());
-        if m.outstanding.is_none() && conn_idle {
+        if m.outstanding.is_none() && env.conn_idle(m.conn) {
             at = at.min(m.last_sent_ms.saturating_add(m.heartbeat_interval_ms));
         }
-        cx.timers
-            .set(TimerKey::Member(self.id.clone(), id.clone()), Some(at));
+        fx.push(NativeEffect::MemberTimer(id.clone(), Some(at)));
     }
 
     /// A member's timer fired: fail it for silence, or send what is due.
-    pub(crate) fn on_member_timer(&mut self, cx: &mut Ctx, id: &ConsumerId) {
+    pub(crate) fn on_member_timer(
+        &mut self,
+        env: &NativeEnv<'_>,
+        fx: &mut Effects<'_>,
+        id: &ConsumerId,
+    ) {
         let Some(m) = self.members.get(id) else {
             return;
         };
-        if cx.now >= m.session_deadline() {
-            self.fail_member(cx, id, FailureReason::SessionTimeout);
+        if env.now >= m.session_deadline() {
+            self.fail_member(env, fx, id, FailureReason::SessionTimeout);
             return;
         }
-        self.pump(cx, id);
+        self.pump(env, fx, id);
     }
 
     // ---------------------------------------------------------------- channel output
 
     /// Sends the member's next request if its channel is free: a queued StopFetcher or
     /// StartFetcher, else a Heartbeat once the interval has passed.
-    pub(crate) fn pump(&mut self, cx: &mut Ctx, id: &ConsumerId) {
+    pub(crate) fn pump(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>, id: &ConsumerId) {
         let group_id = self.id.clone();
         let Some(m) = self.members.get_mut(id) else {
             return;
         };
-        let conn_idle = cx.conns.get(&m.conn).is_some_and(|c| c.idle());
-        if m.outstanding.is_some() || !conn_idle {
-            self.update_member_timer(cx, id);
+        if m.outstanding.is_some() || !env.conn_idle(m.conn) {
+            self.update_member_timer(env, fx, id);
             return;
         }
         let corr = m.next_corr;
@@ -405,30 +416,30 @@ impl NativeGroup {
             m.generation = start.generation;
             m.owned = start.starts.into_iter().map(|(tp, _)| tp).collect();
             (request, Outstanding::Start { corr })
-        } else if cx.now >= m.last_sent_ms.saturating_add(m.heartbeat_interval_ms) {
+        } else if env.now >= m.last_sent_ms.saturating_add(m.heartbeat_interval_ms) {
             let request = NativeRequest::Heartbeat(proto::HeartbeatRequest {
                 group_id: group_id.to_string(),
                 generation: m.generation.0,
             });
             (request, Outstanding::Heartbeat { corr })
         } else {
-            self.update_member_timer(cx, id);
+            self.update_member_timer(env, fx, id);
             return;
         };
         match wire::encode_request(corr, &request) {
             Ok(bytes) => {
                 m.next_corr = m.next_corr.wrapping_add(1);
-                m.last_sent_ms = cx.now;
+                m.last_sent_ms = env.now;
                 m.outstanding = Some(outstanding);
-                cx.out.push(Output::Push {
+                fx.push(NativeEffect::Push {
                     conn: m.conn,
                     bytes,
                 });
-                self.update_member_timer(cx, id);
+                self.update_member_timer(env, fx, id);
             }
             Err(e) => {
                 tracing::error!(group = %group_id, consumer = %id, error = %e, "cannot encode a request to the consumer");
-                self.fail_member(cx, id, FailureReason::EncodeFailure);
+                self.fail_member(env, fx, id, FailureReason::EncodeFailure);
             }
         }
     }
@@ -437,68 +448,80 @@ impl NativeGroup {
 
     /// Removes a member: closes its channel (unless it is already closed), releases its
     /// partitions at once or after its lease, and triggers a rebalance.
-    pub(crate) fn fail_member(&mut self, cx: &mut Ctx, id: &ConsumerId, reason: FailureReason) {
+    pub(crate) fn fail_member(
+        &mut self,
+        env: &NativeEnv<'_>,
+        fx: &mut Effects<'_>,
+        id: &ConsumerId,
+        reason: FailureReason,
+    ) {
         self.remove_member(
-            cx,
+            env,
+            fx,
             id,
             reason.releases_at_once(),
             reason != FailureReason::ChannelClosed,
         );
-        cx.event(Event::MemberFailed {
+        fx.event(Event::MemberFailed {
             group: self.id.clone(),
             consumer: id.clone(),
             reason,
         });
-        cx.metric(CoordinatorCounter::MembersFailed, 1);
-        self.trigger(cx, "member failed");
-        self.progress(cx);
+        fx.metric(CoordinatorCounter::MembersFailed, 1);
+        self.trigger(env, fx, "member failed");
+        self.progress(env, fx);
     }
 
     /// LeaveGroup: releases the member's partitions at once (rule c).
-    pub(crate) fn leave(&mut self, cx: &mut Ctx, id: &ConsumerId) {
-        self.remove_member(cx, id, true, true);
-        cx.event(Event::MemberLeft {
+    pub(crate) fn leave(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>, id: &ConsumerId) {
+        self.remove_member(env, fx, id, true, true);
+        fx.event(Event::MemberLeft {
             group: self.id.clone(),
             consumer: id.clone(),
         });
-        self.trigger(cx, "member left");
-        self.progress(cx);
+        self.trigger(env, fx, "member left");
+        self.progress(env, fx);
     }
 
-    fn remove_member(&mut self, cx: &mut Ctx, id: &ConsumerId, release_now: bool, close: bool) {
+    fn remove_member(
+        &mut self,
+        env: &NativeEnv<'_>,
+        fx: &mut Effects<'_>,
+        id: &ConsumerId,
+        release_now: bool,
+        close: bool,
+    ) {
         let Some(m) = self.members.remove(id) else {
             return;
         };
         tracing::info!(group = %self.id, consumer = %id, owned = m.owned.len(), release_now, "member removed");
-        cx.timers
-            .set(TimerKey::Member(self.id.clone(), id.clone()), None);
-        cx.conns.remove(&m.conn);
-        if close {
-            cx.closing.insert(m.conn);
-            cx.out.push(Output::CloseConnection { conn: m.conn });
-        }
+        fx.push(NativeEffect::MemberTimer(id.clone(), None));
+        fx.push(NativeEffect::DropConnection {
+            conn: m.conn,
+            close,
+        });
         self.stops_pending.remove(id);
         if let Phase::Starting { awaiting } = &mut self.phase {
             awaiting.remove(id);
         }
         let release_at = m.session_deadline();
-        if !release_now && release_at > cx.now && !m.owned.is_empty() {
+        if !release_now && release_at > env.now && !m.owned.is_empty() {
             self.zombies.push(Zombie {
                 consumer: m.id.clone(),
                 partitions: m.owned,
                 release_at,
             });
-            self.update_timer(cx);
+            self.update_timer(fx);
         }
     }
 
     // ---------------------------------------------------------------- rebalance engine
 
     /// Moves the rebalance on as far as it can go now.
-    pub(crate) fn progress(&mut self, cx: &mut Ctx) {
+    pub(crate) fn progress(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) {
         // Each iteration either changes the phase or returns.
         for _ in 0..8 {
-            let now = cx.now;
+            let now = env.now;
             // A group of a freshly gained slot stays in Stable (owning nothing) until
             // the takeover wait is over: its first rebalance, and so its first
             // StartFetcher, comes after.
@@ -508,7 +531,7 @@ impl NativeGroup {
                     if !due_now {
                         break;
                     }
-                    self.begin(cx);
+                    self.begin(env, fx);
                     if matches!(self.phase, Phase::Stable) {
                         break;
                     }
@@ -517,22 +540,22 @@ impl NativeGroup {
                     if due_now {
                         self.due = None;
                         self.first_trigger = None;
-                        self.recompute(cx);
+                        self.recompute(env, fx);
                     }
-                    if !self.stopping_done(cx) {
+                    if !self.stopping_done(env, fx) {
                         break;
                     }
                 }
                 Phase::Fetching { op, .. } => {
                     if due_now {
-                        let mode = cx.config.mode_for(self.assignor().unwrap_or(""));
+                        let mode = env.config.mode_for(self.assignor().unwrap_or(""));
                         self.phase = Phase::Stopping { mode, target: None };
                         continue;
                     }
                     if self.due.is_some() || op.is_some() {
                         break;
                     }
-                    if !self.fetch_start_offsets(cx) {
+                    if !self.fetch_start_offsets(env, fx) {
                         break;
                     }
                 }
@@ -540,46 +563,46 @@ impl NativeGroup {
                     if !awaiting.is_empty() {
                         break;
                     }
-                    self.complete(cx);
+                    self.complete(fx);
                 }
             }
         }
-        self.update_timer(cx);
+        self.update_timer(fx);
     }
 
     /// Stable → Stopping.
-    fn begin(&mut self, cx: &mut Ctx) {
+    fn begin(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) {
         self.due = None;
         self.first_trigger = None;
         if self.members.is_empty() {
             return;
         }
-        let mode = cx.config.mode_for(self.assignor().unwrap_or(""));
-        cx.event(Event::RebalanceStarted {
+        let mode = env.config.mode_for(self.assignor().unwrap_or(""));
+        fx.event(Event::RebalanceStarted {
             group: self.id.clone(),
             generation: self.generation,
             mode: mode.as_str(),
         });
-        cx.metric(CoordinatorCounter::RebalancesStarted, 1);
+        fx.metric(CoordinatorCounter::RebalancesStarted, 1);
         for m in self.members.values_mut() {
             m.stopped_in_rebalance.clear();
         }
         self.phase = Phase::Stopping { mode, target: None };
-        self.recompute(cx);
+        self.recompute(env, fx);
     }
 
     /// In Stopping: (re)computes the target (incremental) and plans the StopFetchers.
-    fn recompute(&mut self, cx: &mut Ctx) {
+    fn recompute(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) {
         let Phase::Stopping { mode, .. } = &self.phase else {
             return;
         };
         let mode = *mode;
         let target = match mode {
             RebalanceMode::Eager => None,
-            RebalanceMode::Incremental => match self.compute_target(cx) {
+            RebalanceMode::Incremental => match self.compute_target(env, fx) {
                 Ok(t) => Some(t),
                 Err(()) => {
-                    self.retry_later(cx);
+                    self.retry_later(env, fx);
                     None
                 }
             },
@@ -621,17 +644,17 @@ impl NativeGroup {
         }
         self.phase = Phase::Stopping { mode, target };
         for id in &ids {
-            self.pump(cx, id);
+            self.pump(env, fx, id);
         }
     }
 
     /// Runs the group's assignor over the live members.
-    fn compute_target(&mut self, cx: &mut Ctx) -> Result<Target, ()> {
+    fn compute_target(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) -> Result<Target, ()> {
         let requested = self
             .assignor()
-            .unwrap_or(&cx.config.default_assignor)
+            .unwrap_or(&env.config.default_assignor)
             .to_owned();
-        let assignor = cx.effective_assignor(&self.id, &requested);
+        let assignor = effective_assignor(env, fx, &self.id, &requested);
         let views: Vec<MemberView<'_>> = self
             .members
             .values()
@@ -652,64 +675,64 @@ impl NativeGroup {
             }
             topics
                 .iter()
-                .filter_map(|t| cx.topics.get(*t))
+                .filter_map(|t| env.topics.get(*t))
                 .map(|&c| u64::from(c))
                 .sum()
         };
-        let fail = |cx: &mut Ctx, assignor: &str, error: String| {
+        let fail = |fx: &mut Effects<'_>, assignor: &str, error: String| {
             tracing::warn!(group = %self.id, assignor, %error, "assignment failed");
-            cx.event(Event::AssignorFailed {
+            fx.event(Event::AssignorFailed {
                 group: self.id.clone(),
                 assignor: assignor.to_owned(),
                 message: error,
             });
-            cx.metric(CoordinatorCounter::AssignorFailures, 1);
+            fx.metric(CoordinatorCounter::AssignorFailures, 1);
         };
-        if total > cx.config.max_assigned_partitions as u64 {
+        if total > env.config.max_assigned_partitions as u64 {
             let error = format!(
                 "{total} partitions exceed max_assigned_partitions ({})",
-                cx.config.max_assigned_partitions
+                env.config.max_assigned_partitions
             );
-            fail(cx, &assignor, error);
+            fail(fx, &assignor, error);
             return Err(());
         }
-        let input = build_input(self.id.as_str(), &views, &cx.topics);
+        let input = build_input(self.id.as_str(), &views, env.topics);
         let context = ContextParts::build(
             &views,
-            &cx.topics,
+            env.topics,
             self.commits
                 .known
                 .iter()
                 .map(|(tp, ((offset, _), _))| (tp, *offset)),
         );
-        let attempt = |cx: &Ctx, name: &str| {
+        let attempt = |env: &NativeEnv<'_>, name: &str| {
             let output = context
-                .lend(|context| cx.assignors.assign_with_context(name, &input, context))
+                .lend(|context| env.assignors.assign_with_context(name, &input, context))
                 .map_err(|e| e.to_string())?;
-            validate_assignment(&views, &cx.topics, &output)
+            validate_assignment(&views, env.topics, &output)
                 .map_err(|e| format!("invalid assignment: {e}"))
         };
-        let checked = match attempt(cx, &assignor) {
+        let checked = match attempt(env, &assignor) {
             Ok(c) => c,
             Err(error) => {
-                fail(cx, &assignor, error);
+                fail(fx, &assignor, error);
                 // A failing assignor (panicked and out of service, or breaking the
                 // contract) must not stall the group: this rebalance runs the default.
-                let default = cx.config.default_assignor.clone();
+                let default = env.config.default_assignor.clone();
                 if assignor == default {
                     return Err(());
                 }
                 tracing::warn!(group = %self.id, assignor, default, "assignor `{assignor}` failed; this rebalance runs the default assignor `{default}`");
-                cx.metric(CoordinatorCounter::AssignorFallbacks, 1);
-                cx.event(Event::AssignorFallback {
+                fx.metric(CoordinatorCounter::AssignorFallbacks, 1);
+                fx.event(Event::AssignorFallback {
                     group: self.id.clone(),
                     requested: assignor.clone(),
                     used: default.clone(),
                 });
-                match attempt(cx, &default) {
+                match attempt(env, &default) {
                     Ok(c) => c,
                     Err(error) => {
-                        fail(cx, &default, error);
+                        fail(fx, &default, error);
                         return Err(());
                     }
                 }
@@ -729,14 +752,14 @@ impl NativeGroup {
     }
 
     /// Whether the Stopping phase is over; moves to Fetching when it is.
-    fn stopping_done(&mut self, cx: &mut Ctx) -> bool {
+    fn stopping_done(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) -> bool {
         if self.due.is_some() || !self.stops_pending.is_empty() {
             return false;
         }
         if self.members.is_empty() {
             // Everyone left: nothing to assign, no new generation.
             self.phase = Phase::Stable;
-            self.complete_without_round(cx);
+            self.complete_without_round(fx);
             return false;
         }
         let Phase::Stopping { mode, target } = &mut self.phase else {
@@ -748,14 +771,14 @@ impl NativeGroup {
                 return false;
             }
             // Eager: everyone has stopped; compute now.
-            match self.compute_target(cx) {
+            match self.compute_target(env, fx) {
                 Ok(t) => {
                     if let Phase::Stopping { target, .. } = &mut self.phase {
                         *target = Some(t);
                     }
                 }
                 Err(()) => {
-                    self.retry_later(cx);
+                    self.retry_later(env, fx);
                     return false;
                 }
             }
@@ -783,7 +806,7 @@ impl NativeGroup {
 
     /// In Fetching: once commits are flushed, reads the committed offsets of newly
     /// assigned partitions; starts the round directly when there are none.
-    fn fetch_start_offsets(&mut self, cx: &mut Ctx) -> bool {
+    fn fetch_start_offsets(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) -> bool {
         let Phase::Fetching { target, .. } = &self.phase else {
             return false;
         };
@@ -794,25 +817,18 @@ impl NativeGroup {
             }
         }
         if wanted.is_empty() {
-            self.start_round(cx, &BTreeMap::new());
+            self.start_round(env, fx, &BTreeMap::new());
             return true;
         }
         if !self.commits.settled(&wanted) {
             self.commits.urgent = true;
-            self.flush_commits(cx);
+            self.flush_commits(env, fx);
             return false;
         }
-        let op = cx.next_op();
-        cx.ops.insert(
+        let op = fx.op_id();
+        fx.push(NativeEffect::FetchStartOffsets {
             op,
-            crate::core::Op::RebalanceFetch {
-                group: self.id.clone(),
-            },
-        );
-        cx.out.push(Output::FetchOffsets {
-            op,
-            group: self.id.clone(),
-            scope: crate::io::FetchScope::Partitions(wanted.into_iter().collect()),
+            partitions: wanted.into_iter().collect(),
         });
         if let Phase::Fetching { op: slot, .. } = &mut self.phase {
             *slot = Some(op);
@@ -823,7 +839,8 @@ impl NativeGroup {
     /// The offsets of a rebalance fetch arrived.
     pub(crate) fn on_fetched(
         &mut self,
-        cx: &mut Ctx,
+        env: &NativeEnv<'_>,
+        fx: &mut Effects<'_>,
         op: crate::types::OpId,
         result: Result<BTreeMap<TopicPartition, i64>, crate::types::StoreError>,
     ) {
@@ -844,26 +861,31 @@ impl NativeGroup {
                         *op = None;
                     }
                 } else {
-                    self.start_round(cx, &offsets);
+                    self.start_round(env, fx, &offsets);
                 }
             }
             Err(e) => {
                 tracing::warn!(group = %self.id, error = %e, "offset fetch for a rebalance failed");
-                cx.event(Event::OffsetFetchFailed {
+                fx.event(Event::OffsetFetchFailed {
                     group: self.id.clone(),
                     message: e.message,
                 });
                 if let Phase::Fetching { op, .. } = &mut self.phase {
                     *op = None;
                 }
-                self.retry_later(cx);
+                self.retry_later(env, fx);
             }
         }
-        self.progress(cx);
+        self.progress(env, fx);
     }
 
     /// Fetching → Starting: a new generation, and a StartFetcher to every member.
-    fn start_round(&mut self, cx: &mut Ctx, offsets: &BTreeMap<TopicPartition, i64>) {
+    fn start_round(
+        &mut self,
+        env: &NativeEnv<'_>,
+        fx: &mut Effects<'_>,
+        offsets: &BTreeMap<TopicPartition, i64>,
+    ) {
         let Phase::Fetching { target, .. } = std::mem::replace(&mut self.phase, Phase::Stable)
         else {
             return;
@@ -885,7 +907,7 @@ impl NativeGroup {
                         }
                         if let Some(why) = held.get(tp) {
                             tracing::error!(group = %self.id, partition = %tp, %why, "safety check: partition withheld");
-                            cx.event(Event::SafetyCheckFailed {
+                            fx.event(Event::SafetyCheckFailed {
                                 group: self.id.clone(),
                                 message: format!("{tp} for {id}: {why}"),
                             });
@@ -906,24 +928,24 @@ impl NativeGroup {
                 awaiting.insert(id.clone());
             }
         }
-        cx.event(Event::GenerationStarted {
+        fx.event(Event::GenerationStarted {
             group: self.id.clone(),
             generation,
             members: awaiting.len(),
         });
-        cx.metric(CoordinatorCounter::Generations, 1);
+        fx.metric(CoordinatorCounter::Generations, 1);
         self.phase = Phase::Starting { awaiting };
         for id in &ids {
-            self.pump(cx, id);
+            self.pump(env, fx, id);
         }
         if withheld {
-            self.trigger(cx, "partitions withheld by the safety check");
+            self.trigger(env, fx, "partitions withheld by the safety check");
         }
     }
 
     /// Stopping → Stable when no member is left.
-    fn complete_without_round(&mut self, cx: &mut Ctx) {
-        cx.event(Event::RebalanceCompleted {
+    fn complete_without_round(&mut self, fx: &mut Effects<'_>) {
+        fx.event(Event::RebalanceCompleted {
             group: self.id.clone(),
             generation: self.generation,
             members: 0,
@@ -931,12 +953,12 @@ impl NativeGroup {
     }
 
     /// Starting → Stable once every member answered its StartFetcher.
-    fn complete(&mut self, cx: &mut Ctx) {
+    fn complete(&mut self, fx: &mut Effects<'_>) {
         self.phase = Phase::Stable;
         for m in self.members.values_mut() {
             m.stopped_in_rebalance.clear();
         }
-        cx.event(Event::RebalanceCompleted {
+        fx.event(Event::RebalanceCompleted {
             group: self.id.clone(),
             generation: self.generation,
             members: self.members.len(),
@@ -948,7 +970,8 @@ impl NativeGroup {
     /// A StopFetcher was answered NONE: its partitions are released (rule a).
     pub(crate) fn on_stopped(
         &mut self,
-        cx: &mut Ctx,
+        env: &NativeEnv<'_>,
+        fx: &mut Effects<'_>,
         id: &ConsumerId,
         partitions: BTreeSet<TopicPartition>,
     ) {
@@ -962,14 +985,19 @@ impl NativeGroup {
         if m.queued_stop.is_none() {
             self.stops_pending.remove(id);
         }
-        self.progress(cx);
+        self.progress(env, fx);
     }
 
     /// A StartFetcher was answered NONE.
-    pub(crate) fn on_started(&mut self, cx: &mut Ctx, id: &ConsumerId) {
+    pub(crate) fn on_started(
+        &mut self,
+        env: &NativeEnv<'_>,
+        fx: &mut Effects<'_>,
+        id: &ConsumerId,
+    ) {
         if let Phase::Starting { awaiting } = &mut self.phase {
             awaiting.remove(id);
         }
-        self.progress(cx);
+        self.progress(env, fx);
     }
 }

@@ -25,7 +25,8 @@ impl Coordinator {
         } else {
             match self.groups.native_mut(r.group_id.as_str()) {
                 Some(g) if g.members.contains_key(r.consumer_id.as_str()) => {
-                    g.leave(&mut self.cx, &ConsumerId::new(&r.consumer_id));
+                    let id = ConsumerId::new(&r.consumer_id);
+                    self.cx.native(g, |g, env, fx| g.leave(env, fx, &id));
                     None
                 }
                 _ => Some(ResponseError::UnknownMemberId),

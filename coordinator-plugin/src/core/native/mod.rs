@@ -5,7 +5,9 @@
 //! the FetchOffsets answer in `fetch_response`), LeaveGroup and DescribeGroups
 //! (`leave_describe`) — and the consumers' answers on their channels (`channel`).
 
+mod apply;
 mod channel;
+mod effects;
 mod fetch_response;
 mod group;
 mod leave_describe;

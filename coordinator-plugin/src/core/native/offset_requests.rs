@@ -82,28 +82,26 @@ impl Coordinator {
         let group = self
             .groups
             .native_or_insert(gid.clone(), || NativeGroup::new(gid.clone(), hold_until));
-        let mut waiting = Vec::with_capacity(accepted.len());
-        for (ti, pi, tp, value) in accepted {
-            waiting.push((ti, pi));
-            let kind = if simple {
-                CommitKind::Reset
-            } else {
-                CommitKind::Explicit
-            };
-            group.accept_offset(cx, tp, value, Generation(r.generation), kind);
-        }
-        cx.next_waiter += 1;
-        let id = cx.next_waiter;
-        cx.waiters.insert(
-            id,
-            Waiter {
+        let kind = if simple {
+            CommitKind::Reset
+        } else {
+            CommitKind::Explicit
+        };
+        let generation = Generation(r.generation);
+        cx.native(group, |g, env, fx| {
+            let mut waiting = Vec::with_capacity(accepted.len());
+            for (ti, pi, tp, value) in accepted {
+                waiting.push((ti, pi));
+                g.accept_offset(fx, tp, value, generation, kind);
+            }
+            let waiter = Waiter {
                 slot,
                 correlation_id: corr,
                 response,
                 waiting,
-            },
-        );
-        group.add_waiter(cx, id);
+            };
+            g.add_waiter(env, fx, waiter);
+        });
     }
 
     pub(in crate::core) fn on_fetch(

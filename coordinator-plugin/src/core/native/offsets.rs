@@ -15,9 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::ResponseError;
 
+use super::effects::{Effects, NativeEffect, NativeEnv};
 use super::group::NativeGroup;
-use crate::core::commits::{BatchSource, CommitWaiter};
-use crate::core::Ctx;
+use crate::core::commits::CommitWaiter;
 use crate::io::{CoordinatorCounter, Event};
 use crate::types::{Generation, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
 use crate::wire;
@@ -41,7 +41,7 @@ pub(crate) struct Commits {
     /// Accepted, not yet sent to the store.
     pub pending: BTreeMap<TopicPartition, OffsetValue>,
     /// CommitOffset requests answered when the pending batch is durable.
-    pub pending_waiters: Vec<u64>,
+    pub pending_waiters: Vec<Waiter>,
     /// The partitions of the group's batch in flight (the commit queue keeps its
     /// operation: at most one batch per group id is in flight).
     pub inflight_tps: BTreeSet<TopicPartition>,
@@ -89,7 +89,8 @@ impl NativeGroup {
     /// consumers) is always written.
     pub(crate) fn accept_offset(
         &mut self,
-        cx: &mut Ctx,
+
+        fx: &mut Effects<'_>,
         tp: TopicPartition,
         value: OffsetValue,
         generation: Generation,
@@ -110,21 +111,20 @@ impl NativeGroup {
             .known
             .insert(tp.clone(), (value.clone(), generation));
         self.commits.pending.insert(tp, value);
-        cx.groups_with_pending.insert(self.id.clone());
-        cx.arm_commit_tick();
+        fx.push(NativeEffect::PendingOffsets(true));
     }
 
     /// Sends the pending batch through the group id's commit queue, unless a batch of
     /// the group id is in flight (of either source: a Kafka OffsetCommit to this group
     /// id waits the same way, [`CommitQueue`](crate::core::commits::CommitQueue)).
-    pub(crate) fn flush_commits(&mut self, cx: &mut Ctx) {
-        if cx.commits.busy(&self.id) {
+    pub(crate) fn flush_commits(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) {
+        if env.batch_in_flight || !self.commits.inflight_tps.is_empty() {
             return;
         }
         if self.commits.pending.is_empty() {
             // Waiters whose offsets were superseded: what they asked for is stored.
             for w in std::mem::take(&mut self.commits.pending_waiters) {
-                cx.complete_waiter(w, false);
+                fx.push(NativeEffect::Answer(w));
             }
             return;
         }
@@ -137,21 +137,24 @@ impl NativeGroup {
                 metadata,
             })
             .collect();
-        cx.groups_with_pending.remove(&self.id);
-        let waiters = std::mem::take(&mut self.commits.pending_waiters)
-            .into_iter()
-            .map(CommitWaiter::Native)
-            .collect();
+        fx.push(NativeEffect::PendingOffsets(false));
+        let waiters = std::mem::take(&mut self.commits.pending_waiters);
         self.commits.inflight_tps = records.iter().map(|r| r.tp.clone()).collect();
         self.commits.urgent = false;
-        cx.metric(CoordinatorCounter::CommitBatches, 1);
-        cx.send_commit(self.id.clone(), records, waiters, BatchSource::NativeGroup);
+        fx.metric(CoordinatorCounter::CommitBatches, 1);
+        let op = fx.op_id();
+        fx.push(NativeEffect::SendBatch {
+            op,
+            records,
+            waiters,
+        });
     }
 
     /// The result of the batch in flight.
     pub(crate) fn on_committed(
         &mut self,
-        cx: &mut Ctx,
+        env: &NativeEnv<'_>,
+        fx: &mut Effects<'_>,
         op: OpId,
         records: Vec<OffsetEntry>,
         waiters: Vec<CommitWaiter>,
@@ -164,13 +167,13 @@ impl NativeGroup {
         let failed = result.is_err();
         if let Err(e) = result {
             tracing::warn!(group = %self.id, %op, records = records.len(), error = %e, "offset commit failed");
-            cx.event(Event::CommitFailed {
+            fx.event(Event::CommitFailed {
                 group: self.id.clone(),
                 records: records.len(),
                 retrying: e.retriable,
                 message: e.message.clone(),
             });
-            cx.metric(CoordinatorCounter::CommitFailures, 1);
+            fx.metric(CoordinatorCounter::CommitFailures, 1);
             for r in records {
                 let value = (r.offset, r.metadata);
                 if e.retriable {
@@ -182,17 +185,16 @@ impl NativeGroup {
                 }
             }
             if !self.commits.pending.is_empty() {
-                cx.groups_with_pending.insert(self.id.clone());
-                cx.arm_commit_tick();
+                fx.push(NativeEffect::PendingOffsets(true));
             }
         }
-        cx.answer_commit_waiters(waiters, failed);
+        fx.push(NativeEffect::AnswerBatch { waiters, failed });
         // After a failure, wait for the commit tick instead of retrying in a loop (an
         // empty flush only answers waiters).
         if (self.commits.urgent && !failed) || self.commits.pending.is_empty() {
-            self.flush_commits(cx);
+            self.flush_commits(env, fx);
         }
-        self.progress(cx);
+        self.progress(env, fx);
     }
 
     /// Topics `lost` are gone (deleted, or re-created with a new id): their accepted
@@ -202,7 +204,12 @@ impl NativeGroup {
     /// offsets are not held to the old topic's (no "backwards" offset refused). A batch
     /// already handed to the store is ordered before the host's removal of the
     /// topics' offsets.
-    pub(crate) fn forget_topics(&mut self, cx: &mut Ctx, lost: &BTreeSet<TopicName>) {
+    pub(crate) fn forget_topics(
+        &mut self,
+        env: &NativeEnv<'_>,
+        fx: &mut Effects<'_>,
+        lost: &BTreeSet<TopicName>,
+    ) {
         self.commits.known.retain(|tp, _| !lost.contains(&tp.topic));
         let before = self.commits.pending.len();
         self.commits
@@ -211,10 +218,7 @@ impl NativeGroup {
         if self.commits.pending.len() == before {
             return;
         }
-        for id in &self.commits.pending_waiters {
-            let Some(w) = cx.waiters.get_mut(id) else {
-                continue;
-            };
+        for w in &mut self.commits.pending_waiters {
             let response = &mut w.response;
             w.waiting.retain(|&(t, p)| {
                 let topic = &mut response.topics[t];
@@ -228,36 +232,13 @@ impl NativeGroup {
         }
         // Waiters left with nothing pending are answered now (or with the batch in
         // flight).
-        self.flush_commits(cx);
+        self.flush_commits(env, fx);
     }
 
     /// A CommitOffset request with accepted entries: answered with the batch.
-    pub(crate) fn add_waiter(&mut self, cx: &mut Ctx, waiter: u64) {
+    pub(crate) fn add_waiter(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>, waiter: Waiter) {
         self.commits.pending_waiters.push(waiter);
         self.commits.urgent = true;
-        self.flush_commits(cx);
-    }
-}
-
-impl Ctx {
-    /// Answers a CommitOffset request whose batch completed.
-    pub(crate) fn complete_waiter(&mut self, id: u64, failed: bool) {
-        let error = failed.then_some(ResponseError::CoordinatorNotAvailable);
-        self.complete_waiter_with(id, error);
-    }
-
-    /// Answers a CommitOffset request: its entries that waited for the store get
-    /// `error` (`None`: written).
-    pub(crate) fn complete_waiter_with(&mut self, id: u64, error: Option<ResponseError>) {
-        let Some(mut w) = self.waiters.remove(&id) else {
-            return;
-        };
-        if let Some(e) = error {
-            for (t, p) in w.waiting {
-                w.response.topics[t].partitions[p].error_code = wire::error_code(e);
-            }
-        }
-        let response = drover_protocol::NativeResponse::CommitOffset(w.response);
-        self.respond(w.slot, w.correlation_id, &response);
+        self.flush_commits(env, fx);
     }
 }

@@ -8,6 +8,7 @@ use drover_protocol as proto;
 use drover_protocol::NativeResponse;
 use kafka_protocol::ResponseError;
 
+use super::effects::{Effects, NativeEnv};
 use super::group::{Member, NativeGroup};
 use crate::core::conn::ChannelOf;
 use crate::core::groups::GroupKind;
@@ -112,7 +113,7 @@ impl Coordinator {
             .unwrap_or_else(|| cx.config.default_assignor.clone());
         if !cx.assignors.contains(&assignor) {
             // Accepted: the group falls back to the default assignor at its rebalances
-            // (Ctx::effective_assignor) until a rescan loads this one.
+            // (`effects::effective_assignor`) until a rescan loads this one.
             tracing::warn!(
                 group = r.group_id,
                 consumer = r.consumer_id,
@@ -143,7 +144,9 @@ impl Coordinator {
             );
         }
         if group.members.contains_key(&cid) {
-            group.fail_member(cx, &cid, FailureReason::Replaced);
+            cx.native(group, |g, env, fx| {
+                g.fail_member(env, fx, &cid, FailureReason::Replaced);
+            });
         }
         cx.next_incarnation += 1;
         let incarnation = cx.next_incarnation;
@@ -171,7 +174,6 @@ impl Coordinator {
             queued_stop: None,
             queued_start: None,
         };
-        group.members.insert(cid.clone(), member);
         if let Some(c) = cx.conns.get_mut(&conn) {
             c.channel = Some(ChannelOf {
                 group: gid.clone(),
@@ -187,13 +189,23 @@ impl Coordinator {
         });
         cx.respond_opening(slot, corr, &response, true);
         tracing::info!(group = %gid, consumer = %cid, host = r.host, generation = %group.generation, "consumer registered");
-        cx.event(Event::MemberRegistered {
-            group: gid,
-            consumer: cid.clone(),
-            generation: group.generation,
+        cx.native(group, |g, env, fx| g.join(env, fx, member));
+    }
+}
+
+impl NativeGroup {
+    /// A registered consumer joins (its RegisterConsumer answered): it is a member from
+    /// now on, its timer runs, and a rebalance is triggered.
+    fn join(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>, member: Member) {
+        let id = member.id.clone();
+        self.members.insert(id.clone(), member);
+        fx.event(Event::MemberRegistered {
+            group: self.id.clone(),
+            consumer: id.clone(),
+            generation: self.generation,
         });
-        group.update_member_timer(cx, &cid);
-        group.trigger(cx, "join");
-        group.progress(cx);
+        self.update_member_timer(env, fx, &id);
+        self.trigger(env, fx, "join");
+        self.progress(env, fx);
     }
 }

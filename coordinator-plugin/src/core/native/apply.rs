@@ -1,0 +1,110 @@
+//! The one adapter between native groups and the coordinator's shared state:
+//! [`Ctx::native`] builds a group's [`NativeEnv`], runs one group method with an empty
+//! [`Effects`] list and applies the decisions in order — operation ids and the
+//! operation table, connections, timers, the commit queue, answers and outputs.
+
+use drover_protocol::NativeResponse;
+use kafka_protocol::ResponseError;
+
+use super::effects::{Effects, NativeEffect, NativeEnv};
+use super::group::NativeGroup;
+use super::offsets::Waiter;
+use crate::core::commits::{BatchSource, CommitWaiter};
+use crate::core::{Ctx, Op, TimerKey};
+use crate::io::{FetchScope, Output};
+use crate::types::GroupId;
+use crate::wire;
+
+impl Ctx {
+    /// Runs `f` on group `g` with the group's environment and applies what it decided.
+    pub(in crate::core) fn native<R>(
+        &mut self,
+        g: &mut NativeGroup,
+        f: impl FnOnce(&mut NativeGroup, &NativeEnv<'_>, &mut Effects<'_>) -> R,
+    ) -> R {
+        let env = NativeEnv::new(
+            self.now,
+            &self.config,
+            &self.topics,
+            &*self.assignors,
+            &self.conns,
+            self.commits.busy(&g.id),
+        );
+        let mut fx = Effects::new(&mut self.op_ids);
+        let result = f(g, &env, &mut fx);
+        let effects = fx.into_list();
+        self.apply_native(&g.id, effects);
+        result
+    }
+
+    fn apply_native(&mut self, group: &GroupId, effects: Vec<NativeEffect>) {
+        for effect in effects {
+            match effect {
+                NativeEffect::Push { conn, bytes } => self.out.push(Output::Push { conn, bytes }),
+                NativeEffect::DropConnection { conn, close } => {
+                    self.conns.remove(&conn);
+                    if close {
+                        self.closing.insert(conn);
+                        self.out.push(Output::CloseConnection { conn });
+                    }
+                }
+                NativeEffect::GroupTimer(at) => self.timers.set(TimerKey::Group(group.clone()), at),
+                NativeEffect::MemberTimer(id, at) => {
+                    self.timers.set(TimerKey::Member(group.clone(), id), at);
+                }
+                NativeEffect::FetchStartOffsets { op, partitions } => {
+                    self.ops.insert(
+                        op,
+                        Op::RebalanceFetch {
+                            group: group.clone(),
+                        },
+                    );
+                    self.out.push(Output::FetchOffsets {
+                        op,
+                        group: group.clone(),
+                        scope: FetchScope::Partitions(partitions),
+                    });
+                }
+                NativeEffect::SendBatch {
+                    op,
+                    records,
+                    waiters,
+                } => {
+                    let waiters = waiters.into_iter().map(CommitWaiter::Native).collect();
+                    self.send_commit_as(
+                        op,
+                        group.clone(),
+                        records,
+                        waiters,
+                        BatchSource::NativeGroup,
+                    );
+                }
+                NativeEffect::Answer(w) => self.answer_waiter(w, None),
+                NativeEffect::AnswerBatch { waiters, failed } => {
+                    self.answer_commit_waiters(waiters, failed);
+                }
+                NativeEffect::PendingOffsets(true) => {
+                    self.groups_with_pending.insert(group.clone());
+                    self.arm_commit_tick();
+                }
+                NativeEffect::PendingOffsets(false) => {
+                    self.groups_with_pending.remove(group);
+                }
+                NativeEffect::Event(event) => self.event(event),
+                NativeEffect::Metric(counter, value) => self.metric(counter, value),
+            }
+        }
+    }
+
+    /// Answers a CommitOffset request: its entries that waited for the store get
+    /// `error` (`None`: written).
+    pub(in crate::core) fn answer_waiter(&mut self, mut w: Waiter, error: Option<ResponseError>) {
+        if let Some(e) = error {
+            for (t, p) in w.waiting {
+                w.response.topics[t].partitions[p].error_code = wire::error_code(e);
+            }
+        }
+        let response = NativeResponse::CommitOffset(w.response);
+        self.respond(w.slot, w.correlation_id, &response);
+    }
+}
