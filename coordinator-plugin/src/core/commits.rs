@@ -114,7 +114,7 @@ impl Ctx {
             "two commits of {group} in flight"
         );
         self.commits.in_flight.insert(group.clone(), op);
-        self.ops.insert(
+        self.add_op_as(
             op,
             Op::Commit {
                 group,
@@ -123,7 +123,7 @@ impl Ctx {
                 source,
             },
         );
-        self.out.push(Output::CommitOffsets { op, records });
+        self.output(Output::CommitOffsets { op, records });
         op
     }
 

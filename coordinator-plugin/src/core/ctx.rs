@@ -13,6 +13,7 @@ use drover_protocol::NativeResponse;
 use super::commits::{BatchSource, CommitQueue, CommitWaiter};
 use super::conn::{ChannelOf, Conn, ReadyAnswer, SlotRef};
 use super::kafka::DeleteWait;
+use super::native::{Effects, NativeEnv};
 use super::TimerKey;
 
 use crate::assignors::Assignors;
@@ -57,36 +58,157 @@ pub(crate) enum Op {
     DeleteOffsets(DeleteWait),
 }
 
-/// Everything but the groups, so group code can borrow both.
+/// The coordinator's shared state: everything but the groups. Its read side — the
+/// configuration, assignors, topics, clock and the one timer table — is open to the
+/// `core` module, from which each group type's environment is built (native groups:
+/// [`Ctx::native_call`]; KIP-848: `consumer_env`; classic groups read the clock and
+/// timers). Its bookkeeping is private, behind methods: connections (answer slots,
+/// channels, those closing, those to pump), the operation table and its ids, the
+/// groups with offsets waiting for the commit tick, the outputs of the current input.
 pub(crate) struct Ctx {
-    pub config: CoordinatorConfig,
-    pub assignors: Box<dyn Assignors + Send>,
-    pub topics: BTreeMap<TopicName, u32>,
-    pub conns: HashMap<ConnId, Conn>,
-    /// Connections the coordinator closed, until the host reports them closed.
-    pub closing: HashSet<ConnId>,
-    pub timers: Timers<TimerKey>,
-    /// Every offset-store operation in flight, native and Kafka.
-    pub ops: HashMap<OpId, Op>,
-    pub groups_with_pending: BTreeSet<GroupId>,
+    pub(super) config: CoordinatorConfig,
+    pub(super) assignors: Box<dyn Assignors + Send>,
+    /// The topics and their partition counts, as last reported.
+    pub(super) topics: BTreeMap<TopicName, u32>,
+    /// Now: the coordinator's monotonic clock, ms (set by `Coordinator::handle`).
+    pub(super) now: u64,
+    /// Every deadline of the coordinator ([`TimerKey`]).
+    pub(super) timers: Timers<TimerKey>,
     /// Per group id, the one `CommitOffsets` in flight, whichever path sent it (a
     /// native group's batch or Kafka OffsetCommits), and the commits queued behind it:
     /// the ABI promises the host at most one per group.
-    pub commits: CommitQueue,
+    pub(super) commits: CommitQueue,
+    conns: HashMap<ConnId, Conn>,
+    /// Connections the coordinator closed, until the host reports them closed.
+    closing: HashSet<ConnId>,
     /// Channels whose connection became free to carry a request.
-    pub to_pump: Vec<ChannelOf>,
-    pub out: Vec<Output>,
-    pub now: u64,
-    /// The operation counter ([`Ctx::next_op`]; lent to native group code).
-    pub(super) op_ids: OpIds,
-    pub(super) next_incarnation: u64,
+    to_pump: Vec<ChannelOf>,
+    /// Every offset-store operation in flight, native and Kafka.
+    ops: HashMap<OpId, Op>,
+    /// The operation counter (lent to native group code for a call).
+    op_ids: OpIds,
+    /// Native groups with accepted offsets waiting for the commit tick.
+    groups_with_pending: BTreeSet<GroupId>,
+    /// The outputs of the input being handled, in order.
+    out: Vec<Output>,
+    next_incarnation: u64,
     /// The rate limit of [`Ctx::reject`]'s log line.
-    pub(super) reject_log: LogLimit,
+    reject_log: LogLimit,
 }
 
 impl Ctx {
-    pub(crate) fn next_op(&mut self) -> OpId {
+    /// The shared state of a coordinator with no connections, topics or operations.
+    pub(super) fn new(config: CoordinatorConfig, assignors: Box<dyn Assignors + Send>) -> Self {
+        Ctx {
+            config,
+            assignors,
+            topics: BTreeMap::new(),
+            now: 0,
+            timers: Timers::default(),
+            commits: CommitQueue::default(),
+            conns: HashMap::new(),
+            closing: HashSet::new(),
+            to_pump: Vec::new(),
+            ops: HashMap::new(),
+            op_ids: OpIds::default(),
+            groups_with_pending: BTreeSet::new(),
+            out: Vec::new(),
+            next_incarnation: 0,
+            reject_log: LogLimit::new(1_000),
+        }
+    }
+
+    /// The environment of one call of native group `group` and the empty effect list
+    /// it fills (lent the operation counter).
+    pub(super) fn native_call(&mut self, group: &GroupId) -> (NativeEnv<'_>, Effects<'_>) {
+        let env = NativeEnv::new(
+            self.now,
+            &self.config,
+            &self.topics,
+            &*self.assignors,
+            &self.conns,
+            self.commits.busy(group),
+        );
+        (env, Effects::new(&mut self.op_ids))
+    }
+
+    pub(super) fn next_op(&mut self) -> OpId {
         self.op_ids.next()
+    }
+
+    /// Puts offset-store operation `op` into the operation table under a new id, which
+    /// it returns (the caller outputs the request to the store with that id).
+    pub(super) fn add_op(&mut self, op: Op) -> OpId {
+        let id = self.next_op();
+        self.ops.insert(id, op);
+        id
+    }
+
+    /// [`Ctx::add_op`] under an id taken already (an [`OpIds`] lent to group code).
+    pub(super) fn add_op_as(&mut self, id: OpId, op: Op) {
+        self.ops.insert(id, op);
+    }
+
+    /// Takes operation `id` out of the table for its `result` ("commit", "fetch",
+    /// "delete") when `wanted` accepts it; an operation of another kind stays, with a
+    /// warning, as does a result of an unknown operation.
+    pub(super) fn take_op(
+        &mut self,
+        id: OpId,
+        result: &str,
+        wanted: impl Fn(&Op) -> bool,
+    ) -> Option<Op> {
+        match self.ops.get(&id) {
+            Some(op) if wanted(op) => self.ops.remove(&id),
+            Some(_) => {
+                tracing::warn!(op = %id, "{result} result for another kind of operation");
+                None
+            }
+            None => {
+                tracing::warn!(op = %id, "result of an unknown operation");
+                None
+            }
+        }
+    }
+
+    /// Native groups `dropped` went with their slot: their batch in flight only answers
+    /// its waiters ([`BatchSource::Dropped`]) and their rebalance fetch's result is
+    /// ignored ([`Op::DroppedFetch`]).
+    pub(super) fn forget_ops_of(&mut self, dropped: &BTreeSet<&GroupId>) {
+        for op in self.ops.values_mut() {
+            match op {
+                Op::Commit {
+                    group,
+                    source: source @ BatchSource::NativeGroup,
+                    ..
+                } if dropped.contains(group) => *source = BatchSource::Dropped,
+                Op::RebalanceFetch { group } if dropped.contains(group) => {
+                    *op = Op::DroppedFetch;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Adds an output.
+    pub(super) fn output(&mut self, output: Output) {
+        self.out.push(output);
+    }
+
+    /// Adds outputs, in order.
+    pub(super) fn outputs(&mut self, outputs: impl IntoIterator<Item = Output>) {
+        self.out.extend(outputs);
+    }
+
+    /// The outputs of the input handled, in order; the list is empty afterwards.
+    pub(super) fn take_outputs(&mut self) -> Vec<Output> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// A new registration's incarnation, unique for the coordinator's lifetime.
+    pub(super) fn next_incarnation(&mut self) -> u64 {
+        self.next_incarnation += 1;
+        self.next_incarnation
     }
 
     pub(crate) fn event(&mut self, event: Event) {
@@ -95,6 +217,32 @@ impl Ctx {
 
     pub(crate) fn metric(&mut self, counter: CoordinatorCounter, value: u64) {
         self.out.push(Output::Metric { counter, value });
+    }
+
+    /// Whether native group `group` has offsets waiting for the commit tick; with
+    /// `true` the tick is armed ([`Ctx::arm_commit_tick`]).
+    pub(super) fn set_pending(&mut self, group: &GroupId, pending: bool) {
+        if pending {
+            self.groups_with_pending.insert(group.clone());
+            self.arm_commit_tick();
+        } else {
+            self.groups_with_pending.remove(group);
+        }
+    }
+
+    /// The native groups with offsets waiting for the commit tick, in id order.
+    pub(super) fn pending_groups(&self) -> Vec<GroupId> {
+        self.groups_with_pending.iter().cloned().collect()
+    }
+
+    /// The commit tick fired (its group flushed, or gone): armed again while any group
+    /// still has offsets waiting, else cleared.
+    pub(super) fn rearm_commit_tick(&mut self) {
+        if self.groups_with_pending.is_empty() {
+            self.timers.set(TimerKey::CommitTick, None);
+        } else {
+            self.arm_commit_tick();
+        }
     }
 
     /// Arms the commit tick ([`TimerKey::CommitTick`]) at now + `commit_interval_ms`,
@@ -194,6 +342,80 @@ impl Ctx {
         self.closing.insert(conn);
         self.out.push(Output::CloseConnection { conn });
         self.event(Event::ConnectionRejected { conn, message });
+    }
+
+    /// The host opened connection `conn` from `peer`.
+    pub(super) fn open_connection(&mut self, conn: ConnId, peer: String) {
+        self.conns.entry(conn).or_default().peer = Some(peer);
+    }
+
+    /// The host reports connection `conn` closed: forgotten. Returns the channel it
+    /// was, unless the coordinator had closed it itself (then its member is gone
+    /// already).
+    pub(super) fn connection_closed(&mut self, conn: ConnId) -> Option<ChannelOf> {
+        if self.closing.remove(&conn) {
+            return None;
+        }
+        self.conns.remove(&conn).and_then(|c| c.channel)
+    }
+
+    /// Whether the coordinator closed `conn` (its frames are ignored until the host
+    /// reports it closed).
+    pub(super) fn is_closing(&self, conn: ConnId) -> bool {
+        self.closing.contains(&conn)
+    }
+
+    /// The channel connection `conn` is, if RegisterConsumer made it one.
+    pub(super) fn channel_of(&self, conn: ConnId) -> Option<ChannelOf> {
+        self.conns.get(&conn).and_then(|c| c.channel.clone())
+    }
+
+    /// Connection `conn` is member `channel`'s channel from now on.
+    pub(super) fn set_channel(&mut self, conn: ConnId, channel: ChannelOf) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.channel = Some(channel);
+        }
+    }
+
+    /// A removed member's connection: forgotten; with `close`, closed
+    /// ([`Output::CloseConnection`]) and its frames ignored until the host reports it
+    /// closed.
+    pub(super) fn drop_connection(&mut self, conn: ConnId, close: bool) {
+        self.conns.remove(&conn);
+        if close {
+            self.closing.insert(conn);
+            self.out.push(Output::CloseConnection { conn });
+        }
+    }
+
+    /// Closes connection `conn` if it is open (a channel of a group dropped with its
+    /// slot).
+    pub(super) fn close_if_open(&mut self, conn: ConnId) -> bool {
+        let open = self.conns.contains_key(&conn);
+        if open {
+            self.drop_connection(conn, true);
+        }
+        open
+    }
+
+    /// The next channel whose connection became free to carry a request.
+    pub(super) fn pop_to_pump(&mut self) -> Option<ChannelOf> {
+        self.to_pump.pop()
+    }
+
+    /// Whether a channel waits to be pumped.
+    pub(super) fn has_to_pump(&self) -> bool {
+        !self.to_pump.is_empty()
+    }
+
+    /// The client's IP address on connection `conn`, if the host told it.
+    pub(super) fn peer(&self, conn: ConnId) -> Option<&str> {
+        self.conns.get(&conn).and_then(|c| c.peer.as_deref())
+    }
+
+    /// How many connections are open.
+    pub(super) fn connection_count(&self) -> usize {
+        self.conns.len()
     }
 
     pub(super) fn exists(&self, tp: &TopicPartition) -> bool {

@@ -11,7 +11,7 @@
 //! group APIs in `kafka`. Every offset-store operation in flight is an [`Op`] in one
 //! table, and the store's results are dispatched on it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use drover_protocol as proto;
@@ -37,7 +37,6 @@ use crate::assignors::Assignors;
 use crate::config::{ConfigError, CoordinatorConfig};
 use crate::io::{FailureReason, Input, Output};
 use crate::subscription::Resolver;
-use crate::timers::Timers;
 use crate::types::{ConnId, ConsumerId, GroupId, OffsetEntry, OpId, StoreError, TopicName};
 
 /// What a deadline is for: every deadline of the coordinator, native, classic and
@@ -76,7 +75,7 @@ impl std::fmt::Debug for Coordinator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Coordinator")
             .field("groups", &self.groups.len())
-            .field("connections", &self.cx.conns.len())
+            .field("connections", &self.cx.connection_count())
             .field("now", &self.cx.now)
             .finish_non_exhaustive()
     }
@@ -99,23 +98,7 @@ impl Coordinator {
             },
         };
         Ok(Coordinator {
-            cx: Ctx {
-                config,
-                assignors: Box::new(assignors),
-                topics: BTreeMap::new(),
-                conns: HashMap::new(),
-                closing: HashSet::new(),
-                timers: Timers::default(),
-                ops: HashMap::new(),
-                groups_with_pending: BTreeSet::new(),
-                commits: commits::CommitQueue::default(),
-                to_pump: Vec::new(),
-                out: Vec::new(),
-                now: 0,
-                op_ids: ctx::OpIds::default(),
-                next_incarnation: 0,
-                reject_log: crate::log_limit::LogLimit::new(1_000),
-            },
+            cx: Ctx::new(config, Box::new(assignors)),
             groups: Groups::default(),
             ownership,
             takeover_until: BTreeMap::new(),
@@ -161,7 +144,7 @@ impl Coordinator {
         match input {
             Input::Frame { conn, bytes } => self.on_frame(conn, bytes),
             Input::ConnectionOpened { conn, peer } => {
-                self.cx.conns.entry(conn).or_default().peer = Some(peer);
+                self.cx.open_connection(conn, peer);
             }
             Input::ConnectionClosed { conn } => self.on_closed(conn),
             Input::Timer => {}
@@ -194,7 +177,7 @@ impl Coordinator {
             Input::SlotLost { slot } => self.on_slot_lost(slot),
         }
         self.settle();
-        std::mem::take(&mut self.cx.out)
+        self.cx.take_outputs()
     }
 
     /// When the coordinator next needs [`Input::Timer`], if ever (same clock as
@@ -244,10 +227,10 @@ impl Coordinator {
     /// Runs what handlers left for later: channels to pump, timers that became due.
     fn settle(&mut self) {
         for _ in 0..64 {
-            if self.cx.to_pump.is_empty() && self.cx.timers.next().is_none_or(|t| t > self.cx.now) {
+            if !self.cx.has_to_pump() && self.cx.timers.next().is_none_or(|t| t > self.cx.now) {
                 return;
             }
-            while let Some(ch) = self.cx.to_pump.pop() {
+            while let Some(ch) = self.cx.pop_to_pump() {
                 if let Some(g) = self.groups.native_mut(&ch.group) {
                     if g.members
                         .get(&ch.consumer)
@@ -263,28 +246,17 @@ impl Coordinator {
     }
 
     fn commit_tick(&mut self) {
-        let ids: Vec<GroupId> = self.cx.groups_with_pending.iter().cloned().collect();
-        for id in ids {
+        for id in self.cx.pending_groups() {
             match self.groups.native_mut(&id) {
                 Some(g) => self.cx.native(g, |g, env, fx| g.flush_commits(env, fx)),
-                None => {
-                    self.cx.groups_with_pending.remove(&id);
-                }
+                None => self.cx.set_pending(&id, false),
             }
         }
-        if !self.cx.groups_with_pending.is_empty() {
-            self.cx.arm_commit_tick();
-        }
+        self.cx.rearm_commit_tick();
     }
 
     fn on_closed(&mut self, conn: ConnId) {
-        if self.cx.closing.remove(&conn) {
-            return;
-        }
-        let Some(c) = self.cx.conns.remove(&conn) else {
-            return;
-        };
-        if let Some(ch) = c.channel {
+        if let Some(ch) = self.cx.connection_closed(conn) {
             if let Some(g) = self.groups.native_mut(&ch.group) {
                 if g.members
                     .get(&ch.consumer)
@@ -299,11 +271,10 @@ impl Coordinator {
     }
 
     fn on_frame(&mut self, conn: ConnId, bytes: Bytes) {
-        if self.cx.closing.contains(&conn) {
+        if self.cx.is_closing(conn) {
             return;
         }
-        let channel = self.cx.conns.get(&conn).and_then(|c| c.channel.clone());
-        match channel {
+        match self.cx.channel_of(conn) {
             Some(ch) => self.on_channel_frame(ch, bytes),
             None => self.on_request(conn, bytes),
         }
@@ -397,24 +368,32 @@ impl Coordinator {
 
     /// The store's answer to [`Output::CommitOffsets`] `op`, dispatched on its [`Op`].
     fn on_committed(&mut self, op: OpId, result: Result<(), StoreError>) {
-        match self.cx.ops.remove(&op) {
-            Some(Op::Commit {
-                group,
-                records,
-                waiters,
-                source,
-            }) => self.on_commit_result(op, group, records, waiters, source, result),
-            Some(other) => {
-                tracing::warn!(%op, "commit result for another kind of operation");
-                self.cx.ops.insert(op, other);
-            }
-            None => tracing::warn!(%op, "result of an unknown operation"),
+        let taken = self
+            .cx
+            .take_op(op, "commit", |o| matches!(o, Op::Commit { .. }));
+        if let Some(Op::Commit {
+            group,
+            records,
+            waiters,
+            source,
+        }) = taken
+        {
+            self.on_commit_result(op, group, records, waiters, source, result);
         }
     }
 
     /// The store's answer to [`Output::FetchOffsets`] `op`, dispatched on its [`Op`].
     fn on_fetched(&mut self, op: OpId, result: Result<Vec<OffsetEntry>, StoreError>) {
-        match self.cx.ops.remove(&op) {
+        let taken = self.cx.take_op(op, "fetch", |o| {
+            matches!(
+                o,
+                Op::RebalanceFetch { .. }
+                    | Op::DroppedFetch
+                    | Op::ClientFetch { .. }
+                    | Op::KafkaFetch { .. }
+            )
+        });
+        match taken {
             Some(Op::RebalanceFetch { group }) => {
                 let Some(g) = self.groups.native_mut(&group) else {
                     return;
@@ -446,23 +425,17 @@ impl Coordinator {
                 );
             }
             Some(Op::KafkaFetch { wait, index }) => self.on_kafka_fetched(op, wait, index, result),
-            Some(other) => {
-                tracing::warn!(%op, "fetch result for another kind of operation");
-                self.cx.ops.insert(op, other);
-            }
-            None => tracing::warn!(%op, "result of an unknown operation"),
+            Some(Op::Commit { .. } | Op::DeleteOffsets(_)) | None => {}
         }
     }
 
     /// The store's answer to [`Output::DeleteOffsets`] `op`, dispatched on its [`Op`].
     fn on_deleted(&mut self, op: OpId, result: Result<u64, StoreError>) {
-        match self.cx.ops.remove(&op) {
-            Some(Op::DeleteOffsets(wait)) => self.on_offsets_deleted(op, wait, result),
-            Some(other) => {
-                tracing::warn!(%op, "delete result for another kind of operation");
-                self.cx.ops.insert(op, other);
-            }
-            None => tracing::warn!(%op, "result of an unknown operation"),
+        let taken = self
+            .cx
+            .take_op(op, "delete", |o| matches!(o, Op::DeleteOffsets(_)));
+        if let Some(Op::DeleteOffsets(wait)) = taken {
+            self.on_offsets_deleted(op, wait, result);
         }
     }
 }

@@ -7,11 +7,10 @@ use std::collections::BTreeSet;
 use drover_protocol as proto;
 use kafka_protocol::ResponseError;
 
-use super::commits::BatchSource;
 use super::groups::{Group, GroupKind};
-use super::{Coordinator, Op, TimerKey};
+use super::{Coordinator, TimerKey};
 
-use crate::io::{CoordinatorCounter, Event, Output};
+use crate::io::{CoordinatorCounter, Event};
 use crate::types::GroupId;
 
 /// Which groups the coordinator serves.
@@ -165,14 +164,11 @@ impl Coordinator {
             for m in g.members.values() {
                 cx.timers
                     .set(TimerKey::Member(g.id.clone(), m.id.clone()), None);
-                if cx.conns.remove(&m.conn).is_some() {
-                    cx.closing.insert(m.conn);
-                    cx.out.push(Output::CloseConnection { conn: m.conn });
-                }
+                cx.close_if_open(m.conn);
                 consumers += 1;
             }
             cx.timers.set(TimerKey::Group(g.id.clone()), None);
-            cx.groups_with_pending.remove(&g.id);
+            cx.set_pending(&g.id, false);
             discarded += g.commits.pending.len();
             for w in g.commits.pending_waiters {
                 cx.answer_waiter(w, Some(ResponseError::NotCoordinator));
@@ -180,23 +176,10 @@ impl Coordinator {
         }
         if !ids.is_empty() {
             let dropped: BTreeSet<&GroupId> = ids.iter().collect();
-            for op in cx.ops.values_mut() {
-                match op {
-                    Op::Commit {
-                        group,
-                        source: source @ BatchSource::NativeGroup,
-                        ..
-                    } if dropped.contains(group) => *source = BatchSource::Dropped,
-                    Op::RebalanceFetch { group } if dropped.contains(group) => {
-                        *op = Op::DroppedFetch;
-                    }
-                    _ => {}
-                }
-            }
+            cx.forget_ops_of(&dropped);
         }
-        if cx.groups_with_pending.is_empty() {
-            cx.timers.set(TimerKey::CommitTick, None);
-        }
+        // The tick stays armed only for the groups left with offsets waiting.
+        cx.rearm_commit_tick();
         self.drop_kafka_groups_of(slot, count);
         self.drop_queued_commits_of(|g| proto::coordinator_slot(g.as_str(), count) == slot);
         let cx = &mut self.cx;

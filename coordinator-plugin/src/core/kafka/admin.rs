@@ -262,14 +262,10 @@ impl Coordinator {
                 result.error_code = e.code();
             } else {
                 self.drop_empty_group(&id);
-                let op = self.cx.next_op();
-                self.cx.ops.insert(
-                    op,
-                    Op::DeleteOffsets(DeleteWait::Group {
-                        wait: wait_id,
-                        index,
-                    }),
-                );
+                let op = self.cx.add_op(Op::DeleteOffsets(DeleteWait::Group {
+                    wait: wait_id,
+                    index,
+                }));
                 outputs.push(Output::DeleteOffsets {
                     op,
                     group: GroupId::new(&id),
@@ -283,7 +279,7 @@ impl Coordinator {
             return self.finish_delete_groups(wait);
         }
         self.kafka.delete_groups.insert(wait_id, wait);
-        self.cx.out.extend(outputs);
+        self.cx.outputs(outputs);
     }
 
     /// DeleteGroups of a KIP-848 group: refused while it has members. `Ok` for a group

@@ -92,9 +92,7 @@ impl Coordinator {
     /// empty when the host did not say.
     pub(crate) fn client_host(&self, conn: ConnId) -> String {
         self.cx
-            .conns
-            .get(&conn)
-            .and_then(|c| c.peer.as_deref())
+            .peer(conn)
             .map(|ip| format!("/{ip}"))
             .unwrap_or_default()
     }

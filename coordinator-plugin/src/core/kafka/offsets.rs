@@ -276,14 +276,10 @@ impl Coordinator {
                             .collect(),
                     ),
                 };
-                let op = self.cx.next_op();
-                self.cx.ops.insert(
-                    op,
-                    Op::KafkaFetch {
-                        wait: wait_id,
-                        index,
-                    },
-                );
+                let op = self.cx.add_op(Op::KafkaFetch {
+                    wait: wait_id,
+                    index,
+                });
                 outputs.push(Output::FetchOffsets {
                     op,
                     group: gid.clone(),
@@ -301,7 +297,7 @@ impl Coordinator {
             return self.finish_fetch(wait);
         }
         self.kafka.offsets.fetches.insert(wait_id, wait);
-        self.cx.out.extend(outputs);
+        self.cx.outputs(outputs);
     }
 
     /// The store's answer to one group's read of an OffsetFetch ([`Op::KafkaFetch`]:
@@ -458,18 +454,14 @@ impl Coordinator {
                 .cx
                 .respond_kafka(slot, to, ResponseKind::OffsetDelete(response));
         }
-        let op = self.cx.next_op();
         let known = self.group_kind(&group).is_some();
-        self.cx.ops.insert(
-            op,
-            Op::DeleteOffsets(DeleteWait::Offsets {
-                slot,
-                to,
-                response,
-                known,
-            }),
-        );
-        self.cx.out.push(Output::DeleteOffsets {
+        let op = self.cx.add_op(Op::DeleteOffsets(DeleteWait::Offsets {
+            slot,
+            to,
+            response,
+            known,
+        }));
+        self.cx.output(Output::DeleteOffsets {
             op,
             group: GroupId::new(&group),
             scope: FetchScope::Partitions(delete),

@@ -22,15 +22,7 @@ impl Ctx {
         g: &mut NativeGroup,
         f: impl FnOnce(&mut NativeGroup, &NativeEnv<'_>, &mut Effects<'_>) -> R,
     ) -> R {
-        let env = NativeEnv::new(
-            self.now,
-            &self.config,
-            &self.topics,
-            &*self.assignors,
-            &self.conns,
-            self.commits.busy(&g.id),
-        );
-        let mut fx = Effects::new(&mut self.op_ids);
+        let (env, mut fx) = self.native_call(&g.id);
         let result = f(g, &env, &mut fx);
         let effects = fx.into_list();
         self.apply_native(&g.id, effects);
@@ -40,26 +32,22 @@ impl Ctx {
     fn apply_native(&mut self, group: &GroupId, effects: Vec<NativeEffect>) {
         for effect in effects {
             match effect {
-                NativeEffect::Push { conn, bytes } => self.out.push(Output::Push { conn, bytes }),
+                NativeEffect::Push { conn, bytes } => self.output(Output::Push { conn, bytes }),
                 NativeEffect::DropConnection { conn, close } => {
-                    self.conns.remove(&conn);
-                    if close {
-                        self.closing.insert(conn);
-                        self.out.push(Output::CloseConnection { conn });
-                    }
+                    self.drop_connection(conn, close);
                 }
                 NativeEffect::GroupTimer(at) => self.timers.set(TimerKey::Group(group.clone()), at),
                 NativeEffect::MemberTimer(id, at) => {
                     self.timers.set(TimerKey::Member(group.clone(), id), at);
                 }
                 NativeEffect::FetchStartOffsets { op, partitions } => {
-                    self.ops.insert(
+                    self.add_op_as(
                         op,
                         Op::RebalanceFetch {
                             group: group.clone(),
                         },
                     );
-                    self.out.push(Output::FetchOffsets {
+                    self.output(Output::FetchOffsets {
                         op,
                         group: group.clone(),
                         scope: FetchScope::Partitions(partitions),
@@ -83,13 +71,7 @@ impl Ctx {
                 NativeEffect::AnswerBatch { waiters, failed } => {
                     self.answer_commit_waiters(waiters, failed);
                 }
-                NativeEffect::PendingOffsets(true) => {
-                    self.groups_with_pending.insert(group.clone());
-                    self.arm_commit_tick();
-                }
-                NativeEffect::PendingOffsets(false) => {
-                    self.groups_with_pending.remove(group);
-                }
+                NativeEffect::PendingOffsets(pending) => self.set_pending(group, pending),
                 NativeEffect::Event(event) => self.event(event),
                 NativeEffect::Metric(counter, value) => self.metric(counter, value),
             }

@@ -15,6 +15,7 @@ mod offset_requests;
 mod offsets;
 mod register;
 
+pub(in crate::core) use effects::{Effects, NativeEnv};
 pub(in crate::core) use fetch_response::fetch_response;
 pub(crate) use group::{Member, NativeGroup};
 pub(crate) use offsets::Waiter;

@@ -124,17 +124,13 @@ impl Coordinator {
             None => FetchScope::WholeGroup,
             Some(topics) => FetchScope::Partitions(wire::partitions_from_wire(topics.clone())),
         };
-        let op = self.cx.next_op();
-        self.cx.ops.insert(
-            op,
-            Op::ClientFetch {
-                slot,
-                correlation_id: corr,
-                group: group.clone(),
-                topics: r.topics,
-            },
-        );
-        self.cx.out.push(Output::FetchOffsets { op, group, scope });
+        let op = self.cx.add_op(Op::ClientFetch {
+            slot,
+            correlation_id: corr,
+            group: group.clone(),
+            topics: r.topics,
+        });
+        self.cx.output(Output::FetchOffsets { op, group, scope });
     }
 }
 

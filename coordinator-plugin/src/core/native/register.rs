@@ -148,8 +148,7 @@ impl Coordinator {
                 g.fail_member(env, fx, &cid, FailureReason::Replaced);
             });
         }
-        cx.next_incarnation += 1;
-        let incarnation = cx.next_incarnation;
+        let incarnation = cx.next_incarnation();
         let st = r.session_timeout_ms as u64;
         let topics = Arc::new(spec.resolve(&cx.topics, cx.config.exclude_internal_topics));
         let member = Member {
@@ -174,13 +173,14 @@ impl Coordinator {
             queued_stop: None,
             queued_start: None,
         };
-        if let Some(c) = cx.conns.get_mut(&conn) {
-            c.channel = Some(ChannelOf {
+        cx.set_channel(
+            conn,
+            ChannelOf {
                 group: gid.clone(),
                 consumer: cid.clone(),
                 incarnation,
-            });
-        }
+            },
+        );
         let response = NativeResponse::RegisterConsumer(proto::RegisterConsumerResponse {
             error_code: wire::error_code(None),
             error_message: None,
