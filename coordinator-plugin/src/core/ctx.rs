@@ -1,8 +1,10 @@
-//! The coordinator's shared state, [`Ctx`]: everything but the groups (configuration,
-//! assignors, topics, connections, timers, the offset-store operations in flight,
-//! outputs), split off so group code can borrow both, with its helpers: answering
-//! requests on their connection's slots, outputs for metrics and events, the effective
-//! assignor of a rebalance, operation ids.
+//! The coordinator's shared state, [`Ctx`]: everything but the groups. Its read side
+//! (configuration, assignors, topics, clock, the one timer table, the commit queue) is
+//! what each group type's environment is built from ([`Ctx::native_call`] for native
+//! groups); its bookkeeping is private behind methods: connections (answering requests
+//! on their answer slots, channels, connections closing or free to pump), the one
+//! operation table and its ids ([`Op`], [`OpIds`]), the native groups waiting for the
+//! commit tick, and the outputs of the input being handled, with events and metrics.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -24,11 +26,12 @@ use crate::timers::Timers;
 use crate::types::{ConnId, GroupId, OffsetEntry, OpId, TopicName, TopicPartition};
 use crate::wire;
 
-/// An offset-store operation in flight, of either protocol: the one table
-/// ([`Ctx::ops`]) the store's results are dispatched from, by variant. A variant holds
-/// what its result completes, or the key of the request waiting for several results:
-/// a Kafka OffsetFetch of several groups in
-/// the Kafka side's fetch waits, a DeleteGroups in its own waits.
+/// An offset-store operation in flight, of either protocol: the one table ([`Ctx`]'s,
+/// [`Ctx::add_op`], [`Ctx::take_op`]) the store's results are dispatched from, by
+/// variant. A variant holds what its result completes (a commit batch carries its
+/// waiting requests), or the key of the request waiting for several results: a Kafka
+/// OffsetFetch of several groups in the Kafka side's fetch waits, a DeleteGroups in its
+/// own waits.
 #[derive(Debug)]
 pub(crate) enum Op {
     /// A batch of a group id's commits ([`Output::CommitOffsets`]), of either protocol:

@@ -1,13 +1,16 @@
 //! The coordinator state machine: [`Coordinator`] with its input dispatch, timers and
 //! topic changes, and the routing of the offset store's results. Its other jobs have a
-//! file each: the shared state [`Ctx`] (`ctx`), the one group table of every protocol
+//! file each: the shared state [`Ctx`] (`ctx`: the read side group environments are built
+//! from, and private bookkeeping — connections, the operation table, outputs — behind
+//! methods), the one group table of every protocol
 //! ([`groups`]: `Group::{Native, Classic, Consumer}` and what every group answers), the
 //! one commit path of every group type ([`commits`]: the group's validation, the
 //! per-group commit queue, the result's answers), the operator snapshots (`snapshot`),
 //! the coordinator slots it owns in cluster mode ([`Ownership`], `slots`) and the
 //! connections' answer slots (`conn`). Group behaviour is by type: native groups in
-//! [`native`] (the group and its rebalances, its pending batch, the native requests by
-//! API family, the channel answers), Kafka's classic and KIP-848 groups and Kafka's
+//! [`native`] (the pure group and its rebalances, its pending batch, what it reads and
+//! decides and the adapter that applies it, the native requests by API family, the
+//! channel answers), Kafka's classic and KIP-848 groups and Kafka's
 //! group APIs in `kafka`. Every offset-store operation in flight is an [`Op`] in one
 //! table, and the store's results are dispatched on it.
 

@@ -114,7 +114,7 @@ pub(crate) enum DeleteWait {
 }
 
 /// Kafka offset requests waiting for something other than one store operation (their
-/// operations are in [`Ctx::ops`](crate::core::Ctx)).
+/// operations are in the operation table of [`Ctx`](crate::core::Ctx)).
 #[derive(Debug, Default)]
 pub(crate) struct KafkaOffsets {
     /// OffsetFetch requests waiting for one store read per group.

@@ -196,7 +196,7 @@ impl Coordinator {
 impl NativeGroup {
     /// A registered consumer joins (its RegisterConsumer answered): it is a member from
     /// now on, its timer runs, and a rebalance is triggered.
-    fn join(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>, member: Member) {
+    pub(super) fn join(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>, member: Member) {
         let id = member.id.clone();
         self.members.insert(id.clone(), member);
         fx.event(Event::MemberRegistered {

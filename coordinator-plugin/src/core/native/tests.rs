@@ -1,0 +1,233 @@
+//! Tests of the native group as a pure state machine: driven through a [`NativeEnv`]
+//! and judged by the [`Effects`] it records, with no coordinator around it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use drover_abi::assignor::{AssignInput, Assignment, MemberAssignment};
+use drover_abi::std_types::RVec;
+use drover_abi::{PluginError, TopicPartitions};
+
+use super::effects::{Effects, NativeEffect, NativeEnv};
+use super::group::{Member, NativeGroup};
+use crate::assignors::Assignors;
+use crate::config::CoordinatorConfig;
+use crate::core::conn::Conn;
+use crate::core::ctx::OpIds;
+use crate::io::Event;
+use crate::subscription::SubscriptionSpec;
+use crate::types::{ConnId, ConsumerId, Generation, GroupId, OpId, TopicName, TopicPartition};
+
+/// `first`: every partition of the input to the member with the smallest id.
+struct First;
+
+impl Assignors for First {
+    fn contains(&self, name: &str) -> bool {
+        name == "first"
+    }
+
+    fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError> {
+        if name != "first" {
+            return Err(PluginError::invalid_input(format!("no assignor {name}")));
+        }
+        let mut members = input
+            .members
+            .iter()
+            .map(|m| m.member_id.clone())
+            .collect::<Vec<_>>();
+        members.sort();
+        let topics = input
+            .topics
+            .iter()
+            .map(|t| TopicPartitions {
+                topic: t.name.clone(),
+                partitions: (0..t.partitions as i32).collect::<Vec<_>>().into(),
+            })
+            .collect::<Vec<_>>();
+        let members = members
+            .into_iter()
+            .enumerate()
+            .map(|(i, member_id)| MemberAssignment {
+                member_id,
+                partitions: if i == 0 {
+                    topics.clone().into()
+                } else {
+                    RVec::new()
+                },
+            })
+            .collect::<Vec<_>>();
+        Ok(Assignment {
+            members: members.into(),
+        })
+    }
+}
+
+fn tp(partition: i32) -> TopicPartition {
+    TopicPartition {
+        topic: TopicName::new("t"),
+        partition,
+    }
+}
+
+fn member(id: &str, conn: u64, now: u64) -> Member {
+    let topics: BTreeSet<TopicName> = [TopicName::new("t")].into_iter().collect();
+    Member {
+        id: ConsumerId::new(id),
+        incarnation: conn,
+        conn: ConnId(conn),
+        host: "test".into(),
+        session_timeout_ms: 30_000,
+        heartbeat_interval_ms: 10_000,
+        subscription: SubscriptionSpec::Static(vec![(TopicName::new("t"), 1)]),
+        topics: Arc::new(topics),
+        auto_offset_reset: 0,
+        assignor: "first".into(),
+        data: drover_protocol::MemberData::default(),
+        generation: Generation(0),
+        owned: BTreeSet::new(),
+        stopped_in_rebalance: BTreeSet::new(),
+        last_recv_ms: now,
+        last_sent_ms: now,
+        next_corr: 0,
+        outstanding: None,
+        queued_stop: None,
+        queued_start: None,
+    }
+}
+
+/// What a group reads: one topic `t` of two partitions, the `first` assignor, idle
+/// connections 1 and 2, no batch in flight.
+struct World {
+    config: CoordinatorConfig,
+    topics: BTreeMap<TopicName, u32>,
+    conns: HashMap<ConnId, Conn>,
+    op_ids: OpIds,
+}
+
+impl World {
+    fn new() -> Self {
+        World {
+            config: CoordinatorConfig {
+                default_assignor: "first".into(),
+                ..CoordinatorConfig::default()
+            },
+            topics: [(TopicName::new("t"), 2)].into_iter().collect(),
+            conns: [(ConnId(1), Conn::default()), (ConnId(2), Conn::default())]
+                .into_iter()
+                .collect(),
+            op_ids: OpIds::default(),
+        }
+    }
+
+    /// Runs `f` at `now` and returns what it decided.
+    fn call(
+        &mut self,
+        now: u64,
+        g: &mut NativeGroup,
+        f: impl FnOnce(&mut NativeGroup, &NativeEnv<'_>, &mut Effects<'_>),
+    ) -> Vec<NativeEffect> {
+        let env = NativeEnv::new(now, &self.config, &self.topics, &First, &self.conns, false);
+        let mut fx = Effects::new(&mut self.op_ids);
+        f(g, &env, &mut fx);
+        fx.into_list()
+    }
+}
+
+fn group_timer(effects: &[NativeEffect]) -> Option<u64> {
+    effects.iter().rev().find_map(|e| match e {
+        NativeEffect::GroupTimer(at) => Some(*at),
+        _ => None,
+    })?
+}
+
+#[test]
+fn a_rebalance_decides_a_fetch_of_start_offsets_then_starts_the_round_on_its_result() {
+    let mut w = World::new();
+    let mut g = NativeGroup::new(GroupId::new("g"), None);
+
+    let joined = w.call(0, &mut g, |g, env, fx| g.join(env, fx, member("c1", 1, 0)));
+    assert!(joined
+        .iter()
+        .any(|e| matches!(e, NativeEffect::Event(Event::MemberRegistered { .. }))));
+    assert!(joined
+        .iter()
+        .any(|e| matches!(e, NativeEffect::MemberTimer(id, Some(_)) if id.as_str() == "c1")));
+    let due = group_timer(&joined).expect("the join triggers a debounced rebalance");
+    assert!(!joined
+        .iter()
+        .any(|e| matches!(e, NativeEffect::Push { .. })));
+
+    // The debounce is over: the target gives c1 both partitions, which nobody holds,
+    // so the group reads their committed offsets under an id of the lent counter.
+    let fetched = w.call(due, &mut g, |g, env, fx| g.on_timer(env, fx));
+    let fetches: Vec<(OpId, Vec<TopicPartition>)> = fetched
+        .iter()
+        .filter_map(|e| match e {
+            NativeEffect::FetchStartOffsets { op, partitions } => Some((*op, partitions.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fetches, vec![(OpId(1), vec![tp(0), tp(1)])]);
+    assert!(!fetched
+        .iter()
+        .any(|e| matches!(e, NativeEffect::Push { .. })));
+
+    // A result of another operation is not this fetch's.
+    let stray = w.call(due, &mut g, |g, env, fx| {
+        g.on_fetched(env, fx, OpId(7), Ok(BTreeMap::new()));
+    });
+    assert!(!stray.iter().any(|e| matches!(e, NativeEffect::Push { .. })));
+    assert!(g.in_rebalance());
+
+    // The offsets arrive: a new generation, and a StartFetcher on c1's channel, from
+    // which c1 owns both partitions.
+    let offsets = [(tp(0), 5)].into_iter().collect();
+    let started = w.call(due, &mut g, |g, env, fx| {
+        g.on_fetched(env, fx, OpId(1), Ok(offsets));
+    });
+    assert!(started
+        .iter()
+        .any(|e| matches!(e, NativeEffect::Push { conn, .. } if *conn == ConnId(1))));
+    assert!(started.iter().any(|e| matches!(
+        e,
+        NativeEffect::Event(Event::GenerationStarted { generation, members: 1, .. })
+            if *generation == Generation(1)
+    )));
+    let c1 = &g.members[&ConsumerId::new("c1")];
+    assert_eq!(c1.owned, [tp(0), tp(1)].into_iter().collect());
+}
+
+#[test]
+fn a_member_on_a_busy_connection_gets_no_request_until_it_is_idle() {
+    let mut w = World::new();
+    // An answer still waits on connection 1: its channel may not carry a request.
+    w.conns
+        .get_mut(&ConnId(1))
+        .expect("connection 1")
+        .reserve(ConnId(1));
+    let mut g = NativeGroup::new(GroupId::new("g"), None);
+    let joined = w.call(0, &mut g, |g, env, fx| g.join(env, fx, member("c1", 1, 0)));
+    let due = group_timer(&joined).expect("a rebalance is due");
+    let fetched = w.call(due, &mut g, |g, env, fx| g.on_timer(env, fx));
+    let op = fetched
+        .iter()
+        .find_map(|e| match e {
+            NativeEffect::FetchStartOffsets { op, .. } => Some(*op),
+            _ => None,
+        })
+        .expect("a fetch of start offsets");
+    let started = w.call(due, &mut g, |g, env, fx| {
+        g.on_fetched(env, fx, op, Ok(BTreeMap::new()));
+    });
+    assert!(!started
+        .iter()
+        .any(|e| matches!(e, NativeEffect::Push { .. })));
+    // The StartFetcher waits for the channel; the member's timer is its session
+    // deadline only (no Heartbeat is due on a busy channel).
+    let c1 = &g.members[&ConsumerId::new("c1")];
+    assert!(c1.queued_start.is_some());
+    assert!(started.iter().any(|e| matches!(
+        e,
+        NativeEffect::MemberTimer(_, Some(at)) if *at == c1.session_deadline()
+    )));
+}
