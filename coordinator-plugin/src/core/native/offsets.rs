@@ -43,7 +43,10 @@ pub(crate) struct Commits {
     /// CommitOffset requests answered when the pending batch is durable.
     pub pending_waiters: Vec<Waiter>,
     /// The partitions of the group's batch in flight (the commit queue keeps its
-    /// operation: at most one batch per group id is in flight).
+    /// operation: at most one batch per group id is in flight). Not empty exactly while
+    /// the group's own batch is out, which is how a call that sent one knows the group
+    /// id is busy ([`NativeEnv::batch_in_flight`] says so for batches already out when
+    /// the call began).
     pub inflight_tps: BTreeSet<TopicPartition>,
     /// The last value accepted per partition (pending, in flight or written) and the
     /// generation it was accepted in.
