@@ -148,6 +148,12 @@ impl ConnTable {
         }
     }
 
+    /// Whether `conn` is open in the table (attached, not closed by the driver, not
+    /// ended).
+    pub fn is_open(&self, conn: ConnId) -> bool {
+        self.conns.contains_key(&conn)
+    }
+
     /// Whether the driver closed `conn` and it has not reported its end yet: its
     /// frames are dropped.
     pub fn is_closing(&self, conn: ConnId) -> bool {

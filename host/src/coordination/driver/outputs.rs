@@ -49,13 +49,15 @@ impl CloseReason {
 impl<C: Coordinator> Driver<C> {
     /// Closes `conn` for `reason` and counts it; returns whether it was open.
     pub(super) fn close(&mut self, conn: ConnId, reason: CloseReason) -> bool {
-        let closed = self.conns.close(conn);
-        if closed {
-            self.deps
-                .metrics
-                .connection_closed_by_broker(reason.label());
+        if !self.conns.is_open(conn) {
+            return false;
         }
-        closed
+        // Counted before the socket closes: a client that sees the close can read the
+        // count at once.
+        self.deps
+            .metrics
+            .connection_closed_by_broker(reason.label());
+        self.conns.close(conn)
     }
 
     /// Counts an answer to a request of `api_key` at `api_version` by the error codes
