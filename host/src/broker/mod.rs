@@ -7,6 +7,8 @@
 pub mod auto_create;
 pub mod descriptors;
 pub mod metrics;
+pub mod topic_config;
+pub mod topic_config_store;
 pub mod topics;
 
 use std::{path::Path, sync::Arc};

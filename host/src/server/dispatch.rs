@@ -35,6 +35,8 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
+    ApiKey::DescribeConfigs,
+    ApiKey::DescribeCluster,
 ];
 
 /// The versions of `key` this broker serves, if it serves it.

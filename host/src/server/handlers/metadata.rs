@@ -56,7 +56,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> R
 }
 
 /// This broker, or in cluster mode every live broker.
-fn brokers(broker: &Arc<Broker>) -> Vec<MetadataResponseBroker> {
+pub(super) fn brokers(broker: &Arc<Broker>) -> Vec<MetadataResponseBroker> {
     let entry = |id: i32, host: &str, port: i32| {
         let mut node = MetadataResponseBroker::default();
         node.node_id = BrokerId(id);

@@ -5,6 +5,8 @@ pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod list_offsets;
@@ -51,6 +53,8 @@ pub async fn handle(broker: &Arc<Broker>, budget: &Arc<ConnBudget>, request: Req
             blocking(broker, move |b| create_partitions::handle(b, version, r)).await
         }
         RequestKind::FindCoordinator(r) => find_coordinator::handle(broker, version, r).into(),
+        RequestKind::DescribeConfigs(r) => describe_configs::handle(broker, version, r).into(),
+        RequestKind::DescribeCluster(r) => describe_cluster::handle(broker, version, r).into(),
         // Not reachable: dispatch only decodes APIs of its handler table.
         _ => Reply::silent(ResponseError::InvalidRequest.code()).into(),
     }

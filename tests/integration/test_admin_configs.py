@@ -1,0 +1,183 @@
+"""The admin APIs tools call, through confluent-kafka's AdminClient and raw frames:
+DescribeConfigs, IncrementalAlterConfigs / AlterConfigs, DeleteRecords, DescribeCluster.
+
+Every test runs a real `drover serve` process; nothing about timings is asserted (waits
+poll until a deadline)."""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import pytest
+
+from drover_testlib import (Msg, RawConn, ck_admin, ck_consume, ck_create_topic, ck_produce,
+                            ck_watermarks, kcat, kstr, unique_topic)
+
+TIMEOUT = 20
+
+
+def _describe(broker, rtype, name: str) -> dict:
+    """name -> ConfigEntry (librdkafka always asks for synonyms)."""
+    from confluent_kafka.admin import ConfigResource
+    admin = ck_admin(broker)
+    res = ConfigResource(rtype, name)
+    fs = admin.describe_configs([res], request_timeout=TIMEOUT)
+    return fs[res].result(timeout=TIMEOUT)
+
+
+def _describe_topic(broker, topic: str) -> dict:
+    from confluent_kafka.admin import ResourceType
+    return _describe(broker, ResourceType.TOPIC, topic)
+
+
+def _error_of(future):
+    from confluent_kafka import KafkaException
+    with pytest.raises(KafkaException) as e:
+        future.result(timeout=TIMEOUT)
+    return e.value.args[0]
+
+
+def _incremental(broker, topic: str, entries, validate_only: bool = False):
+    from confluent_kafka.admin import ConfigResource, ResourceType
+    admin = ck_admin(broker)
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+    fs = admin.incremental_alter_configs([res], validate_only=validate_only,
+                                         request_timeout=TIMEOUT)
+    return fs[res]
+
+
+def _set(name: str, value: str | None, op=None):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+    return ConfigEntry(name, value, incremental_operation=op or AlterConfigOpType.SET)
+
+
+# ---- DescribeConfigs ---------------------------------------------------------------
+
+
+def test_describe_topic_configs_defaults_and_broker_settings(broker_factory):
+    from confluent_kafka.admin import ConfigSource
+    broker = broker_factory("[log]\nretention_bytes = 123456789\n")
+    topic = unique_topic("dc")
+    ck_create_topic(broker, topic, 1)
+    configs = _describe_topic(broker, topic)
+    for name in ["cleanup.policy", "retention.ms", "retention.bytes", "segment.bytes",
+                 "segment.ms", "flush.messages", "flush.ms", "max.message.bytes"]:
+        assert name in configs, f"{name} missing from {sorted(configs)}"
+    assert configs["cleanup.policy"].value == "delete"
+    assert configs["retention.ms"].value == "604800000"
+    assert configs["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert configs["max.message.bytes"].value == "1048588"
+    # Set in drover.toml: the broker's value, reported as a static broker config, with
+    # its synonym under the broker-level name.
+    rb = configs["retention.bytes"]
+    assert rb.value == "123456789"
+    assert rb.source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert not rb.is_read_only
+    # (confluent-kafka keys synonyms by name, so the broker's two collapse into one.)
+    assert "log.retention.bytes" in rb.synonyms, rb.synonyms
+
+
+def test_describe_topic_config_filter_and_unknown_topic(broker):
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import ConfigResource, ResourceType
+    topic = unique_topic("dcf")
+    ck_create_topic(broker, topic, 1)
+    admin = ck_admin(broker)
+    missing = ConfigResource(ResourceType.TOPIC, unique_topic("absent"))
+    fs = admin.describe_configs([missing], request_timeout=TIMEOUT)
+    err = _error_of(fs[missing])
+    assert err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART, err
+
+    # Raw DescribeConfigs v1 with configuration_keys: unknown names are just absent.
+    body = (struct.pack(">i", 1) + struct.pack(">b", 2) + kstr(topic)
+            + struct.pack(">i", 2) + kstr("retention.ms") + kstr("no.such.config")
+            + b"\x00")
+    with RawConn(broker) as conn:
+        corr = conn.request(32, 1, body)
+        results = _parse_describe_v1(conn.recv_response(corr))
+    assert results == [(0, 2, topic, [("retention.ms", "604800000")])]
+
+
+def test_describe_broker_configs(broker):
+    from confluent_kafka.admin import ResourceType
+    md = ck_admin(broker).list_topics(timeout=TIMEOUT)
+    broker_id = next(iter(md.brokers))
+    configs = _describe(broker, ResourceType.BROKER, str(broker_id))
+    assert configs["broker.id"].value == str(broker_id)
+    assert configs["log.retention.ms"].value == "604800000"
+    assert configs["log.cleanup.policy"].value == "delete"
+    assert configs["message.max.bytes"].value == "1048588"
+    assert all(c.is_read_only for c in configs.values())
+
+
+def test_describe_cluster(broker):
+    admin = ck_admin(broker)
+    result = admin.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT)
+    assert result.cluster_id
+    assert [n.port for n in result.nodes] == [broker.port]
+    assert result.controller is not None and result.controller.id == result.nodes[0].id
+    assert result.nodes[0].rack is None
+
+
+def test_kcat_metadata_listing_still_works(broker):
+    topic = unique_topic("kl")
+    ck_create_topic(broker, topic, 2)
+    out = kcat(broker, ["-L", "-t", topic]).stdout.decode()
+    assert "1 brokers:" in out, out
+    assert f'topic "{topic}" with 2 partitions:' in out, out
+
+
+def test_hostile_describe_configs_with_100000_resources(broker):
+    n = 100_000
+    body = struct.pack(">i", n) + (struct.pack(">b", 2) + kstr("t") + struct.pack(">i", -1)) * n
+    body += b"\x00"
+    with RawConn(broker, timeout=60) as conn:
+        corr = conn.request(32, 1, body)
+        results = _parse_describe_v1(conn.recv_response(corr))
+    assert len(results) == n
+    assert {r[0] for r in results} == {42}  # INVALID_REQUEST, nothing looked up
+    assert all(r[3] == [] for r in results)
+    broker.assert_alive()
+
+
+def _parse_describe_v1(body: bytes):
+    """[(error, resource type, name, [(config, value)])] of a DescribeConfigs v1 body."""
+    pos = 4  # throttle
+    (n,) = struct.unpack_from(">i", body, pos)
+    pos += 4
+
+    def string():
+        nonlocal pos
+        (ln,) = struct.unpack_from(">h", body, pos)
+        pos += 2
+        if ln < 0:
+            return None
+        s = body[pos:pos + ln].decode()
+        pos += ln
+        return s
+
+    out = []
+    for _ in range(n):
+        (err,) = struct.unpack_from(">h", body, pos)
+        pos += 2
+        string()  # message
+        (rtype,) = struct.unpack_from(">b", body, pos)
+        pos += 1
+        name = string()
+        (nc,) = struct.unpack_from(">i", body, pos)
+        pos += 4
+        configs = []
+        for _ in range(nc):
+            cname = string()
+            value = string()
+            pos += 1 + 1 + 1  # read only, source, sensitive
+            (ns,) = struct.unpack_from(">i", body, pos)
+            pos += 4
+            for _ in range(ns):
+                string()
+                string()
+                pos += 1
+            configs.append((cname, value))
+        out.append((err, rtype, name, configs))
+    return out
