@@ -44,7 +44,7 @@ def _incremental(broker, topic: str, entries, validate_only: bool = False):
     res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
     fs = admin.incremental_alter_configs([res], validate_only=validate_only,
                                          request_timeout=TIMEOUT)
-    return fs[res]
+    return _Done(fs[res])
 
 
 def _set(name: str, value: str | None, op=None):
@@ -181,3 +181,85 @@ def _parse_describe_v1(body: bytes):
             configs.append((cname, value))
         out.append((err, rtype, name, configs))
     return out
+
+
+# ---- DeleteRecords -----------------------------------------------------------------
+
+SMALL_SEGMENTS = "[log]\nsegment_bytes = 4096\nretention_ms = -1\n"
+
+
+def _fill(broker, topic: str, n: int, batches: int, ts_ms: int | None = None) -> None:
+    per = n // batches
+    for b in range(batches):  # one produce call per batch: several record batches
+        msgs = [Msg(b"k", b"v%05d" % i + b"x" * 200, [], ts_ms, partition=0)
+                for i in range(b * per, (b + 1) * per)]
+        ck_produce(broker, topic, msgs)
+
+
+class _Done:
+    """A finished admin future's outcome (the client that made it is gone)."""
+
+    def __init__(self, future):
+        self.value, self.error = None, None
+        try:
+            self.value = future.result(timeout=TIMEOUT)
+        except Exception as e:  # noqa: BLE001 - re-raised by result()
+            self.error = e
+
+    def result(self, timeout=None):
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def _delete_records(broker, topic: str, partition: int, offset: int) -> _Done:
+    from confluent_kafka import TopicPartition
+    admin = ck_admin(broker)  # alive until the future is done: futures die with it
+    tp = TopicPartition(topic, partition, offset)
+    return _Done(admin.delete_records([tp], request_timeout=TIMEOUT)[tp])
+
+
+def test_delete_records_moves_the_earliest_offset_durably(broker_factory):
+    from confluent_kafka import KafkaError
+    broker = broker_factory(SMALL_SEGMENTS)
+    topic = unique_topic("dr")
+    ck_create_topic(broker, topic, 2)
+    _fill(broker, topic, 100, 10)
+    logs = broker.data_dir / "logs" / f"{topic}-0"
+    segments_before = len(list(logs.glob("*.log")))
+    assert segments_before > 3
+
+    assert _delete_records(broker, topic, 0, 40).result(timeout=TIMEOUT).low_watermark == 40
+    assert ck_watermarks(broker, topic, [0, 1]) == {0: (40, 100), 1: (0, 0)}
+    assert len(list(logs.glob("*.log"))) < segments_before
+    # A consumer from the beginning starts at the new log start offset.
+    got = ck_consume(broker, topic, {0: 60}, start=-2)  # OFFSET_BEGINNING
+    assert [r.offset for r in got[0]] == list(range(40, 100))
+
+    # Beyond the high watermark: OFFSET_OUT_OF_RANGE, nothing changes.
+    err = _error_of(_delete_records(broker, topic, 0, 101))
+    assert err.code() == KafkaError.OFFSET_OUT_OF_RANGE, err
+
+    # The start offset survives kill -9 (no clean shutdown) and a restart.
+    broker.kill9()
+    broker.start()
+    assert ck_watermarks(broker, topic, [0]) == {0: (40, 100)}
+    # -1: up to the high watermark.
+    assert _delete_records(broker, topic, 0, -1).result(timeout=TIMEOUT).low_watermark == 100
+    broker.restart()
+    assert ck_watermarks(broker, topic, [0]) == {0: (100, 100)}
+    ck_produce(broker, topic, [Msg(b"k", b"after", [], None, partition=0)])
+    assert ck_watermarks(broker, topic, [0]) == {0: (100, 101)}
+
+
+def test_fetch_below_the_log_start_offset_is_out_of_range(broker_factory):
+    broker = broker_factory(SMALL_SEGMENTS)
+    topic = unique_topic("drf")
+    ck_create_topic(broker, topic, 1)
+    _fill(broker, topic, 50, 5)
+    assert _delete_records(broker, topic, 0, 30).result(timeout=TIMEOUT).low_watermark == 30
+    from drover_testlib import fetch_v4_request, parse_fetch_v4
+    with RawConn(broker) as conn:
+        corr = conn.request(1, 4, fetch_v4_request(topic, 0, 10, max_wait_ms=0, min_bytes=1))
+        parts = parse_fetch_v4(conn.recv_response(corr))
+    assert parts[(topic, 0)].error == 1  # OFFSET_OUT_OF_RANGE

@@ -73,4 +73,55 @@ mod tests {
         fs::write(dir.path().join(FILE), "x").unwrap();
         assert!(matches!(read(dir.path()), Err(LogError::Corrupt { .. })));
     }
+
+    /// DeleteRecords through the log: the start moves inside a segment, whole segments
+    /// below it go, reads below it are out of range, and the start survives a reopen
+    /// without a clean close (as after `kill -9`).
+    #[test]
+    fn delete_records_moves_the_start_durably() {
+        use crate::log::{test_util::batch, LogConfig, PartitionLog};
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 1024,
+            ..LogConfig::default()
+        };
+        let mut log = PartitionLog::open(dir.path(), &config).unwrap();
+        for _ in 0..30 {
+            log.append(&batch(5, 50, 1_000), 1_000).unwrap();
+        }
+        let segments = log.segment_count();
+        assert!(segments > 3, "{segments}");
+        let end = log.log_end_offset();
+        assert_eq!(end, 150);
+        assert!(matches!(
+            log.delete_records(end + 1),
+            Err(LogError::OffsetOutOfRange { .. })
+        ));
+        assert!(matches!(
+            log.delete_records(-2),
+            Err(LogError::OffsetOutOfRange { .. })
+        ));
+        assert_eq!(log.delete_records(72).unwrap(), 72);
+        assert_eq!(log.log_start_offset(), 72);
+        assert!(log.segment_count() < segments);
+        // Asking for less changes nothing.
+        assert_eq!(log.delete_records(10).unwrap(), 72);
+        assert!(matches!(
+            log.read(71, 1 << 20),
+            Err(LogError::OffsetOutOfRange { .. })
+        ));
+        let read = log.read(72, 1 << 20).unwrap();
+        assert!(!read.records.is_empty());
+        assert_eq!(read.log_start_offset, 72);
+        drop(log);
+        let mut log = PartitionLog::open(dir.path(), &config).unwrap();
+        assert_eq!(log.log_start_offset(), 72);
+        assert_eq!(log.log_end_offset(), end);
+        // Up to the high watermark: the start is the end, the active segment stays.
+        assert_eq!(log.delete_records(end).unwrap(), end);
+        assert_eq!(log.segment_count(), 1);
+        let next = log.append(&batch(1, 10, 2_000), 2_000).unwrap();
+        assert_eq!(next.base_offset, end);
+        assert_eq!(log.log_start_offset(), end);
+    }
 }

@@ -35,6 +35,7 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
+    ApiKey::DeleteRecords,
     ApiKey::DescribeConfigs,
     ApiKey::DescribeCluster,
 ];

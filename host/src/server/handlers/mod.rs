@@ -4,6 +4,7 @@
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -53,6 +54,9 @@ pub async fn handle(broker: &Arc<Broker>, budget: &Arc<ConnBudget>, request: Req
             blocking(broker, move |b| create_partitions::handle(b, version, r)).await
         }
         RequestKind::FindCoordinator(r) => find_coordinator::handle(broker, version, r).into(),
+        RequestKind::DeleteRecords(r) => {
+            blocking(broker, move |b| delete_records::handle(b, version, r)).await
+        }
         RequestKind::DescribeConfigs(r) => describe_configs::handle(broker, version, r).into(),
         RequestKind::DescribeCluster(r) => describe_cluster::handle(broker, version, r).into(),
         // Not reachable: dispatch only decodes APIs of its handler table.
