@@ -263,3 +263,138 @@ def test_fetch_below_the_log_start_offset_is_out_of_range(broker_factory):
         corr = conn.request(1, 4, fetch_v4_request(topic, 0, 10, max_wait_ms=0, min_bytes=1))
         parts = parse_fetch_v4(conn.recv_response(corr))
     assert parts[(topic, 0)].error == 1  # OFFSET_OUT_OF_RANGE
+
+
+# ---- IncrementalAlterConfigs / AlterConfigs / CreateTopics configs -----------------
+
+
+def _low(broker, topic: str) -> int:
+    return ck_watermarks(broker, topic, [0])[0][0]
+
+
+def test_retention_ms_altered_live_deletes_old_segments_and_survives_restart(broker_factory):
+    from confluent_kafka.admin import ConfigSource
+    broker = broker_factory(SMALL_SEGMENTS)  # retention off at the broker level
+    topic = unique_topic("ret")
+    ck_create_topic(broker, topic, 1)
+    two_hours_ago = int(time.time() * 1000) - 2 * 3600 * 1000
+    _fill(broker, topic, 50, 5, ts_ms=two_hours_ago)
+    # Large enough to roll: the old records are all in sealed segments.
+    fresh = b"fresh" + b"x" * 3000
+    ck_produce(broker, topic, [Msg(b"k", fresh, [], None, partition=0)])
+    assert _low(broker, topic) == 0
+
+    _incremental(broker, topic, [_set("retention.ms", "3600000")]).result()
+    # The maintenance pass applies the new retention without a restart.
+    deadline = time.monotonic() + 30
+    while _low(broker, topic) != 50:
+        assert time.monotonic() < deadline, f"earliest offset still {_low(broker, topic)}"
+        time.sleep(0.2)
+    got = ck_consume(broker, topic, {0: 1}, start=-2)
+    assert got[0][0].value == fresh
+
+    configs = _describe_topic(broker, topic)
+    assert configs["retention.ms"].value == "3600000"
+    assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    broker.restart()
+    configs = _describe_topic(broker, topic)
+    assert configs["retention.ms"].value == "3600000"
+    assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    broker.kill9()
+    broker.start()
+    assert _describe_topic(broker, topic)["retention.ms"].value == "3600000"
+
+    # DELETE goes back to the broker's value.
+    from confluent_kafka.admin import AlterConfigOpType
+    _incremental(broker, topic, [_set("retention.ms", None, AlterConfigOpType.DELETE)]).result()
+    assert _describe_topic(broker, topic)["retention.ms"].value == "-1"
+
+
+def test_alter_configs_validation_errors(broker):
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AlterConfigOpType, ConfigResource, ResourceType
+    topic = unique_topic("val")
+    ck_create_topic(broker, topic, 1)
+
+    def refused(entries, code, *, validate_only=False, name=topic):
+        err = _error_of(_incremental(broker, name, entries, validate_only))
+        assert err.code() == code, err
+        return err.str()
+
+    msg = refused([_set("retention.ms", "abc")], KafkaError.INVALID_CONFIG)
+    assert "retention.ms" in msg and "abc" in msg, msg
+    refused([_set("retention.ms", "-5")], KafkaError.INVALID_CONFIG)
+    refused([_set("segment.bytes", "12")], KafkaError.INVALID_CONFIG)
+    msg = refused([_set("cleanup.policy", "compact")], KafkaError.INVALID_CONFIG)
+    assert "compaction is not implemented" in msg, msg
+    msg = refused([_set("cleanup.policy", "compact", AlterConfigOpType.APPEND)],
+                  KafkaError.INVALID_CONFIG)
+    assert "compaction" in msg, msg
+    msg = refused([_set("retention.ms", "5", AlterConfigOpType.APPEND)], KafkaError.INVALID_CONFIG)
+    assert "append" in msg, msg
+    refused([_set("no.such.config", "1")], KafkaError.INVALID_CONFIG)
+    refused([_set("retention.ms", "1000")], KafkaError.UNKNOWN_TOPIC_OR_PART,
+            name=unique_topic("absent"))
+    # A list config takes APPEND of an allowed value.
+    _incremental(broker, topic, [_set("cleanup.policy", "delete", AlterConfigOpType.APPEND)]).result()
+    # validate_only checks and changes nothing.
+    _incremental(broker, topic, [_set("retention.ms", "1000")], validate_only=True).result()
+    refused([_set("retention.ms", "x")], KafkaError.INVALID_CONFIG, validate_only=True)
+    configs = _describe_topic(broker, topic)
+    assert configs["retention.ms"].value == "604800000"
+    assert configs["cleanup.policy"].value == "delete"
+
+    # Broker configs are refused with a clear message.
+    md = ck_admin(broker).list_topics(timeout=TIMEOUT)
+    admin = ck_admin(broker)
+    res = ConfigResource(ResourceType.BROKER, str(next(iter(md.brokers))),
+                         incremental_configs=[_set("log.retention.ms", "1000")])
+    err = _error_of(admin.incremental_alter_configs([res], request_timeout=TIMEOUT)[res])
+    assert err.code() == KafkaError.INVALID_CONFIG, err
+    assert "drover.toml" in err.str(), err
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
+def test_legacy_alter_configs_replaces_the_override_set(broker):
+    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+    topic = unique_topic("legacy")
+    ck_create_topic(broker, topic, 1)
+    admin = ck_admin(broker)
+
+    def alter(configs):
+        res = ConfigResource(ResourceType.TOPIC, topic, set_config=configs)
+        return _Done(admin.alter_configs([res], request_timeout=TIMEOUT)[res])
+
+    alter({"retention.bytes": "1000000", "segment.ms": "3600000"}).result()
+    configs = _describe_topic(broker, topic)
+    assert configs["retention.bytes"].value == "1000000"
+    assert configs["segment.ms"].value == "3600000"
+    assert configs["segment.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    alter({"segment.ms": "7200000"}).result()
+    configs = _describe_topic(broker, topic)
+    assert configs["segment.ms"].value == "7200000"
+    assert configs["retention.bytes"].value == "-1"
+    assert configs["retention.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
+    from confluent_kafka import KafkaError
+    err = _error_of(alter({"cleanup.policy": "compact"}))
+    assert err.code() == KafkaError.INVALID_CONFIG, err
+
+
+def test_create_topics_accepts_topic_configs(broker):
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import ConfigSource, NewTopic
+    admin = ck_admin(broker)
+    topic = unique_topic("ctc")
+    fs = admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "86400000",
+                                                           "max.message.bytes": "2097152"})],
+                             request_timeout=TIMEOUT)
+    fs[topic].result(timeout=TIMEOUT)
+    configs = _describe_topic(broker, topic)
+    assert configs["retention.ms"].value == "86400000"
+    assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert configs["max.message.bytes"].value == "2097152"
+    bad = unique_topic("ctcbad")
+    fs = admin.create_topics([NewTopic(bad, 1, 1, config={"cleanup.policy": "compact"})],
+                             request_timeout=TIMEOUT)
+    err = _error_of(fs[bad])
+    assert err.code() == KafkaError.INVALID_CONFIG, err

@@ -37,6 +37,8 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::CreatePartitions,
     ApiKey::DeleteRecords,
     ApiKey::DescribeConfigs,
+    ApiKey::AlterConfigs,
+    ApiKey::IncrementalAlterConfigs,
     ApiKey::DescribeCluster,
 ];
 
