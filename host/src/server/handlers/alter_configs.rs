@@ -51,6 +51,7 @@ use crate::{
         topics::validate_name,
         Broker, TopicError,
     },
+    log::LogConfig,
     server::dispatch::Reply,
 };
 
@@ -116,7 +117,7 @@ pub fn handle_incremental(
                     &resource.resource_name,
                     resource.configs.len(),
                     request.validate_only,
-                    |current| incremental(broker, current, &changes),
+                    |current| incremental(broker.topics.base_log_config(), current, &changes),
                 )
             });
             let mut r = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
@@ -296,9 +297,10 @@ fn alter(
     Ok(())
 }
 
-/// The overrides after the incremental `changes` (name, operation code, value).
+/// The overrides after the incremental `changes` (name, operation code, value) to
+/// `current`, over the broker's settings `base`.
 fn incremental(
-    broker: &Broker,
+    base: &LogConfig,
     current: &Overrides,
     changes: &[(&str, i8, Option<&str>)],
 ) -> Result<Overrides, Refusal> {
@@ -350,7 +352,6 @@ fn incremental(
                         ),
                     ));
                 }
-                let base = broker.topics.base_log_config();
                 let now = out.get(name).cloned().unwrap_or_else(|| (key.get)(base));
                 let mut items: Vec<String> = split(&now);
                 for item in split(value.unwrap_or("")) {
@@ -397,4 +398,69 @@ fn duplicate_key(name: &str) -> Refusal {
 /// A client-sent name, cut for messages.
 fn short(name: &str) -> String {
     name.chars().take(128).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(changes: &[(&str, i8, Option<&str>)]) -> Result<Overrides, Refusal> {
+        let current: Overrides = [("segment.ms".to_owned(), "1000".to_owned())].into();
+        incremental(&LogConfig::default(), &current, changes)
+    }
+
+    #[test]
+    fn set_and_delete() {
+        let out = run(&[("retention.ms", 0, Some("5000")), ("segment.ms", 1, None)]).unwrap();
+        assert_eq!(out, [("retention.ms".to_owned(), "5000".to_owned())].into());
+    }
+
+    #[test]
+    fn refusals_carry_kafka_codes() {
+        let code = |changes: &[(&str, i8, Option<&str>)]| run(changes).unwrap_err().0;
+        assert_eq!(
+            code(&[("retention.ms", 0, Some("x"))]),
+            ResponseError::InvalidConfig
+        );
+        assert_eq!(
+            code(&[("retention.ms", 0, None)]),
+            ResponseError::InvalidRequest
+        );
+        assert_eq!(
+            code(&[("retention.ms", 2, Some("1"))]),
+            ResponseError::InvalidConfig
+        );
+        assert_eq!(
+            code(&[("retention.ms", 3, Some("1"))]),
+            ResponseError::InvalidConfig
+        );
+        assert_eq!(
+            code(&[("retention.ms", 9, Some("1"))]),
+            ResponseError::InvalidRequest
+        );
+        assert_eq!(code(&[("nope", 1, None)]), ResponseError::InvalidConfig);
+        assert_eq!(
+            code(&[("retention.ms", 0, Some("1")), ("retention.ms", 1, None)]),
+            ResponseError::InvalidRequest
+        );
+        assert_eq!(
+            code(&[("cleanup.policy", 0, Some("compact"))]),
+            ResponseError::InvalidConfig
+        );
+    }
+
+    #[test]
+    fn list_operations_on_cleanup_policy() {
+        let out = run(&[("cleanup.policy", 2, Some("delete"))]).unwrap();
+        assert_eq!(out["cleanup.policy"], "delete");
+        // Appending compact, or subtracting the only policy, leaves no valid policy.
+        let (code, message) = run(&[("cleanup.policy", 2, Some("compact"))]).unwrap_err();
+        assert_eq!(code, ResponseError::InvalidConfig);
+        assert!(
+            message.contains("compaction is not implemented"),
+            "{message}"
+        );
+        let (code, _) = run(&[("cleanup.policy", 3, Some("delete"))]).unwrap_err();
+        assert_eq!(code, ResponseError::InvalidConfig);
+    }
 }
