@@ -398,3 +398,24 @@ def test_create_topics_accepts_topic_configs(broker):
                              request_timeout=TIMEOUT)
     err = _error_of(fs[bad])
     assert err.code() == KafkaError.INVALID_CONFIG, err
+
+
+def test_hostile_delete_records_with_20000_partitions(broker):
+    topic = unique_topic("drh")
+    ck_create_topic(broker, topic, 1)
+    ck_produce(broker, topic, [Msg(b"k", b"v", [], None, partition=0)])
+    n = 20_000
+    # DeleteRecords v0: [topic [partition offset]] timeout_ms
+    body = (struct.pack(">i", 1) + kstr(topic) + struct.pack(">i", n)
+            + struct.pack(">iq", 0, 1) * n + struct.pack(">i", 1000))
+    with RawConn(broker, timeout=60) as conn:
+        corr = conn.request(21, 0, body)
+        resp = conn.recv_response(corr)
+    name_len = struct.unpack_from(">h", resp, 8)[0]
+    pos = 10 + name_len
+    (count,) = struct.unpack_from(">i", resp, pos)
+    pos += 4
+    assert count == n
+    errors = {struct.unpack_from(">iqh", resp, pos + 14 * i)[2] for i in range(n)}
+    assert errors == {42}  # INVALID_REQUEST, no log touched
+    assert ck_watermarks(broker, topic, [0]) == {0: (0, 1)}
