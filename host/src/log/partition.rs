@@ -401,7 +401,9 @@ impl PartitionLog {
     /// offset [`Self::delete_records`] moved the start to, whichever is larger.
     /// ListOffsets `-2` (earliest).
     pub fn log_start_offset(&self) -> i64 {
-        self.segments[0].base_offset.max(self.start_offset)
+        // Never past the end, should recovery have cut the tail below the checkpoint.
+        let requested = self.start_offset.min(self.log_end_offset());
+        self.segments[0].base_offset.max(requested)
     }
 
     /// DeleteRecords: moves the log start offset up to `offset` (Kafka's
