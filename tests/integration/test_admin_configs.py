@@ -419,3 +419,31 @@ def test_hostile_delete_records_with_20000_partitions(broker):
     errors = {struct.unpack_from(">iqh", resp, pos + 14 * i)[2] for i in range(n)}
     assert errors == {42}  # INVALID_REQUEST, no log touched
     assert ck_watermarks(broker, topic, [0]) == {0: (0, 1)}
+
+
+def test_kafka_python_admin_client(broker):
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+    from kafka.structs import TopicPartition
+    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        topic = unique_topic("kp")
+        a.create_topics([NewTopic(topic, 1, 1, topic_configs={"retention.ms": "86400000"})])
+        got = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
+                                 config_filter="all")["topic"][topic]
+        assert got["retention.ms"]["value"] == "86400000"
+        assert got["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+        assert got["cleanup.policy"]["value"] == "delete"
+        # kafka-python's alter_configs keeps the other modified configs itself.
+        a.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                        configs={"segment.ms": "3600000"})])
+        got = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
+        assert {k: v["value"] for k, v in got.items()} == {"retention.ms": "86400000",
+                                                           "segment.ms": "3600000"}
+        ck_produce(broker, topic, [Msg(b"k", b"v%d" % i, [], None, partition=0)
+                                   for i in range(5)])
+        deleted = a.delete_records({TopicPartition(topic, 0): 3})
+        assert deleted[TopicPartition(topic, 0)]["low_watermark"] == 3
+        cluster = a.describe_cluster()
+        assert [b["port"] for b in cluster["brokers"]] == [broker.port]
+    finally:
+        a.close()
