@@ -120,6 +120,15 @@ def test_describe_cluster(broker):
     assert result.nodes[0].rack is None
 
 
+def test_describe_cluster_and_metadata_report_the_configured_rack(broker_factory):
+    broker = broker_factory('[server]\nrack = "rack-a"\n')
+    admin = ck_admin(broker)
+    result = admin.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT)
+    assert [n.rack for n in result.nodes] == ["rack-a"]
+    md = admin.list_topics(timeout=TIMEOUT)
+    assert [b.id for b in md.brokers.values()] == [result.nodes[0].id]
+
+
 def test_kcat_metadata_listing_still_works(broker):
     topic = unique_topic("kl")
     ck_create_topic(broker, topic, 2)

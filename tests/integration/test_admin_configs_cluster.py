@@ -53,11 +53,15 @@ def test_configs_delete_records_and_describe_cluster_across_brokers(broker_facto
     b2.restart()
     assert wait_until(lambda: retention_ms(b2, "cfg"), 15, "config after restart") == "3600000"
 
-    # DescribeCluster through either broker lists both.
-    for b in brokers:
+    # DescribeCluster through either broker lists both (once broker 2's registration
+    # after its restart has reached broker 1).
+    def described_ids(b):
         a = admin(b)  # alive until the future is done
         result = a.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT)
-        assert sorted(n.id for n in result.nodes) == [1, 2]
+        return sorted(n.id for n in result.nodes)
+
+    for b in brokers:
+        wait_until(lambda: described_ids(b) == [1, 2], 15, "both brokers described")
 
     # DeleteRecords: the client routes to the leader, which answers; the other broker
     # refuses with NOT_LEADER_OR_FOLLOWER.

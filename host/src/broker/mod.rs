@@ -35,6 +35,8 @@ pub struct NodeInfo {
     pub host: String,
     /// Advertised port.
     pub port: i32,
+    /// Rack (`server.rack`, Kafka's `broker.rack`), if configured.
+    pub rack: Option<String>,
 }
 
 /// Errors starting the broker.

@@ -55,6 +55,9 @@ pub struct BrokerAddr {
     pub host: String,
     /// Kafka port.
     pub port: i32,
+    /// Rack, if the broker has one (absent in registrations of older brokers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<String>,
 }
 
 /// Where a topic's partitions live.

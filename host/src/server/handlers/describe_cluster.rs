@@ -1,7 +1,7 @@
 //! DescribeCluster (API 60, v0–v2, KIP-700): the brokers Metadata lists (this one, or
 //! in cluster mode every live broker), the cluster id, and the controller id Metadata
-//! reports (this broker: Drover has no controller quorum). Racks are null (brokers have
-//! no rack setting) and no broker is fenced. Only endpoint type 1 (brokers) is served;
+//! reports (this broker: Drover has no controller quorum). Each broker's rack is its
+//! `server.rack` (null if unset); no broker is fenced. Only endpoint type 1 (brokers) is served;
 //! 2 (controllers, KIP-919) is answered `UNSUPPORTED_ENDPOINT_TYPE`, as a Kafka broker
 //! does. Cluster authorized operations are not computed (Kafka's "not requested"
 //! value, `i32::MIN`), since Drover has no authorizer.
