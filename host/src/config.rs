@@ -228,6 +228,9 @@ pub struct ServerConfig {
     pub admin_listen: SocketAddr,
     /// This broker's id, reported in Metadata. Default 0.
     pub broker_id: i32,
+    /// This broker's rack (Kafka's `broker.rack`), reported in Metadata and
+    /// DescribeCluster; at most 255 bytes. Default none.
+    pub rack: Option<String>,
     /// Largest request frame accepted, in bytes (Kafka's `socket.request.max.bytes`);
     /// a larger one closes the connection before anything is allocated. Default
     /// 104857600 (100 MiB).
@@ -285,6 +288,7 @@ impl Default for ServerConfig {
             advertised_host: None,
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 9644)),
             broker_id: 0,
+            rack: None,
             max_frame_bytes: 100 * 1024 * 1024,
             max_connections: 1024,
             idle_timeout_ms: 600_000,
@@ -398,6 +402,9 @@ impl Config {
             path: path.to_owned(),
             message,
         };
+        if config.server.rack.as_ref().is_some_and(|r| r.len() > 255) {
+            return Err(invalid("server.rack: longer than 255 bytes".into()));
+        }
         if config.server.max_frame_bytes < 1024 {
             return Err(invalid(format!(
                 "server.max_frame_bytes: {} is below the minimum of 1024 bytes",

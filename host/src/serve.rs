@@ -147,6 +147,7 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
             .clone()
             .unwrap_or_else(|| listen.ip().to_string()),
         port: i32::from(listen.port()),
+        rack: config.server.rack.clone(),
     };
     // In cluster mode the cluster (and the session it lends to plugins) exists before
     // the plugins start: offset stores get the broker's ZooKeeper session in their
@@ -158,6 +159,7 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
             crate::cluster::BrokerAddr {
                 host: node.host.clone(),
                 port: node.port,
+                rack: node.rack.clone(),
             },
             config.zookeeper.clone(),
         )

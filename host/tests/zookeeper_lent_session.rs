@@ -337,6 +337,7 @@ fn a_session_not_connected_yet_fails_calls_within_the_session_timeout() {
             BrokerAddr {
                 host: "127.0.0.1".into(),
                 port: 9092,
+                rack: None,
             },
             ZookeeperSection {
                 enabled: true,

@@ -18,6 +18,11 @@ KAFKA_41_RANGES = {
     18: (0, 4),   # ApiVersions
     19: (2, 7),   # CreateTopics
     20: (1, 6),   # DeleteTopics
+    21: (0, 2),   # DeleteRecords
+    32: (1, 4),   # DescribeConfigs
+    33: (0, 2),   # AlterConfigs
+    44: (0, 1),   # IncrementalAlterConfigs
+    60: (0, 2),   # DescribeCluster
 }
 
 

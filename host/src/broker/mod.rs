@@ -7,6 +7,8 @@
 pub mod auto_create;
 pub mod descriptors;
 pub mod metrics;
+pub mod topic_config;
+pub mod topic_config_store;
 pub mod topics;
 
 use std::{path::Path, sync::Arc};
@@ -33,6 +35,8 @@ pub struct NodeInfo {
     pub host: String,
     /// Advertised port.
     pub port: i32,
+    /// Rack (`server.rack`, Kafka's `broker.rack`), if configured.
+    pub rack: Option<String>,
 }
 
 /// Errors starting the broker.

@@ -13,6 +13,8 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::auto_create::{AutoCreateBudget, AutoCreateLimiter};
+use super::topic_config::{self, Overrides};
+use super::topic_config_store::TopicConfigStore;
 use crate::log::{FileCache, LogConfig, LogError, PartitionLog};
 
 /// Errors of topic management.
@@ -278,6 +280,8 @@ impl Default for TopicLimits {
 pub struct TopicRegistry {
     data_dir: PathBuf,
     log_config: LogConfig,
+    /// Per-topic overrides of `log_config` (DescribeConfigs / AlterConfigs).
+    configs: TopicConfigStore,
     /// Open segment files of every partition log.
     files: Arc<FileCache>,
     /// See [`TopicLimits::max_total_partitions`].
@@ -329,9 +333,14 @@ impl TopicRegistry {
         log_config: LogConfig,
         limits: TopicLimits,
     ) -> Result<TopicRegistry, TopicError> {
+        let configs = TopicConfigStore::open(data_dir).map_err(|source| TopicError::Io {
+            path: data_dir.join("topic-configs"),
+            source,
+        })?;
         let registry = TopicRegistry {
             data_dir: data_dir.to_owned(),
             log_config,
+            configs,
             files: FileCache::new(limits.open_files_cache),
             max_total_partitions: limits.max_total_partitions,
             auto_create: AutoCreateLimiter::new(
@@ -392,12 +401,13 @@ impl TopicRegistry {
     }
 
     fn open_topic(&self, name: &str, id: Uuid, partitions: u32) -> Result<Topic, TopicError> {
+        let config = self.topic_log_config(name);
         let partitions = (0..partitions as i32)
             .map(|index| {
                 let dir = self.logs_dir().join(format!("{name}-{index}"));
                 Ok(Arc::new(Partition::new(
                     index,
-                    PartitionLog::open_in(&dir, &self.log_config, &self.files)?,
+                    PartitionLog::open_in(&dir, &config, &self.files)?,
                 )))
             })
             .collect::<Result<Vec<_>, TopicError>>()?;
@@ -463,6 +473,20 @@ impl TopicRegistry {
         partitions: i64,
         max_partitions: u32,
     ) -> Result<Arc<Topic>, TopicError> {
+        self.create_with_configs(name, id, partitions, max_partitions, &Overrides::new())
+    }
+
+    /// [`Self::create_with_id`] with config overrides (CreateTopics `configs`, already
+    /// validated with [`topic_config::validate`]). They are stored before the logs are
+    /// opened, replacing whatever a topic of the same name left behind.
+    pub fn create_with_configs(
+        &self,
+        name: &str,
+        id: Uuid,
+        partitions: i64,
+        max_partitions: u32,
+        configs: &Overrides,
+    ) -> Result<Arc<Topic>, TopicError> {
         validate_name(name)?;
         if partitions < 1 || partitions > i64::from(max_partitions) {
             return Err(TopicError::InvalidPartitions {
@@ -481,6 +505,12 @@ impl TopicRegistry {
         for index in 0..partitions as i32 {
             self.retire_partition_dir(name, index, Uuid::nil())?;
         }
+        self.configs
+            .put(name, configs)
+            .map_err(|source| TopicError::Io {
+                path: self.data_dir.join("topic-configs"),
+                source,
+            })?;
         let topic = match self.open_topic(name, id, partitions as u32) {
             Ok(topic) => Arc::new(topic),
             Err(e) => {
@@ -509,6 +539,51 @@ impl TopicRegistry {
         self.changes.send_modify(|n| *n += 1);
         tracing::info!(topic = name, partitions, %id, "topic created");
         Ok(topic)
+    }
+
+    /// The broker's `[log]` settings, every topic's defaults.
+    pub fn base_log_config(&self) -> &LogConfig {
+        &self.log_config
+    }
+
+    /// The config overrides of topic `name` (empty if none).
+    pub fn overrides(&self, name: &str) -> Overrides {
+        self.configs.get(name)
+    }
+
+    /// The settings of topic `name`'s logs: the broker's with its overrides applied.
+    pub fn topic_log_config(&self, name: &str) -> LogConfig {
+        topic_config::effective(&self.log_config, &self.configs.get(name))
+    }
+
+    /// Replaces the overrides of topic `name` (validated by the caller) and applies
+    /// them to its running logs: retention and roll settings take effect at the next
+    /// retention pass and append. `persist` false only updates memory (cluster mode,
+    /// where ZooKeeper holds them). Errors: [`TopicError::Unknown`], [`TopicError::Io`].
+    pub fn set_overrides(
+        &self,
+        name: &str,
+        configs: &Overrides,
+        persist: bool,
+    ) -> Result<(), TopicError> {
+        let topic = self
+            .get(name)
+            .ok_or_else(|| TopicError::Unknown(name.to_owned()))?;
+        if persist {
+            self.configs
+                .put(name, configs)
+                .map_err(|source| TopicError::Io {
+                    path: self.data_dir.join("topic-configs"),
+                    source,
+                })?;
+        } else {
+            self.configs.cache(name, configs.clone());
+        }
+        let config = self.topic_log_config(name);
+        for partition in &topic.partitions {
+            partition.lock_log().set_config(&config)?;
+        }
+        Ok(())
     }
 
     /// What one Metadata or Produce request may auto-create (see
@@ -605,7 +680,7 @@ impl TopicRegistry {
         let mut opened = Vec::with_capacity(added.len());
         for index in added.clone() {
             let dir = self.logs_dir().join(format!("{name}-{index}"));
-            match PartitionLog::open_in(&dir, &self.log_config, &self.files) {
+            match PartitionLog::open_in(&dir, &self.topic_log_config(name), &self.files) {
                 Ok(log) => opened.push(Arc::new(Partition::new(index, log))),
                 Err(e) => {
                     undo(opened);
@@ -675,6 +750,10 @@ impl TopicRegistry {
             let path = self.meta_dir().join(format!("{name}.json"));
             std::fs::remove_file(&path).map_err(|source| TopicError::Io { path, source })?;
             topics.remove(name);
+            if let Err(e) = self.configs.put(name, &Overrides::new()) {
+                // Harmless until a topic of the same name is created, which replaces it.
+                tracing::warn!(topic = name, "removing the topic's config overrides: {e}");
+            }
             topic
         };
         self.changes.send_modify(|n| *n += 1);
@@ -754,7 +833,8 @@ fn short(name: &str, index: i32) -> String {
 }
 
 /// Writes `body` to `path` via a temporary file, fsync and rename.
-fn write_atomically(path: &Path, body: &[u8]) -> std::io::Result<()> {
+/// The directory is fsynced too: after a crash `path` holds the old or the new body.
+pub(crate) fn write_atomically(path: &Path, body: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
     // A short temp name: `<topic>.json.tmp` would exceed 255 bytes for 247+ character
     // topic names.

@@ -31,6 +31,7 @@
 
 pub mod session;
 mod sync;
+pub mod topic_configs;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -54,6 +55,9 @@ pub struct BrokerAddr {
     pub host: String,
     /// Kafka port.
     pub port: i32,
+    /// Rack, if the broker has one (absent in registrations of older brokers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<String>,
 }
 
 /// Where a topic's partitions live.
@@ -63,6 +67,10 @@ pub struct TopicPlacement {
     pub id: Uuid,
     /// Leader broker id of each partition, by partition index.
     pub leaders: Vec<i32>,
+    /// The topic's config overrides (Kafka name → value), kept with its placement so
+    /// every broker applies them ([`topic_configs`]); absent when there are none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub configs: crate::broker::topic_config::Overrides,
 }
 
 /// What this broker knows of the cluster.
@@ -232,6 +240,7 @@ impl Cluster {
         &self,
         name: &str,
         partitions: u32,
+        configs: &crate::broker::topic_config::Overrides,
     ) -> Result<TopicPlacement, ClusterError> {
         let client = self.client_blocking()?;
         let brokers: Vec<i32> = self.view.borrow().brokers.keys().copied().collect();
@@ -244,6 +253,7 @@ impl Cluster {
             leaders: (0..partitions as usize)
                 .map(|p| brokers[(start + p) % brokers.len()])
                 .collect(),
+            configs: configs.clone(),
         };
         let data = serde_json::to_vec(&placement).unwrap_or_default();
         let path = format!("{TOPICS}/{name}");

@@ -505,24 +505,34 @@ async fn sync_local_topics(broker: &Arc<Broker>, view: &ClusterView) {
                             tracing::warn!(topic = %name, "growing the local copy: {e}");
                         }
                     }
+                    if broker.topics.overrides(name) != placement.configs {
+                        match broker.topics.set_overrides(name, &placement.configs, true) {
+                            Ok(()) => tracing::info!(topic = %name, "topic configs changed"),
+                            Err(e) => tracing::warn!(topic = %name, "applying topic configs: {e}"),
+                        }
+                    }
                 }
                 Some(_) => {
                     // Re-created with another id: replace the local copy.
                     let _ = broker.topics.delete(name);
-                    if let Err(e) =
-                        broker
-                            .topics
-                            .create_with_id(name, placement.id, i64::from(count), max)
-                    {
+                    if let Err(e) = broker.topics.create_with_configs(
+                        name,
+                        placement.id,
+                        i64::from(count),
+                        max,
+                        &placement.configs,
+                    ) {
                         tracing::warn!(topic = %name, "re-creating the local copy: {e}");
                     }
                 }
                 None => {
-                    if let Err(e) =
-                        broker
-                            .topics
-                            .create_with_id(name, placement.id, i64::from(count), max)
-                    {
+                    if let Err(e) = broker.topics.create_with_configs(
+                        name,
+                        placement.id,
+                        i64::from(count),
+                        max,
+                        &placement.configs,
+                    ) {
                         tracing::warn!(topic = %name, "creating the local copy: {e}");
                     }
                 }

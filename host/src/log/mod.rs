@@ -41,6 +41,7 @@ mod partition;
 pub mod records;
 mod recovery;
 mod segment;
+pub mod start_offset;
 mod time_index;
 pub mod validate;
 pub mod walk;

@@ -16,6 +16,7 @@ use super::{
     file_cache::FileCache,
     recovery,
     segment::{Segment, SegmentRead},
+    start_offset,
     validate::ValidatedBatch,
     LogConfig, LogError, LEADER_EPOCH, NO_TIMESTAMP,
 };
@@ -152,6 +153,9 @@ pub struct PartitionLog {
     ticket_in_flight: bool,
     /// Log end offset at the last successful flush (or open).
     flushed_offset: i64,
+    /// The start DeleteRecords set (durable in [`start_offset::FILE`]); the log starts
+    /// at the larger of this and the oldest segment's base offset. 0 if never set.
+    start_offset: i64,
 }
 
 impl PartitionLog {
@@ -225,6 +229,7 @@ impl PartitionLog {
             fs::remove_file(&marker).map_err(LogError::io(&marker))?;
             sync_dir(&dir)?;
         }
+        let checkpointed = start_offset::read(&dir)?.unwrap_or(0);
         let mut log = PartitionLog {
             dir,
             config: config.clone(),
@@ -235,7 +240,11 @@ impl PartitionLog {
             files: Arc::clone(files),
             ticket_in_flight: false,
             flushed_offset: 0,
+            start_offset: 0,
         };
+        // A tail cut by recovery may end below the checkpoint: the log then starts at
+        // its end.
+        log.start_offset = checkpointed.min(log.log_end_offset());
         // What recovery kept is what is on disk.
         log.flushed_offset = log.log_end_offset();
         debug!(
@@ -388,10 +397,76 @@ impl PartitionLog {
         })
     }
 
-    /// The first offset still stored (base offset of the oldest segment). ListOffsets
-    /// `-2` (earliest).
+    /// The first offset still readable: the base offset of the oldest segment, or the
+    /// offset [`Self::delete_records`] moved the start to, whichever is larger.
+    /// ListOffsets `-2` (earliest).
     pub fn log_start_offset(&self) -> i64 {
-        self.segments[0].base_offset
+        // Never past the end, should recovery have cut the tail below the checkpoint.
+        let requested = self.start_offset.min(self.log_end_offset());
+        self.segments[0].base_offset.max(requested)
+    }
+
+    /// DeleteRecords: moves the log start offset up to `offset` (Kafka's
+    /// `UnifiedLog.maybeIncrementLogStartOffset`) and deletes the whole segments that
+    /// now lie below it (never the active one); returns the new log start offset (the
+    /// response's `low_watermark`). An `offset` at or below the current start changes
+    /// nothing. The new start is checkpointed durably ([`start_offset`]) before any
+    /// segment is deleted, so it survives a restart and a crash.
+    ///
+    /// Errors: [`LogError::OffsetOutOfRange`] if `offset` is negative or above the log
+    /// end offset (the high watermark); [`LogError::Io`].
+    pub fn delete_records(&mut self, offset: i64) -> Result<i64, LogError> {
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if offset < 0 || offset > end {
+            return Err(LogError::OffsetOutOfRange {
+                requested: offset,
+                start,
+                end,
+            });
+        }
+        if offset <= start {
+            return Ok(start);
+        }
+        start_offset::write(&self.dir, offset)?;
+        self.start_offset = offset;
+        let mut doomed = 0;
+        while doomed + 1 < self.segments.len() && self.segments[doomed + 1].base_offset <= offset {
+            doomed += 1;
+        }
+        let removed: Vec<Segment> = self.segments.drain(..doomed).collect();
+        for segment in removed {
+            info!(
+                file = %segment.log_path.display(),
+                bytes = segment.size,
+                log_start_offset = offset,
+                "deleting a segment below the log start offset"
+            );
+            segment.delete()?;
+        }
+        if doomed > 0 {
+            sync_dir(&self.dir)?;
+        }
+        Ok(offset)
+    }
+
+    /// Replaces the log's settings (a topic's configs altered at run time). Roll and
+    /// retention settings apply from the next append and retention pass. The broker-wide
+    /// [`LogConfig::open_files_cache`] is kept as it was.
+    ///
+    /// Errors: [`LogError::InvalidConfig`] (see [`LogConfig::validate`]).
+    pub fn set_config(&mut self, config: &LogConfig) -> Result<(), LogError> {
+        config.validate()?;
+        let open_files_cache = self.config.open_files_cache;
+        self.config = LogConfig {
+            open_files_cache,
+            ..config.clone()
+        };
+        Ok(())
+    }
+
+    /// The log's current settings.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
     }
 
     /// The offset the next append gets; equal to the high watermark (single replica).
@@ -415,7 +490,10 @@ impl PartitionLog {
         for segment in &self.segments {
             let newest = segment.max_timestamp.map(|m| m.timestamp);
             if newest.is_some_and(|t| t >= timestamp_ms) {
-                if let Some(found) = segment.find_by_timestamp(timestamp_ms)? {
+                if let Some(mut found) = segment.find_by_timestamp(timestamp_ms)? {
+                    // Records below a DeleteRecords start are gone (Kafka answers the
+                    // log start offset then).
+                    found.offset = found.offset.max(self.log_start_offset());
                     return Ok(Some(found));
                 }
             }

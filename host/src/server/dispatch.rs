@@ -35,6 +35,11 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
+    ApiKey::DeleteRecords,
+    ApiKey::DescribeConfigs,
+    ApiKey::AlterConfigs,
+    ApiKey::IncrementalAlterConfigs,
+    ApiKey::DescribeCluster,
 ];
 
 /// The versions of `key` this broker serves, if it serves it.
@@ -316,6 +321,11 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::CreateTopics => "CreateTopics",
         ApiKey::DeleteTopics => "DeleteTopics",
         ApiKey::CreatePartitions => "CreatePartitions",
+        ApiKey::DeleteRecords => "DeleteRecords",
+        ApiKey::DescribeConfigs => "DescribeConfigs",
+        ApiKey::AlterConfigs => "AlterConfigs",
+        ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+        ApiKey::DescribeCluster => "DescribeCluster",
         ApiKey::OffsetCommit => "OffsetCommit",
         ApiKey::OffsetFetch => "OffsetFetch",
         ApiKey::JoinGroup => "JoinGroup",

@@ -180,6 +180,7 @@ mod tests {
             id: 7,
             host: "127.0.0.1".into(),
             port: 9092,
+            rack: None,
         };
         Arc::new(Broker::open(config, node, plugins, None).unwrap())
     }

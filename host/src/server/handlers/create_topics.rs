@@ -1,7 +1,10 @@
 //! CreateTopics. A single broker: replication factor −1 or 1; explicit replica
 //! assignments must name only this broker; −1 partitions means
-//! `topics.default_partitions`. Topic-level configs are not supported yet and are
-//! refused with `INVALID_CONFIG` naming the key, rather than silently ignored. Partitions
+//! `topics.default_partitions`. Topic-level configs are the ones DescribeConfigs lists
+//! ([`crate::broker::topic_config::KEYS`]), checked as AlterConfigs checks them
+//! (`INVALID_CONFIG` with Kafka's message for an unknown name, a bad value or
+//! `cleanup.policy=compact`; a null value or a name given twice is `INVALID_REQUEST`),
+//! stored with the topic, and listed in the v5+ response with their sources. Partitions
 //! beyond what the broker's open-file limit leaves room for are refused with
 //! `POLICY_VIOLATION` and a message naming the limit.
 
@@ -10,14 +13,19 @@ use std::{collections::HashMap, sync::Arc};
 use kafka_protocol::{
     error::ResponseError,
     messages::{
-        create_topics_response::CreatableTopicResult, CreateTopicsRequest, CreateTopicsResponse,
+        create_topics_response::{CreatableTopicConfigs, CreatableTopicResult},
+        CreateTopicsRequest, CreateTopicsResponse,
     },
     protocol::StrBytes,
 };
 
 use super::first_error;
 use crate::{
-    broker::{topics::validate_name, Broker, TopicError},
+    broker::{
+        topic_config::{self, Overrides},
+        topics::validate_name,
+        Broker, TopicError,
+    },
     server::dispatch::Reply,
 };
 
@@ -73,12 +81,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) 
                         "assignments may only name this broker".into(),
                     ));
                 }
-                if let Some(c) = t.configs.first() {
-                    return Err((
-                        ResponseError::InvalidConfig,
-                        format!("topic config `{}` is not supported", c.name),
-                    ));
-                }
+                let overrides = overrides(&t.configs)?;
                 if partitions < 1 || partitions > i64::from(config.max_partitions) {
                     return Err((
                         ResponseError::InvalidPartitions,
@@ -101,15 +104,20 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) 
                 // every broker then keeps a local copy with the same id.
                 let id = match broker.cluster() {
                     None => uuid::Uuid::new_v4(),
-                    Some(cluster) => match cluster.create_topic(&name, partitions as u32) {
-                        Ok(placement) => placement.id,
-                        Err(e) => return Err(super::cluster_refusal(e)),
-                    },
+                    Some(cluster) => {
+                        match cluster.create_topic(&name, partitions as u32, &overrides) {
+                            Ok(placement) => placement.id,
+                            Err(e) => return Err(super::cluster_refusal(e)),
+                        }
+                    }
                 };
-                match broker
-                    .topics
-                    .create_with_id(&name, id, partitions, config.max_partitions)
-                {
+                match broker.topics.create_with_configs(
+                    &name,
+                    id,
+                    partitions,
+                    config.max_partitions,
+                    &overrides,
+                ) {
                     Ok(topic) => {
                         r.topic_id = topic.id;
                         Ok(())
@@ -131,7 +139,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) 
                     if version >= 5 {
                         r.num_partitions = partitions as i32;
                         r.replication_factor = 1;
-                        r.configs = Some(Vec::new());
+                        r.configs = Some(described(broker, &name));
                     }
                 }
                 Err((code, message)) => {
@@ -149,4 +157,49 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) 
     let mut response = CreateTopicsResponse::default();
     response.topics = results;
     Reply::new(response, error)
+}
+
+/// The overrides CreateTopics `configs` ask for, validated.
+fn overrides(
+    configs: &[kafka_protocol::messages::create_topics_request::CreatableTopicConfig],
+) -> Result<Overrides, (ResponseError, String)> {
+    let mut out = Overrides::new();
+    for c in configs {
+        let name = c.name.as_str();
+        let short: String = name.chars().take(128).collect();
+        let Some(value) = c.value.as_deref() else {
+            return Err((
+                ResponseError::InvalidRequest,
+                format!("Null value not supported for topic config: {short}"),
+            ));
+        };
+        let value = topic_config::validate(name, value)
+            .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
+        if out.insert(name.to_owned(), value).is_some() {
+            return Err((
+                ResponseError::InvalidRequest,
+                format!("topic config `{short}` appears more than once"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The configs of the created topic `name`, for the v5+ response.
+fn described(broker: &Broker, name: &str) -> Vec<CreatableTopicConfigs> {
+    super::describe_configs::topic_entries(
+        broker.topics.base_log_config(),
+        &broker.topics.overrides(name),
+    )
+    .into_iter()
+    .map(|e| {
+        let mut c = CreatableTopicConfigs::default();
+        c.name = StrBytes::from_static_str(e.name);
+        c.value = Some(StrBytes::from_string(e.value));
+        c.read_only = e.read_only;
+        c.config_source = e.source.code();
+        c.is_sensitive = false;
+        c
+    })
+    .collect()
 }

@@ -55,26 +55,29 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> R
     Reply::new(response, error)
 }
 
-/// This broker, or in cluster mode every live broker.
-fn brokers(broker: &Arc<Broker>) -> Vec<MetadataResponseBroker> {
-    let entry = |id: i32, host: &str, port: i32| {
+/// This broker, or in cluster mode every live broker, with racks where configured
+/// (Metadata v1+ and DescribeCluster carry them).
+pub(super) fn brokers(broker: &Arc<Broker>) -> Vec<MetadataResponseBroker> {
+    let entry = |id: i32, host: &str, port: i32, rack: Option<&String>| {
         let mut node = MetadataResponseBroker::default();
         node.node_id = BrokerId(id);
         node.host = StrBytes::from_string(host.to_owned());
         node.port = port;
+        node.rack = rack.map(|r| StrBytes::from_string(r.clone()));
         node
     };
+    let me = &broker.node;
     match broker.cluster() {
-        None => vec![entry(broker.node.id, &broker.node.host, broker.node.port)],
+        None => vec![entry(me.id, &me.host, me.port, me.rack.as_ref())],
         Some(cluster) => {
             let view = cluster.view();
             let mut out: Vec<MetadataResponseBroker> = view
                 .brokers
                 .iter()
-                .map(|(id, a)| entry(*id, &a.host, a.port))
+                .map(|(id, a)| entry(*id, &a.host, a.port, a.rack.as_ref()))
                 .collect();
-            if !view.brokers.contains_key(&broker.node.id) {
-                out.push(entry(broker.node.id, &broker.node.host, broker.node.port));
+            if !view.brokers.contains_key(&me.id) {
+                out.push(entry(me.id, &me.host, me.port, me.rack.as_ref()));
             }
             out
         }

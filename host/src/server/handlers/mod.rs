@@ -1,10 +1,14 @@
 //! One module per Kafka API. Each handler turns a decoded request into a response;
 //! Kafka error codes are response values, never `Err`.
 
+pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod list_offsets;
@@ -51,6 +55,20 @@ pub async fn handle(broker: &Arc<Broker>, budget: &Arc<ConnBudget>, request: Req
             blocking(broker, move |b| create_partitions::handle(b, version, r)).await
         }
         RequestKind::FindCoordinator(r) => find_coordinator::handle(broker, version, r).into(),
+        RequestKind::DeleteRecords(r) => {
+            blocking(broker, move |b| delete_records::handle(b, version, r)).await
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            blocking(broker, move |b| {
+                alter_configs::handle_incremental(b, version, r)
+            })
+            .await
+        }
+        RequestKind::AlterConfigs(r) => {
+            blocking(broker, move |b| alter_configs::handle_legacy(b, version, r)).await
+        }
+        RequestKind::DescribeConfigs(r) => describe_configs::handle(broker, version, r).into(),
+        RequestKind::DescribeCluster(r) => describe_cluster::handle(broker, version, r).into(),
         // Not reachable: dispatch only decodes APIs of its handler table.
         _ => Reply::silent(ResponseError::InvalidRequest.code()).into(),
     }

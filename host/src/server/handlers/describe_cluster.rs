@@ -1,0 +1,56 @@
+//! DescribeCluster (API 60, v0–v2, KIP-700): the brokers Metadata lists (this one, or
+//! in cluster mode every live broker), the cluster id, and the controller id Metadata
+//! reports (this broker: Drover has no controller quorum). Each broker's rack is its
+//! `server.rack` (null if unset); no broker is fenced. Only endpoint type 1 (brokers) is served;
+//! 2 (controllers, KIP-919) is answered `UNSUPPORTED_ENDPOINT_TYPE`, as a Kafka broker
+//! does. Cluster authorized operations are not computed (Kafka's "not requested"
+//! value, `i32::MIN`), since Drover has no authorizer.
+
+use std::sync::Arc;
+
+use kafka_protocol::{
+    error::ResponseError,
+    messages::{
+        describe_cluster_response::DescribeClusterBroker, BrokerId, DescribeClusterRequest,
+        DescribeClusterResponse,
+    },
+    protocol::StrBytes,
+};
+
+use crate::{broker::Broker, server::dispatch::Reply};
+
+/// Endpoint type 1: brokers (DescribeCluster v1+).
+const ENDPOINT_BROKERS: i8 = 1;
+
+/// Handles DescribeCluster v0–v2.
+pub fn handle(broker: &Arc<Broker>, version: i16, request: DescribeClusterRequest) -> Reply {
+    let mut response = DescribeClusterResponse::default();
+    response.cluster_authorized_operations = i32::MIN;
+    if version >= 1 {
+        response.endpoint_type = request.endpoint_type;
+        if request.endpoint_type != ENDPOINT_BROKERS {
+            let code = ResponseError::UnsupportedEndpointType.code();
+            response.error_code = code;
+            response.error_message = Some(StrBytes::from_string(format!(
+                "endpoint type {} is not served by a broker (only 1, brokers)",
+                request.endpoint_type
+            )));
+            return Reply::new(response, code);
+        }
+    }
+    response.cluster_id = StrBytes::from_string(broker.cluster_id.clone());
+    response.controller_id = BrokerId(broker.node.id);
+    response.brokers = super::metadata::brokers(broker)
+        .into_iter()
+        .map(|b| {
+            let mut out = DescribeClusterBroker::default();
+            out.broker_id = b.node_id;
+            out.host = b.host;
+            out.port = b.port;
+            out.rack = b.rack;
+            out.is_fenced = false;
+            out
+        })
+        .collect();
+    Reply::new(response, 0)
+}

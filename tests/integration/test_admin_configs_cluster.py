@@ -1,0 +1,83 @@
+"""The admin APIs in cluster mode (real ZooKeeper, two `drover serve` processes): topic
+configs altered through one broker reach the other through ZooKeeper and survive its
+restart; DeleteRecords only on the partition's leader; DescribeCluster lists both."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                   NewTopic, ResourceType)
+
+from cluster_testlib import ZooKeeper, start_cluster, wait_until
+from drover_testlib import Msg, RawConn, ck_produce, kstr
+
+TIMEOUT = 20
+
+
+@pytest.fixture
+def zookeeper(tmp_path):
+    zk = ZooKeeper(tmp_path / "zookeeper").start()
+    yield zk
+    zk.stop()
+
+
+def admin(b) -> AdminClient:
+    return AdminClient({"bootstrap.servers": b.bootstrap})
+
+
+def retention_ms(b, topic: str) -> str | None:
+    a = admin(b)
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    try:
+        return a.describe_configs([res], request_timeout=TIMEOUT)[res].result(
+            timeout=TIMEOUT)["retention.ms"].value
+    except Exception:  # noqa: BLE001 - the topic may not have reached this broker yet
+        return None
+
+
+def test_configs_delete_records_and_describe_cluster_across_brokers(broker_factory, zookeeper):
+    brokers = start_cluster(broker_factory, zookeeper, n=2)
+    b1, b2 = brokers
+    a1 = admin(b1)
+    fs = a1.create_topics([NewTopic("cfg", 2, 1, config={"retention.ms": "86400000"})])
+    fs["cfg"].result(timeout=TIMEOUT)
+    wait_until(lambda: retention_ms(b2, "cfg") == "86400000", 15, "created config on broker 2")
+
+    res = ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    a1.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(timeout=TIMEOUT)
+    wait_until(lambda: retention_ms(b2, "cfg") == "3600000", 15, "altered config on broker 2")
+    b2.restart()
+    assert wait_until(lambda: retention_ms(b2, "cfg"), 15, "config after restart") == "3600000"
+
+    # DescribeCluster through either broker lists both (once broker 2's registration
+    # after its restart has reached broker 1).
+    def described_ids(b):
+        a = admin(b)  # alive until the future is done
+        result = a.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT)
+        return sorted(n.id for n in result.nodes)
+
+    for b in brokers:
+        wait_until(lambda: described_ids(b) == [1, 2], 15, "both brokers described")
+
+    # DeleteRecords: the client routes to the leader, which answers; the other broker
+    # refuses with NOT_LEADER_OR_FOLLOWER.
+    md = a1.list_topics("cfg", timeout=TIMEOUT)
+    leaders = {p: pm.leader for p, pm in md.topics["cfg"].partitions.items()}
+    ck_produce(b1, "cfg", [Msg(b"k", b"v%d" % i, [], None, partition=0) for i in range(10)])
+    tp = TopicPartition("cfg", 0, 4)
+    assert a1.delete_records([tp], request_timeout=TIMEOUT)[tp].result(
+        timeout=TIMEOUT).low_watermark == 4
+    other = b2 if leaders[0] == 1 else b1
+    body = (struct.pack(">i", 1) + kstr("cfg") + struct.pack(">i", 1)
+            + struct.pack(">iq", 0, 5) + struct.pack(">i", 5000))
+    with RawConn(other) as c:
+        corr = c.request(21, 0, body)
+        resp = c.recv_response(corr)
+    name_len = struct.unpack_from(">h", resp, 8)[0]
+    pos = 10 + name_len + 4
+    _p, low, err = struct.unpack_from(">iqh", resp, pos)
+    assert err == 6, f"expected NOT_LEADER_OR_FOLLOWER (6), got {err}"
