@@ -1012,7 +1012,8 @@ fn offset_commit_checks_the_generation_and_the_member() {
         [E::UnknownMemberId.code()]
     );
     assert_eq!(h.store.get(G, &tp("orders", 0)), Some(10));
-    // An unknown partition, a negative offset, next to a good one.
+    // An unknown partition next to good ones; a negative offset is stored as any
+    // other (Kafka checks only the metadata size and the member).
     let codes = members[0].commit(
         &mut h,
         &[
@@ -1028,9 +1029,10 @@ fn offset_commit_checks_the_generation_and_the_member() {
             0,
             E::UnknownTopicOrPartition.code(),
             E::UnknownTopicOrPartition.code(),
-            E::OffsetOutOfRange.code()
+            0
         ]
     );
+    assert_eq!(h.store.get(G, &tp("payments", 0)), Some(-3));
 
     // During PreparingRebalance the current generation may still commit.
     let mut d = Member::new(&mut h, G, &["orders"]);
@@ -1294,6 +1296,39 @@ fn fetch_group(group: &str, topics: Option<&[(&str, &[i32])]>) -> OffsetFetchReq
             .collect()
     });
     g
+}
+
+/// Kafka stores any committed offset, negative ones included (kafkajs' `resetOffsets`
+/// to earliest commits the sentinel −2 with OffsetCommit v5), and OffsetFetch returns
+/// it as stored: a client reads it as no valid offset and applies its reset policy.
+#[test]
+fn a_negative_offset_is_stored_and_fetched_as_committed() {
+    let mut h = Harness::new();
+    let conn = h.connect();
+    let r = h.call(
+        conn,
+        8,
+        commit_request("g1", "", -1, &[("orders", 0, 10), ("orders", 1, 11)]),
+    );
+    assert_eq!(codes(&r), [0, 0]);
+    for version in [2, 5, 8] {
+        let r = h.call(
+            conn,
+            version,
+            commit_request("g1", "", -1, &[("orders", 0, -2), ("orders", 1, -1)]),
+        );
+        assert_eq!(codes(&r), [0, 0], "OffsetCommit v{version}");
+        assert_eq!(h.store.get("g1", &tp("orders", 0)), Some(-2));
+        assert_eq!(h.store.get("g1", &tp("orders", 1)), Some(-1));
+    }
+    let r = h.call(conn, 7, fetch_v7("g1", Some(&[("orders", &[0, 1])])));
+    assert_eq!(r.error_code, 0);
+    let got: Vec<(i32, i64, i16)> = r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.committed_offset, p.error_code))
+        .collect();
+    assert_eq!(got, [(0, -2, 0), (1, -1, 0)]);
 }
 
 #[test]
