@@ -959,6 +959,49 @@ fn leave_group_v3_removes_a_batch_of_members() {
     assert_eq!(h.admin(3, leave).error_code, E::UnknownMemberId.code());
 }
 
+/// Kafka's ClassicGroup keeps its protocol type when its last member leaves: the empty
+/// group is still described and listed as a `consumer` group (issue 17), and a member
+/// of another protocol type may take it over, as any empty group.
+#[test]
+fn an_empty_group_keeps_its_protocol_type() {
+    let mut h = Harness::new();
+    let mut a = Member::new(&mut h, G, &["orders"]);
+    let call = a.first_join(&mut h);
+    h.advance(INITIAL_DELAY);
+    let answer = a.joined(&mut h, &call);
+    sync_all(&mut h, std::slice::from_ref(&a), &[answer]);
+    assert_eq!(describe(&mut h, G).group_state.as_str(), "Stable");
+
+    let mut leave = LeaveGroupRequest::default();
+    leave.group_id = s(G).into();
+    leave.member_id = s(&a.id);
+    assert_eq!(h.admin(1, leave).error_code, 0);
+    let d = describe(&mut h, G);
+    assert_eq!(
+        (
+            d.group_state.as_str(),
+            d.protocol_type.as_str(),
+            d.members.len()
+        ),
+        ("Empty", "consumer", 0)
+    );
+    assert!(list(&mut h).contains(&(
+        G.into(),
+        "Empty".into(),
+        "classic".into(),
+        "consumer".into()
+    )));
+
+    // An empty group accepts a member of any protocol type, and takes its type.
+    let c = h.connect();
+    let mut r = join_request(G, "", Some("w1"), &["orders"], SESSION, REBALANCE);
+    r.protocol_type = s("connect");
+    let call = h.send(c, 9, r);
+    h.advance(INITIAL_DELAY);
+    assert_eq!(h.take(&call).error_code, 0);
+    assert_eq!(describe(&mut h, G).protocol_type.as_str(), "connect");
+}
+
 // ---------------------------------------------------------------------------- offsets
 
 #[test]

@@ -692,8 +692,9 @@ impl ClassicGroup {
         out.generations += 1;
         if self.members.is_empty() {
             self.state = ClassicState::Empty;
+            // The protocol type stays (Kafka's ClassicGroup keeps it when the group
+            // goes Empty): DescribeGroups and ListGroups still say `consumer`.
             self.protocol_name = None;
-            self.protocol_type = None;
             self.leader = None;
             return;
         }
