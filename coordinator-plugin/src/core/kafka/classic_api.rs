@@ -1,9 +1,12 @@
 //! JoinGroup, SyncGroup, Heartbeat and LeaveGroup: the wire checks common to every
 //! classic request (group id, ownership, the group's protocol, member and generation)
 //! and the conversion between `kafka-protocol` messages and the classic group's
-//! domain values. Also the coordinator's other entry points into classic groups: their
-//! timers firing (`on_classic_timer`), and dropping the Kafka groups, classic and
-//! KIP-848, of a lost coordinator slot (`drop_kafka_groups_of`).
+//! domain values: it lends the pure group a `ClassicEnv` (the clock, the limits, the
+//! timer table) and carries out the `ClassicOutcome` it returns (sends the answers,
+//! deferred ones included, in order, and counts). Also the coordinator's other entry
+//! points into classic groups: their timers firing (`on_classic_timer`), and dropping
+//! the Kafka groups, classic and KIP-848, of a lost coordinator slot
+//! (`drop_kafka_groups_of`).
 
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
