@@ -2,7 +2,9 @@
 # Installs what the real-client integration tests (tests/integration) need:
 #   - Debian packages kcat and netcat-openbsd (only when missing);
 #   - a Python virtualenv at target/test-venv with pinned Kafka clients, pytest and
-#     the compression libraries kafka-python uses for snappy/lz4/zstd.
+#     the compression libraries kafka-python uses for snappy/lz4/zstd;
+#   - Node.js and npm (Debian packages, when missing) and the pinned kafkajs client
+#     under target/test-node (tests/integration/test_offset_reset.py).
 # Idempotent and fast when everything is already there. Run as root (or with sudo
 # available) when the Debian packages are missing.
 set -euo pipefail
@@ -34,6 +36,10 @@ dpkg-query -W -f='${Status}' postgresql 2>/dev/null | grep -q "install ok instal
 # ZooKeeper 3.8 (server jar run by the tests themselves) for the `zookeeper` offset store.
 dpkg-query -W -f='${Status}' zookeeper 2>/dev/null | grep -q "install ok installed" \
   || missing+=(zookeeper)
+# Node.js and npm for the kafkajs tests (an existing node, e.g. NodeSource's with its
+# own npm, is kept).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if ((${#missing[@]})); then
   echo "== installing Debian packages: ${missing[*]}"
   SUDO=()
@@ -41,6 +47,22 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   "${SUDO[@]}" apt-get update -qq
   "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- kafkajs (npm) -------------------------------------------------------------------
+NODE_DIR=target/test-node
+# Pin. Bump together with tests/integration/kafkajs_*.js.
+NODE_REQS=("kafkajs@2.2.4")
+node_stamp="$NODE_DIR/.drover-reqs"
+node_want="$(printf '%s\n' "${NODE_REQS[@]}")"
+if ! command -v npm >/dev/null 2>&1; then
+  echo "== npm not found: the kafkajs tests will be skipped"
+elif [[ ! -f $node_stamp || "$(cat "$node_stamp")" != "$node_want" \
+        || ! -f $NODE_DIR/node_modules/kafkajs/package.json ]]; then
+  echo "== installing ${NODE_REQS[*]} into $NODE_DIR"
+  mkdir -p "$NODE_DIR"
+  npm install --prefix "$NODE_DIR" --no-audit --no-fund --no-save --silent "${NODE_REQS[@]}"
+  printf '%s\n' "$node_want" >"$node_stamp"
 fi
 
 # --- Python virtualenv -------------------------------------------------------------

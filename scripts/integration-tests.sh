@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real-client integration tests: starts `target/debug/drover serve` per test and drives
-# it with kcat, confluent-kafka and kafka-python (tests/integration). Installs what
+# it with kcat, confluent-kafka, kafka-python and kafkajs (tests/integration). Installs what
 # they need first (scripts/install-test-deps.sh). Extra arguments go to pytest, e.g.
 #   scripts/integration-tests.sh -k durability -x
 # DROVER_BIN overrides the broker binary; DROVER_TEST_RUST_LOG its log level (info).

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test, installing what the tests need first. Called by .ci/run.
 # Needs: a Rust toolchain (cargo, rustfmt, clippy) and python3. The real-client
-# integration tests install their own clients (kcat from apt; confluent-kafka and
-# kafka-python into target/test-venv) and start their own brokers.
+# integration tests install their own clients (kcat and Node.js from apt; confluent-kafka
+# and kafka-python into target/test-venv; kafkajs into target/test-node) and start their
+# own brokers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

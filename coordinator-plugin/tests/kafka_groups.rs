@@ -959,6 +959,49 @@ fn leave_group_v3_removes_a_batch_of_members() {
     assert_eq!(h.admin(3, leave).error_code, E::UnknownMemberId.code());
 }
 
+/// Kafka's ClassicGroup keeps its protocol type when its last member leaves: the empty
+/// group is still described and listed as a `consumer` group (issue 17), and a member
+/// of another protocol type may take it over, as any empty group.
+#[test]
+fn an_empty_group_keeps_its_protocol_type() {
+    let mut h = Harness::new();
+    let mut a = Member::new(&mut h, G, &["orders"]);
+    let call = a.first_join(&mut h);
+    h.advance(INITIAL_DELAY);
+    let answer = a.joined(&mut h, &call);
+    sync_all(&mut h, std::slice::from_ref(&a), &[answer]);
+    assert_eq!(describe(&mut h, G).group_state.as_str(), "Stable");
+
+    let mut leave = LeaveGroupRequest::default();
+    leave.group_id = s(G).into();
+    leave.member_id = s(&a.id);
+    assert_eq!(h.admin(1, leave).error_code, 0);
+    let d = describe(&mut h, G);
+    assert_eq!(
+        (
+            d.group_state.as_str(),
+            d.protocol_type.as_str(),
+            d.members.len()
+        ),
+        ("Empty", "consumer", 0)
+    );
+    assert!(list(&mut h).contains(&(
+        G.into(),
+        "Empty".into(),
+        "classic".into(),
+        "consumer".into()
+    )));
+
+    // An empty group accepts a member of any protocol type, and takes its type.
+    let c = h.connect();
+    let mut r = join_request(G, "", Some("w1"), &["orders"], SESSION, REBALANCE);
+    r.protocol_type = s("connect");
+    let call = h.send(c, 9, r);
+    h.advance(INITIAL_DELAY);
+    assert_eq!(h.take(&call).error_code, 0);
+    assert_eq!(describe(&mut h, G).protocol_type.as_str(), "connect");
+}
+
 // ---------------------------------------------------------------------------- offsets
 
 #[test]
@@ -1012,7 +1055,8 @@ fn offset_commit_checks_the_generation_and_the_member() {
         [E::UnknownMemberId.code()]
     );
     assert_eq!(h.store.get(G, &tp("orders", 0)), Some(10));
-    // An unknown partition, a negative offset, next to a good one.
+    // An unknown partition next to good ones; a negative offset is stored as any
+    // other (Kafka checks only the metadata size and the member).
     let codes = members[0].commit(
         &mut h,
         &[
@@ -1028,9 +1072,10 @@ fn offset_commit_checks_the_generation_and_the_member() {
             0,
             E::UnknownTopicOrPartition.code(),
             E::UnknownTopicOrPartition.code(),
-            E::OffsetOutOfRange.code()
+            0
         ]
     );
+    assert_eq!(h.store.get(G, &tp("payments", 0)), Some(-3));
 
     // During PreparingRebalance the current generation may still commit.
     let mut d = Member::new(&mut h, G, &["orders"]);
@@ -1294,6 +1339,39 @@ fn fetch_group(group: &str, topics: Option<&[(&str, &[i32])]>) -> OffsetFetchReq
             .collect()
     });
     g
+}
+
+/// Kafka stores any committed offset, negative ones included (kafkajs' `resetOffsets`
+/// to earliest commits the sentinel −2 with OffsetCommit v5), and OffsetFetch returns
+/// it as stored: a client reads it as no valid offset and applies its reset policy.
+#[test]
+fn a_negative_offset_is_stored_and_fetched_as_committed() {
+    let mut h = Harness::new();
+    let conn = h.connect();
+    let r = h.call(
+        conn,
+        8,
+        commit_request("g1", "", -1, &[("orders", 0, 10), ("orders", 1, 11)]),
+    );
+    assert_eq!(codes(&r), [0, 0]);
+    for version in [2, 5, 8] {
+        let r = h.call(
+            conn,
+            version,
+            commit_request("g1", "", -1, &[("orders", 0, -2), ("orders", 1, -1)]),
+        );
+        assert_eq!(codes(&r), [0, 0], "OffsetCommit v{version}");
+        assert_eq!(h.store.get("g1", &tp("orders", 0)), Some(-2));
+        assert_eq!(h.store.get("g1", &tp("orders", 1)), Some(-1));
+    }
+    let r = h.call(conn, 7, fetch_v7("g1", Some(&[("orders", &[0, 1])])));
+    assert_eq!(r.error_code, 0);
+    let got: Vec<(i32, i64, i16)> = r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.committed_offset, p.error_code))
+        .collect();
+    assert_eq!(got, [(0, -2, 0), (1, -1, 0)]);
 }
 
 #[test]

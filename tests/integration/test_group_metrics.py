@@ -12,10 +12,9 @@ import struct
 
 from drover_testlib import RawConn, ck_create_topic, http_get, unique_topic
 from kafka_groups_testlib import group_broker  # noqa: F401 (fixture)
-from test_kafka_group_wire import (API_HEARTBEAT, NONE, UNKNOWN_MEMBER_ID, commit, heartbeat,
-                                   joined_member)
+from test_kafka_group_wire import (API_HEARTBEAT, ILLEGAL_GENERATION, NONE, UNKNOWN_MEMBER_ID,
+                                   commit, heartbeat, joined_member)
 
-OFFSET_OUT_OF_RANGE = 1
 SAMPLE = re.compile(r'^(?P<name>[a-z_]+)\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$')
 
 
@@ -51,15 +50,19 @@ def test_group_api_errors_are_counted_by_their_code(group_broker):  # noqa: F811
         member, generation = joined_member(c, group, topic)
         assert heartbeat(c, group, generation, member) == NONE
         assert heartbeat(c, group, generation, "no-such-member") == UNKNOWN_MEMBER_ID
-        # A standalone commit (generation -1): partition 0 accepted, partition 1 refused.
+        # A commit to the classic group from another generation: refused per partition.
+        assert commit(c, group, generation + 1, member, {(topic, 0): (5, None)}) == \
+            {(topic, 0): ILLEGAL_GENERATION}
+        # A standalone commit (generation -1), a negative offset included: both stored,
+        # as Kafka does.
         other = unique_topic("g-simple")
         assert commit(c, other, -1, "", {(topic, 0): (5, None), (topic, 1): (-3, None)}) == \
-            {(topic, 0): NONE, (topic, 1): OFFSET_OUT_OF_RANGE}
+            {(topic, 0): NONE, (topic, 1): NONE}
     assert requests(b, "Heartbeat", "UnknownMemberId") == 1
     assert requests(b, "Heartbeat", "NONE") >= 1
-    # One count per partition: one NONE and one OFFSET_OUT_OF_RANGE for the one commit.
-    assert requests(b, "OffsetCommit", "OffsetOutOfRange") == 1
-    assert requests(b, "OffsetCommit", "NONE") == 1
+    # One count per partition: one ILLEGAL_GENERATION, then two NONE.
+    assert requests(b, "OffsetCommit", "IllegalGeneration") == 1
+    assert requests(b, "OffsetCommit", "NONE") == 2
 
 
 def test_a_group_request_at_an_unsupported_version_is_closed_and_counted(group_broker):  # noqa: F811

@@ -17,7 +17,7 @@ from confluent_kafka import (ConsumerGroupState, ConsumerGroupTopicPartitions, C
 
 from drover_testlib import Msg, ck_admin, ck_conf, ck_create_topic, ck_produce, unique_topic
 from kafka_groups_testlib import (consumers, group_broker,  # noqa: F401 (fixtures)
-                                  raw_offset_delete, wait_for)
+                                  raw_list_groups, raw_offset_delete, wait_for)
 
 PARTITIONS = 4
 SESSION_TIMEOUT_MS = 3000
@@ -177,6 +177,35 @@ def test_list_and_describe_a_stable_classic_group(group_broker, admin, consumers
     # Kafka reports the address each member connected from ("/127.0.0.1").
     hosts = [m.host for m in d.members]
     assert all("127.0.0.1" in h for h in hosts), f"member hosts {hosts!r}"
+
+
+def test_an_empty_classic_group_keeps_its_protocol_type(group_broker, admin, consumers):
+    """Kafka's ClassicGroup keeps its protocol type when its last member leaves (issue
+    17): after the consumer closed, ListGroups and DescribeGroups still report a
+    `consumer` group, Empty (librdkafka: not a simple consumer group, which is what an
+    empty protocol type means to it)."""
+    b = group_broker
+    topic = setup_topic(b, "adm-empty-type")
+    group = f"g-{topic}"
+    member = start_member(consumers, b, topic, group, "m0")
+    wait_for(lambda: consumed_all([member], 5), 30, "the member to consume the topic")
+    wait_for(lambda: group_state(admin, group) == ConsumerGroupState.STABLE, 15,
+             "ListGroups to show the group Stable")
+    assert listed(admin)[group].is_simple_consumer_group is False
+
+    member.stop()  # SIGTERM: close, LeaveGroup
+    wait_for(lambda: group_state(admin, group) == ConsumerGroupState.EMPTY, 15,
+             "the group to be Empty after its member left")
+    g = listed(admin)[group]
+    assert (g.state, g.type, g.is_simple_consumer_group) == \
+        (ConsumerGroupState.EMPTY, ConsumerGroupType.CLASSIC, False), vars(g)
+    d = describe(admin, group)
+    assert (d.state, d.members, d.is_simple_consumer_group) == \
+        (ConsumerGroupState.EMPTY, [], False), vars(d)
+    err, groups = raw_list_groups(b)
+    assert err == 0
+    assert {"group_id": group, "protocol_type": "consumer", "state": "Empty",
+            "type": "classic"} in groups, groups
 
 
 def test_describe_an_unknown_group(admin):

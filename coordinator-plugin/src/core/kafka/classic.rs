@@ -9,9 +9,15 @@
 //! SyncGroup) → `Stable`. A member that stops heartbeating for its session timeout is
 //! removed and the group rebalances.
 //!
-//! The group works on domain values; its answers are [`ClassicReply`]s handed to the
-//! wire boundary (`classic_api`) through [`Pending`] reply handles. Times are the
-//! coordinator's `now` in ms.
+//! A pure state machine, in the style of the KIP-848 engine (`consumer_group`): it works
+//! on domain values, reads no clock and does no I/O. Each call takes a [`ClassicEnv`]
+//! (the time in ms, the limits, and the coordinator's timer table, where the group sets
+//! and clears its [`ClassicTimer`] deadlines) and returns a [`ClassicOutcome`]: the
+//! [`ClassicReply`]s it decided, each with the [`Pending`] handle of the request it
+//! answers (a JoinGroup or SyncGroup answer is often deferred until the join or sync
+//! phase ends, so a call may answer other members' requests too), and the counters to
+//! report. The wire glue (`classic_api`) decodes the requests, calls the group and
+//! sends what it decided.
 
 use std::collections::BTreeMap;
 
@@ -20,9 +26,9 @@ use kafka_protocol::ResponseError;
 
 use crate::core::commits::{CommitApi, CommitAuthor};
 use crate::core::conn::SlotRef;
-use crate::core::{Ctx, TimerKey};
-use crate::io::CoordinatorCounter;
+use crate::core::TimerKey;
 use crate::kafka_wire::KafkaReplyTo;
+use crate::timers::Timers;
 use crate::types::GroupId;
 
 /// Where a deferred answer goes.
@@ -138,6 +144,18 @@ pub(crate) struct JoinResult {
     pub skip_assignment: bool,
 }
 
+impl ClassicReply {
+    /// A SyncGroup answer with `error` and no assignment.
+    pub(crate) fn sync_error(error: ResponseError) -> ClassicReply {
+        ClassicReply::Sync {
+            error: Some(error),
+            protocol_type: None,
+            protocol_name: None,
+            assignment: Bytes::new(),
+        }
+    }
+}
+
 impl JoinResult {
     pub(crate) fn error(error: ResponseError, member_id: &str) -> JoinResult {
         JoinResult {
@@ -175,8 +193,43 @@ pub(crate) struct ClassicGroup {
     next_member: u64,
 }
 
-/// Hands an answer to the wire boundary.
-pub(crate) type Reply<'a> = &'a mut dyn FnMut(&mut Ctx, Pending, ClassicReply);
+/// What a classic group reads and moves: the time, its limits and the coordinator's
+/// timer table (its deadlines are [`TimerKey::Classic`] entries; an operation that
+/// moves one sets or clears it there).
+pub(crate) struct ClassicEnv<'a> {
+    /// Now, in ms of the coordinator's monotonic clock.
+    pub now: u64,
+    /// The configuration.
+    pub limits: ClassicLimits,
+    /// The coordinator's one timer table.
+    pub timers: &'a mut Timers<TimerKey>,
+}
+
+/// What a call on a [`ClassicGroup`] decided besides its state: the answers to send
+/// (this request's and deferred ones it completed, in order) and what to count.
+#[derive(Debug, Default)]
+#[must_use = "the answers must be sent"]
+pub(crate) struct ClassicOutcome {
+    /// (where it goes, the answer), in the order they were decided.
+    pub replies: Vec<(Pending, ClassicReply)>,
+    /// Join phases started (`classic_rebalances`).
+    pub rebalances: u64,
+    /// Generations completed (`classic_generations`).
+    pub generations: u64,
+    /// Members removed for their session timeout (`classic_members_expired`).
+    pub members_expired: u64,
+}
+
+impl ClassicOutcome {
+    fn reply(&mut self, to: Pending, reply: ClassicReply) {
+        self.replies.push((to, reply));
+    }
+
+    /// A SyncGroup answer with `error` and no assignment.
+    fn sync_error(&mut self, to: Pending, error: ResponseError) {
+        self.reply(to, ClassicReply::sync_error(error));
+    }
+}
 
 impl ClassicGroup {
     pub(crate) fn new(id: GroupId) -> ClassicGroup {
@@ -199,10 +252,10 @@ impl ClassicGroup {
         TimerKey::Classic(self.id.clone(), t)
     }
 
-    fn new_member_id(&mut self, cx: &Ctx, prefix: &str) -> String {
+    fn new_member_id(&mut self, now: u64, prefix: &str) -> String {
         self.next_member += 1;
         // Unique for the broker's lifetime: the coordinator's clock and a counter.
-        format!("{prefix}-{:x}-{:x}", cx.now, self.next_member)
+        format!("{prefix}-{:x}-{:x}", now, self.next_member)
     }
 
     /// Whether `member_id` / `instance_id` name a current member: `Err` with
@@ -314,33 +367,46 @@ impl ClassicGroup {
 
     // ------------------------------------------------------------------ JoinGroup
 
-    /// Handles a JoinGroup; the answer goes through `reply` now or later.
+    /// Handles a JoinGroup. The outcome holds its answer when it is decided now (else
+    /// the answer comes in the outcome of the call that ends the join phase: the last
+    /// member's join, a timer, a leave), other members' answers it completes, and
+    /// counters.
     pub(crate) fn join(
         &mut self,
-        cx: &mut Ctx,
-        limits: ClassicLimits,
+        env: &mut ClassicEnv<'_>,
         p: JoinParams,
         pending: Pending,
-        reply: Reply<'_>,
+    ) -> ClassicOutcome {
+        let mut out = ClassicOutcome::default();
+        self.join_into(env, p, pending, &mut out);
+        out
+    }
+
+    /// [`ClassicGroup::join`], adding to `out`.
+    fn join_into(
+        &mut self,
+        env: &mut ClassicEnv<'_>,
+        p: JoinParams,
+        pending: Pending,
+        out: &mut ClassicOutcome,
     ) {
         if !self.supports(&p.protocol_type, &p.protocols) {
             let r = JoinResult::error(ResponseError::InconsistentGroupProtocol, &p.member_id);
-            return reply(cx, pending, ClassicReply::Join(r));
+            return out.reply(pending, ClassicReply::Join(r));
         }
         if p.member_id.is_empty() {
-            return self.join_new(cx, limits, p, pending, reply);
+            return self.join_new(env, p, pending, out);
         }
         if let Some(session) = self.pending_members.remove(&p.member_id) {
-            cx.timers.set(
+            env.timers.set(
                 self.timer(ClassicTimer::PendingJoin(p.member_id.clone())),
                 None,
             );
             let _ = session;
-            return self.add_member(cx, limits, p, pending, reply);
+            return self.add_member(env, p, pending, out);
         }
         if let Err(e) = self.check_member(&p.member_id, p.instance_id.as_deref()) {
-            return reply(
-                cx,
+            return out.reply(
                 pending,
                 ClassicReply::Join(JoinResult::error(e, &p.member_id)),
             );
@@ -357,30 +423,29 @@ impl ClassicGroup {
         }
         match self.state {
             ClassicState::PreparingRebalance => {
-                self.await_join(cx, &p.member_id, pending, reply);
-                self.try_complete_join(cx, reply);
+                self.await_join(env, &p.member_id, pending, out);
+                self.try_complete_join(env, out);
             }
             ClassicState::CompletingRebalance | ClassicState::Stable
                 if !(changed || is_leader && self.state == ClassicState::Stable) =>
             {
                 // Same metadata: the current generation stands (Kafka answers at once).
                 let r = self.join_result(&p.member_id, false);
-                reply(cx, pending, ClassicReply::Join(r));
+                out.reply(pending, ClassicReply::Join(r));
             }
             _ => {
-                self.await_join(cx, &p.member_id, pending, reply);
-                self.prepare_rebalance(cx, limits, "a member joined again", reply);
+                self.await_join(env, &p.member_id, pending, out);
+                self.prepare_rebalance(env, "a member joined again", out);
             }
         }
     }
 
     fn join_new(
         &mut self,
-        cx: &mut Ctx,
-        limits: ClassicLimits,
+        env: &mut ClassicEnv<'_>,
         mut p: JoinParams,
         pending: Pending,
-        reply: Reply<'_>,
+        out: &mut ClassicOutcome,
     ) {
         let prefix = p.instance_id.clone().unwrap_or_else(|| {
             if p.client_id.is_empty() {
@@ -389,31 +454,31 @@ impl ClassicGroup {
                 p.client_id.clone()
             }
         });
-        let member_id = self.new_member_id(cx, &prefix);
+        let member_id = self.new_member_id(env.now, &prefix);
         if let Some(instance) = p.instance_id.clone() {
             if let Some(old) = self.instances.get(&instance).cloned() {
-                return self.replace_static(cx, limits, old, member_id, p, pending, reply);
+                return self.replace_static(env, old, member_id, p, pending, out);
             }
             p.member_id = member_id;
-            return self.add_member(cx, limits, p, pending, reply);
+            return self.add_member(env, p, pending, out);
         }
         if p.require_known_member_id {
-            if self.members.len() + self.pending_members.len() >= limits.max_group_size {
+            if self.members.len() + self.pending_members.len() >= env.limits.max_group_size {
                 let r = JoinResult::error(ResponseError::GroupMaxSizeReached, "");
-                return reply(cx, pending, ClassicReply::Join(r));
+                return out.reply(pending, ClassicReply::Join(r));
             }
             self.pending_members
                 .insert(member_id.clone(), p.session_timeout_ms);
-            let at = cx.now + p.session_timeout_ms.max(0) as u64;
-            cx.timers.set(
+            let at = env.now + p.session_timeout_ms.max(0) as u64;
+            env.timers.set(
                 self.timer(ClassicTimer::PendingJoin(member_id.clone())),
                 Some(at),
             );
             let r = JoinResult::error(ResponseError::MemberIdRequired, &member_id);
-            return reply(cx, pending, ClassicReply::Join(r));
+            return out.reply(pending, ClassicReply::Join(r));
         }
         p.member_id = member_id;
-        self.add_member(cx, limits, p, pending, reply);
+        self.add_member(env, p, pending, out);
     }
 
     /// KIP-345: a static member restarted with a new member id takes the old one's place
@@ -421,22 +486,21 @@ impl ClassicGroup {
     #[allow(clippy::too_many_arguments)]
     fn replace_static(
         &mut self,
-        cx: &mut Ctx,
-        limits: ClassicLimits,
+        env: &mut ClassicEnv<'_>,
         old_id: String,
         new_id: String,
         p: JoinParams,
         pending: Pending,
-        reply: Reply<'_>,
+        out: &mut ClassicOutcome,
     ) {
         let Some(mut member) = self.members.remove(&old_id) else {
             self.instances
                 .remove(p.instance_id.as_deref().unwrap_or_default());
             let mut p = p;
             p.member_id = new_id;
-            return self.add_member(cx, limits, p, pending, reply);
+            return self.add_member(env, p, pending, out);
         };
-        cx.timers
+        env.timers
             .set(self.timer(ClassicTimer::Session(old_id.clone())), None);
         // The old incarnation's outstanding answers: it is fenced.
         for old in [member.awaiting_join.take(), member.awaiting_sync.take()]
@@ -448,14 +512,9 @@ impl ClassicGroup {
                 kafka_protocol::messages::ApiKey::JoinGroup => {
                     ClassicReply::Join(JoinResult::error(e, &old_id))
                 }
-                _ => ClassicReply::Sync {
-                    error: Some(e),
-                    protocol_type: None,
-                    protocol_name: None,
-                    assignment: Bytes::new(),
-                },
+                _ => ClassicReply::sync_error(e),
             };
-            reply(cx, old, r);
+            out.reply(old, r);
         }
         let changed = member.protocols != p.protocols;
         member.member_id = new_id.clone();
@@ -474,37 +533,31 @@ impl ClassicGroup {
         tracing::info!(group = %self.id, old = old_id, new = new_id, "static member rejoined");
         match self.state {
             ClassicState::Stable if !changed => {
-                self.touch(cx, &new_id);
+                self.touch(env, &new_id);
                 let r = self.join_result(&new_id, true);
-                reply(cx, pending, ClassicReply::Join(r));
+                out.reply(pending, ClassicReply::Join(r));
             }
             ClassicState::PreparingRebalance => {
-                self.await_join(cx, &new_id, pending, reply);
-                self.try_complete_join(cx, reply);
+                self.await_join(env, &new_id, pending, out);
+                self.try_complete_join(env, out);
             }
             _ => {
-                self.await_join(cx, &new_id, pending, reply);
-                self.prepare_rebalance(
-                    cx,
-                    limits,
-                    "a static member joined with new metadata",
-                    reply,
-                );
+                self.await_join(env, &new_id, pending, out);
+                self.prepare_rebalance(env, "a static member joined with new metadata", out);
             }
         }
     }
 
     fn add_member(
         &mut self,
-        cx: &mut Ctx,
-        limits: ClassicLimits,
+        env: &mut ClassicEnv<'_>,
         p: JoinParams,
         pending: Pending,
-        reply: Reply<'_>,
+        out: &mut ClassicOutcome,
     ) {
-        if self.members.len() >= limits.max_group_size {
+        if self.members.len() >= env.limits.max_group_size {
             let r = JoinResult::error(ResponseError::GroupMaxSizeReached, &p.member_id);
-            return reply(cx, pending, ClassicReply::Join(r));
+            return out.reply(pending, ClassicReply::Join(r));
         }
         if self.members.is_empty() {
             self.protocol_type = Some(p.protocol_type.clone());
@@ -529,18 +582,24 @@ impl ClassicGroup {
             },
         );
         tracing::debug!(group = %self.id, member = id, "member joined");
-        self.await_join(cx, &id, pending, reply);
+        self.await_join(env, &id, pending, out);
         if self.state == ClassicState::PreparingRebalance {
-            self.try_complete_join(cx, reply);
+            self.try_complete_join(env, out);
         } else {
-            self.prepare_rebalance(cx, limits, "a member joined", reply);
+            self.prepare_rebalance(env, "a member joined", out);
         }
     }
 
     /// Parks a member's JoinGroup answer until the join phase ends; no session deadline
     /// meanwhile (Kafka does not expire members waiting for their join answer).
-    fn await_join(&mut self, cx: &mut Ctx, member_id: &str, pending: Pending, reply: Reply<'_>) {
-        cx.timers.set(
+    fn await_join(
+        &mut self,
+        env: &mut ClassicEnv<'_>,
+        member_id: &str,
+        pending: Pending,
+        out: &mut ClassicOutcome,
+    ) {
+        env.timers.set(
             self.timer(ClassicTimer::Session(member_id.to_owned())),
             None,
         );
@@ -549,53 +608,38 @@ impl ClassicGroup {
         };
         if let Some(old) = m.awaiting_join.replace(pending) {
             let r = JoinResult::error(ResponseError::RebalanceInProgress, member_id);
-            reply(cx, old, ClassicReply::Join(r));
+            out.reply(old, ClassicReply::Join(r));
         }
     }
 
     /// Starts (or restarts) the join phase.
-    fn prepare_rebalance(
-        &mut self,
-        cx: &mut Ctx,
-        limits: ClassicLimits,
-        why: &str,
-        reply: Reply<'_>,
-    ) {
+    fn prepare_rebalance(&mut self, env: &mut ClassicEnv<'_>, why: &str, out: &mut ClassicOutcome) {
         if self.state == ClassicState::CompletingRebalance {
             // Members waiting for their assignment must join again.
             for m in self.members.values_mut() {
                 m.assignment = Bytes::new();
                 if let Some(p) = m.awaiting_sync.take() {
-                    reply(
-                        cx,
-                        p,
-                        ClassicReply::Sync {
-                            error: Some(ResponseError::RebalanceInProgress),
-                            protocol_type: None,
-                            protocol_name: None,
-                            assignment: Bytes::new(),
-                        },
-                    );
+                    out.sync_error(p, ResponseError::RebalanceInProgress);
                 }
             }
-            cx.timers.set(self.timer(ClassicTimer::Sync), None);
+            env.timers.set(self.timer(ClassicTimer::Sync), None);
         }
         if self.state == ClassicState::PreparingRebalance {
-            return self.try_complete_join(cx, reply);
+            return self.try_complete_join(env, out);
         }
         tracing::debug!(group = %self.id, generation = self.generation, why, "rebalance");
-        cx.metric(CoordinatorCounter::ClassicRebalances, 1);
-        let at = if self.state == ClassicState::Empty && limits.initial_rebalance_delay_ms > 0 {
-            let until = cx.now + limits.initial_rebalance_delay_ms;
+        out.rebalances += 1;
+        let at = if self.state == ClassicState::Empty && env.limits.initial_rebalance_delay_ms > 0 {
+            let until = env.now + env.limits.initial_rebalance_delay_ms;
             self.initial_delay_until = Some(until);
             until
         } else {
             self.initial_delay_until = None;
-            cx.now + self.max_rebalance_timeout()
+            env.now + self.max_rebalance_timeout()
         };
         self.state = ClassicState::PreparingRebalance;
-        cx.timers.set(self.timer(ClassicTimer::Join), Some(at));
-        self.try_complete_join(cx, reply);
+        env.timers.set(self.timer(ClassicTimer::Join), Some(at));
+        self.try_complete_join(env, out);
     }
 
     fn max_rebalance_timeout(&self) -> u64 {
@@ -608,32 +652,32 @@ impl ClassicGroup {
 
     /// Ends the join phase once every member has rejoined and no KIP-394 member id is
     /// outstanding (and the initial delay, if any, is over).
-    fn try_complete_join(&mut self, cx: &mut Ctx, reply: Reply<'_>) {
+    fn try_complete_join(&mut self, env: &mut ClassicEnv<'_>, out: &mut ClassicOutcome) {
         if self.state != ClassicState::PreparingRebalance || self.initial_delay_until.is_some() {
             return;
         }
         let all = self.members.values().all(|m| m.awaiting_join.is_some());
         if all && self.pending_members.is_empty() {
-            self.complete_join(cx, reply);
+            self.complete_join(env, out);
         }
     }
 
     /// The join phase's deadline: after the initial delay the ordinary wait starts;
     /// after the rebalance timeout, members that did not rejoin are removed.
-    fn on_join_timer(&mut self, cx: &mut Ctx, reply: Reply<'_>) {
+    fn on_join_timer(&mut self, env: &mut ClassicEnv<'_>, out: &mut ClassicOutcome) {
         if self.state != ClassicState::PreparingRebalance {
             return;
         }
         if self.initial_delay_until.take().is_some() {
-            let at = cx.now + self.max_rebalance_timeout();
-            cx.timers.set(self.timer(ClassicTimer::Join), Some(at));
-            return self.try_complete_join(cx, reply);
+            let at = env.now + self.max_rebalance_timeout();
+            env.timers.set(self.timer(ClassicTimer::Join), Some(at));
+            return self.try_complete_join(env, out);
         }
-        self.complete_join(cx, reply);
+        self.complete_join(env, out);
     }
 
-    fn complete_join(&mut self, cx: &mut Ctx, reply: Reply<'_>) {
-        cx.timers.set(self.timer(ClassicTimer::Join), None);
+    fn complete_join(&mut self, env: &mut ClassicEnv<'_>, out: &mut ClassicOutcome) {
+        env.timers.set(self.timer(ClassicTimer::Join), None);
         let gone: Vec<String> = self
             .members
             .values()
@@ -642,14 +686,15 @@ impl ClassicGroup {
             .collect();
         for id in gone {
             tracing::info!(group = %self.id, member = id, "member did not rejoin in time: removed");
-            self.remove(cx, &id, reply);
+            self.remove(env, &id, out);
         }
         self.generation += 1;
-        cx.metric(CoordinatorCounter::ClassicGenerations, 1);
+        out.generations += 1;
         if self.members.is_empty() {
             self.state = ClassicState::Empty;
+            // The protocol type stays (Kafka's ClassicGroup keeps it when the group
+            // goes Empty): DescribeGroups and ListGroups still say `consumer`.
             self.protocol_name = None;
-            self.protocol_type = None;
             self.leader = None;
             return;
         }
@@ -670,12 +715,12 @@ impl ClassicGroup {
                 .get_mut(&id)
                 .and_then(|m| m.awaiting_join.take())
             {
-                reply(cx, p, ClassicReply::Join(result));
+                out.reply(p, ClassicReply::Join(result));
             }
-            self.touch(cx, &id);
+            self.touch(env, &id);
         }
-        let at = cx.now + self.max_rebalance_timeout();
-        cx.timers.set(self.timer(ClassicTimer::Sync), Some(at));
+        let at = env.now + self.max_rebalance_timeout();
+        env.timers.set(self.timer(ClassicTimer::Sync), Some(at));
         tracing::info!(group = %self.id, generation = self.generation, members = self.members.len(),
             protocol = self.protocol_name.as_deref().unwrap_or(""), "classic group generation");
     }
@@ -729,30 +774,44 @@ impl ClassicGroup {
 
     // ------------------------------------------------------------------ SyncGroup
 
-    /// Handles a SyncGroup whose member and generation the caller has checked.
+    /// Handles a SyncGroup whose member and generation the caller has checked:
+    /// the answers it completes (this one's, or the whole group's once the leader's
+    /// assignment arrives).
     pub(crate) fn sync(
         &mut self,
-        cx: &mut Ctx,
-        limits: ClassicLimits,
+        env: &mut ClassicEnv<'_>,
         member_id: &str,
         assignments: Vec<(String, Bytes)>,
         pending: Pending,
-        reply: Reply<'_>,
+    ) -> ClassicOutcome {
+        let mut out = ClassicOutcome::default();
+        self.sync_into(env, member_id, assignments, pending, &mut out);
+        out
+    }
+
+    /// [`ClassicGroup::sync`], adding to `out`.
+    fn sync_into(
+        &mut self,
+        env: &mut ClassicEnv<'_>,
+        member_id: &str,
+        assignments: Vec<(String, Bytes)>,
+        pending: Pending,
+        out: &mut ClassicOutcome,
     ) {
         match self.state {
             ClassicState::PreparingRebalance | ClassicState::Empty => {
-                self.sync_error(cx, pending, ResponseError::RebalanceInProgress, reply)
+                out.sync_error(pending, ResponseError::RebalanceInProgress)
             }
             ClassicState::Stable => {
-                self.touch(cx, member_id);
+                self.touch(env, member_id);
                 let r = self.sync_ok(member_id);
-                reply(cx, pending, r);
+                out.reply(pending, r);
             }
             ClassicState::CompletingRebalance => {
-                self.touch(cx, member_id);
+                self.touch(env, member_id);
                 if let Some(m) = self.members.get_mut(member_id) {
                     if let Some(old) = m.awaiting_sync.replace(pending) {
-                        self.sync_error(cx, old, ResponseError::RebalanceInProgress, reply);
+                        out.sync_error(old, ResponseError::RebalanceInProgress);
                     }
                 }
                 if self.leader.as_deref() != Some(member_id) {
@@ -766,7 +825,7 @@ impl ClassicGroup {
                     tracing::debug!(group = %self.id, unknown = given.len(), "assignment for unknown members ignored");
                 }
                 self.state = ClassicState::Stable;
-                cx.timers.set(self.timer(ClassicTimer::Sync), None);
+                env.timers.set(self.timer(ClassicTimer::Sync), None);
                 let ids: Vec<String> = self.members.keys().cloned().collect();
                 for id in ids {
                     let r = self.sync_ok(&id);
@@ -775,10 +834,9 @@ impl ClassicGroup {
                         .get_mut(&id)
                         .and_then(|m| m.awaiting_sync.take())
                     {
-                        reply(cx, p, r);
+                        out.reply(p, r);
                     }
                 }
-                let _ = limits;
             }
         }
     }
@@ -796,19 +854,9 @@ impl ClassicGroup {
         }
     }
 
-    fn sync_error(&self, cx: &mut Ctx, p: Pending, e: ResponseError, reply: Reply<'_>) {
-        let r = ClassicReply::Sync {
-            error: Some(e),
-            protocol_type: None,
-            protocol_name: None,
-            assignment: Bytes::new(),
-        };
-        reply(cx, p, r);
-    }
-
     /// The sync phase's deadline: members that have not sent SyncGroup are removed and
     /// the group rebalances.
-    fn on_sync_timer(&mut self, cx: &mut Ctx, limits: ClassicLimits, reply: Reply<'_>) {
+    fn on_sync_timer(&mut self, env: &mut ClassicEnv<'_>, out: &mut ClassicOutcome) {
         if self.state != ClassicState::CompletingRebalance {
             return;
         }
@@ -820,48 +868,54 @@ impl ClassicGroup {
             .collect();
         for id in &late {
             tracing::info!(group = %self.id, member = id, "no SyncGroup before the rebalance timeout: removed");
-            self.remove(cx, id, reply);
+            self.remove(env, id, out);
         }
-        self.prepare_rebalance(cx, limits, "members did not sync", reply);
+        self.prepare_rebalance(env, "members did not sync", out);
     }
 
     // ------------------------------------------------------------------ Heartbeat, LeaveGroup
 
     /// A heartbeat of a checked member of the current generation: the error to answer.
-    pub(crate) fn heartbeat(&mut self, cx: &mut Ctx, member_id: &str) -> Option<ResponseError> {
+    pub(crate) fn heartbeat(
+        &mut self,
+        env: &mut ClassicEnv<'_>,
+        member_id: &str,
+    ) -> Option<ResponseError> {
         match self.state {
             ClassicState::Empty => Some(ResponseError::UnknownMemberId),
             ClassicState::PreparingRebalance => {
                 if self.members[member_id].awaiting_join.is_none() {
-                    self.touch(cx, member_id);
+                    self.touch(env, member_id);
                 }
                 Some(ResponseError::RebalanceInProgress)
             }
             ClassicState::CompletingRebalance | ClassicState::Stable => {
-                self.touch(cx, member_id);
+                self.touch(env, member_id);
                 None
             }
         }
     }
 
-    /// A member leaves (LeaveGroup): removed, and the group rebalances.
-    pub(crate) fn leave(
-        &mut self,
-        cx: &mut Ctx,
-        limits: ClassicLimits,
-        member_id: &str,
-        reply: Reply<'_>,
-    ) {
+    /// A member leaves (LeaveGroup): removed, and the group rebalances; the
+    /// deferred answers this completes.
+    pub(crate) fn leave(&mut self, env: &mut ClassicEnv<'_>, member_id: &str) -> ClassicOutcome {
+        let mut out = ClassicOutcome::default();
+        self.leave_into(env, member_id, &mut out);
+        out
+    }
+
+    /// [`ClassicGroup::leave`], adding to `out`.
+    fn leave_into(&mut self, env: &mut ClassicEnv<'_>, member_id: &str, out: &mut ClassicOutcome) {
         if self.pending_members.remove(member_id).is_some() {
-            cx.timers.set(
+            env.timers.set(
                 self.timer(ClassicTimer::PendingJoin(member_id.to_owned())),
                 None,
             );
-            return self.try_complete_join(cx, reply);
+            return self.try_complete_join(env, out);
         }
         tracing::info!(group = %self.id, member = member_id, "member left");
-        self.remove(cx, member_id, reply);
-        self.prepare_rebalance(cx, limits, "a member left", reply);
+        self.remove(env, member_id, out);
+        self.prepare_rebalance(env, "a member left", out);
     }
 
     /// Whether `member_id` is a KIP-394 id handed out and not yet used.
@@ -870,18 +924,18 @@ impl ClassicGroup {
     }
 
     /// Restarts `member_id`'s session deadline.
-    fn touch(&self, cx: &mut Ctx, member_id: &str) {
+    fn touch(&self, env: &mut ClassicEnv<'_>, member_id: &str) {
         if let Some(m) = self.members.get(member_id) {
-            let at = cx.now + m.session_timeout_ms.max(0) as u64;
-            cx.timers.set(
+            let at = env.now + m.session_timeout_ms.max(0) as u64;
+            env.timers.set(
                 self.timer(ClassicTimer::Session(member_id.to_owned())),
                 Some(at),
             );
         }
     }
 
-    fn remove(&mut self, cx: &mut Ctx, member_id: &str, reply: Reply<'_>) {
-        cx.timers.set(
+    fn remove(&mut self, env: &mut ClassicEnv<'_>, member_id: &str, out: &mut ClassicOutcome) {
+        env.timers.set(
             self.timer(ClassicTimer::Session(member_id.to_owned())),
             None,
         );
@@ -898,35 +952,46 @@ impl ClassicGroup {
         }
         if let Some(p) = m.awaiting_join.take() {
             let r = JoinResult::error(ResponseError::UnknownMemberId, member_id);
-            reply(cx, p, ClassicReply::Join(r));
+            out.reply(p, ClassicReply::Join(r));
         }
         if let Some(p) = m.awaiting_sync.take() {
-            self.sync_error(cx, p, ResponseError::UnknownMemberId, reply);
+            out.sync_error(p, ResponseError::UnknownMemberId);
         }
     }
 
-    /// A deadline of this group passed.
+    /// A deadline of this group passed: the answers and counters it
+    /// leads to.
     pub(crate) fn on_timer(
         &mut self,
-        cx: &mut Ctx,
-        limits: ClassicLimits,
+        env: &mut ClassicEnv<'_>,
         timer: ClassicTimer,
-        reply: Reply<'_>,
+    ) -> ClassicOutcome {
+        let mut out = ClassicOutcome::default();
+        self.on_timer_into(env, timer, &mut out);
+        out
+    }
+
+    /// [`ClassicGroup::on_timer`], adding to `out`.
+    fn on_timer_into(
+        &mut self,
+        env: &mut ClassicEnv<'_>,
+        timer: ClassicTimer,
+        out: &mut ClassicOutcome,
     ) {
         match timer {
-            ClassicTimer::Join => self.on_join_timer(cx, reply),
-            ClassicTimer::Sync => self.on_sync_timer(cx, limits, reply),
+            ClassicTimer::Join => self.on_join_timer(env, out),
+            ClassicTimer::Sync => self.on_sync_timer(env, out),
             ClassicTimer::Session(member) => {
                 if self.members.contains_key(&member) {
                     tracing::info!(group = %self.id, member, "session timeout: member removed");
-                    cx.metric(CoordinatorCounter::ClassicMembersExpired, 1);
-                    self.remove(cx, &member, reply);
-                    self.prepare_rebalance(cx, limits, "a member's session expired", reply);
+                    out.members_expired += 1;
+                    self.remove(env, &member, out);
+                    self.prepare_rebalance(env, "a member's session expired", out);
                 }
             }
             ClassicTimer::PendingJoin(member) => {
                 if self.pending_members.remove(&member).is_some() {
-                    self.try_complete_join(cx, reply);
+                    self.try_complete_join(env, out);
                 }
             }
         }
@@ -934,25 +999,31 @@ impl ClassicGroup {
 
     /// Drops every member (the group's slot was lost, or the group is deleted): their
     /// outstanding answers get `error`, their timers go.
-    pub(crate) fn drop_all(&mut self, cx: &mut Ctx, error: ResponseError, reply: Reply<'_>) {
+    pub(crate) fn drop_all(
+        &mut self,
+        env: &mut ClassicEnv<'_>,
+        error: ResponseError,
+    ) -> ClassicOutcome {
+        let mut out = ClassicOutcome::default();
         for t in [ClassicTimer::Join, ClassicTimer::Sync] {
-            cx.timers.set(self.timer(t), None);
+            env.timers.set(self.timer(t), None);
         }
         for id in std::mem::take(&mut self.pending_members).into_keys() {
-            cx.timers
+            env.timers
                 .set(self.timer(ClassicTimer::PendingJoin(id)), None);
         }
         for (id, mut m) in std::mem::take(&mut self.members) {
-            cx.timers
+            env.timers
                 .set(self.timer(ClassicTimer::Session(id.clone())), None);
             if let Some(p) = m.awaiting_join.take() {
-                reply(cx, p, ClassicReply::Join(JoinResult::error(error, &id)));
+                out.reply(p, ClassicReply::Join(JoinResult::error(error, &id)));
             }
             if let Some(p) = m.awaiting_sync.take() {
-                self.sync_error(cx, p, error, reply);
+                out.sync_error(p, error);
             }
         }
         self.instances.clear();
         self.state = ClassicState::Empty;
+        out
     }
 }

@@ -1,9 +1,12 @@
 //! JoinGroup, SyncGroup, Heartbeat and LeaveGroup: the wire checks common to every
 //! classic request (group id, ownership, the group's protocol, member and generation)
 //! and the conversion between `kafka-protocol` messages and the classic group's
-//! domain values. Also the coordinator's other entry points into classic groups: their
-//! timers firing (`on_classic_timer`), and dropping the Kafka groups, classic and
-//! KIP-848, of a lost coordinator slot (`drop_kafka_groups_of`).
+//! domain values: it lends the pure group a `ClassicEnv` (the clock, the limits, the
+//! timer table) and carries out the `ClassicOutcome` it returns (sends the answers,
+//! deferred ones included, in order, and counts). Also the coordinator's other entry
+//! points into classic groups: their timers firing (`on_classic_timer`), and dropping
+//! the Kafka groups, classic and KIP-848, of a lost coordinator slot
+//! (`drop_kafka_groups_of`).
 
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
@@ -15,11 +18,13 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::classic::{
-    ClassicGroup, ClassicLimits, ClassicReply, ClassicTimer, JoinParams, JoinResult, Pending,
+    ClassicEnv, ClassicGroup, ClassicLimits, ClassicOutcome, ClassicReply, ClassicTimer,
+    JoinParams, JoinResult, Pending,
 };
 use crate::core::conn::SlotRef;
 use crate::core::groups::{Group, GroupKind};
 use crate::core::{Coordinator, Ctx};
+use crate::io::CoordinatorCounter;
 use crate::kafka_wire::KafkaReplyTo;
 use crate::types::GroupId;
 
@@ -73,14 +78,43 @@ pub(super) fn send(cx: &mut Ctx, p: Pending, reply: ClassicReply) {
     cx.respond_kafka(p.slot, p.to, response);
 }
 
-impl Coordinator {
-    pub(super) fn classic_limits(&self) -> ClassicLimits {
-        ClassicLimits {
-            initial_rebalance_delay_ms: self.cx.config.initial_rebalance_delay_ms,
-            max_group_size: self.cx.config.max_group_size,
+/// Carries out what a classic group decided: sends its answers, in order, and counts
+/// its rebalances, generations and expired members.
+fn apply(cx: &mut Ctx, outcome: ClassicOutcome) {
+    let ClassicOutcome {
+        replies,
+        rebalances,
+        generations,
+        members_expired,
+    } = outcome;
+    for (to, reply) in replies {
+        send(cx, to, reply);
+    }
+    for (counter, value) in [
+        (CoordinatorCounter::ClassicRebalances, rebalances),
+        (CoordinatorCounter::ClassicGenerations, generations),
+        (CoordinatorCounter::ClassicMembersExpired, members_expired),
+    ] {
+        if value > 0 {
+            cx.metric(counter, value);
         }
     }
+}
 
+/// What a classic group reads from the coordinator's shared state: the time, the
+/// configured limits, and the timer table (borrowed beside the groups).
+fn classic_env(cx: &mut Ctx) -> ClassicEnv<'_> {
+    ClassicEnv {
+        now: cx.now,
+        limits: ClassicLimits {
+            initial_rebalance_delay_ms: cx.config.initial_rebalance_delay_ms,
+            max_group_size: cx.config.max_group_size,
+        },
+        timers: &mut cx.timers,
+    }
+}
+
+impl Coordinator {
     /// The error of a request for classic group `id`, before the group is looked at:
     /// empty id, another coordinator's group, a group of another protocol.
     fn classic_precheck(&self, id: &str) -> Option<ResponseError> {
@@ -164,12 +198,12 @@ impl Coordinator {
                 .collect(),
             require_known_member_id: to.version >= 4,
         };
-        let limits = self.classic_limits();
         let gid = GroupId::new(&id);
         let group = self
             .groups
             .classic_or_insert(gid.clone(), || ClassicGroup::new(gid));
-        group.join(&mut self.cx, limits, params, pending, &mut send);
+        let outcome = group.join(&mut classic_env(&mut self.cx), params, pending);
+        apply(&mut self.cx, outcome);
     }
 
     /// The member and generation checks of SyncGroup and Heartbeat.
@@ -209,7 +243,6 @@ impl Coordinator {
         {
             return send(&mut self.cx, pending, error(e));
         }
-        let limits = self.classic_limits();
         let Some(group) = self.groups.classic_mut(id.as_str()) else {
             return send(&mut self.cx, pending, error(ResponseError::UnknownMemberId));
         };
@@ -233,14 +266,13 @@ impl Coordinator {
             .into_iter()
             .map(|a| (a.member_id.to_string(), a.assignment))
             .collect();
-        group.sync(
-            &mut self.cx,
-            limits,
+        let outcome = group.sync(
+            &mut classic_env(&mut self.cx),
             &member_id,
             assignments,
             pending,
-            &mut send,
         );
+        apply(&mut self.cx, outcome);
     }
 
     pub(super) fn on_classic_heartbeat(
@@ -262,7 +294,7 @@ impl Coordinator {
             Ok(()) => self
                 .groups
                 .classic_mut(id.as_str())
-                .and_then(|g| g.heartbeat(&mut self.cx, &member_id)),
+                .and_then(|g| g.heartbeat(&mut classic_env(&mut self.cx), &member_id)),
         };
         let mut out = HeartbeatResponse::default();
         out.error_code = error.map_or(0, |e| e.code());
@@ -293,7 +325,6 @@ impl Coordinator {
                 .cx
                 .respond_kafka(slot, to, ResponseKind::LeaveGroup(out));
         }
-        let limits = self.classic_limits();
         let mut results = Vec::with_capacity(leaving.len());
         match self.groups.classic_mut(id.as_str()) {
             None => {
@@ -307,17 +338,14 @@ impl Coordinator {
                         _ => member_id.clone(),
                     };
                     let error = if group.is_pending(&member) {
-                        group.leave(&mut self.cx, limits, &member, &mut send);
                         None
                     } else {
-                        match group.check_member(&member, instance.as_deref()) {
-                            Ok(()) => {
-                                group.leave(&mut self.cx, limits, &member, &mut send);
-                                None
-                            }
-                            Err(e) => Some(e),
-                        }
+                        group.check_member(&member, instance.as_deref()).err()
                     };
+                    if error.is_none() {
+                        let outcome = group.leave(&mut classic_env(&mut self.cx), &member);
+                        apply(&mut self.cx, outcome);
+                    }
                     let mut m = MemberResponse::default();
                     m.member_id = s(member_id);
                     m.group_instance_id = instance.map(s);
@@ -348,7 +376,11 @@ impl Coordinator {
         for id in ids {
             if let Some(Group::Classic(mut g)) = self.groups.remove(&id) {
                 tracing::info!(group = %id, slot, members = g.members.len(), "classic group dropped with its slot");
-                g.drop_all(&mut self.cx, ResponseError::NotCoordinator, &mut send);
+                let outcome = g.drop_all(
+                    &mut classic_env(&mut self.cx),
+                    ResponseError::NotCoordinator,
+                );
+                apply(&mut self.cx, outcome);
             }
         }
         for id in self.groups.ids_of(GroupKind::Consumer) {
@@ -365,9 +397,9 @@ impl Coordinator {
 
     /// A classic group's deadline passed.
     pub(crate) fn on_classic_timer(&mut self, group: &GroupId, timer: ClassicTimer) {
-        let limits = self.classic_limits();
         if let Some(g) = self.groups.classic_mut(group) {
-            g.on_timer(&mut self.cx, limits, timer, &mut send);
+            let outcome = g.on_timer(&mut classic_env(&mut self.cx), timer);
+            apply(&mut self.cx, outcome);
         }
     }
 }

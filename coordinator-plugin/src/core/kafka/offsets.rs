@@ -6,6 +6,11 @@
 //! empty (a "simple" commit, as the admin client and manual-assignment consumers send);
 //! an unknown group accepts generation −1 and, once the store has the offsets, is kept
 //! as an empty classic group (as Kafka does); a KIP-848 group checks the member epoch.
+//! The offset itself is not checked: any value is stored, negative ones included, as
+//! Kafka's `OffsetMetadataManager` does (it checks only the metadata size and the
+//! group's rules); OffsetFetch returns it as stored, and a client reads a negative
+//! committed offset as none (its `auto.offset.reset` applies; −2 is also the sentinel
+//! kafkajs' `resetOffsets` to earliest commits).
 //! The group that has the id validates a commit (`validate_offset_commit`; the rules
 //! above), and accepted entries go through the group id's one commit queue
 //! (`core::commits`), so a group's commits reach the store one batch at a time, in the
@@ -184,7 +189,6 @@ impl Coordinator {
                     Ok(()) if metadata.as_ref().is_some_and(|m| m.len() > max_metadata) => {
                         Some(ResponseError::OffsetMetadataTooLarge)
                     }
-                    Ok(()) if p.committed_offset < 0 => Some(ResponseError::OffsetOutOfRange),
                     Ok(()) => None,
                 };
                 if code.is_none() {
