@@ -38,6 +38,7 @@ mod error;
 mod file_cache;
 mod index;
 mod partition;
+pub mod producer_state;
 pub mod records;
 mod recovery;
 mod segment;

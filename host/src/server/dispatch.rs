@@ -35,11 +35,19 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
+    ApiKey::InitProducerId,
 ];
 
 /// The versions of `key` this broker serves, if it serves it.
 pub fn supported_versions(key: ApiKey) -> Option<VersionRange> {
-    HANDLERS.contains(&key).then(|| key.valid_versions())
+    HANDLERS.contains(&key).then(|| match key {
+        // Kafka 4.1 marks InitProducerId v6 (KIP-939's two-phase commit) unstable and
+        // does not advertise it; the message type stops at v5 too.
+        ApiKey::InitProducerId => {
+            <kafka_protocol::messages::InitProducerIdRequest as kafka_protocol::protocol::Message>::VERSIONS
+        }
+        _ => key.valid_versions(),
+    })
 }
 
 /// What to do with one frame.
@@ -316,6 +324,7 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::CreateTopics => "CreateTopics",
         ApiKey::DeleteTopics => "DeleteTopics",
         ApiKey::CreatePartitions => "CreatePartitions",
+        ApiKey::InitProducerId => "InitProducerId",
         ApiKey::OffsetCommit => "OffsetCommit",
         ApiKey::OffsetFetch => "OffsetFetch",
         ApiKey::JoinGroup => "JoinGroup",
@@ -459,6 +468,7 @@ mod tests {
             ApiKey::CreateTopics => CreateTopicsRequest::default().encode(out, version),
             ApiKey::DeleteTopics => DeleteTopicsRequest::default().encode(out, version),
             ApiKey::CreatePartitions => CreatePartitionsRequest::default().encode(out, version),
+            ApiKey::InitProducerId => InitProducerIdRequest::default().encode(out, version),
             _ => Ok(()),
         };
         result.unwrap();

@@ -7,6 +7,7 @@ pub mod create_topics;
 pub mod delete_topics;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -51,6 +52,9 @@ pub async fn handle(broker: &Arc<Broker>, budget: &Arc<ConnBudget>, request: Req
             blocking(broker, move |b| create_partitions::handle(b, version, r)).await
         }
         RequestKind::FindCoordinator(r) => find_coordinator::handle(broker, version, r).into(),
+        RequestKind::InitProducerId(r) => {
+            blocking(broker, move |b| init_producer_id::handle(b, r)).await
+        }
         // Not reachable: dispatch only decodes APIs of its handler table.
         _ => Reply::silent(ResponseError::InvalidRequest.code()).into(),
     }

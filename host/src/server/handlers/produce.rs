@@ -376,7 +376,8 @@ fn append(
                 // The client's data was refused: its problem, not the broker's.
                 LogError::InvalidBatch(_)
                 | LogError::BatchTooLarge { .. }
-                | LogError::TooManyOffsets { .. } => {
+                | LogError::TooManyOffsets { .. }
+                | LogError::Producer(_) => {
                     tracing::debug!(topic = %topic.name, partition = index, "produce refused: {e}")
                 }
                 _ => crate::warn_limited!(
