@@ -143,3 +143,102 @@ def test_state_survives_a_restart(broker, how):
         nxt = produce_v8(c, topic, idem_batch(pid, epoch, 8, 1, b"n"))
         assert (nxt["error"], nxt["base_offset"]) == (NONE, 8)
     assert end_offset(broker, topic) == 9
+
+
+def test_confluent_kafka_idempotent_producer_survives_broker_crashes(broker):
+    """100,000 records over 3 partitions with enable.idempotence=true while the broker
+    is killed with SIGKILL twice and started again on the same data dir and port within
+    the client's message.timeout.ms: every record is delivered, and the log holds each
+    exactly once, in the order produced per partition."""
+    from confluent_kafka import Producer
+
+    topic = unique_topic("idem-ck")
+    partitions, total = 3, 100_000
+    ck_create_topic(broker, topic, partitions)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
+                  "acks": "all", "linger.ms": 5, "message.timeout.ms": 180000,
+                  "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 500})
+    delivered = [0]
+    errors = []
+    lock = threading.Lock()
+
+    def on_delivery(err, _msg):
+        with lock:
+            if err is not None:
+                errors.append(err)
+            else:
+                delivered[0] += 1
+
+    crashes = []
+
+    def crash_when(at: int):
+        while True:
+            with lock:
+                if delivered[0] >= at or errors:
+                    break
+            time.sleep(0.01)
+        broker.kill9()
+        crashes.append(delivered[0])
+        time.sleep(1.0)
+        broker.start()
+
+    finished = threading.Event()
+
+    def disrupt():
+        crash_when(total // 4)
+        crash_when(total * 3 // 5)
+        # The broker dies with the thread that started it (the fixture's
+        # PR_SET_PDEATHSIG follows the starting thread): stay until the test is done.
+        finished.wait()
+
+    t = threading.Thread(target=disrupt, daemon=True)
+    t.start()
+    for i in range(total):
+        part = i % partitions
+        value = b"%d-%d" % (part, i // partitions)
+        while True:
+            try:
+                p.produce(topic, value=value, partition=part, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    try:
+        left = p.flush(240)
+        check_crash_run(broker, p, topic, partitions, total, left, errors, crashes)
+    finally:
+        finished.set()
+        t.join(timeout=10)
+
+
+def check_crash_run(broker, p, topic, partitions, total, left, errors, crashes):
+    assert left == 0, f"{left} records not delivered"
+    assert not errors, f"{len(errors)} delivery errors, first: {errors[:3]}"
+    assert len(crashes) == 2 and all(c < total for c in crashes), crashes
+    per_part = {q: len(range(q, total, partitions)) for q in range(partitions)}
+    marks = ck_watermarks(broker, topic, list(range(partitions)))
+    assert {q: marks[q][1] for q in range(partitions)} == per_part, "duplicates or losses"
+    got = ck_consume(broker, topic, per_part, timeout=180)
+    for q in range(partitions):
+        values = [r.value for r in got[q]]
+        assert values == [b"%d-%d" % (q, j) for j in range(per_part[q])], f"partition {q}"
+
+
+def test_kafka_python_default_idempotent_producer(broker):
+    from kafka import KafkaProducer
+
+    topic = unique_topic("idem-kp")
+    ck_create_topic(broker, topic, 2)
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5,
+                      request_timeout_ms=15000, max_block_ms=20000)
+    assert p.config["enable_idempotence"], "kafka-python's default"
+    n = 2_000
+    futs = [p.send(topic, value=b"v%d" % i, partition=i % 2) for i in range(n)]
+    p.flush(timeout=60)
+    metas = [f.get(timeout=30) for f in futs]
+    p.close(timeout=10)
+    assert len({(m.partition, m.offset) for m in metas}) == n
+    got = kp_consume(broker, topic, {0: n // 2, 1: n // 2})
+    for q in (0, 1):
+        assert [r.value for r in got[q]] == [b"v%d" % i for i in range(q, n, 2)]
+    assert ck_watermarks(broker, topic, [0, 1]) == {0: (0, n // 2), 1: (0, n // 2)}
