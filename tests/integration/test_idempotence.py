@@ -29,9 +29,11 @@ from drover_testlib import (
     unique_topic,
 )
 from test_record_validation import encode_record, produce_v8
+from cluster_testlib import ZooKeeper, start_cluster
 
 API_INIT_PRODUCER_ID = 22
 NONE = 0
+COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
@@ -242,3 +244,41 @@ def test_kafka_python_default_idempotent_producer(broker):
     for q in (0, 1):
         assert [r.value for r in got[q]] == [b"v%d" % i for i in range(q, n, 2)]
     assert ck_watermarks(broker, topic, [0, 1]) == {0: (0, n // 2), 1: (0, n // 2)}
+
+
+@pytest.fixture
+def zookeeper(tmp_path):
+    zk = ZooKeeper(tmp_path / "zookeeper").start()
+    yield zk
+    zk.stop()
+
+
+def test_producer_ids_are_unique_across_a_cluster(broker_factory, zookeeper):
+    """Two brokers take blocks of producer ids from /latest_producer_id_block; ids never
+    repeat across brokers, nor after both are killed and started again."""
+    brokers = start_cluster(broker_factory, zookeeper, n=2)
+    seen: list[int] = []
+
+    def take(b, n):
+        with RawConn(b) as c:
+            for _ in range(n):
+                # Retriable while the restarted broker has no ZooKeeper session yet, as
+                # clients retry it.
+                deadline = time.monotonic() + 30
+                while True:
+                    error, pid, epoch = init_producer_id(c)
+                    if error != COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.2)
+                assert (error, epoch) == (NONE, 0)
+                seen.append(pid)
+
+    for b in brokers:
+        take(b, 3)
+    for b in brokers:
+        b.kill9()
+    for b in brokers:
+        b.start()
+    for b in reversed(brokers):
+        take(b, 3)
+    assert len(seen) == len(set(seen)) == 12, seen
