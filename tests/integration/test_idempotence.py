@@ -33,6 +33,7 @@ from cluster_testlib import ZooKeeper, start_cluster
 
 API_INIT_PRODUCER_ID = 22
 NONE = 0
+POLICY_VIOLATION = 44
 COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -122,6 +123,24 @@ def test_an_idle_producer_expires(broker_factory):
         other = produce_v8(c, topic, idem_batch(pid + 1000, 0, 17, 1, b"z"))
         assert (other["error"], other["base_offset"]) == (NONE, 4)
 
+
+
+def test_producer_ids_per_partition_are_bounded(broker_factory):
+    """A client minting producer ids gets a clear refusal once a partition remembers
+    max_producer_ids_per_partition of them; known producers go on."""
+    broker = broker_factory("[log]\nmax_producer_ids_per_partition = 3\n")
+    topic = unique_topic("idem-bound")
+    ck_create_topic(broker, topic, 1)
+    with RawConn(broker) as c:
+        pids = [init_producer_id(c)[1] for _ in range(4)]
+        for i, pid in enumerate(pids[:3]):
+            assert produce_v8(c, topic, idem_batch(pid, 0, 0, 1, b"p"))["base_offset"] == i
+        refused = produce_v8(c, topic, idem_batch(pids[3], 0, 0, 1, b"p"))
+        assert refused["error"] == POLICY_VIOLATION, refused
+        assert "max_producer_ids_per_partition" in refused["error_message"]
+        ok = produce_v8(c, topic, idem_batch(pids[0], 0, 1, 1, b"q"))
+        assert (ok["error"], ok["base_offset"]) == (NONE, 3)
+    assert end_offset(broker, topic) == 4
 
 @pytest.mark.parametrize("how", ["restart", "kill9"])
 def test_state_survives_a_restart(broker, how):
