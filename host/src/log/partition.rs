@@ -272,8 +272,14 @@ impl PartitionLog {
     /// fsynced before returning once [`LogConfig::flush_messages`] records are unflushed
     /// (by default: always).
     ///
+    /// A batch with a producer id is first checked against the partition's producer
+    /// state ([`super::producer_state`]): a retry of one of the producer's last five
+    /// batches is not written again, and its [`AppendInfo`] carries the original
+    /// offsets with `duplicate` set.
+    ///
     /// Errors: [`LogError::InvalidBatch`], [`LogError::BatchTooLarge`] (append larger than
-    /// a segment), [`LogError::Io`], [`LogError::Offline`] (after an earlier write error,
+    /// a segment), [`LogError::Producer`] (sequence, epoch or producer-count rules; nothing
+    /// written), [`LogError::Io`], [`LogError::Offline`] (after an earlier write error,
     /// until [`Self::try_recover`] brings the log back; a failed write or fsync here also
     /// takes the log offline).
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, LogError> {
