@@ -435,7 +435,7 @@ mod tests {
             flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
             cut in any::<prop::sample::Index>(),
         ) {
-            let range = key.valid_versions();
+            let range = supported_versions(key).expect("served");
             let version = range.max;
             // A default request of this API at its newest version, then damaged.
             let mut out = BytesMut::new();
