@@ -54,6 +54,7 @@ pub(super) fn load(
     let end = segments.last().map_or(0, |s| s.next_offset);
     let mut states = None;
     let mut from = None;
+    snapshot::remove_temporaries(dir).map_err(LogError::io(dir))?;
     let files = snapshot::list(dir).map_err(LogError::io(dir))?;
     for (offset, path) in files.iter().rev() {
         if *offset > end {

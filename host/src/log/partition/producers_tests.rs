@@ -100,7 +100,11 @@ fn a_corrupt_snapshot_falls_back_to_the_log() {
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
     std::fs::write(path, bytes).unwrap();
+    // A crash in the middle of writing a snapshot leaves its temporary file.
+    let tmp = dir.path().join("00000000000000000009.snapshot.tmp");
+    std::fs::write(&tmp, b"half").unwrap();
     let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+    assert!(!tmp.exists());
     let dup = append(&mut log, &idempotent(3, 1, 0, 4)).unwrap();
     assert_eq!((dup.base_offset, dup.duplicate), (first.base_offset, true));
     assert_eq!(

@@ -243,6 +243,22 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<(i64, PathBuf)>> {
     Ok(out)
 }
 
+/// Deletes the temporary files a crash during [`write`] left in `dir`.
+pub fn remove_temporaries(dir: &Path) -> std::io::Result<()> {
+    let suffix = format!(".{EXTENSION}.tmp");
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.ends_with(&suffix))
+        {
+            fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes `bytes` as the snapshot as of `offset` in `dir`: to a temporary file, fsynced,
 /// renamed into place; the caller fsyncs the directory.
 pub fn write(dir: &Path, offset: i64, bytes: &[u8]) -> std::io::Result<PathBuf> {
