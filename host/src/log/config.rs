@@ -199,6 +199,7 @@ mod tests {
         assert_eq!(config, LogConfig::default());
         assert_eq!(config.max_batch_bytes, 1_048_588);
         assert_eq!(config.segment_ms, 604_800_000);
+        assert_eq!(config.producer_id_expiration_ms, 86_400_000);
         config.validate().unwrap();
     }
 
@@ -233,6 +234,14 @@ mod tests {
             },
             LogConfig {
                 max_batch_bytes: 60,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                producer_id_expiration_ms: 0,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                max_producer_ids_per_partition: 0,
                 ..LogConfig::default()
             },
         ];
