@@ -7,6 +7,7 @@
 pub mod auto_create;
 pub mod descriptors;
 pub mod metrics;
+pub mod producer_ids;
 pub mod topic_config;
 pub mod topic_config_store;
 pub mod topics;
@@ -68,6 +69,9 @@ pub struct Broker {
     pub topics: TopicRegistry,
     /// Prometheus metrics (shared with the coordinator driver).
     pub metrics: Arc<Metrics>,
+    /// Producer ids for InitProducerId (a block file in the data directory, or blocks
+    /// from ZooKeeper in cluster mode).
+    pub producer_ids: producer_ids::ProducerIds,
     /// The plugins loaded and started at startup.
     pub plugins: StartedPlugins,
     /// The plugin directory as it is now: startup's, changed by every rescan
@@ -113,7 +117,9 @@ impl Broker {
         );
         let metrics = Arc::new(Metrics::new());
         metrics.plugin_libraries(live.libraries_loaded());
+        let producer_ids = producer_ids::ProducerIds::new(&config.data_dir, cluster.clone());
         Ok(Broker {
+            producer_ids,
             live,
             offsets,
             config,

@@ -6,6 +6,7 @@
 //! /brokers/ids/<id>          ephemeral: {"host": .., "port": ..}      live brokers
 //! /brokers/topics/<topic>    {"id": uuid, "leaders": [broker id per partition]}
 //! /coordinator/slots/<n>     ephemeral: {"broker": id}               slot owners
+//! /latest_producer_id_block  {"broker": id, "block_start": .., ..}   producer ids
 //! ```
 //!
 //! - **Brokers** register an ephemeral node with their advertised address; Metadata
@@ -29,6 +30,7 @@
 //!   competes again. Meanwhile it keeps serving its partitions and says so in its log
 //!   and in `drover_zookeeper_connected`.
 
+mod producer_ids;
 pub mod session;
 mod sync;
 pub mod topic_configs;

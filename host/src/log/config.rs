@@ -26,6 +26,8 @@ const SEVEN_DAYS_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 /// message_timestamp_after_max_ms = 3600000               # at most 1 hour ahead
 /// max_decompressed_batch_bytes = 67108864                # 64 MiB decompressed
 /// open_files_cache = 1024        # broker-wide: sealed-segment and index files kept open
+/// producer_id_expiration_ms = 86400000   # forget an idempotent producer after 1 day idle
+/// max_producer_ids_per_partition = 10000 # producer ids remembered per partition
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -90,6 +92,16 @@ pub struct LogConfig {
     /// recently used first. Each partition also keeps its active segment's `.log` open
     /// outside the cache. Range 1 ..= 1000000. Default 1024.
     pub open_files_cache: usize,
+    /// Kafka `producer.id.expiration.ms`: a partition forgets an idempotent producer
+    /// (its epoch and last sequences, see `log::producer_state`) once it has not
+    /// appended for this long, in ms; its next batch is then accepted with any sequence,
+    /// as Kafka does. At least 1. Default 86400000 (1 day), Kafka's.
+    pub producer_id_expiration_ms: i64,
+    /// The most producer ids one partition remembers (Kafka has no bound). A batch from
+    /// one more producer id, after expired ones are swept, is refused with
+    /// POLICY_VIOLATION, so a client minting producer ids cannot grow the broker's
+    /// memory without bound (about 300 bytes per id). Range 1 ..= 1000000. Default 10000.
+    pub max_producer_ids_per_partition: usize,
 }
 
 impl Default for LogConfig {
@@ -107,6 +119,8 @@ impl Default for LogConfig {
             message_timestamp_after_max_ms: 60 * 60 * 1000,
             max_decompressed_batch_bytes: 64 * 1024 * 1024,
             open_files_cache: super::FileCache::DEFAULT_CAPACITY,
+            producer_id_expiration_ms: 24 * 60 * 60 * 1000,
+            max_producer_ids_per_partition: 10_000,
         }
     }
 }
@@ -159,6 +173,14 @@ impl LogConfig {
                 (1..=1_000_000).contains(&self.open_files_cache),
                 "open_files_cache must be 1 ..= 1000000",
             ),
+            (
+                self.producer_id_expiration_ms >= 1,
+                "producer_id_expiration_ms must be at least 1",
+            ),
+            (
+                (1..=1_000_000).contains(&self.max_producer_ids_per_partition),
+                "max_producer_ids_per_partition must be 1 ..= 1000000",
+            ),
         ];
         match checks.iter().find(|(ok, _)| !ok) {
             Some((_, message)) => Err(LogError::InvalidConfig(message.to_string())),
@@ -177,6 +199,7 @@ mod tests {
         assert_eq!(config, LogConfig::default());
         assert_eq!(config.max_batch_bytes, 1_048_588);
         assert_eq!(config.segment_ms, 604_800_000);
+        assert_eq!(config.producer_id_expiration_ms, 86_400_000);
         config.validate().unwrap();
     }
 
@@ -211,6 +234,14 @@ mod tests {
             },
             LogConfig {
                 max_batch_bytes: 60,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                producer_id_expiration_ms: 0,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                max_producer_ids_per_partition: 0,
                 ..LogConfig::default()
             },
         ];

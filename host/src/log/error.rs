@@ -2,7 +2,7 @@
 
 use std::{io, path::PathBuf};
 
-use super::batch::BatchError;
+use super::{batch::BatchError, producer_state::ProducerError};
 
 /// Errors of the partition log. [`LogError::error_code`] gives the Kafka error code a
 /// Produce, Fetch or ListOffsets response carries for each.
@@ -74,6 +74,12 @@ pub enum LogError {
         /// The partition directory.
         path: PathBuf,
     },
+    /// A batch's producer id, epoch or sequence broke the idempotence rules
+    /// ([`super::producer_state`]); nothing was written. Kafka error
+    /// `OUT_OF_ORDER_SEQUENCE_NUMBER` (45), `INVALID_PRODUCER_EPOCH` (47) or
+    /// `POLICY_VIOLATION` (44), per [`ProducerError::error`].
+    #[error(transparent)]
+    Producer(#[from] ProducerError),
     /// A [`super::LogConfig`] value is out of range. Kafka error `UNKNOWN_SERVER_ERROR`
     /// (−1); this only happens when opening a log.
     #[error("invalid log config: {0}")]
@@ -90,6 +96,7 @@ impl LogError {
             LogError::TooManyOffsets { .. } => 87,
             LogError::OffsetOutOfRange { .. } => 1,
             LogError::Corrupt { .. } => 2,
+            LogError::Producer(e) => e.error().code(),
             LogError::InvalidConfig(_) => -1,
         }
     }

@@ -26,6 +26,10 @@
 //! broker-wide [`FileCache`] of bounded size, so a log of many segments costs no more
 //! descriptors than a log of one.
 //!
+//! Idempotent producers' state (epochs, last sequences) is kept per partition
+//! ([`producer_state`]), checked on append, snapshotted to `<offset>.snapshot` files at
+//! segment roll and close, and rebuilt from batch headers on open.
+//!
 //! Durability follows [`LogConfig::flush_messages`]: by default every append is fsynced
 //! before it returns, so an acknowledged produce survives a crash. On open, the last
 //! segment (and any segment whose indexes are missing or corrupt) is scanned and a torn
@@ -38,6 +42,7 @@ mod error;
 mod file_cache;
 mod index;
 mod partition;
+pub mod producer_state;
 pub mod records;
 mod recovery;
 mod segment;

@@ -14,6 +14,7 @@ use tracing::{debug, info, warn};
 use super::{
     batch::{self, BatchHeader},
     file_cache::FileCache,
+    producer_state::{Check, ProducerError, ProducerStates},
     recovery,
     segment::{Segment, SegmentRead},
     start_offset,
@@ -59,6 +60,10 @@ pub struct AppendInfo {
     pub log_append_time_ms: i64,
     /// The log start offset after the append (Produce `log_start_offset`).
     pub log_start_offset: i64,
+    /// The batch was a retry of one already in the log (same producer id, epoch and
+    /// sequence range as one of the producer's last five batches): nothing was written,
+    /// and the offsets are the original batch's.
+    pub duplicate: bool,
 }
 
 /// The result of [`PartitionLog::read`], for a Fetch response partition.
@@ -156,6 +161,8 @@ pub struct PartitionLog {
     /// The start DeleteRecords set (durable in [`start_offset::FILE`]); the log starts
     /// at the larger of this and the oldest segment's base offset. 0 if never set.
     start_offset: i64,
+    /// Idempotent producers' state ([`super::producer_state`]).
+    producers: ProducerStates,
 }
 
 impl PartitionLog {
@@ -241,10 +248,12 @@ impl PartitionLog {
             ticket_in_flight: false,
             flushed_offset: 0,
             start_offset: 0,
+            producers: ProducerStates::new(producers::limits(config)),
         };
         // A tail cut by recovery may end below the checkpoint: the log then starts at
         // its end.
         log.start_offset = checkpointed.min(log.log_end_offset());
+        log.reload_producers()?;
         // What recovery kept is what is on disk.
         log.flushed_offset = log.log_end_offset();
         debug!(
@@ -272,8 +281,14 @@ impl PartitionLog {
     /// fsynced before returning once [`LogConfig::flush_messages`] records are unflushed
     /// (by default: always).
     ///
+    /// A batch with a producer id is first checked against the partition's producer
+    /// state ([`super::producer_state`]): a retry of one of the producer's last five
+    /// batches is not written again, and its [`AppendInfo`] carries the original
+    /// offsets with `duplicate` set.
+    ///
     /// Errors: [`LogError::InvalidBatch`], [`LogError::BatchTooLarge`] (append larger than
-    /// a segment), [`LogError::Io`], [`LogError::Offline`] (after an earlier write error,
+    /// a segment), [`LogError::Producer`] (sequence, epoch or producer-count rules; nothing
+    /// written), [`LogError::Io`], [`LogError::Offline`] (after an earlier write error,
     /// until [`Self::try_recover`] brings the log back; a failed write or fsync here also
     /// takes the log offline).
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, LogError> {
@@ -325,6 +340,15 @@ impl PartitionLog {
         if offsets > i64::from(u32::MAX) {
             return Err(LogError::TooManyOffsets { offsets });
         }
+        if let Some(original) = self.check_producers(&headers, now_ms)? {
+            return Ok(AppendInfo {
+                base_offset: original.first_offset,
+                last_offset: original.last_offset,
+                log_append_time_ms: NO_TIMESTAMP,
+                log_start_offset: self.log_start_offset(),
+                duplicate: true,
+            });
+        }
         self.maybe_roll(records.len() as u64, offsets, now_ms)?;
 
         let base_offset = self.log_end_offset();
@@ -341,6 +365,9 @@ impl PartitionLog {
             self.take_offline();
             return Err(e);
         }
+        for header in &headers {
+            self.producers.record(header, header.base_offset, now_ms);
+        }
         let messages: u64 = headers.iter().map(|h| h.records_count as u64).sum();
         self.unflushed_messages += messages;
         self.first_unflushed_ms.get_or_insert(now_ms);
@@ -349,7 +376,43 @@ impl PartitionLog {
             last_offset: next - 1,
             log_append_time_ms: NO_TIMESTAMP,
             log_start_offset: self.log_start_offset(),
+            duplicate: false,
         })
+    }
+
+    /// Checks the batches' producer ids, epochs and sequences
+    /// ([`ProducerStates::check`]): `Some` original batch when the one batch of the
+    /// append is a retry of it. Several batches in one append (not a client's produce,
+    /// which carries one) are checked in order against a copy of the state, and a
+    /// duplicate among them is out of order.
+    fn check_producers(
+        &mut self,
+        headers: &[BatchHeader],
+        now_ms: i64,
+    ) -> Result<Option<super::producer_state::BatchMeta>, LogError> {
+        match headers {
+            [header] => match self.producers.check(header, now_ms)? {
+                Check::Append => Ok(None),
+                Check::Duplicate(original) => Ok(Some(original)),
+            },
+            _ if headers.iter().all(|h| h.producer_id < 0) => Ok(None),
+            _ => {
+                let mut staged = self.producers.clone();
+                for header in headers {
+                    if let Check::Duplicate(_) = staged.check(header, now_ms)? {
+                        return Err(ProducerError::OutOfOrder {
+                            producer_id: header.producer_id,
+                            epoch: header.producer_epoch,
+                            first_seq: header.base_sequence,
+                            expected: -1,
+                        }
+                        .into());
+                    }
+                    staged.record(header, 0, now_ms);
+                }
+                Ok(None)
+            }
+        }
     }
 
     /// Reads whole batches starting with the one that contains `offset`, following
@@ -617,7 +680,7 @@ impl PartitionLog {
         if now < retry_at || self.ticket_in_flight {
             return Ok(false);
         }
-        let attempt = self.recover_active();
+        let attempt = self.recover_active().and_then(|()| self.reload_producers());
         match attempt {
             Ok(()) => {
                 self.state = WriteState::Online;
@@ -723,6 +786,11 @@ impl PartitionLog {
                 doomed += 1;
             }
         }
+        if doomed > 0 {
+            let start = self.segments[doomed].base_offset;
+            self.producers.truncate_head(start);
+            self.trim_snapshots(start)?;
+        }
         for _ in 0..doomed {
             let segment = self.segments.remove(0);
             info!(
@@ -745,6 +813,7 @@ impl PartitionLog {
     /// recovery.
     pub fn close(&mut self) -> Result<(), LogError> {
         self.flush()?;
+        self.write_producer_snapshot();
         self.state = WriteState::Closed;
         let marker = self.dir.join(CLEAN_SHUTDOWN_FILE);
         File::create(&marker)
@@ -806,6 +875,7 @@ impl PartitionLog {
         let segment = Segment::create(&self.dir, base, &self.files)?;
         self.segments.push(segment);
         sync_dir(&self.dir)?;
+        self.write_producer_snapshot();
         info!(dir = %self.dir.display(), base_offset = base, "rolled a new segment");
         Ok(())
     }
@@ -880,5 +950,6 @@ fn sync_dir(dir: &Path) -> Result<(), LogError> {
         .map_err(LogError::io(dir))
 }
 
+mod producers;
 #[cfg(test)]
 mod tests;

@@ -90,7 +90,8 @@ fn append_read_round_trip() {
             base_offset: 0,
             last_offset: 2,
             log_append_time_ms: -1,
-            log_start_offset: 0
+            log_start_offset: 0,
+            duplicate: false
         }
     );
     stored.extend_from_slice(&data);

@@ -11,6 +11,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -69,6 +70,9 @@ pub async fn handle(broker: &Arc<Broker>, budget: &Arc<ConnBudget>, request: Req
         }
         RequestKind::DescribeConfigs(r) => describe_configs::handle(broker, version, r).into(),
         RequestKind::DescribeCluster(r) => describe_cluster::handle(broker, version, r).into(),
+        RequestKind::InitProducerId(r) => {
+            blocking(broker, move |b| init_producer_id::handle(b, r)).await
+        }
         // Not reachable: dispatch only decodes APIs of its handler table.
         _ => Reply::silent(ResponseError::InvalidRequest.code()).into(),
     }

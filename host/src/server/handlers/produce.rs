@@ -6,7 +6,11 @@
 //! refused per partition with CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP or
 //! MESSAGE_TOO_LARGE, the reason in the response's error message and, for one record at
 //! fault, in `record_errors`. Batches are stored as produced (compressed ones untouched);
-//! the log assigns offsets. At most [`MAX_CONCURRENT_DECOMPRESSIONS`] compressed batches
+//! the log assigns offsets. A batch with a producer id (idempotent producers, KIP-98) is
+//! checked under the partition's lock against its producer state
+//! ([`crate::log::producer_state`]): a retry is answered with its original base offset
+//! (and waits, like an append, until that offset is durable), a sequence gap with
+//! OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch with INVALID_PRODUCER_EPOCH. At most [`MAX_CONCURRENT_DECOMPRESSIONS`] compressed batches
 //! are validated at once, broker-wide, each under its own permit, which bounds the
 //! memory decoders take and lets producers take turns.
 //! `acks` = 0 gets no response at all; 1 and −1 (all in-sync replicas, which on a
@@ -376,7 +380,8 @@ fn append(
                 // The client's data was refused: its problem, not the broker's.
                 LogError::InvalidBatch(_)
                 | LogError::BatchTooLarge { .. }
-                | LogError::TooManyOffsets { .. } => {
+                | LogError::TooManyOffsets { .. }
+                | LogError::Producer(_) => {
                     tracing::debug!(topic = %topic.name, partition = index, "produce refused: {e}")
                 }
                 _ => crate::warn_limited!(

@@ -1,0 +1,173 @@
+//! Loading, snapshotting and trimming a partition's producer state
+//! ([`crate::log::producer_state`]).
+//!
+//! On open (and after a recovery from a storage error) the newest readable snapshot at
+//! or below the log end offset is loaded and the batch headers from its offset to the
+//! log end are replayed. Snapshots are written at every segment roll and at a clean
+//! shutdown, so after a clean shutdown nothing is replayed and after a `kill -9` only
+//! the active segment is (its headers only, one positioned read per batch). Without a
+//! usable snapshot (none yet, or every one corrupt, which is logged) the state is
+//! rebuilt from the last [`SEGMENTS_WITHOUT_SNAPSHOT`] segments, as Kafka bounds the
+//! same rebuild; producers whose last batch is older are unknown afterwards, which a
+//! Kafka 4.x producer survives (an unknown producer's batch is accepted).
+
+use std::path::Path;
+
+use tracing::{info, warn};
+
+use super::{sync_dir, PartitionLog};
+use crate::log::{
+    producer_state::{snapshot, ProducerLimits, ProducerStates},
+    segment::Segment,
+    LogConfig, LogError,
+};
+
+/// How many of the newest segments are replayed when no snapshot can be used.
+pub const SEGMENTS_WITHOUT_SNAPSHOT: usize = 2;
+
+/// How many snapshot files a partition keeps (the newest); older ones are deleted
+/// after each new one.
+pub const SNAPSHOTS_KEPT: usize = 2;
+
+/// The producer limits of `config`.
+pub(super) fn limits(config: &LogConfig) -> ProducerLimits {
+    ProducerLimits {
+        expiration_ms: config.producer_id_expiration_ms,
+        max_producer_ids: config.max_producer_ids_per_partition,
+    }
+}
+
+/// The producer state of the log in `dir` whose segments are `segments` (loaded and
+/// recovered), as of its end: the newest usable snapshot plus the batches after it.
+/// Producers rebuilt from batch headers count as written at `now_ms`, since the log
+/// does not record when a batch was appended.
+///
+/// Errors: [`LogError::Io`] reading the directory or a segment, [`LogError::Corrupt`]
+/// for a batch header that does not parse (recovery has checked them).
+pub(super) fn load(
+    dir: &Path,
+    segments: &[Segment],
+    limits: ProducerLimits,
+    now_ms: i64,
+) -> Result<ProducerStates, LogError> {
+    let start = segments.first().map_or(0, |s| s.base_offset);
+    let end = segments.last().map_or(0, |s| s.next_offset);
+    let mut states = None;
+    let mut from = None;
+    snapshot::remove_temporaries(dir).map_err(LogError::io(dir))?;
+    let files = snapshot::list(dir).map_err(LogError::io(dir))?;
+    for (offset, path) in files.iter().rev() {
+        if *offset > end {
+            warn!(file = %path.display(), end, "deleting a producer snapshot past the log end");
+            std::fs::remove_file(path).map_err(LogError::io(path))?;
+            continue;
+        }
+        let decoded = std::fs::read(path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| snapshot::decode(&b, limits.max_producer_ids).map_err(|e| e.to_string()));
+        match decoded {
+            Ok(s) if s.offset == *offset => {
+                states = Some(ProducerStates::with_entries(limits, s.producers));
+                from = Some(*offset);
+                break;
+            }
+            Ok(s) => warn!(
+                file = %path.display(),
+                "producer snapshot names offset {}, not its file's; ignored", s.offset
+            ),
+            Err(e) => warn!(
+                file = %path.display(),
+                "producer snapshot refused: {e}; rebuilding from the log instead"
+            ),
+        }
+    }
+    let from = from.unwrap_or_else(|| {
+        let first = segments.len().saturating_sub(SEGMENTS_WITHOUT_SNAPSHOT);
+        let from = segments.get(first).map_or(0, |s| s.base_offset);
+        if first > 0 {
+            info!(
+                dir = %dir.display(),
+                from,
+                "no producer snapshot: producer state rebuilt from the last segments only"
+            );
+        }
+        from
+    });
+    let mut states = states.unwrap_or_else(|| ProducerStates::new(limits));
+    replay(segments, from, &mut states, now_ms)?;
+    states.truncate_head(start);
+    Ok(states)
+}
+
+/// Records every batch with a producer id whose last offset is at or after `from`.
+fn replay(
+    segments: &[Segment],
+    from: i64,
+    states: &mut ProducerStates,
+    now_ms: i64,
+) -> Result<(), LogError> {
+    let first = segments
+        .partition_point(|s| s.base_offset <= from)
+        .saturating_sub(1);
+    for segment in &segments[first..] {
+        let mut position = 0;
+        while position < segment.size {
+            let header = segment.header_at(position)?;
+            if header.producer_id >= 0 && header.last_offset() >= from {
+                states.record(&header, header.base_offset, now_ms);
+            }
+            position += header.size() as u64;
+        }
+    }
+    Ok(())
+}
+
+impl PartitionLog {
+    /// Writes the producer state as of the log end offset to a snapshot file and
+    /// deletes all but the newest [`SNAPSHOTS_KEPT`]. A failure is logged, not
+    /// returned: without the snapshot, the next open replays more of the log.
+    pub(super) fn write_producer_snapshot(&self) {
+        let offset = self.log_end_offset();
+        let bytes = snapshot::encode(offset, self.producers.entries());
+        let written = snapshot::write(&self.dir, offset, &bytes)
+            .map_err(|e| e.to_string())
+            .and_then(|_| self.trim_snapshots(i64::MIN).map_err(|e| e.to_string()))
+            .and_then(|()| sync_dir(&self.dir).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            warn!(dir = %self.dir.display(), offset, "writing a producer snapshot: {e}");
+        }
+    }
+
+    /// Deletes snapshots below `below` and all but the newest [`SNAPSHOTS_KEPT`].
+    pub(super) fn trim_snapshots(&self, below: i64) -> Result<(), LogError> {
+        let files = snapshot::list(&self.dir).map_err(LogError::io(&self.dir))?;
+        let keep_from = files.len().saturating_sub(SNAPSHOTS_KEPT);
+        for (i, (offset, path)) in files.iter().enumerate() {
+            if i < keep_from || *offset < below {
+                std::fs::remove_file(path).map_err(LogError::io(path))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reloads the producer state from the snapshots and the log, after the active
+    /// segment was recovered from disk.
+    pub(super) fn reload_producers(&mut self) -> Result<(), LogError> {
+        self.producers = load(
+            &self.dir,
+            &self.segments,
+            self.producers.limits(),
+            crate::clock::now_ms(),
+        )?;
+        Ok(())
+    }
+
+    /// The producer state, for tests and the admin view.
+    pub fn producer_states(&self) -> &ProducerStates {
+        &self.producers
+    }
+}
+
+#[cfg(test)]
+#[path = "producers_tests.rs"]
+mod tests;

@@ -1,0 +1,116 @@
+//! Producer state through the partition log: duplicates, snapshots at roll and close,
+//! the rebuild after a crash, and a corrupt snapshot.
+
+use super::*;
+use crate::log::{
+    test_util::{batch, RawBatch},
+    AppendInfo, LogConfig, LogError, PartitionLog,
+};
+
+fn idempotent(producer_id: i64, epoch: i16, seq: i32, records: usize) -> Vec<u8> {
+    let now = crate::clock::now_ms();
+    let mut raw = RawBatch::from_records(
+        &(0..records)
+            .map(|i| (now, vec![b'x'; 10 + i]))
+            .collect::<Vec<_>>(),
+    );
+    raw.producer_id = producer_id;
+    raw.producer_epoch = epoch;
+    raw.base_sequence = seq;
+    raw.encode()
+}
+
+fn append(log: &mut PartitionLog, data: &[u8]) -> Result<AppendInfo, LogError> {
+    log.append(data, crate::clock::now_ms())
+}
+
+#[test]
+fn a_duplicate_gets_its_original_offsets_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+    append(&mut log, &batch(2, 5, crate::clock::now_ms())).unwrap();
+    let first = append(&mut log, &idempotent(1, 0, 0, 3)).unwrap();
+    assert_eq!((first.base_offset, first.duplicate), (2, false));
+    let size = log.size_bytes();
+    let again = append(&mut log, &idempotent(1, 0, 0, 3)).unwrap();
+    assert_eq!(
+        (again.base_offset, again.last_offset, again.duplicate),
+        (2, 4, true)
+    );
+    assert_eq!((log.size_bytes(), log.log_end_offset()), (size, 5));
+    let gap = append(&mut log, &idempotent(1, 0, 4, 1)).unwrap_err();
+    assert_eq!(gap.error_code(), 45);
+    assert_eq!(log.log_end_offset(), 5);
+}
+
+#[test]
+fn state_survives_a_clean_close_and_a_crash() {
+    for clean in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 200,
+            ..LogConfig::default()
+        };
+        let mut log = PartitionLog::open(dir.path(), &config).unwrap();
+        let mut seq = 0;
+        let mut offsets = Vec::new();
+        // Enough batches to roll a few segments (snapshots at each roll).
+        for _ in 0..8 {
+            offsets.push(
+                append(&mut log, &idempotent(7, 0, seq, 2))
+                    .unwrap()
+                    .base_offset,
+            );
+            seq += 2;
+        }
+        assert!(log.segment_count() > 2, "{}", log.segment_count());
+        if clean {
+            log.close().unwrap();
+        }
+        drop(log);
+        let mut log = PartitionLog::open(dir.path(), &config).unwrap();
+        let end = log.log_end_offset();
+        let dup = append(&mut log, &idempotent(7, 0, seq - 2, 2)).unwrap();
+        assert_eq!(
+            (dup.base_offset, dup.duplicate),
+            (offsets[7], true),
+            "clean: {clean}"
+        );
+        assert_eq!(log.log_end_offset(), end);
+        assert_eq!(
+            append(&mut log, &idempotent(7, 0, seq + 1, 1))
+                .unwrap_err()
+                .error_code(),
+            45
+        );
+        append(&mut log, &idempotent(7, 0, seq, 1)).unwrap();
+    }
+}
+
+#[test]
+fn a_corrupt_snapshot_falls_back_to_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+    let first = append(&mut log, &idempotent(3, 1, 0, 4)).unwrap();
+    log.close().unwrap();
+    drop(log);
+    let files = snapshot::list(dir.path()).unwrap();
+    let (_, path) = files.last().unwrap();
+    let mut bytes = std::fs::read(path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(path, bytes).unwrap();
+    // A crash in the middle of writing a snapshot leaves its temporary file.
+    let tmp = dir.path().join("00000000000000000009.snapshot.tmp");
+    std::fs::write(&tmp, b"half").unwrap();
+    let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+    assert!(!tmp.exists());
+    let dup = append(&mut log, &idempotent(3, 1, 0, 4)).unwrap();
+    assert_eq!((dup.base_offset, dup.duplicate), (first.base_offset, true));
+    assert_eq!(
+        append(&mut log, &idempotent(3, 0, 4, 1))
+            .unwrap_err()
+            .error_code(),
+        47
+    );
+}

@@ -1,0 +1,288 @@
+//! Idempotent producers' state in one partition (KIP-98, as Kafka 4.x keeps it in its
+//! `ProducerStateManager`): per producer id, its epoch and its last five batches'
+//! sequence and offset ranges ([`entry`]), the rules a produced batch is checked
+//! against ([`ProducerStates::check`]), and the snapshot files that carry the state
+//! across restarts ([`snapshot`]).
+//!
+//! The rules, as Kafka 4.x's `UnifiedLog.analyzeAndValidateProducerState` and
+//! `ProducerAppendInfo` apply them to a client's batch (producer id ≥ 0):
+//!
+//! - same epoch, same first and last sequence as one of the last five batches: a
+//!   **duplicate** — answered with the original batch's offsets, not written again;
+//! - an epoch older than the producer's: `INVALID_PRODUCER_EPOCH`;
+//! - a newer epoch (the client bumped it after an error, KIP-360) must start at
+//!   sequence 0, else `OUT_OF_ORDER_SEQUENCE_NUMBER`;
+//! - same epoch, first sequence not the one after the producer's last:
+//!   `OUT_OF_ORDER_SEQUENCE_NUMBER`;
+//! - a producer id the partition does not know (new, or expired): accepted with any
+//!   sequence. Kafka has answered `UNKNOWN_PRODUCER_ID` to this only before 2.5; since
+//!   KIP-360 (Kafka 2.5) the leader accepts it, so a producer whose state expired or
+//!   whose records retention deleted goes on without an error.
+//!
+//! Bounds: at most [`ProducerLimits::max_producer_ids`] producer ids per partition
+//! (`[log] max_producer_ids_per_partition`); a batch from one more id is refused with
+//! `POLICY_VIOLATION` after expired ids are swept, so a client minting ids costs a
+//! bounded amount of memory (about 300 bytes per id). A producer that has not written
+//! for [`ProducerLimits::expiration_ms`] (Kafka's `producer.id.expiration.ms`) is
+//! forgotten.
+
+pub mod entry;
+pub mod snapshot;
+
+use std::collections::HashMap;
+
+use kafka_protocol::error::ResponseError;
+
+use super::batch::BatchHeader;
+pub use entry::{last_sequence, BatchMeta, ProducerEntry, BATCHES_RETAINED};
+
+/// How often, at most, the whole table is swept for expired producers, in ms (Kafka's
+/// `producer.id.expiration.check.interval.ms` default). Lookups treat an expired
+/// producer as unknown whatever the sweep did.
+pub const SWEEP_INTERVAL_MS: i64 = 10 * 60 * 1000;
+
+/// The settings of a partition's producer state, from [`super::LogConfig`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerLimits {
+    /// Kafka `producer.id.expiration.ms`: a producer with no append for this long is
+    /// forgotten, in ms.
+    pub expiration_ms: i64,
+    /// Most producer ids remembered per partition.
+    pub max_producer_ids: usize,
+}
+
+/// Why a batch with a producer id was refused. [`ProducerError::error`] is the Kafka
+/// error of the Produce response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProducerError {
+    /// The batch's epoch is older than the producer's (`INVALID_PRODUCER_EPOCH`, 47).
+    #[error("producer {producer_id} sent epoch {epoch}, older than its epoch {current}")]
+    FencedEpoch {
+        /// The producer id.
+        producer_id: i64,
+        /// The batch's epoch.
+        epoch: i16,
+        /// The epoch the partition knows.
+        current: i16,
+    },
+    /// The batch's first sequence does not follow the producer's last one, or a new
+    /// epoch does not start at 0 (`OUT_OF_ORDER_SEQUENCE_NUMBER`, 45).
+    #[error(
+        "out of order sequence for producer {producer_id} epoch {epoch}: batch starts at \
+         {first_seq}, expected {expected}"
+    )]
+    OutOfOrder {
+        /// The producer id.
+        producer_id: i64,
+        /// The batch's epoch.
+        epoch: i16,
+        /// The batch's first sequence.
+        first_seq: i32,
+        /// The sequence the partition expected (0 for a new epoch).
+        expected: i32,
+    },
+    /// The partition remembers as many producer ids as it may
+    /// (`[log] max_producer_ids_per_partition`) and none has expired
+    /// (`POLICY_VIOLATION`, 44).
+    #[error(
+        "producer {producer_id} refused: the partition already holds the state of {max} \
+         producer ids ([log] max_producer_ids_per_partition); ids expire after \
+         producer_id_expiration_ms without writes"
+    )]
+    TooManyProducers {
+        /// The refused producer id.
+        producer_id: i64,
+        /// The bound.
+        max: usize,
+    },
+}
+
+impl ProducerError {
+    /// The Kafka error for a Produce response.
+    pub fn error(&self) -> ResponseError {
+        match self {
+            ProducerError::FencedEpoch { .. } => ResponseError::InvalidProducerEpoch,
+            ProducerError::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber,
+            ProducerError::TooManyProducers { .. } => ResponseError::PolicyViolation,
+        }
+    }
+}
+
+/// What to do with a batch that passed [`ProducerStates::check`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Append it (then [`ProducerStates::record`] it).
+    Append,
+    /// A retry of this batch, already in the log: answer with its offsets.
+    Duplicate(BatchMeta),
+}
+
+/// The producer state of one partition.
+#[derive(Debug, Clone)]
+pub struct ProducerStates {
+    producers: HashMap<i64, ProducerEntry>,
+    limits: ProducerLimits,
+    last_sweep_ms: i64,
+}
+
+impl ProducerStates {
+    /// An empty table.
+    pub fn new(limits: ProducerLimits) -> ProducerStates {
+        ProducerStates {
+            producers: HashMap::new(),
+            limits,
+            last_sweep_ms: i64::MIN,
+        }
+    }
+
+    /// The table holding `producers` (from a snapshot).
+    pub fn with_entries(
+        limits: ProducerLimits,
+        producers: HashMap<i64, ProducerEntry>,
+    ) -> ProducerStates {
+        ProducerStates {
+            producers,
+            ..ProducerStates::new(limits)
+        }
+    }
+
+    /// The settings.
+    pub fn limits(&self) -> ProducerLimits {
+        self.limits
+    }
+
+    /// Number of producer ids remembered.
+    pub fn len(&self) -> usize {
+        self.producers.len()
+    }
+
+    /// Whether no producer is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty()
+    }
+
+    /// The state of `producer_id`, unless it expired by `now_ms`.
+    pub fn get(&self, producer_id: i64, now_ms: i64) -> Option<&ProducerEntry> {
+        self.producers
+            .get(&producer_id)
+            .filter(|e| !self.expired(e, now_ms))
+    }
+
+    /// Every remembered producer (expired ones included until the next sweep).
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = (&i64, &ProducerEntry)> {
+        self.producers.iter()
+    }
+
+    fn expired(&self, entry: &ProducerEntry, now_ms: i64) -> bool {
+        now_ms.saturating_sub(entry.last_write_ms) >= self.limits.expiration_ms
+    }
+
+    /// Checks a client's batch against the rules of the [module docs](self) at `now_ms`
+    /// (ms since the Unix epoch). A batch without a producer id is always appended.
+    /// Changes nothing but the removal of expired producers.
+    ///
+    /// Errors: [`ProducerError`].
+    pub fn check(&mut self, header: &BatchHeader, now_ms: i64) -> Result<Check, ProducerError> {
+        let producer_id = header.producer_id;
+        if producer_id < 0 {
+            return Ok(Check::Append);
+        }
+        self.maybe_sweep(now_ms);
+        let epoch = header.producer_epoch;
+        let first_seq = header.base_sequence;
+        let last_seq = last_sequence(first_seq, header.last_offset_delta);
+        let Some(entry) = self.get(producer_id, now_ms) else {
+            self.producers.remove(&producer_id);
+            if self.producers.len() >= self.limits.max_producer_ids {
+                self.sweep(now_ms);
+                if self.producers.len() >= self.limits.max_producer_ids {
+                    return Err(ProducerError::TooManyProducers {
+                        producer_id,
+                        max: self.limits.max_producer_ids,
+                    });
+                }
+            }
+            return Ok(Check::Append);
+        };
+        if epoch < entry.epoch {
+            return Err(ProducerError::FencedEpoch {
+                producer_id,
+                epoch,
+                current: entry.epoch,
+            });
+        }
+        if epoch > entry.epoch {
+            if first_seq != 0 {
+                return Err(ProducerError::OutOfOrder {
+                    producer_id,
+                    epoch,
+                    first_seq,
+                    expected: 0,
+                });
+            }
+            return Ok(Check::Append);
+        }
+        if let Some(original) = entry.find_duplicate(epoch, first_seq, last_seq) {
+            return Ok(Check::Duplicate(original));
+        }
+        let last = entry.last_seq().unwrap_or(-1);
+        if !entry::in_sequence(last, first_seq) {
+            return Err(ProducerError::OutOfOrder {
+                producer_id,
+                epoch,
+                first_seq,
+                expected: last_sequence(last, 1),
+            });
+        }
+        Ok(Check::Append)
+    }
+
+    /// Records a batch appended at offset `first_offset` (its header's base offset may
+    /// not be set yet) at `now_ms`. Also used to rebuild the state from the log, where
+    /// no rule is applied (the log holds what was accepted).
+    pub fn record(&mut self, header: &BatchHeader, first_offset: i64, now_ms: i64) {
+        if header.producer_id < 0 {
+            return;
+        }
+        let batch = BatchMeta {
+            first_seq: header.base_sequence,
+            last_seq: last_sequence(header.base_sequence, header.last_offset_delta),
+            first_offset,
+            last_offset: first_offset + i64::from(header.last_offset_delta),
+        };
+        let epoch = header.producer_epoch;
+        self.producers
+            .entry(header.producer_id)
+            .and_modify(|e| e.push(epoch, batch, now_ms))
+            .or_insert_with(|| ProducerEntry::new(epoch, batch, now_ms));
+    }
+
+    /// Forgets producers whose last batch is below `log_start` (retention deleted it),
+    /// as Kafka's `truncateHead`.
+    pub fn truncate_head(&mut self, log_start: i64) {
+        self.producers
+            .retain(|_, e| e.last_offset().is_some_and(|o| o >= log_start));
+    }
+
+    /// Forgets every producer that has not written for
+    /// [`ProducerLimits::expiration_ms`] at `now_ms`; returns how many.
+    pub fn sweep(&mut self, now_ms: i64) -> usize {
+        let before = self.producers.len();
+        let expiration = self.limits.expiration_ms;
+        self.producers
+            .retain(|_, e| now_ms.saturating_sub(e.last_write_ms) < expiration);
+        self.last_sweep_ms = now_ms;
+        before - self.producers.len()
+    }
+
+    fn maybe_sweep(&mut self, now_ms: i64) {
+        let interval = SWEEP_INTERVAL_MS.min(self.limits.expiration_ms);
+        if now_ms.saturating_sub(self.last_sweep_ms) >= interval {
+            self.sweep(now_ms);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

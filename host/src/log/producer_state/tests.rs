@@ -1,0 +1,266 @@
+//! The idempotence rules and the snapshot codec.
+
+use proptest::prelude::*;
+
+use super::{snapshot, *};
+use crate::log::batch::BatchHeader;
+
+const LIMITS: ProducerLimits = ProducerLimits {
+    expiration_ms: 1_000,
+    max_producer_ids: 3,
+};
+
+fn header(producer_id: i64, epoch: i16, base_sequence: i32, records: i32) -> BatchHeader {
+    BatchHeader {
+        base_offset: 0,
+        batch_length: 49,
+        partition_leader_epoch: 0,
+        magic: 2,
+        crc: 0,
+        attributes: 0,
+        last_offset_delta: records - 1,
+        base_timestamp: 0,
+        max_timestamp: 0,
+        producer_id,
+        producer_epoch: epoch,
+        base_sequence,
+        records_count: records,
+    }
+}
+
+/// Checks and, when accepted, records the batch at `offset`.
+fn append(
+    states: &mut ProducerStates,
+    h: &BatchHeader,
+    offset: i64,
+    now: i64,
+) -> Result<Check, ProducerError> {
+    let check = states.check(h, now)?;
+    if check == Check::Append {
+        states.record(h, offset, now);
+    }
+    Ok(check)
+}
+
+#[test]
+fn in_order_batches_are_appended_and_retries_are_duplicates() {
+    let mut s = ProducerStates::new(LIMITS);
+    assert_eq!(
+        append(&mut s, &header(7, 0, 0, 3), 100, 0),
+        Ok(Check::Append)
+    );
+    assert_eq!(
+        append(&mut s, &header(7, 0, 3, 2), 103, 0),
+        Ok(Check::Append)
+    );
+    let dup = append(&mut s, &header(7, 0, 0, 3), 999, 0).unwrap();
+    assert_eq!(
+        dup,
+        Check::Duplicate(BatchMeta {
+            first_seq: 0,
+            last_seq: 2,
+            first_offset: 100,
+            last_offset: 102
+        })
+    );
+}
+
+#[test]
+fn only_the_last_five_batches_are_remembered() {
+    let mut s = ProducerStates::new(LIMITS);
+    for i in 0..6 {
+        append(&mut s, &header(1, 0, i, 1), i64::from(i), 0).unwrap();
+    }
+    // Batch 0 is forgotten: its retry is out of order, batch 1's is a duplicate.
+    assert!(matches!(
+        s.check(&header(1, 0, 0, 1), 0),
+        Err(ProducerError::OutOfOrder { expected: 6, .. })
+    ));
+    assert!(matches!(
+        s.check(&header(1, 0, 1, 1), 0),
+        Ok(Check::Duplicate(_))
+    ));
+}
+
+#[test]
+fn a_gap_is_out_of_order() {
+    let mut s = ProducerStates::new(LIMITS);
+    append(&mut s, &header(1, 0, 0, 5), 0, 0).unwrap();
+    let e = s.check(&header(1, 0, 6, 1), 0).unwrap_err();
+    assert_eq!(
+        e.error(),
+        kafka_protocol::error::ResponseError::OutOfOrderSequenceNumber
+    );
+    assert!(matches!(e, ProducerError::OutOfOrder { expected: 5, .. }));
+}
+
+#[test]
+fn epochs_older_are_fenced_newer_start_at_zero() {
+    let mut s = ProducerStates::new(LIMITS);
+    append(&mut s, &header(1, 3, 0, 2), 0, 0).unwrap();
+    let e = s.check(&header(1, 2, 2, 1), 0).unwrap_err();
+    assert_eq!(
+        e.error(),
+        kafka_protocol::error::ResponseError::InvalidProducerEpoch
+    );
+    assert!(matches!(
+        s.check(&header(1, 4, 2, 1), 0),
+        Err(ProducerError::OutOfOrder { expected: 0, .. })
+    ));
+    assert_eq!(append(&mut s, &header(1, 4, 0, 1), 2, 0), Ok(Check::Append));
+    // The new epoch forgot the old one's batches.
+    assert_eq!(s.get(1, 0).unwrap().batches.len(), 1);
+}
+
+#[test]
+fn unknown_producers_are_accepted_with_any_sequence() {
+    // Kafka 4.x (since KIP-360): no UNKNOWN_PRODUCER_ID from the leader.
+    let mut s = ProducerStates::new(LIMITS);
+    assert_eq!(
+        append(&mut s, &header(9, 0, 42, 1), 0, 0),
+        Ok(Check::Append)
+    );
+    assert_eq!(s.get(9, 0).unwrap().last_seq(), Some(42));
+}
+
+#[test]
+fn expired_producers_are_unknown() {
+    let mut s = ProducerStates::new(LIMITS);
+    append(&mut s, &header(1, 0, 0, 1), 0, 0).unwrap();
+    assert!(s.get(1, 999).is_some());
+    assert!(s.get(1, 1_000).is_none());
+    // A retry after expiry is appended again, as Kafka does.
+    assert_eq!(s.check(&header(1, 0, 0, 1), 1_000), Ok(Check::Append));
+}
+
+#[test]
+fn the_number_of_producer_ids_is_bounded() {
+    let mut s = ProducerStates::new(LIMITS);
+    for id in 0..3 {
+        append(&mut s, &header(id, 0, 0, 1), id, 0).unwrap();
+    }
+    let e = s.check(&header(3, 0, 0, 1), 10).unwrap_err();
+    assert!(matches!(e, ProducerError::TooManyProducers { max: 3, .. }));
+    assert_eq!(
+        e.error(),
+        kafka_protocol::error::ResponseError::PolicyViolation
+    );
+    // Known producers go on; once the others expire, a new id fits.
+    assert_eq!(
+        append(&mut s, &header(0, 0, 1, 1), 5, 500),
+        Ok(Check::Append)
+    );
+    assert_eq!(s.check(&header(3, 0, 0, 1), 1_200), Ok(Check::Append));
+    assert_eq!(s.len(), 1);
+}
+
+#[test]
+fn sequences_wrap_after_i32_max() {
+    assert_eq!(last_sequence(i32::MAX, 0), i32::MAX);
+    assert_eq!(last_sequence(i32::MAX, 1), 0);
+    assert_eq!(last_sequence(i32::MAX - 1, 3), 1);
+    let mut s = ProducerStates::new(LIMITS);
+    append(&mut s, &header(1, 0, i32::MAX - 1, 2), 0, 0).unwrap();
+    assert_eq!(append(&mut s, &header(1, 0, 0, 1), 2, 0), Ok(Check::Append));
+}
+
+#[test]
+fn truncate_head_forgets_producers_whose_batches_are_gone() {
+    let mut s = ProducerStates::new(LIMITS);
+    append(&mut s, &header(1, 0, 0, 1), 10, 0).unwrap();
+    append(&mut s, &header(2, 0, 0, 1), 20, 0).unwrap();
+    s.truncate_head(15);
+    assert!(s.get(1, 0).is_none());
+    assert!(s.get(2, 0).is_some());
+}
+
+#[test]
+fn snapshot_round_trip() {
+    let mut s = ProducerStates::new(LIMITS);
+    for i in 0..7 {
+        append(&mut s, &header(1, 2, i * 2, 2), i64::from(i) * 2, 5).unwrap();
+    }
+    append(&mut s, &header(8, 0, 0, 1), 40, 6).unwrap();
+    let bytes = snapshot::encode(41, s.entries());
+    let decoded = snapshot::decode(&bytes, 3).unwrap();
+    assert_eq!(decoded.offset, 41);
+    assert_eq!(decoded.producers.len(), 2);
+    assert_eq!(decoded.producers[&1], *s.get(1, 0).unwrap());
+    assert_eq!(decoded.producers[&8], *s.get(8, 0).unwrap());
+}
+
+#[test]
+fn corrupt_snapshots_are_refused() {
+    let mut s = ProducerStates::new(LIMITS);
+    append(&mut s, &header(1, 0, 0, 1), 0, 0).unwrap();
+    let good = snapshot::encode(1, s.entries());
+    // More producers than the cap.
+    assert!(matches!(
+        snapshot::decode(&good, 0),
+        Err(snapshot::SnapshotError::Count { .. })
+    ));
+    // A flipped byte.
+    let mut bad = good.clone();
+    *bad.last_mut().unwrap() ^= 1;
+    assert!(matches!(
+        snapshot::decode(&bad, 3),
+        Err(snapshot::SnapshotError::Crc { .. })
+    ));
+    // Cut short, or not a snapshot at all.
+    assert!(snapshot::decode(&good[..good.len() - 1], 3).is_err());
+    assert!(matches!(
+        snapshot::decode(b"nope", 3),
+        Err(snapshot::SnapshotError::BadHeader)
+    ));
+}
+
+/// Re-seals `bytes` with a correct CRC, so the structural checks are reached.
+fn reseal(mut bytes: Vec<u8>) -> Vec<u8> {
+    if bytes.len() >= 10 {
+        let crc = crc32c::crc32c(&bytes[10..]);
+        bytes[6..10].copy_from_slice(&crc.to_be_bytes());
+    }
+    bytes
+}
+
+proptest! {
+    /// Whatever a snapshot file holds, decoding never panics and never returns more
+    /// producers than the cap.
+    #[test]
+    fn decoding_arbitrary_bytes_is_bounded(tail in proptest::collection::vec(any::<u8>(), 0..400), cap in 0usize..5) {
+        let mut bytes = b"DRPS\x00\x01\x00\x00\x00\x00".to_vec();
+        bytes.extend_from_slice(&tail);
+        if let Ok(s) = snapshot::decode(&reseal(bytes), cap) {
+            prop_assert!(s.producers.len() <= cap);
+        }
+    }
+
+    /// A producer that sends in order, with retries of any of its last five batches
+    /// mixed in, has every retry answered with the original offsets and nothing else
+    /// refused.
+    #[test]
+    fn retries_of_recent_batches_are_always_duplicates(
+        sizes in proptest::collection::vec(1i32..20, 1..30),
+        retries in proptest::collection::vec(0usize..5, 0..30),
+    ) {
+        let mut s = ProducerStates::new(ProducerLimits { expiration_ms: i64::MAX, max_producer_ids: 10 });
+        let mut seq = 0;
+        let mut offset = 0;
+        let mut sent: Vec<(BatchHeader, i64)> = Vec::new();
+        for (i, size) in sizes.iter().enumerate() {
+            let h = header(5, 0, seq, *size);
+            prop_assert_eq!(append(&mut s, &h, offset, 0), Ok(Check::Append));
+            sent.push((h, offset));
+            seq += size;
+            offset += i64::from(*size);
+            if let Some(back) = retries.get(i) {
+                if let Some((old, old_offset)) = sent.iter().rev().nth(*back) {
+                    match s.check(old, 0) {
+                        Ok(Check::Duplicate(meta)) => prop_assert_eq!(meta.first_offset, *old_offset),
+                        other => prop_assert!(false, "retry answered {:?}", other),
+                    }
+                }
+            }
+        }
+    }
+}
