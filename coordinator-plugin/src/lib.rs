@@ -131,6 +131,7 @@ pub mod export;
 pub mod io;
 pub mod kafka_wire;
 mod log_limit;
+pub mod partition_stats;
 pub mod subscription;
 mod timers;
 pub mod types;
@@ -140,6 +141,7 @@ pub use crate::core::{Coordinator, GroupSnapshot, MemberSnapshot, Ownership};
 pub use assignors::{AssignorSet, Assignors};
 pub use config::{ConfigError, CoordinatorConfig, RebalanceMode};
 pub use io::{CoordinatorCounter, Event, FailureReason, FetchScope, Input, Output};
+pub use partition_stats::PartitionStats;
 pub use types::{
     ConnId, ConsumerId, Generation, GroupId, OffsetEntry, OpId, StoreError, TopicName,
     TopicPartition,
