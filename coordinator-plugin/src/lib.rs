@@ -124,6 +124,7 @@
 //! ```
 
 pub mod abi;
+pub mod assignor_call;
 pub mod assignors;
 pub mod config;
 mod core;
