@@ -6,7 +6,7 @@
 //! partition outside a member's subscription) before using it; a bad output counts as a
 //! failure of the assignor, retried after `retry_backoff_ms`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use drover_abi::assignor::{
     AssignContext, AssignContextRef, AssignInput, Assignment, AssignorArc, AssignorMember,
@@ -159,21 +159,28 @@ pub(crate) fn build_input(
     topics: &BTreeMap<TopicName, u32>,
 ) -> AssignInput {
     let mut used: BTreeSet<&TopicName> = BTreeSet::new();
+    // Members that share one subscription set (a homogeneous group's members share the
+    // resolved set) get copies of one list, computed once.
+    let mut lists: HashMap<*const BTreeSet<TopicName>, RVec<RString>> = HashMap::new();
     let members = members
         .iter()
         .map(|m| {
-            let subscribed: Vec<RString> = m
-                .topics
-                .iter()
-                .filter(|t| topics.contains_key(*t))
-                .map(|t| {
-                    used.insert(t);
-                    RString::from(t.as_str())
+            let subscribed = lists
+                .entry(std::ptr::from_ref(m.topics))
+                .or_insert_with(|| {
+                    m.topics
+                        .iter()
+                        .filter(|t| topics.contains_key(*t))
+                        .map(|t| {
+                            used.insert(t);
+                            RString::from(t.as_str())
+                        })
+                        .collect()
                 })
-                .collect();
+                .clone();
             AssignorMember {
                 member_id: RString::from(m.id.as_str()),
-                topics: subscribed.into(),
+                topics: subscribed,
                 owned: to_abi_partitions(m.owned.iter()),
                 rack: m.rack.map(RString::from).into(),
                 weight: m.weight.max(1),
@@ -215,7 +222,7 @@ impl ContextParts {
         stats: &PartitionStats,
         committed: impl IntoIterator<Item = (&'c TopicPartition, i64)>,
     ) -> Self {
-        let subscribed: BTreeSet<&TopicName> = members.iter().flat_map(|m| m.topics).collect();
+        let subscribed = subscribed_topics(members);
         let labelled = members
             .iter()
             .filter(|m| !m.labels.is_empty())
@@ -232,21 +239,29 @@ impl ContextParts {
                     .into(),
             })
             .collect();
-        // Committed offsets of existing partitions of subscribed topics, by topic.
+        // Committed offsets of existing partitions of subscribed topics, by topic; they
+        // come in topic order, so each topic is looked up once.
         let mut offsets: BTreeMap<&TopicName, Vec<(i32, i64)>> = BTreeMap::new();
+        type Run<'t, 'c> = (&'c TopicName, Option<(&'t TopicName, u32)>, Vec<(i32, i64)>);
+        let mut run: Option<Run<'_, 'c>> = None;
         for (tp, offset) in committed {
-            let Some(topic) = subscribed.get(&tp.topic) else {
-                continue;
-            };
-            if topics
-                .get(&tp.topic)
-                .is_some_and(|&n| tp.partition >= 0 && i64::from(tp.partition) < i64::from(n))
-            {
-                offsets
-                    .entry(topic)
-                    .or_default()
-                    .push((tp.partition, offset));
+            if run.as_ref().is_none_or(|(t, _, _)| **t != tp.topic) {
+                if let Some((_, Some((topic, _)), list)) = run.take() {
+                    offsets.entry(topic).or_default().extend(list);
+                }
+                let known = subscribed
+                    .get(&tp.topic)
+                    .and_then(|t| topics.get(*t).map(|&n| (*t, n)));
+                run = Some((&tp.topic, known, Vec::new()));
             }
+            if let Some((_, Some((_, n)), list)) = &mut run {
+                if tp.partition >= 0 && i64::from(tp.partition) < i64::from(*n) {
+                    list.push((tp.partition, offset));
+                }
+            }
+        }
+        if let Some((_, Some((topic, _)), list)) = run {
+            offsets.entry(topic).or_default().extend(list);
         }
         let mut out: Vec<TopicContext> = Vec::new();
         let mut leaders: BTreeSet<i32> = BTreeSet::new();
@@ -285,6 +300,19 @@ impl ContextParts {
         }
         .lend(f)
     }
+}
+
+/// Every topic some member subscribes to; a set shared by several members (by pointer)
+/// is read once.
+fn subscribed_topics<'a>(members: &[MemberView<'a>]) -> BTreeSet<&'a TopicName> {
+    let mut sets: HashSet<*const BTreeSet<TopicName>> = HashSet::new();
+    let mut subscribed = BTreeSet::new();
+    for m in members {
+        if sets.insert(std::ptr::from_ref(m.topics)) {
+            subscribed.extend(m.topics.iter());
+        }
+    }
+    subscribed
 }
 
 /// The union of `known` (host data, ascending by partition) and `committed` ((partition,

@@ -10,7 +10,7 @@
 //! coordinator built against ABI 3.3 or later. Cost of one table: a pass over every
 //! partition, locking each log only to read two offsets; about 100 bytes per partition.
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use abi_stable::std_types::{ROption, RString, RVec};
 use drover_abi::assignor::{BrokerContext, PartitionContext, TopicContext};
@@ -111,7 +111,8 @@ pub async fn forward_partition_stats(broker: Arc<Broker>, client: CoordinatorCli
     let interval = Duration::from_millis(broker.config.coordinator.partition_stats_interval_ms);
     let mut changes = broker.topics.subscribe_changes();
     let mut stopping = broker.stopping();
-    let mut ticks = tokio::time::interval(interval);
+    // The first tick one interval from now: the table is sent at once below.
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let b = Arc::clone(&broker);
@@ -131,18 +132,20 @@ pub async fn forward_partition_stats(broker: Arc<Broker>, client: CoordinatorCli
     }
 }
 
-/// Per topic, the partitions of a table by index (for tests and logs).
-pub fn by_topic(topics: &[TopicContext]) -> BTreeMap<&str, &[PartitionContext]> {
-    topics
-        .iter()
-        .map(|t| (t.topic.as_str(), t.partitions.as_slice()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::config::Config;
+
+    /// Per topic, the partitions of a table.
+    fn by_topic(topics: &[TopicContext]) -> BTreeMap<&str, &[PartitionContext]> {
+        topics
+            .iter()
+            .map(|t| (t.topic.as_str(), t.partitions.as_slice()))
+            .collect()
+    }
 
     /// A standalone broker on a temporary data directory, id 4, rack `r1`, no plugins.
     fn broker(dir: &std::path::Path) -> Broker {
