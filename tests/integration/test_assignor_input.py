@@ -13,7 +13,9 @@ deals partitions round-robin. Real clients join groups that name it:
   back from the admin API;
 - native `drover consume` consumers with `--rack`, `--weight` and `--label`
   (RegisterConsumer v1): the recorded members carry all three, and once they have
-  committed, a later rebalance's context carries the group's committed offsets.
+  committed, a later rebalance's context carries the group's committed offsets;
+- a broker with `[server] rack` and produced records: the context carries the broker's
+  partition table (coordinator ABI 3.3): leader, its rack, log offsets, produce rates.
 """
 
 from __future__ import annotations
