@@ -51,7 +51,7 @@ use abi_stable::{
 };
 
 use crate::{
-    assignor::AssignorArc,
+    assignor::{AssignorArc, BrokerContext, TopicContext},
     error::PluginError,
     host::{HostServices, ZkSessionArc},
     manifest::Manifest,
@@ -187,6 +187,28 @@ pub enum CoordinatorInput {
         assignors: RVec<NamedAssignor>,
         /// The assignor for groups that name none or name one that is not loaded.
         default_assignor: RString,
+    },
+    /// What the broker measures of its partitions, for assignors
+    /// ([`crate::assignor::AssignContext`]): the whole table, replacing the previous
+    /// one. The host sends it every `coordinator.partition_stats_interval_ms` (default
+    /// 10,000 ms), once at startup and after every topic change. Added in coordinator
+    /// ABI 3.3: the host sends it only to a coordinator built against 3.3 or later (an
+    /// older one would receive it as an unknown variant and skip it).
+    ///
+    /// Size: one [`PartitionContext`] (96 bytes on 64-bit targets) per
+    /// partition the broker has data about, plus one [`TopicContext`] per topic.
+    PartitionStats {
+        /// Every live broker with its rack (`server.rack`): standalone, this broker
+        /// (id `server.broker_id`); in cluster mode, every registered broker.
+        brokers: RVec<BrokerContext>,
+        /// Per topic, its partitions in ascending order, each at most once. Per
+        /// partition: `leader` (this broker standalone; from the cluster metadata in
+        /// cluster mode, `None` while the leader is down), and for a partition this
+        /// broker leads its `log_start_offset`, `log_end_offset` and produce rates
+        /// (bytes and records per second over `coordinator.produce_rate_window_ms`);
+        /// `None` for a partition led elsewhere. `committed_offset` is always `None`
+        /// (the coordinator knows the group's own).
+        topics: RVec<TopicContext>,
     },
 }
 

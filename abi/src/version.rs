@@ -53,7 +53,9 @@ impl std::fmt::Display for KindVersion {
 /// assignor instances it is handed have `Assignor::assign_with_context` (assignor ABI
 /// 3.1; the `Assignor` vtable is reachable from the coordinator's interface, so a
 /// coordinator built against it is refused by name, not by layout, in a 3.1 broker).
-const COORDINATOR_VERSION: &str = "3.2.0";
+/// 3.3 — input `PartitionStats` (leaders, racks, log offsets, produce rates per
+/// partition); the host sends it only to coordinators of 3.3 or later.
+const COORDINATOR_VERSION: &str = "3.3.0";
 /// The assignor interface's version.
 ///
 /// History: 3.0 — first per-kind version (from drover-abi 2.0: `ErrorKind` became an

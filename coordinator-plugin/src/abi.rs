@@ -86,6 +86,9 @@ pub fn input_from_abi(input: CoordinatorInput) -> Option<Input> {
                 .map(|records| records.iter().map(offset_from_abi).collect())
                 .map_err(StoreError::from),
         },
+        CoordinatorInput::PartitionStats { brokers, topics } => Input::PartitionStats(
+            crate::PartitionStats::new(brokers.into_vec(), topics.into_vec()),
+        ),
         _ => return None,
     })
 }

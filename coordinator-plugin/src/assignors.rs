@@ -6,15 +6,16 @@
 //! partition outside a member's subscription) before using it; a bad output counts as a
 //! failure of the assignor, retried after `retry_backoff_ms`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use drover_abi::assignor::{
     AssignContext, AssignContextRef, AssignInput, Assignment, AssignorArc, AssignorMember,
-    MemberContext, MemberLabel, PartitionContext, TopicContext,
+    BrokerContext, MemberContext, MemberLabel, PartitionContext, TopicContext,
 };
 use drover_abi::std_types::{RSlice, RSome, RString, RVec};
 use drover_abi::{PluginError, TopicInfo, TopicPartitions};
 
+use crate::partition_stats::PartitionStats;
 use crate::types::{ConsumerId, TopicName, TopicPartition};
 
 /// The assignors the coordinator may use, by name.
@@ -158,21 +159,28 @@ pub(crate) fn build_input(
     topics: &BTreeMap<TopicName, u32>,
 ) -> AssignInput {
     let mut used: BTreeSet<&TopicName> = BTreeSet::new();
+    // Members that share one subscription set (a homogeneous group's members share the
+    // resolved set) get copies of one list, computed once.
+    let mut lists: HashMap<*const BTreeSet<TopicName>, RVec<RString>> = HashMap::new();
     let members = members
         .iter()
         .map(|m| {
-            let subscribed: Vec<RString> = m
-                .topics
-                .iter()
-                .filter(|t| topics.contains_key(*t))
-                .map(|t| {
-                    used.insert(t);
-                    RString::from(t.as_str())
+            let subscribed = lists
+                .entry(std::ptr::from_ref(m.topics))
+                .or_insert_with(|| {
+                    m.topics
+                        .iter()
+                        .filter(|t| topics.contains_key(*t))
+                        .map(|t| {
+                            used.insert(t);
+                            RString::from(t.as_str())
+                        })
+                        .collect()
                 })
-                .collect();
+                .clone();
             AssignorMember {
                 member_id: RString::from(m.id.as_str()),
-                topics: subscribed.into(),
+                topics: subscribed,
                 owned: to_abi_partitions(m.owned.iter()),
                 rack: m.rack.map(RString::from).into(),
                 weight: m.weight.max(1),
@@ -191,25 +199,30 @@ pub(crate) fn build_input(
 }
 
 /// What the coordinator knows besides the input, in the shape of an
-/// [`AssignContext`] (assignor ABI 3.1): members' labels, and per partition the
-/// group's committed offset (the last one it accepted). Leaders, log offsets and
-/// produce rates are the host's to measure; they stay absent.
+/// [`AssignContext`] (assignor ABI 3.1): members' labels; per partition of a subscribed
+/// topic the host's data from the latest [`PartitionStats`] (leader, log start and end
+/// offsets, produce rates) and the group's committed offset (the last one it accepted);
+/// the racks of the leaders named.
 #[derive(Debug, Default)]
 pub(crate) struct ContextParts {
     members: Vec<MemberContext>,
+    brokers: Vec<BrokerContext>,
     topics: Vec<TopicContext>,
 }
 
 impl ContextParts {
-    /// Labels of the members that have any; the committed offsets in `committed`
-    /// (which yields partitions in (topic, partition) order) of existing partitions
-    /// (`topics`: partition counts) of topics some member subscribes to.
+    /// Labels of the members that have any; for each existing partition (`topics`:
+    /// partition counts) of a topic some member subscribes to, the entry of `stats`
+    /// with the committed offset in `committed` (which yields partitions in (topic,
+    /// partition) order) laid over it; a partition with neither is left out. Cost:
+    /// one copy of each reported partition of the subscribed topics (96 bytes each).
     pub(crate) fn build<'c>(
         members: &[MemberView<'_>],
         topics: &BTreeMap<TopicName, u32>,
+        stats: &PartitionStats,
         committed: impl IntoIterator<Item = (&'c TopicPartition, i64)>,
     ) -> Self {
-        let subscribed: BTreeSet<&TopicName> = members.iter().flat_map(|m| m.topics).collect();
+        let subscribed = subscribed_topics(members);
         let labelled = members
             .iter()
             .filter(|m| !m.labels.is_empty())
@@ -226,27 +239,54 @@ impl ContextParts {
                     .into(),
             })
             .collect();
-        let mut out: Vec<TopicContext> = Vec::new();
+        // Committed offsets of existing partitions of subscribed topics, by topic; they
+        // come in topic order, so each topic is looked up once.
+        let mut offsets: BTreeMap<&TopicName, Vec<(i32, i64)>> = BTreeMap::new();
+        type Run<'t, 'c> = (&'c TopicName, Option<(&'t TopicName, u32)>, Vec<(i32, i64)>);
+        let mut run: Option<Run<'_, 'c>> = None;
         for (tp, offset) in committed {
-            let in_range = subscribed.contains(&tp.topic)
-                && topics
+            if run.as_ref().is_none_or(|(t, _, _)| **t != tp.topic) {
+                if let Some((_, Some((topic, _)), list)) = run.take() {
+                    offsets.entry(topic).or_default().extend(list);
+                }
+                let known = subscribed
                     .get(&tp.topic)
-                    .is_some_and(|&n| tp.partition >= 0 && i64::from(tp.partition) < i64::from(n));
-            if !in_range {
+                    .and_then(|t| topics.get(*t).map(|&n| (*t, n)));
+                run = Some((&tp.topic, known, Vec::new()));
+            }
+            if let Some((_, Some((_, n)), list)) = &mut run {
+                if tp.partition >= 0 && i64::from(tp.partition) < i64::from(*n) {
+                    list.push((tp.partition, offset));
+                }
+            }
+        }
+        if let Some((_, Some((topic, _)), list)) = run {
+            offsets.entry(topic).or_default().extend(list);
+        }
+        let mut out: Vec<TopicContext> = Vec::new();
+        let mut leaders: BTreeSet<i32> = BTreeSet::new();
+        for topic in subscribed {
+            let Some(&count) = topics.get(topic) else {
+                continue;
+            };
+            let known = stats.partitions(topic);
+            let known =
+                &known[..known.partition_point(|p| i64::from(p.partition) < i64::from(count))];
+            let known = &known[known.partition_point(|p| p.partition < 0)..];
+            let committed = offsets.get(topic).map_or(&[][..], Vec::as_slice);
+            let partitions = merge(known, committed);
+            if partitions.is_empty() {
                 continue;
             }
-            let mut p = PartitionContext::unknown(tp.partition);
-            p.committed_offset = RSome(offset);
-            match out.last_mut() {
-                Some(t) if t.topic.as_str() == tp.topic.as_str() => t.partitions.push(p),
-                _ => out.push(TopicContext {
-                    topic: RString::from(tp.topic.as_str()),
-                    partitions: vec![p].into(),
-                }),
-            }
+            leaders.extend(partitions.iter().filter_map(|p| p.leader.into_option()));
+            out.push(TopicContext {
+                topic: RString::from(topic.as_str()),
+                partitions: partitions.into(),
+            });
         }
         ContextParts {
             members: labelled,
+            brokers: leaders.into_iter().map(|id| stats.broker(id)).collect(),
             topics: out,
         }
     }
@@ -255,10 +295,56 @@ impl ContextParts {
     pub(crate) fn lend<R>(&self, f: impl FnOnce(AssignContextRef<'_>) -> R) -> R {
         AssignContext {
             members: RSlice::from_slice(&self.members),
-            brokers: RSlice::from_slice(&[]),
+            brokers: RSlice::from_slice(&self.brokers),
             topics: RSlice::from_slice(&self.topics),
         }
         .lend(f)
+    }
+}
+
+/// Every topic some member subscribes to; a set shared by several members (by pointer)
+/// is read once.
+fn subscribed_topics<'a>(members: &[MemberView<'a>]) -> BTreeSet<&'a TopicName> {
+    let mut sets: HashSet<*const BTreeSet<TopicName>> = HashSet::new();
+    let mut subscribed = BTreeSet::new();
+    for m in members {
+        if sets.insert(std::ptr::from_ref(m.topics)) {
+            subscribed.extend(m.topics.iter());
+        }
+    }
+    subscribed
+}
+
+/// The union of `known` (host data, ascending by partition) and `committed` ((partition,
+/// offset), ascending), one entry per partition, ascending.
+fn merge(known: &[PartitionContext], committed: &[(i32, i64)]) -> Vec<PartitionContext> {
+    let mut out = Vec::with_capacity(known.len().max(committed.len()));
+    let (mut k, mut c) = (known.iter().peekable(), committed.iter().peekable());
+    loop {
+        match (k.peek(), c.peek()) {
+            (None, None) => return out,
+            (Some(p), Some(&&(partition, offset))) if p.partition == partition => {
+                let mut p = (*p).clone();
+                p.committed_offset = RSome(offset);
+                out.push(p);
+                k.next();
+                c.next();
+            }
+            (Some(p), Some(&&(partition, _))) if p.partition < partition => {
+                out.push((*p).clone());
+                k.next();
+            }
+            (Some(p), None) => {
+                out.push((*p).clone());
+                k.next();
+            }
+            (_, Some(&&(partition, offset))) => {
+                let mut p = PartitionContext::unknown(partition);
+                p.committed_offset = RSome(offset);
+                out.push(p);
+                c.next();
+            }
+        }
     }
 }
 
@@ -415,6 +501,7 @@ mod tests {
         let parts = ContextParts::build(
             &members,
             &topics(),
+            &PartitionStats::default(),
             committed.iter().map(|(tp, o)| (tp, *o)),
         );
         let (labels, offsets) = parts.lend(|ctx| {

@@ -105,6 +105,11 @@ pub enum Input {
         /// The slot.
         slot: u32,
     },
+    /// What the host measured of its partitions (leaders and racks, log offsets,
+    /// produce rates): the whole table, replacing the previous one. It fills the
+    /// context of every later assignor run (coordinator ABI 3.3); nothing is rebalanced
+    /// because of it.
+    PartitionStats(crate::PartitionStats),
 }
 
 /// Which offsets an [`Output::FetchOffsets`] asks for.

@@ -124,6 +124,7 @@
 //! ```
 
 pub mod abi;
+pub mod assignor_call;
 pub mod assignors;
 pub mod config;
 mod core;
@@ -131,6 +132,7 @@ pub mod export;
 pub mod io;
 pub mod kafka_wire;
 mod log_limit;
+pub mod partition_stats;
 pub mod subscription;
 mod timers;
 pub mod types;
@@ -140,6 +142,7 @@ pub use crate::core::{Coordinator, GroupSnapshot, MemberSnapshot, Ownership};
 pub use assignors::{AssignorSet, Assignors};
 pub use config::{ConfigError, CoordinatorConfig, RebalanceMode};
 pub use io::{CoordinatorCounter, Event, FailureReason, FetchScope, Input, Output};
+pub use partition_stats::PartitionStats;
 pub use types::{
     ConnId, ConsumerId, Generation, GroupId, OffsetEntry, OpId, StoreError, TopicName,
     TopicPartition,

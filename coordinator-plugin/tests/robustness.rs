@@ -10,10 +10,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::BytesMut;
 use common::{test_config, TestAssignors};
+use drover_abi::assignor::{BrokerContext, PartitionContext, TopicContext};
+use drover_abi::std_types::RSome;
 use drover_coordinator::{
     ConnId, Coordinator, CoordinatorConfig, Input, OffsetEntry, OpId, Output, StoreError,
 };
-use drover_coordinator::{TopicName, TopicPartition};
+use drover_coordinator::{PartitionStats, TopicName, TopicPartition};
 use drover_protocol as proto;
 use drover_protocol::{ApiKey, Direction, NativeRequest, NativeResponse};
 use proptest::prelude::*;
@@ -62,6 +64,11 @@ enum Op {
     },
     Topics {
         counts: Vec<u8>,
+    },
+    /// A partition table from the host: (topic index, partition, leader), partitions
+    /// unsorted, repeated, negative or beyond the topic's count.
+    Stats {
+        entries: Vec<(u8, i32, Option<i32>)>,
     },
     /// Cluster mode: a slot gained or lost (slots 0..3 of 2: one out of range).
     Slot {
@@ -121,6 +128,8 @@ fn op() -> impl Strategy<Value = Op> {
         (0..2_000u16).prop_map(|ms| Op::Advance { ms }),
         any::<bool>().prop_map(|ok| Op::StoreResult { ok }),
         proptest::collection::vec(0..4u8, 0..3).prop_map(|counts| Op::Topics { counts }),
+        proptest::collection::vec((0..3u8, -2..6i32, proptest::option::of(-1..3i32)), 0..8)
+            .prop_map(|entries| Op::Stats { entries }),
     ]
 }
 
@@ -401,6 +410,24 @@ impl Harness {
                     .map(|(i, c)| (TopicName::new(format!("t{i}")), u32::from(*c)))
                     .collect();
                 self.handle(Input::TopicsChanged { topics })?;
+            }
+            Op::Stats { entries } => {
+                let mut topics: BTreeMap<u8, Vec<PartitionContext>> = BTreeMap::new();
+                for (topic, partition, leader) in entries {
+                    let mut p = PartitionContext::unknown(partition);
+                    p.leader = leader.into();
+                    p.log_end_offset = RSome(i64::from(partition));
+                    topics.entry(topic).or_default().push(p);
+                }
+                let table = topics.into_iter().map(|(t, partitions)| TopicContext {
+                    topic: format!("t{t}").into(),
+                    partitions: partitions.into(),
+                });
+                let brokers = [BrokerContext {
+                    broker_id: 0,
+                    rack: RSome("r".into()),
+                }];
+                self.handle(Input::PartitionStats(PartitionStats::new(brokers, table)))?;
             }
             Op::Slot { gain, slot } => {
                 let slot = u32::from(slot);

@@ -200,6 +200,13 @@ pub struct CoordinatorSection {
     /// Most offset-store operations executed as one batch (one store transaction for
     /// all commits in it). Default 4096.
     pub max_store_batch: usize,
+    /// The window over which each partition's produce rate (bytes and records per
+    /// second, shown to assignors) is measured, in ms. Default 60000; at least 1000.
+    pub produce_rate_window_ms: u64,
+    /// How often the broker sends the coordinator its partition table (leaders, racks,
+    /// log offsets, produce rates; coordinator ABI 3.3), in ms; it is also sent at
+    /// startup and after every topic change. Default 10000; at least 100.
+    pub partition_stats_interval_ms: u64,
 }
 
 impl Default for CoordinatorSection {
@@ -210,6 +217,8 @@ impl Default for CoordinatorSection {
             offset_store: "embedded".into(),
             queue_capacity: 65_536,
             max_store_batch: 4_096,
+            produce_rate_window_ms: 60_000,
+            partition_stats_interval_ms: 10_000,
         }
     }
 }
@@ -426,6 +435,16 @@ impl Config {
                 "coordinator.max_store_batch",
                 config.coordinator.max_store_batch as u64,
                 1,
+            ),
+            (
+                "coordinator.produce_rate_window_ms",
+                config.coordinator.produce_rate_window_ms,
+                1_000,
+            ),
+            (
+                "coordinator.partition_stats_interval_ms",
+                config.coordinator.partition_stats_interval_ms,
+                100,
             ),
             (
                 "plugins.max_loaded_libraries",

@@ -183,6 +183,10 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
             Arc::clone(&broker),
             coordinator.clone(),
         ));
+        tokio::spawn(coordination::partition_stats::forward_partition_stats(
+            Arc::clone(&broker),
+            coordinator.clone(),
+        ));
     }
     let (stop, stopped) = watch::channel(false);
     let tasks = vec![

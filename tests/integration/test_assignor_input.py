@@ -13,7 +13,9 @@ deals partitions round-robin. Real clients join groups that name it:
   back from the admin API;
 - native `drover consume` consumers with `--rack`, `--weight` and `--label`
   (RegisterConsumer v1): the recorded members carry all three, and once they have
-  committed, a later rebalance's context carries the group's committed offsets.
+  committed, a later rebalance's context carries the group's committed offsets;
+- a broker with `[server] rack` and produced records: the context carries the broker's
+  partition table (coordinator ABI 3.3): leader, its rack, log offsets, produce rates.
 """
 
 from __future__ import annotations
@@ -166,3 +168,52 @@ def test_weighted_assignor_follows_declared_weights(broker_factory, native_consu
         return f"partitions per member {counts}"
     native_wait_for("the assignment to follow the weights", split, 60,
                     check=native_consumers.assert_running)
+
+
+def test_partition_leader_rack_log_end_and_produce_rate_reach_the_assignor(
+        broker_factory, native_consumers, tmp_path):
+    """A broker with `[server] rack` set; records produced by confluent-kafka into
+    partition 0 of a 2-partition topic; a `drover consume --assignor recorder` joins:
+    the context it records (coordinator ABI 3.3's partition table) shows for partition
+    0 this broker as leader with its rack, a log end at the records produced and a
+    produce rate above zero, and for the untouched partition 1 a log end of 0."""
+    out = tmp_path / "recorded.json"
+    config = (NATIVE_CONFIG + recorder_table(out)
+              + '\n[server]\nrack = "rack-x"\n'
+              + '\n[coordinator]\npartition_stats_interval_ms = 200\n')
+    b = broker_factory(config, start=False)
+    install_plugins(b, NATIVE_LIBS + [RECORDER])
+    start_or_fail(b)
+    topic, group = "measured", "g-measured"
+    ck_create_topic(b, topic, 2)
+    produced = produce_keyed(b, topic, 100, partition=0)
+    assert len(produced) == 100 and {p for p, _ in produced} == {0}
+
+    def measured():
+        doc = recorded(out)
+        if doc is None:
+            return "no assignment recorded yet"
+        p0 = doc.get("stats", {}).get(topic, {}).get("0")
+        if not p0 or not p0["log_end_offset"]:
+            return f"partition 0 not measured yet: {p0}"
+        return doc
+    # The table reaches the coordinator every 200 ms; a rebalance that ran before the
+    # first table after the produce sees none, so another member joins until one does.
+    doc = None
+    for i in range(3):
+        cid = f"m{i}"
+        native_consumers.start(cid, *consumer_args(b, group, "--topic", topic, consumer_id=cid,
+                                                   extra=("--assignor", "recorder")))
+        try:
+            doc = native_wait_for("a rebalance whose context has the partition table",
+                                  measured, 20, check=native_consumers.assert_running)
+            break
+        except AssertionError:
+            continue
+    assert doc is not None, recorded(out)
+    p0, p1 = doc["stats"][topic]["0"], doc["stats"][topic]["1"]
+    assert p0["leader"] is not None and p0["leader"] == p1["leader"], doc
+    assert p0["leader_rack"] == "rack-x", doc
+    assert p0["log_start_offset"] == 0 and p0["log_end_offset"] == 100, doc
+    assert p0["produce_bytes_per_sec"] > 0 and p0["produce_records_per_sec"] > 0, doc
+    assert p1["log_end_offset"] == 0 and p1["produce_records_per_sec"] == 0, doc

@@ -10,9 +10,11 @@
 //! host does not know is absent, never guessed.
 //!
 //! Who fills what (Drover's coordinator, this release): member labels (native
-//! RegisterConsumer v1); committed offsets the group has accepted (native groups).
-//! Leaders and their racks, log start/end offsets and produce rates are absent until
-//! the host measures them (a later release); an assignor must treat every field as
+//! RegisterConsumer v1); committed offsets the group has accepted (native groups);
+//! leaders and their racks, log start/end offsets and produce rates from the broker's
+//! partition table (coordinator ABI 3.3 `CoordinatorInput::PartitionStats`): log
+//! offsets and rates only for partitions the broker running the coordinator leads, and
+//! nothing before the first table arrived. An assignor must treat every field as
 //! possibly missing.
 
 use abi_stable::{
@@ -67,11 +69,11 @@ pub struct PartitionContext {
     pub log_end_offset: ROption<i64>,
     /// The group's committed offset (the next record the group would consume).
     pub committed_offset: ROption<i64>,
-    /// Recent produce rate into the partition, bytes per second, over a window the host
-    /// measures (not filled in this release).
+    /// Recent produce rate into the partition, bytes of record batches (as stored) per
+    /// second, over a window the host measures (`coordinator.produce_rate_window_ms`).
     pub produce_bytes_per_sec: ROption<f64>,
     /// Recent produce rate into the partition, records per second, over the same
-    /// window (not filled in this release).
+    /// window.
     pub produce_records_per_sec: ROption<f64>,
 }
 

@@ -73,6 +73,8 @@ pub(crate) struct Ctx {
     pub(super) assignors: Box<dyn Assignors + Send>,
     /// The topics and their partition counts, as last reported.
     pub(super) topics: BTreeMap<TopicName, u32>,
+    /// The host's partition table, as last reported (`Input::PartitionStats`).
+    pub(super) partition_stats: crate::PartitionStats,
     /// Now: the coordinator's monotonic clock, ms (set by `Coordinator::handle`).
     pub(super) now: u64,
     /// Every deadline of the coordinator ([`TimerKey`]).
@@ -106,6 +108,7 @@ impl Ctx {
             config,
             assignors,
             topics: BTreeMap::new(),
+            partition_stats: crate::PartitionStats::default(),
             now: 0,
             timers: Timers::default(),
             commits: CommitQueue::default(),
@@ -128,6 +131,7 @@ impl Ctx {
             self.now,
             &self.config,
             &self.topics,
+            &self.partition_stats,
             &*self.assignors,
             &self.conns,
             self.commits.busy(group),

@@ -178,6 +178,7 @@ impl Coordinator {
             }
             Input::SlotGained { slot, stopped_ms } => self.on_slot_gained(slot, stopped_ms),
             Input::SlotLost { slot } => self.on_slot_lost(slot),
+            Input::PartitionStats(stats) => self.cx.partition_stats = stats,
         }
         self.settle();
         self.cx.take_outputs()

@@ -151,6 +151,31 @@ pub struct TestAssignors {
     pub broken: Arc<AtomicBool>,
     /// One more name, standing for another assignor (as if a rescan loaded it).
     pub alias: Option<(String, &'static str)>,
+    /// The context of every run, in order (brokers and per-partition data).
+    pub contexts: Arc<std::sync::Mutex<Vec<SeenContext>>>,
+}
+
+/// What one assignor run saw in its context, copied out of the call.
+#[derive(Debug, Clone)]
+pub struct SeenContext {
+    pub brokers: Vec<drover_abi::assignor::BrokerContext>,
+    pub topics: Vec<drover_abi::assignor::TopicContext>,
+}
+
+impl SeenContext {
+    /// The entry of `topic`-`partition`, if the context has one.
+    pub fn partition(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Option<&drover_abi::assignor::PartitionContext> {
+        self.topics
+            .iter()
+            .find(|t| t.topic.as_str() == topic)?
+            .partitions
+            .iter()
+            .find(|p| p.partition == partition)
+    }
 }
 
 impl TestAssignors {
@@ -182,5 +207,19 @@ impl Assignors for TestAssignors {
             "broken" => Ok(sticky(input)),
             other => Err(PluginError::invalid_input(format!("no assignor {other}"))),
         }
+    }
+
+    fn assign_with_context(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: drover_abi::assignor::AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        let seen = SeenContext {
+            brokers: context.brokers().to_vec(),
+            topics: context.topics().to_vec(),
+        };
+        self.contexts.lock().unwrap().push(seen);
+        self.assign(name, input)
     }
 }

@@ -508,6 +508,11 @@ impl World {
         }
     }
 
+    /// Delivers the host's partition table (`Input::PartitionStats`) now.
+    pub fn set_partition_stats(&mut self, stats: Input) {
+        self.feed(stats);
+    }
+
     /// Replaces the topic map and tells the coordinator.
     pub fn set_topic_map(&mut self, topics: BTreeMap<TopicName, u32>) {
         self.topics = topics.clone();

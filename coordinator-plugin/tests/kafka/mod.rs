@@ -231,7 +231,12 @@ impl Harness {
     /// A coordinator with `config`, told the topics and their ids (ids first, as the
     /// host does).
     pub fn with_config(config: CoordinatorConfig) -> Self {
-        let coord = Coordinator::new(config, TestAssignors::default()).expect("valid config");
+        Harness::with_assignors(config, TestAssignors::default())
+    }
+
+    /// [`Harness::with_config`] with `assignors`.
+    pub fn with_assignors(config: CoordinatorConfig, assignors: TestAssignors) -> Self {
+        let coord = Coordinator::new(config, assignors).expect("valid config");
         let mut h = Harness {
             coord,
             now: 0,

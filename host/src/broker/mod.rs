@@ -7,6 +7,7 @@
 pub mod auto_create;
 pub mod descriptors;
 pub mod metrics;
+pub mod produce_rate;
 pub mod producer_ids;
 pub mod topic_config;
 pub mod topic_config_store;

@@ -105,10 +105,12 @@ pub struct Partition {
     flushing: Arc<tokio::sync::Mutex<()>>,
     /// Bumped after appends; long-polling fetches of this partition wait on it.
     appended: watch::Sender<u64>,
+    /// Its recent produce rate, counted by Produce after each append.
+    pub produce_rate: super::produce_rate::ProduceRate,
 }
 
 impl Partition {
-    fn new(index: i32, log: PartitionLog) -> Partition {
+    fn new(index: i32, log: PartitionLog, produce_rate_window_ms: u64) -> Partition {
         let flushed = log.flushed_offset();
         Partition {
             index,
@@ -116,6 +118,7 @@ impl Partition {
             durable: watch::channel(flushed).0,
             flushing: Arc::new(tokio::sync::Mutex::new(())),
             appended: watch::channel(0).0,
+            produce_rate: super::produce_rate::ProduceRate::new(produce_rate_window_ms),
         }
     }
 
@@ -244,6 +247,9 @@ pub struct TopicLimits {
     pub auto_create_per_request: u32,
     /// `topics.auto_create_per_sec`: topics the broker auto-creates per second.
     pub auto_create_per_sec: u32,
+    /// `coordinator.produce_rate_window_ms`: the window of each partition's produce
+    /// rate, ms.
+    pub produce_rate_window_ms: u64,
 }
 
 impl TopicLimits {
@@ -259,6 +265,7 @@ impl TopicLimits {
             max_total_partitions: budget.max_partitions(),
             auto_create_per_request: config.topics.auto_create_max_per_request,
             auto_create_per_sec: config.topics.auto_create_per_sec,
+            produce_rate_window_ms: config.coordinator.produce_rate_window_ms,
         }
     }
 }
@@ -272,6 +279,8 @@ impl Default for TopicLimits {
             max_total_partitions: usize::MAX,
             auto_create_per_request: topics.auto_create_max_per_request,
             auto_create_per_sec: topics.auto_create_per_sec,
+            produce_rate_window_ms: crate::config::CoordinatorSection::default()
+                .produce_rate_window_ms,
         }
     }
 }
@@ -288,6 +297,8 @@ pub struct TopicRegistry {
     max_total_partitions: usize,
     /// Bounds on auto-creation.
     auto_create: AutoCreateLimiter,
+    /// See [`TopicLimits::produce_rate_window_ms`].
+    produce_rate_window_ms: u64,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     /// Bumped after every create, delete and partition addition, for the coordinator's
     /// topic metadata.
@@ -343,6 +354,7 @@ impl TopicRegistry {
             configs,
             files: FileCache::new(limits.open_files_cache),
             max_total_partitions: limits.max_total_partitions,
+            produce_rate_window_ms: limits.produce_rate_window_ms,
             auto_create: AutoCreateLimiter::new(
                 limits.auto_create_per_request,
                 limits.auto_create_per_sec,
@@ -408,6 +420,7 @@ impl TopicRegistry {
                 Ok(Arc::new(Partition::new(
                     index,
                     PartitionLog::open_in(&dir, &config, &self.files)?,
+                    self.produce_rate_window_ms,
                 )))
             })
             .collect::<Result<Vec<_>, TopicError>>()?;
@@ -681,7 +694,11 @@ impl TopicRegistry {
         for index in added.clone() {
             let dir = self.logs_dir().join(format!("{name}-{index}"));
             match PartitionLog::open_in(&dir, &self.topic_log_config(name), &self.files) {
-                Ok(log) => opened.push(Arc::new(Partition::new(index, log))),
+                Ok(log) => opened.push(Arc::new(Partition::new(
+                    index,
+                    log,
+                    self.produce_rate_window_ms,
+                ))),
                 Err(e) => {
                     undo(opened);
                     return Err(e.into());

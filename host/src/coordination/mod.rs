@@ -20,6 +20,8 @@
 //! - [`kafka_admin`]: the host as a Kafka client of its coordinator: which Kafka group
 //!   APIs it serves (an ApiVersions probe at startup), and ListGroups/DescribeGroups
 //!   for the admin API.
+//! - [`partition_stats`]: the partition table for assignors (leaders, racks, log
+//!   offsets, produce rates), sent periodically to coordinators of ABI 3.3 or later.
 //! - [`start`]: starts the configured coordinator plugin with the loaded assignors and
 //!   the topic metadata, and the threads above.
 //!
@@ -30,6 +32,7 @@ pub mod answer_errors;
 pub mod conns;
 pub mod driver;
 pub mod kafka_admin;
+pub mod partition_stats;
 pub mod start;
 pub mod store_worker;
 pub mod topic_deletion;

@@ -322,5 +322,25 @@ fn a_coordinator_built_against_3_0_keeps_the_contract_and_skips_newer_inputs() {
         matches!(&out[..], [CoordinatorOutput::Metric { name, value: 1 }] if name.as_str() == "unknown_inputs"),
         "{out:?}"
     );
+    // Coordinator ABI 3.3 added `PartitionStats`. The broker's driver sends it only to
+    // coordinators of 3.3 or later; were a 3.0 plugin handed it anyway, it would meet
+    // an unknown variant as well, not fail.
+    let table = drover_abi::assignor::TopicContext {
+        topic: "t".into(),
+        partitions: vec![drover_abi::assignor::PartitionContext::unknown(0)].into(),
+    };
+    let out = coordinator
+        .handle(
+            35,
+            CoordinatorInput::PartitionStats {
+                brokers: RVec::new(),
+                topics: vec![table].into(),
+            },
+        )
+        .unwrap();
+    assert!(
+        matches!(&out[..], [CoordinatorOutput::Metric { name, value: 1 }] if name.as_str() == "unknown_inputs"),
+        "{out:?}"
+    );
     coordinator.shutdown(40).unwrap();
 }

@@ -65,6 +65,7 @@ fn consumer_env(cx: &mut Ctx) -> (Env<'_>, &mut Timers<TimerKey>) {
     let Ctx {
         config,
         topics,
+        partition_stats,
         assignors,
         timers,
         now,
@@ -73,6 +74,7 @@ fn consumer_env(cx: &mut Ctx) -> (Env<'_>, &mut Timers<TimerKey>) {
     let env = Env {
         now: *now,
         topics,
+        partition_stats,
         assignors: &**assignors,
         default_assignor: &config.default_assignor,
         session_timeout_ms: config.consumer_session_timeout_ms,

@@ -38,6 +38,8 @@ pub(crate) struct NativeEnv<'a> {
     pub config: &'a CoordinatorConfig,
     /// The topics and their partition counts.
     pub topics: &'a BTreeMap<TopicName, u32>,
+    /// The host's partition table, for assignors' contexts.
+    pub partition_stats: &'a crate::PartitionStats,
     /// The loaded assignors.
     pub assignors: &'a dyn Assignors,
     /// Whether a batch of the group's id was in flight in the commit queue when the
@@ -53,6 +55,7 @@ impl<'a> NativeEnv<'a> {
         now: u64,
         config: &'a CoordinatorConfig,
         topics: &'a BTreeMap<TopicName, u32>,
+        partition_stats: &'a crate::PartitionStats,
         assignors: &'a dyn Assignors,
         conns: &'a HashMap<ConnId, Conn>,
         batch_in_flight: bool,
@@ -61,6 +64,7 @@ impl<'a> NativeEnv<'a> {
             now,
             config,
             topics,
+            partition_stats,
             assignors,
             batch_in_flight,
             conns,

@@ -700,6 +700,7 @@ impl NativeGroup {
         let context = ContextParts::build(
             &views,
             env.topics,
+            env.partition_stats,
             self.commits
                 .known
                 .iter()

@@ -100,6 +100,7 @@ fn member(id: &str, conn: u64, now: u64) -> Member {
 struct World {
     config: CoordinatorConfig,
     topics: BTreeMap<TopicName, u32>,
+    stats: crate::PartitionStats,
     conns: HashMap<ConnId, Conn>,
     op_ids: OpIds,
 }
@@ -112,6 +113,7 @@ impl World {
                 ..CoordinatorConfig::default()
             },
             topics: [(TopicName::new("t"), 2)].into_iter().collect(),
+            stats: crate::PartitionStats::default(),
             conns: [(ConnId(1), Conn::default()), (ConnId(2), Conn::default())]
                 .into_iter()
                 .collect(),
@@ -126,7 +128,15 @@ impl World {
         g: &mut NativeGroup,
         f: impl FnOnce(&mut NativeGroup, &NativeEnv<'_>, &mut Effects<'_>),
     ) -> Vec<NativeEffect> {
-        let env = NativeEnv::new(now, &self.config, &self.topics, &First, &self.conns, false);
+        let env = NativeEnv::new(
+            now,
+            &self.config,
+            &self.topics,
+            &self.stats,
+            &First,
+            &self.conns,
+            false,
+        );
         let mut fx = Effects::new(&mut self.op_ids);
         f(g, &env, &mut fx);
         fx.into_list()

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use abi_stable::std_types::{RString, RVec};
 use bytes::Bytes;
 use drover_abi::{
+    assignor::{BrokerContext, TopicContext},
     coordinator::{CoordinatorInput, NamedAssignor, TopicId},
     TopicInfo,
 };
@@ -74,6 +75,9 @@ pub enum Msg {
     SlotLost(u32),
     /// A rescan changed the loaded assignors: the whole new set and the default.
     AssignorsChanged(RVec<NamedAssignor>, RString),
+    /// The partition table for assignors: brokers with racks, per-topic partition data
+    /// ([`crate::coordination::partition_stats`]).
+    PartitionStats(RVec<BrokerContext>, RVec<TopicContext>),
     /// Stop: final coordinator outputs, drain the store worker, close channels.
     Shutdown(oneshot::Sender<()>),
 }
@@ -181,6 +185,17 @@ impl CoordinatorClient {
                 RString::from(default_assignor),
             ))
             .map_err(|_| DriverError::Stopped)
+    }
+
+    /// Sends the partition table for assignors; the driver passes it on to a
+    /// coordinator of ABI 3.3 or later and drops it for an older one. Waits while the
+    /// driver's queue is full. Errors: the driver stopped.
+    pub async fn partition_stats(
+        &self,
+        brokers: RVec<BrokerContext>,
+        topics: RVec<TopicContext>,
+    ) -> Result<(), DriverError> {
+        self.send(Msg::PartitionStats(brokers, topics)).await
     }
 
     /// Describes `groups` (every group when `None`) with a native DescribeGroups

@@ -4,6 +4,7 @@
 //! driver's unit tests implement it with a scripted coordinator.
 
 use drover_abi::coordinator::{CoordinatorInput, CoordinatorOutput};
+use drover_abi::version::KindVersion;
 
 use crate::plugins::{CallError, CoordinatorHandle};
 
@@ -42,6 +43,12 @@ pub trait Coordinator: Send + 'static {
 
     /// The coordinator's name (the plugin's, for logs and the admin API).
     fn name(&self) -> String;
+
+    /// The coordinator ABI version it was built against (inputs added by a later minor
+    /// are not sent to it). Default: this host's.
+    fn abi(&self) -> KindVersion {
+        drover_abi::version::COORDINATOR_ABI
+    }
 }
 
 impl Coordinator for CoordinatorHandle {
@@ -80,5 +87,28 @@ impl Coordinator for CoordinatorHandle {
 
     fn name(&self) -> String {
         self.summary().name.clone()
+    }
+
+    fn abi(&self) -> KindVersion {
+        parse_abi(&self.summary().abi).unwrap_or(drover_abi::version::COORDINATOR_ABI)
+    }
+}
+
+/// `major.minor` as a plugin summary shows it ([`crate::plugins::PluginSummary::abi`]).
+fn parse_abi(abi: &str) -> Option<KindVersion> {
+    let (major, minor) = abi.split_once('.')?;
+    Some(KindVersion {
+        major: major.parse().ok()?,
+        minor: minor.parse().ok()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_summarys_abi_parses() {
+        let v = super::parse_abi("3.2").unwrap();
+        assert_eq!((v.major, v.minor), (3, 2));
+        assert!(super::parse_abi("3").is_none());
     }
 }

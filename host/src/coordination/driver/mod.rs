@@ -48,6 +48,9 @@ pub use coordinator::Coordinator;
 /// of the broker, waited for it (assignors run inside it, docs/plugins.md).
 const SLOW_CALL: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// The coordinator ABI minor (of major 3) that added `CoordinatorInput::PartitionStats`.
+const PARTITION_STATS_MINOR: u32 = 3;
+
 /// What the driver uses of the broker.
 pub struct DriverDeps {
     /// Where answers, closed connections and the coordinator's counters are counted.
@@ -238,6 +241,12 @@ impl<C: Coordinator> Driver<C> {
                     assignors,
                     default_assignor,
                 });
+            }
+            Msg::PartitionStats(brokers, topics) => {
+                // Added in coordinator ABI 3.3: an older coordinator would only skip it.
+                if self.coordinator.abi().minor >= PARTITION_STATS_MINOR {
+                    self.feed(CoordinatorInput::PartitionStats { brokers, topics });
+                }
             }
             Msg::Shutdown(_) => unreachable!("handled by run"),
         }

@@ -27,6 +27,8 @@ struct Scripted {
     deadline: Option<u64>,
     /// What `shutdown` returns.
     last_words: Vec<CoordinatorOutput>,
+    /// The ABI it claims to be built against.
+    abi: drover_abi::KindVersion,
 }
 
 impl Coordinator for Scripted {
@@ -60,6 +62,9 @@ impl Coordinator for Scripted {
     fn name(&self) -> String {
         "scripted".into()
     }
+    fn abi(&self) -> drover_abi::KindVersion {
+        self.abi
+    }
 }
 
 /// A running driver and what the test watches.
@@ -79,6 +84,8 @@ struct Setup {
     last_words: Vec<CoordinatorOutput>,
     store_gone: bool,
     topic_ids: Vec<TopicId>,
+    /// The coordinator's ABI minor (default: this host's).
+    abi_minor: Option<u32>,
 }
 
 fn start(setup: Setup, script: Script) -> Harness {
@@ -88,6 +95,10 @@ fn start(setup: Setup, script: Script) -> Harness {
         script,
         deadline: setup.deadline,
         last_words: setup.last_words,
+        abi: drover_abi::KindVersion {
+            major: 3,
+            minor: setup.abi_minor.unwrap_or(drover_abi::COORDINATOR_ABI.minor),
+        },
     };
     let metrics = Arc::new(Metrics::new());
     let deps = DriverDeps {
@@ -471,4 +482,42 @@ fn kafka_answers_count_their_error_codes_and_closes_their_reason() {
         "{metrics}"
     );
     h.shutdown();
+}
+
+/// The partition table reaches a coordinator of ABI 3.3 or later; an older one is not
+/// sent it (messages are handled in order, so the topic list after it proves it was
+/// dropped, not delayed).
+#[test]
+fn partition_stats_go_only_to_coordinators_that_know_them() {
+    for (minor, expected) in [(2, false), (3, true)] {
+        let h = start(
+            Setup {
+                abi_minor: Some(minor),
+                ..Setup::default()
+            },
+            Box::new(|_| Vec::new()),
+        );
+        let topics: RVec<drover_abi::assignor::TopicContext> =
+            vec![drover_abi::assignor::TopicContext {
+                topic: "t".into(),
+                partitions: vec![drover_abi::assignor::PartitionContext::unknown(0)].into(),
+            }]
+            .into();
+        h.send(Msg::PartitionStats(RVec::new(), topics));
+        h.send(Msg::TopicsChanged(RVec::new(), RVec::new()));
+        let mut stats_seen = false;
+        loop {
+            let input = h.seen.recv_timeout(Duration::from_secs(30)).unwrap();
+            match input {
+                CoordinatorInput::PartitionStats { topics, .. } => {
+                    assert_eq!(topics[0].topic.as_str(), "t");
+                    stats_seen = true;
+                }
+                CoordinatorInput::TopicsChanged { .. } => break,
+                _ => {}
+            }
+        }
+        assert_eq!(stats_seen, expected, "coordinator ABI 3.{minor}");
+        h.shutdown();
+    }
 }

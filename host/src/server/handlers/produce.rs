@@ -369,6 +369,9 @@ fn append(
         Ok(info) => {
             let flush = !deferred && log.flush_due();
             drop(log);
+            partition
+                .produce_rate
+                .record(now, size, info.last_offset - info.base_offset + 1);
             if flush {
                 partition.flush_in_background();
             }

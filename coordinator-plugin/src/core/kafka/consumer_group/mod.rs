@@ -180,6 +180,8 @@ pub(crate) struct Env<'a> {
     pub now: u64,
     /// The topics and their partition counts.
     pub topics: &'a BTreeMap<TopicName, u32>,
+    /// The host's partition table, for assignors' contexts.
+    pub partition_stats: &'a crate::PartitionStats,
     /// The loaded assignors.
     pub assignors: &'a dyn Assignors,
     /// The assignor of groups whose members name none (aliases apply).

@@ -108,8 +108,8 @@ impl ConsumerGroup {
             .collect();
         let input = build_input(self.id.as_str(), &views, env.topics);
         // KIP-848 members carry no labels, and the engine keeps no committed offsets
-        // (they live in the offset store): the context is empty for now.
-        let context = ContextParts::default();
+        // (they live in the offset store): the context has the host's partition data.
+        let context = ContextParts::build(&views, env.topics, env.partition_stats, []);
         let output = context
             .lend(|context| env.assignors.assign_with_context(name, &input, context))
             .map_err(|e| e.to_string())?;

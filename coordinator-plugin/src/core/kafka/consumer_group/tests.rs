@@ -198,6 +198,7 @@ struct World {
     /// The coordinator's timer table (only KIP-848 members' deadlines here).
     timers: Timers<TimerKey>,
     topics: BTreeMap<TopicName, u32>,
+    stats: crate::PartitionStats,
     now: u64,
     max_group_size: usize,
     default_assignor: &'static str,
@@ -216,6 +217,7 @@ impl World {
                 .iter()
                 .map(|(t, n)| (TopicName::new(t), *n))
                 .collect(),
+            stats: crate::PartitionStats::default(),
             now: 1_000,
             max_group_size: 100,
             fallbacks: 0,
@@ -228,6 +230,7 @@ impl World {
         let env = Env {
             now: self.now,
             topics: &self.topics,
+            partition_stats: &self.stats,
             assignors: &ASSIGNORS,
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,
@@ -258,6 +261,7 @@ impl World {
         let env = Env {
             now: self.now,
             topics: &self.topics,
+            partition_stats: &self.stats,
             assignors: &ASSIGNORS,
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,
@@ -275,6 +279,7 @@ impl World {
         let env = Env {
             now: self.now,
             topics: &self.topics,
+            partition_stats: &self.stats,
             assignors: &ASSIGNORS,
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,

@@ -1,0 +1,151 @@
+//! The host's partition table (`Input::PartitionStats`, coordinator ABI 3.3) reaches
+//! assignors: the context of a native group's and a KIP-848 group's assignment carries
+//! each subscribed partition's leader, log offsets and produce rates, and the leaders'
+//! racks; committed offsets the group accepted are laid over the host's data.
+
+mod common;
+mod kafka;
+
+use common::*;
+use drover_abi::assignor::{BrokerContext, PartitionContext, TopicContext};
+use drover_abi::std_types::{RNone, RSome};
+use drover_coordinator::{Input, PartitionStats};
+use drover_protocol as proto;
+use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
+use kafka_protocol::protocol::StrBytes;
+
+/// Host data for `orders` partitions 0 and 1 (led by brokers 1 and 2) and `payments`
+/// partition 0 (leader unknown: led by a broker that is down).
+fn stats() -> Input {
+    let part = |p: i32, leader: Option<i32>, end: i64, rate: f64| {
+        let mut c = PartitionContext::unknown(p);
+        c.leader = leader.into();
+        c.log_start_offset = RSome(0);
+        c.log_end_offset = RSome(end);
+        c.produce_bytes_per_sec = RSome(rate);
+        c.produce_records_per_sec = RSome(rate / 100.0);
+        c
+    };
+    Input::PartitionStats(PartitionStats::new(
+        [
+            BrokerContext {
+                broker_id: 1,
+                rack: RSome("rack-a".into()),
+            },
+            BrokerContext {
+                broker_id: 2,
+                rack: RNone,
+            },
+            BrokerContext {
+                broker_id: 7,
+                rack: RSome("unused".into()),
+            },
+        ],
+        [
+            TopicContext {
+                topic: "orders".into(),
+                partitions: vec![part(1, Some(2), 50, 10.0), part(0, Some(1), 100, 2000.0)].into(),
+            },
+            TopicContext {
+                topic: "payments".into(),
+                partitions: vec![part(0, None, 5, 0.0)].into(),
+            },
+            TopicContext {
+                topic: "audit".into(),
+                partitions: vec![part(0, Some(7), 1, 1.0)].into(),
+            },
+        ],
+    ))
+}
+
+#[test]
+fn a_native_groups_assignor_sees_the_hosts_partition_data() {
+    let assignors = TestAssignors::default();
+    let seen = assignors.contexts.clone();
+    let mut w = World::with_assignors(test_config(), Params::fixed(), 1, assignors);
+    w.set_topics(&[("orders", 6), ("payments", 3)]);
+    w.set_partition_stats(stats());
+    w.join(ConsumerSpec::new(
+        "c1",
+        "g",
+        proto::Subscription::static_topics([("orders", 1), ("payments", 1)]),
+        3_000,
+    ));
+    w.run_for(2_000);
+    w.assert_clean();
+    let seen = seen.lock().unwrap();
+    let ctx = seen.last().expect("the assignor ran");
+    let p0 = ctx.partition("orders", 0).expect("orders-0 is known");
+    assert_eq!(p0.leader, RSome(1));
+    assert_eq!(p0.log_end_offset, RSome(100));
+    assert_eq!(p0.produce_bytes_per_sec, RSome(2000.0));
+    assert_eq!(p0.produce_records_per_sec, RSome(20.0));
+    assert_eq!(p0.committed_offset, RNone, "nothing committed yet");
+    assert_eq!(ctx.partition("orders", 1).unwrap().leader, RSome(2));
+    assert_eq!(ctx.partition("payments", 0).unwrap().leader, RNone);
+    assert!(
+        ctx.partition("orders", 2).is_none(),
+        "the host said nothing"
+    );
+    assert!(ctx.partition("audit", 0).is_none(), "not subscribed");
+    // The leaders named, with their racks; broker 7 leads nothing in the context.
+    let brokers: Vec<(i32, Option<&str>)> = ctx
+        .brokers
+        .iter()
+        .map(|b| {
+            (
+                b.broker_id,
+                b.rack.as_ref().map(|r| r.as_str()).into_option(),
+            )
+        })
+        .collect();
+    assert_eq!(brokers, [(1, Some("rack-a")), (2, None)]);
+}
+
+#[test]
+fn a_newer_table_replaces_the_older_one() {
+    let assignors = TestAssignors::default();
+    let seen = assignors.contexts.clone();
+    let mut w = World::with_assignors(test_config(), Params::fixed(), 1, assignors);
+    w.set_topics(&[("orders", 6), ("payments", 3)]);
+    w.set_partition_stats(stats());
+    w.set_partition_stats(Input::PartitionStats(PartitionStats::default()));
+    w.join(ConsumerSpec::new(
+        "c1",
+        "g",
+        proto::Subscription::static_topics([("orders", 1)]),
+        3_000,
+    ));
+    w.run_for(2_000);
+    let seen = seen.lock().unwrap();
+    let ctx = seen.last().expect("the assignor ran");
+    assert!(ctx.topics.is_empty(), "{ctx:?}");
+    assert!(ctx.brokers.is_empty());
+}
+
+#[test]
+fn a_kip848_groups_assignor_sees_the_hosts_partition_data() {
+    let assignors = TestAssignors::default();
+    let seen = assignors.contexts.clone();
+    let mut h = kafka::Harness::with_assignors(kafka::config(), assignors);
+    h.feed(stats());
+    let conn = h.connect();
+    let mut r = ConsumerGroupHeartbeatRequest::default();
+    r.group_id = StrBytes::from_static_str("k").into();
+    r.member_id = StrBytes::from_static_str("5Cq1X3ZpR1mGZtY9rG0y2A");
+    r.member_epoch = 0;
+    r.rebalance_timeout_ms = 5_000;
+    r.subscribed_topic_names = Some(vec![StrBytes::from_static_str("orders").into()]);
+    r.topic_partitions = Some(Vec::new());
+    let answer = h.call(conn, 1, r);
+    assert_eq!(answer.error_code, 0, "{answer:?}");
+    let seen = seen.lock().unwrap();
+    let ctx = seen.last().expect("the assignor ran");
+    let p0 = ctx.partition("orders", 0).expect("orders-0 is known");
+    assert_eq!(p0.leader, RSome(1));
+    assert_eq!(p0.log_end_offset, RSome(100));
+    assert_eq!(p0.produce_bytes_per_sec, RSome(2000.0));
+    assert!(ctx.partition("payments", 0).is_none(), "not subscribed");
+    assert_eq!(ctx.brokers.len(), 2);
+    assert_eq!(ctx.brokers[0].rack, RSome("rack-a".into()));
+}
