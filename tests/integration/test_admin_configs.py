@@ -456,3 +456,68 @@ def test_kafka_python_admin_client(broker):
         assert [b["port"] for b in cluster["brokers"]] == [broker.port]
     finally:
         a.close()
+
+
+# ---- per-topic limits applied by Produce ---------------------------------------------
+
+
+def _produce_one(broker, topic: str, value: bytes, *, timestamp: int | None = None,
+                 **conf):
+    """Produces one record (acks=all, no retries); returns the delivery error or None."""
+    from drover_testlib import ck_producer
+    p = ck_producer(broker, **{"retries": 0, **conf})
+    out = []
+    kw = {} if timestamp is None else {"timestamp": timestamp}
+    p.produce(topic, value=value, partition=0, on_delivery=lambda err, m: out.append(err), **kw)
+    assert p.flush(TIMEOUT) == 0
+    return out[0]
+
+
+def _create_with(broker, topic: str, config: dict) -> None:
+    from confluent_kafka.admin import NewTopic
+    admin = ck_admin(broker)  # kept alive until the result arrives
+    fs = admin.create_topics([NewTopic(topic, 1, 1, config=config)], request_timeout=TIMEOUT)
+    fs[topic].result(timeout=TIMEOUT)
+
+
+def test_produce_applies_the_topic_max_message_bytes(broker):
+    """Kafka's LogValidator checks a batch against the partition log's config, so a
+    topic's `max.message.bytes` wins over the broker's `message.max.bytes` both ways;
+    the frame size cap (`server.max_frame_bytes`, 100 MiB) is a separate bound."""
+    from confluent_kafka import KafkaError
+    small = unique_topic("mmb-small")
+    _create_with(broker, small, {"max.message.bytes": "2000"})
+    err = _produce_one(broker, small, b"x" * 3000)
+    assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE, err
+    assert _produce_one(broker, small, b"x" * 1000) is None
+    # The broker's default (max_batch_bytes, 1 MiB + 12) is below 2 MB; the topic's
+    # 5000000 lets a 2 MB record in.
+    large = unique_topic("mmb-large")
+    _create_with(broker, large, {"max.message.bytes": "5000000"})
+    big = b"y" * 2_000_000
+    assert _produce_one(broker, large, big, **{"message.max.bytes": 10_000_000}) is None
+    # Altered live: the next produce follows the new value.
+    _incremental(broker, large, [_set("max.message.bytes", "1000000")]).result()
+    err = _produce_one(broker, large, big, **{"message.max.bytes": 10_000_000})
+    assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE, err
+    assert ck_watermarks(broker, large, [0])[0] == (0, 1)
+
+
+def test_produce_applies_the_topic_timestamp_limits(broker):
+    """`message.timestamp.before.max.ms` / `after.max.ms` of the topic (KIP-937) bound
+    record timestamps: ±30 min against 1000 ms limits is INVALID_TIMESTAMP."""
+    from confluent_kafka import KafkaError
+    topic = unique_topic("ts-lim")
+    _create_with(broker, topic, {"message.timestamp.before.max.ms": "1000",
+                                 "message.timestamp.after.max.ms": "1000"})
+    now = int(time.time() * 1000)
+    for ts in (now - 30 * 60 * 1000, now + 30 * 60 * 1000):
+        err = _produce_one(broker, topic, b"v", timestamp=ts)
+        assert err is not None and err.code() == KafkaError.INVALID_TIMESTAMP, (ts, err)
+    assert ck_watermarks(broker, topic, [0])[0] == (0, 0)
+    # The same records on a topic without overrides (broker defaults: any past
+    # timestamp, up to an hour ahead) are accepted.
+    plain = unique_topic("ts-plain")
+    _create_with(broker, plain, {})
+    for ts in (now - 30 * 60 * 1000, now + 30 * 60 * 1000):
+        assert _produce_one(broker, plain, b"v", timestamp=ts) is None
