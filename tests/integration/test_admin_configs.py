@@ -521,3 +521,49 @@ def test_produce_applies_the_topic_timestamp_limits(broker):
     _create_with(broker, plain, {})
     for ts in (now - 30 * 60 * 1000, now + 30 * 60 * 1000):
         assert _produce_one(broker, plain, b"v", timestamp=ts) is None
+
+
+def _log_offsets(broker, topic: str, partition: int) -> tuple[int, int]:
+    """(log end offset, flushed offset) of one partition from GET /metrics."""
+    from drover_testlib import http_get
+    status, _, body = http_get(broker.admin_url + "/metrics")
+    assert status == 200, status
+    got = {}
+    for name in ("drover_log_end_offset", "drover_log_flushed_offset"):
+        prefix = f'{name}{{topic="{topic}",partition="{partition}"}} '
+        lines = [line for line in body.splitlines() if line.startswith(prefix)]
+        assert len(lines) == 1, (name, lines)
+        got[name] = int(lines[0][len(prefix):])
+    return got["drover_log_end_offset"], got["drover_log_flushed_offset"]
+
+
+@pytest.mark.parametrize("broker_flush,topic_flush,waits", [
+    # A durable topic on a broker that leaves flushing to the OS: the ack waits.
+    ("1000000", "1", True),
+    # A lax topic on a default (durable) broker: the ack does not wait, and with
+    # 1000000 records between flushes and no flush.ms, no flush runs.
+    (None, "1000000", False),
+])
+def test_topic_flush_messages_decides_whether_the_ack_waits_for_fsync(
+        broker_factory, broker_flush, topic_flush, waits):
+    """The topic's `flush.messages` (not the broker's `flush_messages`) decides whether
+    an acks=all answer waits for the fsync. Observed through the partition's flushed
+    offset (`drover_log_flushed_offset`), read after the acknowledgement: nothing else
+    flushes these partitions (no roll, no flush.ms), so it is the log end exactly when
+    the ack waited for the fsync, and 0 when it did not. (Before the fix the first case
+    acknowledged ahead of a background fsync it had just started, which this read can
+    only catch by chance; the second case failed every time.)"""
+    broker = broker_factory(None if broker_flush is None
+                            else f"[log]\nflush_messages = {broker_flush}\n")
+    topic = unique_topic("flushm")
+    _create_with(broker, topic, {"flush.messages": topic_flush})
+    ck_produce(broker, topic, [Msg(b"k", b"v%d" % i, partition=0) for i in range(5)])
+    end, flushed = _log_offsets(broker, topic, 0)
+    assert end == 5
+    assert flushed == (5 if waits else 0), (end, flushed)
+    # Altered live to the other setting: the next acknowledgement follows it.
+    _incremental(broker, topic, [_set("flush.messages", "1" if not waits else "1000000")]).result()
+    ck_produce(broker, topic, [Msg(b"k", b"w", partition=0)])
+    end, flushed = _log_offsets(broker, topic, 0)
+    assert end == 6
+    assert flushed == (5 if waits else 6), (end, flushed)

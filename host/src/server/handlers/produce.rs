@@ -106,14 +106,14 @@ impl From<&LogError> for Refusal {
     }
 }
 
-/// Handles Produce v3–v13. The appends happen now, in request order; with durable acks
-/// (`log.flush_messages = 1`, the default) the response waits for an fsync covering
-/// them, shared with every other append waiting on the same partition (group commit).
-/// With `flush_messages` > 1 (or acks = 0), a flush that falls due starts in the
-/// background and the response does not wait for it.
+/// Handles Produce v3–v13. The appends happen now, in request order; on a partition
+/// with durable acks (its topic's `flush.messages`, else `[log] flush_messages`, is 1 —
+/// the default) the response waits for an fsync covering them, shared with every other
+/// append waiting on the same partition (group commit). Where it is > 1 (or acks = 0),
+/// a flush that falls due starts in the background and the response does not wait for
+/// it. The setting is per partition: one request can wait on some and not others.
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Handled {
     let acks = request.acks;
-    let deferred = broker.config.log.flush_messages == 1 && acks != 0;
     let rules = topic_rules(broker, version, &request, now_ms());
     let mut compressed = validate_compressed(&request, &rules).await;
     let work = Arc::clone(broker);
@@ -173,11 +173,11 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                             }
                             (Ok(topic), _) => {
                                 let checked = compressed[ti][pi].take();
-                                append(topic, p.index, p.records, checked, &rules[ti], deferred)
+                                append(topic, p.index, p.records, checked, &rules[ti], acks)
                             }
                         };
                         match result {
-                            Ok((partition, info)) => {
+                            Ok((partition, info, deferred)) => {
                                 r.base_offset = info.base_offset;
                                 r.log_start_offset = info.log_start_offset;
                                 if deferred {
@@ -367,17 +367,20 @@ fn find_or_create(
 
 /// Validates `records` under `rules` (unless `checked` holds the outcome already) and
 /// appends them to partition `index` of `topic`.
-/// With `deferred`, the caller makes the append durable with
-/// [`Partition::wait_durable`] before acknowledging it; otherwise a flush due under
-/// `log.flush_messages` starts in the background.
+/// The returned flag (deferred) is set when the acknowledgement must wait for an
+/// fsync: `acks` ≠ 0 and the partition's own `flush_messages` (the topic's
+/// `flush.messages`, else the broker's `[log] flush_messages`) is 1, read under the
+/// partition's lock so an alter that just landed decides. The caller then makes the
+/// append durable with [`Partition::wait_durable`] before acknowledging it; otherwise
+/// a flush due under the partition's `flush_messages` starts in the background.
 fn append(
     topic: &Topic,
     index: i32,
     records: Option<bytes::Bytes>,
     checked: Option<Result<ValidatedBatch, BatchError>>,
     rules: &ValidationRules,
-    deferred: bool,
-) -> Result<(Arc<Partition>, AppendInfo), Refusal> {
+    acks: i16,
+) -> Result<(Arc<Partition>, AppendInfo, bool), Refusal> {
     let partition = usize::try_from(index)
         .ok()
         .and_then(|i| topic.partitions.get(i))
@@ -408,13 +411,14 @@ fn append(
     };
     match result {
         Ok(info) => {
+            let deferred = acks != 0 && log.config().flush_messages == 1;
             let flush = !deferred && log.flush_due();
             drop(log);
             if flush {
                 partition.flush_in_background();
             }
             partition.notify_appended();
-            Ok((Arc::clone(partition), info))
+            Ok((Arc::clone(partition), info, deferred))
         }
         Err(e) => {
             match &e {
