@@ -567,3 +567,38 @@ def test_topic_flush_messages_decides_whether_the_ack_waits_for_fsync(
     end, flushed = _log_offsets(broker, topic, 0)
     assert end == 6
     assert flushed == (5 if waits else 6), (end, flushed)
+
+
+def _offset_for_time(broker, topic: str, partition: int, ts_ms: int) -> tuple[int, int]:
+    """(offset, timestamp) AdminClient.list_offsets answers for OffsetSpec.for_timestamp."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+    admin = ck_admin(broker)
+    tp = TopicPartition(topic, partition)
+    fs = admin.list_offsets({tp: OffsetSpec.for_timestamp(ts_ms)}, request_timeout=TIMEOUT)
+    (res,) = [f.result(timeout=TIMEOUT) for f in fs.values()]
+    return res.offset, res.timestamp
+
+
+def test_list_offsets_by_timestamp_never_answers_below_the_log_start(broker):
+    """After DeleteRecords to the middle of a batch, ListOffsets by timestamp answers the
+    first offset at or above the log start whose timestamp is >= the target (Kafka's
+    `fetchOffsetByTimestamp` searches from the log start); on a partition whose records
+    are all deleted it answers offset -1, as for a timestamp past every record."""
+    topic = unique_topic("lo-dr")
+    _create_with(broker, topic, {})
+    base = int(time.time() * 1000) - 60_000
+    # One produce call, one partition, 10 records 1 s apart: one record batch.
+    msgs = [Msg(b"k", b"v%d" % i, [], base + i * 1000, partition=0) for i in range(10)]
+    ck_produce(broker, topic, msgs, **{"linger.ms": 1000})
+    assert _offset_for_time(broker, topic, 0, 0) == (0, base)
+    _delete_records(broker, topic, 0, 5).result()
+    assert ck_watermarks(broker, topic, [0])[0] == (5, 10)
+    assert _offset_for_time(broker, topic, 0, 0) == (5, base + 5000)
+    assert _offset_for_time(broker, topic, 0, base + 2000) == (5, base + 5000)
+    assert _offset_for_time(broker, topic, 0, base + 7000) == (7, base + 7000)
+    # Everything deleted: no offset, whatever the target.
+    _delete_records(broker, topic, 0, 10).result()
+    assert ck_watermarks(broker, topic, [0])[0] == (10, 10)
+    assert _offset_for_time(broker, topic, 0, 0)[0] == -1
+    assert _offset_for_time(broker, topic, 0, base + 9000)[0] == -1
