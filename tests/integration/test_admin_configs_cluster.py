@@ -152,3 +152,31 @@ def test_concurrent_alters_through_two_brokers_all_succeed(broker_factory, zooke
     want = {"retention.ms": str(3600000 + rounds - 1), "segment.bytes": str(1000000 + rounds - 1)}
     for b in (b1, b2):
         wait_until(lambda: topic_configs(b, "conc") == want, 15, "every last value on each broker")
+
+
+def test_one_cluster_id_and_one_controller_across_brokers(broker_factory, zookeeper):
+    """Every broker reports the cluster id stored once in ZooKeeper (`/cluster/id`, as
+    Kafka's ZooKeeper mode) and the same controller, the lowest live broker id, in
+    Metadata and DescribeCluster (librdkafka warns about brokers that "report different
+    ClusterId")."""
+    b1, b2 = start_cluster(broker_factory, zookeeper, n=2)
+
+    def reported(b):
+        a = admin(b)  # alive until the future is done
+        dc = a.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT)
+        md = a.list_topics(timeout=TIMEOUT)
+        return (dc.cluster_id, dc.controller.id, md.cluster_id, md.controller_id,
+                sorted(n.id for n in dc.nodes))
+
+    def agreed():
+        got = [reported(b) for b in (b1, b2)]
+        return got if got[0] == got[1] and got[0][4] == [1, 2] else None
+
+    got = wait_until(agreed, 15, "both brokers reporting the same cluster")[0]
+    cluster_id, controller, md_cluster_id, md_controller, _ = got
+    assert cluster_id == md_cluster_id and cluster_id
+    assert controller == md_controller == 1
+    # The id is the cluster's, not a broker's: it stays across a restart of either.
+    b1.restart()
+    again = wait_until(agreed, 15, "both brokers after a restart")[0]
+    assert again[0] == cluster_id
