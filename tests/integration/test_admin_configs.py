@@ -456,3 +456,149 @@ def test_kafka_python_admin_client(broker):
         assert [b["port"] for b in cluster["brokers"]] == [broker.port]
     finally:
         a.close()
+
+
+# ---- per-topic limits applied by Produce ---------------------------------------------
+
+
+def _produce_one(broker, topic: str, value: bytes, *, timestamp: int | None = None,
+                 **conf):
+    """Produces one record (acks=all, no retries); returns the delivery error or None."""
+    from drover_testlib import ck_producer
+    p = ck_producer(broker, **{"retries": 0, **conf})
+    out = []
+    kw = {} if timestamp is None else {"timestamp": timestamp}
+    p.produce(topic, value=value, partition=0, on_delivery=lambda err, m: out.append(err), **kw)
+    assert p.flush(TIMEOUT) == 0
+    return out[0]
+
+
+def _create_with(broker, topic: str, config: dict) -> None:
+    from confluent_kafka.admin import NewTopic
+    admin = ck_admin(broker)  # kept alive until the result arrives
+    fs = admin.create_topics([NewTopic(topic, 1, 1, config=config)], request_timeout=TIMEOUT)
+    fs[topic].result(timeout=TIMEOUT)
+
+
+def test_produce_applies_the_topic_max_message_bytes(broker):
+    """Kafka's LogValidator checks a batch against the partition log's config, so a
+    topic's `max.message.bytes` wins over the broker's `message.max.bytes` both ways;
+    the frame size cap (`server.max_frame_bytes`, 100 MiB) is a separate bound."""
+    from confluent_kafka import KafkaError
+    small = unique_topic("mmb-small")
+    _create_with(broker, small, {"max.message.bytes": "2000"})
+    err = _produce_one(broker, small, b"x" * 3000)
+    assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE, err
+    assert _produce_one(broker, small, b"x" * 1000) is None
+    # The broker's default (max_batch_bytes, 1 MiB + 12) is below 2 MB; the topic's
+    # 5000000 lets a 2 MB record in.
+    large = unique_topic("mmb-large")
+    _create_with(broker, large, {"max.message.bytes": "5000000"})
+    big = b"y" * 2_000_000
+    assert _produce_one(broker, large, big, **{"message.max.bytes": 10_000_000}) is None
+    # Altered live: the next produce follows the new value.
+    _incremental(broker, large, [_set("max.message.bytes", "1000000")]).result()
+    err = _produce_one(broker, large, big, **{"message.max.bytes": 10_000_000})
+    assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE, err
+    assert ck_watermarks(broker, large, [0])[0] == (0, 1)
+
+
+def test_produce_applies_the_topic_timestamp_limits(broker):
+    """`message.timestamp.before.max.ms` / `after.max.ms` of the topic (KIP-937) bound
+    record timestamps: ±30 min against 1000 ms limits is INVALID_TIMESTAMP."""
+    from confluent_kafka import KafkaError
+    topic = unique_topic("ts-lim")
+    _create_with(broker, topic, {"message.timestamp.before.max.ms": "1000",
+                                 "message.timestamp.after.max.ms": "1000"})
+    now = int(time.time() * 1000)
+    for ts in (now - 30 * 60 * 1000, now + 30 * 60 * 1000):
+        err = _produce_one(broker, topic, b"v", timestamp=ts)
+        assert err is not None and err.code() == KafkaError.INVALID_TIMESTAMP, (ts, err)
+    assert ck_watermarks(broker, topic, [0])[0] == (0, 0)
+    # The same records on a topic without overrides (broker defaults: any past
+    # timestamp, up to an hour ahead) are accepted.
+    plain = unique_topic("ts-plain")
+    _create_with(broker, plain, {})
+    for ts in (now - 30 * 60 * 1000, now + 30 * 60 * 1000):
+        assert _produce_one(broker, plain, b"v", timestamp=ts) is None
+
+
+def _log_offsets(broker, topic: str, partition: int) -> tuple[int, int]:
+    """(log end offset, flushed offset) of one partition from GET /metrics."""
+    from drover_testlib import http_get
+    status, _, body = http_get(broker.admin_url + "/metrics")
+    assert status == 200, status
+    got = {}
+    for name in ("drover_log_end_offset", "drover_log_flushed_offset"):
+        prefix = f'{name}{{topic="{topic}",partition="{partition}"}} '
+        lines = [line for line in body.splitlines() if line.startswith(prefix)]
+        assert len(lines) == 1, (name, lines)
+        got[name] = int(lines[0][len(prefix):])
+    return got["drover_log_end_offset"], got["drover_log_flushed_offset"]
+
+
+@pytest.mark.parametrize("broker_flush,topic_flush,waits", [
+    # A durable topic on a broker that leaves flushing to the OS: the ack waits.
+    ("1000000", "1", True),
+    # A lax topic on a default (durable) broker: the ack does not wait, and with
+    # 1000000 records between flushes and no flush.ms, no flush runs.
+    (None, "1000000", False),
+])
+def test_topic_flush_messages_decides_whether_the_ack_waits_for_fsync(
+        broker_factory, broker_flush, topic_flush, waits):
+    """The topic's `flush.messages` (not the broker's `flush_messages`) decides whether
+    an acks=all answer waits for the fsync. Observed through the partition's flushed
+    offset (`drover_log_flushed_offset`), read after the acknowledgement: nothing else
+    flushes these partitions (no roll, no flush.ms), so it is the log end exactly when
+    the ack waited for the fsync, and 0 when it did not. (Before the fix the first case
+    acknowledged ahead of a background fsync it had just started, which this read can
+    only catch by chance; the second case failed every time.)"""
+    broker = broker_factory(None if broker_flush is None
+                            else f"[log]\nflush_messages = {broker_flush}\n")
+    topic = unique_topic("flushm")
+    _create_with(broker, topic, {"flush.messages": topic_flush})
+    ck_produce(broker, topic, [Msg(b"k", b"v%d" % i, partition=0) for i in range(5)])
+    end, flushed = _log_offsets(broker, topic, 0)
+    assert end == 5
+    assert flushed == (5 if waits else 0), (end, flushed)
+    # Altered live to the other setting: the next acknowledgement follows it.
+    _incremental(broker, topic, [_set("flush.messages", "1" if not waits else "1000000")]).result()
+    ck_produce(broker, topic, [Msg(b"k", b"w", partition=0)])
+    end, flushed = _log_offsets(broker, topic, 0)
+    assert end == 6
+    assert flushed == (5 if waits else 6), (end, flushed)
+
+
+def _offset_for_time(broker, topic: str, partition: int, ts_ms: int) -> tuple[int, int]:
+    """(offset, timestamp) AdminClient.list_offsets answers for OffsetSpec.for_timestamp."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+    admin = ck_admin(broker)
+    tp = TopicPartition(topic, partition)
+    fs = admin.list_offsets({tp: OffsetSpec.for_timestamp(ts_ms)}, request_timeout=TIMEOUT)
+    (res,) = [f.result(timeout=TIMEOUT) for f in fs.values()]
+    return res.offset, res.timestamp
+
+
+def test_list_offsets_by_timestamp_never_answers_below_the_log_start(broker):
+    """After DeleteRecords to the middle of a batch, ListOffsets by timestamp answers the
+    first offset at or above the log start whose timestamp is >= the target (Kafka's
+    `fetchOffsetByTimestamp` searches from the log start); on a partition whose records
+    are all deleted it answers offset -1, as for a timestamp past every record."""
+    topic = unique_topic("lo-dr")
+    _create_with(broker, topic, {})
+    base = int(time.time() * 1000) - 60_000
+    # One produce call, one partition, 10 records 1 s apart: one record batch.
+    msgs = [Msg(b"k", b"v%d" % i, [], base + i * 1000, partition=0) for i in range(10)]
+    ck_produce(broker, topic, msgs, **{"linger.ms": 1000})
+    assert _offset_for_time(broker, topic, 0, 0) == (0, base)
+    _delete_records(broker, topic, 0, 5).result()
+    assert ck_watermarks(broker, topic, [0])[0] == (5, 10)
+    assert _offset_for_time(broker, topic, 0, 0) == (5, base + 5000)
+    assert _offset_for_time(broker, topic, 0, base + 2000) == (5, base + 5000)
+    assert _offset_for_time(broker, topic, 0, base + 7000) == (7, base + 7000)
+    # Everything deleted: no offset, whatever the target.
+    _delete_records(broker, topic, 0, 10).result()
+    assert ck_watermarks(broker, topic, [0])[0] == (10, 10)
+    assert _offset_for_time(broker, topic, 0, 0)[0] == -1
+    assert _offset_for_time(broker, topic, 0, base + 9000)[0] == -1

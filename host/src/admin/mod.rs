@@ -67,12 +67,13 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
                 .iter()
                 .flat_map(|t| {
                     t.partitions.iter().map(|p| {
-                        let end = p
-                            .log
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .log_end_offset();
-                        (t.name.clone(), p.index, end)
+                        let log = p.log.lock().unwrap_or_else(|e| e.into_inner());
+                        (
+                            t.name.clone(),
+                            p.index,
+                            log.log_end_offset(),
+                            log.flushed_offset(),
+                        )
                     })
                 })
                 .collect::<Vec<_>>()

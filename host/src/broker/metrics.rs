@@ -27,7 +27,9 @@
 //!   `unchanged`, `failed`), and `drover_plugin_files_refused_total`: files a rescan
 //!   refused; `drover_plugin_libraries_loaded` (gauge): distinct plugin libraries in the
 //!   process (never unloaded; capped by `plugins.max_loaded_libraries`);
-//! - `drover_log_end_offset{topic,partition}`: rendered at scrape time.
+//! - `drover_log_end_offset{topic,partition}` and `drover_log_flushed_offset{topic,partition}`
+//!   (every offset below it is fsynced: with the topic's `flush.messages` = 1 it is the
+//!   log end offset whenever no acknowledged append is pending): rendered at scrape time.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -327,9 +329,9 @@ impl Metrics {
             .inc();
     }
 
-    /// The metrics in the Prometheus text format, with `log_end_offsets`
-    /// ((topic, partition, offset)) as a gauge.
-    pub fn render(&self, log_end_offsets: &[(String, i32, i64)]) -> String {
+    /// The metrics in the Prometheus text format, with `log_offsets` ((topic, partition,
+    /// log end offset, flushed offset)) as two gauges.
+    pub fn render(&self, log_offsets: &[(String, i32, i64, i64)]) -> String {
         let mut out = String::new();
         if encode(&mut out, &self.registry).is_err() {
             return String::new();
@@ -338,10 +340,20 @@ impl Metrics {
         let mut text = body;
         text.push_str("# HELP drover_log_end_offset Next offset to be written, per partition.\n");
         text.push_str("# TYPE drover_log_end_offset gauge\n");
-        for (topic, partition, offset) in log_end_offsets {
+        for (topic, partition, offset, _) in log_offsets {
             // Topic names are [a-zA-Z0-9._-]: nothing to escape.
             text.push_str(&format!(
                 "drover_log_end_offset{{topic=\"{topic}\",partition=\"{partition}\"}} {offset}\n"
+            ));
+        }
+        text.push_str(
+            "# HELP drover_log_flushed_offset Log end offset as of the last fsync, per \
+             partition: every offset below it is on disk.\n",
+        );
+        text.push_str("# TYPE drover_log_flushed_offset gauge\n");
+        for (topic, partition, _, flushed) in log_offsets {
+            text.push_str(&format!(
+                "drover_log_flushed_offset{{topic=\"{topic}\",partition=\"{partition}\"}} {flushed}\n"
             ));
         }
         text.push_str("# EOF\n");

@@ -153,6 +153,20 @@ impl Broker {
         self.cluster.as_ref()
     }
 
+    /// The cluster id clients see: ZooKeeper's `/cluster/id` in cluster mode (this
+    /// broker's own until its first session read it), else `<data_dir>/cluster_id`.
+    pub fn reported_cluster_id(&self) -> String {
+        self.cluster()
+            .and_then(|c| c.cluster_id())
+            .unwrap_or_else(|| self.cluster_id.clone())
+    }
+
+    /// The controller id clients see: this broker standalone, in cluster mode the
+    /// lowest live broker id ([`crate::cluster::Cluster::controller_id`]).
+    pub fn controller_id(&self) -> i32 {
+        self.cluster().map_or(self.node.id, |c| c.controller_id())
+    }
+
     /// Whether this broker serves `topic`-`partition`: always standalone; in cluster
     /// mode only the partitions it leads.
     pub fn serves(&self, topic: &str, partition: i32) -> bool {

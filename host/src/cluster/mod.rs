@@ -135,12 +135,17 @@ pub struct Cluster {
     pub(crate) owned: Mutex<BTreeSet<u32>>,
     /// When this broker last stopped coordinating each slot it gave up.
     pub(crate) stopped_at: Mutex<BTreeMap<u32, std::time::Instant>>,
+    /// The cluster id stored in ZooKeeper ([`CLUSTER_ID`]), once a session read it.
+    cluster_id: RwLock<Option<String>>,
 }
 
 /// Paths below the chroot.
 pub(crate) const BROKERS: &str = "/brokers/ids";
 pub(crate) const TOPICS: &str = "/brokers/topics";
 pub(crate) const SLOTS: &str = "/coordinator/slots";
+/// The cluster id node, `{"version":"1","id":"<id>"}` as Kafka's ZooKeeper mode keeps
+/// it; created once, by the first broker to connect (a conditional create).
+pub(crate) const CLUSTER_ID: &str = "/cluster/id";
 
 impl Cluster {
     /// A cluster member; [`run`] connects it. Call inside the tokio runtime.
@@ -154,7 +159,33 @@ impl Cluster {
             runtime: tokio::runtime::Handle::current(),
             owned: Mutex::new(BTreeSet::new()),
             stopped_at: Mutex::new(BTreeMap::new()),
+            cluster_id: RwLock::new(None),
         })
+    }
+
+    /// The cluster's id from ZooKeeper; `None` until a session has read it.
+    pub fn cluster_id(&self) -> Option<String> {
+        self.cluster_id
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn set_cluster_id(&self, id: String) {
+        *self.cluster_id.write().unwrap_or_else(|e| e.into_inner()) = Some(id);
+    }
+
+    /// The broker every member reports as controller (Metadata, DescribeCluster): the
+    /// lowest id among the live brokers (this one included). Drover has no controller
+    /// role; one id all brokers agree on (once their views agree, within a refresh) is
+    /// what clients expect, as a Kafka cluster has one controller.
+    pub fn controller_id(&self) -> i32 {
+        self.view
+            .borrow()
+            .brokers
+            .keys()
+            .next()
+            .map_or(self.me, |lowest| (*lowest).min(self.me))
     }
 
     /// The current view.

@@ -12,7 +12,7 @@ use std::{
 
 use zookeeper_client as zk;
 
-use super::{BrokerAddr, Cluster, ClusterView, TopicPlacement, BROKERS, SLOTS, TOPICS};
+use super::{BrokerAddr, Cluster, ClusterView, TopicPlacement, BROKERS, CLUSTER_ID, SLOTS, TOPICS};
 use crate::broker::Broker;
 
 /// How often the view is re-read besides watches (topic data changes, slot claims).
@@ -142,6 +142,7 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
             Err(e) => return Err(format!("creating {path}: {e}")),
         }
     }
+    cluster.set_cluster_id(agree_cluster_id(&client, &broker.cluster_id).await?);
     let registered_at = Instant::now();
     register(&client, cluster).await?;
     tracing::info!(
@@ -311,6 +312,38 @@ struct Sessions {
     session_timeout: Duration,
     /// Coordinating is safe until then (the slot guard).
     guard_until: Instant,
+}
+
+/// The cluster's id: the one in [`CLUSTER_ID`], or, when no broker stored one yet,
+/// `local` (this broker's own id), stored with a conditional create so that of brokers
+/// starting at once exactly one id wins and every broker reads it back.
+async fn agree_cluster_id(client: &zk::Client, local: &str) -> Result<String, String> {
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct IdNode {
+        version: String,
+        id: String,
+    }
+    match client.mkdir("/cluster", &options()).await {
+        Ok(()) | Err(zk::Error::NodeExists) => {}
+        Err(e) => return Err(format!("creating /cluster: {e}")),
+    }
+    let node = IdNode {
+        version: "1".into(),
+        id: local.to_owned(),
+    };
+    let data = serde_json::to_vec(&node).unwrap_or_default();
+    match client.create(CLUSTER_ID, &data, &options()).await {
+        Ok(_) => return Ok(node.id),
+        Err(zk::Error::NodeExists) => {}
+        Err(e) => return Err(format!("creating {CLUSTER_ID}: {e}")),
+    }
+    let (data, _) = client
+        .get_data(CLUSTER_ID)
+        .await
+        .map_err(|e| format!("reading {CLUSTER_ID}: {e}"))?;
+    serde_json::from_slice::<IdNode>(&data)
+        .map(|n| n.id)
+        .map_err(|e| format!("{CLUSTER_ID}: {e}"))
 }
 
 /// Creates this broker's ephemeral node, waiting for a previous session's node (a

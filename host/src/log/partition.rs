@@ -539,24 +539,37 @@ impl PartitionLog {
     }
 
     /// ListOffsets by timestamp (ms): the first batch whose max timestamp is >=
-    /// `timestamp_ms`, i.e. the batch holding the earliest offset whose timestamp is >= the
-    /// target, found through the time indexes. `None` if every batch is older (Kafka then
-    /// answers offset −1). The offset is the batch's base offset and the timestamp its max
-    /// timestamp: records are not decoded, so the answer is at batch granularity (Kafka's
-    /// is the first such record inside the batch). The special targets −1, −2, −3 are the
-    /// caller's: see [`Self::log_end_offset`], [`Self::log_start_offset`],
+    /// `timestamp_ms` and that still holds offsets at or above the log start, i.e. the
+    /// batch holding the earliest live offset whose timestamp may be >= the target,
+    /// found through the time indexes. `None` if every such batch is older or deleted
+    /// (Kafka then answers offset −1). The offset is the batch's base offset raised to
+    /// the log start and the timestamp its max timestamp: records are not decoded, so
+    /// the answer is at batch granularity (Kafka's is the first such record inside the
+    /// batch, see [`super::records::first_record_at_or_after`]). The special targets −1,
+    /// −2, −3 are the caller's: see [`Self::log_end_offset`], [`Self::log_start_offset`],
     /// [`Self::max_timestamp`].
     pub fn offset_for_timestamp(
         &self,
         timestamp_ms: i64,
     ) -> Result<Option<TimestampOffset>, LogError> {
+        self.offset_for_timestamp_from(timestamp_ms, self.log_start_offset())
+    }
+
+    /// [`Self::offset_for_timestamp`] among the batches whose last offset is at least
+    /// `from` (raised to the log start offset); the answered offset is at least that.
+    pub fn offset_for_timestamp_from(
+        &self,
+        timestamp_ms: i64,
+        from: i64,
+    ) -> Result<Option<TimestampOffset>, LogError> {
+        // Records below a DeleteRecords start are gone (Kafka searches from the log
+        // start offset: `UnifiedLog.fetchOffsetByTimestamp`).
+        let from = from.max(self.log_start_offset());
         for segment in &self.segments {
             let newest = segment.max_timestamp.map(|m| m.timestamp);
-            if newest.is_some_and(|t| t >= timestamp_ms) {
-                if let Some(mut found) = segment.find_by_timestamp(timestamp_ms)? {
-                    // Records below a DeleteRecords start are gone (Kafka answers the
-                    // log start offset then).
-                    found.offset = found.offset.max(self.log_start_offset());
+            if newest.is_some_and(|t| t >= timestamp_ms) && segment.next_offset > from {
+                if let Some(mut found) = segment.find_by_timestamp(timestamp_ms, from)? {
+                    found.offset = found.offset.max(from);
                     return Ok(Some(found));
                 }
             }

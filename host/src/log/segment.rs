@@ -274,18 +274,21 @@ impl Segment {
         }))
     }
 
-    /// The first batch whose max timestamp is >= `timestamp` (ms), as Kafka's
-    /// `LogSegment.findOffsetByTimestamp` at batch granularity.
+    /// The first batch whose max timestamp is >= `timestamp` (ms) and whose last offset
+    /// is >= `min_offset`, as Kafka's `LogSegment.findOffsetByTimestamp` (its
+    /// `startingOffset`) at batch granularity. The offset answered is the batch's base
+    /// offset, not raised to `min_offset` (the caller's).
     pub(super) fn find_by_timestamp(
         &self,
         timestamp: i64,
+        min_offset: i64,
     ) -> Result<Option<TimestampOffset>, LogError> {
         let relative = self.time_index.lookup(timestamp)?.map_or(0, |(_, r)| r);
         let mut position = self.index_position(relative)?;
         let file = self.log.get()?;
         while position < self.size {
             let header = self.header_in(&file, position)?;
-            if header.max_timestamp >= timestamp {
+            if header.max_timestamp >= timestamp && header.last_offset() >= min_offset {
                 return Ok(Some(TimestampOffset {
                     offset: header.base_offset,
                     timestamp: header.max_timestamp,

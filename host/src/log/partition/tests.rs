@@ -1058,3 +1058,23 @@ fn a_closed_log_does_not_come_back() {
         .unwrap());
     assert!(log.is_offline());
 }
+
+/// ListOffsets by timestamp skips what DeleteRecords removed (Kafka searches from the
+/// log start offset): never an offset below the start, and nothing once every record
+/// is deleted.
+#[test]
+fn timestamp_lookup_starts_at_the_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), &fast()).unwrap();
+    // Offsets 0..10 with timestamps 100..110, then 10..20 with 200..210.
+    append(&mut log, batch(10, 5, 100), 0);
+    append(&mut log, batch(10, 5, 200), 0);
+    log.delete_records(5).unwrap();
+    assert_eq!(log.offset_for_timestamp(0).unwrap().unwrap().offset, 5);
+    // The first batch's matching records are below the start: the search goes on.
+    let found = log.offset_for_timestamp_from(0, 10).unwrap().unwrap();
+    assert_eq!((found.offset, found.timestamp), (10, 209));
+    log.delete_records(20).unwrap();
+    assert_eq!(log.offset_for_timestamp(0).unwrap(), None);
+    assert_eq!(log.offset_for_timestamp(205).unwrap(), None);
+}

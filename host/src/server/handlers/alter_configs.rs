@@ -228,14 +228,18 @@ fn precheck(
 }
 
 /// Checks one resource, computes its new overrides with `change` (given the current
-/// ones) and, unless `validate_only`, stores and applies them.
+/// ones) and, unless `validate_only`, stores and applies them. In cluster mode the
+/// current overrides are ZooKeeper's, read and written back as one versioned
+/// read-modify-write ([`crate::cluster::Cluster::update_topic_configs`]), so a change
+/// made through another broker a moment ago is kept, not overwritten with this
+/// broker's older copy; `validate_only` checks against the local copy.
 fn alter(
     broker: &Broker,
     resource_type: i8,
     name: &str,
     configs: usize,
     validate_only: bool,
-    change: impl FnOnce(&Overrides) -> Result<Overrides, Refusal>,
+    change: impl Fn(&Overrides) -> Result<Overrides, Refusal>,
 ) -> Result<(), Refusal> {
     if configs > MAX_KEYS {
         return Err((
@@ -274,14 +278,14 @@ fn alter(
     if broker.topics.get(name).is_none() {
         return Err(unknown());
     }
-    let updated = change(&broker.topics.overrides(name))?;
+    let updated = match broker.cluster() {
+        Some(cluster) if !validate_only => cluster
+            .update_topic_configs(name, &change)
+            .map_err(super::cluster_refusal)??,
+        _ => change(&broker.topics.overrides(name))?,
+    };
     if validate_only {
         return Ok(());
-    }
-    if let Some(cluster) = broker.cluster() {
-        cluster
-            .set_topic_configs(name, &updated)
-            .map_err(super::cluster_refusal)?;
     }
     broker
         .topics

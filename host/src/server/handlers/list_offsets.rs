@@ -15,7 +15,14 @@ use kafka_protocol::{
 };
 
 use super::first_error;
-use crate::{broker::Broker, log::records::first_record_at_or_after, server::dispatch::Reply};
+use crate::{
+    broker::Broker,
+    log::{
+        records::{first_record_at_or_after, RecordSearch},
+        PartitionLog, TimestampOffset,
+    },
+    server::dispatch::Reply,
+};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -71,15 +78,8 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequ
                                     r.timestamp = found.timestamp;
                                 }
                             }
-                            ts if ts >= 0 => match log.offset_for_timestamp(ts) {
-                                Ok(Some(batch)) => {
-                                    // The time index finds the batch; the record inside it
-                                    // is found by decoding it (Kafka answers per record).
-                                    let found = log
-                                        .read(batch.offset, 1)
-                                        .ok()
-                                        .and_then(|read| first_record_at_or_after(read.records, ts))
-                                        .unwrap_or(batch);
+                            ts if ts >= 0 => match record_for_timestamp(&log, ts) {
+                                Ok(Some(found)) => {
                                     r.offset = found.offset;
                                     r.timestamp = found.timestamp;
                                 }
@@ -105,4 +105,33 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequ
     let mut response = ListOffsetsResponse::default();
     response.topics = topics;
     Reply::new(response, error)
+}
+
+/// ListOffsets by timestamp `ts` (ms), as Kafka answers it: the first record at or
+/// above the log start offset whose timestamp is >= `ts` (`None`: offset −1). The time
+/// index finds the batch ([`PartitionLog::offset_for_timestamp_from`]); the record
+/// inside it is found by decoding it. Only the batch holding the log start can have
+/// its matching records all deleted (below the start); the search then goes on after
+/// it, so this takes at most two rounds in practice (each round starts past the last).
+/// An undecodable batch is answered at batch granularity.
+fn record_for_timestamp(
+    log: &PartitionLog,
+    ts: i64,
+) -> Result<Option<TimestampOffset>, crate::log::LogError> {
+    let mut from = log.log_start_offset();
+    loop {
+        let Some(batch) = log.offset_for_timestamp_from(ts, from)? else {
+            return Ok(None);
+        };
+        let search = log
+            .read(batch.offset, 1)
+            .map(|read| first_record_at_or_after(read.records, ts, from));
+        match search {
+            Ok(RecordSearch::Found(found)) => return Ok(Some(found)),
+            Ok(RecordSearch::NotInBatch { next_offset }) if next_offset > from => {
+                from = next_offset;
+            }
+            _ => return Ok(Some(batch)),
+        }
+    }
 }

@@ -49,8 +49,8 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> R
     let error = super::first_error(topics.iter().map(|t| t.error_code));
     let mut response = MetadataResponse::default();
     response.brokers = brokers(broker);
-    response.cluster_id = Some(StrBytes::from_string(broker.cluster_id.clone()));
-    response.controller_id = BrokerId(broker.node.id);
+    response.cluster_id = Some(StrBytes::from_string(broker.reported_cluster_id()));
+    response.controller_id = BrokerId(broker.controller_id());
     response.topics = topics;
     Reply::new(response, error)
 }

@@ -2,7 +2,9 @@
 //!
 //! Each partition's batch is validated as Kafka's LogValidator does
 //! ([`crate::log::validate`]: one batch, header and CRC, every record walked, compressed
-//! ones decompressed, timestamps in range) before the partition's lock is taken, and
+//! ones decompressed, timestamps in range) under the topic's effective config (its
+//! overrides of `max.message.bytes` and `message.timestamp.*.max.ms` included) before
+//! the partition's lock is taken, and
 //! refused per partition with CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP or
 //! MESSAGE_TOO_LARGE, the reason in the response's error message and, for one record at
 //! fault, in `record_errors`. Batches are stored as produced (compressed ones untouched);
@@ -104,15 +106,15 @@ impl From<&LogError> for Refusal {
     }
 }
 
-/// Handles Produce v3–v13. The appends happen now, in request order; with durable acks
-/// (`log.flush_messages = 1`, the default) the response waits for an fsync covering
-/// them, shared with every other append waiting on the same partition (group commit).
-/// With `flush_messages` > 1 (or acks = 0), a flush that falls due starts in the
-/// background and the response does not wait for it.
+/// Handles Produce v3–v13. The appends happen now, in request order; on a partition
+/// with durable acks (its topic's `flush.messages`, else `[log] flush_messages`, is 1 —
+/// the default) the response waits for an fsync covering them, shared with every other
+/// append waiting on the same partition (group commit). Where it is > 1 (or acks = 0),
+/// a flush that falls due starts in the background and the response does not wait for
+/// it. The setting is per partition: one request can wait on some and not others.
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Handled {
     let acks = request.acks;
-    let deferred = broker.config.log.flush_messages == 1 && acks != 0;
-    let rules = ValidationRules::new(&broker.config.log, now_ms());
+    let rules = topic_rules(broker, version, &request, now_ms());
     let mut compressed = validate_compressed(&request, &rules).await;
     let work = Arc::clone(broker);
     let mut budget = work.topics.auto_create_budget();
@@ -171,11 +173,11 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                             }
                             (Ok(topic), _) => {
                                 let checked = compressed[ti][pi].take();
-                                append(topic, p.index, p.records, checked, &rules, deferred)
+                                append(topic, p.index, p.records, checked, &rules[ti], acks)
                             }
                         };
                         match result {
-                            Ok((partition, info)) => {
+                            Ok((partition, info, deferred)) => {
                                 r.base_offset = info.base_offset;
                                 r.log_start_offset = info.log_start_offset;
                                 if deferred {
@@ -237,6 +239,45 @@ fn set_error(r: &mut PartitionProduceResponse, refusal: Refusal) {
     r.error_message = Some(StrBytes::from_string(refusal.message));
 }
 
+/// The validation rules of each topic entry of `request` (indexed like
+/// `request.topic_data`) at `now_ms`: the topic's effective config, i.e. the broker's
+/// `[log]` settings with the topic's overrides applied, so per-topic
+/// `max.message.bytes` and `message.timestamp.before/after.max.ms` decide, as in
+/// Kafka's `LogValidator` (it validates against the partition log's own `LogConfig`).
+/// A topic not known yet (about to be auto-created) has no overrides: the broker's
+/// settings. Each distinct topic's config is built once per request, not per
+/// partition (one read of its overrides and one [`crate::log::LogConfig`] clone).
+fn topic_rules(
+    broker: &Broker,
+    version: i16,
+    request: &ProduceRequest,
+    now_ms: i64,
+) -> Vec<ValidationRules> {
+    let mut by_name: std::collections::HashMap<String, ValidationRules> =
+        std::collections::HashMap::new();
+    request
+        .topic_data
+        .iter()
+        .map(|data| {
+            let name = if version >= 13 {
+                broker
+                    .topics
+                    .get_by_id(data.topic_id)
+                    .map(|t| t.name.clone())
+            } else {
+                Some(data.name.0.to_string())
+            };
+            let Some(name) = name else {
+                // An unknown topic id: refused later, the broker's rules will do.
+                return ValidationRules::new(broker.topics.base_log_config(), now_ms);
+            };
+            *by_name.entry(name).or_insert_with_key(|name| {
+                ValidationRules::new(&broker.topics.topic_log_config(name), now_ms)
+            })
+        })
+        .collect()
+}
+
 /// Validates, ahead of the appends, every partition's data that starts with a batch
 /// whose codec bits (byte 22, bits 0-2) are set, each under its own
 /// [`DECOMPRESSIONS`] permit (first come, first served) and off the runtime's worker:
@@ -245,10 +286,10 @@ fn set_error(r: &mut PartitionProduceResponse, refusal: Refusal) {
 /// request's topics and partitions; `None` where the data is not compressed.
 async fn validate_compressed(
     request: &ProduceRequest,
-    rules: &ValidationRules,
+    rules: &[ValidationRules],
 ) -> Vec<Vec<Option<Result<ValidatedBatch, BatchError>>>> {
     let mut out = Vec::with_capacity(request.topic_data.len());
-    for topic in &request.topic_data {
+    for (topic, rules) in request.topic_data.iter().zip(rules) {
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for p in &topic.partition_data {
             let records = p
@@ -326,17 +367,20 @@ fn find_or_create(
 
 /// Validates `records` under `rules` (unless `checked` holds the outcome already) and
 /// appends them to partition `index` of `topic`.
-/// With `deferred`, the caller makes the append durable with
-/// [`Partition::wait_durable`] before acknowledging it; otherwise a flush due under
-/// `log.flush_messages` starts in the background.
+/// The returned flag (deferred) is set when the acknowledgement must wait for an
+/// fsync: `acks` ≠ 0 and the partition's own `flush_messages` (the topic's
+/// `flush.messages`, else the broker's `[log] flush_messages`) is 1, read under the
+/// partition's lock so an alter that just landed decides. The caller then makes the
+/// append durable with [`Partition::wait_durable`] before acknowledging it; otherwise
+/// a flush due under the partition's `flush_messages` starts in the background.
 fn append(
     topic: &Topic,
     index: i32,
     records: Option<bytes::Bytes>,
     checked: Option<Result<ValidatedBatch, BatchError>>,
     rules: &ValidationRules,
-    deferred: bool,
-) -> Result<(Arc<Partition>, AppendInfo), Refusal> {
+    acks: i16,
+) -> Result<(Arc<Partition>, AppendInfo, bool), Refusal> {
     let partition = usize::try_from(index)
         .ok()
         .and_then(|i| topic.partitions.get(i))
@@ -367,6 +411,7 @@ fn append(
     };
     match result {
         Ok(info) => {
+            let deferred = acks != 0 && log.config().flush_messages == 1;
             let flush = !deferred && log.flush_due();
             drop(log);
             partition
@@ -376,7 +421,7 @@ fn append(
                 partition.flush_in_background();
             }
             partition.notify_appended();
-            Ok((Arc::clone(partition), info))
+            Ok((Arc::clone(partition), info, deferred))
         }
         Err(e) => {
             match &e {
