@@ -518,12 +518,7 @@ impl TopicRegistry {
         for index in 0..partitions as i32 {
             self.retire_partition_dir(name, index, Uuid::nil())?;
         }
-        self.configs
-            .put(name, configs)
-            .map_err(|source| TopicError::Io {
-                path: self.data_dir.join("topic-configs"),
-                source,
-            })?;
+        self.persist_configs(name, configs)?;
         let topic = match self.open_topic(name, id, partitions as u32) {
             Ok(topic) => Arc::new(topic),
             Err(e) => {
@@ -564,6 +559,17 @@ impl TopicRegistry {
         self.configs.get(name)
     }
 
+    /// Writes topic `name`'s overrides durably (`<data_dir>/topic-configs/<topic>.json`,
+    /// replaced atomically; an empty set removes the file). Errors: [`TopicError::Io`].
+    fn persist_configs(&self, name: &str, configs: &Overrides) -> Result<(), TopicError> {
+        self.configs
+            .put(name, configs)
+            .map_err(|source| TopicError::Io {
+                path: self.data_dir.join("topic-configs"),
+                source,
+            })
+    }
+
     /// The settings of topic `name`'s logs: the broker's with its overrides applied.
     pub fn topic_log_config(&self, name: &str) -> LogConfig {
         topic_config::effective(&self.log_config, &self.configs.get(name))
@@ -583,12 +589,7 @@ impl TopicRegistry {
             .get(name)
             .ok_or_else(|| TopicError::Unknown(name.to_owned()))?;
         if persist {
-            self.configs
-                .put(name, configs)
-                .map_err(|source| TopicError::Io {
-                    path: self.data_dir.join("topic-configs"),
-                    source,
-                })?;
+            self.persist_configs(name, configs)?;
         } else {
             self.configs.cache(name, configs.clone());
         }
