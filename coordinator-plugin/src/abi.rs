@@ -8,10 +8,10 @@ use bytes::Bytes;
 use drover_abi::coordinator::{
     CoordinatorInput, CoordinatorOutput, PendingTxnOffsets as AbiPendingTxnOffsets,
 };
-use kafka_protocol::ResponseError;
 use drover_abi::offset_store::OffsetRecord;
 use drover_abi::std_types::{RString, RVec};
 use drover_abi::TopicInfo;
+use kafka_protocol::ResponseError;
 
 use crate::assignors::to_abi_partitions;
 use crate::io::{FetchScope, Input, Output};

@@ -244,7 +244,9 @@ impl CoordinatorConfig {
             return err("max_subscription_topics must be at least 1");
         }
         if self.max_pending_txn_offsets_per_group == 0 || self.max_pending_txn_offsets == 0 {
-            return err("max_pending_txn_offsets_per_group and max_pending_txn_offsets must be at least 1");
+            return err(
+                "max_pending_txn_offsets_per_group and max_pending_txn_offsets must be at least 1",
+            );
         }
         if self.commit_interval_ms == 0 {
             return err("commit_interval_ms must be at least 1");

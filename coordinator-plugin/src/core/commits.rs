@@ -252,7 +252,9 @@ impl Coordinator {
                     // completion stays unacknowledged here, and the transaction keeps
                     // its offsets for the slot's new owner.
                     Queued::Txn(w) => {
-                        self.groups.txn.end_committing(&group, w.records.iter().map(|r| &r.tp));
+                        self.groups
+                            .txn
+                            .end_committing(&group, w.records.iter().map(|r| &r.tp));
                         tracing::warn!(%group, completion = w.completion, "a committed transaction's offsets dropped with their slot");
                     }
                 }
@@ -334,7 +336,12 @@ impl Coordinator {
                     } else {
                         // A committed transaction's offsets are never given up: queued
                         // again, still unstable for OffsetFetch meanwhile.
-                        self.cx.commits.queued.entry(group.clone()).or_default().push(Queued::Txn(w));
+                        self.cx
+                            .commits
+                            .queued
+                            .entry(group.clone())
+                            .or_default()
+                            .push(Queued::Txn(w));
                     }
                 }
                 if self.cx.commits.queued.contains_key(&group) {

@@ -68,6 +68,23 @@ impl TxnOffsets {
         }
     }
 
+    /// How many of `offsets` would be new entries of `producer_id` in `group` (the
+    /// others replace an open offset of the same partition and take no more room).
+    pub(crate) fn new_entries(
+        &self,
+        group: &str,
+        producer_id: i64,
+        offsets: &[OffsetEntry],
+    ) -> usize {
+        match self.open.get(group).and_then(|p| p.get(&producer_id)) {
+            None => offsets.len(),
+            Some(t) => offsets
+                .iter()
+                .filter(|e| !t.offsets.contains_key(&e.tp))
+                .count(),
+        }
+    }
+
     /// Reserves room for `count` entries of `group` being staged, or refuses with
     /// COORDINATOR_LOAD_IN_PROGRESS when a bound would be passed.
     pub(crate) fn reserve(
@@ -265,6 +282,7 @@ impl TxnOffsets {
     }
 
     /// The number of open entries over every group (reservations excluded).
+    #[cfg(test)]
     pub(crate) fn open_count(&self) -> usize {
         self.open
             .values()
@@ -329,7 +347,12 @@ mod tests {
     fn another_epoch_replaces_nothing() {
         let mut t = TxnOffsets::default();
         let g = GroupId::new("g");
-        t.add(&g, TxnProducer { id: 7, epoch: 3 }, vec![entry("g", "t", 0, 1)], 0);
+        t.add(
+            &g,
+            TxnProducer { id: 7, epoch: 3 },
+            vec![entry("g", "t", 0, 1)],
+            0,
+        );
         assert_eq!(
             t.check_producer("g", TxnProducer { id: 7, epoch: 2 }),
             Err(ResponseError::InvalidProducerEpoch)
@@ -338,8 +361,14 @@ mod tests {
             t.check_producer("g", TxnProducer { id: 7, epoch: 4 }),
             Err(ResponseError::ConcurrentTransactions)
         );
-        assert_eq!(t.check_producer("g", TxnProducer { id: 7, epoch: 3 }), Ok(()));
-        assert_eq!(t.check_producer("g", TxnProducer { id: 8, epoch: 0 }), Ok(()));
+        assert_eq!(
+            t.check_producer("g", TxnProducer { id: 7, epoch: 3 }),
+            Ok(())
+        );
+        assert_eq!(
+            t.check_producer("g", TxnProducer { id: 8, epoch: 0 }),
+            Ok(())
+        );
         // A stale outcome (an older epoch) leaves them; the right one takes them.
         assert!(t.take_producer(TxnProducer { id: 7, epoch: 2 }).is_empty());
         assert!(t.is_unstable("g", &TopicPartition::new("t", 0)));
@@ -352,7 +381,12 @@ mod tests {
         let mut t = TxnOffsets::default();
         let g = GroupId::new("g");
         let p = TxnProducer { id: 1, epoch: 0 };
-        t.add(&g, p, vec![entry("g", "gone", 0, 1), entry("g", "kept", 0, 1)], 0);
+        t.add(
+            &g,
+            p,
+            vec![entry("g", "gone", 0, 1), entry("g", "kept", 0, 1)],
+            0,
+        );
         t.forget_topics(&[TopicName::new("gone")].into_iter().collect());
         assert_eq!(t.open_count(), 1);
         assert_eq!(t.drop_group("g"), 1);

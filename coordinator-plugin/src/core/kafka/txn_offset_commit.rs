@@ -27,8 +27,8 @@ use crate::core::txn_offsets::PendingBounds;
 use crate::core::{Coordinator, Op};
 use crate::io::Output;
 use crate::kafka_wire::KafkaReplyTo;
-use crate::types::{GroupId, OffsetEntry, OpId, PendingTxnOffsets, TopicName, TopicPartition};
 use crate::types::TxnProducer;
+use crate::types::{GroupId, OffsetEntry, OpId, PendingTxnOffsets, TopicName, TopicPartition};
 
 /// A TxnOffsetCommit waiting for the host to record its offsets with the transaction.
 #[derive(Debug)]
@@ -119,12 +119,12 @@ impl Coordinator {
             per_group: self.cx.config.max_pending_txn_offsets_per_group,
             total: self.cx.config.max_pending_txn_offsets,
         };
-        let reserved = offsets.len();
+        let reserved = self.groups.txn.new_entries(&group, producer.id, &offsets);
         if let Err(e) = self.groups.txn.reserve(&gid, reserved, bounds) {
             tracing::warn!(
                 group = %gid,
                 %producer,
-                partitions = reserved,
+                partitions = offsets.len(),
                 "TxnOffsetCommit refused: too many pending transactional offsets \
                  (max_pending_txn_offsets_per_group, max_pending_txn_offsets)"
             );
@@ -189,8 +189,11 @@ impl Coordinator {
                 wait.fail(e);
             }
         }
-        self.cx
-            .respond_kafka(wait.slot, wait.to, ResponseKind::TxnOffsetCommit(wait.response));
+        self.cx.respond_kafka(
+            wait.slot,
+            wait.to,
+            ResponseKind::TxnOffsetCommit(wait.response),
+        );
     }
 }
 

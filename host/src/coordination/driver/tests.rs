@@ -86,6 +86,8 @@ struct Setup {
     topic_ids: Vec<TopicId>,
     /// The coordinator's ABI minor (default: this host's).
     abi_minor: Option<u32>,
+    /// The transactional offset ledger.
+    txn_ledger: Option<Arc<dyn crate::coordination::TxnOffsetLedger>>,
 }
 
 fn start(setup: Setup, script: Script) -> Harness {
@@ -105,6 +107,7 @@ fn start(setup: Setup, script: Script) -> Harness {
         metrics: Arc::clone(&metrics),
         owner: GroupOwner::All,
         topic_ids: setup.topic_ids.into_iter().collect(),
+        txn_ledger: setup.txn_ledger,
     };
     let (ops, store) = flume::unbounded();
     let store = (!setup.store_gone).then_some(store);
