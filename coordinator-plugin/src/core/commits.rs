@@ -326,6 +326,7 @@ impl Coordinator {
                     );
                 }
                 self.cx.answer_commit_waiters(waiters, result.is_err());
+                let mut retry = Vec::new();
                 for w in txn {
                     let CommitWaiter::Txn(w) = w else { continue };
                     if result.is_ok() {
@@ -334,15 +335,17 @@ impl Coordinator {
                             .end_committing(&group, w.records.iter().map(|r| &r.tp));
                         self.txn_part_done(w.completion);
                     } else {
-                        // A committed transaction's offsets are never given up: queued
-                        // again, still unstable for OffsetFetch meanwhile.
-                        self.cx
-                            .commits
-                            .queued
-                            .entry(group.clone())
-                            .or_default()
-                            .push(Queued::Txn(w));
+                        retry.push(Queued::Txn(w));
                     }
+                }
+                if !retry.is_empty() {
+                    // A committed transaction's offsets are never given up: queued again,
+                    // in their order and ahead of what came after them (a later commit of
+                    // the same partitions must stay the last written), still unstable for
+                    // OffsetFetch meanwhile.
+                    let queued = self.cx.commits.queued.entry(group.clone()).or_default();
+                    retry.append(queued);
+                    *queued = retry;
                 }
                 if self.cx.commits.queued.contains_key(&group) {
                     self.send_queued_commits(&group);

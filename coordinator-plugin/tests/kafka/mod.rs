@@ -439,6 +439,21 @@ impl Harness {
         }
     }
 
+    /// A crash of the broker: store operations not yet answered either all land in
+    /// the store (`land`) or none does; their results reach no coordinator.
+    pub fn crash_store_ops(&mut self, land: bool) {
+        let ops: Vec<Output> = std::mem::take(&mut self.held)
+            .into_iter()
+            .chain(std::mem::take(&mut self.scheduled).into_values())
+            .collect();
+        if land {
+            for op in ops {
+                let _ = self.store.execute(&op);
+            }
+        }
+        self.queue.clear();
+    }
+
     /// Store operations held so far.
     pub fn held(&self) -> &[Output] {
         &self.held
