@@ -29,7 +29,12 @@
 //!   process (never unloaded; capped by `plugins.max_loaded_libraries`);
 //! - `drover_log_end_offset{topic,partition}` and `drover_log_flushed_offset{topic,partition}`
 //!   (every offset below it is fsynced: with the topic's `flush.messages` = 1 it is the
-//!   log end offset whenever no acknowledged append is pending): rendered at scrape time.
+//!   log end offset whenever no acknowledged append is pending): rendered at scrape time;
+//! - `drover_coordinator_txn_pending_offsets` (gauge): transactional offsets
+//!   (TxnOffsetCommit partitions) staged or restored and not yet resolved by their
+//!   transaction's outcome, as the coordinator driver counts them;
+//!   `drover_coordinator_txn_offset_stages_total{outcome}` (`recorded`, `refused`) and
+//!   `drover_coordinator_txn_completions_total{outcome}` (`committed`, `aborted`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -80,6 +85,9 @@ pub struct Metrics {
     plugin_rescans: Family<OutcomeLabels, Counter>,
     plugin_files_refused: Counter,
     plugin_libraries: Gauge,
+    txn_pending_offsets: Gauge,
+    txn_offset_stages: Family<OutcomeLabels, Counter>,
+    txn_completions: Family<OutcomeLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -179,7 +187,28 @@ impl Metrics {
             "Distinct plugin libraries loaded in this process (never unloaded)",
             plugin_libraries.clone(),
         );
+        let txn_pending_offsets = Gauge::default();
+        registry.register(
+            "coordinator_txn_pending_offsets",
+            "Transactional offsets (partitions) staged or restored and not yet resolved by their transaction",
+            txn_pending_offsets.clone(),
+        );
+        let txn_offset_stages = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "coordinator_txn_offset_stages",
+            "TxnOffsetCommits the coordinator asked the host to record, by outcome (recorded, refused)",
+            txn_offset_stages.clone(),
+        );
+        let txn_completions = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "coordinator_txn_completions",
+            "Transaction outcomes applied by the coordinator, by outcome (committed, aborted)",
+            txn_completions.clone(),
+        );
         Metrics {
+            txn_pending_offsets,
+            txn_offset_stages,
+            txn_completions,
             registry,
             plugin_rescans,
             plugin_files_refused,
@@ -308,6 +337,32 @@ impl Metrics {
         if libraries > 0 {
             self.plugin_libraries(libraries);
         }
+    }
+
+    /// Sets `drover_coordinator_txn_pending_offsets` to `n` partitions.
+    pub fn txn_pending_offsets(&self, n: usize) {
+        self.txn_pending_offsets
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a staging of transactional offsets: `recorded` or not.
+    pub fn txn_offset_stage(&self, recorded: bool) {
+        let outcome = if recorded { "recorded" } else { "refused" };
+        self.txn_offset_stages
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a transaction outcome applied by the coordinator.
+    pub fn txn_completion(&self, committed: bool) {
+        let outcome = if committed { "committed" } else { "aborted" };
+        self.txn_completions
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
     }
 
     /// Sets the number of distinct plugin libraries loaded in the process.

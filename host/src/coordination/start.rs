@@ -156,6 +156,9 @@ pub fn start(broker: &Broker) -> Result<Option<CoordinatorClient>, StartError> {
             Some(cluster) => GroupOwner::Slots(Arc::clone(cluster)),
         },
         topic_ids: topic_ids(broker),
+        // No transaction coordinator yet: TxnOffsetCommit is answered
+        // COORDINATOR_NOT_AVAILABLE (coordination::txn_ledger).
+        txn_ledger: None,
     };
     let store = driver::StoreQueue {
         ops: store_tx,

@@ -41,6 +41,9 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::DescribeCluster,
     ApiKey::InitProducerId,
+    // Routed to the coordinator plugin when it serves it (coordinator ABI 3.4+);
+    // answered COORDINATOR_NOT_AVAILABLE here otherwise.
+    ApiKey::TxnOffsetCommit,
 ];
 
 /// The versions of `key` this broker serves, if it serves it.
@@ -335,6 +338,7 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
         ApiKey::DescribeCluster => "DescribeCluster",
         ApiKey::InitProducerId => "InitProducerId",
+        ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
         ApiKey::OffsetCommit => "OffsetCommit",
         ApiKey::OffsetFetch => "OffsetFetch",
         ApiKey::JoinGroup => "JoinGroup",
@@ -479,6 +483,7 @@ mod tests {
             ApiKey::DeleteTopics => DeleteTopicsRequest::default().encode(out, version),
             ApiKey::CreatePartitions => CreatePartitionsRequest::default().encode(out, version),
             ApiKey::InitProducerId => InitProducerIdRequest::default().encode(out, version),
+            ApiKey::TxnOffsetCommit => TxnOffsetCommitRequest::default().encode(out, version),
             _ => Ok(()),
         };
         result.unwrap();

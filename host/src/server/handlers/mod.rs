@@ -15,6 +15,7 @@ pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
+pub mod txn_offset_commit;
 
 use std::sync::Arc;
 
@@ -73,6 +74,8 @@ pub async fn handle(broker: &Arc<Broker>, budget: &Arc<ConnBudget>, request: Req
         RequestKind::InitProducerId(r) => {
             blocking(broker, move |b| init_producer_id::handle(b, r)).await
         }
+        // Reached only when the coordinator does not serve it (ABI before 3.4).
+        RequestKind::TxnOffsetCommit(r) => txn_offset_commit::handle(r).into(),
         // Not reachable: dispatch only decodes APIs of its handler table.
         _ => Reply::silent(ResponseError::InvalidRequest.code()).into(),
     }
