@@ -64,6 +64,9 @@ pub struct AppendInfo {
     /// sequence range as one of the producer's last five batches): nothing was written,
     /// and the offsets are the original batch's.
     pub duplicate: bool,
+    /// Producers the partition forgot to make room for this batch's new producer id
+    /// (`[log] max_producer_ids_per_partition` reached; 0 or 1 for a client's batch).
+    pub producers_evicted: u64,
 }
 
 /// The result of [`PartitionLog::read`], for a Fetch response partition.
@@ -340,6 +343,7 @@ impl PartitionLog {
         if offsets > i64::from(u32::MAX) {
             return Err(LogError::TooManyOffsets { offsets });
         }
+        let evicted_before = self.producers.evicted();
         if let Some(original) = self.check_producers(&headers, now_ms)? {
             return Ok(AppendInfo {
                 base_offset: original.first_offset,
@@ -347,6 +351,7 @@ impl PartitionLog {
                 log_append_time_ms: NO_TIMESTAMP,
                 log_start_offset: self.log_start_offset(),
                 duplicate: true,
+                producers_evicted: 0,
             });
         }
         self.maybe_roll(records.len() as u64, offsets, now_ms)?;
@@ -377,6 +382,7 @@ impl PartitionLog {
             log_append_time_ms: NO_TIMESTAMP,
             log_start_offset: self.log_start_offset(),
             duplicate: false,
+            producers_evicted: self.producers.evicted() - evicted_before,
         })
     }
 

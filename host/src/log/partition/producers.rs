@@ -9,7 +9,9 @@
 //! usable snapshot (none yet, or every one corrupt, which is logged) the state is
 //! rebuilt from the last [`SEGMENTS_WITHOUT_SNAPSHOT`] segments, as Kafka bounds the
 //! same rebuild; producers whose last batch is older are unknown afterwards, which a
-//! Kafka 4.x producer survives (an unknown producer's batch is accepted).
+//! Kafka 4.x producer survives (an unknown producer's batch is accepted). A snapshot
+//! holding more producers than `max_producer_ids_per_partition` (written before the cap
+//! was lowered) is loaded, and the producers idle longest are evicted down to the cap.
 
 use std::path::Path;
 
@@ -17,6 +19,7 @@ use tracing::{info, warn};
 
 use super::{sync_dir, PartitionLog};
 use crate::log::{
+    config::MAX_PRODUCER_IDS_PER_PARTITION,
     producer_state::{snapshot, ProducerLimits, ProducerStates},
     segment::Segment,
     LogConfig, LogError,
@@ -64,10 +67,22 @@ pub(super) fn load(
         }
         let decoded = std::fs::read(path)
             .map_err(|e| e.to_string())
-            .and_then(|b| snapshot::decode(&b, limits.max_producer_ids).map_err(|e| e.to_string()));
+            .and_then(|b| {
+                snapshot::decode(&b, MAX_PRODUCER_IDS_PER_PARTITION).map_err(|e| e.to_string())
+            });
         match decoded {
             Ok(s) if s.offset == *offset => {
-                states = Some(ProducerStates::with_entries(limits, s.producers));
+                let loaded = ProducerStates::with_entries(limits, s.producers);
+                if loaded.evicted() > 0 {
+                    info!(
+                        file = %path.display(),
+                        evicted = loaded.evicted(),
+                        max = limits.max_producer_ids,
+                        "producer snapshot holds more producers than \
+                         max_producer_ids_per_partition: the ones idle longest are forgotten"
+                    );
+                }
+                states = Some(loaded);
                 from = Some(*offset);
                 break;
             }

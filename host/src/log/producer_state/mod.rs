@@ -20,11 +20,15 @@
 //!   whose records retention deleted goes on without an error.
 //!
 //! Bounds: at most [`ProducerLimits::max_producer_ids`] producer ids per partition
-//! (`[log] max_producer_ids_per_partition`); a batch from one more id is refused with
-//! `POLICY_VIOLATION` after expired ids are swept, so a client minting ids costs a
-//! bounded amount of memory (about 300 bytes per id). A producer that has not written
-//! for [`ProducerLimits::expiration_ms`] (Kafka's `producer.id.expiration.ms`) is
-//! forgotten.
+//! (`[log] max_producer_ids_per_partition`). A batch from one more id is accepted: once
+//! expired ids are swept, the producer idle longest (oldest last write) is **evicted**
+//! to make room, as Kafka bounds its producer-id memory by forgetting producers rather
+//! than refusing new ones. An evicted producer is then unknown: a retry of one of its
+//! old batches is accepted as new (written twice), which is why the cap is far above
+//! what a partition's live producers need. A client minting ids thus costs a bounded
+//! amount of memory (about 300 bytes per id) and cannot lock new producers out. A
+//! producer that has not written for [`ProducerLimits::expiration_ms`] (Kafka's
+//! `producer.id.expiration.ms`) is forgotten.
 
 pub mod entry;
 pub mod snapshot;
@@ -82,20 +86,6 @@ pub enum ProducerError {
         /// The sequence the partition expected (0 for a new epoch).
         expected: i32,
     },
-    /// The partition remembers as many producer ids as it may
-    /// (`[log] max_producer_ids_per_partition`) and none has expired
-    /// (`POLICY_VIOLATION`, 44).
-    #[error(
-        "producer {producer_id} refused: the partition already holds the state of {max} \
-         producer ids ([log] max_producer_ids_per_partition); ids expire after \
-         producer_id_expiration_ms without writes"
-    )]
-    TooManyProducers {
-        /// The refused producer id.
-        producer_id: i64,
-        /// The bound.
-        max: usize,
-    },
 }
 
 impl ProducerError {
@@ -104,7 +94,6 @@ impl ProducerError {
         match self {
             ProducerError::FencedEpoch { .. } => ResponseError::InvalidProducerEpoch,
             ProducerError::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber,
-            ProducerError::TooManyProducers { .. } => ResponseError::PolicyViolation,
         }
     }
 }
@@ -124,6 +113,8 @@ pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
     limits: ProducerLimits,
     last_sweep_ms: i64,
+    /// Producers evicted at the cap since the table was made.
+    evicted: u64,
 }
 
 impl ProducerStates {
@@ -133,18 +124,60 @@ impl ProducerStates {
             producers: HashMap::new(),
             limits,
             last_sweep_ms: i64::MIN,
+            evicted: 0,
         }
     }
 
-    /// The table holding `producers` (from a snapshot).
+    /// The table holding `producers` (from a snapshot). A snapshot written under a
+    /// higher cap may hold more than [`ProducerLimits::max_producer_ids`]: the ones idle
+    /// longest are evicted down to the cap (and counted in [`Self::evicted`]).
     pub fn with_entries(
         limits: ProducerLimits,
         producers: HashMap<i64, ProducerEntry>,
     ) -> ProducerStates {
-        ProducerStates {
+        let mut states = ProducerStates {
             producers,
             ..ProducerStates::new(limits)
+        };
+        states.evict_down_to(limits.max_producer_ids);
+        states
+    }
+
+    /// Producers evicted because the table was full (see the [module docs](self)),
+    /// since it was made.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+
+    /// Evicts the producers idle longest (oldest `last_write_ms`, then lowest id) until
+    /// at most `max` remain. One pass over the table per call: O(n log n) when many go
+    /// (a lowered cap), O(n) for the one a new producer needs.
+    fn evict_down_to(&mut self, max: usize) {
+        let excess = self.producers.len().saturating_sub(max);
+        if excess == 0 {
+            return;
         }
+        if excess == 1 {
+            if let Some(id) = self
+                .producers
+                .iter()
+                .min_by_key(|(id, e)| (e.last_write_ms, **id))
+                .map(|(id, _)| *id)
+            {
+                self.producers.remove(&id);
+            }
+        } else {
+            let mut idle: Vec<(i64, i64)> = self
+                .producers
+                .iter()
+                .map(|(id, e)| (e.last_write_ms, *id))
+                .collect();
+            idle.sort_unstable();
+            for (_, id) in &idle[..excess] {
+                self.producers.remove(id);
+            }
+        }
+        self.evicted += excess as u64;
     }
 
     /// The settings.
@@ -180,7 +213,8 @@ impl ProducerStates {
 
     /// Checks a client's batch against the rules of the [module docs](self) at `now_ms`
     /// (ms since the Unix epoch). A batch without a producer id is always appended.
-    /// Changes nothing but the removal of expired producers.
+    /// Changes nothing but the removal of expired producers and, for a new producer
+    /// when the table is full, the eviction of the one idle longest.
     ///
     /// Errors: [`ProducerError`].
     pub fn check(&mut self, header: &BatchHeader, now_ms: i64) -> Result<Check, ProducerError> {
@@ -194,14 +228,10 @@ impl ProducerStates {
         let last_seq = last_sequence(first_seq, header.last_offset_delta);
         let Some(entry) = self.get(producer_id, now_ms) else {
             self.producers.remove(&producer_id);
-            if self.producers.len() >= self.limits.max_producer_ids {
+            let max = self.limits.max_producer_ids;
+            if self.producers.len() >= max {
                 self.sweep(now_ms);
-                if self.producers.len() >= self.limits.max_producer_ids {
-                    return Err(ProducerError::TooManyProducers {
-                        producer_id,
-                        max: self.limits.max_producer_ids,
-                    });
-                }
+                self.evict_down_to(max.saturating_sub(1));
             }
             return Ok(Check::Append);
         };
@@ -252,6 +282,11 @@ impl ProducerStates {
             last_offset: first_offset + i64::from(header.last_offset_delta),
         };
         let epoch = header.producer_epoch;
+        let max = self.limits.max_producer_ids;
+        if self.producers.len() >= max && !self.producers.contains_key(&header.producer_id) {
+            // Only on a replay from the log: an append made room in `check`.
+            self.evict_down_to(max.saturating_sub(1));
+        }
         self.producers
             .entry(header.producer_id)
             .and_modify(|e| e.push(epoch, batch, now_ms))
