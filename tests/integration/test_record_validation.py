@@ -35,7 +35,6 @@ API_FETCH = 1
 CORRUPT_MESSAGE = 2
 MESSAGE_TOO_LARGE = 10
 INVALID_TIMESTAMP = 32
-INVALID_TXN_STATE = 48
 INVALID_RECORD = 87
 
 NOW_MS = int(time.time() * 1000)
@@ -213,9 +212,6 @@ HOSTILE = {
                                       {INVALID_RECORD}),
     "LogAppendTime set by the producer": (good_batch(1, b"l", attributes=1 << 3),
                                           {INVALID_TIMESTAMP}),
-    "transactional with a made-up producer id": (good_batch(2, b"p", attributes=1 << 4,
-                                                            producer_id=777),
-                                                 {INVALID_TXN_STATE}),
     "two gzip members": (encode_batch(three(4), count=4, attributes=1,
                                       compress=lambda b: gz(b[:len(b) // 2]) + gz(b[len(b) // 2:])),
                          {CORRUPT_MESSAGE, INVALID_RECORD}),

@@ -204,6 +204,27 @@ impl Partition {
         }
     }
 
+    /// Writes a transaction marker (a control batch) into this partition under its
+    /// lock, fsynced as its `flush_messages` says, and wakes waiting fetches: see
+    /// [`PartitionLog::append_txn_marker`]. Returns the marker's offset. Blocking
+    /// (a write and maybe an fsync): call from a blocking thread.
+    ///
+    /// Errors: [`LogError::Producer`] for a fenced epoch (Kafka's
+    /// `INVALID_PRODUCER_EPOCH`), [`LogError::Io`], [`LogError::Offline`].
+    pub fn append_txn_marker(&self, marker: &crate::log::TxnMarker) -> Result<i64, LogError> {
+        let offset = self
+            .lock_log()
+            .append_txn_marker(marker, crate::clock::now_ms())?;
+        let _ = self.durable.send_replace(self.lock_log().flushed_offset());
+        self.notify_appended();
+        Ok(offset)
+    }
+
+    /// The partition's last stable offset ([`PartitionLog::last_stable_offset`]).
+    pub fn last_stable_offset(&self) -> i64 {
+        self.lock_log().last_stable_offset()
+    }
+
     /// The partition's log, locked (a panic while it was held does not poison it: the
     /// log takes itself offline on failed I/O).
     pub fn lock_log(&self) -> std::sync::MutexGuard<'_, PartitionLog> {

@@ -80,6 +80,11 @@ pub struct ReadResult {
     pub high_watermark: i64,
     /// The log start offset.
     pub log_start_offset: i64,
+    /// The last stable offset ([`PartitionLog::last_stable_offset`]).
+    pub last_stable_offset: i64,
+    /// For a read_committed read, the aborted transactions overlapping the offsets from
+    /// the one asked for up to the last stable offset; empty otherwise.
+    pub aborted: Vec<super::AbortedTxn>,
 }
 
 /// A batch found by timestamp: for ListOffsets.
@@ -97,6 +102,8 @@ pub struct PlannedRead {
     read: Option<SegmentRead>,
     high_watermark: i64,
     log_start_offset: i64,
+    last_stable_offset: i64,
+    aborted: Vec<super::AbortedTxn>,
 }
 
 impl PlannedRead {
@@ -107,6 +114,8 @@ impl PlannedRead {
             records: Bytes::new(),
             high_watermark: self.high_watermark,
             log_start_offset: self.log_start_offset,
+            last_stable_offset: self.last_stable_offset,
+            aborted: self.aborted,
         }
     }
 
@@ -122,6 +131,8 @@ impl PlannedRead {
             records: Bytes::from(records),
             high_watermark: self.high_watermark,
             log_start_offset: self.log_start_offset,
+            last_stable_offset: self.last_stable_offset,
+            aborted: self.aborted,
         })
     }
 }
@@ -166,6 +177,9 @@ pub struct PartitionLog {
     start_offset: i64,
     /// Idempotent producers' state ([`super::producer_state`]).
     producers: ProducerStates,
+    /// Aborted transactions of every segment, by marker offset (the `.txnindex` files,
+    /// [`super::txn_index`]).
+    aborted: Vec<super::AbortedTxn>,
 }
 
 impl PartitionLog {
@@ -252,10 +266,12 @@ impl PartitionLog {
             flushed_offset: 0,
             start_offset: 0,
             producers: ProducerStates::new(producers::limits(config)),
+            aborted: Vec::new(),
         };
         // A tail cut by recovery may end below the checkpoint: the log then starts at
         // its end.
         log.start_offset = checkpointed.min(log.log_end_offset());
+        log.load_aborted()?;
         log.reload_producers()?;
         // What recovery kept is what is on disk.
         log.flushed_offset = log.log_end_offset();
@@ -330,7 +346,7 @@ impl PartitionLog {
     fn append_checked(
         &mut self,
         records: &[u8],
-        mut headers: Vec<BatchHeader>,
+        headers: Vec<BatchHeader>,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
         if records.len() as u64 > self.config.segment_bytes {
@@ -354,6 +370,27 @@ impl PartitionLog {
                 producers_evicted: 0,
             });
         }
+        let (base_offset, next) = self.write_checked(records, headers, offsets, now_ms)?;
+        Ok(AppendInfo {
+            base_offset,
+            last_offset: next - 1,
+            log_append_time_ms: NO_TIMESTAMP,
+            log_start_offset: self.log_start_offset(),
+            duplicate: false,
+            producers_evicted: self.producers.evicted() - evicted_before,
+        })
+    }
+
+    /// Writes `records` (batches `headers`, checked, `offsets` offsets in all) at the
+    /// log end, rolling first if due, and records them in the producer state; returns
+    /// the first offset written and the new log end offset.
+    fn write_checked(
+        &mut self,
+        records: &[u8],
+        mut headers: Vec<BatchHeader>,
+        offsets: i64,
+        now_ms: i64,
+    ) -> Result<(i64, i64), LogError> {
         self.maybe_roll(records.len() as u64, offsets, now_ms)?;
 
         let base_offset = self.log_end_offset();
@@ -376,14 +413,7 @@ impl PartitionLog {
         let messages: u64 = headers.iter().map(|h| h.records_count as u64).sum();
         self.unflushed_messages += messages;
         self.first_unflushed_ms.get_or_insert(now_ms);
-        Ok(AppendInfo {
-            base_offset,
-            last_offset: next - 1,
-            log_append_time_ms: NO_TIMESTAMP,
-            log_start_offset: self.log_start_offset(),
-            duplicate: false,
-            producers_evicted: self.producers.evicted() - evicted_before,
-        })
+        Ok((base_offset, next))
     }
 
     /// Checks the batches' producer ids, epochs and sequences
@@ -463,6 +493,8 @@ impl PartitionLog {
             read,
             high_watermark: end,
             log_start_offset: start,
+            last_stable_offset: self.last_stable_offset(),
+            aborted: Vec::new(),
         })
     }
 
@@ -503,6 +535,8 @@ impl PartitionLog {
             doomed += 1;
         }
         let removed: Vec<Segment> = self.segments.drain(..doomed).collect();
+        let first_kept = self.segments[0].base_offset;
+        self.aborted.retain(|a| a.last_offset >= first_kept);
         for segment in removed {
             info!(
                 file = %segment.log_path.display(),
@@ -699,7 +733,10 @@ impl PartitionLog {
         if now < retry_at || self.ticket_in_flight {
             return Ok(false);
         }
-        let attempt = self.recover_active().and_then(|()| self.reload_producers());
+        let attempt = self
+            .recover_active()
+            .and_then(|()| self.load_aborted())
+            .and_then(|()| self.reload_producers());
         match attempt {
             Ok(()) => {
                 self.state = WriteState::Online;
@@ -809,6 +846,7 @@ impl PartitionLog {
             let start = self.segments[doomed].base_offset;
             self.producers.truncate_head(start);
             self.trim_snapshots(start)?;
+            self.aborted.retain(|a| a.last_offset >= start);
         }
         for _ in 0..doomed {
             let segment = self.segments.remove(0);
@@ -948,7 +986,9 @@ fn list_segments(dir: &Path) -> Result<Vec<i64>, LogError> {
         };
         match extension {
             "log" => logs.push(base),
-            "index" | "timeindex" => indexes.push((base, entry.path())),
+            "index" | "timeindex" | super::txn_index::EXTENSION => {
+                indexes.push((base, entry.path()))
+            }
             _ => {}
         }
     }
@@ -972,3 +1012,6 @@ fn sync_dir(dir: &Path) -> Result<(), LogError> {
 mod producers;
 #[cfg(test)]
 mod tests;
+mod txn;
+#[cfg(test)]
+mod txn_tests;

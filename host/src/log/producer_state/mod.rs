@@ -33,7 +33,7 @@
 pub mod entry;
 pub mod snapshot;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use kafka_protocol::error::ResponseError;
 
@@ -115,6 +115,8 @@ pub struct ProducerStates {
     last_sweep_ms: i64,
     /// Producers evicted at the cap since the table was made.
     evicted: u64,
+    /// Ongoing transactions: (first offset, producer id), for the last stable offset.
+    ongoing: BTreeSet<(i64, i64)>,
 }
 
 impl ProducerStates {
@@ -125,6 +127,7 @@ impl ProducerStates {
             limits,
             last_sweep_ms: i64::MIN,
             evicted: 0,
+            ongoing: BTreeSet::new(),
         }
     }
 
@@ -139,8 +142,45 @@ impl ProducerStates {
             producers,
             ..ProducerStates::new(limits)
         };
+        states.rebuild_ongoing();
         states.evict_down_to(limits.max_producer_ids);
         states
+    }
+
+    fn rebuild_ongoing(&mut self) {
+        self.ongoing = self
+            .producers
+            .iter()
+            .filter_map(|(id, e)| e.txn_first_offset.map(|f| (f, *id)))
+            .collect();
+    }
+
+    /// The first offset of the earliest ongoing transaction: the partition's last
+    /// stable offset when there is one (Kafka's `firstUnstableOffset`).
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.ongoing.first().map(|(offset, _)| *offset)
+    }
+
+    /// The ongoing transactions, as (first offset, producer id), earliest first.
+    pub fn ongoing_transactions(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.ongoing.iter().copied()
+    }
+
+    /// Ends `producer_id`'s transaction for a marker of `epoch` written at `offset` at
+    /// `now_ms` (Kafka's `ProducerAppendInfo.appendEndTxnMarker`): the producer's
+    /// epoch becomes the marker's (a newer one forgets the old epoch's batches), its
+    /// ongoing transaction ends. Returns the transaction's first offset, if one was
+    /// ongoing. A producer the partition does not know is not added.
+    pub fn end_transaction(&mut self, producer_id: i64, epoch: i16, now_ms: i64) -> Option<i64> {
+        let entry = self.producers.get_mut(&producer_id)?;
+        if epoch > entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.retain(|_| false);
+        }
+        entry.last_write_ms = entry.last_write_ms.max(now_ms);
+        let first = entry.txn_first_offset.take()?;
+        self.ongoing.remove(&(first, producer_id));
+        Some(first)
     }
 
     /// Producers evicted because the table was full (see the [module docs](self)),
@@ -161,23 +201,27 @@ impl ProducerStates {
             if let Some(id) = self
                 .producers
                 .iter()
+                .filter(|(_, e)| e.txn_first_offset.is_none())
                 .min_by_key(|(id, e)| (e.last_write_ms, **id))
                 .map(|(id, _)| *id)
             {
                 self.producers.remove(&id);
+                self.evicted += 1;
             }
         } else {
             let mut idle: Vec<(i64, i64)> = self
                 .producers
                 .iter()
+                .filter(|(_, e)| e.txn_first_offset.is_none())
                 .map(|(id, e)| (e.last_write_ms, *id))
                 .collect();
             idle.sort_unstable();
+            let excess = excess.min(idle.len());
             for (_, id) in &idle[..excess] {
                 self.producers.remove(id);
             }
+            self.evicted += excess as u64;
         }
-        self.evicted += excess as u64;
     }
 
     /// The settings.
@@ -207,8 +251,11 @@ impl ProducerStates {
         self.producers.iter()
     }
 
+    /// Whether `entry` expired by `now_ms`; a producer in a transaction never does (as
+    /// Kafka's `isProducerExpired`: the transaction coordinator's timeout ends it).
     fn expired(&self, entry: &ProducerEntry, now_ms: i64) -> bool {
-        now_ms.saturating_sub(entry.last_write_ms) >= self.limits.expiration_ms
+        entry.txn_first_offset.is_none()
+            && now_ms.saturating_sub(entry.last_write_ms) >= self.limits.expiration_ms
     }
 
     /// Checks a client's batch against the rules of the [module docs](self) at `now_ms`
@@ -271,8 +318,16 @@ impl ProducerStates {
     /// Records a batch appended at offset `first_offset` (its header's base offset may
     /// not be set yet) at `now_ms`. Also used to rebuild the state from the log, where
     /// no rule is applied (the log holds what was accepted).
+    ///
+    /// A transactional batch starts the producer's transaction when none is ongoing; a
+    /// control batch (a marker) ends it ([`Self::end_transaction`]) and is not one of
+    /// the producer's sequenced batches.
     pub fn record(&mut self, header: &BatchHeader, first_offset: i64, now_ms: i64) {
         if header.producer_id < 0 {
+            return;
+        }
+        if header.is_control() {
+            self.end_transaction(header.producer_id, header.producer_epoch, now_ms);
             return;
         }
         let batch = BatchMeta {
@@ -287,10 +342,15 @@ impl ProducerStates {
             // Only on a replay from the log: an append made room in `check`.
             self.evict_down_to(max.saturating_sub(1));
         }
-        self.producers
+        let entry = self
+            .producers
             .entry(header.producer_id)
             .and_modify(|e| e.push(epoch, batch, now_ms))
             .or_insert_with(|| ProducerEntry::new(epoch, batch, now_ms));
+        if header.is_transactional() && entry.txn_first_offset.is_none() {
+            entry.txn_first_offset = Some(first_offset);
+            self.ongoing.insert((first_offset, header.producer_id));
+        }
     }
 
     /// Forgets producers whose last batch is below `log_start` (retention deleted it),
@@ -298,6 +358,7 @@ impl ProducerStates {
     pub fn truncate_head(&mut self, log_start: i64) {
         self.producers
             .retain(|_, e| e.last_offset().is_some_and(|o| o >= log_start));
+        self.rebuild_ongoing();
     }
 
     /// Forgets every producer that has not written for
@@ -305,8 +366,9 @@ impl ProducerStates {
     pub fn sweep(&mut self, now_ms: i64) -> usize {
         let before = self.producers.len();
         let expiration = self.limits.expiration_ms;
-        self.producers
-            .retain(|_, e| now_ms.saturating_sub(e.last_write_ms) < expiration);
+        self.producers.retain(|_, e| {
+            e.txn_first_offset.is_some() || now_ms.saturating_sub(e.last_write_ms) < expiration
+        });
         self.last_sweep_ms = now_ms;
         before - self.producers.len()
     }

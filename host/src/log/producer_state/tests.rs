@@ -309,3 +309,43 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_version_1_snapshot_still_loads_and_version_2_keeps_transactions() {
+    // Version 1 as written before transactions: no txn_first field.
+    let mut v1 = Vec::new();
+    v1.extend_from_slice(b"DRPS");
+    v1.extend_from_slice(&1i16.to_be_bytes());
+    v1.extend_from_slice(&[0; 4]);
+    v1.extend_from_slice(&9i64.to_be_bytes());
+    v1.extend_from_slice(&1i32.to_be_bytes());
+    v1.extend_from_slice(&5i64.to_be_bytes()); // producer id
+    v1.extend_from_slice(&2i16.to_be_bytes()); // epoch
+    v1.extend_from_slice(&77i64.to_be_bytes()); // last write
+    v1.push(1);
+    for v in [0i32, 3] {
+        v1.extend_from_slice(&v.to_be_bytes());
+    }
+    for v in [5i64, 8] {
+        v1.extend_from_slice(&v.to_be_bytes());
+    }
+    let crc = crc32c::crc32c(&v1[10..]);
+    v1[6..10].copy_from_slice(&crc.to_be_bytes());
+    let decoded = snapshot::decode(&v1, 3).unwrap();
+    let entry = &decoded.producers[&5];
+    assert_eq!(
+        (entry.epoch, entry.last_write_ms, entry.txn_first_offset),
+        (2, 77, None)
+    );
+    assert_eq!(entry.last_offset(), Some(8));
+
+    let mut s = ProducerStates::new(LIMITS);
+    let mut txn = header(5, 0, 0, 2);
+    txn.attributes |= 1 << 4;
+    s.record(&txn, 40, 0);
+    assert_eq!(s.first_unstable_offset(), Some(40));
+    let bytes = snapshot::encode(42, s.entries());
+    let loaded =
+        ProducerStates::with_entries(LIMITS, snapshot::decode(&bytes, 3).unwrap().producers);
+    assert_eq!(loaded.first_unstable_offset(), Some(40));
+}
