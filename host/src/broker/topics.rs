@@ -916,6 +916,47 @@ mod tests {
     }
 
     #[test]
+    fn txn_markers_through_the_partition_survive_a_crash() {
+        use crate::log::{test_util::RawBatch, TxnMarker, TxnResult};
+        let dir = tempfile::tempdir().unwrap();
+        let topics = TopicRegistry::open(dir.path(), LogConfig::default()).unwrap();
+        let partition = Arc::clone(&topics.create("txn", 1, 100).unwrap().partitions[0]);
+        let mut raw = RawBatch::from_records(&[(1_000, b"a".to_vec()), (1_000, b"b".to_vec())]);
+        (raw.producer_id, raw.producer_epoch, raw.base_sequence) = (5, 1, 0);
+        raw.attributes |= 1 << 4;
+        partition.lock_log().append(&raw.encode(), 1_000).unwrap();
+        assert_eq!(partition.last_stable_offset(), 0);
+        let mut marker = TxnMarker {
+            producer_id: 5,
+            producer_epoch: 0,
+            coordinator_epoch: 1,
+            result: TxnResult::Abort,
+            timestamp_ms: 1_000,
+        };
+        let fenced = partition.append_txn_marker(&marker).unwrap_err();
+        assert_eq!(fenced.error_code(), 47);
+        marker.producer_epoch = 1;
+        assert_eq!(partition.append_txn_marker(&marker).unwrap(), 2);
+        assert_eq!(partition.last_stable_offset(), 3);
+        // `kill -9`: no close; the registry reopens the same data directory.
+        drop((partition, topics));
+        let topics = TopicRegistry::open(dir.path(), LogConfig::default()).unwrap();
+        let log = topics.get("txn").unwrap().partitions[0]
+            .lock_log()
+            .last_stable_offset();
+        assert_eq!(log, 3);
+        let topic = topics.get("txn").unwrap();
+        let aborted = topic.partitions[0].lock_log().aborted_transactions(0, 3);
+        assert_eq!(
+            aborted
+                .iter()
+                .map(|a| (a.producer_id, a.first_offset, a.last_offset))
+                .collect::<Vec<_>>(),
+            [(5, 0, 2)]
+        );
+    }
+
+    #[test]
     fn add_partitions_grows_a_topic_and_keeps_its_data() {
         let dir = tempfile::tempdir().unwrap();
         let topics = registry(dir.path());
