@@ -127,14 +127,39 @@ impl PlannedRead {
             Some(read) => read.execute()?,
             None => Vec::new(),
         };
+        let mut aborted = self.aborted;
+        if !aborted.is_empty() {
+            // As Kafka's `UnifiedLog.addAbortedTransactions`: only the transactions
+            // that overlap the batches read (none when nothing was read).
+            let upper = next_offset_after(&records);
+            aborted.retain(|a| upper.is_some_and(|u| a.first_offset < u));
+        }
         Ok(ReadResult {
             records: Bytes::from(records),
             high_watermark: self.high_watermark,
             log_start_offset: self.log_start_offset,
             last_stable_offset: self.last_stable_offset,
-            aborted: self.aborted,
+            aborted,
         })
     }
+}
+
+/// The offset after the last whole batch in `records` (batches back to back, as a read
+/// returns them), `None` if there is none.
+fn next_offset_after(records: &[u8]) -> Option<i64> {
+    let mut at = 0;
+    let mut next = None;
+    while let Some(rest) = records.get(at..) {
+        let Ok(header) = BatchHeader::parse(rest) else {
+            break;
+        };
+        if header.size() > rest.len() {
+            break;
+        }
+        next = Some(header.next_offset());
+        at += header.size();
+    }
+    next
 }
 
 /// A flush to run without holding the log: from [`PartitionLog::flush_ticket`].

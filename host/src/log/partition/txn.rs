@@ -83,8 +83,8 @@ impl PartitionLog {
     }
 
     /// [`Self::plan_read`] for a read_committed fetch (isolation level 1): only batches
-    /// below the last stable offset, and the aborted transactions from `offset` up to
-    /// it ([`PlannedRead::aborted`]).
+    /// below the last stable offset, and the aborted transactions that overlap the
+    /// batches read (from `offset` to the end of the last one; none if none was read).
     ///
     /// Errors: as [`Self::plan_read`].
     pub fn plan_read_committed(

@@ -102,6 +102,18 @@ fn the_last_stable_offset_follows_the_earliest_ongoing_transaction() {
         last_stable_offset: 7,
     };
     assert_eq!(read.aborted, [aborted]);
+    // Only the transactions overlapping the batches read: one batch (0..=1) holds none
+    // of producer 3's records; a read from 3 does.
+    let first_only = log.plan_read_committed(0, 1).unwrap().execute().unwrap();
+    assert_eq!(
+        (bases(&first_only.records), first_only.aborted),
+        (vec![0], vec![])
+    );
+    let from_3 = log.plan_read_committed(3, 1).unwrap().execute().unwrap();
+    assert_eq!(
+        (bases(&from_3.records), from_3.aborted),
+        (vec![3], vec![aborted])
+    );
     assert_eq!(log.aborted_transactions(7, 7), []);
     assert_eq!(log.aborted_transactions(4, 7), [aborted]);
     // The next transaction of producer 1 starts a new one.
