@@ -27,6 +27,9 @@
 //!   `unchanged`, `failed`), and `drover_plugin_files_refused_total`: files a rescan
 //!   refused; `drover_plugin_libraries_loaded` (gauge): distinct plugin libraries in the
 //!   process (never unloaded; capped by `plugins.max_loaded_libraries`);
+//! - `drover_producer_ids` (gauge, summed over partitions at scrape time) and
+//!   `drover_producer_ids_evicted_total`: idempotent producer ids remembered, and
+//!   forgotten to make room at `[log] max_producer_ids_per_partition`;
 //! - `drover_log_end_offset{topic,partition}` and `drover_log_flushed_offset{topic,partition}`
 //!   (every offset below it is fsynced: with the topic's `flush.messages` = 1 it is the
 //!   log end offset whenever no acknowledged append is pending): rendered at scrape time;
@@ -88,6 +91,8 @@ pub struct Metrics {
     txn_pending_offsets: Gauge,
     txn_offset_stages: Family<OutcomeLabels, Counter>,
     txn_completions: Family<OutcomeLabels, Counter>,
+    producer_ids: Gauge,
+    producer_ids_evicted: Counter,
 }
 
 impl Default for Metrics {
@@ -205,11 +210,27 @@ impl Metrics {
             "Transaction outcomes applied by the coordinator, by outcome (committed, aborted)",
             txn_completions.clone(),
         );
+        let producer_ids = Gauge::default();
+        registry.register(
+            "producer_ids",
+            "Idempotent producer ids remembered by this broker's partitions together \
+             (each partition at most [log] max_producer_ids_per_partition), as of the scrape",
+            producer_ids.clone(),
+        );
+        let producer_ids_evicted = Counter::default();
+        registry.register(
+            "producer_ids_evicted",
+            "Producer ids a partition forgot to make room for a new one at \
+             [log] max_producer_ids_per_partition (the producer idle longest goes)",
+            producer_ids_evicted.clone(),
+        );
         Metrics {
             txn_pending_offsets,
             txn_offset_stages,
             txn_completions,
             registry,
+            producer_ids,
+            producer_ids_evicted,
             plugin_rescans,
             plugin_files_refused,
             plugin_libraries,
@@ -368,6 +389,17 @@ impl Metrics {
     /// Sets the number of distinct plugin libraries loaded in the process.
     pub fn plugin_libraries(&self, libraries: usize) {
         self.plugin_libraries.set(libraries as i64);
+    }
+
+    /// Sets the number of producer ids all partitions remember (at scrape time).
+    pub fn producer_ids(&self, count: usize) {
+        self.producer_ids
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Counts producer ids evicted from a full partition table.
+    pub fn producer_ids_evicted(&self, count: u64) {
+        self.producer_ids_evicted.inc_by(count);
     }
 
     /// Records whether the ZooKeeper session is connected.

@@ -56,6 +56,9 @@ pub enum BrokerError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The producer id block file is unreadable or damaged (standalone).
+    #[error(transparent)]
+    ProducerIds(#[from] producer_ids::ProducerIdError),
 }
 
 /// Everything the request handlers share.
@@ -118,7 +121,7 @@ impl Broker {
         );
         let metrics = Arc::new(Metrics::new());
         metrics.plugin_libraries(live.libraries_loaded());
-        let producer_ids = producer_ids::ProducerIds::new(&config.data_dir, cluster.clone());
+        let producer_ids = producer_ids::ProducerIds::open(&config.data_dir, cluster.clone())?;
         Ok(Broker {
             producer_ids,
             live,
