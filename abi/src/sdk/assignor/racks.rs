@@ -95,3 +95,79 @@ impl Racks {
         rack != NONE && self.member[m as usize] == rack
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use abi_stable::std_types::{RNone, RSlice, RSome, RString, RVec};
+
+    use super::*;
+    use crate::assignor::{AssignContext, BrokerContext, PartitionContext, TopicContext};
+    use crate::{AssignInput, AssignorMember, TopicInfo};
+
+    fn member(id: &str, rack: Option<&str>) -> AssignorMember {
+        AssignorMember {
+            member_id: id.into(),
+            topics: RVec::from(vec![RString::from("t")]),
+            owned: RVec::new(),
+            rack: rack.map_or(RNone, |r| RSome(r.into())),
+            weight: 1,
+        }
+    }
+
+    /// (active, member racks, leader racks, b matches partition 1) for `members`, with
+    /// partition 0 led by broker 0 (rack "x") and 1 by broker 1 (rack "y").
+    fn racks(members: Vec<AssignorMember>) -> (bool, Vec<Option<u32>>, Vec<Option<u32>>, bool) {
+        let input = AssignInput {
+            group: "g".into(),
+            members: RVec::from(members),
+            topics: RVec::from(vec![TopicInfo::new("t", 2)]),
+        };
+        let view = GroupView::new(&input).unwrap();
+        let brokers = [0, 1].map(|b| BrokerContext {
+            broker_id: b,
+            rack: RSome(["x", "y"][b as usize].into()),
+        });
+        let partitions = (0..2)
+            .map(|p| {
+                let mut pc = PartitionContext::unknown(p);
+                pc.leader = RSome(p);
+                pc
+            })
+            .collect();
+        let topics = [TopicContext {
+            topic: "t".into(),
+            partitions,
+        }];
+        AssignContext {
+            members: RSlice::from_slice(&[]),
+            brokers: RSlice::from_slice(&brokers),
+            topics: RSlice::from_slice(&topics),
+        }
+        .lend(|raw| {
+            let r = Racks::new(&view, &Context::new(raw));
+            (
+                r.is_active(),
+                (0..2).map(|m| r.member(m)).collect(),
+                (0..2).map(|g| r.leader(g)).collect(),
+                r.matches(1, 1),
+            )
+        })
+    }
+
+    #[test]
+    fn interns_member_and_leader_racks() {
+        let (active, members, leaders, b_on_1) =
+            racks(vec![member("a", Some("x")), member("b", Some("y"))]);
+        assert!(active && b_on_1);
+        assert_eq!(members, [Some(0), Some(1)]);
+        assert_eq!(leaders, [Some(0), Some(1)]);
+    }
+
+    #[test]
+    fn without_member_racks_nothing_is_looked_up() {
+        let (active, members, leaders, b_on_1) = racks(vec![member("a", None), member("b", None)]);
+        assert!(!active && !b_on_1);
+        assert_eq!(members, [None, None]);
+        assert_eq!(leaders, [None, None]);
+    }
+}
