@@ -189,3 +189,54 @@ def admin_topic_end(b, topic: str) -> list[int] | None:
         if t["name"] == topic:
             return [p["log_end_offset"] for p in t["partitions"]]
     return None
+
+
+def test_load_aware_group_is_rerun_when_rates_drift(broker_factory, native_consumers):
+    """Re-run on drift (issue 16 item 3, `rerun_on_drift_ms`): two `load-aware` members
+    split `cold` and `hot` by count while nothing is produced (the first owns all 8,
+    the second joins and takes `cold`). Then `hot` starts receiving 20× the bytes of
+    `cold`. No member joins or leaves, yet once the rate window saw the skew the
+    coordinator re-runs the assignor (at most once a second per group here) and the
+    summed rates end within 25% of each other. Without the re-run (`{}`) the group
+    keeps `hot` on one member: rates 80 against 4 (seen when this test was written)."""
+    config = (NATIVE_CONFIG + 'rerun_on_drift_ms = { "load-aware" = 1000 }\n'
+              + '\n[coordinator]\nproduce_rate_window_ms = 3000\n'
+              + 'partition_stats_interval_ms = 200\n')
+    b = broker_factory(config, start=False)
+    install_plugins(b, LIBS)
+    start_or_fail(b)
+    for t in ("cold", "hot"):
+        ck_create_topic(b, t, 4)
+    group = "g-load-aware"
+
+    def member(i):
+        cid = f"load-aware-{i}"
+        native_consumers.start(cid, *consumer_args(
+            b, group, "--topic", "cold", "--topic", "hot", consumer_id=cid,
+            extra=("--assignor", "load-aware")))
+
+    member(1)
+    wait_for("the first member to own all 8",
+             lambda: True if [len(ps) for ps in owned(b, group).values()] == [8]
+             else f"{owned(b, group)}", 60, check=native_consumers.assert_running)
+    member(2)
+
+    def by_count():
+        got = owned(b, group)
+        return got if sorted(len(ps) for ps in got.values()) == [4, 4] else f"{got}"
+    before = wait_for("a split by count", by_count, 60, check=native_consumers.assert_running)
+    assert sorted({t for t, _ in ps} == {"hot"} for ps in before.values()) == [False, True], \
+        before
+
+    with SkewedProducer(b, 4) as producer:
+        def balanced():
+            got = owned(b, group)
+            sums = rate_sums(got)
+            if len(sums) == 2 and sum(len(ps) for ps in got.values()) == 8 \
+                    and max(sums.values()) <= 1.25 * min(sums.values()):
+                return got
+            return f"rates {sums}, partitions {got}"
+        after = wait_for("a re-run to balance the rates", balanced, 60,
+                         check=native_consumers.assert_running)
+    assert not producer.errors, producer.errors[:3]
+    assert set(after) == {"load-aware-1", "load-aware-2"}, after

@@ -23,6 +23,7 @@ use drover_protocol::{NativeRequest, NativeResponse};
 mod commits;
 mod conn;
 mod ctx;
+mod drift;
 mod groups;
 mod kafka;
 mod native;
@@ -72,6 +73,8 @@ pub struct Coordinator {
     takeover_until: BTreeMap<u32, u64>,
     /// Kafka's classic and KIP-848 groups and Kafka offset requests in flight.
     kafka: kafka::KafkaGroups,
+    /// When each native group was last re-run because its inputs drifted.
+    drift: drift::DriftClock,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -106,6 +109,7 @@ impl Coordinator {
             ownership,
             takeover_until: BTreeMap::new(),
             kafka: kafka::KafkaGroups::default(),
+            drift: drift::DriftClock::default(),
         })
     }
 
@@ -178,7 +182,7 @@ impl Coordinator {
             }
             Input::SlotGained { slot, stopped_ms } => self.on_slot_gained(slot, stopped_ms),
             Input::SlotLost { slot } => self.on_slot_lost(slot),
-            Input::PartitionStats(stats) => self.cx.partition_stats = stats,
+            Input::PartitionStats(stats) => self.on_partition_stats(stats),
         }
         self.settle();
         self.cx.take_outputs()
