@@ -500,6 +500,17 @@ mod toml_tests {
     }
 
     #[test]
+    fn rerun_on_drift_defaults_to_load_aware_and_can_be_turned_off() {
+        let default = CoordinatorConfig::default().rerun_on_drift_ms;
+        assert_eq!(default.get("load-aware"), Some(&60_000));
+        let off = CoordinatorConfig::from_toml("rerun_on_drift_ms = {}\n").unwrap();
+        assert!(off.rerun_on_drift_ms.is_empty());
+        let set = CoordinatorConfig::from_toml("rerun_on_drift_ms = { sticky = 5000 }\n").unwrap();
+        assert_eq!(set.rerun_on_drift_ms.len(), 1);
+        assert_eq!(set.rerun_on_drift_ms.get("sticky"), Some(&5_000));
+    }
+
+    #[test]
     fn validation_errors_are_surfaced() {
         let cases = [
             ("default_assignor = \"\"", "default_assignor"),
@@ -508,6 +519,10 @@ mod toml_tests {
                 "min_session_timeout_ms",
             ),
             ("rebalance_max_delay_ms = 100", "rebalance_max_delay_ms"),
+            (
+                "rerun_on_drift_ms = { load-aware = 999 }",
+                "rerun_on_drift_ms",
+            ),
             ("max_group_size = 0", "max_group_size"),
             ("max_group_size = 100001", "max_group_size"),
             ("max_subscription_topics = 0", "max_subscription_topics"),
