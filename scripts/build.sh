@@ -14,6 +14,7 @@ plugins=(
   drover_assignor_range
   drover_assignor_round_robin
   drover_assignor_sticky
+  drover_assignor_load_aware
   drover_offsets_embedded
   drover_offsets_zookeeper
   drover_offsets_postgres

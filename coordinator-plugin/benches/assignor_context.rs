@@ -10,9 +10,12 @@
 //!   owned partitions, topic counts) and the `AssignContext` (each subscribed
 //!   partition's entry from the table, the committed offset laid over it, the leaders'
 //!   racks).
-//! - `assignor_context/<size>/range`: one call of `range` (the default assignor),
-//!   loaded from its `.so` and called through the plugin ABI with that input and
-//!   context, output built but not checked.
+//! - `assignor_context/<size>/range`, `…/sticky`, `…/load-aware`: one call of the
+//!   assignor (`range` is the default), loaded from its `.so` and called through the
+//!   plugin ABI with that input and context, output built but not checked. Produce
+//!   rates differ per partition (256–4,351 bytes/s), so `load-aware` balances by rate
+//!   and, from the round-robin ownership, moves partitions until every member is
+//!   within its band (10% of a fair share).
 //!
 //! ```text
 //! cargo bench -p drover-coordinator --bench assignor_context
@@ -65,7 +68,7 @@ impl Setup {
                 c.leader = RSome((global % 3) as i32);
                 c.log_start_offset = RSome(0);
                 c.log_end_offset = RSome(2_000);
-                c.produce_bytes_per_sec = RSome(1_024.0);
+                c.produce_bytes_per_sec = RSome(256.0 + ((global * 7_919) % 4_096) as f64);
                 c.produce_records_per_sec = RSome(10.0);
                 partitions.push(c);
             }
@@ -113,7 +116,14 @@ impl Setup {
 }
 
 fn bench(c: &mut Criterion) {
-    let (range, assignors) = support::plugin("drover_assignor_range");
+    let plugins: Vec<_> = [
+        "drover_assignor_range",
+        "drover_assignor_sticky",
+        "drover_assignor_load_aware",
+    ]
+    .into_iter()
+    .map(support::plugin)
+    .collect();
     for (label, members, topics, seconds) in [
         ("1000x10000", 1_000, 10, 5),
         ("10000x1000000", 10_000, 1_000, 30),
@@ -128,9 +138,11 @@ fn bench(c: &mut Criterion) {
         group.bench_function("build", |b| b.iter(|| black_box(setup.build())));
         let call = setup.build();
         assert_eq!(call.input().members.len(), members);
-        group.bench_function("range", |b| {
-            b.iter(|| black_box(call.run(&assignors, &range).expect("range assigns")))
-        });
+        for (name, assignors) in &plugins {
+            group.bench_function(name.as_str(), |b| {
+                b.iter(|| black_box(call.run(assignors, name).expect("assigns")))
+            });
+        }
         group.finish();
     }
 }

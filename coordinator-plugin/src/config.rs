@@ -10,6 +10,7 @@
 //! assignor_modes = { range = "eager" } # per assignor
 //! rebalance_delay_ms = 300
 //! rebalance_max_delay_ms = 3000
+//! rerun_on_drift_ms = { "load-aware" = 60000 }  # per assignor; {} turns it off
 //! min_session_timeout_ms = 6000
 //! max_session_timeout_ms = 1800000
 //! max_group_size = 100000
@@ -79,6 +80,17 @@ pub struct CoordinatorConfig {
     /// latest trigger (join, leave, failure, subscription or topic change), so a join
     /// storm gives one rebalance. Default 300; 0 starts at once.
     pub rebalance_delay_ms: u64,
+    /// Assignors that want to be re-run when their inputs drift, each with the least
+    /// time between two such re-runs of one group, in ms (issue 16 item 3). Every
+    /// partition table the broker sends (`coordinator.partition_stats_interval_ms`)
+    /// re-runs, through the usual debounced, incremental rebalance (StopFetcher for the
+    /// partitions that move, StartFetcher for their new owners), each native group
+    /// whose assignor is listed and whose last re-run — or, the first time, the table
+    /// that found it — is at least that old. The assignor decides what moves: a sticky
+    /// one (as `load-aware`, within its tolerance) moves nothing while the drift is
+    /// small. Each interval at least 1000. Default `{ "load-aware" = 60000 }`; `{}`
+    /// turns it off. KIP-848 groups are not re-run yet.
+    pub rerun_on_drift_ms: BTreeMap<String, u64>,
     /// Upper bound of the debounce, in ms: a rebalance starts at most this long after
     /// the first of a series of triggers, however many follow. At least
     /// `rebalance_delay_ms`. Default 3000.
@@ -166,6 +178,7 @@ impl Default for CoordinatorConfig {
             assignor_modes: BTreeMap::new(),
             rebalance_delay_ms: 300,
             rebalance_max_delay_ms: 3_000,
+            rerun_on_drift_ms: [("load-aware".to_owned(), 60_000)].into_iter().collect(),
             min_session_timeout_ms: 6_000,
             max_session_timeout_ms: 1_800_000,
             max_group_size: 100_000,
@@ -227,6 +240,9 @@ impl CoordinatorConfig {
         }
         if self.min_session_timeout_ms > self.max_session_timeout_ms {
             return err("min_session_timeout_ms exceeds max_session_timeout_ms");
+        }
+        if self.rerun_on_drift_ms.values().any(|&ms| ms < 1_000) {
+            return err("rerun_on_drift_ms: every interval must be at least 1000");
         }
         if self.rebalance_max_delay_ms < self.rebalance_delay_ms {
             return err("rebalance_max_delay_ms is below rebalance_delay_ms");
@@ -393,6 +409,7 @@ mod toml_tests {
             .collect(),
             rebalance_delay_ms: 10,
             rebalance_max_delay_ms: 20,
+            rerun_on_drift_ms: CoordinatorConfig::default().rerun_on_drift_ms,
             min_session_timeout_ms: 100,
             max_session_timeout_ms: 200,
             max_group_size: 7,
@@ -504,6 +521,17 @@ mod toml_tests {
     }
 
     #[test]
+    fn rerun_on_drift_defaults_to_load_aware_and_can_be_turned_off() {
+        let default = CoordinatorConfig::default().rerun_on_drift_ms;
+        assert_eq!(default.get("load-aware"), Some(&60_000));
+        let off = CoordinatorConfig::from_toml("rerun_on_drift_ms = {}\n").unwrap();
+        assert!(off.rerun_on_drift_ms.is_empty());
+        let set = CoordinatorConfig::from_toml("rerun_on_drift_ms = { sticky = 5000 }\n").unwrap();
+        assert_eq!(set.rerun_on_drift_ms.len(), 1);
+        assert_eq!(set.rerun_on_drift_ms.get("sticky"), Some(&5_000));
+    }
+
+    #[test]
     fn validation_errors_are_surfaced() {
         let cases = [
             ("default_assignor = \"\"", "default_assignor"),
@@ -512,6 +540,10 @@ mod toml_tests {
                 "min_session_timeout_ms",
             ),
             ("rebalance_max_delay_ms = 100", "rebalance_max_delay_ms"),
+            (
+                "rerun_on_drift_ms = { load-aware = 999 }",
+                "rerun_on_drift_ms",
+            ),
             ("max_group_size = 0", "max_group_size"),
             ("max_group_size = 100001", "max_group_size"),
             ("max_subscription_topics = 0", "max_subscription_topics"),

@@ -35,6 +35,7 @@ fn every_in_tree_assignor_passes_with_what_it_claims() {
         ("drover_assignor_range", ""),
         ("drover_assignor_round_robin", "balanced"),
         ("drover_assignor_sticky", "balanced,sticky"),
+        ("drover_assignor_load_aware", "balanced,sticky"),
         ("drover_example_weighted_assignor", "balanced"),
     ] {
         let (code, stdout, stderr) = plugins_test(&dir, lib, &["--claims", claims]);

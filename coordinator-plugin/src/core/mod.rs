@@ -23,6 +23,7 @@ use drover_protocol::{NativeRequest, NativeResponse};
 mod commits;
 mod conn;
 mod ctx;
+mod drift;
 mod groups;
 mod kafka;
 mod native;
@@ -76,6 +77,8 @@ pub struct Coordinator {
     kafka: kafka::KafkaGroups,
     /// Transactions' outcomes whose offsets are on their way to the store.
     completions: txn_completion::Completions,
+    /// When each native group was last re-run because its inputs drifted.
+    drift: drift::DriftClock,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -111,6 +114,7 @@ impl Coordinator {
             takeover_until: BTreeMap::new(),
             kafka: kafka::KafkaGroups::default(),
             completions: txn_completion::Completions::default(),
+            drift: drift::DriftClock::default(),
         })
     }
 
@@ -183,7 +187,7 @@ impl Coordinator {
             }
             Input::SlotGained { slot, stopped_ms } => self.on_slot_gained(slot, stopped_ms),
             Input::SlotLost { slot } => self.on_slot_lost(slot),
-            Input::PartitionStats(stats) => self.cx.partition_stats = stats,
+            Input::PartitionStats(stats) => self.on_partition_stats(stats),
             Input::TxnOffsetsStaged { op, result } => {
                 let taken = self
                     .cx

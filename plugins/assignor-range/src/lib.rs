@@ -3,14 +3,23 @@
 //!
 //! Policy, topic by topic: the members subscribed to the topic are sorted by member id;
 //! its `n` partitions are cut into contiguous ranges in that order, each of the `m`
-//! members getting `n / m` and the first `n % m` members one more. Owned partitions,
-//! racks and weights are ignored; with several topics the first members by id get the
-//! extras of every topic, as in Kafka.
+//! members getting `n / m` and the first `n % m` members one more. Owned partitions and
+//! weights are ignored; with several topics the first members by id get the extras of
+//! every topic, as in Kafka.
+//!
+//! Racks (KIP-881, Kafka 3.5's rack-aware `RangeAssignor`): when members declare racks
+//! (`client.rack`, `--rack`) and the context names the racks of partition leaders
+//! (`[server] rack`), each member first takes the partitions led in its rack, up to
+//! its share, and the others fill the shares left; the shares stay `n / m` or one
+//! more. Without rack data on either side the result is unchanged.
 
 mod policy;
 
 use drover_abi::{
-    sdk::{AssignorPlugin, PluginContext, PluginInfo},
+    sdk::{
+        assignor::{Context, Racks},
+        AssignorPlugin, PluginContext, PluginInfo,
+    },
     AssignInput, Assignment, PluginError,
 };
 
@@ -32,7 +41,17 @@ impl AssignorPlugin for RangeAssignor {
     }
 
     fn assign(&self, input: &AssignInput) -> Result<Assignment, PluginError> {
-        drover_abi::sdk::assignor::run(Self::NAME, input, policy::owners)
+        self.assign_with_context(input, &Context::empty())
+    }
+
+    fn assign_with_context(
+        &self,
+        input: &AssignInput,
+        context: &Context<'_>,
+    ) -> Result<Assignment, PluginError> {
+        drover_abi::sdk::assignor::run(Self::NAME, input, |view| {
+            policy::owners(view, &Racks::new(view, context))
+        })
     }
 }
 

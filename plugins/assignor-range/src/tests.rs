@@ -147,3 +147,84 @@ fn passes_the_testkit_suite() {
     let report = run(&instance, &Options::new(Claims::none()));
     report.assert_passed();
 }
+
+/// `input`'s assignment with the test kit's generated context: even partitions led by
+/// broker `p % 3` in rack `r{p % 3}`, odd ones unknown.
+fn assign_racked(input: &AssignInput) -> Assignment {
+    use drover_abi::sdk::assignor::Context;
+    drover_plugin_testkit::assignor::GeneratedContext::for_input(input)
+        .lend(|raw| RangeAssignor.assign_with_context(input, &Context::new(raw)))
+        .expect("assign")
+}
+
+fn racked(mut m: drover_abi::AssignorMember, rack: &str) -> drover_abi::AssignorMember {
+    m.rack = drover_abi::std_types::RSome(rack.into());
+    m
+}
+
+/// KIP-881: `a` in rack r2 and `b` in rack r0; partition 2 is led in r2, partition 0
+/// in r0 (1 and 3 unknown). Each first takes the partition in its rack, then the
+/// shares are filled in order: a {1, 2}, b {0, 3} — where without racks a has {0, 1}.
+#[test]
+fn members_take_partitions_led_in_their_rack_first() {
+    let members = vec![
+        racked(member("a", &["t"]), "r2"),
+        racked(member("b", &["t"]), "r0"),
+    ];
+    let input = input(members, &[("t", 4)]);
+    let out = assign_racked(&input);
+    assert_eq!(parts(&out, 0), [TopicPartitions::new("t", vec![1, 2])]);
+    assert_eq!(parts(&out, 1), [TopicPartitions::new("t", vec![0, 3])]);
+    assert_eq!(
+        parts(&assign(&input), 0),
+        [TopicPartitions::new("t", vec![0, 1])]
+    );
+}
+
+/// Without member racks, the context's leader racks change nothing.
+#[test]
+fn no_member_racks_no_change() {
+    let input = input(vec![member("a", &["t"]), member("b", &["t"])], &[("t", 5)]);
+    assert_eq!(assign_racked(&input), assign(&input));
+}
+
+/// Members in racks r0..r2 (and some without) over generated groups.
+fn racked_group() -> impl Strategy<Value = AssignInput> {
+    (group(), vec(0u8..4, 9)).prop_map(|(mut input, racks)| {
+        for (i, m) in input.members.iter_mut().enumerate() {
+            m.rack = match racks[i % racks.len()] {
+                3 => drover_abi::std_types::RNone,
+                r => drover_abi::std_types::RSome(format!("r{r}").into()),
+            };
+        }
+        input
+    })
+}
+
+proptest! {
+    /// With racks: the contract holds and, per topic, every subscriber gets `n / m` or
+    /// `n / m + 1` partitions, `n % m` of them the larger share (racks decide which
+    /// partitions, and which members get the extras, never the shares).
+    #[test]
+    fn racks_keep_the_contract_and_the_shares(input in racked_group()) {
+        let racked = assign_racked(&input);
+        prop_assert_eq!(check_contract(&input, &racked), Ok(()));
+        for topic in input.topics.iter() {
+            let subscribers: Vec<&str> = input.members.iter()
+                .filter(|m| m.topics.contains(&topic.name))
+                .map(|m| m.member_id.as_str()).collect();
+            if subscribers.is_empty() {
+                continue;
+            }
+            let (n, m) = (topic.partitions as usize, subscribers.len());
+            let shares: Vec<usize> = subscribers.iter().map(|id| {
+                racked.members.iter().filter(|a| a.member_id.as_str() == *id)
+                    .flat_map(|a| a.partitions.iter())
+                    .filter(|tp| tp.topic == topic.name)
+                    .map(|tp| tp.partitions.len()).sum()
+            }).collect();
+            prop_assert!(shares.iter().all(|&s| s == n / m || s == n / m + 1), "{shares:?}");
+            prop_assert_eq!(shares.iter().filter(|&&s| s == n / m + 1).count(), n % m);
+        }
+    }
+}

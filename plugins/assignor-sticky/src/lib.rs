@@ -5,8 +5,15 @@
 //! Goals, in order: a correct assignment, balance, then stickiness (members keep the
 //! partitions they own, [`drover_abi::AssignorMember::owned`]). Owned partitions of an
 //! unknown topic, out of range, of a topic the member does not subscribe to, or already
-//! claimed by a member earlier in member-id order are ignored. Racks and weights are
-//! ignored.
+//! claimed by a member earlier in member-id order are ignored. Weights are ignored.
+//!
+//! Racks (KIP-881): when members declare racks and the context names the racks of
+//! partition leaders, the assignor prefers a member in a partition's leader rack where
+//! balance allows — an over-quota member keeps its rack-local owned partitions first,
+//! unowned partitions go first to rack-local members below their share (identical
+//! subscriptions), or to a rack-local member among the least loaded (different
+//! subscriptions). Balance and stickiness come first; without rack data on either side
+//! the result is unchanged.
 //!
 //! - Identical subscriptions (KIP-848's "optimized uniform" case, module
 //!   `homogeneous`): with `P` partitions and `M` members, each
@@ -26,7 +33,7 @@ mod heterogeneous;
 mod homogeneous;
 mod rebalance;
 
-use drover_abi::sdk::assignor::GroupView;
+use drover_abi::sdk::assignor::{Context, GroupView, Racks};
 use drover_abi::{
     sdk::{AssignorPlugin, PluginContext, PluginInfo},
     AssignInput, Assignment, PluginError,
@@ -50,17 +57,27 @@ impl AssignorPlugin for StickyAssignor {
     }
 
     fn assign(&self, input: &AssignInput) -> Result<Assignment, PluginError> {
-        drover_abi::sdk::assignor::run(Self::NAME, input, owners)
+        self.assign_with_context(input, &Context::empty())
+    }
+
+    fn assign_with_context(
+        &self,
+        input: &AssignInput,
+        context: &Context<'_>,
+    ) -> Result<Assignment, PluginError> {
+        drover_abi::sdk::assignor::run(Self::NAME, input, |view| {
+            owners(view, &Racks::new(view, context))
+        })
     }
 }
 
 /// The owner table: the homogeneous rule when subscriptions are identical, the general
 /// one otherwise.
-fn owners(view: &GroupView<'_>) -> Vec<u32> {
+fn owners(view: &GroupView<'_>, racks: &Racks) -> Vec<u32> {
     if view.is_homogeneous() {
-        homogeneous::owners(view)
+        homogeneous::owners(view, racks)
     } else {
-        heterogeneous::owners(view)
+        heterogeneous::owners(view, racks)
     }
 }
 

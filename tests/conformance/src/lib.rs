@@ -22,6 +22,7 @@ pub const ASSIGNORS: &[(&str, &str)] = &[
     ("drover_assignor_range", "range"),
     ("drover_assignor_round_robin", "round-robin"),
     ("drover_assignor_sticky", "sticky"),
+    ("drover_assignor_load_aware", "load-aware"),
 ];
 
 /// The library names of every offset store under conformance test, with plugin names.

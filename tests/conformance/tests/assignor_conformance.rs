@@ -1,7 +1,8 @@
 //! The assignor conformance suite (`drover-plugin-testkit`) against every built
 //! assignor plugin and the example custom assignor, through its loaded `.so`, each
 //! with the claims its docs make: `range` none (it balances per topic only),
-//! `round-robin` balanced, `sticky` balanced and sticky, `weighted` balanced (with
+//! `round-robin` balanced, `sticky` and `load-aware` (with nothing measured it
+//! balances by count) balanced and sticky, `weighted` balanced (with
 //! equal weights). Then what is specific to one plugin: `range` and `round-robin`
 //! follow Kafka's rules exactly, over the test kit's generated groups.
 
@@ -40,7 +41,7 @@ fn handle(name: &str) -> &'static AssignorHandle {
 fn claims(name: &str) -> Claims {
     match name {
         "round-robin" | "weighted" => Claims::none().with(Claim::Balanced),
-        "sticky" => Claims::none().with(Claim::Balanced).with(Claim::Sticky),
+        "sticky" | "load-aware" => Claims::none().with(Claim::Balanced).with(Claim::Sticky),
         _ => Claims::none(),
     }
 }

@@ -39,10 +39,12 @@ mod config;
 mod context;
 mod output;
 mod owned;
+mod racks;
 mod view;
 
 pub use config::expect_no_config;
 pub use context::Context;
+pub use racks::Racks;
 pub use view::{GroupView, MemberView, TopicView};
 
 use std::time::Instant;

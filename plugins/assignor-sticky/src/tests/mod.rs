@@ -1,6 +1,7 @@
 //! Examples; the properties are in `props`.
 
 mod props;
+mod racks;
 
 use std::collections::BTreeMap;
 
