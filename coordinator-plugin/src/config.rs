@@ -115,6 +115,16 @@ pub struct CoordinatorConfig {
     /// more members to join, in ms (Kafka's `group.initial.rebalance.delay.ms`).
     /// Default 3000; 0 starts at once.
     pub initial_rebalance_delay_ms: u64,
+    /// Classic Kafka groups: the initial rebalance delay ends once no JoinGroup came
+    /// for this long, in ms. Kafka's rule stays otherwise: the delay runs
+    /// `initial_rebalance_delay_ms`, again while new members keep joining, up to the
+    /// members' largest rebalance timeout in all; this quiet time only ends it earlier.
+    /// Kafka has no such setting (set it to `initial_rebalance_delay_ms` or above for
+    /// Kafka's timing). Default 300: clients started together send their JoinGroups
+    /// (two each with KIP-394 member ids) within a few ms of each other, so 300 ms
+    /// without one means the joiners have stopped coming; 0 ends the delay at its
+    /// first look.
+    pub initial_rebalance_quiet_ms: u64,
     /// Classic Kafka groups: the most protocol metadata (names and metadata bytes of
     /// every protocol) one JoinGroup may carry, in bytes; a larger one is refused with
     /// INVALID_REQUEST. Default 1048576 (1 MiB).
@@ -122,6 +132,19 @@ pub struct CoordinatorConfig {
     /// KIP-848 groups: the heartbeat interval given to members, in ms (Kafka's
     /// `group.consumer.heartbeat.interval.ms`). At least 1. Default 5000.
     pub consumer_heartbeat_interval_ms: u32,
+    /// KIP-848 groups: the heartbeat interval given to a member while it reconciles, in
+    /// ms: while it has partitions to revoke or to receive, when an answer gives it a
+    /// new assignment, or when the group's target assignment changed since its last
+    /// heartbeat; once reconciled it gets `consumer_heartbeat_interval_ms` again.
+    /// Kafka has no such setting (it always answers with
+    /// `group.consumer.heartbeat.interval.ms`); KIP-848 clients take the interval of
+    /// each answer. At least 1; when above `consumer_heartbeat_interval_ms`, that one
+    /// applies. Default 200: each step of a rebalance (revoke, then receive) then
+    /// takes about 0.2 s instead of a full interval, so a rebalance completes well
+    /// within 1 s, at a cost of at most 5 heartbeats per second per reconciling
+    /// member (25 times the steady 0.2/s of the 5 s interval) for the one or two
+    /// steps a member goes through.
+    pub consumer_reconcile_heartbeat_interval_ms: u32,
     /// KIP-848 groups: a member that sends no ConsumerGroupHeartbeat for this long is
     /// removed, in ms (Kafka's `group.consumer.session.timeout.ms`). Above
     /// `consumer_heartbeat_interval_ms`. Default 45000.
@@ -166,8 +189,10 @@ impl Default for CoordinatorConfig {
             retry_backoff_ms: 1_000,
             exclude_internal_topics: true,
             initial_rebalance_delay_ms: 3_000,
+            initial_rebalance_quiet_ms: 300,
             max_join_metadata_bytes: 1 << 20,
             consumer_heartbeat_interval_ms: 5_000,
+            consumer_reconcile_heartbeat_interval_ms: 200,
             consumer_session_timeout_ms: 45_000,
             slot_takeover_wait_ms: None,
             slot_count: None,
@@ -239,6 +264,9 @@ impl CoordinatorConfig {
         }
         if self.consumer_heartbeat_interval_ms == 0 {
             return err("consumer_heartbeat_interval_ms must be at least 1");
+        }
+        if self.consumer_reconcile_heartbeat_interval_ms == 0 {
+            return err("consumer_reconcile_heartbeat_interval_ms must be at least 1");
         }
         if self.consumer_session_timeout_ms <= self.consumer_heartbeat_interval_ms {
             return err("consumer_session_timeout_ms must exceed consumer_heartbeat_interval_ms");
@@ -358,8 +386,10 @@ mod toml_tests {
             retry_backoff_ms = 13
             exclude_internal_topics = false
             initial_rebalance_delay_ms = 14
+            initial_rebalance_quiet_ms = 18
             max_join_metadata_bytes = 15
             consumer_heartbeat_interval_ms = 16
+            consumer_reconcile_heartbeat_interval_ms = 19
             consumer_session_timeout_ms = 170
             slot_takeover_wait_ms = 250
         "#;
@@ -384,8 +414,10 @@ mod toml_tests {
             retry_backoff_ms: 13,
             exclude_internal_topics: false,
             initial_rebalance_delay_ms: 14,
+            initial_rebalance_quiet_ms: 18,
             max_join_metadata_bytes: 15,
             consumer_heartbeat_interval_ms: 16,
+            consumer_reconcile_heartbeat_interval_ms: 19,
             consumer_session_timeout_ms: 170,
             slot_takeover_wait_ms: Some(250),
             slot_count: None,
