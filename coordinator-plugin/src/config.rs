@@ -8,6 +8,7 @@
 //! default_assignor = "sticky"          # overridden by the host's own setting, if any
 //! rebalance_mode = "incremental"       # or "eager"
 //! assignor_modes = { range = "eager" } # per assignor
+//! rebalance_quiet_ms = 50
 //! rebalance_delay_ms = 300
 //! rebalance_max_delay_ms = 3000
 //! min_session_timeout_ms = 6000
@@ -73,9 +74,20 @@ pub struct CoordinatorConfig {
     /// that moves most partitions anyway). In TOML a table such as
     /// `assignor_modes = { sticky = "eager" }`. Default: empty.
     pub assignor_modes: BTreeMap<String, RebalanceMode>,
-    /// Debounce of rebalance triggers, in ms: a rebalance starts this long after the
-    /// latest trigger (join, leave, failure, subscription or topic change), so a join
-    /// storm gives one rebalance. Default 300; 0 starts at once.
+    /// Native groups: the quiet time of the rebalance debounce, in ms. A trigger
+    /// (join, leave, failure, subscription or topic change) with no other trigger
+    /// before it within `rebalance_delay_ms` starts a rebalance this long after it,
+    /// so a burst of triggers within this time gives one rebalance. Triggers that come
+    /// in a stream wait twice their spacing instead, up to `rebalance_delay_ms`
+    /// (docs/protocol.md §6.4). Kafka has no such setting. Default 50: a leave or a
+    /// failure is acted on within about 50 ms, and consumers started together
+    /// register within a few ms of each other. At or above `rebalance_delay_ms`: the
+    /// fixed debounce of `rebalance_delay_ms`.
+    pub rebalance_quiet_ms: u64,
+    /// Native groups: the longest debounce of one trigger, in ms: the cap of the
+    /// adaptive debounce (`rebalance_quiet_ms`), reached while triggers keep coming
+    /// at a steady pace, so that a rolling start gives few rebalances. Default 300;
+    /// 0 starts at once.
     pub rebalance_delay_ms: u64,
     /// Upper bound of the debounce, in ms: a rebalance starts at most this long after
     /// the first of a series of triggers, however many follow. At least
@@ -177,6 +189,7 @@ impl Default for CoordinatorConfig {
             default_assignor: "range".into(),
             rebalance_mode: RebalanceMode::Incremental,
             assignor_modes: BTreeMap::new(),
+            rebalance_quiet_ms: 50,
             rebalance_delay_ms: 300,
             rebalance_max_delay_ms: 3_000,
             min_session_timeout_ms: 6_000,
@@ -387,6 +400,7 @@ mod toml_tests {
             exclude_internal_topics = false
             initial_rebalance_delay_ms = 14
             initial_rebalance_quiet_ms = 18
+            rebalance_quiet_ms = 21
             max_join_metadata_bytes = 15
             consumer_heartbeat_interval_ms = 16
             consumer_reconcile_heartbeat_interval_ms = 19
@@ -415,6 +429,7 @@ mod toml_tests {
             exclude_internal_topics: false,
             initial_rebalance_delay_ms: 14,
             initial_rebalance_quiet_ms: 18,
+            rebalance_quiet_ms: 21,
             max_join_metadata_bytes: 15,
             consumer_heartbeat_interval_ms: 16,
             consumer_reconcile_heartbeat_interval_ms: 19,
