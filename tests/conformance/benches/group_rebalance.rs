@@ -35,8 +35,9 @@
 //! Per run it also prints the most assignment callbacks of one member, the broker's CPU
 //! seconds from `go` to the end of the recovery, the heartbeats per second per member
 //! while joining (from `go` until stable), in the steady state (from 1 s after stable
-//! until the leave) and while recovering (Drover only: its `/metrics` counters of
-//! Heartbeat, ConsumerGroupHeartbeat and native pings, sampled every 50 ms), and any
+//! until the leave) and while recovering (Drover's classic and KIP-848 groups: its
+//! `/metrics` counters of Heartbeat and ConsumerGroupHeartbeat, sampled every 50 ms;
+//! native members are pinged by the coordinator every session timeout / 3), and any
 //! double ownership: the history
 //! replayed in member-time order, a partition held by two members at once (none for a
 //! protocol that revokes before it assigns elsewhere). Without `--bench` (as `cargo test
@@ -561,9 +562,9 @@ fn start_tansu(path: &Path, logs: &Path) -> Result<Broker, String> {
 
 /// The heartbeats a Drover broker has answered so far, from its admin API's
 /// `/metrics`: classic Heartbeat and KIP-848 ConsumerGroupHeartbeat requests
-/// (`drover_requests_total`, one per request for these APIs) and the native pings its
-/// consumers answered (`drover_native_requests_total{api="Heartbeat"}`). `None` when
-/// the scrape fails.
+/// (`drover_requests_total`, one per request for these APIs). Native pings go the
+/// other way (the coordinator sends them, every session timeout / 3) and are not
+/// counted there. `None` when the scrape fails.
 fn heartbeats_answered(admin: &str) -> Option<f64> {
     use std::io::Read;
     let mut s = std::net::TcpStream::connect(admin).ok()?;
@@ -575,10 +576,9 @@ fn heartbeats_answered(admin: &str) -> Option<f64> {
     .ok()?;
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
-    const FAMILIES: [&str; 3] = [
+    const FAMILIES: [&str; 2] = [
         "drover_requests_total{api=\"Heartbeat\"",
         "drover_requests_total{api=\"ConsumerGroupHeartbeat\"",
-        "drover_native_requests_total{api=\"Heartbeat\"",
     ];
     Some(
         text.lines()
@@ -1057,7 +1057,7 @@ struct RunResult {
     broker_cpu: f64,
     load: String,
     /// Heartbeats per second per member from `go` until stable (the join's
-    /// rebalance), NaN on tansu.
+    /// rebalance), NaN on tansu and for native members (pinged by the coordinator).
     hb_rebalance: f64,
     /// Heartbeats per second per member in the steady state: from 1 s after stable
     /// until the leave, NaN on tansu.
@@ -1153,7 +1153,10 @@ fn run_once(
         let load = load_average();
         let pid = broker.child.id();
         let cpu0 = process_cpu(pid);
-        let sampler = broker.admin.as_deref().map(HeartbeatSampler::start);
+        let sampler = match variant.client {
+            ClientKind::Native => None,
+            _ => broker.admin.as_deref().map(HeartbeatSampler::start),
+        };
         std::thread::sleep(Duration::from_millis(100));
         let go = mono();
         for m in members.iter_mut() {
