@@ -53,7 +53,10 @@
 //! 200 ms while a member reconciles, `consumer_reconcile_heartbeat_interval_ms`;
 //! no initial delay), `native` (`drover-client` defaults, the coordinator's adaptive
 //! rebalance debounce: `rebalance_quiet_ms` 50, `rebalance_delay_ms` 300 the cap), `native-d0` (the second Drover: debounce 0), `tansu-coop`,
-//! `tansu-range` (tansu 0.6.0, classic). Both Drovers have the `sticky` default
+//! `tansu-range` (tansu 0.6.0, classic); `classic-coop-kt`, `kip848-kt`, `native-kt`
+//! (a third Drover with the timers of Kafka and of earlier versions:
+//! `initial_rebalance_quiet_ms = 3000`, `consumer_reconcile_heartbeat_interval_ms =
+//! 5000`, `rebalance_quiet_ms = 300`). Both Drovers have the `sticky` default
 //! assignor and otherwise the coordinator's defaults. Client settings are the
 //! libraries' defaults (librdkafka: `session.timeout.ms` 45000, `heartbeat.interval.ms`
 //! 3000; drover-client: session 10 s). The runs interleave: each round runs every
@@ -298,6 +301,11 @@ fn options(args: &[String]) -> Options {
 enum BrokerKind {
     /// Drover, coordinator defaults (initial_rebalance_delay_ms 3000).
     Drover,
+    /// Drover with the timers of Kafka and of earlier Drover versions: the initial
+    /// delay not ended by a quiet time (`initial_rebalance_quiet_ms` 3000), KIP-848
+    /// members told the 5 s interval while they reconcile too, a fixed 300 ms native
+    /// debounce (`rebalance_quiet_ms` 300); the "before" of issue 19 in the same run.
+    DroverKafkaTimers,
     /// Drover with initial_rebalance_delay_ms = 0 (classic groups) and
     /// rebalance_delay_ms = 0 (native groups).
     DroverNoDelay,
@@ -353,6 +361,24 @@ const VARIANTS: &[Variant] = &[
         key: "native",
         label: "Drover, native connector (drover-client), debounce quiet 50 ms",
         broker: BrokerKind::Drover,
+        client: ClientKind::Native,
+    },
+    Variant {
+        key: "classic-coop-kt",
+        label: "Drover with Kafka's timers, classic, cooperative-sticky, delay 3000 ms",
+        broker: BrokerKind::DroverKafkaTimers,
+        client: ClientKind::Classic("cooperative-sticky"),
+    },
+    Variant {
+        key: "kip848-kt",
+        label: "Drover with Kafka's timers, KIP-848, interval 5000 ms throughout",
+        broker: BrokerKind::DroverKafkaTimers,
+        client: ClientKind::Kip848,
+    },
+    Variant {
+        key: "native-kt",
+        label: "Drover with earlier timers, native connector, fixed debounce 300 ms",
+        broker: BrokerKind::DroverKafkaTimers,
         client: ClientKind::Native,
     },
     Variant {
@@ -1323,6 +1349,23 @@ fn main() {
             BrokerKind::Drover => {
                 let b = start_drover(&dir, &logs, "drover", &extra);
                 println!("drover (coordinator defaults) on {}", b.addr);
+                brokers.insert(kind, b);
+            }
+            BrokerKind::DroverKafkaTimers => {
+                let timers = "initial_rebalance_quiet_ms = 3000\n\
+                              consumer_reconcile_heartbeat_interval_ms = 5000\n\
+                              rebalance_quiet_ms = 300\n";
+                let b = start_drover(
+                    &dir,
+                    &logs,
+                    "drover-kafka-timers",
+                    &format!("{timers}{extra}"),
+                );
+                println!(
+                    "drover (Kafka's timers: {}) on {}",
+                    timers.replace('\n', ", "),
+                    b.addr
+                );
                 brokers.insert(kind, b);
             }
             BrokerKind::DroverNoDelay => {
