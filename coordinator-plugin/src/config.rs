@@ -241,7 +241,9 @@ impl CoordinatorConfig {
     /// `default_assignor`, `min_session_timeout_ms` below 3 or above
     /// `max_session_timeout_ms`, `rebalance_max_delay_ms` below `rebalance_delay_ms`,
     /// `max_group_size` of 0 or above [`drover_protocol::MAX_MEMBERS_PER_GROUP`], a
-    /// `max_subscription_topics`, `commit_interval_ms` or `retry_backoff_ms` of 0, a
+    /// `max_subscription_topics`, `commit_interval_ms`, `retry_backoff_ms`,
+    /// `consumer_heartbeat_interval_ms` or `consumer_reconcile_heartbeat_interval_ms` of
+    /// 0, a `consumer_session_timeout_ms` not above the heartbeat interval, a
     /// `slot_takeover_wait_ms` below `max_session_timeout_ms`, a `slot_count` of 0.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |m: &str| Err(ConfigError(m.to_owned()));
