@@ -8,6 +8,7 @@
 //! default_assignor = "sticky"          # overridden by the host's own setting, if any
 //! rebalance_mode = "incremental"       # or "eager"
 //! assignor_modes = { range = "eager" } # per assignor
+//! rebalance_quiet_ms = 50
 //! rebalance_delay_ms = 300
 //! rebalance_max_delay_ms = 3000
 //! rerun_on_drift_ms = { "load-aware" = 60000 }  # per assignor; {} turns it off
@@ -76,9 +77,20 @@ pub struct CoordinatorConfig {
     /// that moves most partitions anyway). In TOML a table such as
     /// `assignor_modes = { sticky = "eager" }`. Default: empty.
     pub assignor_modes: BTreeMap<String, RebalanceMode>,
-    /// Debounce of rebalance triggers, in ms: a rebalance starts this long after the
-    /// latest trigger (join, leave, failure, subscription or topic change), so a join
-    /// storm gives one rebalance. Default 300; 0 starts at once.
+    /// Native groups: the quiet time of the rebalance debounce, in ms. A trigger
+    /// (join, leave, failure, subscription or topic change) with no other trigger
+    /// before it within `rebalance_delay_ms` starts a rebalance this long after it,
+    /// so a burst of triggers within this time gives one rebalance. Triggers that come
+    /// in a stream wait twice their spacing instead, up to `rebalance_delay_ms`
+    /// (docs/protocol.md §6.4). Kafka has no such setting. Default 50: a leave or a
+    /// failure is acted on within about 50 ms, and consumers started together
+    /// register within a few ms of each other. At or above `rebalance_delay_ms`: the
+    /// fixed debounce of `rebalance_delay_ms`.
+    pub rebalance_quiet_ms: u64,
+    /// Native groups: the longest debounce of one trigger, in ms: the cap of the
+    /// adaptive debounce (`rebalance_quiet_ms`), reached while triggers keep coming
+    /// at a steady pace, so that a rolling start gives few rebalances. Default 300;
+    /// 0 starts at once.
     pub rebalance_delay_ms: u64,
     /// Assignors that want to be re-run when their inputs drift, each with the least
     /// time between two such re-runs of one group, in ms (issue 16 item 3). Every
@@ -137,6 +149,16 @@ pub struct CoordinatorConfig {
     /// more members to join, in ms (Kafka's `group.initial.rebalance.delay.ms`).
     /// Default 3000; 0 starts at once.
     pub initial_rebalance_delay_ms: u64,
+    /// Classic Kafka groups: the initial rebalance delay ends once no JoinGroup came
+    /// for this long, in ms. Kafka's rule stays otherwise: the delay runs
+    /// `initial_rebalance_delay_ms`, again while new members keep joining, up to the
+    /// members' largest rebalance timeout in all; this quiet time only ends it earlier.
+    /// Kafka has no such setting (set it to `initial_rebalance_delay_ms` or above for
+    /// Kafka's timing). Default 300: clients started together send their JoinGroups
+    /// (two each with KIP-394 member ids) within a few ms of each other, so 300 ms
+    /// without one means the joiners have stopped coming; 0 ends the delay at its
+    /// first look.
+    pub initial_rebalance_quiet_ms: u64,
     /// Classic Kafka groups: the most protocol metadata (names and metadata bytes of
     /// every protocol) one JoinGroup may carry, in bytes; a larger one is refused with
     /// INVALID_REQUEST. Default 1048576 (1 MiB).
@@ -144,6 +166,19 @@ pub struct CoordinatorConfig {
     /// KIP-848 groups: the heartbeat interval given to members, in ms (Kafka's
     /// `group.consumer.heartbeat.interval.ms`). At least 1. Default 5000.
     pub consumer_heartbeat_interval_ms: u32,
+    /// KIP-848 groups: the heartbeat interval given to a member while it reconciles, in
+    /// ms: while it has partitions to revoke or to receive, when an answer gives it a
+    /// new assignment, or when the group's target assignment changed since its last
+    /// heartbeat; once reconciled it gets `consumer_heartbeat_interval_ms` again.
+    /// Kafka has no such setting (it always answers with
+    /// `group.consumer.heartbeat.interval.ms`); KIP-848 clients take the interval of
+    /// each answer. At least 1; when above `consumer_heartbeat_interval_ms`, that one
+    /// applies. Default 200: each step of a rebalance (revoke, then receive) then
+    /// takes about 0.2 s instead of a full interval, so a rebalance completes well
+    /// within 1 s, at a cost of at most 5 heartbeats per second per reconciling
+    /// member (25 times the steady 0.2/s of the 5 s interval) for the one or two
+    /// steps a member goes through.
+    pub consumer_reconcile_heartbeat_interval_ms: u32,
     /// KIP-848 groups: a member that sends no ConsumerGroupHeartbeat for this long is
     /// removed, in ms (Kafka's `group.consumer.session.timeout.ms`). Above
     /// `consumer_heartbeat_interval_ms`. Default 45000.
@@ -176,6 +211,7 @@ impl Default for CoordinatorConfig {
             default_assignor: "range".into(),
             rebalance_mode: RebalanceMode::Incremental,
             assignor_modes: BTreeMap::new(),
+            rebalance_quiet_ms: 50,
             rebalance_delay_ms: 300,
             rebalance_max_delay_ms: 3_000,
             rerun_on_drift_ms: [("load-aware".to_owned(), 60_000)].into_iter().collect(),
@@ -191,8 +227,10 @@ impl Default for CoordinatorConfig {
             retry_backoff_ms: 1_000,
             exclude_internal_topics: true,
             initial_rebalance_delay_ms: 3_000,
+            initial_rebalance_quiet_ms: 300,
             max_join_metadata_bytes: 1 << 20,
             consumer_heartbeat_interval_ms: 5_000,
+            consumer_reconcile_heartbeat_interval_ms: 200,
             consumer_session_timeout_ms: 45_000,
             slot_takeover_wait_ms: None,
             slot_count: None,
@@ -228,7 +266,9 @@ impl CoordinatorConfig {
     /// `default_assignor`, `min_session_timeout_ms` below 3 or above
     /// `max_session_timeout_ms`, `rebalance_max_delay_ms` below `rebalance_delay_ms`,
     /// `max_group_size` of 0 or above [`drover_protocol::MAX_MEMBERS_PER_GROUP`], a
-    /// `max_subscription_topics`, `commit_interval_ms` or `retry_backoff_ms` of 0, a
+    /// `max_subscription_topics`, `commit_interval_ms`, `retry_backoff_ms`,
+    /// `consumer_heartbeat_interval_ms` or `consumer_reconcile_heartbeat_interval_ms` of
+    /// 0, a `consumer_session_timeout_ms` not above the heartbeat interval, a
     /// `slot_takeover_wait_ms` below `max_session_timeout_ms`, a `slot_count` of 0.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |m: &str| Err(ConfigError(m.to_owned()));
@@ -272,6 +312,9 @@ impl CoordinatorConfig {
         }
         if self.consumer_heartbeat_interval_ms == 0 {
             return err("consumer_heartbeat_interval_ms must be at least 1");
+        }
+        if self.consumer_reconcile_heartbeat_interval_ms == 0 {
+            return err("consumer_reconcile_heartbeat_interval_ms must be at least 1");
         }
         if self.consumer_session_timeout_ms <= self.consumer_heartbeat_interval_ms {
             return err("consumer_session_timeout_ms must exceed consumer_heartbeat_interval_ms");
@@ -393,8 +436,11 @@ mod toml_tests {
             retry_backoff_ms = 13
             exclude_internal_topics = false
             initial_rebalance_delay_ms = 14
+            initial_rebalance_quiet_ms = 18
+            rebalance_quiet_ms = 21
             max_join_metadata_bytes = 15
             consumer_heartbeat_interval_ms = 16
+            consumer_reconcile_heartbeat_interval_ms = 19
             consumer_session_timeout_ms = 170
             slot_takeover_wait_ms = 250
         "#;
@@ -422,8 +468,11 @@ mod toml_tests {
             retry_backoff_ms: 13,
             exclude_internal_topics: false,
             initial_rebalance_delay_ms: 14,
+            initial_rebalance_quiet_ms: 18,
+            rebalance_quiet_ms: 21,
             max_join_metadata_bytes: 15,
             consumer_heartbeat_interval_ms: 16,
+            consumer_reconcile_heartbeat_interval_ms: 19,
             consumer_session_timeout_ms: 170,
             slot_takeover_wait_ms: Some(250),
             slot_count: None,

@@ -42,6 +42,8 @@ const SESSION: i32 = 10_000;
 const REBALANCE: i32 = 5_000;
 /// `config().initial_rebalance_delay_ms`.
 const INITIAL_DELAY: u64 = 3_000;
+/// `config().initial_rebalance_quiet_ms` (the default).
+const INITIAL_QUIET: u64 = 300;
 
 // ---------------------------------------------------------------------------- a classic member
 
@@ -255,20 +257,21 @@ fn list(h: &mut Harness) -> Vec<(String, String, String, String)> {
 }
 
 /// Three dynamic members (orders; orders+payments; payments) joined during the initial
-/// delay: generation 1, CompletingRebalance. Returns them (in member id order, leader
-/// first) and the leader's join answer.
+/// delay, 100 ms apart: generation 1, CompletingRebalance, once no JoinGroup came for
+/// the quiet time. Returns them (in member id order, leader first) and the leader's
+/// join answer.
 fn three_joined(h: &mut Harness) -> (Vec<Member>, JoinGroupResponse) {
     let mut a = Member::new(h, G, &["orders"]);
     let mut b = Member::new(h, G, &["orders", "payments"]);
     let mut c = Member::new(h, G, &["payments"]);
     let ja = a.first_join(h);
-    h.advance(500);
+    h.advance(100);
     let jb = b.first_join(h);
-    h.advance(500);
+    h.advance(100);
     let jc = c.first_join(h);
-    h.advance_to(INITIAL_DELAY - 1);
+    h.advance(INITIAL_QUIET - 1);
     assert!(h.waiting(&ja) && h.waiting(&jb) && h.waiting(&jc));
-    h.advance_to(INITIAL_DELAY);
+    h.advance(1);
     let ra = a.joined(h, &ja);
     let rb = b.joined(h, &jb);
     let rc = c.joined(h, &jc);
@@ -342,13 +345,74 @@ fn sync_all(h: &mut Harness, members: &[Member], answers: &[JoinGroupResponse]) 
 
 // ---------------------------------------------------------------------------- classic: joining
 
+/// Kafka's extend-on-join rule stays: while new members keep joining (here one every
+/// 250 ms, never quiet for `initial_rebalance_quiet_ms`), the delay goes on past
+/// `initial_rebalance_delay_ms`, and ends at its cap, the members' rebalance timeout,
+/// with every member in one generation.
+#[test]
+fn the_initial_delay_extends_while_joiners_come_up_to_the_rebalance_timeout() {
+    let mut h = Harness::new();
+    let mut first = Member::new(&mut h, G, &["orders"]);
+    let start = h.now;
+    let mut members = vec![(first.first_join(&mut h), first)];
+    loop {
+        h.advance(250);
+        if h.now >= start + REBALANCE as u64 {
+            break;
+        }
+        assert!(
+            members.iter().all(|(call, _)| h.waiting(call)),
+            "still collecting joiners at +{} ms",
+            h.now - start
+        );
+        let mut m = Member::new(&mut h, G, &["orders"]);
+        members.push((m.first_join(&mut h), m));
+    }
+    assert!(h.now - start > INITIAL_DELAY);
+    let generations: BTreeSet<i32> = members
+        .iter_mut()
+        .map(|(call, m)| m.joined(&mut h, call).generation_id)
+        .collect();
+    assert_eq!(generations, BTreeSet::from([1]));
+    assert_eq!(describe(&mut h, G).members.len(), 20);
+}
+
+/// Joiners that stop coming end the delay after the quiet time, long before
+/// `initial_rebalance_delay_ms`; one generation holds them all.
+#[test]
+fn the_initial_delay_ends_once_joiners_stop_coming() {
+    let mut h = Harness::new();
+    let mut members = Vec::new();
+    for _ in 0..5 {
+        let mut m = Member::new(&mut h, G, &["orders"]);
+        members.push((m.first_join(&mut h), m));
+        h.advance(50);
+    }
+    // The last JoinGroup came 50 ms ago.
+    h.advance(INITIAL_QUIET - 50 - 1);
+    assert!(members.iter().all(|(call, _)| h.waiting(call)));
+    h.advance(1);
+    let answers: Vec<JoinGroupResponse> = members
+        .iter_mut()
+        .map(|(call, m)| m.joined(&mut h, call))
+        .collect();
+    assert!(answers.iter().all(|r| r.generation_id == 1));
+    assert_eq!(
+        answers.iter().filter(|r| r.leader == r.member_id).count(),
+        1
+    );
+    let leader = answers.iter().find(|r| r.leader == r.member_id).unwrap();
+    assert_eq!(leader.members.len(), 5);
+}
+
 #[test]
 fn kip394_member_id_required_then_join() {
     let mut h = Harness::new();
     let mut m = Member::new(&mut h, G, &["orders"]);
     let call = m.first_join(&mut h);
-    // The join waits for the initial rebalance delay of the empty group.
-    h.advance(INITIAL_DELAY - 1);
+    // The join waits for the initial rebalance delay of the empty group, which ends
+    // when no other JoinGroup came for the quiet time.
+    h.advance(INITIAL_QUIET - 1);
     assert!(h.waiting(&call));
     h.advance(1);
     let r = m.joined(&mut h, &call);
@@ -656,7 +720,7 @@ fn a_member_that_stops_heartbeating_is_removed_after_its_session_timeout() {
         .into_iter()
         .map(|m| m.first_join(&mut h))
         .collect();
-    h.advance(INITIAL_DELAY);
+    h.advance(INITIAL_QUIET);
     let mut members = vec![a, b, c];
     let answers: Vec<_> = members
         .iter_mut()
@@ -1707,7 +1771,9 @@ fn kip848_members_join_and_reconcile_through_the_wire() {
     assert_eq!(r.error_code, 0, "{r:?}");
     assert_eq!(r.member_id.as_deref(), Some(m1), "the client's member id");
     assert_eq!(r.member_epoch, 1);
-    assert_eq!(r.heartbeat_interval_ms, 1_000);
+    // Given partitions to take: the short interval of a reconciling member
+    // (`consumer_reconcile_heartbeat_interval_ms`, 200 by default).
+    assert_eq!(r.heartbeat_interval_ms, 200);
     // Topic ids map back to the names: everything of orders.
     assert_eq!(cg_assignment(&r), Some(vec![(orders(), (0..6).collect())]));
     // v1 requires a member id.
@@ -1719,6 +1785,10 @@ fn kip848_members_join_and_reconcile_through_the_wire() {
     assert_eq!(r.error_code, 0);
     assert_eq!(r.member_epoch, 2);
     assert_eq!(cg_assignment(&r), Some(vec![]));
+    assert_eq!(
+        r.heartbeat_interval_ms, 200,
+        "waiting for partitions m1 holds"
+    );
     // m1 at epoch 1 may still commit.
     let commit = |h: &mut Harness, epoch: i32, offset: i64| {
         let call = h.send(
@@ -1733,14 +1803,19 @@ fn kip848_members_join_and_reconcile_through_the_wire() {
     let r = h.call(c1, 1, cg_beat("k", m1, 1, Some(&all)));
     assert_eq!(r.error_code, 0);
     assert_eq!(r.member_epoch, 1, "revoking first, at its old epoch");
+    assert_eq!(r.heartbeat_interval_ms, 200, "partitions to revoke");
     let kept = cg_assignment(&r).expect("a new assignment");
     assert_eq!(kept.len(), 1);
     assert_eq!(kept[0].1.len(), 3);
     let r = h.call(c1, 1, cg_beat("k", m1, 1, Some(&kept)));
     assert_eq!(r.member_epoch, 2);
+    assert_eq!(r.heartbeat_interval_ms, 1_000, "m1 is reconciled");
     let r = h.call(c2, 1, cg_beat("k", m2, 2, Some(&[])));
     assert_eq!(r.member_epoch, 2);
+    assert_eq!(r.heartbeat_interval_ms, 200, "m2 takes its partitions");
     let got = cg_assignment(&r).expect("its partitions");
+    let r = h.call(c2, 1, cg_beat("k", m2, 2, Some(&got)));
+    assert_eq!(r.heartbeat_interval_ms, 1_000, "m2 is reconciled");
     let mut union: Vec<i32> = kept[0].1.iter().chain(&got[0].1).copied().collect();
     union.sort();
     assert_eq!(union, (0..6).collect::<Vec<_>>());

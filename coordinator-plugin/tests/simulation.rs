@@ -70,6 +70,7 @@ impl Sim {
             rebalance_max_delay_ms: delay + rng.between((0, 300)),
             commit_interval_ms: rng.between((20, 200)),
             retry_backoff_ms: rng.between((20, 200)),
+            rebalance_quiet_ms: rng.between((0, 80)),
             ..test_config()
         };
         let max_net = rng.between((1, 30));

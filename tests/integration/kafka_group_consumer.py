@@ -40,6 +40,9 @@ def main() -> int:
     ap.add_argument("--rack", default="", help="client.rack (confluent-kafka)")
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
     ap.add_argument("--kcat", default="kcat")
+    ap.add_argument("--assign-delay-ms", type=int, default=0,
+                    help="confluent-kafka: the first assignment callback returns this "
+                         "much later (the client keeps heartbeating meanwhile)")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -80,8 +83,13 @@ def run_confluent(args, emit) -> int:
         conf["client.rack"] = args.rack
     c = Consumer(conf)
 
+    first_assign = [True]
+
     def on_assign(consumer, parts):
         emit(ev="assigned", partitions=sorted(p.partition for p in parts))
+        if first_assign[0] and args.assign_delay_ms > 0:
+            first_assign[0] = False
+            stop.wait(args.assign_delay_ms / 1000)
 
     def on_revoke(consumer, parts):
         emit(ev="revoked", partitions=sorted(p.partition for p in parts))

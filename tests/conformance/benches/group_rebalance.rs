@@ -33,20 +33,30 @@
 //!   (balanced, then quiet for `--quiet-ms`).
 //!
 //! Per run it also prints the most assignment callbacks of one member, the broker's CPU
-//! seconds from `go` to the end of the recovery, and any double ownership: the history
+//! seconds from `go` to the end of the recovery, the heartbeats per second per member
+//! while joining (from `go` until stable), in the steady state (from 1 s after stable
+//! until the leave) and while recovering (Drover's classic and KIP-848 groups: its
+//! `/metrics` counters of Heartbeat and ConsumerGroupHeartbeat, sampled every 50 ms;
+//! native members are pinged by the coordinator every session timeout / 3), and any
+//! double ownership: the history
 //! replayed in member-time order, a partition held by two members at once (none for a
 //! protocol that revokes before it assigns elsewhere). Without `--bench` (as `cargo test
 //! --benches` runs it) the binary does nothing.
 //!
 //! Variants (`--only`, comma-separated keys): `classic-coop`, `classic-range` (Drover,
 //! coordinator defaults: `initial_rebalance_delay_ms` 3000 like Kafka's
-//! `group.initial.rebalance.delay.ms`), `classic-coop-d0`, `classic-range-d0` (a second
+//! `group.initial.rebalance.delay.ms`, ended by `initial_rebalance_quiet_ms` 300 once
+//! no JoinGroup comes), `classic-coop-d0`, `classic-range-d0` (a second
 //! Drover with `initial_rebalance_delay_ms = 0` and `rebalance_delay_ms = 0`), `kip848`
 //! (`group.protocol=consumer`, no remote assignor named: the coordinator's default,
-//! sticky; heartbeat interval 5000 ms, Kafka's `group.consumer.heartbeat.interval.ms`;
-//! no initial delay), `native` (`drover-client` defaults, the coordinator's 300 ms
-//! rebalance debounce), `native-d0` (the second Drover: debounce 0), `tansu-coop`,
-//! `tansu-range` (tansu 0.6.0, classic). Both Drovers have the `sticky` default
+//! sticky; heartbeat interval 5000 ms, Kafka's `group.consumer.heartbeat.interval.ms`,
+//! 200 ms while a member reconciles, `consumer_reconcile_heartbeat_interval_ms`;
+//! no initial delay), `native` (`drover-client` defaults, the coordinator's adaptive
+//! rebalance debounce: `rebalance_quiet_ms` 50, `rebalance_delay_ms` 300 the cap), `native-d0` (the second Drover: debounce 0), `tansu-coop`,
+//! `tansu-range` (tansu 0.6.0, classic); `classic-coop-kt`, `kip848-kt`, `native-kt`
+//! (a third Drover with the timers of Kafka and of earlier versions:
+//! `initial_rebalance_quiet_ms = 3000`, `consumer_reconcile_heartbeat_interval_ms =
+//! 5000`, `rebalance_quiet_ms = 300`). Both Drovers have the `sticky` default
 //! assignor and otherwise the coordinator's defaults. Client settings are the
 //! libraries' defaults (librdkafka: `session.timeout.ms` 45000, `heartbeat.interval.ms`
 //! 3000; drover-client: session 10 s). The runs interleave: each round runs every
@@ -291,6 +301,11 @@ fn options(args: &[String]) -> Options {
 enum BrokerKind {
     /// Drover, coordinator defaults (initial_rebalance_delay_ms 3000).
     Drover,
+    /// Drover with the timers of Kafka and of earlier Drover versions: the initial
+    /// delay not ended by a quiet time (`initial_rebalance_quiet_ms` 3000), KIP-848
+    /// members told the 5 s interval while they reconcile too, a fixed 300 ms native
+    /// debounce (`rebalance_quiet_ms` 300); the "before" of issue 19 in the same run.
+    DroverKafkaTimers,
     /// Drover with initial_rebalance_delay_ms = 0 (classic groups) and
     /// rebalance_delay_ms = 0 (native groups).
     DroverNoDelay,
@@ -314,13 +329,13 @@ struct Variant {
 const VARIANTS: &[Variant] = &[
     Variant {
         key: "classic-coop",
-        label: "Drover, classic, cooperative-sticky, initial delay 3000 ms",
+        label: "Drover, classic, cooperative-sticky, initial delay 3000 ms, quiet 300 ms",
         broker: BrokerKind::Drover,
         client: ClientKind::Classic("cooperative-sticky"),
     },
     Variant {
         key: "classic-range",
-        label: "Drover, classic, range, initial delay 3000 ms",
+        label: "Drover, classic, range, initial delay 3000 ms, quiet 300 ms",
         broker: BrokerKind::Drover,
         client: ClientKind::Classic("range"),
     },
@@ -338,14 +353,32 @@ const VARIANTS: &[Variant] = &[
     },
     Variant {
         key: "kip848",
-        label: "Drover, KIP-848 (group.protocol=consumer)",
+        label: "Drover, KIP-848 (group.protocol=consumer), reconcile interval 200 ms",
         broker: BrokerKind::Drover,
         client: ClientKind::Kip848,
     },
     Variant {
         key: "native",
-        label: "Drover, native connector (drover-client)",
+        label: "Drover, native connector (drover-client), debounce quiet 50 ms",
         broker: BrokerKind::Drover,
+        client: ClientKind::Native,
+    },
+    Variant {
+        key: "classic-coop-kt",
+        label: "Drover with Kafka's timers, classic, cooperative-sticky, delay 3000 ms",
+        broker: BrokerKind::DroverKafkaTimers,
+        client: ClientKind::Classic("cooperative-sticky"),
+    },
+    Variant {
+        key: "kip848-kt",
+        label: "Drover with Kafka's timers, KIP-848, interval 5000 ms throughout",
+        broker: BrokerKind::DroverKafkaTimers,
+        client: ClientKind::Kip848,
+    },
+    Variant {
+        key: "native-kt",
+        label: "Drover with earlier timers, native connector, fixed debounce 300 ms",
+        broker: BrokerKind::DroverKafkaTimers,
         client: ClientKind::Native,
     },
     Variant {
@@ -377,6 +410,8 @@ struct Broker {
     child: Child,
     addr: String,
     log: PathBuf,
+    /// Drover's admin API (host:port), for its heartbeat counters; `None` for tansu.
+    admin: Option<String>,
 }
 
 impl Drop for Broker {
@@ -452,6 +487,7 @@ fn start_drover(dir: &PluginDir, logs: &Path, name: &str, coordinator: &str) -> 
         drover.display()
     );
     let port = free_port();
+    let admin = free_port();
     let config = logs.join(format!("{name}.toml"));
     std::fs::write(
         &config,
@@ -462,7 +498,6 @@ fn start_drover(dir: &PluginDir, logs: &Path, name: &str, coordinator: &str) -> 
              [coordinator]\ndefault_assignor = \"sticky\"\n\
              [plugins.config.drover-coordinator]\n{coordinator}",
             data = dir.scratch(&format!("data-{name}")),
-            admin = free_port(),
             plugins = dir.path(),
             cache = dir.cache_dir(),
         ),
@@ -500,7 +535,12 @@ fn start_drover(dir: &PluginDir, logs: &Path, name: &str, coordinator: &str) -> 
         log.display(),
         tail(&log, 20)
     );
-    Broker { child, addr, log }
+    Broker {
+        child,
+        addr,
+        log,
+        admin: Some(format!("127.0.0.1:{admin}")),
+    }
 }
 
 const TANSU_ADDR: &str = "127.0.0.1:29092";
@@ -542,7 +582,94 @@ fn start_tansu(path: &Path, logs: &Path) -> Result<Broker, String> {
         child,
         addr: TANSU_ADDR.to_owned(),
         log,
+        admin: None,
     })
+}
+
+/// The heartbeats a Drover broker has answered so far, from its admin API's
+/// `/metrics`: classic Heartbeat and KIP-848 ConsumerGroupHeartbeat requests
+/// (`drover_requests_total`, one per request for these APIs). Native pings go the
+/// other way (the coordinator sends them, every session timeout / 3) and are not
+/// counted there. `None` when the scrape fails.
+fn heartbeats_answered(admin: &str) -> Option<f64> {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(admin).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    const FAMILIES: [&str; 2] = [
+        "drover_requests_total{api=\"Heartbeat\"",
+        "drover_requests_total{api=\"ConsumerGroupHeartbeat\"",
+    ];
+    Some(
+        text.lines()
+            .filter(|l| FAMILIES.iter().any(|f| l.starts_with(f)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum(),
+    )
+}
+
+/// Samples a Drover broker's heartbeat count every 50 ms in a thread, stamped with
+/// [`mono`], until dropped.
+struct HeartbeatSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    samples: std::sync::Arc<std::sync::Mutex<Vec<(f64, f64)>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl HeartbeatSampler {
+    fn start(admin: &str) -> HeartbeatSampler {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (admin, stop2, samples2) = (admin.to_owned(), stop.clone(), samples.clone());
+        let thread = std::thread::spawn(move || {
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(n) = heartbeats_answered(&admin) {
+                    samples2.lock().expect("samples").push((mono(), n));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        HeartbeatSampler {
+            stop,
+            samples,
+            thread: Some(thread),
+        }
+    }
+
+    /// The count at time `t` (linear between the samples around it).
+    fn at(&self, t: f64) -> f64 {
+        let samples = self.samples.lock().expect("samples");
+        let i = samples.partition_point(|(at, _)| *at <= t);
+        match (i.checked_sub(1).map(|j| samples[j]), samples.get(i)) {
+            (Some((t0, n0)), Some(&(t1, n1))) if t1 > t0 => n0 + (n1 - n0) * (t - t0) / (t1 - t0),
+            (Some((_, n0)), _) => n0,
+            (None, Some(&(_, n1))) => n1,
+            (None, None) => f64::NAN,
+        }
+    }
+
+    /// Heartbeats per second per member between `from` and `to`.
+    fn rate(&self, from: f64, to: f64, members: usize) -> f64 {
+        if to <= from || members == 0 {
+            return f64::NAN;
+        }
+        (self.at(to) - self.at(from)) / (to - from) / members as f64
+    }
+}
+
+impl Drop for HeartbeatSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// CPU seconds (user + system) used so far by process `pid` (f64::NAN once it is gone).
@@ -955,6 +1082,14 @@ struct RunResult {
     double: (f64, usize),
     broker_cpu: f64,
     load: String,
+    /// Heartbeats per second per member from `go` until stable (the join's
+    /// rebalance), NaN on tansu and for native members (pinged by the coordinator).
+    hb_rebalance: f64,
+    /// Heartbeats per second per member in the steady state: from 1 s after stable
+    /// until the leave, NaN on tansu.
+    hb_steady: f64,
+    /// Heartbeats per second per survivor from the leave until recovered, NaN on tansu.
+    hb_recovery: f64,
 }
 
 struct Ctx<'a> {
@@ -1044,6 +1179,11 @@ fn run_once(
         let load = load_average();
         let pid = broker.child.id();
         let cpu0 = process_cpu(pid);
+        let sampler = match variant.client {
+            ClientKind::Native => None,
+            _ => broker.admin.as_deref().map(HeartbeatSampler::start),
+        };
+        std::thread::sleep(Duration::from_millis(100));
         let go = mono();
         for m in members.iter_mut() {
             m.send("go");
@@ -1086,6 +1226,14 @@ fn run_once(
             .first_complete
             .ok_or("the survivors never held every partition")?;
         let settled_at = recovery.last_change.unwrap_or(recovered_at);
+        // The last samples must cover the recovery.
+        std::thread::sleep(Duration::from_millis(100));
+        let rate = |from: f64, to: f64, n: usize| {
+            sampler.as_ref().map_or(f64::NAN, |s| s.rate(from, to, n))
+        };
+        let hb_rebalance = rate(go, stable_at, members_n);
+        let hb_steady = rate(stable_at + 1.0, sent, members_n);
+        let hb_recovery = rate(closing, recovered_at, members_n - 1);
         Ok(RunResult {
             stable: stable_at - go,
             first_complete: first_complete - go,
@@ -1097,6 +1245,9 @@ fn run_once(
             double: group.double_ownership(),
             broker_cpu: cpu1 - cpu0,
             load,
+            hb_rebalance,
+            hb_steady,
+            hb_recovery,
         })
     })();
     stop_members(&mut members, &rx);
@@ -1200,6 +1351,23 @@ fn main() {
                 println!("drover (coordinator defaults) on {}", b.addr);
                 brokers.insert(kind, b);
             }
+            BrokerKind::DroverKafkaTimers => {
+                let timers = "initial_rebalance_quiet_ms = 3000\n\
+                              consumer_reconcile_heartbeat_interval_ms = 5000\n\
+                              rebalance_quiet_ms = 300\n";
+                let b = start_drover(
+                    &dir,
+                    &logs,
+                    "drover-kafka-timers",
+                    &format!("{timers}{extra}"),
+                );
+                println!(
+                    "drover (Kafka's timers: {}) on {}",
+                    timers.replace('\n', ", "),
+                    b.addr
+                );
+                brokers.insert(kind, b);
+            }
             BrokerKind::DroverNoDelay => {
                 let b = start_drover(
                     &dir,
@@ -1274,7 +1442,8 @@ fn main() {
                             "round {round} M={m} {}: stable {:.0} ms (all owned {:.0}), \
                              leave {} ms later: recovered {:.0} ms, settled {:.0} ms, leaver's \
                              close() {:.0} ms, max callbacks/member {}, double ownership {} \
-                             partitions (longest {:.0} ms), broker CPU {:.2} s, load {}",
+                             partitions (longest {:.0} ms), broker CPU {:.2} s, heartbeats/s per \
+                             member: joining {:.2}, steady {:.2}, recovering {:.2}, load {}",
                             variant.key,
                             r.stable * 1e3,
                             r.first_complete * 1e3,
@@ -1286,6 +1455,9 @@ fn main() {
                             r.double.1,
                             r.double.0 * 1e3,
                             r.broker_cpu,
+                            r.hb_rebalance,
+                            r.hb_steady,
+                            r.hb_recovery,
                             r.load
                         );
                         results.entry((vi, m)).or_default().push(r);
@@ -1361,6 +1533,27 @@ fn main() {
                 longest * 1e3
             );
         }
+    }
+    println!(
+        "\nheartbeats per second per member (Drover), median (min–max): joining (go to \
+         stable), steady (stable + 1 s to the leave), recovering (leave to recovered):"
+    );
+    for ((vi, m), rs) in &results {
+        let col = |f: fn(&RunResult) -> f64| {
+            let v: Vec<f64> = rs.iter().map(f).filter(|x| x.is_finite()).collect();
+            if v.is_empty() {
+                return "-".to_owned();
+            }
+            // Two decimals: reuse median_range's seconds format.
+            median_range(&v, true)
+        };
+        println!(
+            "  {} M={m}: joining {}, steady {}, recovering {}",
+            variants[*vi].key,
+            col(|r| r.hb_rebalance),
+            col(|r| r.hb_steady),
+            col(|r| r.hb_recovery)
+        );
     }
     println!("\nbroker CPU seconds from go to the end of the recovery, median (min–max):");
     for c in cpu {

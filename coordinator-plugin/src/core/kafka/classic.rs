@@ -170,8 +170,40 @@ impl JoinResult {
 /// The configuration a classic group needs.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClassicLimits {
+    /// Kafka's `group.initial.rebalance.delay.ms`, ms.
     pub initial_rebalance_delay_ms: u64,
+    /// `initial_rebalance_quiet_ms`: no JoinGroup for this long ends the initial
+    /// delay, ms.
+    pub initial_rebalance_quiet_ms: u64,
     pub max_group_size: usize,
+}
+
+/// The initial delay of a rebalance that starts from an empty group, which collects
+/// the members that come (Kafka's `InitialDelayedJoin`, `group.initial.rebalance.delay.ms`):
+/// it runs for the delay and, when new members joined meanwhile, for another delay,
+/// and so on, up to the group's rebalance timeout in all (Kafka's upper bound); and it
+/// ends early once no JoinGroup came for `initial_rebalance_quiet_ms` (Drover's rule:
+/// the delay is there to collect joiners, not to wait when none come).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct InitialDelay {
+    /// When the current period ends (ms).
+    until: u64,
+    /// The latest end of the whole delay (ms): its start plus the larger of the delay
+    /// and the members' largest rebalance timeout.
+    cap: u64,
+    /// Whether a new member joined during the current period (Kafka's
+    /// `newMemberAdded`): the period then extends when it ends.
+    new_members: bool,
+    /// When the latest JoinGroup came (ms).
+    last_join: u64,
+}
+
+impl InitialDelay {
+    /// When the join timer must next look at the delay: the end of the period or of
+    /// the quiet time, whichever is first.
+    fn wake(&self, quiet_ms: u64) -> u64 {
+        self.until.min(self.last_join.saturating_add(quiet_ms))
+    }
 }
 
 /// One classic group.
@@ -188,8 +220,8 @@ pub(crate) struct ClassicGroup {
     pub instances: BTreeMap<String, String>,
     /// KIP-394 member ids handed out and not yet joined, with their session timeout.
     pending_members: BTreeMap<String, i32>,
-    /// During the initial delay of an empty group's first rebalance: when it ends.
-    initial_delay_until: Option<u64>,
+    /// The initial delay of an empty group's rebalance, while it runs.
+    initial_delay: Option<InitialDelay>,
     next_member: u64,
 }
 
@@ -243,7 +275,7 @@ impl ClassicGroup {
             members: BTreeMap::new(),
             instances: BTreeMap::new(),
             pending_members: BTreeMap::new(),
-            initial_delay_until: None,
+            initial_delay: None,
             next_member: 0,
         }
     }
@@ -380,7 +412,14 @@ impl ClassicGroup {
         pending: Pending,
     ) -> ClassicOutcome {
         let mut out = ClassicOutcome::default();
+        if let Some(d) = &mut self.initial_delay {
+            d.last_join = env.now;
+        }
         self.join_into(env, p, pending, &mut out);
+        if let Some(d) = self.initial_delay {
+            let at = d.wake(env.limits.initial_rebalance_quiet_ms);
+            env.timers.set(self.timer(ClassicTimer::Join), Some(at));
+        }
         out
     }
 
@@ -585,6 +624,9 @@ impl ClassicGroup {
         );
         tracing::debug!(group = %self.id, member = id, "member joined");
         self.await_join(env, &id, pending, out);
+        if let Some(d) = &mut self.initial_delay {
+            d.new_members = true;
+        }
         if self.state == ClassicState::PreparingRebalance {
             self.try_complete_join(env, out);
         } else {
@@ -631,12 +673,18 @@ impl ClassicGroup {
         }
         tracing::debug!(group = %self.id, generation = self.generation, why, "rebalance");
         out.rebalances += 1;
-        let at = if self.state == ClassicState::Empty && env.limits.initial_rebalance_delay_ms > 0 {
-            let until = env.now + env.limits.initial_rebalance_delay_ms;
-            self.initial_delay_until = Some(until);
-            until
+        let delay = env.limits.initial_rebalance_delay_ms;
+        let at = if self.state == ClassicState::Empty && delay > 0 {
+            let d = InitialDelay {
+                until: env.now + delay,
+                cap: env.now + delay.max(self.max_rebalance_timeout()),
+                new_members: false,
+                last_join: env.now,
+            };
+            self.initial_delay = Some(d);
+            d.wake(env.limits.initial_rebalance_quiet_ms)
         } else {
-            self.initial_delay_until = None;
+            self.initial_delay = None;
             env.now + self.max_rebalance_timeout()
         };
         self.state = ClassicState::PreparingRebalance;
@@ -655,7 +703,7 @@ impl ClassicGroup {
     /// Ends the join phase once every member has rejoined and no KIP-394 member id is
     /// outstanding (and the initial delay, if any, is over).
     fn try_complete_join(&mut self, env: &mut ClassicEnv<'_>, out: &mut ClassicOutcome) {
-        if self.state != ClassicState::PreparingRebalance || self.initial_delay_until.is_some() {
+        if self.state != ClassicState::PreparingRebalance || self.initial_delay.is_some() {
             return;
         }
         let all = self.members.values().all(|m| m.awaiting_join.is_some());
@@ -664,16 +712,40 @@ impl ClassicGroup {
         }
     }
 
-    /// The join phase's deadline: after the initial delay the ordinary wait starts;
-    /// after the rebalance timeout, members that did not rejoin are removed.
+    /// The join phase's deadline. During the initial delay: the delay ends after the
+    /// quiet time without a JoinGroup, at its cap, or at the end of a period in which
+    /// no new member joined; else it extends by another period
+    /// ([`InitialDelay`]). After the delay the ordinary wait starts; after the
+    /// rebalance timeout, members that did not rejoin are removed.
     fn on_join_timer(&mut self, env: &mut ClassicEnv<'_>, out: &mut ClassicOutcome) {
         if self.state != ClassicState::PreparingRebalance {
             return;
         }
-        if self.initial_delay_until.take().is_some() {
-            let at = env.now + self.max_rebalance_timeout();
+        if let Some(mut d) = self.initial_delay {
+            let quiet = env.limits.initial_rebalance_quiet_ms;
+            let ended = if env.now >= d.last_join.saturating_add(quiet) {
+                Some("no JoinGroup for the quiet time")
+            } else if env.now >= d.until && (!d.new_members || d.until >= d.cap) {
+                Some("the delay is over")
+            } else {
+                if env.now >= d.until {
+                    // Kafka's extension: new members came during this period.
+                    d.until = (env.now + env.limits.initial_rebalance_delay_ms).min(d.cap);
+                    d.new_members = false;
+                }
+                None
+            };
+            if let Some(why) = ended {
+                tracing::debug!(group = %self.id, why, "initial rebalance delay ends");
+                self.initial_delay = None;
+                let at = env.now + self.max_rebalance_timeout();
+                env.timers.set(self.timer(ClassicTimer::Join), Some(at));
+                return self.try_complete_join(env, out);
+            }
+            self.initial_delay = Some(d);
+            let at = d.wake(quiet);
             env.timers.set(self.timer(ClassicTimer::Join), Some(at));
-            return self.try_complete_join(env, out);
+            return;
         }
         self.complete_join(env, out);
     }

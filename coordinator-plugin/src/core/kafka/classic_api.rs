@@ -108,6 +108,7 @@ fn classic_env(cx: &mut Ctx) -> ClassicEnv<'_> {
         now: cx.now,
         limits: ClassicLimits {
             initial_rebalance_delay_ms: cx.config.initial_rebalance_delay_ms,
+            initial_rebalance_quiet_ms: cx.config.initial_rebalance_quiet_ms,
             max_group_size: cx.config.max_group_size,
         },
         timers: &mut cx.timers,

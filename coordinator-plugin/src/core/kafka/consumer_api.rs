@@ -79,6 +79,9 @@ fn consumer_env(cx: &mut Ctx) -> (Env<'_>, &mut Timers<TimerKey>) {
         default_assignor: &config.default_assignor,
         session_timeout_ms: config.consumer_session_timeout_ms,
         heartbeat_interval_ms: config.consumer_heartbeat_interval_ms,
+        reconcile_heartbeat_interval_ms: config
+            .consumer_reconcile_heartbeat_interval_ms
+            .min(config.consumer_heartbeat_interval_ms),
         max_group_size: config.max_group_size,
         fallbacks: std::cell::Cell::new(0),
     };

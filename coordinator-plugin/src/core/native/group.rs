@@ -157,6 +157,23 @@ impl std::fmt::Display for Holder {
     }
 }
 
+/// How long after a trigger a rebalance starts (ms), given `rebalance_quiet_ms`,
+/// `rebalance_delay_ms` and the time since the previous trigger (`gap`, `None` for the
+/// group's first). A trigger with none before it within `rebalance_delay_ms` waits
+/// only the quiet time: a lone leave or failure is acted on at once, and a burst
+/// arriving within the quiet time gives one rebalance. When triggers come in a
+/// stream, spaced more than half the quiet time apart, each waits twice the spacing
+/// (so the next one of the stream joins the same rebalance), at most
+/// `rebalance_delay_ms`: the fixed debounce of earlier versions is now the cap.
+/// `rebalance_quiet_ms` at or above `rebalance_delay_ms` gives that fixed debounce.
+pub(crate) fn debounce_ms(quiet_ms: u64, delay_ms: u64, gap: Option<u64>) -> u64 {
+    let quiet = quiet_ms.min(delay_ms);
+    match gap {
+        Some(gap) if gap < delay_ms => gap.saturating_mul(2).clamp(quiet, delay_ms),
+        _ => quiet,
+    }
+}
+
 /// A computed target assignment.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Target {
@@ -220,6 +237,9 @@ pub(crate) struct NativeGroup {
     pub due: Option<u64>,
     /// The first trigger of the current debounce series.
     pub first_trigger: Option<u64>,
+    /// The latest trigger, of this series or an earlier one: the spacing of
+    /// triggers sets the debounce ([`debounce_ms`]).
+    pub last_trigger: Option<u64>,
     /// Members with a queued or outstanding StopFetcher in the running rebalance.
     pub stops_pending: BTreeSet<ConsumerId>,
     pub commits: Commits,
@@ -239,6 +259,7 @@ impl NativeGroup {
             phase: Phase::Stable,
             due: None,
             first_trigger: None,
+            last_trigger: None,
             stops_pending: BTreeSet::new(),
             commits: Commits::default(),
             hold_until,
@@ -291,16 +312,46 @@ impl NativeGroup {
 
     // ---------------------------------------------------------------- triggers, timers
 
-    /// A rebalance trigger: debounced by `rebalance_delay_ms`, at most
+    /// A rebalance trigger: the rebalance starts [`debounce_ms`] after it (a short
+    /// quiet time, longer while triggers come in a steady stream), at most
     /// `rebalance_max_delay_ms` after the first trigger of a series.
     pub(crate) fn trigger(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>, why: &str) {
         let now = env.now;
         let first = *self.first_trigger.get_or_insert(now);
+        let gap = self
+            .last_trigger
+            .replace(now)
+            .map(|t| now.saturating_sub(t));
+        let wait = debounce_ms(
+            env.config.rebalance_quiet_ms,
+            env.config.rebalance_delay_ms,
+            gap,
+        );
         let due = now
-            .saturating_add(env.config.rebalance_delay_ms)
+            .saturating_add(wait)
             .min(first.saturating_add(env.config.rebalance_max_delay_ms));
         tracing::debug!(group = %self.id, why, due, "rebalance trigger");
         self.due = Some(due);
+        self.update_timer(fx);
+    }
+
+    /// The first member of an empty group that owns nothing and runs no rebalance
+    /// joins: its rebalance starts at once (nothing to collect, nobody to stop), so
+    /// its first StartFetcher goes out without the debounce. Joiners that follow
+    /// trigger the next rebalance as usual.
+    pub(crate) fn trigger_lone_first(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) {
+        let lone = self.members.len() == 1
+            && self.zombies.is_empty()
+            && self.due.is_none()
+            && !self.in_rebalance()
+            && self.members.values().all(|m| m.owned.is_empty());
+        if !lone {
+            return self.trigger(env, fx, "join");
+        }
+        tracing::debug!(group = %self.id, "lone first member: rebalance at once");
+        self.first_trigger = Some(env.now);
+        self.last_trigger = Some(env.now);
+        self.due = Some(env.now);
         self.update_timer(fx);
     }
 

@@ -205,7 +205,7 @@ impl NativeGroup {
             generation: self.generation,
         });
         self.update_member_timer(env, fx, &id);
-        self.trigger(env, fx, "join");
+        self.trigger_lone_first(env, fx);
         self.progress(env, fx);
     }
 }

@@ -143,13 +143,6 @@ impl World {
     }
 }
 
-fn group_timer(effects: &[NativeEffect]) -> Option<u64> {
-    effects.iter().rev().find_map(|e| match e {
-        NativeEffect::GroupTimer(at) => Some(*at),
-        _ => None,
-    })?
-}
-
 #[test]
 fn a_rebalance_decides_a_fetch_of_start_offsets_then_starts_the_round_on_its_result() {
     let mut w = World::new();
@@ -162,14 +155,15 @@ fn a_rebalance_decides_a_fetch_of_start_offsets_then_starts_the_round_on_its_res
     assert!(joined
         .iter()
         .any(|e| matches!(e, NativeEffect::MemberTimer(id, Some(_)) if id.as_str() == "c1")));
-    let due = group_timer(&joined).expect("the join triggers a debounced rebalance");
     assert!(!joined
         .iter()
         .any(|e| matches!(e, NativeEffect::Push { .. })));
 
-    // The debounce is over: the target gives c1 both partitions, which nobody holds,
-    // so the group reads their committed offsets under an id of the lent counter.
-    let fetched = w.call(due, &mut g, |g, env, fx| g.on_timer(env, fx));
+    // A lone first member: no debounce. The target gives c1 both partitions, which
+    // nobody holds, so the group reads their committed offsets under an id of the
+    // lent counter.
+    let due = 0;
+    let fetched = joined;
     let fetches: Vec<(OpId, Vec<TopicPartition>)> = fetched
         .iter()
         .filter_map(|e| match e {
@@ -216,9 +210,10 @@ fn a_member_on_a_busy_connection_gets_no_request_until_it_is_idle() {
         .expect("connection 1")
         .reserve(ConnId(1));
     let mut g = NativeGroup::new(GroupId::new("g"), None);
-    let joined = w.call(0, &mut g, |g, env, fx| g.join(env, fx, member("c1", 1, 0)));
-    let due = group_timer(&joined).expect("a rebalance is due");
-    let fetched = w.call(due, &mut g, |g, env, fx| g.on_timer(env, fx));
+    let due = 0;
+    let fetched = w.call(due, &mut g, |g, env, fx| {
+        g.join(env, fx, member("c1", 1, 0))
+    });
     let op = fetched
         .iter()
         .find_map(|e| match e {
@@ -240,4 +235,62 @@ fn a_member_on_a_busy_connection_gets_no_request_until_it_is_idle() {
         e,
         NativeEffect::MemberTimer(_, Some(at)) if *at == c1.session_deadline()
     )));
+}
+
+#[test]
+fn the_debounce_is_the_quiet_time_for_a_lone_trigger_and_grows_with_a_stream() {
+    use super::group::debounce_ms;
+    // quiet 50, cap 300: the group's first trigger, and one long after the previous.
+    assert_eq!(debounce_ms(50, 300, None), 50);
+    assert_eq!(debounce_ms(50, 300, Some(300)), 50);
+    assert_eq!(debounce_ms(50, 300, Some(10_000)), 50);
+    // A burst: the quiet time.
+    assert_eq!(debounce_ms(50, 300, Some(0)), 50);
+    assert_eq!(debounce_ms(50, 300, Some(20)), 50);
+    // A stream: twice the spacing, capped by rebalance_delay_ms.
+    assert_eq!(debounce_ms(50, 300, Some(100)), 200);
+    assert_eq!(debounce_ms(50, 300, Some(200)), 300);
+    // rebalance_delay_ms 0 starts at once; a quiet time at or above it is the fixed
+    // debounce of rebalance_delay_ms.
+    assert_eq!(debounce_ms(50, 0, Some(5)), 0);
+    assert_eq!(debounce_ms(300, 300, None), 300);
+    assert_eq!(debounce_ms(500, 300, Some(1)), 300);
+}
+
+/// c1, the lone first member, joins at 0: its rebalance starts at once, and its
+/// StartFetcher (no offsets committed) goes out, giving it both partitions.
+fn c1_started(w: &mut World, g: &mut NativeGroup) {
+    let fetched = w.call(0, g, |g, env, fx| g.join(env, fx, member("c1", 1, 0)));
+    let op = fetched
+        .iter()
+        .find_map(|e| match e {
+            NativeEffect::FetchStartOffsets { op, .. } => Some(*op),
+            _ => None,
+        })
+        .expect("the lone first member's rebalance starts at once");
+    let started = w.call(0, g, |g, env, fx| {
+        g.on_fetched(env, fx, op, Ok(BTreeMap::new()))
+    });
+    assert!(started
+        .iter()
+        .any(|e| matches!(e, NativeEffect::Push { conn, .. } if *conn == ConnId(1))));
+}
+
+#[test]
+fn a_second_joiner_waits_the_quiet_time_and_a_stream_of_joiners_waits_longer() {
+    let mut w = World::new();
+    let mut g = NativeGroup::new(GroupId::new("g"), None);
+    c1_started(&mut w, &mut g);
+    assert_eq!(g.members[&ConsumerId::new("c1")].owned.len(), 2);
+    // c2 joins at 1000, long after the previous trigger: the rebalance is due after
+    // the quiet time only.
+    w.call(1_000, &mut g, |g, env, fx| {
+        g.join(env, fx, member("c2", 2, 1_000))
+    });
+    assert_eq!(g.due, Some(1_000 + w.config.rebalance_quiet_ms));
+    // A third joiner 100 ms later: a stream, so twice the spacing.
+    let mut c3 = member("c3", 3, 1_100);
+    c3.conn = ConnId(2);
+    w.call(1_100, &mut g, |g, env, fx| g.join(env, fx, c3));
+    assert_eq!(g.due, Some(1_100 + 200));
 }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::ResponseError;
 
 use super::group::ConsumerGroup;
-use super::member::{schedule, unschedule, Member};
+use super::member::{schedule, unschedule, Member, MemberState};
 use super::target::resolve_assignor;
 use super::validate::validate;
 use super::{
@@ -49,7 +49,9 @@ impl ConsumerGroups {
         let interval = i32::try_from(env.heartbeat_interval_ms).unwrap_or(i32::MAX);
         match self.try_heartbeat(groups, env, timers, &req) {
             Ok(mut response) => {
-                response.heartbeat_interval_ms = interval;
+                if response.heartbeat_interval_ms == 0 {
+                    response.heartbeat_interval_ms = interval;
+                }
                 response
             }
             Err((code, message)) => {
@@ -402,13 +404,41 @@ fn reconcile_and_answer(
         || (req.rebalance_timeout_ms != -1
             && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
             && owned.is_some());
+    let changed = m.assigned != before;
+    // What the member must still do: take what it was just given, or catch up with
+    // an assignment it reports not to hold (a rejoin, a lost answer).
+    let behind = changed || owned.is_some_and(|o| *o != m.assigned);
+    let reconciling = reconciling(m, behind);
     HeartbeatResponse {
         error: None,
         member_id: id,
         member_epoch: m.epoch,
-        heartbeat_interval_ms: 0,
-        assignment: (full || m.assigned != before).then(|| m.assigned.clone()),
+        heartbeat_interval_ms: i32::try_from(if reconciling {
+            env.reconcile_heartbeat_interval_ms
+        } else {
+            env.heartbeat_interval_ms
+        })
+        .unwrap_or(i32::MAX),
+        assignment: (full || changed).then(|| m.assigned.clone()),
     }
+}
+
+/// Whether member `m`, just reconciled, is still on its way to its target, so that
+/// its answer carries the short reconciliation interval
+/// (`consumer_reconcile_heartbeat_interval_ms`) instead of
+/// `consumer_heartbeat_interval_ms`: it has partitions to revoke
+/// (`unrevoked_partitions`) or waits for partitions others still hold
+/// (`unreleased_partitions`), or it is `behind`: this answer changes its assignment
+/// (the group's target changed since its last heartbeat and this is its first step
+/// towards it: its next heartbeat acknowledges it and may find the next step), or the
+/// partitions it reports owning are not its assignment (a rejoin). A member stable
+/// at the target and holding it goes back to the normal interval, also when the
+/// target changed for others only (its epoch moves, nothing else). Kafka always
+/// answers with `group.consumer.heartbeat.interval.ms`; KIP-848 lets the coordinator
+/// pick the interval per answer, and clients follow it (librdkafka adopts every
+/// positive `HeartbeatIntervalMs` it receives).
+fn reconciling(m: &Member, behind: bool) -> bool {
+    m.state != MemberState::Stable || behind
 }
 
 /// Epoch −1 (leave) and −2 (static member leaving temporarily).

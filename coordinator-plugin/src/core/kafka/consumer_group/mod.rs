@@ -166,7 +166,8 @@ pub(crate) struct HeartbeatResponse {
     pub member_id: String,
     /// The member's epoch now (−1 / −2 after leaving, 0 on errors).
     pub member_epoch: i32,
-    /// How often the member should heartbeat.
+    /// How often the member should heartbeat, ms: the short reconciliation interval
+    /// while it is reconciling, else the configured one (see `heartbeat::reconciling`).
     pub heartbeat_interval_ms: i32,
     /// The member's assignment: present on a full request (a join, or a request with
     /// rebalance timeout, subscription and owned partitions) and when it changed;
@@ -188,8 +189,14 @@ pub(crate) struct Env<'a> {
     pub default_assignor: &'a str,
     /// The session timeout of every member.
     pub session_timeout_ms: u32,
-    /// The heartbeat interval told to every member.
+    /// The heartbeat interval told to a member that is reconciled (Kafka's
+    /// `group.consumer.heartbeat.interval.ms`), ms.
     pub heartbeat_interval_ms: u32,
+    /// The heartbeat interval told to a member still reconciling: with partitions to
+    /// revoke or to receive, just given a new assignment, or behind a target that
+    /// changed since its last heartbeat (`consumer_reconcile_heartbeat_interval_ms`),
+    /// ms. At most `heartbeat_interval_ms`.
+    pub reconcile_heartbeat_interval_ms: u32,
     /// The maximum number of members of a group.
     pub max_group_size: usize,
     /// Assignor runs that fell back to the default assignor during this call (the

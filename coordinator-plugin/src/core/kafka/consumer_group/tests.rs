@@ -235,6 +235,7 @@ impl World {
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: 1_000,
+            reconcile_heartbeat_interval_ms: 200,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
         };
@@ -242,7 +243,7 @@ impl World {
             .groups
             .heartbeat(&mut self.table, &env, &mut self.timers, req);
         self.fallbacks += env.fallbacks.get();
-        assert_eq!(response.heartbeat_interval_ms, 1_000);
+        assert!(matches!(response.heartbeat_interval_ms, 1_000 | 200));
         response
     }
 
@@ -266,6 +267,7 @@ impl World {
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: 1_000,
+            reconcile_heartbeat_interval_ms: 200,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
         };
@@ -284,6 +286,7 @@ impl World {
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: 1_000,
+            reconcile_heartbeat_interval_ms: 200,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
         };
@@ -573,6 +576,60 @@ fn a_joining_member_gets_partitions_only_after_their_owner_revokes_them() {
     assert_eq!(r.assignment, Some(b_target));
     assert_eq!(w.member("b").state, MemberState::Stable);
     assert_eq!(w.groups.describe(&w.table, G).unwrap().state, "Stable");
+}
+
+/// The interval in each answer follows the member's reconciliation: the short one
+/// (200 here) while it has partitions to revoke or to receive and when the answer
+/// changes its assignment, the normal one (1000 here) once it is reconciled, and on
+/// errors.
+#[test]
+fn the_heartbeat_interval_is_short_while_a_member_reconciles() {
+    const SHORT: i32 = 200;
+    const NORMAL: i32 = 1_000;
+    let mut w = World::new(&[("t", 4)]);
+    // a joins and is given every partition: it acknowledges them soon.
+    let r = w.ok(join("a", &["t"]));
+    assert_eq!(
+        (
+            r.assignment.as_ref().map(|a| a.len()),
+            r.heartbeat_interval_ms
+        ),
+        (Some(4), SHORT)
+    );
+    let all = r.assignment.unwrap();
+    let r = w.ok(beat("a", 1, Some(all.clone())));
+    assert_eq!((r.assignment, r.heartbeat_interval_ms), (None, NORMAL));
+
+    // b joins: it waits for partitions a holds.
+    let r = w.ok(join("b", &["t"]));
+    assert_eq!(r.heartbeat_interval_ms, SHORT);
+    // a, stable until now at the normal interval, is asked to revoke: short.
+    let r = w.ok(beat("a", 1, Some(all.clone())));
+    assert_eq!(w.member("a").state, MemberState::UnrevokedPartitions);
+    assert_eq!(r.heartbeat_interval_ms, SHORT);
+    let kept = r.assignment.unwrap();
+    // Still revoking, nothing new told: still short.
+    let r = w.ok(beat("a", 1, None));
+    assert_eq!((r.assignment, r.heartbeat_interval_ms), (None, SHORT));
+    let r = w.ok(beat("b", 2, Some(BTreeSet::new())));
+    assert_eq!((r.assignment, r.heartbeat_interval_ms), (None, SHORT));
+    // a has revoked: stable at epoch 2, nothing new: normal.
+    let r = w.ok(beat("a", 1, Some(kept.clone())));
+    assert_eq!((r.member_epoch, r.heartbeat_interval_ms), (2, NORMAL));
+    // b receives its partitions (short), acknowledges them (normal).
+    let r = w.ok(beat("b", 2, Some(BTreeSet::new())));
+    assert_eq!(r.heartbeat_interval_ms, SHORT);
+    let got = r.assignment.unwrap();
+    assert_eq!(got.len(), 2);
+    let r = w.ok(beat("b", 2, Some(got)));
+    assert_eq!((r.assignment, r.heartbeat_interval_ms), (None, NORMAL));
+    let r = w.ok(beat("a", 2, Some(kept)));
+    assert_eq!((r.assignment, r.heartbeat_interval_ms), (None, NORMAL));
+
+    // An error answer carries the normal interval.
+    let r = w.hb(beat("a", 7, None));
+    assert_eq!(r.error.map(|e| e.0), Some(ResponseError::FencedMemberEpoch));
+    assert_eq!(r.heartbeat_interval_ms, NORMAL);
 }
 
 #[test]
