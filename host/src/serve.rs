@@ -200,6 +200,24 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
         tokio::spawn(crate::offsets::retention::run(Arc::clone(&broker))),
     ];
     let mut tasks = tasks;
+    if let Some(txn) = broker.transactions() {
+        // Transactions found decided at startup are completed first thing.
+        tokio::spawn(crate::txn::completion::run(
+            Arc::clone(txn),
+            crate::txn::ports::Ports {
+                markers: Arc::new(crate::txn::broker_ports::LogMarkers),
+                offsets: Arc::new(crate::txn::broker_ports::CoordinatorOffsets),
+            },
+        ));
+        tasks.push(tokio::spawn(crate::txn::timeouts::run(
+            Arc::clone(txn),
+            broker
+                .config
+                .transactions
+                .transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            stopped.clone(),
+        )));
+    }
     if let Some(cluster) = cluster {
         tasks.push(tokio::spawn(crate::cluster::run(
             Arc::clone(&broker),
