@@ -96,3 +96,130 @@ async fn complete_one(coordinator: Arc<TxnCoordinator>, ports: Ports, id: Transa
         backoff.wait().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        atomic::{AtomicUsize, Ordering},
+        Mutex,
+    };
+
+    use futures_util::future::BoxFuture;
+
+    use super::*;
+    use crate::txn::{
+        ports::{CompleteError, GroupOffsetsCompleter, MarkerWriter},
+        Caller, InitRequest, Limits, ProducerIdEpoch, TopicPartition,
+    };
+
+    const LIMITS: Limits = Limits {
+        max_timeout_ms: 60_000,
+        id_expiration_ms: 1_000_000,
+        max_transactional_ids: 10,
+        max_partitions_per_transaction: 10,
+        max_groups_per_transaction: 10,
+        max_offsets_per_transaction: 10,
+    };
+
+    /// Fails each partition's first write, then records the markers it writes.
+    #[derive(Default)]
+    struct FlakyMarkers {
+        written: Mutex<Vec<(TopicPartition, bool, i16)>>,
+        failed_once: Mutex<Vec<TopicPartition>>,
+    }
+
+    impl MarkerWriter for Arc<FlakyMarkers> {
+        fn write_markers(&self, request: MarkerRequest) -> BoxFuture<'static, Vec<TopicPartition>> {
+            let mut failed = Vec::new();
+            let mut once = self.failed_once.lock().unwrap();
+            for p in request.partitions {
+                if once.contains(&p) {
+                    self.written.lock().unwrap().push((
+                        p,
+                        request.committed,
+                        request.producer.epoch,
+                    ));
+                } else {
+                    once.push(p.clone());
+                    failed.push(p);
+                }
+            }
+            Box::pin(async move { failed })
+        }
+    }
+
+    #[derive(Default)]
+    struct CountingOffsets(AtomicUsize);
+
+    impl GroupOffsetsCompleter for Arc<CountingOffsets> {
+        fn complete(
+            &self,
+            _producer: ProducerIdEpoch,
+            _committed: bool,
+        ) -> BoxFuture<'static, Result<(), CompleteError>> {
+            // The first call fails, as a coordinator that is not there yet.
+            let n = self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                if n == 0 {
+                    Err(CompleteError("not yet".into()))
+                } else {
+                    Ok(())
+                }
+            })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_decided_transaction_is_completed_after_retries_also_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = |p| TopicPartition {
+            topic: "t".into(),
+            partition: p,
+        };
+        let id = crate::txn::TransactionalId::new("x").unwrap();
+        {
+            let coordinator = TxnCoordinator::open(dir.path(), LIMITS).unwrap();
+            let request = InitRequest {
+                id: id.clone(),
+                timeout_ms: 1000,
+                expected: ProducerIdEpoch::NONE,
+            };
+            let producer = coordinator
+                .init_producer_id(1, &request, &|| Ok(7))
+                .unwrap();
+            let caller = Caller {
+                id: id.clone(),
+                producer,
+            };
+            coordinator
+                .add_partitions(2, &caller, &[tp(0), tp(1)])
+                .unwrap();
+            coordinator.add_offsets(2, &caller, "g").unwrap();
+            coordinator.end_txn(3, &caller, true).unwrap();
+            // Dropped before anything completed it: as a crash after EndTxn's answer.
+        }
+        let coordinator = Arc::new(TxnCoordinator::open(dir.path(), LIMITS).unwrap());
+        assert_eq!(coordinator.get(&id).unwrap().state, TxnState::PrepareCommit);
+        let markers = Arc::new(FlakyMarkers::default());
+        let offsets = Arc::new(CountingOffsets::default());
+        let ports = Ports {
+            markers: Arc::new(Arc::clone(&markers)),
+            offsets: Arc::new(Arc::clone(&offsets)),
+        };
+        tokio::spawn(run(Arc::clone(&coordinator), ports));
+        while coordinator.get(&id).unwrap().state != TxnState::CompleteCommit {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut written = markers.written.lock().unwrap().clone();
+        written.sort_by_key(|w| w.0.partition);
+        assert_eq!(written, vec![(tp(0), true, 0), (tp(1), true, 0)]);
+        assert_eq!(offsets.0.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            coordinator.counters.markers_written.load(Ordering::Relaxed),
+            2
+        );
+        assert_eq!(coordinator.counters.committed.load(Ordering::Relaxed), 1);
+        let meta = coordinator.get(&id).unwrap();
+        assert!(meta.partitions.is_empty() && meta.groups.is_empty());
+    }
+}

@@ -42,6 +42,17 @@ pub struct TxnCounters {
     pub expired: AtomicU64,
 }
 
+/// One group's offsets staged by one producer's open transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagedGroupOffsets {
+    /// The producer id and epoch.
+    pub producer: ProducerIdEpoch,
+    /// The consumer group.
+    pub group: String,
+    /// The offsets.
+    pub offsets: Vec<(TopicPartition, StagedOffset)>,
+}
+
 /// The transaction coordinator (standalone).
 pub struct TxnCoordinator {
     state: Mutex<Transactions>,
@@ -222,6 +233,28 @@ impl TxnCoordinator {
         let mut all: Vec<TxnMetadata> = self.lock().iter().cloned().collect();
         all.sort_by(|a, b| a.id.cmp(&b.id));
         all
+    }
+
+    /// The staged offsets of every transaction not completed yet (Ongoing or
+    /// Prepare*), per group: what the group coordinator must hold as pending at startup.
+    pub fn staged_offsets(&self) -> Vec<StagedGroupOffsets> {
+        self.lock()
+            .iter()
+            .filter(|m| m.state == TxnState::Ongoing || m.state.is_prepare())
+            .flat_map(|m| {
+                m.groups
+                    .iter()
+                    .filter(|(_, o)| !o.is_empty())
+                    .map(|(group, offsets)| StagedGroupOffsets {
+                        producer: m.producer,
+                        group: group.clone(),
+                        offsets: offsets
+                            .iter()
+                            .map(|(p, o)| (p.clone(), o.clone()))
+                            .collect(),
+                    })
+            })
+            .collect()
     }
 
     /// Number of transactional ids per state.
