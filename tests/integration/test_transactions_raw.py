@@ -307,3 +307,19 @@ def test_a_timed_out_transaction_is_aborted_also_after_kill9(broker_factory):
     assert 'drover_transactions{state="CompleteAbort"} 2' in metrics
     assert "drover_transactions_aborted_by_timeout_total " in metrics
     assert 'drover_transactions_completed_total{result="commit"} 1' in metrics
+
+
+def test_idle_transactional_ids_expire(broker_factory):
+    b = broker_factory("[transactions]\ntransactional_id_expiration_ms = 500\n"
+                       "transaction_abort_timed_out_transaction_cleanup_interval_ms = 100\n")
+    with RawConn(b) as c:
+        err, pid, _ = init_pid(c, "short-lived")
+        assert err == NONE
+        wait_for(lambda: describe_txn(c, "short-lived")[0] == TRANSACTIONAL_ID_NOT_FOUND, "the expiry")
+        assert list_txns(c)[2] == {}
+        # The id is new again: a new producer id at epoch 0.
+        err, pid2, epoch = init_pid(c, "short-lived")
+        assert (err, epoch) == (NONE, 0) and pid2 != pid
+    _, _, metrics = http_get(f"http://{b.host}:{b.admin_port}/metrics")
+    expired = [line for line in metrics.splitlines() if line.startswith("drover_transactional_ids_expired_total ")]
+    assert expired and int(expired[0].split()[1]) >= 1, expired
