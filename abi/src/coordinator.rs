@@ -210,6 +210,60 @@ pub enum CoordinatorInput {
         /// (the coordinator knows the group's own).
         topics: RVec<TopicContext>,
     },
+    /// The result of a [`CoordinatorOutput::StageTxnOffsets`] with the same `op`:
+    /// `error_code` 0 once the host recorded the pending offsets durably with their
+    /// transaction; otherwise the Kafka error code the coordinator answers the
+    /// TxnOffsetCommit with for every partition it accepted (COORDINATOR_NOT_AVAILABLE,
+    /// 15, when the broker has no transaction coordinator). Added in coordinator ABI 3.4.
+    TxnOffsetsStaged {
+        /// The operation id from the output.
+        op: u64,
+        /// A Kafka error code; 0 = recorded.
+        error_code: i16,
+    },
+    /// Transactional offsets the host already recorded durably, of transactions still
+    /// open: sent once at startup (and when a coordinator slot is gained in cluster
+    /// mode), before client traffic. The coordinator holds them as pending for their
+    /// (group, producer id) without staging them again. Added in coordinator ABI 3.4.
+    TxnOffsetsPending {
+        /// Per (group, producer id, epoch), the pending offsets.
+        pending: RVec<PendingTxnOffsets>,
+    },
+    /// Transaction `producer_id`/`producer_epoch` ended: `committed` makes that
+    /// producer's pending offsets of every group committed offsets (through the
+    /// coordinator's commit path to the offset store); otherwise they are dropped. The
+    /// coordinator answers with [`CoordinatorOutput::TxnCompletionApplied`] `op` once
+    /// done (the store acknowledged the commits, or nothing was pending). Idempotent: a
+    /// repeat finds nothing pending and is just acknowledged. Added in coordinator ABI
+    /// 3.4.
+    TxnCompleted {
+        /// Host-chosen operation id, echoed by `TxnCompletionApplied`.
+        op: u64,
+        /// The transactional producer's id (KIP-98).
+        producer_id: i64,
+        /// The epoch whose transaction ended; pending offsets staged with this epoch or
+        /// an earlier one are resolved.
+        producer_epoch: i16,
+        /// `true`: commit; `false`: abort.
+        committed: bool,
+    },
+}
+
+/// Offsets a transactional producer committed for `group` with TxnOffsetCommit (API
+/// 28, KIP-98/KIP-447), visible only once its transaction commits. Added in
+/// coordinator ABI 3.4.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct PendingTxnOffsets {
+    /// The consumer group id.
+    pub group: RString,
+    /// The transactional producer's id.
+    pub producer_id: i64,
+    /// The producer's epoch when it sent them.
+    pub producer_epoch: i16,
+    /// The offsets (`group` equal to the field above; `commit_time_ms` the broker's
+    /// wall clock, ms since the epoch, when they were staged).
+    pub offsets: RVec<OffsetRecord>,
 }
 
 /// [`CoordinatorInput`] as it crosses the boundary: a fixed-size, non-exhaustive
@@ -295,6 +349,23 @@ pub enum CoordinatorOutput {
         name: RString,
         /// The increment.
         value: i64,
+    },
+    /// Record `pending` durably with its producer's open transaction (a TxnOffsetCommit
+    /// the coordinator validated); the result comes back as
+    /// [`CoordinatorInput::TxnOffsetsStaged`] `op`, and only then does the coordinator
+    /// answer the request. Added in coordinator ABI 3.4: the host sends TxnOffsetCommit
+    /// only to a coordinator of 3.4 or later.
+    StageTxnOffsets {
+        /// Coordinator-chosen operation id.
+        op: u64,
+        /// The offsets to record with the transaction.
+        pending: PendingTxnOffsets,
+    },
+    /// The [`CoordinatorInput::TxnCompleted`] with the same `op` is fully applied.
+    /// Added in coordinator ABI 3.4.
+    TxnCompletionApplied {
+        /// The operation id from the input.
+        op: u64,
     },
 }
 

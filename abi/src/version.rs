@@ -54,8 +54,12 @@ impl std::fmt::Display for KindVersion {
 /// 3.1; the `Assignor` vtable is reachable from the coordinator's interface, so a
 /// coordinator built against it is refused by name, not by layout, in a 3.1 broker).
 /// 3.3 — input `PartitionStats` (leaders, racks, log offsets, produce rates per
-/// partition); the host sends it only to coordinators of 3.3 or later.
-const COORDINATOR_VERSION: &str = "3.3.0";
+/// partition); the host sends it only to coordinators of 3.3 or later. 3.4 —
+/// transactional offset commits: the host routes TxnOffsetCommit (API 28) to it; output
+/// `StageTxnOffsets` and its result `TxnOffsetsStaged`, inputs `TxnOffsetsPending` and
+/// `TxnCompleted` with the output `TxnCompletionApplied`; sent only to coordinators of
+/// 3.4 or later.
+const COORDINATOR_VERSION: &str = "3.4.0";
 /// The assignor interface's version.
 ///
 /// History: 3.0 — first per-kind version (from drover-abi 2.0: `ErrorKind` became an

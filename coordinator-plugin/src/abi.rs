@@ -5,14 +5,18 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use drover_abi::coordinator::{CoordinatorInput, CoordinatorOutput};
+use drover_abi::coordinator::{
+    CoordinatorInput, CoordinatorOutput, PendingTxnOffsets as AbiPendingTxnOffsets,
+};
 use drover_abi::offset_store::OffsetRecord;
 use drover_abi::std_types::{RString, RVec};
 use drover_abi::TopicInfo;
+use kafka_protocol::ResponseError;
 
 use crate::assignors::to_abi_partitions;
 use crate::io::{FetchScope, Input, Output};
 use crate::types::{ConnId, GroupId, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
+use crate::types::{PendingTxnOffsets, TxnProducer};
 
 /// The topic list of `TopicsChanged` / `CoordinatorStartup::topics`.
 pub fn topics_from_abi(topics: &[TopicInfo]) -> BTreeMap<TopicName, u32> {
@@ -89,8 +93,70 @@ pub fn input_from_abi(input: CoordinatorInput) -> Option<Input> {
         CoordinatorInput::PartitionStats { brokers, topics } => Input::PartitionStats(
             crate::PartitionStats::new(brokers.into_vec(), topics.into_vec()),
         ),
+        CoordinatorInput::TxnOffsetsStaged { op, error_code } => Input::TxnOffsetsStaged {
+            op: OpId(op),
+            result: error_from_code(error_code),
+        },
+        CoordinatorInput::TxnOffsetsPending { pending } => Input::TxnOffsetsPending {
+            pending: pending.iter().map(pending_from_abi).collect(),
+        },
+        CoordinatorInput::TxnCompleted {
+            op,
+            producer_id,
+            producer_epoch,
+            committed,
+        } => Input::TxnCompleted {
+            op,
+            producer: TxnProducer {
+                id: producer_id,
+                epoch: producer_epoch,
+            },
+            committed,
+        },
         _ => return None,
     })
+}
+
+/// A Kafka error code from the host: 0 is success; a code this build does not know is
+/// UNKNOWN_SERVER_ERROR.
+fn error_from_code(code: i16) -> Result<(), ResponseError> {
+    match code {
+        0 => Ok(()),
+        c => Err(ResponseError::try_from_code(c).unwrap_or(ResponseError::UnknownServerError)),
+    }
+}
+
+/// Pending transactional offsets as the core sees them; offsets of another group than
+/// the record's are dropped.
+pub fn pending_from_abi(p: &AbiPendingTxnOffsets) -> PendingTxnOffsets {
+    let group = GroupId::new(p.group.as_str());
+    PendingTxnOffsets {
+        offsets: p
+            .offsets
+            .iter()
+            .map(offset_from_abi)
+            .filter(|e| e.group == group)
+            .collect(),
+        group,
+        producer: TxnProducer {
+            id: p.producer_id,
+            epoch: p.producer_epoch,
+        },
+    }
+}
+
+/// Pending transactional offsets for the host, stamped with the broker's wall clock.
+pub fn pending_to_abi(p: &PendingTxnOffsets, commit_time_ms: i64) -> AbiPendingTxnOffsets {
+    AbiPendingTxnOffsets {
+        group: RString::from(p.group.as_str()),
+        producer_id: p.producer.id,
+        producer_epoch: p.producer.epoch,
+        offsets: p
+            .offsets
+            .iter()
+            .map(|e| offset_to_abi(e, commit_time_ms))
+            .collect(),
+    }
 }
 
 /// A fetch or delete scope as the ABI carries it: empty for the whole group.
@@ -140,6 +206,11 @@ pub fn output_to_abi(output: Output, commit_time_ms: i64) -> Option<CoordinatorO
             name: RString::from(counter.name()),
             value: i64::try_from(value).unwrap_or(i64::MAX),
         },
+        Output::StageTxnOffsets { op, pending } => CoordinatorOutput::StageTxnOffsets {
+            op: op.0,
+            pending: pending_to_abi(&pending, commit_time_ms),
+        },
+        Output::TxnCompletionApplied { op } => CoordinatorOutput::TxnCompletionApplied { op },
         Output::Event(event) => {
             event.log();
             return None;

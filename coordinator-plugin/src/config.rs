@@ -16,6 +16,8 @@
 //! max_subscription_topics = 10000
 //! max_assigned_partitions = 10000000
 //! max_metadata_bytes = 4096
+//! max_pending_txn_offsets_per_group = 100000
+//! max_pending_txn_offsets = 1000000
 //! commit_interval_ms = 1000
 //! retry_backoff_ms = 1000
 //! exclude_internal_topics = true
@@ -101,6 +103,14 @@ pub struct CoordinatorConfig {
     /// Longest offset metadata accepted in a commit, in bytes (Kafka's
     /// `offset.metadata.max.bytes`). Default 4096.
     pub max_metadata_bytes: usize,
+    /// Most pending transactional offsets (TxnOffsetCommit partitions of transactions
+    /// not yet ended, counted per producer and partition) one group may hold; a
+    /// TxnOffsetCommit that would go over is refused with COORDINATOR_LOAD_IN_PROGRESS
+    /// (retriable). Kafka has no such bound. At least 1. Default 100000.
+    pub max_pending_txn_offsets_per_group: usize,
+    /// Most pending transactional offsets the coordinator holds over every group; over
+    /// it, as `max_pending_txn_offsets_per_group`. At least 1. Default 1000000.
+    pub max_pending_txn_offsets: usize,
     /// How often offsets reported in Heartbeat responses are written to the offset
     /// store, in ms; at least 1. Final offsets (StopFetcher) and explicit commits are
     /// written at once. Default 1000.
@@ -162,6 +172,8 @@ impl Default for CoordinatorConfig {
             max_subscription_topics: drover_protocol::MAX_TOPICS_PER_REQUEST,
             max_assigned_partitions: 10_000_000,
             max_metadata_bytes: 4096,
+            max_pending_txn_offsets_per_group: 100_000,
+            max_pending_txn_offsets: 1_000_000,
             commit_interval_ms: 1_000,
             retry_backoff_ms: 1_000,
             exclude_internal_topics: true,
@@ -230,6 +242,11 @@ impl CoordinatorConfig {
         }
         if self.max_subscription_topics == 0 {
             return err("max_subscription_topics must be at least 1");
+        }
+        if self.max_pending_txn_offsets_per_group == 0 || self.max_pending_txn_offsets == 0 {
+            return err(
+                "max_pending_txn_offsets_per_group and max_pending_txn_offsets must be at least 1",
+            );
         }
         if self.commit_interval_ms == 0 {
             return err("commit_interval_ms must be at least 1");
@@ -354,6 +371,8 @@ mod toml_tests {
             max_subscription_topics = 8
             max_assigned_partitions = 9
             max_metadata_bytes = 11
+            max_pending_txn_offsets_per_group = 21
+            max_pending_txn_offsets = 22
             commit_interval_ms = 12
             retry_backoff_ms = 13
             exclude_internal_topics = false
@@ -380,6 +399,8 @@ mod toml_tests {
             max_subscription_topics: 8,
             max_assigned_partitions: 9,
             max_metadata_bytes: 11,
+            max_pending_txn_offsets_per_group: 21,
+            max_pending_txn_offsets: 22,
             commit_interval_ms: 12,
             retry_backoff_ms: 13,
             exclude_internal_topics: false,

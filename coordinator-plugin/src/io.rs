@@ -10,6 +10,7 @@ use bytes::Bytes;
 pub use drover_abi::coordinator::metrics::CoordinatorCounter;
 
 use crate::types::{ConnId, ConsumerId, Generation, GroupId, OffsetEntry, OpId, StoreError};
+use crate::types::{PendingTxnOffsets, TxnProducer};
 use crate::types::{TopicName, TopicPartition};
 
 /// An event the host delivers to [`crate::Coordinator::handle`].
@@ -110,6 +111,33 @@ pub enum Input {
     /// context of every later assignor run (coordinator ABI 3.3); nothing is rebalanced
     /// because of it.
     PartitionStats(crate::PartitionStats),
+    /// Result of [`Output::StageTxnOffsets`] `op`: `Ok` once the host recorded the
+    /// offsets with their transaction; otherwise the error the TxnOffsetCommit is
+    /// answered with (coordinator ABI 3.4).
+    TxnOffsetsStaged {
+        /// The operation.
+        op: OpId,
+        /// The outcome, as a Kafka error.
+        result: Result<(), kafka_protocol::ResponseError>,
+    },
+    /// Transactional offsets the host recorded earlier, of transactions still open
+    /// (at startup, or after gaining a slot): held as pending, not staged again.
+    /// Offsets of groups this coordinator does not own are ignored.
+    TxnOffsetsPending {
+        /// Per group and producer, the pending offsets.
+        pending: Vec<PendingTxnOffsets>,
+    },
+    /// `producer`'s transaction ended: `committed` commits its pending offsets of every
+    /// group (those staged with `producer.epoch` or earlier) through the commit path,
+    /// otherwise they are dropped; then [`Output::TxnCompletionApplied`] `op`.
+    TxnCompleted {
+        /// The host's id for this completion.
+        op: u64,
+        /// The producer and the epoch whose transaction ended.
+        producer: TxnProducer,
+        /// Commit (`true`) or abort.
+        committed: bool,
+    },
 }
 
 /// Which offsets an [`Output::FetchOffsets`] asks for.
@@ -180,6 +208,19 @@ pub enum Output {
         group: GroupId,
         /// What to delete.
         scope: FetchScope,
+    },
+    /// Record `pending` durably with its producer's transaction; the result comes back
+    /// as [`Input::TxnOffsetsStaged`] (coordinator ABI 3.4).
+    StageTxnOffsets {
+        /// The operation id.
+        op: OpId,
+        /// The validated offsets of one TxnOffsetCommit.
+        pending: PendingTxnOffsets,
+    },
+    /// [`Input::TxnCompleted`] `op` is applied: its offsets are in the store, or dropped.
+    TxnCompletionApplied {
+        /// The host's id from the input.
+        op: u64,
     },
     /// Something operators care about, for logs.
     Event(Event),

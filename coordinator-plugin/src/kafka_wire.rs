@@ -23,7 +23,8 @@ use kafka_protocol::protocol::{Decodable, Encodable, VersionRange};
 /// serves ([`served_versions`]): the classic protocol (JoinGroup, SyncGroup,
 /// Heartbeat, LeaveGroup), offsets (OffsetCommit, OffsetFetch, OffsetDelete), group
 /// administration (DescribeGroups, ListGroups, DeleteGroups) and KIP-848
-/// (ConsumerGroupHeartbeat, ConsumerGroupDescribe).
+/// (ConsumerGroupHeartbeat, ConsumerGroupDescribe), and TxnOffsetCommit (coordinator
+/// ABI 3.4: the host routes it only to a coordinator of 3.4 or later).
 pub const KAFKA_GROUP_APIS: &[ApiKey] = &[
     ApiKey::OffsetCommit,
     ApiKey::OffsetFetch,
@@ -37,6 +38,7 @@ pub const KAFKA_GROUP_APIS: &[ApiKey] = &[
     ApiKey::OffsetDelete,
     ApiKey::ConsumerGroupHeartbeat,
     ApiKey::ConsumerGroupDescribe,
+    ApiKey::TxnOffsetCommit,
 ];
 
 /// The versions of `key` the coordinator serves: Kafka 4.1's range

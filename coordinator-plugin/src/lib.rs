@@ -144,6 +144,6 @@ pub use config::{ConfigError, CoordinatorConfig, RebalanceMode};
 pub use io::{CoordinatorCounter, Event, FailureReason, FetchScope, Input, Output};
 pub use partition_stats::PartitionStats;
 pub use types::{
-    ConnId, ConsumerId, Generation, GroupId, OffsetEntry, OpId, StoreError, TopicName,
-    TopicPartition,
+    ConnId, ConsumerId, Generation, GroupId, OffsetEntry, OpId, PendingTxnOffsets, StoreError,
+    TopicName, TopicPartition, TxnProducer,
 };

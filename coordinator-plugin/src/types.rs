@@ -154,6 +154,34 @@ pub struct OffsetEntry {
     pub metadata: Option<String>,
 }
 
+/// A transactional producer as Kafka names it (KIP-98): its producer id and the epoch
+/// it sent with, from TxnOffsetCommit or the transaction's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TxnProducer {
+    /// The producer id (≥ 0 for a real producer).
+    pub id: i64,
+    /// The producer epoch.
+    pub epoch: i16,
+}
+
+impl fmt::Display for TxnProducer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "producer {}/{}", self.id, self.epoch)
+    }
+}
+
+/// Offsets a transactional producer committed for one group (TxnOffsetCommit), held
+/// until its transaction ends: committed then, or dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingTxnOffsets {
+    /// The group.
+    pub group: GroupId,
+    /// The producer whose transaction they belong to.
+    pub producer: TxnProducer,
+    /// The offsets, each of `group`.
+    pub offsets: Vec<OffsetEntry>,
+}
+
 /// Why an offset-store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]

@@ -202,7 +202,10 @@ impl Harness {
                 Output::DeleteOffsets { .. } => {
                     prop_assert!(false, "native requests delete no offsets")
                 }
-                Output::Event(_) | Output::Metric { .. } => {}
+                Output::Event(_)
+                | Output::Metric { .. }
+                | Output::StageTxnOffsets { .. }
+                | Output::TxnCompletionApplied { .. } => {}
             }
         }
         if let Some(t) = self.coord.poll_timeout() {

@@ -18,8 +18,10 @@ import time
 
 import pytest
 
+from conftest import BrokerError
 from drover_testlib import (
     RawConn,
+    http_get,
     api_versions,
     ck_consume,
     ck_create_topic,
@@ -33,7 +35,6 @@ from cluster_testlib import ZooKeeper, start_cluster
 
 API_INIT_PRODUCER_ID = 22
 NONE = 0
-POLICY_VIOLATION = 44
 COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -126,22 +127,123 @@ def test_an_idle_producer_expires(broker_factory):
 
 
 
-def test_producer_ids_per_partition_are_bounded(broker_factory):
-    """A client minting producer ids gets a clear refusal once a partition remembers
-    max_producer_ids_per_partition of them; known producers go on."""
-    broker = broker_factory("[log]\nmax_producer_ids_per_partition = 3\n")
-    topic = unique_topic("idem-bound")
+def metric(broker, name: str) -> float:
+    """The value of the unlabelled sample `name` on /metrics."""
+    from test_admin import parse_metrics
+
+    samples = parse_metrics(http_get(broker.admin_url + "/metrics")[2])
+    values = [v for n, labels, v in samples if n == name and not labels]
+    assert len(values) == 1, (name, values)
+    return values[0]
+
+
+def test_a_hostile_client_minting_producer_ids_does_not_lock_producers_out(broker_factory):
+    """A client minting producer ids (raw frames, a new id per batch) past
+    max_producer_ids_per_partition: the producer idle longest is evicted each time, so
+    new producers keep being accepted, an active producer's retry is still
+    deduplicated, and the partition remembers at most the cap. Before, the 51st id and
+    every later one were refused with POLICY_VIOLATION for a day."""
+    cap, flood = 50, 400
+    broker = broker_factory(f"[log]\nmax_producer_ids_per_partition = {cap}\n")
+    topic = unique_topic("idem-hostile")
     ck_create_topic(broker, topic, 1)
     with RawConn(broker) as c:
-        pids = [init_producer_id(c)[1] for _ in range(4)]
-        for i, pid in enumerate(pids[:3]):
-            assert produce_v8(c, topic, idem_batch(pid, 0, 0, 1, b"p"))["base_offset"] == i
-        refused = produce_v8(c, topic, idem_batch(pids[3], 0, 0, 1, b"p"))
-        assert refused["error"] == POLICY_VIOLATION, refused
-        assert "max_producer_ids_per_partition" in refused["error_message"]
-        ok = produce_v8(c, topic, idem_batch(pids[0], 0, 1, 1, b"q"))
-        assert (ok["error"], ok["base_offset"]) == (NONE, 3)
-    assert end_offset(broker, topic) == 4
+        _, active, epoch = init_producer_id(c)
+        seq, last = 0, None
+        for i in range(flood):
+            if i % 10 == 0:
+                last = produce_v8(c, topic, idem_batch(active, epoch, seq, 1, b"active"))
+                assert last["error"] == NONE, last
+                seq += 1
+            minted = produce_v8(c, topic, idem_batch(10_000_000 + i, 0, 0, 1, b"x"))
+            assert minted["error"] == NONE, minted
+        end = end_offset(broker, topic)
+        # The active producer's retry of its last batch: its offset, nothing written.
+        retry = produce_v8(c, topic, idem_batch(active, epoch, seq - 1, 1, b"active"))
+        assert (retry["error"], retry["base_offset"]) == (NONE, last["base_offset"])
+        assert end_offset(broker, topic) == end
+        # A producer from InitProducerId is accepted too.
+        _, fresh, fresh_epoch = init_producer_id(c)
+        ok = produce_v8(c, topic, idem_batch(fresh, fresh_epoch, 0, 1, b"fresh"))
+        assert (ok["error"], ok["base_offset"]) == (NONE, end)
+    assert metric(broker, "drover_producer_ids") == cap
+    assert metric(broker, "drover_producer_ids_evicted_total") == flood + 1 + 1 - cap
+
+
+def test_a_lowered_cap_keeps_the_snapshot_and_its_active_producers(broker_factory):
+    """A clean restart with a lower max_producer_ids_per_partition: the snapshot is
+    loaded and trimmed (the producers idle longest go), so a kept producer's retry is
+    still deduplicated. Before, the snapshot was refused and the state rebuilt from the
+    last two segments only."""
+    broker = broker_factory("[log]\nsegment_bytes = 300\n")
+    topic = unique_topic("idem-lowered")
+    ck_create_topic(broker, topic, 1)
+    with RawConn(broker) as c:
+        pids = [init_producer_id(c)[1] for _ in range(12)]
+        offsets = []
+        for pid in pids:
+            r = produce_v8(c, topic, idem_batch(pid, 0, 0, 2, b"p"))
+            assert r["error"] == NONE, r
+            offsets.append(r["base_offset"])
+            time.sleep(0.005)  # distinct last-write times, so the idle order is defined
+    broker.terminate()
+    broker.config_path.write_text("[log]\nsegment_bytes = 300\nmax_producer_ids_per_partition = 4\n")
+    broker.start()
+    end = end_offset(broker, topic)
+    with RawConn(broker) as c:
+        dup = produce_v8(c, topic, idem_batch(pids[-4], 0, 0, 2, b"p"))
+        assert (dup["error"], dup["base_offset"]) == (NONE, offsets[-4])
+        assert end_offset(broker, topic) == end
+    assert metric(broker, "drover_producer_ids") == 4
+
+
+def test_a_damaged_producer_id_block_file_stops_startup(broker_factory):
+    """An empty or corrupt <data_dir>/producer_id_block: the broker refuses to start,
+    naming the file, instead of reporting ready and failing every InitProducerId."""
+    for contents in ["", "not a number\n"]:
+        broker = broker_factory(start=False)
+        path = broker.data_dir / "producer_id_block"
+        path.write_text(contents)
+        with pytest.raises(BrokerError) as failed:
+            broker.start()
+        assert broker.returncodes and broker.returncodes[-1] != 0
+        assert str(path) in broker.stderr_text(), broker.stderr_text()
+        assert "producer" in str(failed.value)
+        # The file is left as it was, for the operator to repair.
+        assert path.read_text() == contents
+
+
+def test_a_partition_named_twice_in_one_produce_keeps_the_last_entry(broker):
+    """Produce v3 naming partition 0 twice: as Kafka (one map entry per partition in
+    KafkaApis.handleProduceRequest), the last entry is appended and answered once;
+    the first is dropped. Before, the first was appended and the second refused with
+    INVALID_RECORD."""
+    from drover_testlib import parse_fetch_v4, fetch_v4_request, record_batch
+
+    topic = unique_topic("produce-twice")
+    ck_create_topic(broker, topic, 1)
+    first = record_batch([(b"k", b"first")])
+    last = record_batch([(b"k", b"last-1"), (b"k", b"last-2")])
+    body = (kstr(None) + struct.pack(">hi", -1, 10000) + struct.pack(">i", 1) + kstr(topic)
+            + struct.pack(">i", 2)
+            + struct.pack(">i", 0) + struct.pack(">i", len(first)) + first
+            + struct.pack(">i", 0) + struct.pack(">i", len(last)) + last)
+    with RawConn(broker) as c:
+        corr = c.request(0, 3, body)
+        resp = c.recv_response(corr)
+        (nt,) = struct.unpack_from(">i", resp, 0)
+        assert nt == 1
+        (tl,) = struct.unpack_from(">h", resp, 4)
+        pos = 6 + tl
+        (np_,) = struct.unpack_from(">i", resp, pos)
+        assert np_ == 1, "one answer for the partition"
+        part, err, base = struct.unpack_from(">ihq", resp, pos + 4)
+        assert (part, err, base) == (0, NONE, 0)
+        corr = c.request(1, 4, fetch_v4_request(topic, 0, 0, max_wait_ms=0, min_bytes=1))
+        fetched = parse_fetch_v4(c.recv_response(corr))[(topic, 0)]
+    assert end_offset(broker, topic) == 2
+    assert b"last-1" in fetched.records and b"first" not in fetched.records
+
 
 @pytest.mark.parametrize("how", ["restart", "kill9"])
 def test_state_survives_a_restart(broker, how):

@@ -390,6 +390,9 @@ impl Driver {
                 Output::Event(event) => self.on_event(event),
                 Output::Metric { .. } => {}
                 Output::DeleteOffsets { .. } => panic!("native groups delete no offsets"),
+                Output::StageTxnOffsets { .. } | Output::TxnCompletionApplied { .. } => {
+                    panic!("native groups stage no transactional offsets")
+                }
             }
         }
     }

@@ -30,6 +30,43 @@ pub(crate) enum CommitWaiter {
     Native(Waiter),
     /// A Kafka OffsetCommit request.
     Kafka(CommitWait),
+    /// A committed transaction's offsets of the group (`TxnCompleted`).
+    Txn(TxnCommitWait),
+}
+
+/// A commit sent as it came, queued while a batch of its group id is in flight.
+#[derive(Debug)]
+pub(crate) enum Queued {
+    /// A Kafka OffsetCommit request.
+    Kafka(CommitWait),
+    /// A committed transaction's offsets of the group.
+    Txn(TxnCommitWait),
+}
+
+impl Queued {
+    fn records(&self) -> &[OffsetEntry] {
+        match self {
+            Queued::Kafka(w) => &w.records,
+            Queued::Txn(w) => &w.records,
+        }
+    }
+
+    fn waiter(self) -> CommitWaiter {
+        match self {
+            Queued::Kafka(w) => CommitWaiter::Kafka(w),
+            Queued::Txn(w) => CommitWaiter::Txn(w),
+        }
+    }
+}
+
+/// One group's offsets of a committed transaction, on their way to the store: part of
+/// the host's `TxnCompleted` `completion`, acknowledged once every part is durable.
+#[derive(Debug, Clone)]
+pub(crate) struct TxnCommitWait {
+    /// The host's id of the `TxnCompleted`.
+    pub completion: u64,
+    /// The offsets, of one group.
+    pub records: Vec<OffsetEntry>,
 }
 
 /// What a commit batch is, which decides what its result does besides answering its
@@ -39,8 +76,9 @@ pub(crate) enum BatchSource {
     /// The native group's pending batch: a failure goes back to the group (retried, or
     /// forgotten so the next Heartbeat carries it again).
     NativeGroup,
-    /// Commits queued as they came (Kafka OffsetCommit): only answered. A simple commit
-    /// to a group id no group has leaves an empty classic group once durable.
+    /// Commits queued as they came (Kafka OffsetCommit, a committed transaction's
+    /// offsets): only answered. A simple commit to a group id no group has leaves an
+    /// empty classic group once durable.
     Queue,
     /// A native group's batch whose group was dropped with its slot: only answered.
     Dropped,
@@ -50,7 +88,7 @@ pub(crate) enum BatchSource {
 #[derive(Debug, Default)]
 pub(crate) struct CommitQueue {
     in_flight: BTreeMap<GroupId, OpId>,
-    queued: BTreeMap<GroupId, Vec<CommitWait>>,
+    queued: BTreeMap<GroupId, Vec<Queued>>,
 }
 
 impl CommitQueue {
@@ -69,15 +107,18 @@ impl CommitQueue {
     /// Topics `lost` are gone (deleted, or re-created with a new id): queued commits
     /// lose their entries for them ([`CommitWait::forget_topics`]). Returns the
     /// commits left with nothing to write, to answer now.
-    fn forget_topics(&mut self, lost: &BTreeSet<TopicName>) -> Vec<CommitWait> {
+    fn forget_topics(&mut self, lost: &BTreeSet<TopicName>) -> Vec<Queued> {
         let mut answered = Vec::new();
         for waits in self.queued.values_mut() {
             for w in waits.iter_mut() {
-                w.forget_topics(lost);
+                match w {
+                    Queued::Kafka(w) => w.forget_topics(lost),
+                    Queued::Txn(w) => w.records.retain(|r| !lost.contains(&r.tp.topic)),
+                }
             }
-            let (empty, keep): (Vec<CommitWait>, Vec<CommitWait>) = std::mem::take(waits)
+            let (empty, keep): (Vec<Queued>, Vec<Queued>) = std::mem::take(waits)
                 .into_iter()
-                .partition(|w| w.records.is_empty());
+                .partition(|w| w.records().is_empty());
             *waits = keep;
             answered.extend(empty);
         }
@@ -141,6 +182,12 @@ impl Ctx {
                     }
                     self.respond_kafka(w.slot, w.to, ResponseKind::OffsetCommit(w.response));
                 }
+                CommitWaiter::Txn(w) => {
+                    // Only queued batches carry them, and their results take them out
+                    // first (`Coordinator::on_commit_result`).
+                    debug_assert!(false, "a transaction's commit answered as a request");
+                    tracing::error!(completion = w.completion, "transactional commit dropped");
+                }
             }
         }
     }
@@ -150,7 +197,7 @@ impl Coordinator {
     /// Queues validated commits of `group` that are sent as they came (a Kafka
     /// OffsetCommit with accepted entries): sent now if no batch of the group id is in
     /// flight, else after it.
-    pub(crate) fn queue_commit(&mut self, group: GroupId, wait: CommitWait) {
+    pub(crate) fn queue_commit(&mut self, group: GroupId, wait: Queued) {
         if self.cx.commits.busy(&group) {
             self.cx.commits.queued.entry(group).or_default().push(wait);
         } else {
@@ -158,9 +205,9 @@ impl Coordinator {
         }
     }
 
-    fn send_queued(&mut self, group: GroupId, waits: Vec<CommitWait>) {
-        let records: Vec<OffsetEntry> = waits.iter().flat_map(|w| w.records.clone()).collect();
-        let waiters = waits.into_iter().map(CommitWaiter::Kafka).collect();
+    fn send_queued(&mut self, group: GroupId, waits: Vec<Queued>) {
+        let records: Vec<OffsetEntry> = waits.iter().flat_map(|w| w.records().to_vec()).collect();
+        let waiters = waits.into_iter().map(Queued::waiter).collect();
         self.cx
             .send_commit(group, records, waiters, BatchSource::Queue);
     }
@@ -194,10 +241,23 @@ impl Coordinator {
         for group in groups {
             let waits = self.cx.commits.queued.remove(&group).unwrap_or_default();
             tracing::debug!(%group, commits = waits.len(), "queued commits dropped with their slot");
-            for mut w in waits {
-                w.fail(ResponseError::NotCoordinator);
-                self.cx
-                    .respond_kafka(w.slot, w.to, ResponseKind::OffsetCommit(w.response));
+            for w in waits {
+                match w {
+                    Queued::Kafka(mut w) => {
+                        w.fail(ResponseError::NotCoordinator);
+                        self.cx
+                            .respond_kafka(w.slot, w.to, ResponseKind::OffsetCommit(w.response));
+                    }
+                    // Not written by a broker that no longer owns the group: its
+                    // completion stays unacknowledged here, and the transaction keeps
+                    // its offsets for the slot's new owner.
+                    Queued::Txn(w) => {
+                        self.groups
+                            .txn
+                            .end_committing(&group, w.records.iter().map(|r| &r.tp));
+                        tracing::warn!(%group, completion = w.completion, "a committed transaction's offsets dropped with their slot");
+                    }
+                }
             }
         }
     }
@@ -206,8 +266,13 @@ impl Coordinator {
     /// left with nothing to write are answered now.
     pub(crate) fn forget_queued_commits_of(&mut self, lost: &BTreeSet<TopicName>) {
         for w in self.cx.commits.forget_topics(lost) {
-            self.cx
-                .respond_kafka(w.slot, w.to, ResponseKind::OffsetCommit(w.response));
+            match w {
+                Queued::Kafka(w) => {
+                    self.cx
+                        .respond_kafka(w.slot, w.to, ResponseKind::OffsetCommit(w.response));
+                }
+                Queued::Txn(w) => self.txn_part_done(w.completion),
+            }
         }
     }
 
@@ -244,6 +309,9 @@ impl Coordinator {
                 self.cx.answer_commit_waiters(waiters, result.is_err());
             }
             BatchSource::Queue => {
+                let (txn, waiters): (Vec<CommitWaiter>, Vec<CommitWaiter>) = waiters
+                    .into_iter()
+                    .partition(|w| matches!(w, CommitWaiter::Txn(_)));
                 if let Err(e) = &result {
                     tracing::warn!(%group, %op, error = %e, "offset commit failed");
                 } else if self.group_kind(group.as_str()).is_none() && self.owns(group.as_str()) {
@@ -258,6 +326,27 @@ impl Coordinator {
                     );
                 }
                 self.cx.answer_commit_waiters(waiters, result.is_err());
+                let mut retry = Vec::new();
+                for w in txn {
+                    let CommitWaiter::Txn(w) = w else { continue };
+                    if result.is_ok() {
+                        self.groups
+                            .txn
+                            .end_committing(&group, w.records.iter().map(|r| &r.tp));
+                        self.txn_part_done(w.completion);
+                    } else {
+                        retry.push(Queued::Txn(w));
+                    }
+                }
+                if !retry.is_empty() {
+                    // A committed transaction's offsets are never given up: queued again,
+                    // in their order and ahead of what came after them (a later commit of
+                    // the same partitions must stay the last written), still unstable for
+                    // OffsetFetch meanwhile.
+                    let queued = self.cx.commits.queued.entry(group.clone()).or_default();
+                    retry.append(queued);
+                    *queued = retry;
+                }
                 if self.cx.commits.queued.contains_key(&group) {
                     self.send_queued_commits(&group);
                 } else if let Some(g) = self.groups.native_mut(&group) {
@@ -277,6 +366,16 @@ pub(crate) enum CommitApi {
     Native,
     /// Kafka's OffsetCommit at this version.
     Kafka { version: i16 },
+    /// Kafka's TxnOffsetCommit (KIP-447 fencing from v3; Kafka's
+    /// `validateOffsetCommit(isTransactional = true)`).
+    KafkaTxn,
+}
+
+impl CommitApi {
+    /// Whether the commit is transactional (TxnOffsetCommit).
+    pub(crate) fn is_transactional(self) -> bool {
+        self == CommitApi::KafkaTxn
+    }
 }
 
 /// Who asks to commit, as every group type's `validate_offset_commit` sees it (the
@@ -302,7 +401,7 @@ impl CommitAuthor<'_> {
         self.member_id.is_empty()
             && match self.api {
                 CommitApi::Native => self.generation == -1,
-                CommitApi::Kafka { .. } => self.generation < 0,
+                CommitApi::Kafka { .. } | CommitApi::KafkaTxn => self.generation < 0,
             }
     }
 }
@@ -310,12 +409,13 @@ impl CommitAuthor<'_> {
 /// The rules of a commit to a group id that no group has: a simple commit is taken
 /// (and, by Kafka's OffsetCommit, leaves an empty classic group once durable); a
 /// member's commit is refused with GROUP_ID_NOT_FOUND from OffsetCommit v9 (Kafka 4),
-/// ILLEGAL_GENERATION before it, and UNKNOWN_MEMBER_ID natively.
+/// ILLEGAL_GENERATION before it and by TxnOffsetCommit, and UNKNOWN_MEMBER_ID natively.
 pub(crate) fn validate_commit_without_group(author: &CommitAuthor) -> Result<(), ResponseError> {
     match author.api {
         CommitApi::Native if author.is_simple() => Ok(()),
         CommitApi::Native => Err(ResponseError::UnknownMemberId),
-        CommitApi::Kafka { .. } if author.generation < 0 => Ok(()),
+        CommitApi::Kafka { .. } | CommitApi::KafkaTxn if author.generation < 0 => Ok(()),
+        CommitApi::KafkaTxn => Err(ResponseError::IllegalGeneration),
         CommitApi::Kafka { version } if version >= 9 => Err(ResponseError::GroupIdNotFound),
         CommitApi::Kafka { .. } => Err(ResponseError::IllegalGeneration),
     }

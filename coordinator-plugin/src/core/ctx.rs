@@ -59,6 +59,9 @@ pub(crate) enum Op {
     KafkaFetch { wait: u64, index: usize },
     /// A Kafka OffsetDelete, or one group of a DeleteGroups ([`Output::DeleteOffsets`]).
     DeleteOffsets(DeleteWait),
+    /// A TxnOffsetCommit whose offsets the host records with the transaction
+    /// ([`Output::StageTxnOffsets`]).
+    StageTxn(super::kafka::StageWait),
 }
 
 /// The coordinator's shared state: everything but the groups. Its read side — the

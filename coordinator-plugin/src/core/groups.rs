@@ -145,10 +145,14 @@ impl Group {
     }
 }
 
-/// Every group the coordinator serves, by id: one table for the three protocols.
+/// Every group the coordinator serves, by id: one table for the three protocols, and
+/// the pending transactional offsets of every group id (with or without a group).
 #[derive(Debug, Default)]
 pub(crate) struct Groups {
     groups: BTreeMap<GroupId, Group>,
+    /// Pending transactional offsets per group id and producer id
+    /// ([`TxnOffsets`](super::txn_offsets::TxnOffsets)).
+    pub(crate) txn: super::txn_offsets::TxnOffsets,
 }
 
 impl Groups {

@@ -28,6 +28,8 @@ mod kafka;
 mod native;
 mod slots;
 mod snapshot;
+mod txn_completion;
+mod txn_offsets;
 
 pub(crate) use ctx::{Ctx, Op};
 pub use slots::Ownership;
@@ -72,6 +74,8 @@ pub struct Coordinator {
     takeover_until: BTreeMap<u32, u64>,
     /// Kafka's classic and KIP-848 groups and Kafka offset requests in flight.
     kafka: kafka::KafkaGroups,
+    /// Transactions' outcomes whose offsets are on their way to the store.
+    completions: txn_completion::Completions,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -106,6 +110,7 @@ impl Coordinator {
             ownership,
             takeover_until: BTreeMap::new(),
             kafka: kafka::KafkaGroups::default(),
+            completions: txn_completion::Completions::default(),
         })
     }
 
@@ -179,6 +184,20 @@ impl Coordinator {
             Input::SlotGained { slot, stopped_ms } => self.on_slot_gained(slot, stopped_ms),
             Input::SlotLost { slot } => self.on_slot_lost(slot),
             Input::PartitionStats(stats) => self.cx.partition_stats = stats,
+            Input::TxnOffsetsStaged { op, result } => {
+                let taken = self
+                    .cx
+                    .take_op(op, "staging", |o| matches!(o, Op::StageTxn(_)));
+                if let Some(Op::StageTxn(wait)) = taken {
+                    self.on_txn_staged(op, wait, result);
+                }
+            }
+            Input::TxnOffsetsPending { pending } => self.on_txn_pending(pending),
+            Input::TxnCompleted {
+                op,
+                producer,
+                committed,
+            } => self.on_txn_completed(op, producer, committed),
         }
         self.settle();
         self.cx.take_outputs()
@@ -333,6 +352,7 @@ impl Coordinator {
                 .native(g, |g, env, fx| g.forget_topics(env, fx, lost));
         }
         self.forget_queued_commits_of(lost);
+        self.groups.txn.forget_topics(lost);
     }
 
     fn on_topics(&mut self, topics: BTreeMap<TopicName, u32>) {
@@ -429,7 +449,7 @@ impl Coordinator {
                 );
             }
             Some(Op::KafkaFetch { wait, index }) => self.on_kafka_fetched(op, wait, index, result),
-            Some(Op::Commit { .. } | Op::DeleteOffsets(_)) | None => {}
+            Some(Op::Commit { .. } | Op::DeleteOffsets(_) | Op::StageTxn(_)) | None => {}
         }
     }
 

@@ -182,6 +182,13 @@ impl Coordinator {
         cx.rearm_commit_tick();
         self.drop_kafka_groups_of(slot, count);
         self.drop_queued_commits_of(|g| proto::coordinator_slot(g.as_str(), count) == slot);
+        // Pending transactional offsets stay in their transactions' durable records;
+        // the slot's new owner gets them back (`Input::TxnOffsetsPending`).
+        for g in self.groups.txn.groups() {
+            if proto::coordinator_slot(g.as_str(), count) == slot {
+                self.groups.txn.drop_group(g.as_str());
+            }
+        }
         let cx = &mut self.cx;
         cx.event(Event::SlotLost {
             slot,

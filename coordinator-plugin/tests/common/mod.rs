@@ -495,6 +495,11 @@ impl World {
                         "t={now}: {op}: native consumers never delete offsets"
                     ));
                 }
+                Output::StageTxnOffsets { .. } | Output::TxnCompletionApplied { .. } => {
+                    self.violations.push(format!(
+                        "t={now}: a transactional output, but native consumers send no TxnOffsetCommit"
+                    ));
+                }
                 Output::Event(e) => {
                     // Events follow from the frames and operations hashed above.
                     if let Event::SafetyCheckFailed { message, .. } = &e {

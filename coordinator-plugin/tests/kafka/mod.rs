@@ -16,8 +16,8 @@ use std::marker::PhantomData;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use drover_coordinator::{
-    ConnId, Coordinator, CoordinatorConfig, FetchScope, GroupId, Input, OffsetEntry, Output,
-    StoreError, TopicName, TopicPartition,
+    ConnId, Coordinator, CoordinatorConfig, FetchScope, GroupId, Input, OffsetEntry, OpId, Output,
+    PendingTxnOffsets, StoreError, TopicName, TopicPartition,
 };
 use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedPartitions;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -160,6 +160,24 @@ fn in_scope(scope: &FetchScope, tp: &TopicPartition) -> bool {
     }
 }
 
+// ---------------------------------------------------------------------------- ledger
+
+/// The host's transactional offset ledger (the transaction coordinator's durable
+/// record): answers `StageTxnOffsets` with `code` at once, or holds them.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// The Kafka error code staging answers (0: recorded).
+    pub code: i16,
+    /// Keep stagings until [`Harness::release_ledger`].
+    pub hold: bool,
+    /// Stagings held.
+    pub held: Vec<(OpId, PendingTxnOffsets)>,
+    /// Every offset set recorded (answered 0), in order.
+    pub recorded: Vec<PendingTxnOffsets>,
+    /// `TxnCompletionApplied` operation ids, in order.
+    pub applied: Vec<u64>,
+}
+
 // ---------------------------------------------------------------------------- connections
 
 /// A request sent and not yet answered.
@@ -220,6 +238,8 @@ pub struct Harness {
     pub events: Vec<Output>,
     /// Inputs waiting to be fed (the host's answers to outputs).
     queue: VecDeque<Input>,
+    /// The transactional offset ledger.
+    pub ledger: Ledger,
 }
 
 impl Harness {
@@ -248,6 +268,7 @@ impl Harness {
             next_conn: 1,
             events: Vec::new(),
             queue: VecDeque::new(),
+            ledger: Ledger::default(),
         };
         let ids = topics()
             .into_iter()
@@ -311,6 +332,37 @@ impl Harness {
                 }
             }
             other @ (Output::Event(_) | Output::Metric { .. }) => self.events.push(other),
+            Output::StageTxnOffsets { op, pending } => {
+                if self.ledger.hold {
+                    self.ledger.held.push((op, pending));
+                } else {
+                    let input = self.ledger_answer(op, pending);
+                    self.queue.push_back(input);
+                }
+            }
+            Output::TxnCompletionApplied { op } => self.ledger.applied.push(op),
+        }
+    }
+
+    fn ledger_answer(&mut self, op: OpId, pending: PendingTxnOffsets) -> Input {
+        let code = self.ledger.code;
+        if code == 0 {
+            self.ledger.recorded.push(pending);
+        }
+        Input::TxnOffsetsStaged {
+            op,
+            result: match code {
+                0 => Ok(()),
+                c => Err(kafka_protocol::ResponseError::try_from_code(c).expect("a Kafka code")),
+            },
+        }
+    }
+
+    /// Answers every held staging with the ledger's current code.
+    pub fn release_ledger(&mut self) {
+        for (op, pending) in std::mem::take(&mut self.ledger.held) {
+            let input = self.ledger_answer(op, pending);
+            self.feed(input);
         }
     }
 
@@ -385,6 +437,21 @@ impl Harness {
             let input = self.store.execute(&op);
             self.feed(input);
         }
+    }
+
+    /// A crash of the broker: store operations not yet answered either all land in
+    /// the store (`land`) or none does; their results reach no coordinator.
+    pub fn crash_store_ops(&mut self, land: bool) {
+        let ops: Vec<Output> = std::mem::take(&mut self.held)
+            .into_iter()
+            .chain(std::mem::take(&mut self.scheduled).into_values())
+            .collect();
+        if land {
+            for op in ops {
+                let _ = self.store.execute(&op);
+            }
+        }
+        self.queue.clear();
     }
 
     /// Store operations held so far.

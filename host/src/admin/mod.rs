@@ -73,29 +73,29 @@ fn with_transactions(broker: &Broker, text: String) -> String {
 }
 
 async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
-    let offsets = tokio::task::spawn_blocking({
+    let (offsets, producer_ids) = tokio::task::spawn_blocking({
         let broker = Arc::clone(&broker);
         move || {
-            broker
-                .topics
-                .list()
-                .iter()
-                .flat_map(|t| {
-                    t.partitions.iter().map(|p| {
-                        let log = p.log.lock().unwrap_or_else(|e| e.into_inner());
-                        (
-                            t.name.clone(),
-                            p.index,
-                            log.log_end_offset(),
-                            log.flushed_offset(),
-                        )
-                    })
-                })
-                .collect::<Vec<_>>()
+            let mut producer_ids = 0;
+            let mut offsets = Vec::new();
+            for t in broker.topics.list() {
+                for p in &t.partitions {
+                    let log = p.lock_log();
+                    producer_ids += log.producer_states().len();
+                    offsets.push((
+                        t.name.clone(),
+                        p.index,
+                        log.log_end_offset(),
+                        log.flushed_offset(),
+                    ));
+                }
+            }
+            (offsets, producer_ids)
         }
     })
     .await
     .unwrap_or_default();
+    broker.metrics.producer_ids(producer_ids);
     (
         [(
             header::CONTENT_TYPE,

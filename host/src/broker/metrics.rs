@@ -27,9 +27,17 @@
 //!   `unchanged`, `failed`), and `drover_plugin_files_refused_total`: files a rescan
 //!   refused; `drover_plugin_libraries_loaded` (gauge): distinct plugin libraries in the
 //!   process (never unloaded; capped by `plugins.max_loaded_libraries`);
+//! - `drover_producer_ids` (gauge, summed over partitions at scrape time) and
+//!   `drover_producer_ids_evicted_total`: idempotent producer ids remembered, and
+//!   forgotten to make room at `[log] max_producer_ids_per_partition`;
 //! - `drover_log_end_offset{topic,partition}` and `drover_log_flushed_offset{topic,partition}`
 //!   (every offset below it is fsynced: with the topic's `flush.messages` = 1 it is the
-//!   log end offset whenever no acknowledged append is pending): rendered at scrape time.
+//!   log end offset whenever no acknowledged append is pending): rendered at scrape time;
+//! - `drover_coordinator_txn_pending_offsets` (gauge): transactional offsets
+//!   (TxnOffsetCommit partitions) staged or restored and not yet resolved by their
+//!   transaction's outcome, as the coordinator driver counts them;
+//!   `drover_coordinator_txn_offset_stages_total{outcome}` (`recorded`, `refused`) and
+//!   `drover_coordinator_txn_completions_total{outcome}` (`committed`, `aborted`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -80,6 +88,11 @@ pub struct Metrics {
     plugin_rescans: Family<OutcomeLabels, Counter>,
     plugin_files_refused: Counter,
     plugin_libraries: Gauge,
+    txn_pending_offsets: Gauge,
+    txn_offset_stages: Family<OutcomeLabels, Counter>,
+    txn_completions: Family<OutcomeLabels, Counter>,
+    producer_ids: Gauge,
+    producer_ids_evicted: Counter,
 }
 
 impl Default for Metrics {
@@ -179,8 +192,45 @@ impl Metrics {
             "Distinct plugin libraries loaded in this process (never unloaded)",
             plugin_libraries.clone(),
         );
+        let txn_pending_offsets = Gauge::default();
+        registry.register(
+            "coordinator_txn_pending_offsets",
+            "Transactional offsets (partitions) staged or restored and not yet resolved by their transaction",
+            txn_pending_offsets.clone(),
+        );
+        let txn_offset_stages = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "coordinator_txn_offset_stages",
+            "TxnOffsetCommits the coordinator asked the host to record, by outcome (recorded, refused)",
+            txn_offset_stages.clone(),
+        );
+        let txn_completions = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "coordinator_txn_completions",
+            "Transaction outcomes applied by the coordinator, by outcome (committed, aborted)",
+            txn_completions.clone(),
+        );
+        let producer_ids = Gauge::default();
+        registry.register(
+            "producer_ids",
+            "Idempotent producer ids remembered by this broker's partitions together \
+             (each partition at most [log] max_producer_ids_per_partition), as of the scrape",
+            producer_ids.clone(),
+        );
+        let producer_ids_evicted = Counter::default();
+        registry.register(
+            "producer_ids_evicted",
+            "Producer ids a partition forgot to make room for a new one at \
+             [log] max_producer_ids_per_partition (the producer idle longest goes)",
+            producer_ids_evicted.clone(),
+        );
         Metrics {
+            txn_pending_offsets,
+            txn_offset_stages,
+            txn_completions,
             registry,
+            producer_ids,
+            producer_ids_evicted,
             plugin_rescans,
             plugin_files_refused,
             plugin_libraries,
@@ -310,9 +360,46 @@ impl Metrics {
         }
     }
 
+    /// Sets `drover_coordinator_txn_pending_offsets` to `n` partitions.
+    pub fn txn_pending_offsets(&self, n: usize) {
+        self.txn_pending_offsets
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a staging of transactional offsets: `recorded` or not.
+    pub fn txn_offset_stage(&self, recorded: bool) {
+        let outcome = if recorded { "recorded" } else { "refused" };
+        self.txn_offset_stages
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a transaction outcome applied by the coordinator.
+    pub fn txn_completion(&self, committed: bool) {
+        let outcome = if committed { "committed" } else { "aborted" };
+        self.txn_completions
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
     /// Sets the number of distinct plugin libraries loaded in the process.
     pub fn plugin_libraries(&self, libraries: usize) {
         self.plugin_libraries.set(libraries as i64);
+    }
+
+    /// Sets the number of producer ids all partitions remember (at scrape time).
+    pub fn producer_ids(&self, count: usize) {
+        self.producer_ids
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Counts producer ids evicted from a full partition table.
+    pub fn producer_ids_evicted(&self, count: u64) {
+        self.producer_ids_evicted.inc_by(count);
     }
 
     /// Records whether the ZooKeeper session is connected.

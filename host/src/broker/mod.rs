@@ -59,6 +59,9 @@ pub enum BrokerError {
     /// The transaction coordinator's store could not be opened or read.
     #[error(transparent)]
     Transactions(#[from] crate::txn::store::StoreError),
+    /// The producer id block file is unreadable or damaged (standalone).
+    #[error(transparent)]
+    ProducerIds(#[from] producer_ids::ProducerIdError),
 }
 
 /// Everything the request handlers share.
@@ -124,7 +127,7 @@ impl Broker {
         );
         let metrics = Arc::new(Metrics::new());
         metrics.plugin_libraries(live.libraries_loaded());
-        let producer_ids = producer_ids::ProducerIds::new(&config.data_dir, cluster.clone());
+        let producer_ids = producer_ids::ProducerIds::open(&config.data_dir, cluster.clone())?;
         let transactions = match cluster {
             None => Some(Arc::new(crate::txn::TxnCoordinator::open(
                 &config.data_dir,

@@ -66,15 +66,28 @@ pub struct ProducerIds {
 
 impl ProducerIds {
     /// Ids from the block file in `data_dir`, or from ZooKeeper when `cluster` is set.
-    /// Nothing is read until the first id is asked for.
-    pub fn new(data_dir: &Path, cluster: Option<Arc<Cluster>>) -> ProducerIds {
-        ProducerIds {
-            source: match cluster {
-                Some(c) => Source::Cluster(c),
-                None => Source::File(data_dir.join(BLOCK_FILE)),
-            },
+    /// Standalone, the block file is read now: a broker whose file is damaged (empty,
+    /// not a number, unreadable) must not start and report itself ready while every
+    /// InitProducerId would fail, and must not reset the file either (ids handed out
+    /// before could be handed out again). A missing file is a first start.
+    ///
+    /// Errors: [`ProducerIdError::Corrupt`] or [`ProducerIdError::Io`], naming the file.
+    pub fn open(
+        data_dir: &Path,
+        cluster: Option<Arc<Cluster>>,
+    ) -> Result<ProducerIds, ProducerIdError> {
+        let source = match cluster {
+            Some(c) => Source::Cluster(c),
+            None => {
+                let path = data_dir.join(BLOCK_FILE);
+                read_block_start(&path)?;
+                Source::File(path)
+            }
+        };
+        Ok(ProducerIds {
+            source,
             block: Mutex::new((0, 0)),
-        }
+        })
     }
 
     /// A producer id never handed out before. Blocking (a new block writes a file or
@@ -102,19 +115,7 @@ fn take_file_block(path: &Path) -> Result<(i64, i64), ProducerIdError> {
         path: path.to_path_buf(),
         source,
     };
-    let start = match fs::read_to_string(path) {
-        Ok(text) => text
-            .trim()
-            .parse::<i64>()
-            .ok()
-            .filter(|&n| n >= 0)
-            .ok_or_else(|| ProducerIdError::Corrupt {
-                path: path.to_path_buf(),
-                found: text.chars().take(40).collect(),
-            })?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-        Err(e) => return Err(io(e)),
-    };
+    let start = read_block_start(path)?;
     let end = start
         .checked_add(BLOCK_SIZE)
         .ok_or(ProducerIdError::Exhausted)?;
@@ -130,6 +131,33 @@ fn take_file_block(path: &Path) -> Result<(i64, i64), ProducerIdError> {
     Ok((start, end))
 }
 
+/// The first id no block has covered yet, from the file at `path` (0 when it does not
+/// exist). The file is a few bytes; at most 64 are read.
+fn read_block_start(path: &Path) -> Result<i64, ProducerIdError> {
+    let io = |source| ProducerIdError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let text = match File::open(path) {
+        Ok(file) => {
+            let mut bytes = Vec::with_capacity(64);
+            std::io::Read::read_to_end(&mut std::io::Read::take(file, 64), &mut bytes)
+                .map_err(io)?;
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(io(e)),
+    };
+    text.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|&n| n >= 0)
+        .ok_or_else(|| ProducerIdError::Corrupt {
+            path: path.to_path_buf(),
+            found: text.chars().take(40).collect(),
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,12 +165,12 @@ mod tests {
     #[test]
     fn ids_are_unique_across_restarts() {
         let dir = tempfile::tempdir().unwrap();
-        let first = ProducerIds::new(dir.path(), None);
+        let first = ProducerIds::open(dir.path(), None).unwrap();
         let a: Vec<i64> = (0..3).map(|_| first.next_id().unwrap()).collect();
         assert_eq!(a, [0, 1, 2]);
         drop(first);
         // A restart (or a crash) skips the rest of the block it was using.
-        let second = ProducerIds::new(dir.path(), None);
+        let second = ProducerIds::open(dir.path(), None).unwrap();
         assert_eq!(second.next_id().unwrap(), BLOCK_SIZE);
         for _ in 1..BLOCK_SIZE {
             second.next_id().unwrap();
@@ -153,13 +181,18 @@ mod tests {
     }
 
     #[test]
-    fn a_corrupt_block_file_is_refused_not_reset() {
+    fn a_corrupt_or_empty_block_file_is_refused_at_open_not_reset() {
         let dir = tempfile::tempdir().unwrap();
-        fs::write(dir.path().join(BLOCK_FILE), "garbage").unwrap();
-        let ids = ProducerIds::new(dir.path(), None);
-        assert!(matches!(
-            ids.next_id(),
-            Err(ProducerIdError::Corrupt { .. })
-        ));
+        let path = dir.path().join(BLOCK_FILE);
+        for contents in ["garbage", "", "-5\n", "99999999999999999999999"] {
+            fs::write(&path, contents).unwrap();
+            let e = ProducerIds::open(dir.path(), None).err().unwrap();
+            assert!(
+                matches!(e, ProducerIdError::Corrupt { .. }),
+                "{contents:?}: {e}"
+            );
+            assert!(e.to_string().contains(&path.display().to_string()));
+            assert_eq!(fs::read_to_string(&path).unwrap(), contents);
+        }
     }
 }

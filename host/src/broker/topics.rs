@@ -204,6 +204,27 @@ impl Partition {
         }
     }
 
+    /// Writes a transaction marker (a control batch) into this partition under its
+    /// lock, fsynced as its `flush_messages` says, and wakes waiting fetches: see
+    /// [`PartitionLog::append_txn_marker`]. Returns the marker's offset. Blocking
+    /// (a write and maybe an fsync): call from a blocking thread.
+    ///
+    /// Errors: [`LogError::Producer`] for a fenced epoch (Kafka's
+    /// `INVALID_PRODUCER_EPOCH`), [`LogError::Io`], [`LogError::Offline`].
+    pub fn append_txn_marker(&self, marker: &crate::log::TxnMarker) -> Result<i64, LogError> {
+        let offset = self
+            .lock_log()
+            .append_txn_marker(marker, crate::clock::now_ms())?;
+        let _ = self.durable.send_replace(self.lock_log().flushed_offset());
+        self.notify_appended();
+        Ok(offset)
+    }
+
+    /// The partition's last stable offset ([`PartitionLog::last_stable_offset`]).
+    pub fn last_stable_offset(&self) -> i64 {
+        self.lock_log().last_stable_offset()
+    }
+
     /// The partition's log, locked (a panic while it was held does not poison it: the
     /// log takes itself offline on failed I/O).
     pub fn lock_log(&self) -> std::sync::MutexGuard<'_, PartitionLog> {
@@ -892,6 +913,47 @@ mod tests {
             .iter()
             .map(|p| p.log.lock().unwrap().log_end_offset())
             .collect()
+    }
+
+    #[test]
+    fn txn_markers_through_the_partition_survive_a_crash() {
+        use crate::log::{test_util::RawBatch, TxnMarker, TxnResult};
+        let dir = tempfile::tempdir().unwrap();
+        let topics = TopicRegistry::open(dir.path(), LogConfig::default()).unwrap();
+        let partition = Arc::clone(&topics.create("txn", 1, 100).unwrap().partitions[0]);
+        let mut raw = RawBatch::from_records(&[(1_000, b"a".to_vec()), (1_000, b"b".to_vec())]);
+        (raw.producer_id, raw.producer_epoch, raw.base_sequence) = (5, 1, 0);
+        raw.attributes |= 1 << 4;
+        partition.lock_log().append(&raw.encode(), 1_000).unwrap();
+        assert_eq!(partition.last_stable_offset(), 0);
+        let mut marker = TxnMarker {
+            producer_id: 5,
+            producer_epoch: 0,
+            coordinator_epoch: 1,
+            result: TxnResult::Abort,
+            timestamp_ms: 1_000,
+        };
+        let fenced = partition.append_txn_marker(&marker).unwrap_err();
+        assert_eq!(fenced.error_code(), 47);
+        marker.producer_epoch = 1;
+        assert_eq!(partition.append_txn_marker(&marker).unwrap(), 2);
+        assert_eq!(partition.last_stable_offset(), 3);
+        // `kill -9`: no close; the registry reopens the same data directory.
+        drop((partition, topics));
+        let topics = TopicRegistry::open(dir.path(), LogConfig::default()).unwrap();
+        let log = topics.get("txn").unwrap().partitions[0]
+            .lock_log()
+            .last_stable_offset();
+        assert_eq!(log, 3);
+        let topic = topics.get("txn").unwrap();
+        let aborted = topic.partitions[0].lock_log().aborted_transactions(0, 3);
+        assert_eq!(
+            aborted
+                .iter()
+                .map(|a| (a.producer_id, a.first_offset, a.last_offset))
+                .collect::<Vec<_>>(),
+            [(5, 0, 2)]
+        );
     }
 
     #[test]

@@ -45,6 +45,11 @@ pub fn kafka(api_key: ApiKey, version: i16, answer: &Bytes) -> Option<ErrorCount
             .iter()
             .flat_map(|t| &t.partitions)
             .for_each(|p| add(p.error_code)),
+        ResponseKind::TxnOffsetCommit(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| add(p.error_code)),
         // v8+ answers per group; earlier versions for the one group of the request.
         ResponseKind::OffsetFetch(r) if version >= 8 => {
             for group in &r.groups {

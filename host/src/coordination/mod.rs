@@ -36,6 +36,8 @@ pub mod partition_stats;
 pub mod start;
 pub mod store_worker;
 pub mod topic_deletion;
+pub mod txn_ledger;
 
 pub use driver::{CoordinatorClient, DriverError};
 pub use start::{start, StartError};
+pub use txn_ledger::TxnOffsetLedger;

@@ -217,13 +217,13 @@ pub enum BatchError {
         /// Byte position of the batch.
         at: usize,
     },
-    /// A batch marked transactional names a producer whose transaction this broker cannot
-    /// have begun: it serves no InitProducerId or AddPartitionsToTxn, so no transaction is
-    /// open. Kafka refuses a transactional write outside an open transaction with
-    /// `INVALID_TXN_STATE` (48; KIP-890's verification).
+    /// A batch marked transactional names a producer with no open transaction that
+    /// includes the partition. Kafka refuses such a write with `INVALID_TXN_STATE` (48;
+    /// KIP-890's verification). Validation itself never returns it: the check needs
+    /// the transaction coordinator's state, and is made in the Produce handler.
     #[error(
-        "batch at byte {at} is transactional (producer id {producer_id}), but no transaction \
-         is open: this broker has no transaction coordinator"
+        "batch at byte {at} is transactional (producer id {producer_id}), but the \
+         partition is not in an open transaction of that producer"
     )]
     NoOpenTransaction {
         /// Byte position of the batch.

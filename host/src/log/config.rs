@@ -98,11 +98,18 @@ pub struct LogConfig {
     /// as Kafka does. At least 1. Default 86400000 (1 day), Kafka's.
     pub producer_id_expiration_ms: i64,
     /// The most producer ids one partition remembers (Kafka has no bound). A batch from
-    /// one more producer id, after expired ones are swept, is refused with
-    /// POLICY_VIOLATION, so a client minting producer ids cannot grow the broker's
-    /// memory without bound (about 300 bytes per id). Range 1 ..= 1000000. Default 10000.
+    /// one more producer id, after expired ones are swept, evicts the producer idle
+    /// longest (whose retries are then no longer recognised as duplicates), so a client
+    /// minting producer ids cannot grow the broker's memory without bound (about 300
+    /// bytes per id) nor lock new producers out. Range 1 ..=
+    /// [`MAX_PRODUCER_IDS_PER_PARTITION`]. Default 10000.
     pub max_producer_ids_per_partition: usize,
 }
+
+/// The highest `max_producer_ids_per_partition` accepted; also the cap on the producers
+/// a snapshot file may hold (one written under a higher cap than today's is loaded and
+/// trimmed).
+pub const MAX_PRODUCER_IDS_PER_PARTITION: usize = 1_000_000;
 
 impl Default for LogConfig {
     fn default() -> Self {
@@ -178,7 +185,7 @@ impl LogConfig {
                 "producer_id_expiration_ms must be at least 1",
             ),
             (
-                (1..=1_000_000).contains(&self.max_producer_ids_per_partition),
+                (1..=MAX_PRODUCER_IDS_PER_PARTITION).contains(&self.max_producer_ids_per_partition),
                 "max_producer_ids_per_partition must be 1 ..= 1000000",
             ),
         ];

@@ -30,6 +30,13 @@
 //! ([`producer_state`]), checked on append, snapshotted to `<offset>.snapshot` files at
 //! segment roll and close, and rebuilt from batch headers on open.
 //!
+//! Transactions (KIP-98): transactional batches open a producer's transaction in the
+//! partition, a marker ([`txn_marker`], written by the transaction coordinator with
+//! [`PartitionLog::append_txn_marker`]) ends it; the last stable offset
+//! ([`PartitionLog::last_stable_offset`]) is the first offset of the earliest ongoing
+//! transaction, and aborted transactions are listed per segment in `<base>.txnindex`
+//! ([`txn_index`]) for read_committed fetches.
+//!
 //! Durability follows [`LogConfig::flush_messages`]: by default every append is fsynced
 //! before it returns, so an acknowledged produce survives a crash. On open, the last
 //! segment (and any segment whose indexes are missing or corrupt) is scanned and a torn
@@ -48,6 +55,8 @@ mod recovery;
 mod segment;
 pub mod start_offset;
 mod time_index;
+pub mod txn_index;
+pub mod txn_marker;
 pub mod validate;
 pub mod walk;
 
@@ -61,6 +70,8 @@ pub use partition::{
     AppendInfo, FlushTicket, PartitionLog, PlannedRead, ReadResult, TimestampOffset,
     FIRST_RECOVERY_BACKOFF, MAX_RECOVERY_BACKOFF,
 };
+pub use txn_index::AbortedTxn;
+pub use txn_marker::{TxnMarker, TxnResult};
 
 /// The partition leader epoch the log stamps into every appended batch (bytes 12..16 of
 /// the batch header). Drover partitions have a single replica whose leadership never

@@ -64,6 +64,9 @@ pub struct AppendInfo {
     /// sequence range as one of the producer's last five batches): nothing was written,
     /// and the offsets are the original batch's.
     pub duplicate: bool,
+    /// Producers the partition forgot to make room for this batch's new producer id
+    /// (`[log] max_producer_ids_per_partition` reached; 0 or 1 for a client's batch).
+    pub producers_evicted: u64,
 }
 
 /// The result of [`PartitionLog::read`], for a Fetch response partition.
@@ -77,6 +80,11 @@ pub struct ReadResult {
     pub high_watermark: i64,
     /// The log start offset.
     pub log_start_offset: i64,
+    /// The last stable offset ([`PartitionLog::last_stable_offset`]).
+    pub last_stable_offset: i64,
+    /// For a read_committed read, the aborted transactions overlapping the offsets from
+    /// the one asked for up to the last stable offset; empty otherwise.
+    pub aborted: Vec<super::AbortedTxn>,
 }
 
 /// A batch found by timestamp: for ListOffsets.
@@ -94,6 +102,8 @@ pub struct PlannedRead {
     read: Option<SegmentRead>,
     high_watermark: i64,
     log_start_offset: i64,
+    last_stable_offset: i64,
+    aborted: Vec<super::AbortedTxn>,
 }
 
 impl PlannedRead {
@@ -104,6 +114,8 @@ impl PlannedRead {
             records: Bytes::new(),
             high_watermark: self.high_watermark,
             log_start_offset: self.log_start_offset,
+            last_stable_offset: self.last_stable_offset,
+            aborted: self.aborted,
         }
     }
 
@@ -115,12 +127,39 @@ impl PlannedRead {
             Some(read) => read.execute()?,
             None => Vec::new(),
         };
+        let mut aborted = self.aborted;
+        if !aborted.is_empty() {
+            // As Kafka's `UnifiedLog.addAbortedTransactions`: only the transactions
+            // that overlap the batches read (none when nothing was read).
+            let upper = next_offset_after(&records);
+            aborted.retain(|a| upper.is_some_and(|u| a.first_offset < u));
+        }
         Ok(ReadResult {
             records: Bytes::from(records),
             high_watermark: self.high_watermark,
             log_start_offset: self.log_start_offset,
+            last_stable_offset: self.last_stable_offset,
+            aborted,
         })
     }
+}
+
+/// The offset after the last whole batch in `records` (batches back to back, as a read
+/// returns them), `None` if there is none.
+fn next_offset_after(records: &[u8]) -> Option<i64> {
+    let mut at = 0;
+    let mut next = None;
+    while let Some(rest) = records.get(at..) {
+        let Ok(header) = BatchHeader::parse(rest) else {
+            break;
+        };
+        if header.size() > rest.len() {
+            break;
+        }
+        next = Some(header.next_offset());
+        at += header.size();
+    }
+    next
 }
 
 /// A flush to run without holding the log: from [`PartitionLog::flush_ticket`].
@@ -163,6 +202,9 @@ pub struct PartitionLog {
     start_offset: i64,
     /// Idempotent producers' state ([`super::producer_state`]).
     producers: ProducerStates,
+    /// Aborted transactions of every segment, by marker offset (the `.txnindex` files,
+    /// [`super::txn_index`]).
+    aborted: Vec<super::AbortedTxn>,
 }
 
 impl PartitionLog {
@@ -249,10 +291,12 @@ impl PartitionLog {
             flushed_offset: 0,
             start_offset: 0,
             producers: ProducerStates::new(producers::limits(config)),
+            aborted: Vec::new(),
         };
         // A tail cut by recovery may end below the checkpoint: the log then starts at
         // its end.
         log.start_offset = checkpointed.min(log.log_end_offset());
+        log.load_aborted()?;
         log.reload_producers()?;
         // What recovery kept is what is on disk.
         log.flushed_offset = log.log_end_offset();
@@ -327,7 +371,7 @@ impl PartitionLog {
     fn append_checked(
         &mut self,
         records: &[u8],
-        mut headers: Vec<BatchHeader>,
+        headers: Vec<BatchHeader>,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
         if records.len() as u64 > self.config.segment_bytes {
@@ -340,6 +384,7 @@ impl PartitionLog {
         if offsets > i64::from(u32::MAX) {
             return Err(LogError::TooManyOffsets { offsets });
         }
+        let evicted_before = self.producers.evicted();
         if let Some(original) = self.check_producers(&headers, now_ms)? {
             return Ok(AppendInfo {
                 base_offset: original.first_offset,
@@ -347,8 +392,30 @@ impl PartitionLog {
                 log_append_time_ms: NO_TIMESTAMP,
                 log_start_offset: self.log_start_offset(),
                 duplicate: true,
+                producers_evicted: 0,
             });
         }
+        let (base_offset, next) = self.write_checked(records, headers, offsets, now_ms)?;
+        Ok(AppendInfo {
+            base_offset,
+            last_offset: next - 1,
+            log_append_time_ms: NO_TIMESTAMP,
+            log_start_offset: self.log_start_offset(),
+            duplicate: false,
+            producers_evicted: self.producers.evicted() - evicted_before,
+        })
+    }
+
+    /// Writes `records` (batches `headers`, checked, `offsets` offsets in all) at the
+    /// log end, rolling first if due, and records them in the producer state; returns
+    /// the first offset written and the new log end offset.
+    fn write_checked(
+        &mut self,
+        records: &[u8],
+        mut headers: Vec<BatchHeader>,
+        offsets: i64,
+        now_ms: i64,
+    ) -> Result<(i64, i64), LogError> {
         self.maybe_roll(records.len() as u64, offsets, now_ms)?;
 
         let base_offset = self.log_end_offset();
@@ -371,13 +438,7 @@ impl PartitionLog {
         let messages: u64 = headers.iter().map(|h| h.records_count as u64).sum();
         self.unflushed_messages += messages;
         self.first_unflushed_ms.get_or_insert(now_ms);
-        Ok(AppendInfo {
-            base_offset,
-            last_offset: next - 1,
-            log_append_time_ms: NO_TIMESTAMP,
-            log_start_offset: self.log_start_offset(),
-            duplicate: false,
-        })
+        Ok((base_offset, next))
     }
 
     /// Checks the batches' producer ids, epochs and sequences
@@ -457,6 +518,8 @@ impl PartitionLog {
             read,
             high_watermark: end,
             log_start_offset: start,
+            last_stable_offset: self.last_stable_offset(),
+            aborted: Vec::new(),
         })
     }
 
@@ -497,6 +560,8 @@ impl PartitionLog {
             doomed += 1;
         }
         let removed: Vec<Segment> = self.segments.drain(..doomed).collect();
+        let first_kept = self.segments[0].base_offset;
+        self.aborted.retain(|a| a.last_offset >= first_kept);
         for segment in removed {
             info!(
                 file = %segment.log_path.display(),
@@ -693,7 +758,10 @@ impl PartitionLog {
         if now < retry_at || self.ticket_in_flight {
             return Ok(false);
         }
-        let attempt = self.recover_active().and_then(|()| self.reload_producers());
+        let attempt = self
+            .recover_active()
+            .and_then(|()| self.load_aborted())
+            .and_then(|()| self.reload_producers());
         match attempt {
             Ok(()) => {
                 self.state = WriteState::Online;
@@ -803,6 +871,7 @@ impl PartitionLog {
             let start = self.segments[doomed].base_offset;
             self.producers.truncate_head(start);
             self.trim_snapshots(start)?;
+            self.aborted.retain(|a| a.last_offset >= start);
         }
         for _ in 0..doomed {
             let segment = self.segments.remove(0);
@@ -942,7 +1011,9 @@ fn list_segments(dir: &Path) -> Result<Vec<i64>, LogError> {
         };
         match extension {
             "log" => logs.push(base),
-            "index" | "timeindex" => indexes.push((base, entry.path())),
+            "index" | "timeindex" | super::txn_index::EXTENSION => {
+                indexes.push((base, entry.path()))
+            }
             _ => {}
         }
     }
@@ -966,3 +1037,6 @@ fn sync_dir(dir: &Path) -> Result<(), LogError> {
 mod producers;
 #[cfg(test)]
 mod tests;
+mod txn;
+#[cfg(test)]
+mod txn_tests;

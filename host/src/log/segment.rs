@@ -322,6 +322,22 @@ impl Segment {
             .map_or(0, |(_, p)| u64::from(p)))
     }
 
+    /// The byte position of the batch holding `offset` (or the first after it), `None`
+    /// past the segment's last batch.
+    pub(super) fn position_of(&self, offset: i64) -> Result<Option<u64>, LogError> {
+        Ok(self.locate(offset)?.map(|(position, _)| position))
+    }
+
+    /// The `len` bytes at `position` of the `.log` (a batch whose header was read).
+    pub(super) fn bytes_at(&self, position: u64, len: usize) -> Result<Vec<u8>, LogError> {
+        let mut buf = vec![0; len];
+        self.log
+            .get()?
+            .read_exact_at(&mut buf, position)
+            .map_err(LogError::io(&self.log_path))?;
+        Ok(buf)
+    }
+
     /// Reads and parses the batch header at `position`, checking that the whole batch
     /// lies inside the segment.
     pub(super) fn header_at(&self, position: u64) -> Result<BatchHeader, LogError> {
@@ -408,10 +424,13 @@ impl Segment {
         let index_path = self.offset_index.path().to_path_buf();
         let time_path = self.time_index.path().to_path_buf();
         let log_path = self.log_path.clone();
+        let base_offset = self.base_offset;
         // Closes the cached descriptors (a read in progress keeps its own handle).
         drop(self);
         fs::remove_file(&log_path).map_err(LogError::io(&log_path))?;
-        for path in [index_path, time_path] {
+        let txn_path =
+            super::txn_index::path(log_path.parent().unwrap_or(Path::new(".")), base_offset);
+        for path in [index_path, time_path, txn_path] {
             match fs::remove_file(&path) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {
                     return Err(LogError::io(&path)(e));
@@ -447,6 +466,26 @@ impl SegmentRead {
     ///
     /// Errors: [`LogError::Io`].
     pub(super) fn execute(self) -> Result<Vec<u8>, LogError> {
+        self.execute_inner()
+    }
+
+    /// The read stopped before byte `end` of the `.log` (never shorter than the first
+    /// batch): for read_committed, `end` is the position of the last stable offset.
+    pub(super) fn cap_at(mut self, end: u64) -> SegmentRead {
+        let max = end.saturating_sub(self.position);
+        self.len = self
+            .len
+            .min(usize::try_from(max).unwrap_or(usize::MAX))
+            .max(self.first);
+        self
+    }
+
+    /// The `.log` read.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn execute_inner(self) -> Result<Vec<u8>, LogError> {
         let mut buf = vec![0; self.len];
         self.file
             .read_exact_at(&mut buf, self.position)

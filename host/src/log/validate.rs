@@ -1,8 +1,7 @@
 //! Validation of a produced batch before it is appended, as Kafka's `LogValidator` does
 //! for v2 batches from clients: the batch header ([`batch::parse_batches`]: structure,
-//! CRC, counts, codec, no control batch), exactly one batch per partition, no
-//! transactional batch (none can be in an open transaction: the broker has no
-//! transaction coordinator), no LogAppendTime from a producer, then
+//! CRC, counts, codec, no control batch), exactly one batch per partition, a
+//! transactional batch only with a producer id, no LogAppendTime from a producer, then
 //! every record walked ([`walk::walk_records`], decompressing compressed batches) with
 //! each timestamp checked against `[log] message_timestamp_before_max_ms` /
 //! `message_timestamp_after_max_ms` (Kafka's `log.message.timestamp.*.max.ms`,
@@ -115,15 +114,11 @@ pub fn validate_produced(
             count: headers.len(),
         });
     };
-    if header.is_transactional() {
-        return Err(if header.producer_id < 0 {
-            BatchError::TransactionalWithoutProducerId { at: 0 }
-        } else {
-            BatchError::NoOpenTransaction {
-                at: 0,
-                producer_id: header.producer_id,
-            }
-        });
+    // A transactional batch opens or continues its producer's transaction in the
+    // partition (the producer state tracks it). Whether the partition was added to the
+    // transaction (KIP-890's verification) is the transaction coordinator's check.
+    if header.is_transactional() && header.producer_id < 0 {
+        return Err(BatchError::TransactionalWithoutProducerId { at: 0 });
     }
     if header.is_log_append_time() {
         return Err(BatchError::LogAppendTime { at: 0 });

@@ -46,6 +46,9 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::EndTxn,
     ApiKey::DescribeTransactions,
     ApiKey::ListTransactions,
+    // Routed to the coordinator plugin when it serves it (coordinator ABI 3.4+);
+    // answered COORDINATOR_NOT_AVAILABLE here otherwise.
+    ApiKey::TxnOffsetCommit,
 ];
 
 /// The versions of `key` this broker serves, if it serves it.
@@ -502,6 +505,7 @@ mod tests {
                 DescribeTransactionsRequest::default().encode(out, version)
             }
             ApiKey::ListTransactions => ListTransactionsRequest::default().encode(out, version),
+            ApiKey::TxnOffsetCommit => TxnOffsetCommitRequest::default().encode(out, version),
             _ => Ok(()),
         };
         result.unwrap();

@@ -342,5 +342,37 @@ fn a_coordinator_built_against_3_0_keeps_the_contract_and_skips_newer_inputs() {
         matches!(&out[..], [CoordinatorOutput::Metric { name, value: 1 }] if name.as_str() == "unknown_inputs"),
         "{out:?}"
     );
+    // Coordinator ABI 3.4 added transactional offsets (TxnOffsetCommit, the inputs
+    // `TxnOffsetsStaged`, `TxnOffsetsPending`, `TxnCompleted`). The broker's driver
+    // reads the plugin's ABI: a coordinator older than 3.4 is neither routed
+    // TxnOffsetCommit (the broker answers it COORDINATOR_NOT_AVAILABLE) nor sent those
+    // inputs. Were it handed them anyway, they would be unknown variants too.
+    {
+        use drover_host::coordination::driver::Coordinator as _;
+        let abi = coordinator.abi();
+        assert_eq!((abi.major, abi.minor), (3, 0));
+        assert!(abi.minor < 4, "the driver's gate for transactional inputs");
+    }
+    for input in [
+        CoordinatorInput::TxnCompleted {
+            op: 1,
+            producer_id: 7,
+            producer_epoch: 0,
+            committed: true,
+        },
+        CoordinatorInput::TxnOffsetsPending {
+            pending: RVec::new(),
+        },
+        CoordinatorInput::TxnOffsetsStaged {
+            op: 2,
+            error_code: 0,
+        },
+    ] {
+        let out = coordinator.handle(38, input).unwrap();
+        assert!(
+            matches!(&out[..], [CoordinatorOutput::Metric { name, value: 1 }] if name.as_str() == "unknown_inputs"),
+            "{out:?}"
+        );
+    }
     coordinator.shutdown(40).unwrap();
 }

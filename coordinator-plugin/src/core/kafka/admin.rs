@@ -241,7 +241,9 @@ impl Coordinator {
             result.group_id = name;
             // Whether the group exists, before the checks below delete an empty KIP-848
             // group (an existing group without offsets is deleted, not "not found").
-            let known = self.group_kind(&id).is_some();
+            // A group id with only pending transactional offsets counts as a group, as
+            // Kafka's simple group made by the TxnOffsetCommit does.
+            let known = self.group_kind(&id).is_some() || self.groups.txn.has_group(&id);
             let error = if id.is_empty() {
                 Some(ResponseError::InvalidGroupId)
             } else if !self.owns(&id) {
@@ -262,6 +264,9 @@ impl Coordinator {
                 result.error_code = e.code();
             } else {
                 self.drop_empty_group(&id);
+                // Its pending transactional offsets go with it (Kafka's tombstones of a
+                // deleted group remove them): their transactions write nothing for it.
+                self.groups.txn.drop_group(&id);
                 let op = self.cx.add_op(Op::DeleteOffsets(DeleteWait::Group {
                     wait: wait_id,
                     index,

@@ -304,10 +304,12 @@ impl ClassicGroup {
             if generation != self.generation {
                 return Err(ResponseError::IllegalGeneration);
             }
-        } else {
+        } else if !author.api.is_transactional() {
+            // TxnOffsetCommit before v3 carries no member id or generation: Kafka lets
+            // it through whatever the group's state.
             return Err(ResponseError::UnknownMemberId);
         }
-        if self.state == ClassicState::CompletingRebalance {
+        if self.state == ClassicState::CompletingRebalance && !author.api.is_transactional() {
             return Err(ResponseError::RebalanceInProgress);
         }
         Ok(())

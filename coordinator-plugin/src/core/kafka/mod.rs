@@ -1,7 +1,8 @@
 //! Kafka's own group APIs, served beside the native protocol: classic groups
 //! (JoinGroup/SyncGroup), offsets of any group (OffsetCommit/OffsetFetch/OffsetDelete),
 //! group administration (DescribeGroups/ListGroups/DeleteGroups) and KIP-848 groups
-//! (ConsumerGroupHeartbeat/ConsumerGroupDescribe).
+//! (ConsumerGroupHeartbeat/ConsumerGroupDescribe), and transactional offset commits
+//! (TxnOffsetCommit).
 //!
 //! A group id belongs to one protocol at a time (the coordinator's one group table,
 //! `core::groups`): the first member decides (native, classic or consumer); a request
@@ -12,7 +13,8 @@
 //! The files, by group type and API: classic groups in `classic` (the group: joins,
 //! syncs, heartbeats, its timers) and `classic_api` (the wire glue); KIP-848 groups in
 //! `consumer_group/` (the pure engine) and `consumer_api` (its glue); OffsetCommit,
-//! OffsetFetch and OffsetDelete in `offsets`; DescribeGroups, ListGroups and
+//! OffsetFetch and OffsetDelete in `offsets`; TxnOffsetCommit in `txn_offset_commit`;
+//! DescribeGroups, ListGroups and
 //! DeleteGroups in `admin`.
 
 pub(crate) mod admin;
@@ -21,6 +23,7 @@ mod classic_api;
 mod consumer_api;
 mod consumer_group;
 mod offsets;
+mod txn_offset_commit;
 
 use std::collections::BTreeMap;
 
@@ -30,6 +33,7 @@ use kafka_protocol::messages::{RequestKind, ResponseKind};
 pub(crate) use classic::{ClassicGroup, ClassicTimer};
 pub(crate) use consumer_group::ConsumerGroup;
 pub(crate) use offsets::{CommitWait, DeleteWait, KafkaOffsets};
+pub(crate) use txn_offset_commit::StageWait;
 
 use super::conn::SlotRef;
 use super::groups::GroupKind;
@@ -123,6 +127,7 @@ impl Coordinator {
             RequestKind::OffsetCommit(r) => self.on_offset_commit(slot, to, r),
             RequestKind::OffsetFetch(r) => self.on_offset_fetch(slot, to, r),
             RequestKind::OffsetDelete(r) => self.on_offset_delete(slot, to, r),
+            RequestKind::TxnOffsetCommit(r) => self.on_txn_offset_commit(slot, to, r),
             RequestKind::DescribeGroups(r) => self.on_describe_groups(slot, to, r),
             RequestKind::ListGroups(r) => self.on_list_groups(slot, to, r),
             RequestKind::DeleteGroups(r) => self.on_delete_groups(slot, to, r),

@@ -92,6 +92,9 @@ struct FetchWait {
     /// Per group: id, the partitions asked (None: all), and the result once in.
     groups: Vec<FetchOne>,
     remaining: usize,
+    /// OffsetFetch v7+ `require_stable`: partitions with pending transactional offsets
+    /// are answered UNSTABLE_OFFSET_COMMIT (KIP-447).
+    require_stable: bool,
 }
 
 #[derive(Debug)]
@@ -221,7 +224,7 @@ impl Coordinator {
         }
         // Through the group id's one commit queue: after a batch in flight of either
         // path (a native group's own included).
-        self.queue_commit(gid, wait);
+        self.queue_commit(gid, crate::core::commits::Queued::Kafka(wait));
     }
 
     pub(super) fn on_offset_fetch(
@@ -230,6 +233,7 @@ impl Coordinator {
         to: KafkaReplyTo,
         r: OffsetFetchRequest,
     ) {
+        let require_stable = to.version >= 7 && r.require_stable;
         let asked: Vec<(String, Asked, Option<MemberEpoch>)> = if to.version >= 8 {
             r.groups
                 .into_iter()
@@ -258,6 +262,7 @@ impl Coordinator {
             to,
             groups: Vec::with_capacity(asked.len()),
             remaining: 0,
+            require_stable,
         };
         let mut outputs = Vec::new();
         for (index, (group, topics, member)) in asked.into_iter().enumerate() {
@@ -368,6 +373,20 @@ impl Coordinator {
                     }
                 }
             }
+            // KIP-447: with `require_stable`, a partition with transactional offsets not
+            // yet committed to the store answers UNSTABLE_OFFSET_COMMIT (retriable) and
+            // no offset, as Kafka's `fetchOffsets` does.
+            let unstable = |p: i32, t: &TopicName| {
+                wait.require_stable
+                    && self.groups.txn.is_unstable(
+                        one.group.as_str(),
+                        &TopicPartition {
+                            topic: t.clone(),
+                            partition: p,
+                        },
+                    )
+            };
+            let unstable_code = ResponseError::UnstableOffsetCommit.code();
             if v >= 8 {
                 let mut g = OffsetFetchResponseGroup::default();
                 g.group_id = s(one.group.as_str()).into();
@@ -378,6 +397,12 @@ impl Coordinator {
                     for (p, e) in parts {
                         let mut op = OffsetFetchResponsePartitions::default();
                         op.partition_index = p;
+                        let e = if unstable(p, &t) {
+                            op.error_code = unstable_code;
+                            None
+                        } else {
+                            e
+                        };
                         op.committed_offset = e.map_or(-1, |e| e.offset);
                         op.committed_leader_epoch = -1;
                         op.metadata =
@@ -395,11 +420,17 @@ impl Coordinator {
                     for (p, e) in parts {
                         let mut op = OffsetFetchResponsePartition::default();
                         op.partition_index = p;
+                        let stable = !unstable(p, &t);
+                        let e = if stable { e } else { None };
                         op.committed_offset = e.map_or(-1, |e| e.offset);
                         op.committed_leader_epoch = -1;
                         op.metadata =
                             Some(s(e.and_then(|e| e.metadata.clone()).unwrap_or_default()));
-                        op.error_code = if v < 2 { error } else { 0 };
+                        op.error_code = match (stable, v < 2) {
+                            (false, _) => unstable_code,
+                            (true, true) => error,
+                            (true, false) => 0,
+                        };
                         ot.partitions.push(op);
                     }
                     response.topics.push(ot);

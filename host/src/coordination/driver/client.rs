@@ -8,7 +8,7 @@ use abi_stable::std_types::{RString, RVec};
 use bytes::Bytes;
 use drover_abi::{
     assignor::{BrokerContext, TopicContext},
-    coordinator::{CoordinatorInput, NamedAssignor, TopicId},
+    coordinator::{CoordinatorInput, NamedAssignor, PendingTxnOffsets, TopicId},
     TopicInfo,
 };
 use tokio::sync::oneshot;
@@ -78,6 +78,27 @@ pub enum Msg {
     /// The partition table for assignors: brokers with racks, per-topic partition data
     /// ([`crate::coordination::partition_stats`]).
     PartitionStats(RVec<BrokerContext>, RVec<TopicContext>),
+    /// The ledger's answer to the coordinator's `StageTxnOffsets` `op`: a Kafka error
+    /// code, 0 once recorded.
+    TxnStaged {
+        /// The coordinator's operation id.
+        op: u64,
+        /// The ledger's code.
+        error_code: i16,
+    },
+    /// A transaction ended; `done` fires once the coordinator applied it.
+    TxnCompleted {
+        /// The transactional producer's id.
+        producer_id: i64,
+        /// The epoch whose transaction ended.
+        producer_epoch: i16,
+        /// Commit or abort.
+        committed: bool,
+        /// Fired on `TxnCompletionApplied`.
+        done: oneshot::Sender<()>,
+    },
+    /// Transactional offsets recorded before (startup, slot gained), still pending.
+    RestoreTxnOffsets(Vec<PendingTxnOffsets>),
     /// Stop: final coordinator outputs, drain the store worker, close channels.
     Shutdown(oneshot::Sender<()>),
 }
@@ -87,6 +108,8 @@ pub enum Msg {
 pub struct CoordinatorClient {
     pub(super) tx: flume::Sender<Msg>,
     pub(super) plugin: String,
+    /// The coordinator ABI the plugin was built against.
+    pub(super) abi: drover_abi::KindVersion,
     /// The Kafka APIs the coordinator serves, as learnt by
     /// [`CoordinatorClient::probe_kafka_apis`] at startup, before the client is handed to
     /// the server and the admin API (a coordinator's Kafka APIs are fixed for its
@@ -242,9 +265,50 @@ impl CoordinatorClient {
 
     /// Whether requests with API key `key` go to the coordinator: a native key, or a
     /// Kafka group API the coordinator serves.
+    ///
+    /// TxnOffsetCommit (API 28) goes to a coordinator of ABI 3.4 or later only (an
+    /// older one cannot stage its offsets); the broker answers it otherwise.
     pub fn serves(&self, key: i16) -> bool {
+        if key == kafka_protocol::messages::ApiKey::TxnOffsetCommit as i16
+            && self.abi.minor < super::txn::TXN_MINOR
+        {
+            return false;
+        }
         drover_protocol::ApiKey::is_native_code(key)
             || self.kafka_apis().iter().any(|(k, _, _)| *k == key)
+    }
+
+    /// Tells the coordinator that transaction `producer_id`/`producer_epoch` ended
+    /// (`committed` or aborted) and waits until it applied it: its pending offsets of
+    /// every group are in the offset store, or dropped. Repeating it is harmless. A
+    /// coordinator older than ABI 3.4 has none: done at once. Errors: the driver
+    /// stopped (the completion may not be applied; send it again to the next one).
+    pub async fn complete_txn(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        committed: bool,
+    ) -> Result<(), DriverError> {
+        let (done, applied) = oneshot::channel();
+        self.send(Msg::TxnCompleted {
+            producer_id,
+            producer_epoch,
+            committed,
+            done,
+        })
+        .await?;
+        applied.await.map_err(|_| DriverError::Stopped)
+    }
+
+    /// Hands the coordinator transactional offsets recorded earlier whose transactions
+    /// are still open (at startup before client traffic; in cluster mode after a slot
+    /// is gained): it holds them as pending without staging them again. Dropped for a
+    /// coordinator older than ABI 3.4. Errors: the driver stopped.
+    pub async fn restore_txn_offsets(
+        &self,
+        pending: Vec<PendingTxnOffsets>,
+    ) -> Result<(), DriverError> {
+        self.send(Msg::RestoreTxnOffsets(pending)).await
     }
 
     /// This client, knowing that the coordinator serves the Kafka APIs `apis` (see

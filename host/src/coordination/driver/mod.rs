@@ -20,6 +20,7 @@ pub mod coordinator;
 mod outputs;
 #[cfg(test)]
 mod tests;
+mod txn;
 
 use std::{
     collections::{BTreeMap, VecDeque},
@@ -60,6 +61,9 @@ pub struct DriverDeps {
     pub owner: GroupOwner,
     /// Every topic's id at startup (to tell which topics a later list lost).
     pub topic_ids: RVec<TopicId>,
+    /// Where the coordinator's transactional offsets are recorded (the transaction
+    /// coordinator); `None`: TxnOffsetCommit is answered COORDINATOR_NOT_AVAILABLE.
+    pub txn_ledger: Option<Arc<dyn crate::coordination::TxnOffsetLedger>>,
 }
 
 /// The offset-store worker's queue ([`super::store_worker`]) and its thread, which the
@@ -82,6 +86,8 @@ struct Driver<C> {
     failed_over: bool,
     /// Topic ids by name as last forwarded, to tell which topics a new list lost.
     topic_ids: BTreeMap<String, [u8; 16]>,
+    /// Transactional offsets: the ledger, completions in flight, metrics.
+    txn: txn::TxnState,
 }
 
 /// Starts the coordinator thread on `channel` (its receiver is the thread's mailbox);
@@ -94,8 +100,11 @@ pub fn spawn<C: Coordinator>(
 ) -> std::io::Result<(CoordinatorClient, JoinHandle<()>)> {
     let (tx, rx) = channel;
     let plugin = coordinator.name();
+    let abi = coordinator.abi();
     let topic_ids = topic_deletion::id_map(&deps.topic_ids);
+    let txn = txn::TxnState::new(deps.txn_ledger.clone(), tx.downgrade());
     let driver = Driver {
+        txn,
         coordinator,
         conns: ConnTable::default(),
         store,
@@ -111,6 +120,7 @@ pub fn spawn<C: Coordinator>(
         CoordinatorClient {
             tx,
             plugin,
+            abi,
             kafka_apis: Arc::default(),
         },
         thread,
@@ -248,6 +258,14 @@ impl<C: Coordinator> Driver<C> {
                     self.feed(CoordinatorInput::PartitionStats { brokers, topics });
                 }
             }
+            Msg::TxnStaged { op, error_code } => self.txn_staged(op, error_code),
+            Msg::TxnCompleted {
+                producer_id,
+                producer_epoch,
+                committed,
+                done,
+            } => self.complete_txn(producer_id, producer_epoch, committed, done),
+            Msg::RestoreTxnOffsets(pending) => self.restore_txn_offsets(pending),
             Msg::Shutdown(_) => unreachable!("handled by run"),
         }
     }

@@ -204,6 +204,10 @@ impl<C: Coordinator> Driver<C> {
             CoordinatorOutput::Metric { name, value } => {
                 self.deps.metrics.coordinator_event(&name, value)
             }
+            CoordinatorOutput::StageTxnOffsets { op, pending } => {
+                self.stage_txn_offsets(op, pending, inputs)
+            }
+            CoordinatorOutput::TxnCompletionApplied { op } => self.txn_completion_applied(op),
             // A variant of a later minor than this build: `known_outputs` (plugins::handle)
             // already dropped those; the arm is what the non-exhaustive enum requires.
             _ => {}

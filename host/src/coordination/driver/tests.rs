@@ -86,6 +86,8 @@ struct Setup {
     topic_ids: Vec<TopicId>,
     /// The coordinator's ABI minor (default: this host's).
     abi_minor: Option<u32>,
+    /// The transactional offset ledger.
+    txn_ledger: Option<Arc<dyn crate::coordination::TxnOffsetLedger>>,
 }
 
 fn start(setup: Setup, script: Script) -> Harness {
@@ -105,6 +107,7 @@ fn start(setup: Setup, script: Script) -> Harness {
         metrics: Arc::clone(&metrics),
         owner: GroupOwner::All,
         topic_ids: setup.topic_ids.into_iter().collect(),
+        txn_ledger: setup.txn_ledger,
     };
     let (ops, store) = flume::unbounded();
     let store = (!setup.store_gone).then_some(store);
@@ -518,6 +521,177 @@ fn partition_stats_go_only_to_coordinators_that_know_them() {
             }
         }
         assert_eq!(stats_seen, expected, "coordinator ABI 3.{minor}");
+        h.shutdown();
+    }
+}
+
+/// A ledger that records what it is asked to stage and answers `code` for group "g",
+/// INVALID_PRODUCER_EPOCH (47) for any other.
+struct ScriptedLedger {
+    staged: std::sync::Mutex<Vec<drover_abi::coordinator::PendingTxnOffsets>>,
+}
+
+impl crate::coordination::TxnOffsetLedger for ScriptedLedger {
+    fn stage(
+        &self,
+        pending: drover_abi::coordinator::PendingTxnOffsets,
+    ) -> crate::coordination::txn_ledger::BoxFuture<'static, i16> {
+        let code = if pending.group.as_str() == "g" { 0 } else { 47 };
+        self.staged.lock().unwrap().push(pending);
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            code
+        })
+    }
+}
+
+fn pending(group: &str, producer_id: i64) -> drover_abi::coordinator::PendingTxnOffsets {
+    drover_abi::coordinator::PendingTxnOffsets {
+        group: group.into(),
+        producer_id,
+        producer_epoch: 0,
+        offsets: vec![drover_abi::OffsetRecord {
+            group: group.into(),
+            topic: "t".into(),
+            partition: 0,
+            offset: 5,
+            metadata: "".into(),
+            commit_time_ms: 0,
+        }]
+        .into(),
+    }
+}
+
+/// A script that stages `g` and `h` on the first topic list, and applies every
+/// transaction completion at once.
+fn staging_script() -> Script {
+    Box::new(|input| match input {
+        CoordinatorInput::TopicsChanged { .. } => vec![
+            CoordinatorOutput::StageTxnOffsets {
+                op: 1,
+                pending: pending("g", 7),
+            },
+            CoordinatorOutput::StageTxnOffsets {
+                op: 2,
+                pending: pending("h", 8),
+            },
+        ],
+        CoordinatorInput::TxnCompleted { op, .. } => {
+            vec![CoordinatorOutput::TxnCompletionApplied { op: *op }]
+        }
+        _ => Vec::new(),
+    })
+}
+
+fn staged_codes(h: &Harness) -> Vec<(u64, i16)> {
+    let mut codes: Vec<(u64, i16)> = (0..2)
+        .map(
+            |_| match h.wait_for(|i| matches!(i, CoordinatorInput::TxnOffsetsStaged { .. })) {
+                CoordinatorInput::TxnOffsetsStaged { op, error_code } => (op, error_code),
+                _ => unreachable!(),
+            },
+        )
+        .collect();
+    codes.sort();
+    codes
+}
+
+/// Stagings go to the ledger, and its codes come back to the coordinator as
+/// `TxnOffsetsStaged`; a completion resolves `complete_txn` once applied, and the
+/// metrics follow.
+#[test]
+fn stagings_go_through_the_ledger_and_completions_resolve_when_applied() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _entered = runtime.enter();
+    let ledger = Arc::new(ScriptedLedger {
+        staged: std::sync::Mutex::new(Vec::new()),
+    });
+    let h = start(
+        Setup {
+            txn_ledger: Some(ledger.clone()),
+            ..Setup::default()
+        },
+        staging_script(),
+    );
+    h.send(Msg::TopicsChanged(RVec::new(), RVec::new()));
+    assert_eq!(staged_codes(&h), vec![(1, 0), (2, 47)]);
+    assert_eq!(ledger.staged.lock().unwrap().len(), 2);
+    assert!(h
+        .metrics()
+        .contains("drover_coordinator_txn_pending_offsets 1\n"));
+    runtime.block_on(h.client.complete_txn(7, 0, true)).unwrap();
+    let text = h.metrics();
+    assert!(
+        text.contains("drover_coordinator_txn_pending_offsets 0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"drover_coordinator_txn_completions_total{outcome="committed"} 1"#),
+        "{text}"
+    );
+    assert!(text.contains(r#"drover_coordinator_txn_offset_stages_total{outcome="refused"} 1"#));
+    // Restored offsets reach the coordinator as they are.
+    runtime
+        .block_on(h.client.restore_txn_offsets(vec![pending("g", 9)]))
+        .unwrap();
+    match h.wait_for(|i| matches!(i, CoordinatorInput::TxnOffsetsPending { .. })) {
+        CoordinatorInput::TxnOffsetsPending { pending } => {
+            assert_eq!(pending[0].producer_id, 9)
+        }
+        _ => unreachable!(),
+    }
+    h.shutdown();
+}
+
+/// Without a ledger (no transaction coordinator), a staging is answered
+/// COORDINATOR_NOT_AVAILABLE (15) at once.
+#[test]
+fn without_a_ledger_stagings_are_answered_coordinator_not_available() {
+    let h = start(Setup::default(), staging_script());
+    h.send(Msg::TopicsChanged(RVec::new(), RVec::new()));
+    assert_eq!(staged_codes(&h), vec![(1, 15), (2, 15)]);
+    assert!(h
+        .metrics()
+        .contains(r#"drover_coordinator_txn_offset_stages_total{outcome="refused"} 2"#));
+    h.shutdown();
+}
+
+/// A coordinator older than ABI 3.4 is sent no transaction input and is not routed
+/// TxnOffsetCommit; a completion resolves at once (it holds no offsets).
+#[test]
+fn older_coordinators_get_no_transactional_inputs_or_requests() {
+    let txn_key = kafka_protocol::messages::ApiKey::TxnOffsetCommit as i16;
+    for (minor, expected) in [(3, false), (4, true)] {
+        let h = start(
+            Setup {
+                abi_minor: Some(minor),
+                ..Setup::default()
+            },
+            staging_script(),
+        );
+        let client = h.client.clone().with_kafka_apis(vec![(txn_key, 0, 5)]);
+        assert_eq!(client.serves(txn_key), expected, "ABI 3.{minor}");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(h.client.restore_txn_offsets(vec![pending("g", 1)]))
+            .unwrap();
+        rt.block_on(h.client.complete_txn(1, 0, false)).unwrap();
+        h.send(Msg::TopicsChanged(RVec::new(), RVec::new()));
+        let mut txn_inputs = 0;
+        loop {
+            match h.seen.recv_timeout(Duration::from_secs(30)).unwrap() {
+                CoordinatorInput::TxnOffsetsPending { .. }
+                | CoordinatorInput::TxnCompleted { .. } => txn_inputs += 1,
+                CoordinatorInput::TopicsChanged { .. } => break,
+                _ => {}
+            }
+        }
+        assert_eq!(txn_inputs > 0, expected, "ABI 3.{minor}");
         h.shutdown();
     }
 }

@@ -9,7 +9,9 @@
 //! usable snapshot (none yet, or every one corrupt, which is logged) the state is
 //! rebuilt from the last [`SEGMENTS_WITHOUT_SNAPSHOT`] segments, as Kafka bounds the
 //! same rebuild; producers whose last batch is older are unknown afterwards, which a
-//! Kafka 4.x producer survives (an unknown producer's batch is accepted).
+//! Kafka 4.x producer survives (an unknown producer's batch is accepted). A snapshot
+//! holding more producers than `max_producer_ids_per_partition` (written before the cap
+//! was lowered) is loaded, and the producers idle longest are evicted down to the cap.
 
 use std::path::Path;
 
@@ -17,8 +19,11 @@ use tracing::{info, warn};
 
 use super::{sync_dir, PartitionLog};
 use crate::log::{
+    config::MAX_PRODUCER_IDS_PER_PARTITION,
     producer_state::{snapshot, ProducerLimits, ProducerStates},
     segment::Segment,
+    txn_index::AbortedTxn,
+    txn_marker::{self, TxnResult},
     LogConfig, LogError,
 };
 
@@ -42,6 +47,9 @@ pub(super) fn limits(config: &LogConfig) -> ProducerLimits {
 /// Producers rebuilt from batch headers count as written at `now_ms`, since the log
 /// does not record when a batch was appended.
 ///
+/// The transactions aborted by the markers replayed come back too, for the
+/// aborted-transactions index (which a crash may have left without them).
+///
 /// Errors: [`LogError::Io`] reading the directory or a segment, [`LogError::Corrupt`]
 /// for a batch header that does not parse (recovery has checked them).
 pub(super) fn load(
@@ -49,7 +57,7 @@ pub(super) fn load(
     segments: &[Segment],
     limits: ProducerLimits,
     now_ms: i64,
-) -> Result<ProducerStates, LogError> {
+) -> Result<(ProducerStates, Vec<AbortedTxn>), LogError> {
     let start = segments.first().map_or(0, |s| s.base_offset);
     let end = segments.last().map_or(0, |s| s.next_offset);
     let mut states = None;
@@ -64,10 +72,22 @@ pub(super) fn load(
         }
         let decoded = std::fs::read(path)
             .map_err(|e| e.to_string())
-            .and_then(|b| snapshot::decode(&b, limits.max_producer_ids).map_err(|e| e.to_string()));
+            .and_then(|b| {
+                snapshot::decode(&b, MAX_PRODUCER_IDS_PER_PARTITION).map_err(|e| e.to_string())
+            });
         match decoded {
             Ok(s) if s.offset == *offset => {
-                states = Some(ProducerStates::with_entries(limits, s.producers));
+                let loaded = ProducerStates::with_entries(limits, s.producers);
+                if loaded.evicted() > 0 {
+                    info!(
+                        file = %path.display(),
+                        evicted = loaded.evicted(),
+                        max = limits.max_producer_ids,
+                        "producer snapshot holds more producers than \
+                         max_producer_ids_per_partition: the ones idle longest are forgotten"
+                    );
+                }
+                states = Some(loaded);
                 from = Some(*offset);
                 break;
             }
@@ -94,18 +114,20 @@ pub(super) fn load(
         from
     });
     let mut states = states.unwrap_or_else(|| ProducerStates::new(limits));
-    replay(segments, from, &mut states, now_ms)?;
+    let aborted = replay(segments, from, &mut states, now_ms)?;
     states.truncate_head(start);
-    Ok(states)
+    Ok((states, aborted))
 }
 
-/// Records every batch with a producer id whose last offset is at or after `from`.
+/// Records every batch with a producer id whose last offset is at or after `from`;
+/// returns the transactions the abort markers among them ended.
 fn replay(
     segments: &[Segment],
     from: i64,
     states: &mut ProducerStates,
     now_ms: i64,
-) -> Result<(), LogError> {
+) -> Result<Vec<AbortedTxn>, LogError> {
+    let mut aborted = Vec::new();
     let first = segments
         .partition_point(|s| s.base_offset <= from)
         .saturating_sub(1);
@@ -114,12 +136,34 @@ fn replay(
         while position < segment.size {
             let header = segment.header_at(position)?;
             if header.producer_id >= 0 && header.last_offset() >= from {
+                let abort_of = if header.is_control() {
+                    let bytes = segment.bytes_at(position, header.size())?;
+                    (txn_marker::decode_result(&header, &bytes) == Some(TxnResult::Abort))
+                        .then(|| {
+                            states
+                                .get(header.producer_id, now_ms)
+                                .and_then(|e| e.txn_first_offset)
+                        })
+                        .flatten()
+                } else {
+                    None
+                };
                 states.record(&header, header.base_offset, now_ms);
+                if let Some(first_offset) = abort_of {
+                    aborted.push(AbortedTxn {
+                        producer_id: header.producer_id,
+                        first_offset,
+                        last_offset: header.base_offset,
+                        last_stable_offset: states
+                            .first_unstable_offset()
+                            .unwrap_or_else(|| header.next_offset()),
+                    });
+                }
             }
             position += header.size() as u64;
         }
     }
-    Ok(())
+    Ok(aborted)
 }
 
 impl PartitionLog {
@@ -153,13 +197,14 @@ impl PartitionLog {
     /// Reloads the producer state from the snapshots and the log, after the active
     /// segment was recovered from disk.
     pub(super) fn reload_producers(&mut self) -> Result<(), LogError> {
-        self.producers = load(
+        let (states, aborted) = load(
             &self.dir,
             &self.segments,
             self.producers.limits(),
             crate::clock::now_ms(),
         )?;
-        Ok(())
+        self.producers = states;
+        self.merge_aborted(aborted)
     }
 
     /// The producer state, for tests and the admin view.

@@ -114,3 +114,40 @@ fn a_corrupt_snapshot_falls_back_to_the_log() {
         47
     );
 }
+
+#[test]
+fn a_snapshot_over_a_lowered_cap_is_loaded_and_trimmed_oldest_idle_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 200,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), &config).unwrap();
+    let now = crate::clock::now_ms();
+    let mut offsets = Vec::new();
+    for id in 0..10 {
+        let info = log.append(&idempotent(id, 0, 0, 2), now + id).unwrap();
+        offsets.push(info.base_offset);
+    }
+    log.close().unwrap();
+    drop(log);
+    let lowered = LogConfig {
+        max_producer_ids_per_partition: 3,
+        ..config
+    };
+    let mut log = PartitionLog::open(dir.path(), &lowered).unwrap();
+    let mut kept: Vec<i64> = log.producer_states().entries().map(|(id, _)| *id).collect();
+    kept.sort_unstable();
+    assert_eq!(kept, [7, 8, 9]);
+    let end = log.log_end_offset();
+    // A kept producer's retry is still a duplicate; nothing is written.
+    let dup = log.append(&idempotent(7, 0, 0, 2), now + 20).unwrap();
+    assert_eq!((dup.base_offset, dup.duplicate), (offsets[7], true));
+    assert_eq!(log.log_end_offset(), end);
+    // A new producer evicts the one idle longest (7: a duplicate is no write), within
+    // the cap.
+    let new = log.append(&idempotent(42, 0, 0, 1), now + 21).unwrap();
+    assert_eq!((new.duplicate, new.producers_evicted), (false, 1));
+    assert_eq!(log.producer_states().len(), 3);
+    assert!(log.producer_states().get(7, now + 21).is_none());
+}

@@ -91,7 +91,8 @@ fn append_read_round_trip() {
             last_offset: 2,
             log_append_time_ms: -1,
             log_start_offset: 0,
-            duplicate: false
+            duplicate: false,
+            producers_evicted: 0,
         }
     );
     stored.extend_from_slice(&data);

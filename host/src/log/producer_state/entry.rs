@@ -34,6 +34,10 @@ pub struct ProducerEntry {
     /// rebuilt from the log after a crash, the time of the rebuild). Expiry counts from
     /// here.
     pub last_write_ms: i64,
+    /// The first offset of the producer's ongoing transaction in this partition (its
+    /// first transactional batch since its last marker), Kafka's
+    /// `currentTxnFirstOffset`; `None` outside a transaction.
+    pub txn_first_offset: Option<i64>,
 }
 
 impl ProducerEntry {
@@ -43,6 +47,7 @@ impl ProducerEntry {
             epoch,
             batches: VecDeque::from([batch]),
             last_write_ms: now_ms,
+            txn_first_offset: None,
         }
     }
 

@@ -20,16 +20,20 @@
 //!   whose records retention deleted goes on without an error.
 //!
 //! Bounds: at most [`ProducerLimits::max_producer_ids`] producer ids per partition
-//! (`[log] max_producer_ids_per_partition`); a batch from one more id is refused with
-//! `POLICY_VIOLATION` after expired ids are swept, so a client minting ids costs a
-//! bounded amount of memory (about 300 bytes per id). A producer that has not written
-//! for [`ProducerLimits::expiration_ms`] (Kafka's `producer.id.expiration.ms`) is
-//! forgotten.
+//! (`[log] max_producer_ids_per_partition`). A batch from one more id is accepted: once
+//! expired ids are swept, the producer idle longest (oldest last write) is **evicted**
+//! to make room, as Kafka bounds its producer-id memory by forgetting producers rather
+//! than refusing new ones. An evicted producer is then unknown: a retry of one of its
+//! old batches is accepted as new (written twice), which is why the cap is far above
+//! what a partition's live producers need. A client minting ids thus costs a bounded
+//! amount of memory (about 300 bytes per id) and cannot lock new producers out. A
+//! producer that has not written for [`ProducerLimits::expiration_ms`] (Kafka's
+//! `producer.id.expiration.ms`) is forgotten.
 
 pub mod entry;
 pub mod snapshot;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use kafka_protocol::error::ResponseError;
 
@@ -82,20 +86,6 @@ pub enum ProducerError {
         /// The sequence the partition expected (0 for a new epoch).
         expected: i32,
     },
-    /// The partition remembers as many producer ids as it may
-    /// (`[log] max_producer_ids_per_partition`) and none has expired
-    /// (`POLICY_VIOLATION`, 44).
-    #[error(
-        "producer {producer_id} refused: the partition already holds the state of {max} \
-         producer ids ([log] max_producer_ids_per_partition); ids expire after \
-         producer_id_expiration_ms without writes"
-    )]
-    TooManyProducers {
-        /// The refused producer id.
-        producer_id: i64,
-        /// The bound.
-        max: usize,
-    },
 }
 
 impl ProducerError {
@@ -104,7 +94,6 @@ impl ProducerError {
         match self {
             ProducerError::FencedEpoch { .. } => ResponseError::InvalidProducerEpoch,
             ProducerError::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber,
-            ProducerError::TooManyProducers { .. } => ResponseError::PolicyViolation,
         }
     }
 }
@@ -124,6 +113,10 @@ pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
     limits: ProducerLimits,
     last_sweep_ms: i64,
+    /// Producers evicted at the cap since the table was made.
+    evicted: u64,
+    /// Ongoing transactions: (first offset, producer id), for the last stable offset.
+    ongoing: BTreeSet<(i64, i64)>,
 }
 
 impl ProducerStates {
@@ -133,17 +126,101 @@ impl ProducerStates {
             producers: HashMap::new(),
             limits,
             last_sweep_ms: i64::MIN,
+            evicted: 0,
+            ongoing: BTreeSet::new(),
         }
     }
 
-    /// The table holding `producers` (from a snapshot).
+    /// The table holding `producers` (from a snapshot). A snapshot written under a
+    /// higher cap may hold more than [`ProducerLimits::max_producer_ids`]: the ones idle
+    /// longest are evicted down to the cap (and counted in [`Self::evicted`]).
     pub fn with_entries(
         limits: ProducerLimits,
         producers: HashMap<i64, ProducerEntry>,
     ) -> ProducerStates {
-        ProducerStates {
+        let mut states = ProducerStates {
             producers,
             ..ProducerStates::new(limits)
+        };
+        states.rebuild_ongoing();
+        states.evict_down_to(limits.max_producer_ids);
+        states
+    }
+
+    fn rebuild_ongoing(&mut self) {
+        self.ongoing = self
+            .producers
+            .iter()
+            .filter_map(|(id, e)| e.txn_first_offset.map(|f| (f, *id)))
+            .collect();
+    }
+
+    /// The first offset of the earliest ongoing transaction: the partition's last
+    /// stable offset when there is one (Kafka's `firstUnstableOffset`).
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.ongoing.first().map(|(offset, _)| *offset)
+    }
+
+    /// The ongoing transactions, as (first offset, producer id), earliest first.
+    pub fn ongoing_transactions(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.ongoing.iter().copied()
+    }
+
+    /// Ends `producer_id`'s transaction for a marker of `epoch` written at `offset` at
+    /// `now_ms` (Kafka's `ProducerAppendInfo.appendEndTxnMarker`): the producer's
+    /// epoch becomes the marker's (a newer one forgets the old epoch's batches), its
+    /// ongoing transaction ends. Returns the transaction's first offset, if one was
+    /// ongoing. A producer the partition does not know is not added.
+    pub fn end_transaction(&mut self, producer_id: i64, epoch: i16, now_ms: i64) -> Option<i64> {
+        let entry = self.producers.get_mut(&producer_id)?;
+        if epoch > entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.retain(|_| false);
+        }
+        entry.last_write_ms = entry.last_write_ms.max(now_ms);
+        let first = entry.txn_first_offset.take()?;
+        self.ongoing.remove(&(first, producer_id));
+        Some(first)
+    }
+
+    /// Producers evicted because the table was full (see the [module docs](self)),
+    /// since it was made.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+
+    /// Evicts the producers idle longest (oldest `last_write_ms`, then lowest id) until
+    /// at most `max` remain. One pass over the table per call: O(n log n) when many go
+    /// (a lowered cap), O(n) for the one a new producer needs.
+    fn evict_down_to(&mut self, max: usize) {
+        let excess = self.producers.len().saturating_sub(max);
+        if excess == 0 {
+            return;
+        }
+        if excess == 1 {
+            if let Some(id) = self
+                .producers
+                .iter()
+                .filter(|(_, e)| e.txn_first_offset.is_none())
+                .min_by_key(|(id, e)| (e.last_write_ms, **id))
+                .map(|(id, _)| *id)
+            {
+                self.producers.remove(&id);
+                self.evicted += 1;
+            }
+        } else {
+            let mut idle: Vec<(i64, i64)> = self
+                .producers
+                .iter()
+                .filter(|(_, e)| e.txn_first_offset.is_none())
+                .map(|(id, e)| (e.last_write_ms, *id))
+                .collect();
+            idle.sort_unstable();
+            let excess = excess.min(idle.len());
+            for (_, id) in &idle[..excess] {
+                self.producers.remove(id);
+            }
+            self.evicted += excess as u64;
         }
     }
 
@@ -174,13 +251,17 @@ impl ProducerStates {
         self.producers.iter()
     }
 
+    /// Whether `entry` expired by `now_ms`; a producer in a transaction never does (as
+    /// Kafka's `isProducerExpired`: the transaction coordinator's timeout ends it).
     fn expired(&self, entry: &ProducerEntry, now_ms: i64) -> bool {
-        now_ms.saturating_sub(entry.last_write_ms) >= self.limits.expiration_ms
+        entry.txn_first_offset.is_none()
+            && now_ms.saturating_sub(entry.last_write_ms) >= self.limits.expiration_ms
     }
 
     /// Checks a client's batch against the rules of the [module docs](self) at `now_ms`
     /// (ms since the Unix epoch). A batch without a producer id is always appended.
-    /// Changes nothing but the removal of expired producers.
+    /// Changes nothing but the removal of expired producers and, for a new producer
+    /// when the table is full, the eviction of the one idle longest.
     ///
     /// Errors: [`ProducerError`].
     pub fn check(&mut self, header: &BatchHeader, now_ms: i64) -> Result<Check, ProducerError> {
@@ -194,14 +275,10 @@ impl ProducerStates {
         let last_seq = last_sequence(first_seq, header.last_offset_delta);
         let Some(entry) = self.get(producer_id, now_ms) else {
             self.producers.remove(&producer_id);
-            if self.producers.len() >= self.limits.max_producer_ids {
+            let max = self.limits.max_producer_ids;
+            if self.producers.len() >= max {
                 self.sweep(now_ms);
-                if self.producers.len() >= self.limits.max_producer_ids {
-                    return Err(ProducerError::TooManyProducers {
-                        producer_id,
-                        max: self.limits.max_producer_ids,
-                    });
-                }
+                self.evict_down_to(max.saturating_sub(1));
             }
             return Ok(Check::Append);
         };
@@ -241,8 +318,16 @@ impl ProducerStates {
     /// Records a batch appended at offset `first_offset` (its header's base offset may
     /// not be set yet) at `now_ms`. Also used to rebuild the state from the log, where
     /// no rule is applied (the log holds what was accepted).
+    ///
+    /// A transactional batch starts the producer's transaction when none is ongoing; a
+    /// control batch (a marker) ends it ([`Self::end_transaction`]) and is not one of
+    /// the producer's sequenced batches.
     pub fn record(&mut self, header: &BatchHeader, first_offset: i64, now_ms: i64) {
         if header.producer_id < 0 {
+            return;
+        }
+        if header.is_control() {
+            self.end_transaction(header.producer_id, header.producer_epoch, now_ms);
             return;
         }
         let batch = BatchMeta {
@@ -252,10 +337,20 @@ impl ProducerStates {
             last_offset: first_offset + i64::from(header.last_offset_delta),
         };
         let epoch = header.producer_epoch;
-        self.producers
+        let max = self.limits.max_producer_ids;
+        if self.producers.len() >= max && !self.producers.contains_key(&header.producer_id) {
+            // Only on a replay from the log: an append made room in `check`.
+            self.evict_down_to(max.saturating_sub(1));
+        }
+        let entry = self
+            .producers
             .entry(header.producer_id)
             .and_modify(|e| e.push(epoch, batch, now_ms))
             .or_insert_with(|| ProducerEntry::new(epoch, batch, now_ms));
+        if header.is_transactional() && entry.txn_first_offset.is_none() {
+            entry.txn_first_offset = Some(first_offset);
+            self.ongoing.insert((first_offset, header.producer_id));
+        }
     }
 
     /// Forgets producers whose last batch is below `log_start` (retention deleted it),
@@ -263,6 +358,7 @@ impl ProducerStates {
     pub fn truncate_head(&mut self, log_start: i64) {
         self.producers
             .retain(|_, e| e.last_offset().is_some_and(|o| o >= log_start));
+        self.rebuild_ongoing();
     }
 
     /// Forgets every producer that has not written for
@@ -270,8 +366,9 @@ impl ProducerStates {
     pub fn sweep(&mut self, now_ms: i64) -> usize {
         let before = self.producers.len();
         let expiration = self.limits.expiration_ms;
-        self.producers
-            .retain(|_, e| now_ms.saturating_sub(e.last_write_ms) < expiration);
+        self.producers.retain(|_, e| {
+            e.txn_first_offset.is_some() || now_ms.saturating_sub(e.last_write_ms) < expiration
+        });
         self.last_sweep_ms = now_ms;
         before - self.producers.len()
     }

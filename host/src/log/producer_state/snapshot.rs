@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! magic          4 bytes  "DRPS"
-//! version        int16    1
+//! version        int16    2 (version 1, written before transactions, still loads)
 //! crc            uint32   CRC-32C of every byte after this field
 //! offset         int64    the log end offset the state is as of
 //! count          int32    producers, 0 ..= the decoder's cap
@@ -16,7 +16,10 @@
 //!   producer_id    int64
 //!   epoch          int16
 //!   last_write_ms  int64
-//!   batches        int8   1 ..= 5, oldest first
+//!   txn_first      int64  first offset of its ongoing transaction, −1 for none
+//!                         (version 2 only)
+//!   batches        int8   1 ..= 5, oldest first (0 ..= 5 in version 2: a marker
+//!                         that bumped the epoch leaves none)
 //!   batches × (first_seq int32, last_seq int32, first_offset int64, last_offset int64)
 //! ```
 //!
@@ -35,9 +38,12 @@ use super::{BatchMeta, ProducerEntry, BATCHES_RETAINED};
 /// File extension of snapshots.
 pub const EXTENSION: &str = "snapshot";
 const MAGIC: &[u8; 4] = b"DRPS";
-const VERSION: i16 = 1;
+const VERSION: i16 = 2;
+/// The version before transactions: no `txn_first` field.
+const VERSION_1: i16 = 1;
 const HEADER_LEN: usize = 4 + 2 + 4 + 8 + 4;
-/// Bytes of one producer without its batches, and of one batch.
+/// Bytes of one producer without its batches (version 1; version 2 adds 8), and of one
+/// batch.
 const PRODUCER_LEN: usize = 8 + 2 + 8 + 1;
 const BATCH_LEN: usize = 4 + 4 + 8 + 8;
 
@@ -45,7 +51,7 @@ const BATCH_LEN: usize = 4 + 4 + 8 + 8;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SnapshotError {
-    /// The file does not start with the magic and version 1.
+    /// The file does not start with the magic and version 1 or 2.
     #[error("not a producer state snapshot (magic or version)")]
     BadHeader,
     /// The CRC does not match the contents.
@@ -100,6 +106,7 @@ pub fn encode<'a>(
         out.extend_from_slice(&id.to_be_bytes());
         out.extend_from_slice(&entry.epoch.to_be_bytes());
         out.extend_from_slice(&entry.last_write_ms.to_be_bytes());
+        out.extend_from_slice(&entry.txn_first_offset.unwrap_or(-1).to_be_bytes());
         out.push(entry.batches.len() as u8);
         for b in &entry.batches {
             out.extend_from_slice(&b.first_seq.to_be_bytes());
@@ -137,9 +144,15 @@ impl Reader<'_> {
 /// Errors: [`SnapshotError`] for anything but a well-formed snapshot within the caps.
 pub fn decode(bytes: &[u8], max_producers: usize) -> Result<Snapshot, SnapshotError> {
     let len = bytes.len();
-    if len < HEADER_LEN || &bytes[..4] != MAGIC || bytes[4..6] != VERSION.to_be_bytes() {
+    if len < HEADER_LEN || &bytes[..4] != MAGIC {
         return Err(SnapshotError::BadHeader);
     }
+    let version = i16::from_be_bytes([bytes[4], bytes[5]]);
+    if version != VERSION && version != VERSION_1 {
+        return Err(SnapshotError::BadHeader);
+    }
+    let producer_len = PRODUCER_LEN + if version == VERSION { 8 } else { 0 };
+    let min_batches = usize::from(version == VERSION_1);
     let stored = u32::from_be_bytes(bytes[6..10].try_into().unwrap_or_default());
     let computed = crc32c::crc32c(&bytes[10..]);
     if stored != computed {
@@ -159,7 +172,7 @@ pub fn decode(bytes: &[u8], max_producers: usize) -> Result<Snapshot, SnapshotEr
             count: i64::from(count),
             max: max_producers,
         })?;
-    if count > r.left() / (PRODUCER_LEN + BATCH_LEN) {
+    if count > r.left() / (producer_len + min_batches * BATCH_LEN) {
         return Err(SnapshotError::Length {
             len,
             reason: "fewer bytes than the producer count needs",
@@ -167,7 +180,7 @@ pub fn decode(bytes: &[u8], max_producers: usize) -> Result<Snapshot, SnapshotEr
     }
     let mut producers = HashMap::with_capacity(count);
     for _ in 0..count {
-        if r.left() < PRODUCER_LEN {
+        if r.left() < producer_len {
             return Err(SnapshotError::Length {
                 len,
                 reason: "a producer is cut short",
@@ -176,9 +189,14 @@ pub fn decode(bytes: &[u8], max_producers: usize) -> Result<Snapshot, SnapshotEr
         let id = i64::from_be_bytes(r.take());
         let epoch = i16::from_be_bytes(r.take());
         let last_write_ms = i64::from_be_bytes(r.take());
+        let txn_first_offset = if version == VERSION {
+            Some(i64::from_be_bytes(r.take())).filter(|&o| o >= 0)
+        } else {
+            None
+        };
         let [n] = r.take::<1>();
         let n = usize::from(n);
-        if !(1..=BATCHES_RETAINED).contains(&n) {
+        if !(min_batches..=BATCHES_RETAINED).contains(&n) {
             return Err(SnapshotError::Count {
                 what: "batch",
                 count: n as i64,
@@ -206,6 +224,7 @@ pub fn decode(bytes: &[u8], max_producers: usize) -> Result<Snapshot, SnapshotEr
                 epoch,
                 batches,
                 last_write_ms,
+                txn_first_offset,
             },
         );
     }

@@ -134,24 +134,69 @@ fn expired_producers_are_unknown() {
 }
 
 #[test]
-fn the_number_of_producer_ids_is_bounded() {
+fn at_the_cap_the_producer_idle_longest_is_evicted() {
     let mut s = ProducerStates::new(LIMITS);
     for id in 0..3 {
-        append(&mut s, &header(id, 0, 0, 1), id, 0).unwrap();
+        append(&mut s, &header(id, 0, 0, 1), id, id).unwrap();
     }
-    let e = s.check(&header(3, 0, 0, 1), 10).unwrap_err();
-    assert!(matches!(e, ProducerError::TooManyProducers { max: 3, .. }));
+    // Producer 0 writes again: producer 1 is now idle longest.
+    append(&mut s, &header(0, 0, 1, 1), 3, 5).unwrap();
     assert_eq!(
-        e.error(),
-        kafka_protocol::error::ResponseError::PolicyViolation
-    );
-    // Known producers go on; once the others expire, a new id fits.
-    assert_eq!(
-        append(&mut s, &header(0, 0, 1, 1), 5, 500),
+        append(&mut s, &header(3, 0, 0, 1), 4, 10),
         Ok(Check::Append)
     );
-    assert_eq!(s.check(&header(3, 0, 0, 1), 1_200), Ok(Check::Append));
-    assert_eq!(s.len(), 1);
+    assert_eq!(s.len(), 3);
+    assert_eq!(s.evicted(), 1);
+    assert!(s.get(1, 10).is_none());
+    // The active producer's retry is still a duplicate.
+    assert!(matches!(
+        s.check(&header(0, 0, 1, 1), 10),
+        Ok(Check::Duplicate(BatchMeta {
+            first_offset: 3,
+            ..
+        }))
+    ));
+    // The evicted producer's retry is taken as new (its dedupe is lost).
+    assert_eq!(s.check(&header(1, 0, 0, 1), 10), Ok(Check::Append));
+    // Expired producers go first, without counting as evictions.
+    let mut s = ProducerStates::new(LIMITS);
+    append(&mut s, &header(0, 0, 0, 1), 0, 0).unwrap();
+    append(&mut s, &header(1, 0, 0, 1), 1, 900).unwrap();
+    append(&mut s, &header(2, 0, 0, 1), 2, 900).unwrap();
+    assert_eq!(
+        append(&mut s, &header(3, 0, 0, 1), 3, 1_000),
+        Ok(Check::Append)
+    );
+    assert_eq!((s.len(), s.evicted()), (3, 0));
+}
+
+#[test]
+fn a_table_over_the_cap_is_trimmed_oldest_idle_first() {
+    let mut entries = HashMap::new();
+    for id in 0..10 {
+        let batch = BatchMeta {
+            first_seq: 0,
+            last_seq: 0,
+            first_offset: id,
+            last_offset: id,
+        };
+        entries.insert(id, ProducerEntry::new(0, batch, 100 + id));
+    }
+    let s = ProducerStates::with_entries(LIMITS, entries);
+    assert_eq!((s.len(), s.evicted()), (3, 7));
+    let mut kept: Vec<i64> = s.entries().map(|(id, _)| *id).collect();
+    kept.sort_unstable();
+    assert_eq!(kept, [7, 8, 9]);
+}
+
+#[test]
+fn a_replay_from_the_log_stays_within_the_cap() {
+    let mut s = ProducerStates::new(LIMITS);
+    for id in 0..5 {
+        s.record(&header(id, 0, 0, 1), id, id);
+    }
+    assert_eq!((s.len(), s.evicted()), (3, 2));
+    assert!(s.get(4, 4).is_some() && s.get(0, 4).is_none());
 }
 
 #[test]
@@ -263,4 +308,44 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn a_version_1_snapshot_still_loads_and_version_2_keeps_transactions() {
+    // Version 1 as written before transactions: no txn_first field.
+    let mut v1 = Vec::new();
+    v1.extend_from_slice(b"DRPS");
+    v1.extend_from_slice(&1i16.to_be_bytes());
+    v1.extend_from_slice(&[0; 4]);
+    v1.extend_from_slice(&9i64.to_be_bytes());
+    v1.extend_from_slice(&1i32.to_be_bytes());
+    v1.extend_from_slice(&5i64.to_be_bytes()); // producer id
+    v1.extend_from_slice(&2i16.to_be_bytes()); // epoch
+    v1.extend_from_slice(&77i64.to_be_bytes()); // last write
+    v1.push(1);
+    for v in [0i32, 3] {
+        v1.extend_from_slice(&v.to_be_bytes());
+    }
+    for v in [5i64, 8] {
+        v1.extend_from_slice(&v.to_be_bytes());
+    }
+    let crc = crc32c::crc32c(&v1[10..]);
+    v1[6..10].copy_from_slice(&crc.to_be_bytes());
+    let decoded = snapshot::decode(&v1, 3).unwrap();
+    let entry = &decoded.producers[&5];
+    assert_eq!(
+        (entry.epoch, entry.last_write_ms, entry.txn_first_offset),
+        (2, 77, None)
+    );
+    assert_eq!(entry.last_offset(), Some(8));
+
+    let mut s = ProducerStates::new(LIMITS);
+    let mut txn = header(5, 0, 0, 2);
+    txn.attributes |= 1 << 4;
+    s.record(&txn, 40, 0);
+    assert_eq!(s.first_unstable_offset(), Some(40));
+    let bytes = snapshot::encode(42, s.entries());
+    let loaded =
+        ProducerStates::with_entries(LIMITS, snapshot::decode(&bytes, 3).unwrap().producers);
+    assert_eq!(loaded.first_unstable_offset(), Some(40));
 }

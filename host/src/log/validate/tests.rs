@@ -311,15 +311,12 @@ fn batch_level_refusals() {
     forged.producer_id = 777;
     forged.producer_epoch = 0;
     forged.base_sequence = 0;
-    let err = validate(forged.encode()).unwrap_err();
-    assert!(matches!(
-        err,
-        BatchError::NoOpenTransaction {
-            producer_id: 777,
-            ..
-        }
-    ));
-    assert_eq!(err.error_code(), 48);
+    // A transactional batch from a producer id is the producer state's to track
+    // (whether its partition was added to the transaction is the coordinator's check).
+    assert!(validate(forged.encode())
+        .unwrap()
+        .header()
+        .is_transactional());
     let mut append_time = RawBatch::from_records(&records(2));
     append_time.attributes |= 1 << 3;
     let err = validate(append_time.encode()).unwrap_err();

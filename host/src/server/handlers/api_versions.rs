@@ -23,6 +23,11 @@ pub fn response(broker: &Broker, _version: i16) -> ApiVersionsResponse {
         .collect();
     if let Some(coordinator) = broker.coordinator() {
         for &(key, min, max) in coordinator.kafka_apis() {
+            // TxnOffsetCommit is in the handler table too (answered there when the
+            // coordinator does not serve it), with the same range.
+            if response.api_keys.iter().any(|v| v.api_key == key) {
+                continue;
+            }
             let mut v = ApiVersion::default();
             v.api_key = key;
             v.min_version = min;

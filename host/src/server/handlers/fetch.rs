@@ -11,6 +11,10 @@
 //!   tells clients to send full fetch requests; an incremental request (a non-zero
 //!   session id) is answered with `FETCH_SESSION_ID_NOT_FOUND`.
 //! - Topics are named by name (v4–v12) or id (v13+).
+//! - Isolation level 1 (read_committed): only batches below the partition's last stable
+//!   offset, with the aborted transactions from the fetch offset up to it, as Kafka's
+//!   `UnifiedLog.read` with `FetchIsolation.TXN_COMMITTED`; every response carries the
+//!   last stable offset.
 
 use std::{sync::Arc, time::Duration};
 
@@ -18,8 +22,8 @@ use bytes::Bytes;
 use kafka_protocol::{
     error::ResponseError,
     messages::{
-        fetch_response::{FetchableTopicResponse, PartitionData},
-        FetchRequest, FetchResponse,
+        fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData},
+        FetchRequest, FetchResponse, ProducerId,
     },
 };
 use tokio::time::Instant;
@@ -43,6 +47,8 @@ struct Target {
     max_bytes: usize,
     /// Cluster mode: another broker leads it.
     not_leader: bool,
+    /// Isolation level 1 (read_committed): records below the last stable offset only.
+    committed: bool,
 }
 
 /// Handles Fetch v4–v18. The records read are charged to `budget` (the connection's
@@ -81,6 +87,7 @@ pub async fn handle(
                 .is_some_and(|t| !broker.serves(&t.name, p.partition));
             targets.push(Target {
                 not_leader,
+                committed: request.isolation_level == 1,
                 topic_index,
                 topic: topic.clone(),
                 partition: p.partition,
@@ -159,6 +166,14 @@ pub async fn handle(
     let mut reply = Reply::new(response, error);
     reply.charge = charge;
     reply
+}
+
+/// A log's aborted transaction as a Fetch response lists it (producer id, first offset).
+fn aborted_transaction(txn: &crate::log::AbortedTxn) -> AbortedTransaction {
+    let mut out = AbortedTransaction::default();
+    out.producer_id = ProducerId(txn.producer_id);
+    out.first_offset = txn.first_offset;
+    out
 }
 
 fn unknown_topic(by_id: bool) -> ResponseError {
@@ -254,7 +269,14 @@ async fn read_all(
                     limit
                 };
                 // The file read runs after the lock is released: appends go on meanwhile.
-                let planned = partition.lock_log().plan_read(t.offset, limit_here);
+                let planned = {
+                    let log = partition.lock_log();
+                    if t.committed {
+                        log.plan_read_committed(t.offset, limit_here)
+                    } else {
+                        log.plan_read(t.offset, limit_here)
+                    }
+                };
                 let read = planned.and_then(|p| {
                     if limit_here == 0 {
                         Ok(p.without_records())
@@ -265,8 +287,12 @@ async fn read_all(
                 match read {
                     Ok(read) => {
                         data.high_watermark = read.high_watermark;
-                        data.last_stable_offset = read.high_watermark;
+                        data.last_stable_offset = read.last_stable_offset;
                         data.log_start_offset = read.log_start_offset;
+                        if t.committed {
+                            data.aborted_transactions =
+                                Some(read.aborted.iter().map(aborted_transaction).collect());
+                        }
                         let len = read.records.len();
                         if len > 0 {
                             if !first_non_empty && len > limit {

@@ -33,6 +33,9 @@ const LATEST_TIERED: i64 = -5;
 /// Handles ListOffsets v1–v10.
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -> Reply {
     let broker = Arc::clone(broker);
+    // Kafka's `ReplicaManager.fetchOffsetForTimestamp`: read_committed (isolation
+    // level 1) sees the log up to its last stable offset.
+    let committed = request.isolation_level == 1;
     let topics = tokio::task::spawn_blocking(move || {
         request
             .topics
@@ -68,8 +71,13 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequ
                         if version >= 4 {
                             r.leader_epoch = crate::log::LEADER_EPOCH;
                         }
+                        let fetchable = if committed {
+                            log.last_stable_offset()
+                        } else {
+                            log.log_end_offset()
+                        };
                         match p.timestamp {
-                            LATEST => r.offset = log.log_end_offset(),
+                            LATEST => r.offset = fetchable,
                             EARLIEST | EARLIEST_LOCAL => r.offset = log.log_start_offset(),
                             LATEST_TIERED => {}
                             MAX_TIMESTAMP => {
@@ -79,11 +87,11 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequ
                                 }
                             }
                             ts if ts >= 0 => match record_for_timestamp(&log, ts) {
-                                Ok(Some(found)) => {
+                                Ok(Some(found)) if found.offset < fetchable => {
                                     r.offset = found.offset;
                                     r.timestamp = found.timestamp;
                                 }
-                                Ok(None) => {}
+                                Ok(_) => {}
                                 Err(e) => r.error_code = super::log_error(&e).code(),
                             },
                             _ => r.error_code = ResponseError::InvalidRequest.code(),

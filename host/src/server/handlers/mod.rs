@@ -20,6 +20,7 @@ pub mod list_offsets;
 pub mod list_transactions;
 pub mod metadata;
 pub mod produce;
+pub mod txn_offset_commit;
 pub mod txn_wire;
 
 use std::sync::Arc;
@@ -92,6 +93,8 @@ pub async fn handle(broker: &Arc<Broker>, budget: &Arc<ConnBudget>, request: Req
         RequestKind::EndTxn(r) => blocking(broker, move |b| end_txn::handle(b, version, r)).await,
         RequestKind::DescribeTransactions(r) => describe_transactions::handle(broker, r).into(),
         RequestKind::ListTransactions(r) => list_transactions::handle(broker, r).into(),
+        // Reached only when the coordinator does not serve it (ABI before 3.4).
+        RequestKind::TxnOffsetCommit(r) => txn_offset_commit::handle(r).into(),
         // Not reachable: dispatch only decodes APIs of its handler table.
         _ => Reply::silent(ResponseError::InvalidRequest.code()).into(),
     }

@@ -12,7 +12,12 @@
 //! checked under the partition's lock against its producer state
 //! ([`crate::log::producer_state`]): a retry is answered with its original base offset
 //! (and waits, like an append, until that offset is durable), a sequence gap with
-//! OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch with INVALID_PRODUCER_EPOCH. At most [`MAX_CONCURRENT_DECOMPRESSIONS`] compressed batches
+//! OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch with INVALID_PRODUCER_EPOCH. A
+//! transactional batch is appended only if the transaction coordinator has its
+//! partition in the producer's open transaction (KIP-890 part 1,
+//! [`verify_in_transaction`]); otherwise INVALID_TXN_STATE. A partition
+//! named twice in one request is appended and answered once, from its last entry, as
+//! Kafka does ([`superseded_entries`]). At most [`MAX_CONCURRENT_DECOMPRESSIONS`] compressed batches
 //! are validated at once, broker-wide, each under its own permit, which bounds the
 //! memory decoders take and lets producers take turns.
 //! `acks` = 0 gets no response at all; 1 and −1 (all in-sync replicas, which on a
@@ -28,7 +33,10 @@
 //! run on the blocking pool ([`Partition::wait_durable`],
 //! [`Partition::flush_in_background`]).
 
-use std::{collections::HashSet, sync::Arc};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use kafka_protocol::{
     error::ResponseError,
@@ -118,9 +126,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
     let mut compressed = validate_compressed(&request, &rules).await;
     let work = Arc::clone(broker);
     let mut budget = work.topics.auto_create_budget();
-    // Partitions already named by this request: a second entry is refused, not
-    // appended (Kafka keeps one entry per partition).
-    let mut seen: HashSet<(String, i32)> = HashSet::new();
+    let superseded = superseded_entries(version, &request);
     let (responses, waits) = {
         let mut waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
         let responses = request
@@ -135,11 +141,6 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                 } else {
                     find_or_create(&work, data.name.0.as_str(), &mut budget)
                 };
-                let key = if version >= 13 {
-                    data.topic_id.to_string()
-                } else {
-                    data.name.0.to_string()
-                };
                 let mut out = TopicProduceResponse::default();
                 out.name = data.name.clone();
                 if version >= 13 {
@@ -149,39 +150,41 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                     .partition_data
                     .into_iter()
                     .enumerate()
-                    .map(|(pi, p)| {
+                    .filter(|(pi, _)| !superseded.contains(&(ti, *pi)))
+                    .enumerate()
+                    .map(|(ri, (pi, p))| {
                         let mut r = PartitionProduceResponse::default();
                         r.index = p.index;
                         r.base_offset = -1;
                         r.log_append_time_ms = -1;
                         r.log_start_offset = -1;
-                        let first = seen.insert((key.clone(), p.index));
                         let result = match (&topic, acks) {
                             (_, a) if !matches!(a, -1..=1) => {
                                 Err(ResponseError::InvalidRequiredAcks.into())
                             }
-                            _ if !first => Err(Refusal {
-                                error: ResponseError::InvalidRecord,
-                                message: "the partition is listed more than once in this \
-                                          Produce request; its first entry was appended"
-                                    .into(),
-                                record: None,
-                            }),
                             (Err(e), _) => Err((*e).into()),
                             (Ok(topic), _) if !work.serves(&topic.name, p.index) => {
                                 Err(ResponseError::NotLeaderOrFollower.into())
                             }
                             (Ok(topic), _) => {
                                 let checked = compressed[ti][pi].take();
-                                append(topic, p.index, p.records, checked, &rules[ti], acks)
+                                let target = Target {
+                                    topic,
+                                    index: p.index,
+                                    transactions: work.transactions().map(|t| &**t),
+                                };
+                                append(&target, p.records, checked, &rules[ti], acks)
                             }
                         };
                         match result {
                             Ok((partition, info, deferred)) => {
+                                if info.producers_evicted > 0 {
+                                    work.metrics.producer_ids_evicted(info.producers_evicted);
+                                }
                                 r.base_offset = info.base_offset;
                                 r.log_start_offset = info.log_start_offset;
                                 if deferred {
-                                    waits.push((ti, pi, partition, info.last_offset + 1));
+                                    waits.push((ti, ri, partition, info.last_offset + 1));
                                 }
                             }
                             Err(e) => set_error(&mut r, e),
@@ -212,20 +215,43 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
     }
     Handled::Deferred(Box::pin(async move {
         let mut responses = responses;
-        for (ti, pi, partition, end) in waits {
+        for (ti, ri, partition, end) in waits {
             if let Err(e) = partition.wait_durable(end).await {
                 crate::warn_limited!(
                     "produce.flush_failed",
                     partition = partition.index,
                     "flush failed, produce not acknowledged: {e}"
                 );
-                let r = &mut responses[ti].partition_responses[pi];
+                let r = &mut responses[ti].partition_responses[ri];
                 r.base_offset = -1;
                 set_error(r, Refusal::from(&e));
             }
         }
         reply(responses)
     }))
+}
+
+/// The entries of `request`, as (topic entry, partition entry) indexes, that name a
+/// partition some later entry names again: as Kafka's `KafkaApis.handleProduceRequest`,
+/// which collects the request into a map by topic-partition, the last entry of a
+/// partition is the one appended and answered, and earlier ones are dropped without
+/// an answer. Topics are compared by name (v3–v12) or id (v13).
+fn superseded_entries(version: i16, request: &ProduceRequest) -> HashSet<(usize, usize)> {
+    let mut last: HashMap<(String, i32), (usize, usize)> = HashMap::new();
+    let mut superseded = HashSet::new();
+    for (ti, data) in request.topic_data.iter().enumerate() {
+        let topic = if version >= 13 {
+            data.topic_id.to_string()
+        } else {
+            data.name.0.to_string()
+        };
+        for (pi, p) in data.partition_data.iter().enumerate() {
+            if let Some(earlier) = last.insert((topic.clone(), p.index), (ti, pi)) {
+                superseded.insert(earlier);
+            }
+        }
+    }
+    superseded
 }
 
 fn set_error(r: &mut PartitionProduceResponse, refusal: Refusal) {
@@ -365,6 +391,66 @@ fn find_or_create(
     }
 }
 
+/// Where a partition's batch goes: the partition, and the transaction coordinator
+/// that verifies transactional batches (`None` in cluster mode).
+struct Target<'a> {
+    topic: &'a Topic,
+    index: i32,
+    transactions: Option<&'a crate::txn::TxnCoordinator>,
+}
+
+/// KIP-890 part 1: a transactional batch is appended only if its partition was added
+/// to the producer's open transaction (AddPartitionsToTxn), as Kafka 4.x verifies
+/// before appending. An older epoch than the transaction's is
+/// `INVALID_PRODUCER_EPOCH`; a partition not added, no open transaction, or a producer
+/// id no transactional id has is `INVALID_TXN_STATE` (Kafka's answer to clients of
+/// transaction version 1). In cluster mode no transaction coordinator runs and nothing
+/// would ever end the transaction, so every transactional batch is
+/// `INVALID_TXN_STATE`.
+fn verify_in_transaction(
+    target: &Target<'_>,
+    header: &crate::log::batch::BatchHeader,
+) -> Result<(), Refusal> {
+    use crate::txn::{ProducerIdEpoch, TopicPartition, TxnError};
+    let refused = |error, message: String| Refusal {
+        error,
+        message,
+        record: None,
+    };
+    let Some(txn) = target.transactions else {
+        return Err(refused(
+            ResponseError::InvalidTxnState,
+            "transactional batch refused: no transaction coordinator runs in cluster mode".into(),
+        ));
+    };
+    let producer = ProducerIdEpoch {
+        id: header.producer_id,
+        epoch: header.producer_epoch,
+    };
+    let partition = TopicPartition {
+        topic: target.topic.name.clone(),
+        partition: target.index,
+    };
+    txn.verify_partition(producer, &partition)
+        .map_err(|e| match e {
+            TxnError::Fenced => refused(
+                ResponseError::InvalidProducerEpoch,
+                format!(
+                    "transactional batch of producer {} refused: epoch {} is fenced",
+                    producer.id, producer.epoch
+                ),
+            ),
+            _ => refused(
+                ResponseError::InvalidTxnState,
+                format!(
+                    "transactional batch of producer {} refused: the partition is not in its open \
+                 transaction (AddPartitionsToTxn, KIP-890)",
+                    producer.id
+                ),
+            ),
+        })
+}
+
 /// Validates `records` under `rules` (unless `checked` holds the outcome already) and
 /// appends them to partition `index` of `topic`.
 /// The returned flag (deferred) is set when the acknowledgement must wait for an
@@ -374,13 +460,13 @@ fn find_or_create(
 /// append durable with [`Partition::wait_durable`] before acknowledging it; otherwise
 /// a flush due under the partition's `flush_messages` starts in the background.
 fn append(
-    topic: &Topic,
-    index: i32,
+    target: &Target<'_>,
     records: Option<bytes::Bytes>,
     checked: Option<Result<ValidatedBatch, BatchError>>,
     rules: &ValidationRules,
     acks: i16,
 ) -> Result<(Arc<Partition>, AppendInfo, bool), Refusal> {
+    let (topic, index) = (target.topic, target.index);
     let partition = usize::try_from(index)
         .ok()
         .and_then(|i| topic.partitions.get(i))
@@ -401,6 +487,9 @@ fn append(
         );
         Refusal::from(&e)
     })?;
+    if batch.header().is_transactional() {
+        verify_in_transaction(target, batch.header())?;
+    }
     let mut log = partition.lock_log();
     let now = rules.now_ms;
     let size = batch.bytes().len() as u64;

@@ -195,7 +195,12 @@ impl ConsumerGroup {
             .get(author.member_id)
             .ok_or(ResponseError::UnknownMemberId)?;
         if m.epoch != author.generation {
-            return Err(ResponseError::StaleMemberEpoch);
+            // Kafka answers a TxnOffsetCommit's stale epoch with ILLEGAL_GENERATION.
+            return Err(if author.api.is_transactional() {
+                ResponseError::IllegalGeneration
+            } else {
+                ResponseError::StaleMemberEpoch
+            });
         }
         Ok(())
     }
