@@ -75,6 +75,8 @@ pub struct Config {
     pub offsets: OffsetsSection,
     /// The `[zookeeper]` table: cluster mode.
     pub zookeeper: ZookeeperSection,
+    /// The `[transactions]` table: the transaction coordinator.
+    pub transactions: TransactionsSection,
 }
 
 impl Default for Config {
@@ -88,6 +90,66 @@ impl Default for Config {
             coordinator: CoordinatorSection::default(),
             offsets: OffsetsSection::default(),
             zookeeper: ZookeeperSection::default(),
+            transactions: TransactionsSection::default(),
+        }
+    }
+}
+
+/// The `[transactions]` table: the transaction coordinator (KIP-98). The first three
+/// keys are Kafka's settings of the same name with `_` for `.`; the last four are this
+/// broker's bounds on what clients can make it keep.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TransactionsSection {
+    /// Largest `transaction.timeout.ms` a producer may ask for in InitProducerId, ms;
+    /// a larger one is `INVALID_TRANSACTION_TIMEOUT`. Kafka's
+    /// `transaction.max.timeout.ms`. Default 900000 (15 minutes).
+    pub transaction_max_timeout_ms: i32,
+    /// A transactional id with no open transaction is forgotten this long after its
+    /// last change, ms. Kafka's `transactional.id.expiration.ms`. Default 604800000
+    /// (7 days).
+    pub transactional_id_expiration_ms: i64,
+    /// How often open transactions past their timeout are aborted (and expired ids
+    /// removed), ms. Kafka's
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`. Default 10000.
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
+    /// Most transactional ids kept at once; InitProducerId for a new id beyond it is
+    /// `POLICY_VIOLATION`. Default 100000.
+    pub max_transactional_ids: usize,
+    /// Most partitions in one transaction; an AddPartitionsToTxn beyond it is
+    /// `POLICY_VIOLATION`. Default 10000.
+    pub max_partitions_per_transaction: usize,
+    /// Most consumer groups in one transaction (AddOffsetsToTxn). Default 100.
+    pub max_groups_per_transaction: usize,
+    /// Most transactional offsets staged in one transaction (TxnOffsetCommit), over its
+    /// groups. Default 100000.
+    pub max_offsets_per_transaction: usize,
+}
+
+impl Default for TransactionsSection {
+    fn default() -> Self {
+        TransactionsSection {
+            transaction_max_timeout_ms: 900_000,
+            transactional_id_expiration_ms: 604_800_000,
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
+            max_transactional_ids: 100_000,
+            max_partitions_per_transaction: 10_000,
+            max_groups_per_transaction: 100,
+            max_offsets_per_transaction: 100_000,
+        }
+    }
+}
+
+impl TransactionsSection {
+    /// The coordinator's bounds.
+    pub fn limits(&self) -> crate::txn::Limits {
+        crate::txn::Limits {
+            max_timeout_ms: self.transaction_max_timeout_ms,
+            id_expiration_ms: self.transactional_id_expiration_ms,
+            max_transactional_ids: self.max_transactional_ids,
+            max_partitions_per_transaction: self.max_partitions_per_transaction,
+            max_groups_per_transaction: self.max_groups_per_transaction,
+            max_offsets_per_transaction: self.max_offsets_per_transaction,
         }
     }
 }
@@ -445,6 +507,43 @@ impl Config {
                 "coordinator.partition_stats_interval_ms",
                 config.coordinator.partition_stats_interval_ms,
                 100,
+            ),
+            (
+                "transactions.transaction_max_timeout_ms",
+                config.transactions.transaction_max_timeout_ms.max(0) as u64,
+                1,
+            ),
+            (
+                "transactions.transactional_id_expiration_ms",
+                config.transactions.transactional_id_expiration_ms.max(0) as u64,
+                1,
+            ),
+            (
+                "transactions.transaction_abort_timed_out_transaction_cleanup_interval_ms",
+                config
+                    .transactions
+                    .transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                10,
+            ),
+            (
+                "transactions.max_transactional_ids",
+                config.transactions.max_transactional_ids as u64,
+                1,
+            ),
+            (
+                "transactions.max_partitions_per_transaction",
+                config.transactions.max_partitions_per_transaction as u64,
+                1,
+            ),
+            (
+                "transactions.max_groups_per_transaction",
+                config.transactions.max_groups_per_transaction as u64,
+                1,
+            ),
+            (
+                "transactions.max_offsets_per_transaction",
+                config.transactions.max_offsets_per_transaction as u64,
+                1,
             ),
             (
                 "plugins.max_loaded_libraries",

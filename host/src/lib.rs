@@ -38,3 +38,4 @@ pub mod plugins;
 pub mod serve;
 pub mod server;
 pub mod startup;
+pub mod txn;

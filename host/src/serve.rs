@@ -178,6 +178,11 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
         None => None,
     };
     let broker = Arc::new(broker.with_coordinator(coordinator));
+    if let (Some(txn), Some(coordinator)) = (broker.transactions(), broker.coordinator()) {
+        // Offsets staged by transactions still open go back to the group coordinator
+        // before any client request and before any transaction is completed.
+        crate::txn::broker_ports::restore_offsets(txn, coordinator).await;
+    }
     if let Some(coordinator) = broker.coordinator() {
         tokio::spawn(coordination::start::forward_topic_changes(
             Arc::clone(&broker),
@@ -200,6 +205,26 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
         tokio::spawn(crate::offsets::retention::run(Arc::clone(&broker))),
     ];
     let mut tasks = tasks;
+    if let Some(txn) = broker.transactions() {
+        // Transactions found decided at startup are completed first thing.
+        tokio::spawn(crate::txn::completion::run(
+            Arc::clone(txn),
+            crate::txn::ports::Ports {
+                markers: Arc::new(crate::txn::broker_ports::LogMarkers(Arc::clone(&broker))),
+                offsets: Arc::new(crate::txn::broker_ports::CoordinatorOffsets(
+                    broker.coordinator().cloned(),
+                )),
+            },
+        ));
+        tasks.push(tokio::spawn(crate::txn::timeouts::run(
+            Arc::clone(txn),
+            broker
+                .config
+                .transactions
+                .transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            stopped.clone(),
+        )));
+    }
     if let Some(cluster) = cluster {
         tasks.push(tokio::spawn(crate::cluster::run(
             Arc::clone(&broker),

@@ -1,7 +1,9 @@
 """FindCoordinator for a group (docs/protocol.md section 4): a broker that runs the
 coordinator plugin names itself; a broker that runs none answers
 COORDINATOR_NOT_AVAILABLE with node -1, host "" and port -1, at top level in v0-v3 and
-per key from v4 on. Transaction keys are never served. Raw requests, every layout."""
+per key from v4 on. Transaction keys (key type 1) are served by the broker itself,
+standalone, whether or not a group coordinator runs (test_transactions_raw.py covers
+them further). Raw requests, every layout."""
 
 from __future__ import annotations
 
@@ -141,9 +143,10 @@ def test_without_a_coordinator_groups_are_not_served(broker):
         assert find_v3(c, "billing", GROUP) == NOT_SERVED
         assert find_v4(c, ["billing", "audit"], GROUP) == [
             ("billing", *NOT_SERVED), ("audit", *NOT_SERVED)]
-        # Transactions are never served.
-        assert find_v1(c, "tx", TRANSACTION) == NOT_SERVED
-        assert find_v4(c, ["tx"], TRANSACTION) == [("tx", *NOT_SERVED)]
+        # Transactions are served by the transaction coordinator, not the group one.
+        err, node, host, port = find_v1(c, "tx", TRANSACTION)
+        assert (err, host, port) == (NONE, broker.host, broker.port)
+        assert find_v4(c, ["tx"], TRANSACTION) == [("tx", NONE, node, broker.host, broker.port)]
         # The error is an answer: the connection stays usable.
         assert find_v0(c, "billing") == NOT_SERVED
     broker.assert_alive()
@@ -160,7 +163,7 @@ def test_with_the_coordinator_the_broker_names_itself(coordinator_broker):
         assert find_v3(c, "billing", GROUP) == (NONE, node, b.host, b.port)
         assert find_v4(c, ["billing", "audit"], GROUP) == [
             ("billing", NONE, node, b.host, b.port), ("audit", NONE, node, b.host, b.port)]
-        # Transactions are not served by the group coordinator either.
-        assert find_v1(c, "tx", TRANSACTION) == NOT_SERVED
-        assert find_v4(c, ["tx"], TRANSACTION) == [("tx", *NOT_SERVED)]
+        # Transaction keys: this broker too.
+        assert find_v1(c, "tx", TRANSACTION) == (NONE, node, b.host, b.port)
+        assert find_v4(c, ["tx"], TRANSACTION) == [("tx", NONE, node, b.host, b.port)]
     b.assert_alive()

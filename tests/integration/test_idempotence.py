@@ -72,8 +72,9 @@ def test_init_producer_id_is_advertised_and_ids_are_unique_across_restarts(broke
         first = [init_producer_id(c) for _ in range(3)]
         assert [(e, ep) for e, _, ep in first] == [(NONE, 0)] * 3
         assert len({p for _, p, _ in first}) == 3
-        # A transactional id: no transaction coordinator here, as FindCoordinator says.
-        assert init_producer_id(c, "txn-1")[0] == COORDINATOR_NOT_AVAILABLE
+        # A transactional id: the transaction coordinator hands out another new id.
+        error, txn_pid, epoch = init_producer_id(c, "txn-1")
+        assert (error, epoch) == (NONE, 0) and txn_pid not in {p for _, p, _ in first}
     broker.kill9()
     broker.start()
     with RawConn(broker) as c:

@@ -6,9 +6,12 @@ stops at the last stable offset (the first offset of the earliest ongoing
 transaction) and reports it, a read_uncommitted one reads to the end; ListOffsets with
 isolation level 1 answers the last stable offset as latest. The ongoing transactions
 survive a `kill -9`. A confluent-kafka consumer with isolation.level=read_committed
-gets exactly the records below the last stable offset. Markers are written by the
-transaction coordinator (a separate part of issue 18), so they are tested through the
-log's API in Rust (host/src/log/partition/txn_tests.rs).
+gets exactly the records below the last stable offset. The transactional producers
+get their ids from the transaction coordinator and add the partition to their
+transaction first (AddPartitionsToTxn), as the Produce handler verifies (KIP-890 part
+1: a transactional batch for a partition not added is INVALID_TXN_STATE). Markers are
+tested through the log's API in Rust (host/src/log/partition/txn_tests.rs) and end to
+end with real clients in test_transactions.py.
 Before this change, a transactional batch was refused with INVALID_TXN_STATE and
 read_committed fetches read to the log end.
 """
@@ -21,6 +24,15 @@ import time
 from drover_testlib import RawConn, ck_create_topic, ck_watermarks, kstr, unique_topic
 from test_idempotence import init_producer_id
 from test_record_validation import encode_record, produce_v8
+from test_transactions_raw import INVALID_TXN_STATE, add_partitions, init_pid
+
+
+def txn_producer(conn: RawConn, tid: str, topic: str) -> tuple[int, int, int]:
+    """A transactional producer whose transaction has partition 0 of `topic`."""
+    err, pid, epoch = init_pid(conn, tid)
+    assert err == NONE
+    assert add_partitions(conn, tid, pid, epoch, {topic: [0]}) == {(topic, 0): NONE}
+    return err, pid, epoch
 
 NONE = 0
 
@@ -91,7 +103,12 @@ def test_read_committed_stops_at_the_last_stable_offset(broker):
     topic = unique_topic("txn-lso")
     ck_create_topic(broker, topic, 1)
     with RawConn(broker) as c:
-        (_, a, ea), (_, b, eb), (_, plain, ep) = (init_producer_id(c) for _ in range(3))
+        # A batch of a transaction that did not add the partition is refused.
+        _, z, ez = init_pid(c, unique_topic("no-add"))
+        r = produce_v8(c, topic, txn_batch(z, ez, 0, 1, b"z"))
+        assert r["error"] == INVALID_TXN_STATE, r
+        (_, a, ea), (_, b, eb) = (txn_producer(c, unique_topic(t), topic) for t in ("a", "b"))
+        _, plain, ep = init_producer_id(c)
         steps = [
             (plain, ep, 0, 2, False),  # 0..=1 committed data, no transaction
             (a, ea, 0, 2, True),       # 2..=3 transaction of a: the LSO stops here
@@ -132,7 +149,8 @@ def test_a_confluent_kafka_read_committed_consumer_sees_only_stable_records(brok
     topic = unique_topic("txn-ck")
     ck_create_topic(broker, topic, 1)
     with RawConn(broker) as c:
-        (_, plain, ep), (_, txn, et) = (init_producer_id(c) for _ in range(2))
+        _, plain, ep = init_producer_id(c)
+        _, txn, et = txn_producer(c, unique_topic("ck"), topic)
         assert produce_v8(c, topic, txn_batch(plain, ep, 0, 3, b"stable",
                                               transactional=False))["error"] == NONE
         assert produce_v8(c, topic, txn_batch(txn, et, 0, 2, b"open"))["error"] == NONE

@@ -4,8 +4,10 @@ item 3), with hand-encoded frames (v2: non-flexible).
 The coordinator (coordinator ABI 3.4) validates the request — a partition the broker
 does not have is refused UNKNOWN_TOPIC_OR_PARTITION, which only the coordinator
 answers — and asks the broker to record the accepted offsets with the transaction.
-This broker has no transaction coordinator yet, so the recording is refused with the
-documented COORDINATOR_NOT_AVAILABLE (docs/operations.md) and nothing is committed.
+The producer id here has no open transaction that added the group, so the broker's
+transaction coordinator refuses the recording with INVALID_TXN_STATE
+(docs/operations.md) and nothing is committed; test_transactions_groups.py stages and
+commits offsets through a real transaction.
 Before the change the broker did not serve API 28 at all (the connection closed)."""
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from test_kafka_group_wire import Reader, fetch, wire_broker  # noqa: F401 (fixt
 
 API_TXN_OFFSET_COMMIT = 28
 UNKNOWN_TOPIC_OR_PARTITION = 3
-COORDINATOR_NOT_AVAILABLE = 15
+INVALID_TXN_STATE = 48
 
 
 def txn_offset_commit_v2(txn_id: str, group: str, producer_id: int, epoch: int,
@@ -57,8 +59,8 @@ def test_txn_offset_commit_reaches_the_coordinator_and_is_answered(wire_broker):
             "tx-1", "txn-group", 1000, 0, {(topic, 0): 7, (topic, 1): 8, ("no-such-topic", 0): 5}))
         answer = parse_txn_offset_commit_v2(c.recv_response(corr))
         assert answer == {
-            (topic, 0): COORDINATOR_NOT_AVAILABLE,
-            (topic, 1): COORDINATOR_NOT_AVAILABLE,
+            (topic, 0): INVALID_TXN_STATE,
+            (topic, 1): INVALID_TXN_STATE,
             ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION,
         }, answer
         # Nothing was committed, and the connection still serves the group APIs.

@@ -7,12 +7,15 @@
 //! - `GET /v1/groups`, `GET /v1/groups/{group}`: consumer groups ([`groups`]);
 //! - `GET /v1/offset-store`, `POST /v1/offset-store`: the active offset store and
 //!   swapping it ([`offset_store`]);
+//! - `GET /v1/transactions`: the transaction coordinator's transactional ids
+//!   ([`transactions`]);
 //! - `GET /v1/cluster`: cluster mode — this broker, live brokers, slot owners, topic
 //!   placement (404 when standalone).
 
 pub mod groups;
 pub mod offset_store;
 pub mod plugins;
+pub mod transactions;
 
 use std::sync::Arc;
 
@@ -42,6 +45,7 @@ pub async fn serve(
         .route("/v1/groups", get(groups::list))
         .route("/v1/groups/{group}", get(groups::detail))
         .route("/v1/cluster", get(cluster))
+        .route("/v1/transactions", get(transactions::list))
         .route(
             "/v1/offset-store",
             get(offset_store::get).post(offset_store::post),
@@ -55,6 +59,17 @@ pub async fn serve(
     if let Err(e) = result {
         tracing::error!("admin API stopped: {e}");
     }
+}
+
+/// `text` with the transaction coordinator's samples before its `# EOF`.
+fn with_transactions(broker: &Broker, text: String) -> String {
+    let Some(txn) = broker.transactions() else {
+        return text;
+    };
+    let mut body = text.strip_suffix("# EOF\n").unwrap_or(&text).to_owned();
+    body.push_str(&crate::txn::metrics::render(txn));
+    body.push_str("# EOF\n");
+    body
 }
 
 async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
@@ -86,7 +101,7 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        broker.metrics.render(&offsets),
+        with_transactions(&broker, broker.metrics.render(&offsets)),
     )
 }
 

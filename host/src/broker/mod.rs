@@ -56,6 +56,9 @@ pub enum BrokerError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The transaction coordinator's store could not be opened or read.
+    #[error(transparent)]
+    Transactions(#[from] crate::txn::store::StoreError),
     /// The producer id block file is unreadable or damaged (standalone).
     #[error(transparent)]
     ProducerIds(#[from] producer_ids::ProducerIdError),
@@ -91,6 +94,9 @@ pub struct Broker {
     offsets: Option<Arc<OffsetStores>>,
     /// Cluster membership, in cluster mode.
     cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// The transaction coordinator: standalone only (`None` in cluster mode, where
+    /// transaction requests are answered `COORDINATOR_NOT_AVAILABLE`).
+    transactions: Option<Arc<crate::txn::TxnCoordinator>>,
 }
 
 impl Broker {
@@ -122,7 +128,15 @@ impl Broker {
         let metrics = Arc::new(Metrics::new());
         metrics.plugin_libraries(live.libraries_loaded());
         let producer_ids = producer_ids::ProducerIds::open(&config.data_dir, cluster.clone())?;
+        let transactions = match cluster {
+            None => Some(Arc::new(crate::txn::TxnCoordinator::open(
+                &config.data_dir,
+                config.transactions.limits(),
+            )?)),
+            Some(_) => None,
+        };
         Ok(Broker {
+            transactions,
             producer_ids,
             live,
             offsets,
@@ -185,6 +199,11 @@ impl Broker {
     /// The running coordinator, if one started.
     pub fn coordinator(&self) -> Option<&CoordinatorClient> {
         self.coordinator.as_ref()
+    }
+
+    /// The transaction coordinator, when one runs (standalone).
+    pub fn transactions(&self) -> Option<&Arc<crate::txn::TxnCoordinator>> {
+        self.transactions.as_ref()
     }
 
     /// Starts shutdown: waiting fetches answer with what they have.

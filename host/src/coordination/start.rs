@@ -156,9 +156,13 @@ pub fn start(broker: &Broker) -> Result<Option<CoordinatorClient>, StartError> {
             Some(cluster) => GroupOwner::Slots(Arc::clone(cluster)),
         },
         topic_ids: topic_ids(broker),
-        // No transaction coordinator yet: TxnOffsetCommit is answered
-        // COORDINATOR_NOT_AVAILABLE (coordination::txn_ledger).
-        txn_ledger: None,
+        // The transaction coordinator records staged offsets; without one (cluster
+        // mode) TxnOffsetCommit is answered COORDINATOR_NOT_AVAILABLE
+        // (coordination::txn_ledger).
+        txn_ledger: broker.transactions().map(|t| {
+            Arc::new(crate::txn::broker_ports::TxnLedger(Arc::clone(t)))
+                as Arc<dyn super::TxnOffsetLedger>
+        }),
     };
     let store = driver::StoreQueue {
         ops: store_tx,

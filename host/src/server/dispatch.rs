@@ -41,6 +41,11 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::DescribeCluster,
     ApiKey::InitProducerId,
+    ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
+    ApiKey::EndTxn,
+    ApiKey::DescribeTransactions,
+    ApiKey::ListTransactions,
     // Routed to the coordinator plugin when it serves it (coordinator ABI 3.4+);
     // answered COORDINATOR_NOT_AVAILABLE here otherwise.
     ApiKey::TxnOffsetCommit,
@@ -54,6 +59,11 @@ pub fn supported_versions(key: ApiKey) -> Option<VersionRange> {
         ApiKey::InitProducerId => {
             <kafka_protocol::messages::InitProducerIdRequest as kafka_protocol::protocol::Message>::VERSIONS
         }
+        // EndTxn v5 is KIP-890 part 2 (transaction version 2: an epoch bump at every
+        // commit, returned in the response), which the transaction coordinator does not
+        // do: stopping at v4 keeps clients on transaction version 1
+        // (docs/operations.md, "Transactions").
+        ApiKey::EndTxn => VersionRange { min: 0, max: 4 },
         _ => key.valid_versions(),
     })
 }
@@ -338,6 +348,11 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
         ApiKey::DescribeCluster => "DescribeCluster",
         ApiKey::InitProducerId => "InitProducerId",
+        ApiKey::AddPartitionsToTxn => "AddPartitionsToTxn",
+        ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
+        ApiKey::EndTxn => "EndTxn",
+        ApiKey::DescribeTransactions => "DescribeTransactions",
+        ApiKey::ListTransactions => "ListTransactions",
         ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
         ApiKey::OffsetCommit => "OffsetCommit",
         ApiKey::OffsetFetch => "OffsetFetch",
@@ -483,6 +498,13 @@ mod tests {
             ApiKey::DeleteTopics => DeleteTopicsRequest::default().encode(out, version),
             ApiKey::CreatePartitions => CreatePartitionsRequest::default().encode(out, version),
             ApiKey::InitProducerId => InitProducerIdRequest::default().encode(out, version),
+            ApiKey::AddPartitionsToTxn => AddPartitionsToTxnRequest::default().encode(out, version),
+            ApiKey::AddOffsetsToTxn => AddOffsetsToTxnRequest::default().encode(out, version),
+            ApiKey::EndTxn => EndTxnRequest::default().encode(out, version),
+            ApiKey::DescribeTransactions => {
+                DescribeTransactionsRequest::default().encode(out, version)
+            }
+            ApiKey::ListTransactions => ListTransactionsRequest::default().encode(out, version),
             ApiKey::TxnOffsetCommit => TxnOffsetCommitRequest::default().encode(out, version),
             _ => Ok(()),
         };

@@ -3,8 +3,10 @@
 //! coordinator slot (`coordinator_slot(group, zookeeper.slots)`), or
 //! COORDINATOR_NOT_AVAILABLE while the slot has no owner. Without one, group keys get `COORDINATOR_NOT_AVAILABLE`
 //! (docs/protocol.md §4), so clients back off instead of sending group requests that
-//! nobody can answer. Transaction and share-group coordinators are not offered
-//! (`COORDINATOR_NOT_AVAILABLE`), since this broker serves neither.
+//! nobody can answer. Transaction keys (key type 1): this broker, standalone, where the
+//! transaction coordinator ([`crate::txn`]) runs; `COORDINATOR_NOT_AVAILABLE` in cluster
+//! mode, where none runs; an empty or too long transactional id is `INVALID_REQUEST`.
+//! Share-group coordinators are not offered (`COORDINATOR_NOT_AVAILABLE`).
 
 use std::sync::Arc;
 
@@ -20,13 +22,29 @@ use kafka_protocol::{
 use crate::{broker::Broker, server::dispatch::Reply};
 
 const GROUP: i8 = 0;
+const TRANSACTION: i8 = 1;
 
 /// Handles FindCoordinator v0–v6 (v4+ batches keys).
 pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorRequest) -> Reply {
     let node = &broker.node;
     let groups_served = broker.coordinator().is_some();
     let answer = |key_type: i8, key: &str| -> (i16, i32, StrBytes, i32) {
-        if key_type == GROUP && groups_served {
+        if key_type == TRANSACTION && broker.transactions().is_some() {
+            if crate::txn::TransactionalId::new(key).is_none() {
+                return (
+                    ResponseError::InvalidRequest.code(),
+                    -1,
+                    StrBytes::default(),
+                    -1,
+                );
+            }
+            (
+                0,
+                node.id,
+                StrBytes::from_string(node.host.clone()),
+                node.port,
+            )
+        } else if key_type == GROUP && groups_served {
             match broker.cluster() {
                 None => (
                     0,

@@ -1,15 +1,20 @@
-//! InitProducerId (API 22) for idempotent producers (KIP-98): a new producer id with
-//! epoch 0 from the broker's allocator ([`crate::broker::producer_ids`]).
+//! InitProducerId (API 22): a producer id and epoch for an idempotent producer (KIP-98)
+//! or for a transactional id (the transaction coordinator, [`crate::txn`]).
 //!
-//! As Kafka 4.x's `TransactionCoordinator.handleInitProducerId` answers a request
-//! without a transactional id, every such request gets a fresh id and epoch 0, whatever
-//! producer id and epoch it carries (the KIP-360 fields): an idempotent producer bumps
-//! its epoch itself after a sequence error, and only a transactional id keeps an id
-//! across InitProducerId calls. A request with a transactional id is answered
-//! `COORDINATOR_NOT_AVAILABLE` (15), what Kafka answers while no transaction coordinator
-//! can serve the id, and what this broker's FindCoordinator answers for transaction
-//! keys: the broker serves no transactions, and a transactional client stops at
-//! FindCoordinator already. An empty transactional id is `INVALID_REQUEST`, as in Kafka.
+//! Without a transactional id, as Kafka 4.x's `TransactionCoordinator.handleInitProducerId`
+//! answers it, every request gets a fresh id and epoch 0 from the broker's allocator
+//! ([`crate::broker::producer_ids`]), whatever producer id and epoch it carries (the
+//! KIP-360 fields): an idempotent producer bumps its epoch itself after a sequence
+//! error, and only a transactional id keeps an id across InitProducerId calls.
+//!
+//! With one, the transaction coordinator answers: a new id at epoch 0, the epoch bumped
+//! for a known id (fencing the previous producer), `CONCURRENT_TRANSACTIONS` while the
+//! id's open transaction is being aborted, a new producer id when the epoch is
+//! exhausted, the KIP-360 retry and fencing rules
+//! ([`crate::txn::state::Transactions::init_producer_id`]). `PRODUCER_FENCED` becomes
+//! `INVALID_PRODUCER_EPOCH` before v4, as in Kafka. An empty transactional id is
+//! `INVALID_REQUEST`; in cluster mode, where no transaction coordinator runs, a
+//! transactional id is answered `COORDINATOR_NOT_AVAILABLE`.
 
 use std::sync::Arc;
 
@@ -21,35 +26,68 @@ use kafka_protocol::{
 use crate::{
     broker::{producer_ids::ProducerIdError, Broker},
     server::dispatch::Reply,
+    txn::{InitRequest, ProducerIdEpoch, TransactionalId, TxnError},
 };
 
 /// Handles InitProducerId v0–v5. Blocking (a new id block is written to disk or
-/// ZooKeeper once per thousand ids): runs on the blocking pool.
-pub fn handle(broker: &Arc<Broker>, request: InitProducerIdRequest) -> Reply {
+/// ZooKeeper once per thousand ids; a transactional id's change is fsynced): runs on
+/// the blocking pool.
+pub fn handle(broker: &Arc<Broker>, version: i16, request: InitProducerIdRequest) -> Reply {
     let mut response = InitProducerIdResponse::default();
     response.producer_id = ProducerId(-1);
     response.producer_epoch = -1;
     response.ongoing_txn_producer_id = ProducerId(-1);
     response.ongoing_txn_producer_epoch = -1;
-    let result = match request.transactional_id.as_ref().map(|t| t.0.as_str()) {
-        Some("") => Err(ResponseError::InvalidRequest),
-        Some(_) => Err(ResponseError::CoordinatorNotAvailable),
-        None => broker.producer_ids.next_id().map_err(|e| {
+    let fresh = || {
+        broker.producer_ids.next_id().map_err(|e| {
             crate::warn_limited!("init_producer_id.failed", "no producer id: {e}");
             match e {
                 // Retriable: the client asks again once ZooKeeper is back.
                 ProducerIdError::Cluster(_) => ResponseError::CoordinatorLoadInProgress,
                 _ => ResponseError::UnknownServerError,
             }
-        }),
+        })
+    };
+    let result = match request.transactional_id.as_ref().map(|t| t.0.as_str()) {
+        Some(id) => transactional(broker, version, &request, id),
+        None => fresh()
+            .map(|id| ProducerIdEpoch { id, epoch: 0 })
+            .map_err(|e| e.code()),
     };
     match result {
-        Ok(id) => {
-            response.producer_id = ProducerId(id);
-            response.producer_epoch = 0;
+        Ok(producer) => {
+            response.producer_id = ProducerId(producer.id);
+            response.producer_epoch = producer.epoch;
         }
-        Err(e) => response.error_code = e.code(),
+        Err(code) => response.error_code = code,
     }
     let error = response.error_code;
     Reply::new(response, error)
+}
+
+/// The transaction coordinator's answer for transactional id `id`, or a Kafka code.
+fn transactional(
+    broker: &Broker,
+    version: i16,
+    request: &InitProducerIdRequest,
+    id: &str,
+) -> Result<ProducerIdEpoch, i16> {
+    let txn = super::txn_wire::coordinator(broker).map_err(|e| e.code())?;
+    let id = TransactionalId::new(id).ok_or(ResponseError::InvalidRequest.code())?;
+    let request = InitRequest {
+        id,
+        timeout_ms: request.transaction_timeout_ms,
+        expected: ProducerIdEpoch {
+            id: request.producer_id.0,
+            epoch: request.producer_epoch,
+        },
+    };
+    let fresh = || {
+        broker.producer_ids.next_id().map_err(|e| {
+            crate::warn_limited!("init_producer_id.failed", "no producer id: {e}");
+            TxnError::Storage
+        })
+    };
+    txn.init_producer_id(crate::clock::now_ms(), &request, &fresh)
+        .map_err(|e| e.code_at(version, 4))
 }

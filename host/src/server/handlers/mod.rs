@@ -1,6 +1,8 @@
 //! One module per Kafka API. Each handler turns a decoded request into a response;
 //! Kafka error codes are response values, never `Err`.
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
@@ -9,13 +11,17 @@ pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_transactions;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod init_producer_id;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod produce;
 pub mod txn_offset_commit;
+pub mod txn_wire;
 
 use std::sync::Arc;
 
@@ -72,8 +78,21 @@ pub async fn handle(broker: &Arc<Broker>, budget: &Arc<ConnBudget>, request: Req
         RequestKind::DescribeConfigs(r) => describe_configs::handle(broker, version, r).into(),
         RequestKind::DescribeCluster(r) => describe_cluster::handle(broker, version, r).into(),
         RequestKind::InitProducerId(r) => {
-            blocking(broker, move |b| init_producer_id::handle(b, r)).await
+            blocking(broker, move |b| init_producer_id::handle(b, version, r)).await
         }
+        // Transaction state changes are fsynced: on the blocking pool.
+        RequestKind::AddPartitionsToTxn(r) => {
+            blocking(broker, move |b| {
+                add_partitions_to_txn::handle(b, version, r)
+            })
+            .await
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            blocking(broker, move |b| add_offsets_to_txn::handle(b, version, r)).await
+        }
+        RequestKind::EndTxn(r) => blocking(broker, move |b| end_txn::handle(b, version, r)).await,
+        RequestKind::DescribeTransactions(r) => describe_transactions::handle(broker, r).into(),
+        RequestKind::ListTransactions(r) => list_transactions::handle(broker, r).into(),
         // Reached only when the coordinator does not serve it (ABI before 3.4).
         RequestKind::TxnOffsetCommit(r) => txn_offset_commit::handle(r).into(),
         // Not reachable: dispatch only decodes APIs of its handler table.

@@ -12,7 +12,10 @@
 //! checked under the partition's lock against its producer state
 //! ([`crate::log::producer_state`]): a retry is answered with its original base offset
 //! (and waits, like an append, until that offset is durable), a sequence gap with
-//! OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch with INVALID_PRODUCER_EPOCH. A partition
+//! OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch with INVALID_PRODUCER_EPOCH. A
+//! transactional batch is appended only if the transaction coordinator has its
+//! partition in the producer's open transaction (KIP-890 part 1,
+//! [`verify_in_transaction`]); otherwise INVALID_TXN_STATE. A partition
 //! named twice in one request is appended and answered once, from its last entry, as
 //! Kafka does ([`superseded_entries`]). At most [`MAX_CONCURRENT_DECOMPRESSIONS`] compressed batches
 //! are validated at once, broker-wide, each under its own permit, which bounds the
@@ -165,7 +168,12 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                             }
                             (Ok(topic), _) => {
                                 let checked = compressed[ti][pi].take();
-                                append(topic, p.index, p.records, checked, &rules[ti], acks)
+                                let target = Target {
+                                    topic,
+                                    index: p.index,
+                                    transactions: work.transactions().map(|t| &**t),
+                                };
+                                append(&target, p.records, checked, &rules[ti], acks)
                             }
                         };
                         match result {
@@ -383,6 +391,66 @@ fn find_or_create(
     }
 }
 
+/// Where a partition's batch goes: the partition, and the transaction coordinator
+/// that verifies transactional batches (`None` in cluster mode).
+struct Target<'a> {
+    topic: &'a Topic,
+    index: i32,
+    transactions: Option<&'a crate::txn::TxnCoordinator>,
+}
+
+/// KIP-890 part 1: a transactional batch is appended only if its partition was added
+/// to the producer's open transaction (AddPartitionsToTxn), as Kafka 4.x verifies
+/// before appending. An older epoch than the transaction's is
+/// `INVALID_PRODUCER_EPOCH`; a partition not added, no open transaction, or a producer
+/// id no transactional id has is `INVALID_TXN_STATE` (Kafka's answer to clients of
+/// transaction version 1). In cluster mode no transaction coordinator runs and nothing
+/// would ever end the transaction, so every transactional batch is
+/// `INVALID_TXN_STATE`.
+fn verify_in_transaction(
+    target: &Target<'_>,
+    header: &crate::log::batch::BatchHeader,
+) -> Result<(), Refusal> {
+    use crate::txn::{ProducerIdEpoch, TopicPartition, TxnError};
+    let refused = |error, message: String| Refusal {
+        error,
+        message,
+        record: None,
+    };
+    let Some(txn) = target.transactions else {
+        return Err(refused(
+            ResponseError::InvalidTxnState,
+            "transactional batch refused: no transaction coordinator runs in cluster mode".into(),
+        ));
+    };
+    let producer = ProducerIdEpoch {
+        id: header.producer_id,
+        epoch: header.producer_epoch,
+    };
+    let partition = TopicPartition {
+        topic: target.topic.name.clone(),
+        partition: target.index,
+    };
+    txn.verify_partition(producer, &partition)
+        .map_err(|e| match e {
+            TxnError::Fenced => refused(
+                ResponseError::InvalidProducerEpoch,
+                format!(
+                    "transactional batch of producer {} refused: epoch {} is fenced",
+                    producer.id, producer.epoch
+                ),
+            ),
+            _ => refused(
+                ResponseError::InvalidTxnState,
+                format!(
+                    "transactional batch of producer {} refused: the partition is not in its open \
+                 transaction (AddPartitionsToTxn, KIP-890)",
+                    producer.id
+                ),
+            ),
+        })
+}
+
 /// Validates `records` under `rules` (unless `checked` holds the outcome already) and
 /// appends them to partition `index` of `topic`.
 /// The returned flag (deferred) is set when the acknowledgement must wait for an
@@ -392,13 +460,13 @@ fn find_or_create(
 /// append durable with [`Partition::wait_durable`] before acknowledging it; otherwise
 /// a flush due under the partition's `flush_messages` starts in the background.
 fn append(
-    topic: &Topic,
-    index: i32,
+    target: &Target<'_>,
     records: Option<bytes::Bytes>,
     checked: Option<Result<ValidatedBatch, BatchError>>,
     rules: &ValidationRules,
     acks: i16,
 ) -> Result<(Arc<Partition>, AppendInfo, bool), Refusal> {
+    let (topic, index) = (target.topic, target.index);
     let partition = usize::try_from(index)
         .ok()
         .and_then(|i| topic.partitions.get(i))
@@ -419,6 +487,9 @@ fn append(
         );
         Refusal::from(&e)
     })?;
+    if batch.header().is_transactional() {
+        verify_in_transaction(target, batch.header())?;
+    }
     let mut log = partition.lock_log();
     let now = rules.now_ms;
     let size = batch.bytes().len() as u64;

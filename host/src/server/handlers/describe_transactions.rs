@@ -1,0 +1,64 @@
+//! DescribeTransactions (API 65, KIP-664): each transactional id's state, timeout,
+//! start time, producer id and epoch and partitions; `TRANSACTIONAL_ID_NOT_FOUND` for
+//! an unknown id. Kafka lists the group's `__consumer_offsets` partition among the
+//! topics of a transaction with offsets; this broker has none to list.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use kafka_protocol::{
+    error::ResponseError,
+    messages::{
+        describe_transactions_response::{TopicData, TransactionState},
+        DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, TopicName,
+    },
+    protocol::StrBytes,
+};
+
+use super::txn_wire;
+use crate::{broker::Broker, server::dispatch::Reply, txn::TransactionalId};
+
+/// Handles DescribeTransactions v0.
+pub fn handle(broker: &Arc<Broker>, request: DescribeTransactionsRequest) -> Reply {
+    let mut response = DescribeTransactionsResponse::default();
+    let txn = txn_wire::coordinator(broker);
+    response.transaction_states = request
+        .transactional_ids
+        .into_iter()
+        .map(|wire_id| {
+            let mut state = TransactionState::default();
+            let found = match &txn {
+                Err(e) => Err(*e),
+                Ok(txn) => TransactionalId::new(wire_id.0.as_str())
+                    .and_then(|id| txn.get(&id))
+                    .ok_or(ResponseError::TransactionalIdNotFound),
+            };
+            state.transactional_id = wire_id;
+            match found {
+                Err(e) => state.error_code = e.code(),
+                Ok(meta) => {
+                    state.transaction_state = StrBytes::from_static_str(meta.state.name());
+                    state.transaction_timeout_ms = meta.timeout_ms;
+                    state.transaction_start_time_ms = meta.start_ms;
+                    state.producer_id = ProducerId(meta.producer.id);
+                    state.producer_epoch = meta.producer.epoch;
+                    let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+                    for p in &meta.partitions {
+                        topics.entry(&p.topic).or_default().push(p.partition);
+                    }
+                    state.topics = topics
+                        .into_iter()
+                        .map(|(topic, partitions)| {
+                            let mut t = TopicData::default();
+                            t.topic = TopicName(StrBytes::from_string(topic.to_owned()));
+                            t.partitions = partitions;
+                            t
+                        })
+                        .collect();
+                }
+            }
+            state
+        })
+        .collect();
+    let error = super::first_error(response.transaction_states.iter().map(|s| s.error_code));
+    Reply::new(response, error)
+}

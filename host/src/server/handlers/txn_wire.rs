@@ -1,0 +1,37 @@
+//! What the transaction handlers share: the coordinator (or
+//! `COORDINATOR_NOT_AVAILABLE` when none runs: cluster mode), and the conversion of a
+//! request's transactional id, producer id and epoch into the coordinator's domain
+//! types — the one boundary between wire and domain types for transactions.
+
+use std::sync::Arc;
+
+use kafka_protocol::{error::ResponseError, messages};
+
+use crate::{
+    broker::Broker,
+    txn::{Caller, ProducerIdEpoch, TransactionalId, TxnCoordinator, TxnError},
+};
+
+/// The transaction coordinator, or `COORDINATOR_NOT_AVAILABLE` (15) when none runs.
+pub fn coordinator(broker: &Broker) -> Result<&Arc<TxnCoordinator>, ResponseError> {
+    broker
+        .transactions()
+        .ok_or(ResponseError::CoordinatorNotAvailable)
+}
+
+/// The caller of a transaction request.
+///
+/// Errors: [`TxnError::InvalidId`] for an empty or too long transactional id.
+pub fn caller(
+    id: &messages::TransactionalId,
+    producer_id: messages::ProducerId,
+    producer_epoch: i16,
+) -> Result<Caller, TxnError> {
+    Ok(Caller {
+        id: TransactionalId::new(id.0.as_str()).ok_or(TxnError::InvalidId)?,
+        producer: ProducerIdEpoch {
+            id: producer_id.0,
+            epoch: producer_epoch,
+        },
+    })
+}
