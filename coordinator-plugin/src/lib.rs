@@ -133,6 +133,7 @@ pub mod io;
 pub mod kafka_wire;
 mod log_limit;
 pub mod partition_stats;
+pub mod seen_loads;
 pub mod subscription;
 mod timers;
 pub mod types;
