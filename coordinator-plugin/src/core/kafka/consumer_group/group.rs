@@ -130,6 +130,17 @@ impl ConsumerGroup {
         }
     }
 
+    /// The group's id.
+    pub(crate) fn id(&self) -> &GroupId {
+        &self.id
+    }
+
+    /// The assignor of the group's last target assignment (the one a drift re-run
+    /// would run again; `rerun_on_drift_ms` is keyed by it).
+    pub(crate) fn assignor_name(&self) -> &str {
+        &self.assignor
+    }
+
     /// Notes offsets of this group the store accepted (`offset` ≥ 0: the next record to
     /// consume), for the assignor's context.
     pub(crate) fn note_committed<'a>(
