@@ -16,6 +16,7 @@ use drover_abi::std_types::{RSlice, RSome, RString, RVec};
 use drover_abi::{PluginError, TopicInfo, TopicPartitions};
 
 use crate::partition_stats::PartitionStats;
+use crate::seen_loads::{SeenLoad, TopicSeenLoads};
 use crate::types::{ConsumerId, TopicName, TopicPartition};
 
 /// The assignors the coordinator may use, by name.
@@ -289,6 +290,37 @@ impl ContextParts {
             brokers: leaders.into_iter().map(|id| stats.broker(id)).collect(),
             topics: out,
         }
+    }
+
+    /// The produce rates and lag of every partition the context carries any of, by
+    /// topic (in the context's order: topics and partitions ascending), for operators
+    /// ([`crate::seen_loads`]).
+    pub(crate) fn seen_loads(&self) -> Vec<TopicSeenLoads> {
+        self.topics
+            .iter()
+            .filter_map(|t| {
+                let partitions: Vec<SeenLoad> = t
+                    .partitions
+                    .iter()
+                    .map(|p| SeenLoad {
+                        partition: p.partition,
+                        bytes_per_sec: p.produce_bytes_per_sec.into_option(),
+                        records_per_sec: p.produce_records_per_sec.into_option(),
+                        lag: match (p.log_end_offset, p.committed_offset) {
+                            (RSome(end), RSome(at)) if at >= 0 => Some((end - at).max(0)),
+                            _ => None,
+                        },
+                    })
+                    .filter(|l| {
+                        l.bytes_per_sec.is_some() || l.records_per_sec.is_some() || l.lag.is_some()
+                    })
+                    .collect();
+                (!partitions.is_empty()).then(|| TopicSeenLoads {
+                    topic: TopicName::new(t.topic.as_str()),
+                    partitions,
+                })
+            })
+            .collect()
     }
 
     /// Lends the context to `f` for the duration of an assignor call.

@@ -101,7 +101,9 @@ pub struct CoordinatorConfig {
     /// that found it — is at least that old. The assignor decides what moves: a sticky
     /// one (as `load-aware`, within its tolerance) moves nothing while the drift is
     /// small. Each interval at least 1000. Default `{ "load-aware" = 60000 }`; `{}`
-    /// turns it off. KIP-848 groups are not re-run yet.
+    /// turns it off. KIP-848 groups whose last target's assignor is listed are re-run
+    /// the same way, with a new group epoch and target their members reconcile
+    /// (revoke, then assign).
     pub rerun_on_drift_ms: BTreeMap<String, u64>,
     /// Upper bound of the debounce, in ms: a rebalance starts at most this long after
     /// the first of a series of triggers, however many follow. At least

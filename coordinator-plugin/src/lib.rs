@@ -27,8 +27,9 @@
 //! - **Offsets** (§6.5): Heartbeat offsets committed periodically, final offsets and
 //!   CommitOffset at once, one batch in flight per group, stale generations refused,
 //!   offsets never going backwards within a generation; FetchOffsets.
-//! - **DescribeGroups** (§5.8): state, generation, assignor, members and their
-//!   partitions, from [`Coordinator::group`]; what the broker's admin API
+//! - **DescribeGroups** (§5.8, v0–1): state, generation, assignor, members and their
+//!   partitions (v1: their rack, weight and labels, and the partition loads the last
+//!   assignment saw), from [`Coordinator::group`]; what the broker's admin API
 //!   `GET /v1/groups` shows.
 //! - **Cluster mode** (§6.8): with [`CoordinatorConfig::slot_count`] set, the
 //!   coordinator serves only the groups of the coordinator slots it owns
@@ -133,6 +134,7 @@ pub mod io;
 pub mod kafka_wire;
 mod log_limit;
 pub mod partition_stats;
+pub mod seen_loads;
 pub mod subscription;
 mod timers;
 pub mod types;

@@ -7,6 +7,7 @@ use drover_protocol::{EncodeError, NativeRequest, NativeResponse};
 use kafka_protocol::ResponseError;
 
 use crate::core::GroupSnapshot;
+use crate::seen_loads::SeenLoad;
 use crate::types::{TopicName, TopicPartition};
 
 /// A request frame (header v1, null client id) without the size prefix.
@@ -185,6 +186,21 @@ pub(crate) fn group_to_wire(snapshot: GroupSnapshot) -> proto::DescribedGroup {
             ),
             auto_offset_reset: proto::AutoOffsetReset(m.auto_offset_reset),
             partitions: partitions_capped(&m.owned, group, "partitions"),
+            // Checked against the protocol's caps at registration.
+            member: m.data,
+        })
+        .collect();
+    let loads = snapshot
+        .loads
+        .into_iter()
+        .map(|t| proto::TopicLoads {
+            topic: t.topic.as_str().to_owned(),
+            partitions: capped(
+                t.partitions.iter().map(load_to_wire).collect(),
+                proto::MAX_PARTITIONS_PER_TOPIC,
+                group,
+                "partition_loads",
+            ),
         })
         .collect();
     proto::DescribedGroup {
@@ -196,6 +212,25 @@ pub(crate) fn group_to_wire(snapshot: GroupSnapshot) -> proto::DescribedGroup {
         rebalance_mode: snapshot.mode.as_str().to_owned(),
         members: capped(members, proto::MAX_MEMBERS_PER_GROUP, group, "members"),
         held_by_failed: partitions_capped(&snapshot.held_by_failed, group, "held_by_failed"),
+        partition_loads: capped(
+            loads,
+            proto::MAX_TOPICS_PER_REQUEST,
+            group,
+            "partition_loads",
+        ),
+    }
+}
+
+/// A seen load in the wire's shape: rates rounded down to whole units per second, −1
+/// for what was unknown.
+fn load_to_wire(load: &SeenLoad) -> proto::PartitionLoad {
+    // `as` saturates (and maps NaN to 0); rates are never negative.
+    let rate = |r: Option<f64>| r.map_or(-1, |r| r.max(0.0) as i64);
+    proto::PartitionLoad {
+        partition: load.partition,
+        bytes_per_sec: rate(load.bytes_per_sec),
+        records_per_sec: rate(load.records_per_sec),
+        lag: load.lag.unwrap_or(-1),
     }
 }
 
@@ -241,8 +276,18 @@ mod tests {
                 owned: (0..(proto::MAX_PARTITIONS_PER_TOPIC as i32 + 5))
                     .map(|p| TopicPartition::new("t", p))
                     .collect(),
+                data: proto::MemberData::default(),
             }],
             held_by_failed: vec![TopicPartition::new("u", 1)],
+            loads: vec![crate::seen_loads::TopicSeenLoads {
+                topic: TopicName::new("t"),
+                partitions: vec![SeenLoad {
+                    partition: 0,
+                    bytes_per_sec: Some(1500.7),
+                    records_per_sec: None,
+                    lag: Some(3),
+                }],
+            }],
         };
         let described = group_to_wire(snapshot);
         let m = &described.members[0];
@@ -256,8 +301,18 @@ mod tests {
             described.held_by_failed,
             [proto::TopicPartitions::new("u", [1])]
         );
+        assert_eq!(
+            described.partition_loads[0].partitions,
+            [proto::PartitionLoad {
+                partition: 0,
+                bytes_per_sec: 1500,
+                records_per_sec: -1,
+                lag: 3
+            }]
+        );
         let response = NativeResponse::DescribeGroups(proto::DescribeGroupsResponse {
             groups: vec![described],
+            version: 1,
         });
         assert!(encode_response(1, &response).is_ok());
     }

@@ -2945,3 +2945,134 @@ fn delete_groups_waits_for_every_store_delete() {
     assert_eq!(h.call(c, 2, req).results[0].error_code, 0);
     assert!(h.store.offsets.is_empty());
 }
+
+/// Host data for `orders` (6 partitions): partition `hot` receives 1000 bytes/s, the
+/// others 1.
+fn orders_rates(hot: i32) -> Input {
+    use drover_abi::assignor::{PartitionContext, TopicContext};
+    use drover_abi::std_types::RSome;
+    let partitions: Vec<PartitionContext> = (0..6)
+        .map(|p| {
+            let mut c = PartitionContext::unknown(p);
+            c.produce_bytes_per_sec = RSome(if p == hot { 1000.0 } else { 1.0 });
+            c
+        })
+        .collect();
+    Input::PartitionStats(drover_coordinator::PartitionStats::new(
+        [],
+        [TopicContext {
+            topic: "orders".into(),
+            partitions: partitions.into(),
+        }],
+    ))
+}
+
+/// A KIP-848 member as a client reconciles: it owns what its last assignment said
+/// (revoking and taking at once) and reports it at every heartbeat.
+struct Reconciling {
+    conn: ConnId,
+    id: &'static str,
+    epoch: i32,
+    owned: Vec<(Uuid, Vec<i32>)>,
+}
+
+/// `rounds` heartbeats of every member, 100 ms apart; after every answer no partition
+/// is owned by two members. Returns the group epochs the members reached.
+fn reconcile(h: &mut Harness, members: &mut [Reconciling], rounds: usize) {
+    for _ in 0..rounds {
+        for i in 0..members.len() {
+            let m = &members[i];
+            let r = h.call(m.conn, 1, cg_beat("k", m.id, m.epoch, Some(&m.owned)));
+            assert_eq!(r.error_code, 0, "{r:?}");
+            members[i].epoch = r.member_epoch;
+            if let Some(a) = cg_assignment(&r) {
+                members[i].owned = a;
+            }
+            let mut seen: BTreeMap<i32, &str> = BTreeMap::new();
+            for m in members.iter() {
+                for (_, ps) in &m.owned {
+                    for p in ps {
+                        if let Some(other) = seen.insert(*p, m.id) {
+                            panic!("orders-{p} owned by {other} and {} at once", m.id);
+                        }
+                    }
+                }
+            }
+        }
+        h.advance(100);
+    }
+}
+
+fn owned_partitions(m: &Reconciling) -> Vec<i32> {
+    let mut ps: Vec<i32> = m.owned.iter().flat_map(|(_, ps)| ps.clone()).collect();
+    ps.sort();
+    ps
+}
+
+#[test]
+fn kip848_group_is_rerun_on_drift_and_moves_partitions_by_revoke_then_assign() {
+    let mut cfg = config();
+    cfg.rerun_on_drift_ms = [("by-rate".to_owned(), 1_000)].into_iter().collect();
+    let mut h = Harness::with_assignors(cfg, common::TestAssignors::default());
+    h.feed(orders_rates(0));
+    let (m1, m2) = ("5Cq1X3ZpR1mGZtY9rG0y2A", "mY0cS9P8T6yXbq2Nw1vUeA");
+    let mut members = Vec::new();
+    for id in [m1, m2] {
+        let conn = h.connect();
+        let r = h.call(conn, 1, cg_join("k", id, &["orders"], Some("by-rate")));
+        assert_eq!(r.error_code, 0, "{r:?}");
+        members.push(Reconciling {
+            conn,
+            id,
+            epoch: r.member_epoch,
+            owned: cg_assignment(&r).unwrap_or_default(),
+        });
+    }
+    reconcile(&mut h, &mut members, 5);
+    // by-rate: the hot partition alone to the first member, the rest to the second.
+    assert_eq!(owned_partitions(&members[0]), [0]);
+    assert_eq!(owned_partitions(&members[1]), [1, 2, 3, 4, 5]);
+    let epoch = members[0].epoch;
+
+    // The table that first finds the group starts its clock; one interval later a
+    // table where partition 5 is hot re-runs the assignor: no member joined or left.
+    h.feed(orders_rates(5));
+    h.advance(1_000);
+    h.feed(orders_rates(5));
+    reconcile(&mut h, &mut members, 5);
+    assert_eq!(owned_partitions(&members[0]), [5]);
+    assert_eq!(owned_partitions(&members[1]), [0, 1, 2, 3, 4]);
+    assert!(
+        members.iter().all(|m| m.epoch == epoch + 1),
+        "one new group epoch"
+    );
+
+    // Within the interval nothing is re-run, whatever the table says.
+    h.feed(orders_rates(0));
+    reconcile(&mut h, &mut members, 3);
+    assert_eq!(owned_partitions(&members[0]), [5]);
+}
+
+#[test]
+fn kip848_groups_of_an_unlisted_assignor_are_not_rerun() {
+    let mut cfg = config();
+    cfg.rerun_on_drift_ms = BTreeMap::new();
+    let mut h = Harness::with_assignors(cfg, common::TestAssignors::default());
+    h.feed(orders_rates(0));
+    let conn = h.connect();
+    let m1 = "5Cq1X3ZpR1mGZtY9rG0y2A";
+    let r = h.call(conn, 1, cg_join("k", m1, &["orders"], Some("by-rate")));
+    let mut members = vec![Reconciling {
+        conn,
+        id: m1,
+        epoch: r.member_epoch,
+        owned: cg_assignment(&r).unwrap_or_default(),
+    }];
+    reconcile(&mut h, &mut members, 2);
+    let epoch = members[0].epoch;
+    h.feed(orders_rates(5));
+    h.advance(5_000);
+    h.feed(orders_rates(5));
+    reconcile(&mut h, &mut members, 2);
+    assert_eq!(members[0].epoch, epoch, "no new group epoch");
+}

@@ -11,6 +11,7 @@ use drover_abi::assignor::{BrokerContext, PartitionContext, TopicContext};
 use drover_abi::std_types::{RNone, RSome};
 use drover_coordinator::{Input, PartitionStats};
 use drover_protocol as proto;
+use drover_protocol::{ApiKey, NativeRequest, NativeResponse};
 use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
 use kafka_protocol::protocol::StrBytes;
 
@@ -148,4 +149,76 @@ fn a_kip848_groups_assignor_sees_the_hosts_partition_data() {
     assert!(ctx.partition("payments", 0).is_none(), "not subscribed");
     assert_eq!(ctx.brokers.len(), 2);
     assert_eq!(ctx.brokers[0].rack, RSome("rack-a".into()));
+}
+
+#[test]
+fn describe_groups_v1_shows_member_data_and_the_loads_the_assignment_saw() {
+    let mut w = World::with_assignors(test_config(), Params::fixed(), 1, TestAssignors::default());
+    w.set_topics(&[("orders", 6), ("payments", 3)]);
+    w.set_partition_stats(stats());
+    let mut spec = ConsumerSpec::new(
+        "c1",
+        "g",
+        proto::Subscription::static_topics([("orders", 1), ("payments", 1)]),
+        3_000,
+    );
+    spec.member = proto::MemberData {
+        rack: Some("rack-a".into()),
+        weight: 3,
+        labels: vec![proto::Label {
+            key: "zone".into(),
+            value: "z1".into(),
+        }],
+    };
+    w.join(spec.clone());
+    w.run_for(2_000);
+    w.assert_clean();
+
+    let ask = |w: &mut World, version: i16| {
+        let conn = w.raw_conn();
+        let mut request = proto::DescribeGroupsRequest::new(Some(vec!["g".into()]));
+        request.version = version;
+        w.raw_request(conn, 5, &NativeRequest::DescribeGroups(request));
+        w.run_for(5);
+        let mut frames: Vec<bytes::Bytes> = w
+            .raw_responses
+            .iter()
+            .filter(|(c, _)| *c == conn)
+            .map(|(_, b)| b.clone())
+            .collect();
+        assert_eq!(frames.len(), 1);
+        let frame = frames.pop().unwrap();
+        let Ok((_, NativeResponse::DescribeGroups(r))) =
+            proto::decode_response_frame(frame, ApiKey::DescribeGroups, version)
+        else {
+            panic!("no DescribeGroups v{version} answer")
+        };
+        assert_eq!(r.version, version);
+        r.groups.into_iter().next().unwrap()
+    };
+    let g = ask(&mut w, 1);
+    assert_eq!(g.members[0].member, spec.member);
+    // orders-0 and -1 have rates; the host gave log ends but nothing is committed.
+    let orders = g
+        .partition_loads
+        .iter()
+        .find(|t| t.topic == "orders")
+        .expect("orders loads");
+    assert_eq!(
+        orders.partitions[0],
+        proto::PartitionLoad {
+            partition: 0,
+            bytes_per_sec: 2000,
+            records_per_sec: 20,
+            lag: -1
+        }
+    );
+    assert_eq!(orders.partitions[1].partition, 1);
+    assert_eq!(orders.partitions[1].bytes_per_sec, 10);
+
+    // v0 is still served, without the v1 fields.
+    let g0 = ask(&mut w, 0);
+    assert_eq!(g0.members[0].member, proto::MemberData::default());
+    assert!(g0.partition_loads.is_empty());
+    assert_eq!(g0.members[0].consumer_id, "c1");
 }

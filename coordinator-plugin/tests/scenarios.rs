@@ -1225,9 +1225,9 @@ fn a_rebalance_completes_under_constant_heartbeat_commits_and_a_slow_store() {
 /// Sends DescribeGroups on a fresh connection and returns the answer.
 fn describe(w: &mut World, groups: Option<Vec<&str>>) -> proto::DescribeGroupsResponse {
     let conn = w.raw_conn();
-    let request = proto::DescribeGroupsRequest {
-        groups: groups.map(|g| g.into_iter().map(String::from).collect()),
-    };
+    let request = proto::DescribeGroupsRequest::new(
+        groups.map(|g| g.into_iter().map(String::from).collect()),
+    );
     w.raw_request(conn, 9, &NativeRequest::DescribeGroups(request));
     w.run_for(5);
     assert!(!w.closed_by_coordinator(conn));
@@ -1423,7 +1423,7 @@ fn describe_groups_on_the_channel_fails_the_consumer() {
     w.raw_request(
         conn,
         7,
-        &NativeRequest::DescribeGroups(proto::DescribeGroupsRequest { groups: None }),
+        &NativeRequest::DescribeGroups(proto::DescribeGroupsRequest::new(None)),
     );
     w.run_for(10);
     assert!(w.closed_by_coordinator(conn));

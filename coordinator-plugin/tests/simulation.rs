@@ -23,13 +23,24 @@
 //! cut off from the old one may still be delivering). Every lost slot is gained back
 //! before each quiet period. `SIM_CLUSTER_SEEDS=n` (default 200) and
 //! `SIM_CLUSTER_SEED=s` as above.
+//!
+//! `simulation_load` runs the same with load-triggered rebalances (issue 16 item 3):
+//! the consumers name the `by-rate` test assignor (it balances the context's produce
+//! rates, not sticky), the coordinator re-runs it on drift (`rerun_on_drift_ms`, 1000),
+//! and among the disturbances the host sends a partition table whose rates drift at
+//! random (`Input::PartitionStats`), so partitions move while everything else goes on.
+//! `SIM_LOAD_SEEDS=n` (default 100) and `SIM_LOAD_SEED=s` as above.
 
 mod common;
 
 use std::collections::BTreeMap;
 
 use common::*;
-use drover_coordinator::{CoordinatorConfig, Ownership, RebalanceMode, TopicName};
+use drover_abi::assignor::{PartitionContext, TopicContext};
+use drover_abi::std_types::RSome;
+use drover_coordinator::{
+    CoordinatorConfig, Input, Ownership, PartitionStats, RebalanceMode, TopicName,
+};
 use drover_protocol as proto;
 
 /// Chaos-then-quiet rounds per seed.
@@ -43,6 +54,8 @@ struct Sim {
     max_answer: u64,
     /// Cluster mode: the slot count.
     slots: Option<u32>,
+    /// Load-triggered rebalances: `by-rate` groups re-run on drifting rates.
+    load: bool,
 }
 
 fn subscription(rng: &mut Rng) -> proto::Subscription {
@@ -56,7 +69,9 @@ fn subscription(rng: &mut Rng) -> proto::Subscription {
 }
 
 impl Sim {
-    fn new(seed: u64, cluster: bool) -> Sim {
+    /// A seeded world; with `load`, consumers name `by-rate` and drifting tables are
+    /// sent, and with `load` and `drift` the coordinator re-runs `by-rate` on drift.
+    fn new(seed: u64, cluster: bool, load: bool, drift: bool) -> Sim {
         let mut rng = Rng::new(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xD1B5_4A32_D192_ED03);
         let mode = if rng.chance(0.3) {
             RebalanceMode::Eager
@@ -73,6 +88,10 @@ impl Sim {
             rebalance_quiet_ms: rng.between((0, 80)),
             ..test_config()
         };
+        config.rerun_on_drift_ms.clear();
+        if load && drift {
+            config.rerun_on_drift_ms = [("by-rate".to_owned(), 1_000)].into_iter().collect();
+        }
         let max_net = rng.between((1, 30));
         let max_answer = rng.between((0, 20));
         let max_store = rng.between((0, 20));
@@ -123,12 +142,11 @@ impl Sim {
             let st_min = 3 * (4 * max_net + max_answer) / 2 + 50;
             let st = rng.between((st_min.max(100), st_min.max(100) + 500));
             max_st = max_st.max(st);
-            w.add_consumer(ConsumerSpec::new(
-                &id,
-                &group,
-                subscription(&mut rng),
-                st as i32,
-            ));
+            let mut spec = ConsumerSpec::new(&id, &group, subscription(&mut rng), st as i32);
+            if load {
+                spec.assignor = Some("by-rate".into());
+            }
+            w.add_consumer(spec);
             ids.push(id);
         }
         Sim {
@@ -138,7 +156,32 @@ impl Sim {
             max_st,
             max_answer,
             slots,
+            load,
         }
+    }
+
+    /// The host's partition table with random produce rates (0 to 10,000 bytes/s) for
+    /// every partition of the current topics.
+    fn send_rates(&mut self) {
+        let topics: Vec<TopicContext> = self
+            .w
+            .topics
+            .clone()
+            .into_iter()
+            .map(|(t, n)| TopicContext {
+                topic: t.as_str().into(),
+                partitions: (0..n as i32)
+                    .map(|p| {
+                        let mut c = PartitionContext::unknown(p);
+                        c.produce_bytes_per_sec = RSome(self.rng.below(10_000) as f64);
+                        c
+                    })
+                    .collect::<Vec<_>>()
+                    .into(),
+            })
+            .collect();
+        self.w
+            .set_partition_stats(Input::PartitionStats(PartitionStats::new([], topics)));
     }
 
     fn pick(&mut self, f: impl Fn(&FakeConsumer) -> bool) -> Option<String> {
@@ -164,6 +207,10 @@ impl Sim {
     }
 
     fn disturb(&mut self) {
+        if self.load && self.rng.chance(0.3) {
+            self.send_rates();
+            return;
+        }
         let kinds = if self.slots.is_some() { 15 } else { 12 };
         match self.rng.below(kinds) {
             0..=3 => {
@@ -333,8 +380,9 @@ fn run_seed(
     rounds: u32,
     log: bool,
     cluster: bool,
+    load: bool,
 ) -> (Result<(), String>, u64, Vec<String>) {
-    let mut sim = Sim::new(seed, cluster);
+    let mut sim = Sim::new(seed, cluster, load, true);
     if log {
         sim.w.log = Some(Vec::new());
     }
@@ -352,20 +400,25 @@ fn run_seed(
 
 #[test]
 fn simulation() {
-    seeds("SIM_SEED", "SIM_SEEDS", 300, false);
+    seeds("SIM_SEED", "SIM_SEEDS", 300, false, false);
 }
 
 #[test]
 fn simulation_cluster() {
-    seeds("SIM_CLUSTER_SEED", "SIM_CLUSTER_SEEDS", 200, true);
+    seeds("SIM_CLUSTER_SEED", "SIM_CLUSTER_SEEDS", 200, true, false);
+}
+
+#[test]
+fn simulation_load() {
+    seeds("SIM_LOAD_SEED", "SIM_LOAD_SEEDS", 100, false, true);
 }
 
 /// Replays the seed in `one`, or runs the number of seeds in `many` (default
 /// `default`).
-fn seeds(one: &str, many: &str, default: u64, cluster: bool) {
+fn seeds(one: &str, many: &str, default: u64, cluster: bool, load: bool) {
     if let Ok(seed) = std::env::var(one) {
         let seed: u64 = seed.parse().unwrap_or_else(|_| panic!("{one} is a number"));
-        let (result, hash, trace) = run_seed(seed, ROUNDS, true, cluster);
+        let (result, hash, trace) = run_seed(seed, ROUNDS, true, cluster, load);
         if let Err(e) = result {
             let tail = trace.len().saturating_sub(400);
             panic!(
@@ -385,7 +438,7 @@ fn seeds(one: &str, many: &str, default: u64, cluster: bool) {
         .unwrap_or(default);
     let mut failures = Vec::new();
     for seed in 0..seeds {
-        let (result, _, _) = run_seed(seed, ROUNDS, false, cluster);
+        let (result, _, _) = run_seed(seed, ROUNDS, false, cluster, load);
         if let Err(e) = result {
             failures.push(format!("seed {seed}: {e}"));
         }
@@ -402,13 +455,40 @@ fn seeds(one: &str, many: &str, default: u64, cluster: bool) {
 fn the_same_seed_gives_the_same_trace() {
     for cluster in [false, true] {
         for seed in [3, 17] {
-            let (a, hash_a, _) = run_seed(seed, 2, false, cluster);
-            let (b, hash_b, _) = run_seed(seed, 2, false, cluster);
+            let (a, hash_a, _) = run_seed(seed, 2, false, cluster, false);
+            let (b, hash_b, _) = run_seed(seed, 2, false, cluster, false);
             assert_eq!(a, b);
             assert_eq!(hash_a, hash_b, "seed {seed} is not deterministic");
         }
-        let (_, h1, _) = run_seed(1, 2, false, cluster);
-        let (_, h2, _) = run_seed(2, 2, false, cluster);
+        let (_, h1, _) = run_seed(1, 2, false, cluster, false);
+        let (_, h2, _) = run_seed(2, 2, false, cluster, false);
         assert_ne!(h1, h2);
     }
+}
+
+/// The load simulation does re-run on drift: over the same 30 seeds, the runs whose
+/// coordinator re-runs `by-rate` on drift start more rebalances than those that never
+/// re-run it (runs are deterministic, so this compares two fixed numbers).
+#[test]
+fn the_load_simulation_rebalances_on_drift() {
+    let rebalances = |drift: bool| -> usize {
+        (0..30)
+            .map(|seed| {
+                let mut sim = Sim::new(seed, false, true, drift);
+                sim.run(ROUNDS).expect("the invariants hold");
+                sim.w
+                    .events
+                    .iter()
+                    .filter(|(_, e)| {
+                        matches!(e, drover_coordinator::Event::RebalanceStarted { .. })
+                    })
+                    .count()
+            })
+            .sum()
+    };
+    let (with, without) = (rebalances(true), rebalances(false));
+    assert!(
+        with > without,
+        "{with} rebalances with re-runs, {without} without"
+    );
 }

@@ -86,9 +86,9 @@ fn register_request(group: &str, consumer: &str) -> NativeRequest {
 }
 
 fn describe(w: &mut World, groups: Option<Vec<&str>>) -> proto::DescribeGroupsResponse {
-    let request = NativeRequest::DescribeGroups(proto::DescribeGroupsRequest {
-        groups: groups.map(|g| g.into_iter().map(String::from).collect()),
-    });
+    let request = NativeRequest::DescribeGroups(proto::DescribeGroupsRequest::new(
+        groups.map(|g| g.into_iter().map(String::from).collect()),
+    ));
     match request_answer(w, request) {
         NativeResponse::DescribeGroups(r) => r,
         other => panic!("{other:?}"),

@@ -118,6 +118,8 @@ impl ApiKey {
         match self {
             // v1 appends the member data (rack, weight, labels).
             ApiKey::RegisterConsumer => VersionRange { min: 0, max: 1 },
+            // v1's answer appends member data and partition loads.
+            ApiKey::DescribeGroups => VersionRange { min: 0, max: 1 },
             _ => VersionRange { min: 0, max: 0 },
         }
     }

@@ -173,6 +173,48 @@ fn heartbeat_answer() -> NativeResponse {
     })
 }
 
+/// An admin tool describes the group at v1.
+fn describe() -> NativeRequest {
+    NativeRequest::DescribeGroups(DescribeGroupsRequest::new(Some(vec!["billing".into()])))
+}
+
+/// The v1 answer: billing-1 alone, with the loads of the last assignment.
+fn described() -> NativeResponse {
+    let load = |partition, bytes_per_sec, records_per_sec, lag| PartitionLoad {
+        partition,
+        bytes_per_sec,
+        records_per_sec,
+        lag,
+    };
+    NativeResponse::DescribeGroups(DescribeGroupsResponse {
+        groups: vec![DescribedGroup {
+            group_id: "billing".into(),
+            error_code: ErrorCode::NONE,
+            state: DescribedGroup::STABLE.into(),
+            generation: 1,
+            assignor: Some("range".into()),
+            rebalance_mode: DescribedGroup::INCREMENTAL.into(),
+            members: vec![DescribedMember {
+                consumer_id: "billing-1".into(),
+                host: "10.0.0.5".into(),
+                session_timeout_ms: 30_000,
+                generation: 1,
+                subscription: "static: invoices(2)".into(),
+                topics: vec!["invoices".into()],
+                auto_offset_reset: AutoOffsetReset::EARLIEST,
+                partitions: vec![TopicPartitions::new("invoices", vec![0, 1])],
+                member: MemberData::default(),
+            }],
+            held_by_failed: Vec::new(),
+            partition_loads: vec![TopicLoads {
+                topic: "invoices".into(),
+                partitions: vec![load(0, 2048, 16, 8), load(1, 0, 0, -1)],
+            }],
+        }],
+        version: 1,
+    })
+}
+
 /// A frame of the example: who sends it, with which correlation id.
 enum Frame {
     /// A request with its client id (the coordinator's are null).
@@ -189,6 +231,8 @@ fn example() -> Vec<Frame> {
         Frame::Response(0, started()),
         Frame::Request(1, None, heartbeat()),
         Frame::Response(1, heartbeat_answer()),
+        Frame::Request(2, Some("admin"), describe()),
+        Frame::Response(2, described()),
         Frame::Request(1, Some("app"), register_v1()),
     ]
 }
@@ -201,7 +245,7 @@ fn worked_example_matches_the_encoder() {
         documented.len(),
         example.len(),
         "the section's frames: register, registered, StartFetcher and its answer, \
-         Heartbeat and its answer, a v1 registration"
+         Heartbeat and its answer, DescribeGroups v1 and its answer, a v1 registration"
     );
     for (i, (bytes, frame)) in documented.iter().zip(&example).enumerate() {
         let size = i32::from_be_bytes(bytes[..4].try_into().unwrap());
@@ -220,7 +264,12 @@ fn worked_example_matches_the_encoder() {
             Frame::Response(correlation_id, response) => {
                 encode_response_frame(&mut encoded, *correlation_id, response).unwrap();
                 assert_eq!(&encoded[..], &bytes[..], "frame {i}: response");
-                let (header, decoded) = decode_response_frame(body, response.api_key(), 0).unwrap();
+                let version = match response {
+                    NativeResponse::DescribeGroups(r) => r.version,
+                    _ => 0,
+                };
+                let (header, decoded) =
+                    decode_response_frame(body, response.api_key(), version).unwrap();
                 assert_eq!(header.correlation_id, *correlation_id, "frame {i}");
                 assert_eq!(&decoded, response, "frame {i}");
             }

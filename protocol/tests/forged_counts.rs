@@ -238,6 +238,22 @@ fn forged_counts_are_refused_without_allocating() {
             one_group + one_member,
         );
 
+        // v1: a group's partition_loads after empty members and held_by_failed.
+        let mut b = BytesMut::new();
+        described_group_head(&mut b);
+        b.put_i32(0);
+        b.put_i32(0);
+        b.put_i32(count);
+        b.put_slice(&[0; 16]);
+        let body = b.freeze();
+        let (r, n) = allocated_by(|| decode_response(ApiKey::DescribeGroups, 1, body));
+        check_nested(
+            &format!("DescribedGroup partition_loads {count}"),
+            r,
+            n,
+            one_group,
+        );
+
         // Heartbeat response offsets.
         let mut b = BytesMut::new();
         b.put_i16(0);

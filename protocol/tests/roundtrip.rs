@@ -90,6 +90,7 @@ fn described_group() -> impl Strategy<Value = DescribedGroup> {
                 topics,
                 auto_offset_reset: AutoOffsetReset(reset),
                 partitions,
+                member: MemberData::default(),
             },
         );
     (
@@ -113,8 +114,56 @@ fn described_group() -> impl Strategy<Value = DescribedGroup> {
                 rebalance_mode,
                 members,
                 held_by_failed,
+                partition_loads: Vec::new(),
             },
         )
+}
+
+/// Partition loads of a DescribeGroups v1 group.
+fn topic_loads() -> impl Strategy<Value = Vec<TopicLoads>> {
+    vec(
+        (
+            string(),
+            vec(
+                (any::<i32>(), any::<i64>(), any::<i64>(), any::<i64>()).prop_map(
+                    |(partition, bytes_per_sec, records_per_sec, lag)| PartitionLoad {
+                        partition,
+                        bytes_per_sec,
+                        records_per_sec,
+                        lag,
+                    },
+                ),
+                0..4,
+            ),
+        )
+            .prop_map(|(topic, partitions)| TopicLoads { topic, partitions }),
+        0..3,
+    )
+}
+
+/// A DescribeGroups answer at v0 (no member data, no loads) or v1 (with them).
+fn describe_groups_response() -> impl Strategy<Value = DescribeGroupsResponse> {
+    prop_oneof![
+        vec(described_group(), 0..3)
+            .prop_map(|groups| DescribeGroupsResponse { groups, version: 0 }),
+        vec(
+            (described_group(), vec(member_data(), 3), topic_loads()),
+            0..3
+        )
+        .prop_map(|groups| DescribeGroupsResponse {
+            groups: groups
+                .into_iter()
+                .map(|(mut g, data, loads)| {
+                    for (m, d) in g.members.iter_mut().zip(data) {
+                        m.member = d;
+                    }
+                    g.partition_loads = loads;
+                    g
+                })
+                .collect(),
+            version: 1,
+        }),
+    ]
 }
 
 /// Member data of RegisterConsumer v1: half the time the default (which v0 carries),
@@ -235,8 +284,13 @@ fn request() -> impl Strategy<Value = NativeRequest> {
                 consumer_id,
             })
         }),
-        option::of(vec(string(), 0..5))
-            .prop_map(|groups| NativeRequest::DescribeGroups(DescribeGroupsRequest { groups })),
+        (
+            option::of(vec(string(), 0..5)),
+            0..=DESCRIBE_GROUPS_MAX_VERSION
+        )
+            .prop_map(|(groups, version)| {
+                NativeRequest::DescribeGroups(DescribeGroupsRequest { groups, version })
+            }),
     ]
 }
 
@@ -313,8 +367,7 @@ fn response() -> impl Strategy<Value = NativeResponse> {
             }),
         error_code()
             .prop_map(|error_code| NativeResponse::LeaveGroup(LeaveGroupResponse { error_code })),
-        vec(described_group(), 0..3)
-            .prop_map(|groups| NativeResponse::DescribeGroups(DescribeGroupsResponse { groups })),
+        describe_groups_response().prop_map(NativeResponse::DescribeGroups),
     ]
 }
 
@@ -331,9 +384,22 @@ fn body_of_request_at(request: &NativeRequest, version: i16) -> Bytes {
     buf.freeze()
 }
 
-/// Every version of the request's API that can carry its values.
+/// Every version of the request's API that can carry its values; a DescribeGroups
+/// request names its own version (its body is the same in every version).
 fn versions_of(request: &NativeRequest) -> std::ops::RangeInclusive<i16> {
-    request.version()..=request.api_key().versions().max
+    match request {
+        NativeRequest::DescribeGroups(r) => r.version..=r.version,
+        _ => request.version()..=request.api_key().versions().max,
+    }
+}
+
+/// The versions a response decodes at: the one a DescribeGroups answer carries, every
+/// version of the API for the others (their bodies are the same in each).
+fn response_versions(response: &NativeResponse) -> std::ops::RangeInclusive<i16> {
+    match response {
+        NativeResponse::DescribeGroups(r) => r.version..=r.version,
+        _ => 0..=response.api_key().versions().max,
+    }
 }
 
 fn body_of_response(response: &NativeResponse) -> Bytes {
@@ -362,7 +428,12 @@ proptest! {
             );
         }
         // Below its version the request does not encode, and changes nothing.
-        for version in 0..request.version() {
+        let lowest = match &request {
+            // Its body is the same in every version.
+            NativeRequest::DescribeGroups(_) => 0,
+            _ => request.version(),
+        };
+        for version in 0..lowest {
             let mut buf = BytesMut::new();
             let refused = matches!(
                 request.encode_version(&mut buf, version),
@@ -390,7 +461,7 @@ proptest! {
     fn responses_round_trip(response in response()) {
         let key = response.api_key();
         let body = body_of_response(&response);
-        for version in 0..=key.versions().max {
+        for version in response_versions(&response) {
             prop_assert_eq!(&decode_response(key, version, body.clone()).unwrap(), &response);
         }
 
@@ -399,7 +470,8 @@ proptest! {
         let frame = frame.freeze();
         let size = i32::from_be_bytes(frame[..4].try_into().unwrap());
         prop_assert_eq!(size as usize, frame.len() - 4);
-        let (header, decoded) = decode_response_frame(frame.slice(4..), key, 0).unwrap();
+        let version = *response_versions(&response).start();
+        let (header, decoded) = decode_response_frame(frame.slice(4..), key, version).unwrap();
         prop_assert_eq!(header.correlation_id, -3);
         prop_assert_eq!(decoded, response);
     }
@@ -428,7 +500,7 @@ proptest! {
     fn truncated_responses_fail_cleanly(response in response()) {
         let key = response.api_key();
         let body = body_of_response(&response);
-        for version in 0..=key.versions().max {
+        for version in response_versions(&response) {
             for len in 0..body.len() {
                 prop_assert!(
                     decode_response(key, version, body.slice(..len)).is_err(),
@@ -590,12 +662,16 @@ fn encoders_enforce_the_decoders_caps() {
 #[test]
 fn describe_groups_null_and_empty_differ() {
     // Null (count −1) asks for every group; an empty list for none.
-    let null = DescribeGroupsRequest { groups: None };
+    let null = DescribeGroupsRequest {
+        groups: None,
+        version: 0,
+    };
     let mut buf = BytesMut::new();
     null.encode(&mut buf).unwrap();
     assert_eq!(&buf[..], &[0xff, 0xff, 0xff, 0xff]);
     let empty = DescribeGroupsRequest {
         groups: Some(Vec::new()),
+        version: 0,
     };
     let mut buf = BytesMut::new();
     empty.encode(&mut buf).unwrap();
@@ -638,11 +714,14 @@ fn describe_groups_encoding_is_the_documented_layout() {
                     topics: vec!["t".into()],
                     auto_offset_reset: AutoOffsetReset::LATEST,
                     partitions: vec![TopicPartitions::new("t", vec![0, 1])],
+                    member: MemberData::default(),
                 }],
                 held_by_failed: vec![TopicPartitions::new("t", vec![2])],
+                partition_loads: Vec::new(),
             },
             DescribedGroup::error("x", ErrorCode::GROUP_ID_NOT_FOUND),
         ],
+        version: 0,
     };
     let mut expected: Vec<u8> = Vec::new();
     let string = |out: &mut Vec<u8>, s: &str| {
@@ -694,11 +773,93 @@ fn describe_groups_encoding_is_the_documented_layout() {
 }
 
 #[test]
+fn describe_groups_v1_appends_member_data_and_loads() {
+    // docs/protocol.md §5.8: v1 appends rack, weight, labels to each member and
+    // partition_loads to each group; the same values at v0 leave them out.
+    let mut group = DescribedGroup::error("g", ErrorCode::NONE);
+    group.members = vec![DescribedMember {
+        consumer_id: "c".into(),
+        host: String::new(),
+        session_timeout_ms: 1,
+        generation: 1,
+        subscription: String::new(),
+        topics: Vec::new(),
+        auto_offset_reset: AutoOffsetReset::EARLIEST,
+        partitions: Vec::new(),
+        member: MemberData {
+            rack: Some("b".into()),
+            weight: 2,
+            labels: vec![Label {
+                key: "k".into(),
+                value: "v".into(),
+            }],
+        },
+    }];
+    group.partition_loads = vec![TopicLoads {
+        topic: "t".into(),
+        partitions: vec![PartitionLoad {
+            partition: 0,
+            bytes_per_sec: 1000,
+            records_per_sec: 10,
+            lag: -1,
+        }],
+    }];
+    let v1 = DescribeGroupsResponse {
+        groups: vec![group.clone()],
+        version: 1,
+    };
+    let v0 = DescribeGroupsResponse {
+        groups: vec![group],
+        version: 0,
+    };
+    let (mut b1, mut b0) = (BytesMut::new(), BytesMut::new());
+    v1.encode(&mut b1).unwrap();
+    v0.encode(&mut b0).unwrap();
+    let mut tail: Vec<u8> = Vec::new();
+    // The member's v1 fields sit after its partitions: rack "b", weight 2, one label.
+    tail.extend_from_slice(&[0, 1, b'b', 0, 0, 0, 2, 0, 0, 0, 1, 0, 1, b'k', 0, 1, b'v']);
+    let member_end = b0.len() - 4; // then v0 has only held_by_failed's count
+    assert_eq!(&b1[..member_end], &b0[..member_end]);
+    assert_eq!(&b1[member_end..member_end + tail.len()], &tail[..]);
+    let mut loads: Vec<u8> = vec![0, 0, 0, 0]; // held_by_failed: empty
+    loads.extend_from_slice(&1i32.to_be_bytes());
+    loads.extend_from_slice(&[0, 1, b't']);
+    loads.extend_from_slice(&1i32.to_be_bytes());
+    loads.extend_from_slice(&0i32.to_be_bytes());
+    loads.extend_from_slice(&1000i64.to_be_bytes());
+    loads.extend_from_slice(&10i64.to_be_bytes());
+    loads.extend_from_slice(&(-1i64).to_be_bytes());
+    assert_eq!(&b1[member_end + tail.len()..], &loads[..]);
+    // Each decodes at its own version; v0 reads as the defaults.
+    let d0 = decode_response(ApiKey::DescribeGroups, 0, b0.freeze()).unwrap();
+    let NativeResponse::DescribeGroups(d0) = d0 else {
+        panic!("another answer")
+    };
+    assert_eq!(d0.groups[0].members[0].member, MemberData::default());
+    assert!(d0.groups[0].partition_loads.is_empty());
+    assert_eq!(
+        decode_response(ApiKey::DescribeGroups, 1, b1.freeze()).unwrap(),
+        NativeResponse::DescribeGroups(v1)
+    );
+    // A version the codec does not have is refused.
+    let v2 = DescribeGroupsResponse {
+        groups: Vec::new(),
+        version: 2,
+    };
+    assert!(matches!(
+        v2.encode(&mut BytesMut::new()),
+        Err(EncodeError::UnsupportedVersion { version: 2, .. })
+    ));
+}
+
+#[test]
 fn describe_groups_error_answers() {
     let named = DescribeGroupsRequest {
         groups: Some(vec!["a".into(), "b".into()]),
+        version: 1,
     };
     let r = DescribeGroupsResponse::error(&named, ErrorCode::NOT_COORDINATOR);
+    assert_eq!(r.version, 1);
     assert_eq!(
         r.groups,
         [
@@ -706,7 +867,7 @@ fn describe_groups_error_answers() {
             DescribedGroup::error("b", ErrorCode::NOT_COORDINATOR)
         ]
     );
-    let all = DescribeGroupsRequest { groups: None };
+    let all = DescribeGroupsRequest::new(None);
     let r = DescribeGroupsResponse::error(&all, ErrorCode::COORDINATOR_NOT_AVAILABLE);
     assert_eq!(
         r.groups,
@@ -723,9 +884,8 @@ fn describe_groups_error_answers() {
 
 #[test]
 fn describe_groups_caps_are_enforced() {
-    let too_many = DescribeGroupsRequest {
-        groups: Some(vec![String::new(); MAX_GROUPS_PER_REQUEST + 1]),
-    };
+    let too_many =
+        DescribeGroupsRequest::new(Some(vec![String::new(); MAX_GROUPS_PER_REQUEST + 1]));
     let mut buf = BytesMut::new();
     assert!(matches!(
         too_many.encode(&mut buf),
@@ -742,16 +902,40 @@ fn describe_groups_caps_are_enforced() {
         topics: Vec::new(),
         auto_offset_reset: AutoOffsetReset::EARLIEST,
         partitions: Vec::new(),
+        member: MemberData::default(),
     };
     let mut group = DescribedGroup::error("g", ErrorCode::NONE);
     group.members = vec![member; MAX_MEMBERS_PER_GROUP + 1];
     let response = DescribeGroupsResponse {
         groups: vec![group],
+        version: 1,
     };
     let mut buf = BytesMut::new();
     assert!(matches!(
         response.encode(&mut buf),
         Err(EncodeError::TooManyElements { max, .. }) if max == MAX_MEMBERS_PER_GROUP
+    ));
+    assert!(buf.is_empty());
+
+    // v1's loads: at most MAX_PARTITIONS_PER_TOPIC partitions per topic.
+    let mut group = DescribedGroup::error("g", ErrorCode::NONE);
+    let load = PartitionLoad {
+        partition: 0,
+        bytes_per_sec: -1,
+        records_per_sec: -1,
+        lag: -1,
+    };
+    group.partition_loads = vec![TopicLoads {
+        topic: "t".into(),
+        partitions: vec![load; MAX_PARTITIONS_PER_TOPIC + 1],
+    }];
+    let response = DescribeGroupsResponse {
+        groups: vec![group],
+        version: 1,
+    };
+    assert!(matches!(
+        response.encode(&mut buf),
+        Err(EncodeError::TooManyElements { max, .. }) if max == MAX_PARTITIONS_PER_TOPIC
     ));
     assert!(buf.is_empty());
 }

@@ -7,7 +7,8 @@ deals partitions round-robin. Real clients join groups that name it:
 
 - confluent-kafka KIP-848 consumers (`group.protocol=consumer`,
   `group.remote.assignor=recorder`) with `client.rack` set: the recorded members carry
-  their racks (weight 1: the protocol has none);
+  their racks (weight 1: the protocol has none); once one has consumed and committed,
+  the next target assignment's context carries the group's committed offsets;
 - native `drover consume` consumers with weights 1, 1, 2 in a group using the example
   `weighted` assignor (examples/custom-assignor) get 2, 2 and 4 of 8 partitions, read
   back from the admin API;
@@ -75,6 +76,41 @@ def test_kip848_members_racks_reach_the_assignor(broker_factory, consumers, tmp_
     assert [m["weight"] for m in doc["members"]] == [1, 1], doc
     assert all(m["topics"] == [topic] and m["labels"] == {} for m in doc["members"]), doc
     assert doc["topics"] == [{"name": topic, "partitions": 4, "committed": {}}], doc
+
+
+def test_kip848_committed_offsets_reach_the_assignor(broker_factory, consumers, tmp_path):  # noqa: F811
+    """A confluent-kafka KIP-848 consumer in a `recorder` group consumes 200 records,
+    committing each; a second one joins: the target assignment its join triggers is
+    computed with the group's committed offsets in the context (the offsets the
+    coordinator saw written), as native groups' are."""
+    out = tmp_path / "recorded.json"
+    b = broker_factory(group_config() + recorder_table(out), start=False)
+    install_plugins(b, KAFKA_LIBS + [RECORDER])
+    start_or_fail(b)
+    topic, group = "kip848-committed", "g-kip848-committed"
+    ck_create_topic(b, topic, 4)
+    produced = produce_keyed(b, topic, 200)
+    c1 = consumers.start("confluent", b, topic, group, "c1", protocol="consumer",
+                         assignor="recorder")
+
+    def consumed():
+        return len(set(c1.delivered())) >= len(produced)
+    wait_for(consumed, 60, "the first consumer to receive every record")
+    consumers.start("confluent", b, topic, group, "c2", protocol="consumer",
+                    assignor="recorder")
+
+    def committed_seen():
+        doc = recorded(out)
+        if doc is None or len(doc["members"]) != 2:
+            return False
+        return doc if doc["topics"][0]["committed"] else False
+    doc = wait_for(committed_seen, 60, "a target assignment with committed offsets")
+    ends: dict[int, int] = {}
+    for p, o in produced:
+        ends[p] = max(ends.get(p, 0), o + 1)
+    committed = {int(p): o for p, o in doc["topics"][0]["committed"].items()}
+    # What c1 committed: offsets of records it received, none past a partition's end.
+    assert all(p in ends and 0 < o <= ends[p] for p, o in committed.items()), (committed, ends)
 
 
 @pytest.fixture

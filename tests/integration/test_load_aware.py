@@ -76,6 +76,12 @@ def test_racks_and_weights_decide_the_split(broker_factory, native_consumers):
         return f"partitions per member {counts}"
     wait_for("the split to follow rack and weight", split, 60,
              check=native_consumers.assert_running)
+    # The admin API shows what each member declared (DescribeGroups v1), and no
+    # partition is held by a failed member.
+    g = admin_group(b, group)
+    declared = {m["consumer_id"]: (m["rack"], m["weight"]) for m in g["members"]}
+    assert declared == {"a1": ("a", 1), "a2": ("a", 1), "b1": ("b", 2)}, g["members"]
+    assert g["held_by_failed"] == [], g
 
 
 RATIO = 20  # hot partitions get this many times the bytes of cold ones
@@ -167,6 +173,13 @@ def test_load_aware_balances_produce_rates_where_sticky_balances_counts(
         counted = wait_for("sticky to balance counts", settled("sticky"), 60,
                            check=native_consumers.assert_running)
     assert not producer.errors, producer.errors[:3]
+    # The admin API shows the produce rates the load-aware assignment balanced
+    # (DescribeGroups v1's partition loads): every partition's, hot ones above cold.
+    seen = {(p["topic"], p["partition"]): p.get("assigned_with")
+            for p in admin_group(b, "g-load-aware")["partitions"]}
+    assert all(seen.get((t, p)) for t in ("cold", "hot") for p in range(4)), seen
+    rate = {k: v["produce_bytes_per_sec"] for k, v in seen.items()}
+    assert min(rate[("hot", p)] for p in range(4)) > max(rate[("cold", p)] for p in range(4)) > 0, rate
     sums = rate_sums(balanced)
     assert max(sums.values()) <= 1.25 * min(sums.values()), (sums, balanced)
     sticky = rate_sums(counted)

@@ -314,6 +314,9 @@ impl Coordinator {
                     .partition(|w| matches!(w, CommitWaiter::Txn(_)));
                 if let Err(e) = &result {
                     tracing::warn!(%group, %op, error = %e, "offset commit failed");
+                } else if let Some(g) = self.groups.consumer_mut(&group) {
+                    // A KIP-848 group's assignor sees what it committed.
+                    g.note_committed(records.iter().map(|r| (&r.tp, r.offset)));
                 } else if self.group_kind(group.as_str()).is_none() && self.owns(group.as_str()) {
                     // Kafka keeps a group that only commits (generation −1: the admin
                     // client, manually assigned consumers) as an empty classic group:

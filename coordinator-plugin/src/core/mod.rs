@@ -355,6 +355,9 @@ impl Coordinator {
             self.cx
                 .native(g, |g, env, fx| g.forget_topics(env, fx, lost));
         }
+        for g in self.groups.consumers_mut() {
+            g.forget_committed(lost);
+        }
         self.forget_queued_commits_of(lost);
         self.groups.txn.forget_topics(lost);
     }

@@ -8,11 +8,12 @@ use super::groups::GroupKind;
 use super::Coordinator;
 
 use crate::config::RebalanceMode;
+use crate::seen_loads::TopicSeenLoads;
 use crate::subscription::SubscriptionSpec;
 use crate::types::{ConsumerId, Generation, GroupId, TopicName, TopicPartition};
 
 /// A group as operators see it (for the admin API and tests).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GroupSnapshot {
     /// The group.
     pub group: GroupId,
@@ -30,6 +31,8 @@ pub struct GroupSnapshot {
     pub members: Vec<MemberSnapshot>,
     /// Partitions of failed consumers not released yet (lease running).
     pub held_by_failed: Vec<TopicPartition>,
+    /// Produce rates and lag of its partitions as its last assignment saw them.
+    pub loads: Vec<TopicSeenLoads>,
 }
 
 /// A member as operators see it.
@@ -51,6 +54,8 @@ pub struct MemberSnapshot {
     pub auto_offset_reset: i8,
     /// The partitions it may be delivering.
     pub owned: Vec<TopicPartition>,
+    /// What it declared for the assignor (RegisterConsumer v1): rack, weight, labels.
+    pub data: drover_protocol::MemberData,
 }
 
 impl Coordinator {
@@ -96,9 +101,11 @@ impl Coordinator {
                     topics: m.topics.iter().cloned().collect(),
                     auto_offset_reset: m.auto_offset_reset,
                     owned: m.owned.iter().cloned().collect(),
+                    data: m.data.clone(),
                 })
                 .collect(),
             held_by_failed: held.into_iter().collect(),
+            loads: g.last_loads.clone(),
         })
     }
 }

@@ -120,6 +120,59 @@ pub fn range(input: &AssignInput) -> Assignment {
     to_assignment(result)
 }
 
+/// A load policy from the context (the `by-rate` test assignor): partitions by produce
+/// rate, highest first (ties by topic and partition; unknown rates count 0), each to
+/// the subscribed member with the least summed rate so far (ties by partition count,
+/// then id). Not sticky: its output follows the rates alone.
+pub fn by_rate(
+    input: &AssignInput,
+    context: &drover_abi::assignor::AssignContextRef<'_>,
+) -> Assignment {
+    let rate = |topic: &str, p: i32| {
+        context
+            .topics()
+            .iter()
+            .find(|t| t.topic.as_str() == topic)
+            .and_then(|t| t.partitions.iter().find(|c| c.partition == p))
+            .and_then(|c| c.produce_bytes_per_sec.into_option())
+            .unwrap_or(0.0)
+    };
+    let mut all: Vec<(f64, &str, i32)> = Vec::new();
+    for t in input.topics.iter() {
+        for p in 0..t.partitions as i32 {
+            all.push((rate(t.name.as_str(), p), t.name.as_str(), p));
+        }
+    }
+    all.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    let mut load: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut result: BTreeMap<&str, Vec<(&str, i32)>> = input
+        .members
+        .iter()
+        .map(|m| (m.member_id.as_str(), Vec::new()))
+        .collect();
+    for (r, t, p) in all {
+        let best = input
+            .members
+            .iter()
+            .filter(|m| m.topics.iter().any(|x| x.as_str() == t))
+            .map(|m| m.member_id.as_str())
+            .min_by(|a, b| {
+                let (la, lb) = (
+                    load.get(a).copied().unwrap_or(0.0),
+                    load.get(b).copied().unwrap_or(0.0),
+                );
+                la.total_cmp(&lb)
+                    .then(result[a].len().cmp(&result[b].len()))
+                    .then(a.cmp(b))
+            });
+        if let Some(m) = best {
+            *load.entry(m).or_default() += r;
+            result.get_mut(m).unwrap().push((t, p));
+        }
+    }
+    to_assignment(result)
+}
+
 fn to_assignment(result: BTreeMap<&str, Vec<(&str, i32)>>) -> Assignment {
     let members = result
         .into_iter()
@@ -143,8 +196,9 @@ fn to_assignment(result: BTreeMap<&str, Vec<(&str, i32)>>) -> Assignment {
     }
 }
 
-/// The assignors the tests load: `sticky`, `range`, and `broken` (fails while its switch
-/// is on, then behaves as sticky). Counts calls.
+/// The assignors the tests load: `sticky`, `range`, `broken` (fails while its switch
+/// is on, then behaves as sticky) and `by-rate` (balances the context's produce rates;
+/// as range without a context). Counts calls.
 #[derive(Clone, Default)]
 pub struct TestAssignors {
     pub calls: Arc<AtomicUsize>,
@@ -188,7 +242,7 @@ impl TestAssignors {
 
 impl Assignors for TestAssignors {
     fn contains(&self, name: &str) -> bool {
-        matches!(name, "sticky" | "range" | "broken")
+        matches!(name, "sticky" | "range" | "broken" | "by-rate")
             || self.alias.as_ref().is_some_and(|(a, _)| a == name)
     }
 
@@ -200,7 +254,7 @@ impl Assignors for TestAssignors {
         };
         match name {
             "sticky" => Ok(sticky(input)),
-            "range" => Ok(range(input)),
+            "range" | "by-rate" => Ok(range(input)),
             "broken" if self.broken.load(Ordering::SeqCst) => {
                 Err(PluginError::internal("broken on purpose"))
             }
@@ -220,6 +274,10 @@ impl Assignors for TestAssignors {
             topics: context.topics().to_vec(),
         };
         self.contexts.lock().unwrap().push(seen);
+        if name == "by-rate" {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            return Ok(by_rate(input, &context));
+        }
         self.assign(name, input)
     }
 }

@@ -121,6 +121,8 @@ pub struct ConsumerSpec {
     pub subscription: proto::Subscription,
     pub session_timeout_ms: i32,
     pub assignor: Option<String>,
+    /// What it declares for the assignor (RegisterConsumer v1 when not the default).
+    pub member: proto::MemberData,
 }
 
 impl ConsumerSpec {
@@ -131,6 +133,7 @@ impl ConsumerSpec {
             subscription,
             session_timeout_ms: st,
             assignor: None,
+            member: proto::MemberData::default(),
         }
     }
 }
@@ -697,12 +700,15 @@ impl World {
         self.links.get(&conn).is_some_and(|l| !l.coord_open)
     }
 
-    /// The decoded responses a raw client received, for requests of API `key`.
+    /// The decoded responses a raw client received, for requests of API `key` sent at
+    /// its highest version (as `DescribeGroupsRequest::new` sends them; every other
+    /// API answers the same in each version).
     pub fn raw_decoded(&self, conn: ConnId, key: ApiKey) -> Vec<(i32, NativeResponse)> {
+        let version = key.versions().max;
         self.raw_responses
             .iter()
             .filter(|(c, _)| *c == conn)
-            .filter_map(|(_, b)| proto::decode_response_frame(b.clone(), key, 0).ok())
+            .filter_map(|(_, b)| proto::decode_response_frame(b.clone(), key, version).ok())
             .map(|(h, r)| (h.correlation_id, r))
             .collect()
     }
@@ -878,7 +884,7 @@ impl World {
             subscription: c.spec.subscription.clone(),
             auto_offset_reset: proto::AutoOffsetReset::EARLIEST,
             assignor: c.spec.assignor.clone(),
-            member: proto::MemberData::default(),
+            member: c.spec.member.clone(),
         });
         let mut buf = BytesMut::new();
         proto::encode_request_frame(&mut buf, 1, Some(&c.spec.id), &request).unwrap();

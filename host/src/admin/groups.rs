@@ -84,6 +84,10 @@ pub struct GroupDetail {
     pub members: Vec<MemberView>,
     /// Every partition the group owns or has committed, with offsets and lag.
     pub partitions: Vec<PartitionView>,
+    /// Native groups: partitions of failed consumers not released yet (their lease,
+    /// the rebalance debounce, is running; docs/protocol.md §6.4), `topic-partition`,
+    /// sorted; no live member owns them. Empty for Kafka groups.
+    pub held_by_failed: Vec<String>,
 }
 
 /// A consumer in [`GroupDetail`].
@@ -103,6 +107,18 @@ pub struct MemberView {
     pub topics: Vec<String>,
     /// Assigned partitions, `topic-partition`.
     pub partitions: Vec<String>,
+    /// The rack it declared: native `drover consume --rack` (RegisterConsumer v1),
+    /// KIP-848 `client.rack`; `null` for none and for classic groups (they assign on
+    /// the client).
+    pub rack: Option<String>,
+    /// Its weight (capacity relative to the other members, ≥ 1): native groups only
+    /// (`drover consume --weight`); `null` for Kafka groups, whose protocols have no
+    /// such field.
+    pub weight: Option<i32>,
+    /// Its free-form labels (native RegisterConsumer v1), key to value; omitted when it
+    /// has none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// A partition in [`GroupDetail`].
@@ -120,6 +136,22 @@ pub struct PartitionView {
     pub log_end_offset: Option<i64>,
     /// `log_end_offset - committed_offset` (≥ 0), when both are known.
     pub lag: Option<i64>,
+    /// Native groups: what the group's last assignment saw of the partition (the
+    /// produce rates and lag its assignor was given); absent when it saw none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assigned_with: Option<SeenLoadView>,
+}
+
+/// A partition's load as a native group's last assignment saw it (DescribeGroups v1).
+#[derive(Serialize)]
+pub struct SeenLoadView {
+    /// Produce rate, bytes per second over `coordinator.produce_rate_window_ms`,
+    /// rounded down; `null` when unknown.
+    pub produce_bytes_per_sec: Option<i64>,
+    /// Produce rate, records per second over the same window; `null` when unknown.
+    pub produce_records_per_sec: Option<i64>,
+    /// Log end offset minus the committed offset then; `null` when unknown.
+    pub lag: Option<i64>,
 }
 
 /// A classic or KIP-848 group's member, as the detail view needs it.
@@ -131,6 +163,8 @@ struct KafkaMember<'a> {
     topics: &'a [String],
     /// (topic, partition) assigned.
     partitions: &'a [(String, i32)],
+    /// KIP-848 `rack_id`.
+    rack: Option<&'a str>,
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -330,9 +364,39 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
                 subscription: m.subscription.clone(),
                 topics: m.topics.clone(),
                 partitions,
+                rack: m.member.rack.clone(),
+                weight: Some(m.member.weight),
+                labels: m
+                    .member
+                    .labels
+                    .iter()
+                    .map(|l| (l.key.clone(), l.value.clone()))
+                    .collect(),
             });
         }
     }
+    let known = |v: i64| (v >= 0).then_some(v);
+    let seen: BTreeMap<(String, i32), SeenLoadView> = live
+        .iter()
+        .flat_map(|g| &g.partition_loads)
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    (t.topic.clone(), p.partition),
+                    SeenLoadView {
+                        produce_bytes_per_sec: known(p.bytes_per_sec),
+                        produce_records_per_sec: known(p.records_per_sec),
+                        lag: known(p.lag),
+                    },
+                )
+            })
+        })
+        .collect();
+    let held_by_failed: Vec<String> = live
+        .iter()
+        .flat_map(|g| &g.held_by_failed)
+        .flat_map(|t| t.partitions.iter().map(move |p| format!("{}-{p}", t.topic)))
+        .collect();
     let kafka_members: Vec<KafkaMember<'_>> = match (&classic, &consumer) {
         (Some(g), _) => g
             .members
@@ -345,6 +409,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
                     subscription: sub,
                     topics: &m.topics,
                     partitions: &m.partitions,
+                    rack: None,
                 }
             })
             .collect(),
@@ -359,6 +424,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
                     subscription: sub,
                     topics: &m.topics,
                     partitions: &m.partitions,
+                    rack: m.rack.as_deref(),
                 }
             })
             .collect(),
@@ -379,13 +445,21 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
                 .iter()
                 .map(|(t, p)| format!("{t}-{p}"))
                 .collect(),
+            rack: m.rack.map(str::to_owned),
+            weight: None,
+            labels: BTreeMap::new(),
         });
     }
     let committed: BTreeMap<(String, i32), i64> = committed
         .into_iter()
         .map(|r| ((r.topic.to_string(), r.partition), r.offset))
         .collect();
-    let keys: BTreeSet<(String, i32)> = owners.keys().chain(committed.keys()).cloned().collect();
+    let keys: BTreeSet<(String, i32)> = owners
+        .keys()
+        .chain(committed.keys())
+        .chain(seen.keys())
+        .cloned()
+        .collect();
     let partitions = keys
         .into_iter()
         .map(|(topic, partition)| {
@@ -404,6 +478,11 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
                     (Some(end), Some(at)) => Some((end - at).max(0)),
                     _ => None,
                 },
+                assigned_with: seen.get(&(topic.clone(), partition)).map(|s| SeenLoadView {
+                    produce_bytes_per_sec: s.produce_bytes_per_sec,
+                    produce_records_per_sec: s.produce_records_per_sec,
+                    lag: s.lag,
+                }),
                 topic,
                 partition,
                 committed_offset,
@@ -426,6 +505,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
                 rebalance_mode: Some(g.rebalance_mode),
                 members,
                 partitions,
+                held_by_failed,
             }
         }
         (None, Some(c), _) => GroupDetail {
@@ -440,6 +520,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             rebalance_mode: None,
             members,
             partitions,
+            held_by_failed,
         },
         // KIP-848: the group epoch stands for the generation; reconciliation is
         // incremental (only moving partitions are revoked).
@@ -456,6 +537,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             rebalance_mode: Some("incremental".into()),
             members,
             partitions,
+            held_by_failed,
         },
         (None, None, None) => GroupDetail {
             group,
@@ -468,6 +550,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             rebalance_mode: None,
             members,
             partitions,
+            held_by_failed,
         },
     };
     Json(detail).into_response()

@@ -206,6 +206,8 @@ pub struct ConsumerMember {
     pub regex: Option<String>,
     /// Current assignment (topic, partition).
     pub partitions: Vec<(String, i32)>,
+    /// The rack the client declared (`client.rack`, KIP-848 `rack_id`), if any.
+    pub rack: Option<String>,
 }
 
 /// A KIP-848 group, from ConsumerGroupDescribe (v1).
@@ -262,6 +264,7 @@ impl CoordinatorClient {
                         .map(|t| t.to_string())
                         .collect(),
                     regex: m.subscribed_topic_regex.map(|r| r.to_string()),
+                    rack: m.rack_id.map(|r| r.to_string()),
                     partitions: m
                         .assignment
                         .topic_partitions

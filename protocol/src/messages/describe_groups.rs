@@ -1,30 +1,56 @@
-//! DescribeGroups (20007, consumer or admin tool → coordinator).
+//! DescribeGroups (20007, consumer or admin tool → coordinator), versions 0 and 1.
+//!
+//! Version 1 has the same request body; its answer appends to each member its member
+//! data ([`MemberData`]: rack, weight, labels, as RegisterConsumer v1 declared them) and
+//! to each group the load of its partitions as the group's last assignment saw it
+//! ([`TopicLoads`]). A v0 answer carries neither; decoded, it reads as the defaults (no
+//! rack, weight 1, no labels, no loads).
 
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::common::{TopicPartitions, TOPIC_ENTRY_MIN};
-use super::register_consumer::AutoOffsetReset;
+use super::register_consumer::{AutoOffsetReset, MemberData};
 use crate::error::{DecodeError, EncodeError};
 use crate::error_code::ErrorCode;
-use crate::limits::{MAX_GROUPS_PER_REQUEST, MAX_MEMBERS_PER_GROUP, MAX_TOPICS_PER_REQUEST};
+use crate::limits::{
+    MAX_GROUPS_PER_REQUEST, MAX_MEMBERS_PER_GROUP, MAX_PARTITIONS_PER_TOPIC, MAX_TOPICS_PER_REQUEST,
+};
 use crate::primitives::{
-    atomic, read_array, read_i16, read_i32, read_i8, read_nullable_array, read_nullable_string,
-    read_string, write_array, write_nullable_array, write_nullable_string, write_string,
+    atomic, read_array, read_i16, read_i32, read_i64, read_i8, read_nullable_array,
+    read_nullable_string, read_string, write_array, write_nullable_array, write_nullable_string,
+    write_string,
 };
 
 /// Minimum encoded size of a STRING element: its INT16 length.
 const STRING_MIN: usize = 2;
 
-/// DescribeGroups request v0: `groups: nullable ARRAY of STRING`.
+/// The highest DescribeGroups version this codec implements.
+pub const DESCRIBE_GROUPS_MAX_VERSION: i16 = 1;
+
+/// DescribeGroups request v0 and v1: `groups: nullable ARRAY of STRING` (the same body
+/// in both versions).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DescribeGroupsRequest {
     /// The group ids to describe, at most [`MAX_GROUPS_PER_REQUEST`]; `None` (null) for
     /// every group the coordinator has.
     pub groups: Option<Vec<String>>,
+    /// The version the request is sent at (not a body field; it travels in the request
+    /// header): 0, or 1 to be answered with member data and partition loads. The
+    /// decoder sets it from the header; the answer must be at the same version.
+    pub version: i16,
 }
 
 impl DescribeGroupsRequest {
-    /// Appends the body (v0) to `buf`; on error `buf` is left unchanged.
+    /// A request at the highest version ([`DESCRIBE_GROUPS_MAX_VERSION`]) for `groups`
+    /// (`None`: every group).
+    pub fn new(groups: Option<Vec<String>>) -> Self {
+        DescribeGroupsRequest {
+            groups,
+            version: DESCRIBE_GROUPS_MAX_VERSION,
+        }
+    }
+
+    /// Appends the body (v0 and v1 alike) to `buf`; on error `buf` is left unchanged.
     pub fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
         atomic(buf, |buf| {
             write_nullable_array(
@@ -37,8 +63,9 @@ impl DescribeGroupsRequest {
         })
     }
 
-    /// Reads a body (v0) from the front of `buf`.
-    pub fn decode(buf: &mut Bytes) -> Result<Self, DecodeError> {
+    /// Reads a body of `version` (0 or 1; the caller checked it) from the front of
+    /// `buf`.
+    pub fn decode(buf: &mut Bytes, version: i16) -> Result<Self, DecodeError> {
         Ok(DescribeGroupsRequest {
             groups: read_nullable_array(
                 buf,
@@ -47,6 +74,78 @@ impl DescribeGroupsRequest {
                 STRING_MIN,
                 |buf| read_string(buf, "DescribeGroupsRequest.groups[]"),
             )?,
+            version,
+        })
+    }
+}
+
+/// The load of one partition as a group's last assignment saw it (DescribeGroups v1):
+/// `partition INT32, bytes_per_sec INT64, records_per_sec INT64, lag INT64`; each of
+/// the last three is −1 when the coordinator did not know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PartitionLoad {
+    /// The partition index.
+    pub partition: i32,
+    /// Recent produce rate into the partition, bytes per second (rounded down), over
+    /// the window the broker measures (`coordinator.produce_rate_window_ms`); −1 unknown.
+    pub bytes_per_sec: i64,
+    /// Recent produce rate, records per second (rounded down), same window; −1 unknown.
+    pub records_per_sec: i64,
+    /// Records between the group's committed offset and the log end offset (never
+    /// below 0); −1 when either was unknown.
+    pub lag: i64,
+}
+
+impl PartitionLoad {
+    /// Encoded size: INT32 and three INT64s.
+    const SIZE: usize = 4 + 8 * 3;
+}
+
+/// The loads of one topic's partitions (DescribeGroups v1):
+/// `topic STRING, partitions ARRAY{PartitionLoad}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TopicLoads {
+    /// The topic name.
+    pub topic: String,
+    /// Ascending by partition, at most [`MAX_PARTITIONS_PER_TOPIC`].
+    pub partitions: Vec<PartitionLoad>,
+}
+
+impl TopicLoads {
+    fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+        write_string(buf, &self.topic, "TopicLoads.topic")?;
+        write_array(
+            buf,
+            &self.partitions,
+            "TopicLoads.partitions",
+            MAX_PARTITIONS_PER_TOPIC,
+            |buf, p| {
+                buf.put_i32(p.partition);
+                buf.put_i64(p.bytes_per_sec);
+                buf.put_i64(p.records_per_sec);
+                buf.put_i64(p.lag);
+                Ok(())
+            },
+        )
+    }
+
+    fn decode(buf: &mut Bytes) -> Result<Self, DecodeError> {
+        Ok(TopicLoads {
+            topic: read_string(buf, "TopicLoads.topic")?,
+            partitions: read_array(
+                buf,
+                "TopicLoads.partitions",
+                MAX_PARTITIONS_PER_TOPIC,
+                PartitionLoad::SIZE,
+                |buf| {
+                    Ok(PartitionLoad {
+                        partition: read_i32(buf, "PartitionLoad.partition")?,
+                        bytes_per_sec: read_i64(buf, "PartitionLoad.bytes_per_sec")?,
+                        records_per_sec: read_i64(buf, "PartitionLoad.records_per_sec")?,
+                        lag: read_i64(buf, "PartitionLoad.lag")?,
+                    })
+                },
+            )?,
         })
     }
 }
@@ -54,7 +153,8 @@ impl DescribeGroupsRequest {
 /// One registered consumer of a described group:
 /// `consumer_id STRING, host STRING, session_timeout_ms INT32, generation INT32,
 /// subscription STRING, topics ARRAY{STRING}, auto_offset_reset INT8,
-/// partitions ARRAY{TopicPartitions}`.
+/// partitions ARRAY{TopicPartitions}`; v1 appends `rack NULLABLE_STRING, weight INT32,
+/// labels ARRAY{Label}` ([`MemberData`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DescribedMember {
     /// The consumer id it registered with.
@@ -80,6 +180,9 @@ pub struct DescribedMember {
     /// of its last StartFetcher, minus any it has since stopped. Sorted by topic, then
     /// partition.
     pub partitions: Vec<TopicPartitions>,
+    /// What it declared for the assignor at registration (v1; the default — no rack,
+    /// weight 1, no labels — in a v0 answer).
+    pub member: MemberData,
 }
 
 impl DescribedMember {
@@ -87,7 +190,7 @@ impl DescribedMember {
     /// count, an INT8 and an ARRAY count.
     const MIN: usize = 2 + 2 + 4 + 4 + 2 + 4 + 1 + 4;
 
-    fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode(&self, buf: &mut BytesMut, version: i16) -> Result<(), EncodeError> {
         write_string(buf, &self.consumer_id, "DescribedMember.consumer_id")?;
         write_string(buf, &self.host, "DescribedMember.host")?;
         buf.put_i32(self.session_timeout_ms);
@@ -107,10 +210,14 @@ impl DescribedMember {
             "DescribedMember.partitions",
             MAX_TOPICS_PER_REQUEST,
             |buf, t| t.encode(buf),
-        )
+        )?;
+        if version >= 1 {
+            self.member.encode(buf)?;
+        }
+        Ok(())
     }
 
-    fn decode(buf: &mut Bytes) -> Result<Self, DecodeError> {
+    fn decode(buf: &mut Bytes, version: i16) -> Result<Self, DecodeError> {
         Ok(DescribedMember {
             consumer_id: read_string(buf, "DescribedMember.consumer_id")?,
             host: read_string(buf, "DescribedMember.host")?,
@@ -132,6 +239,11 @@ impl DescribedMember {
                 TOPIC_ENTRY_MIN,
                 TopicPartitions::decode,
             )?,
+            member: if version >= 1 {
+                MemberData::decode(buf)?
+            } else {
+                MemberData::default()
+            },
         })
     }
 }
@@ -139,7 +251,8 @@ impl DescribedMember {
 /// One described group:
 /// `group_id STRING, error_code INT16, state STRING, generation INT32,
 /// assignor NULLABLE_STRING, rebalance_mode STRING, members ARRAY{DescribedMember},
-/// held_by_failed ARRAY{TopicPartitions}`.
+/// held_by_failed ARRAY{TopicPartitions}`; v1 appends
+/// `partition_loads ARRAY{TopicLoads}`.
 ///
 /// When `error_code` is not NONE, every other field is empty: `state` and
 /// `rebalance_mode` are `""`, `generation` is 0, `assignor` is null and both arrays
@@ -172,6 +285,11 @@ pub struct DescribedGroup {
     /// running, docs/protocol.md §6.2 rule d); no live member owns them. Sorted by topic,
     /// then partition.
     pub held_by_failed: Vec<TopicPartitions>,
+    /// v1: the partitions the group's last assignment was given data about, with their
+    /// produce rates and lag as it saw them (so an operator sees what the assignor
+    /// balanced); sorted by topic, then partition. Empty before the first assignment,
+    /// in a v0 answer, and for partitions the coordinator knew nothing about.
+    pub partition_loads: Vec<TopicLoads>,
 }
 
 impl DescribedGroup {
@@ -207,10 +325,11 @@ impl DescribedGroup {
             rebalance_mode: String::new(),
             members: Vec::new(),
             held_by_failed: Vec::new(),
+            partition_loads: Vec::new(),
         }
     }
 
-    fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode(&self, buf: &mut BytesMut, version: i16) -> Result<(), EncodeError> {
         write_string(buf, &self.group_id, "DescribedGroup.group_id")?;
         buf.put_i16(self.error_code.0);
         write_string(buf, &self.state, "DescribedGroup.state")?;
@@ -222,7 +341,7 @@ impl DescribedGroup {
             &self.members,
             "DescribedGroup.members",
             MAX_MEMBERS_PER_GROUP,
-            |buf, m| m.encode(buf),
+            |buf, m| m.encode(buf, version),
         )?;
         write_array(
             buf,
@@ -230,10 +349,20 @@ impl DescribedGroup {
             "DescribedGroup.held_by_failed",
             MAX_TOPICS_PER_REQUEST,
             |buf, t| t.encode(buf),
-        )
+        )?;
+        if version >= 1 {
+            write_array(
+                buf,
+                &self.partition_loads,
+                "DescribedGroup.partition_loads",
+                MAX_TOPICS_PER_REQUEST,
+                |buf, t| t.encode(buf),
+            )?;
+        }
+        Ok(())
     }
 
-    fn decode(buf: &mut Bytes) -> Result<Self, DecodeError> {
+    fn decode(buf: &mut Bytes, version: i16) -> Result<Self, DecodeError> {
         Ok(DescribedGroup {
             group_id: read_string(buf, "DescribedGroup.group_id")?,
             error_code: ErrorCode(read_i16(buf, "DescribedGroup.error_code")?),
@@ -246,7 +375,7 @@ impl DescribedGroup {
                 "DescribedGroup.members",
                 MAX_MEMBERS_PER_GROUP,
                 DescribedMember::MIN,
-                DescribedMember::decode,
+                |buf| DescribedMember::decode(buf, version),
             )?,
             held_by_failed: read_array(
                 buf,
@@ -255,17 +384,32 @@ impl DescribedGroup {
                 TOPIC_ENTRY_MIN,
                 TopicPartitions::decode,
             )?,
+            partition_loads: if version >= 1 {
+                read_array(
+                    buf,
+                    "DescribedGroup.partition_loads",
+                    MAX_TOPICS_PER_REQUEST,
+                    TOPIC_ENTRY_MIN,
+                    TopicLoads::decode,
+                )?
+            } else {
+                Vec::new()
+            },
         })
     }
 }
 
-/// DescribeGroups response v0: `groups: ARRAY{DescribedGroup}`.
+/// DescribeGroups response v0 and v1: `groups: ARRAY{DescribedGroup}` (each group and
+/// member in the shape of its version).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DescribeGroupsResponse {
     /// One entry per requested group id, in request order (duplicates included); for a
     /// null request, one per group the coordinator has, sorted by group id. At most
     /// [`MAX_GROUPS_PER_REQUEST`].
     pub groups: Vec<DescribedGroup>,
+    /// The version the answer is encoded at: that of the request (not a body field).
+    /// At v0 the member data and partition loads are left out.
+    pub version: i16,
 }
 
 impl DescribeGroupsResponse {
@@ -282,32 +426,45 @@ impl DescribeGroupsResponse {
                 .collect(),
             None => vec![DescribedGroup::error("", error_code)],
         };
-        DescribeGroupsResponse { groups }
+        DescribeGroupsResponse {
+            groups,
+            version: request.version,
+        }
     }
 
-    /// Appends the body (v0) to `buf`; on error `buf` is left unchanged.
+    /// Appends the body at [`version`](Self::version) to `buf`; on error `buf` is left
+    /// unchanged. Fails with [`EncodeError::UnsupportedVersion`] for a version other
+    /// than 0 and 1.
     pub fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+        if !(0..=DESCRIBE_GROUPS_MAX_VERSION).contains(&self.version) {
+            return Err(EncodeError::UnsupportedVersion {
+                api_key: crate::ApiKey::DescribeGroups.code(),
+                version: self.version,
+            });
+        }
         atomic(buf, |buf| {
             write_array(
                 buf,
                 &self.groups,
                 "DescribeGroupsResponse.groups",
                 MAX_GROUPS_PER_REQUEST,
-                |buf, g| g.encode(buf),
+                |buf, g| g.encode(buf, self.version),
             )
         })
     }
 
-    /// Reads a body (v0) from the front of `buf`.
-    pub fn decode(buf: &mut Bytes) -> Result<Self, DecodeError> {
+    /// Reads a body of `version` (0 or 1; the caller checked it) from the front of
+    /// `buf`.
+    pub fn decode(buf: &mut Bytes, version: i16) -> Result<Self, DecodeError> {
         Ok(DescribeGroupsResponse {
             groups: read_array(
                 buf,
                 "DescribeGroupsResponse.groups",
                 MAX_GROUPS_PER_REQUEST,
                 DescribedGroup::MIN,
-                DescribedGroup::decode,
+                |buf| DescribedGroup::decode(buf, version),
             )?,
+            version,
         })
     }
 }

@@ -4,7 +4,8 @@
 //! `decode(&mut Bytes)` (reads a body from the front, leaving what follows). Every
 //! message is at v0 except RegisterConsumer, whose request has a v1
 //! ([`RegisterConsumerRequest::version`] picks the lowest version that carries its
-//! values; its decoder takes the version). The functions here dispatch on the API key,
+//! values; its decoder takes the version), and DescribeGroups, whose v1 answer carries
+//! more (the request and response carry the version they are sent at). The functions here dispatch on the API key,
 //! check the version and require the body to be consumed exactly.
 
 use bytes::{Bytes, BytesMut};
@@ -25,7 +26,8 @@ mod stop_fetcher;
 pub use commit_offset::{CommitOffsetRequest, CommitOffsetResponse, PartitionError, TopicErrors};
 pub use common::{PartitionOffset, TopicOffsets, TopicPartitions};
 pub use describe_groups::{
-    DescribeGroupsRequest, DescribeGroupsResponse, DescribedGroup, DescribedMember,
+    DescribeGroupsRequest, DescribeGroupsResponse, DescribedGroup, DescribedMember, PartitionLoad,
+    TopicLoads, DESCRIBE_GROUPS_MAX_VERSION,
 };
 pub use fetch_offsets::{
     FetchOffsetsRequest, FetchOffsetsResponse, FetchedOffset, TopicFetchedOffsets,
@@ -101,10 +103,12 @@ impl NativeRequest {
     }
 
     /// The version the request is encoded in: the lowest that carries its values (see
-    /// [`RegisterConsumerRequest::version`]); 0 for every other API.
+    /// [`RegisterConsumerRequest::version`]), the one a DescribeGroups request names
+    /// ([`DescribeGroupsRequest::version`]); 0 for every other API.
     pub fn version(&self) -> i16 {
         match self {
             NativeRequest::RegisterConsumer(m) => m.version(),
+            NativeRequest::DescribeGroups(m) => m.version,
             _ => 0,
         }
     }
@@ -156,8 +160,9 @@ impl NativeResponse {
     }
 
     /// Appends the body (without header) to `buf`; on error `buf` is unchanged. Every
-    /// response has the same fields in all versions of its API today (RegisterConsumer
-    /// v1 answers as v0), so one encoding serves every version.
+    /// response but DescribeGroups has the same fields in all versions of its API
+    /// (RegisterConsumer v1 answers as v0); a DescribeGroups answer is encoded at the
+    /// version it carries ([`DescribeGroupsResponse::version`]).
     pub fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
         match self {
             NativeResponse::RegisterConsumer(m) => m.encode(buf),
@@ -210,7 +215,7 @@ pub fn decode_request(
         ApiKey::FetchOffsets => NativeRequest::FetchOffsets(FetchOffsetsRequest::decode(buf)?),
         ApiKey::LeaveGroup => NativeRequest::LeaveGroup(LeaveGroupRequest::decode(buf)?),
         ApiKey::DescribeGroups => {
-            NativeRequest::DescribeGroups(DescribeGroupsRequest::decode(buf)?)
+            NativeRequest::DescribeGroups(DescribeGroupsRequest::decode(buf, version)?)
         }
     };
     finish(&body, request)
@@ -237,7 +242,7 @@ pub fn decode_response(
         ApiKey::FetchOffsets => NativeResponse::FetchOffsets(FetchOffsetsResponse::decode(buf)?),
         ApiKey::LeaveGroup => NativeResponse::LeaveGroup(LeaveGroupResponse::decode(buf)?),
         ApiKey::DescribeGroups => {
-            NativeResponse::DescribeGroups(DescribeGroupsResponse::decode(buf)?)
+            NativeResponse::DescribeGroups(DescribeGroupsResponse::decode(buf, version)?)
         }
     };
     finish(&body, response)

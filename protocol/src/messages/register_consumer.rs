@@ -285,7 +285,7 @@ impl MemberData {
         Ok(())
     }
 
-    fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+    pub(crate) fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
         write_nullable_string(buf, self.rack.as_deref(), "MemberData.rack")?;
         buf.put_i32(self.weight);
         write_array(
@@ -300,7 +300,7 @@ impl MemberData {
         )
     }
 
-    fn decode(buf: &mut Bytes) -> Result<Self, DecodeError> {
+    pub(crate) fn decode(buf: &mut Bytes) -> Result<Self, DecodeError> {
         Ok(MemberData {
             rack: read_nullable_string(buf, "MemberData.rack")?,
             weight: read_i32(buf, "MemberData.weight")?,

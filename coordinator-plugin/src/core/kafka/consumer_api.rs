@@ -123,6 +123,15 @@ impl Coordinator {
         self.cx.count_fallbacks(fallbacks);
     }
 
+    /// Re-runs the assignors of KIP-848 groups `ids` whose inputs drifted
+    /// ([`ConsumerGroups::rerun`]).
+    pub(crate) fn consumer_rerun(&mut self, ids: Vec<GroupId>) {
+        let (env, _) = consumer_env(&mut self.cx);
+        self.kafka.consumer.rerun(&mut self.groups, &env, ids);
+        let fallbacks = env.fallbacks.get();
+        self.cx.count_fallbacks(fallbacks);
+    }
+
     pub(super) fn on_consumer_heartbeat(
         &mut self,
         slot: SlotRef,

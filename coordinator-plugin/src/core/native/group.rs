@@ -26,6 +26,7 @@ use super::offsets::Commits;
 use crate::assignors::{build_input, validate_assignment, ContextParts, MemberView};
 use crate::config::RebalanceMode;
 use crate::io::{CoordinatorCounter, Event, FailureReason};
+use crate::seen_loads::TopicSeenLoads;
 use crate::subscription::SubscriptionSpec;
 use crate::types::{ConnId, ConsumerId, Generation, GroupId, TopicName, TopicPartition};
 use crate::wire;
@@ -247,6 +248,9 @@ pub(crate) struct NativeGroup {
     /// wait of the group's slot (docs/protocol.md §6.8). Consumers of the slot's
     /// previous coordinator may be delivering until then, so nothing may be started.
     pub hold_until: Option<u64>,
+    /// The produce rates and lag the last assignment's context carried, for
+    /// DescribeGroups v1 (empty before the first assignment).
+    pub last_loads: Vec<TopicSeenLoads>,
 }
 
 impl NativeGroup {
@@ -263,6 +267,7 @@ impl NativeGroup {
             stops_pending: BTreeSet::new(),
             commits: Commits::default(),
             hold_until,
+            last_loads: Vec::new(),
         }
     }
 
@@ -757,6 +762,7 @@ impl NativeGroup {
                 .iter()
                 .map(|(tp, ((offset, _), _))| (tp, *offset)),
         );
+        self.last_loads = context.seen_loads();
         let attempt = |env: &NativeEnv<'_>, name: &str| {
             let output = context
                 .lend(|context| env.assignors.assign_with_context(name, &input, context))

@@ -46,7 +46,8 @@ impl Coordinator {
     /// (cluster mode) NOT_COORDINATOR, and an id the coordinator has never seen
     /// GROUP_ID_NOT_FOUND, all with empty fields. Arrays longer than the protocol's
     /// caps are cut at the cap (with a warning in the log), so the answer always
-    /// encodes.
+    /// encodes. The answer is at the request's version: v1 carries each member's
+    /// rack, weight and labels and the partition loads of the last assignment.
     pub fn describe_groups(
         &self,
         request: &proto::DescribeGroupsRequest,
@@ -94,6 +95,9 @@ impl Coordinator {
                     .collect()
             }
         };
-        proto::DescribeGroupsResponse { groups }
+        proto::DescribeGroupsResponse {
+            groups,
+            version: request.version,
+        }
     }
 }

@@ -222,20 +222,39 @@ impl CoordinatorClient {
     }
 
     /// Describes `groups` (every group when `None`) with a native DescribeGroups
-    /// request on a connection of its own (docs/protocol.md §5.8).
+    /// request on a connection of its own (docs/protocol.md §5.8): at v1 (members'
+    /// rack, weight and labels, the partition loads of the last assignment), and at v0
+    /// when the coordinator refuses v1 (a coordinator built before it, which closes the
+    /// connection of a version it does not know); v0's answer reads as the defaults.
+    /// Errors: the driver stopped, or the coordinator refused both versions or answered
+    /// something undecodable.
     pub async fn describe_groups(
         &self,
         groups: Option<Vec<String>>,
     ) -> Result<Vec<drover_protocol::DescribedGroup>, DriverError> {
+        match self.describe_groups_at(groups.clone(), 1).await {
+            Err(DriverError::Refused(why)) => {
+                tracing::debug!(%why, "DescribeGroups v1 refused; asking at v0");
+                self.describe_groups_at(groups, 0).await
+            }
+            other => other,
+        }
+    }
+
+    async fn describe_groups_at(
+        &self,
+        groups: Option<Vec<String>>,
+        version: i16,
+    ) -> Result<Vec<drover_protocol::DescribedGroup>, DriverError> {
         use drover_protocol::{ApiKey, DescribeGroupsRequest, NativeRequest, NativeResponse};
-        let request = NativeRequest::DescribeGroups(DescribeGroupsRequest { groups });
+        let request = NativeRequest::DescribeGroups(DescribeGroupsRequest { groups, version });
         let mut frame = bytes::BytesMut::new();
         drover_protocol::encode_request_frame(&mut frame, 0, Some("drover-host"), &request)
             .map_err(|e| DriverError::Refused(e.to_string()))?;
         let answer = self
             .call(ApiKey::DescribeGroups.code(), frame.freeze().slice(4..))
             .await?;
-        match drover_protocol::decode_response_frame(answer, ApiKey::DescribeGroups, 0) {
+        match drover_protocol::decode_response_frame(answer, ApiKey::DescribeGroups, version) {
             Ok((_, NativeResponse::DescribeGroups(r))) => Ok(r.groups),
             Ok((_, other)) => Err(DriverError::Refused(format!(
                 "the coordinator answered {:?}",

@@ -105,6 +105,12 @@ pub(crate) struct ConsumerGroup {
     pub(super) assignor: String,
     /// After an assignor failure: when to try again.
     pub(super) retry_at: Option<u64>,
+    /// The group's committed offsets as the coordinator saw them written (its OffsetCommit
+    /// batches the store accepted since the coordinator started), laid over the
+    /// assignor's context as native groups' are. At most one entry per partition of an
+    /// existing topic (commits are validated against the topics; a lost topic's are
+    /// dropped). Empty after a restart until the group commits again.
+    pub(super) committed: BTreeMap<TopicPartition, i64>,
 }
 
 impl ConsumerGroup {
@@ -120,7 +126,39 @@ impl ConsumerGroup {
             metadata: BTreeMap::new(),
             assignor,
             retry_at: None,
+            committed: BTreeMap::new(),
         }
+    }
+
+    /// The group's id.
+    pub(crate) fn id(&self) -> &GroupId {
+        &self.id
+    }
+
+    /// The assignor of the group's last target assignment (the one a drift re-run
+    /// would run again; `rerun_on_drift_ms` is keyed by it).
+    pub(crate) fn assignor_name(&self) -> &str {
+        &self.assignor
+    }
+
+    /// Notes offsets of this group the store accepted (`offset` ≥ 0: the next record to
+    /// consume), for the assignor's context.
+    pub(crate) fn note_committed<'a>(
+        &mut self,
+        offsets: impl IntoIterator<Item = (&'a TopicPartition, i64)>,
+    ) {
+        for (tp, offset) in offsets {
+            if offset >= 0 {
+                self.committed.insert(tp.clone(), offset);
+            } else {
+                self.committed.remove(tp);
+            }
+        }
+    }
+
+    /// Drops the committed offsets of topics that are gone.
+    pub(crate) fn forget_committed(&mut self, lost: &std::collections::BTreeSet<TopicName>) {
+        self.committed.retain(|tp, _| !lost.contains(&tp.topic));
     }
 
     pub(super) fn state(&self) -> GroupState {

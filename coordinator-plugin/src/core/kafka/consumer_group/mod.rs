@@ -244,6 +244,34 @@ impl ConsumerGroups {
         }
     }
 
+    /// Re-runs the assignor of groups `ids` because its inputs drifted (issue 16 item
+    /// 3, `rerun_on_drift_ms`): as a subscription change would, each group with
+    /// members gets a new group epoch and a new target, which its members reconcile
+    /// with the usual revoke-then-assign (a partition moves only once its owner has
+    /// revoked it), so no partition is owned by two members at once. Unknown or empty
+    /// groups are skipped. Returns the groups re-run.
+    pub(crate) fn rerun(
+        &mut self,
+        groups: &mut Groups,
+        env: &Env<'_>,
+        ids: impl IntoIterator<Item = GroupId>,
+    ) -> Vec<GroupId> {
+        let mut out = Vec::new();
+        for id in ids {
+            let Some(g) = groups.consumer_mut(&id) else {
+                continue;
+            };
+            if g.members.is_empty() {
+                continue;
+            }
+            g.epoch = g.epoch.saturating_add(1);
+            tracing::debug!(group = %g.id, epoch = g.epoch, "assignor inputs drifted: new target");
+            g.compute_target(env);
+            out.push(id);
+        }
+        out
+    }
+
     /// Members whose timers ([`TimerKey::ConsumerMember`]) fired, in the order they
     /// fired: removes each one past its session deadline (no heartbeat, or a static
     /// member that did not come back) or its rebalance deadline (partitions not

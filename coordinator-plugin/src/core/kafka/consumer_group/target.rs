@@ -107,9 +107,14 @@ impl ConsumerGroup {
             })
             .collect();
         let input = build_input(self.id.as_str(), &views, env.topics);
-        // KIP-848 members carry no labels, and the engine keeps no committed offsets
-        // (they live in the offset store): the context has the host's partition data.
-        let context = ContextParts::build(&views, env.topics, env.partition_stats, []);
+        // KIP-848 members carry no labels; the group's committed offsets are those the
+        // coordinator saw written (`committed`), laid over the host's partition data.
+        let context = ContextParts::build(
+            &views,
+            env.topics,
+            env.partition_stats,
+            self.committed.iter().map(|(tp, offset)| (tp, *offset)),
+        );
         let output = context
             .lend(|context| env.assignors.assign_with_context(name, &input, context))
             .map_err(|e| e.to_string())?;
