@@ -150,7 +150,10 @@ pub struct CoordinatorConfig {
     /// Default 3000; 0 starts at once.
     pub initial_rebalance_delay_ms: u64,
     /// Classic Kafka groups: the initial rebalance delay ends once no JoinGroup came
-    /// for this long, in ms. Kafka's rule stays otherwise: the delay runs
+    /// for a quiet window, in ms: from the second new member on, twice the spacing of
+    /// the latest two new members, at least this and at most
+    /// `initial_rebalance_delay_ms` (the native debounce's stream rule; a lone first
+    /// member waits the whole delay). Kafka's rule stays otherwise: the delay runs
     /// `initial_rebalance_delay_ms`, again while new members keep joining, up to the
     /// members' largest rebalance timeout in all; this quiet time only ends it earlier.
     /// Kafka has no such setting (set it to `initial_rebalance_delay_ms` or above for
