@@ -44,8 +44,11 @@ pub(super) fn limits(config: &LogConfig) -> ProducerLimits {
 
 /// The producer state of the log in `dir` whose segments are `segments` (loaded and
 /// recovered), as of its end: the newest usable snapshot plus the batches after it.
-/// Producers rebuilt from batch headers count as written at `now_ms`, since the log
-/// does not record when a batch was appended.
+/// A producer rebuilt from a batch header counts as written at the batch's max
+/// timestamp clamped to `now_ms` (ms since the Unix epoch; a timestamp in the future
+/// counts as now), as Kafka's `ProducerStateManager` keeps each producer's last
+/// timestamp from its batches: producers that wrote long ago stay older than those that
+/// wrote last, so eviction at the cap after a crash still picks the one idle longest.
 ///
 /// The transactions aborted by the markers replayed come back too, for the
 /// aborted-transactions index (which a crash may have left without them).
@@ -148,7 +151,11 @@ fn replay(
                 } else {
                     None
                 };
-                states.record(&header, header.base_offset, now_ms);
+                states.record(
+                    &header,
+                    header.base_offset,
+                    header.max_timestamp.min(now_ms),
+                );
                 if let Some(first_offset) = abort_of {
                     aborted.push(AbortedTxn {
                         producer_id: header.producer_id,
