@@ -11,7 +11,9 @@
 //! same rebuild; producers whose last batch is older are unknown afterwards, which a
 //! Kafka 4.x producer survives (an unknown producer's batch is accepted). A snapshot
 //! holding more producers than `max_producer_ids_per_partition` (written before the cap
-//! was lowered) is loaded, and the producers idle longest are evicted down to the cap.
+//! was lowered) is loaded, and the producers idle longest are evicted down to the cap;
+//! they are counted in `drover_producer_ids_evicted_total` with the partition's next
+//! append (reported in its `AppendInfo::producers_evicted`).
 
 use std::path::Path;
 
@@ -211,6 +213,8 @@ impl PartitionLog {
             crate::clock::now_ms(),
         )?;
         self.producers = states;
+        // The new table counts its evictions from 0; all of them are still to report.
+        self.producers_evicted_reported = 0;
         self.merge_aborted(aborted)
     }
 

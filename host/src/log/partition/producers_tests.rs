@@ -182,3 +182,29 @@ fn after_a_crash_eviction_forgets_the_producer_that_wrote_longest_ago() {
     assert_eq!((dup.base_offset, dup.duplicate), (5, true));
     assert_eq!(log.log_end_offset(), end);
 }
+
+/// Issue 17 review, item 3: the producers evicted while loading a snapshot under a
+/// lowered cap are reported with the partition's next append, so the Produce handler
+/// counts them in `drover_producer_ids_evicted_total` like any other eviction.
+#[test]
+fn evictions_at_load_are_reported_with_the_next_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+    let now = crate::clock::now_ms();
+    for id in 0..10 {
+        log.append(&idempotent(id, 0, 0, 1), now + id).unwrap();
+    }
+    log.close().unwrap();
+    drop(log);
+    let lowered = LogConfig {
+        max_producer_ids_per_partition: 3,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), &lowered).unwrap();
+    assert_eq!(log.producer_states().len(), 3);
+    // Seven forgotten at load, one more for the new producer.
+    let new = log.append(&idempotent(42, 0, 0, 1), now + 20).unwrap();
+    assert_eq!(new.producers_evicted, 8);
+    let next = log.append(&idempotent(43, 0, 0, 1), now + 21).unwrap();
+    assert_eq!(next.producers_evicted, 1);
+}
