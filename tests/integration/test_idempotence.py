@@ -195,6 +195,40 @@ def test_a_lowered_cap_keeps_the_snapshot_and_its_active_producers(broker_factor
         assert (dup["error"], dup["base_offset"]) == (NONE, offsets[-4])
         assert end_offset(broker, topic) == end
     assert metric(broker, "drover_producer_ids") == 4
+    # The 8 forgotten at load are counted (with the partition's first append).
+    assert metric(broker, "drover_producer_ids_evicted_total") == 12 - 4
+
+
+def test_after_a_kill9_the_cap_evicts_the_producer_that_wrote_longest_ago(broker_factory):
+    """A long-lived producer L (the lowest id) writes, newer producers fill the table
+    (L is evicted), L writes again, one more producer comes; after a kill -9 the state
+    is rebuilt from the log at max_producer_ids_per_partition, and L's retry of its last
+    batch is still a duplicate. Before, replay stamped every batch with the restart time
+    and eviction broke the tie by the lowest id: L went, and its retry was written twice
+    (issue 17 review, item 1)."""
+    cap = 4
+    broker = broker_factory(f"[log]\nmax_producer_ids_per_partition = {cap}\n")
+    topic = unique_topic("idem-kill9-cap")
+    ck_create_topic(broker, topic, 1)
+    with RawConn(broker) as c:
+        _, long_lived, epoch = init_producer_id(c)
+        others = [init_producer_id(c)[1] for _ in range(cap + 1)]
+        assert all(pid > long_lived for pid in others)
+        r = produce_v8(c, topic, idem_batch(long_lived, epoch, 0, 1, b"L0"))
+        assert (r["error"], r["base_offset"]) == (NONE, 0)
+        for pid in others[:cap]:
+            assert produce_v8(c, topic, idem_batch(pid, 0, 0, 1, b"o"))["error"] == NONE
+        last = produce_v8(c, topic, idem_batch(long_lived, epoch, 1, 1, b"L1"))
+        assert (last["error"], last["base_offset"]) == (NONE, cap + 1)
+        assert produce_v8(c, topic, idem_batch(others[cap], 0, 0, 1, b"o"))["error"] == NONE
+    broker.kill9()
+    broker.start()
+    end = end_offset(broker, topic)
+    assert end == cap + 3
+    with RawConn(broker) as c:
+        retry = produce_v8(c, topic, idem_batch(long_lived, epoch, 1, 1, b"L1"))
+        assert (retry["error"], retry["base_offset"]) == (NONE, cap + 1)
+    assert end_offset(broker, topic) == end
 
 
 def test_a_damaged_producer_id_block_file_stops_startup(broker_factory):

@@ -65,7 +65,9 @@ pub struct AppendInfo {
     /// and the offsets are the original batch's.
     pub duplicate: bool,
     /// Producers the partition forgot to make room for this batch's new producer id
-    /// (`[log] max_producer_ids_per_partition` reached; 0 or 1 for a client's batch).
+    /// (`[log] max_producer_ids_per_partition` reached; 0 or 1 for a client's batch),
+    /// plus, on the first append after the log was opened or its producer state
+    /// reloaded, those evicted then (a snapshot written under a higher cap).
     pub producers_evicted: u64,
 }
 
@@ -202,6 +204,10 @@ pub struct PartitionLog {
     start_offset: i64,
     /// Idempotent producers' state ([`super::producer_state`]).
     producers: ProducerStates,
+    /// How many of [`ProducerStates::evicted`] an [`AppendInfo`] has reported: the
+    /// producers evicted while loading a snapshot under a lowered cap (or replaying
+    /// the log) are reported with the next append, so the Produce handler counts them.
+    producers_evicted_reported: u64,
     /// Aborted transactions of every segment, by marker offset (the `.txnindex` files,
     /// [`super::txn_index`]).
     aborted: Vec<super::AbortedTxn>,
@@ -291,6 +297,7 @@ impl PartitionLog {
             flushed_offset: 0,
             start_offset: 0,
             producers: ProducerStates::new(producers::limits(config)),
+            producers_evicted_reported: 0,
             aborted: Vec::new(),
         };
         // A tail cut by recovery may end below the checkpoint: the log then starts at
@@ -384,7 +391,6 @@ impl PartitionLog {
         if offsets > i64::from(u32::MAX) {
             return Err(LogError::TooManyOffsets { offsets });
         }
-        let evicted_before = self.producers.evicted();
         if let Some(original) = self.check_producers(&headers, now_ms)? {
             return Ok(AppendInfo {
                 base_offset: original.first_offset,
@@ -392,7 +398,7 @@ impl PartitionLog {
                 log_append_time_ms: NO_TIMESTAMP,
                 log_start_offset: self.log_start_offset(),
                 duplicate: true,
-                producers_evicted: 0,
+                producers_evicted: self.take_producers_evicted(),
             });
         }
         let (base_offset, next) = self.write_checked(records, headers, offsets, now_ms)?;
@@ -402,8 +408,17 @@ impl PartitionLog {
             log_append_time_ms: NO_TIMESTAMP,
             log_start_offset: self.log_start_offset(),
             duplicate: false,
-            producers_evicted: self.producers.evicted() - evicted_before,
+            producers_evicted: self.take_producers_evicted(),
         })
+    }
+
+    /// The producers evicted since the last [`AppendInfo`] reported any (at most one
+    /// per new producer id in a client's batch, plus those evicted at load).
+    fn take_producers_evicted(&mut self) -> u64 {
+        let evicted = self.producers.evicted();
+        let new = evicted.saturating_sub(self.producers_evicted_reported);
+        self.producers_evicted_reported = evicted;
+        new
     }
 
     /// Writes `records` (batches `headers`, checked, `offsets` offsets in all) at the

@@ -11,7 +11,9 @@
 //! same rebuild; producers whose last batch is older are unknown afterwards, which a
 //! Kafka 4.x producer survives (an unknown producer's batch is accepted). A snapshot
 //! holding more producers than `max_producer_ids_per_partition` (written before the cap
-//! was lowered) is loaded, and the producers idle longest are evicted down to the cap.
+//! was lowered) is loaded, and the producers idle longest are evicted down to the cap;
+//! they are counted in `drover_producer_ids_evicted_total` with the partition's next
+//! append (reported in its `AppendInfo::producers_evicted`).
 
 use std::path::Path;
 
@@ -44,8 +46,11 @@ pub(super) fn limits(config: &LogConfig) -> ProducerLimits {
 
 /// The producer state of the log in `dir` whose segments are `segments` (loaded and
 /// recovered), as of its end: the newest usable snapshot plus the batches after it.
-/// Producers rebuilt from batch headers count as written at `now_ms`, since the log
-/// does not record when a batch was appended.
+/// A producer rebuilt from a batch header counts as written at the batch's max
+/// timestamp clamped to `now_ms` (ms since the Unix epoch; a timestamp in the future
+/// counts as now), as Kafka's `ProducerStateManager` keeps each producer's last
+/// timestamp from its batches: producers that wrote long ago stay older than those that
+/// wrote last, so eviction at the cap after a crash still picks the one idle longest.
 ///
 /// The transactions aborted by the markers replayed come back too, for the
 /// aborted-transactions index (which a crash may have left without them).
@@ -148,7 +153,11 @@ fn replay(
                 } else {
                     None
                 };
-                states.record(&header, header.base_offset, now_ms);
+                states.record(
+                    &header,
+                    header.base_offset,
+                    header.max_timestamp.min(now_ms),
+                );
                 if let Some(first_offset) = abort_of {
                     aborted.push(AbortedTxn {
                         producer_id: header.producer_id,
@@ -204,6 +213,8 @@ impl PartitionLog {
             crate::clock::now_ms(),
         )?;
         self.producers = states;
+        // The new table counts its evictions from 0; all of them are still to report.
+        self.producers_evicted_reported = 0;
         self.merge_aborted(aborted)
     }
 

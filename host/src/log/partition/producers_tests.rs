@@ -151,3 +151,60 @@ fn a_snapshot_over_a_lowered_cap_is_loaded_and_trimmed_oldest_idle_first() {
     assert_eq!(log.producer_states().len(), 3);
     assert!(log.producer_states().get(7, now + 21).is_none());
 }
+
+/// Issue 17 review, item 1: after a crash, the producers rebuilt from the log keep the
+/// order in which they wrote, so eviction at the cap still forgets the one that wrote
+/// longest ago, not the lowest producer id (the oldest long-lived producer, which
+/// wrote last here).
+#[test]
+fn after_a_crash_eviction_forgets_the_producer_that_wrote_longest_ago() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        max_producer_ids_per_partition: 4,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), &config).unwrap();
+    // Long-lived producer 0, then 4 newer ones (0 is evicted by the last of them).
+    append(&mut log, &idempotent(0, 0, 0, 1)).unwrap();
+    for id in 1..=4 {
+        append(&mut log, &idempotent(id, 0, 0, 1)).unwrap();
+    }
+    let retried = append(&mut log, &idempotent(0, 0, 1, 1)).unwrap();
+    assert_eq!((retried.base_offset, retried.duplicate), (5, false));
+    append(&mut log, &idempotent(5, 0, 0, 1)).unwrap();
+    drop(log); // kill -9: no snapshot past the start
+    let mut log = PartitionLog::open(dir.path(), &config).unwrap();
+    let end = log.log_end_offset();
+    let mut kept: Vec<i64> = log.producer_states().entries().map(|(id, _)| *id).collect();
+    kept.sort_unstable();
+    assert_eq!(kept, [0, 3, 4, 5]);
+    let dup = append(&mut log, &idempotent(0, 0, 1, 1)).unwrap();
+    assert_eq!((dup.base_offset, dup.duplicate), (5, true));
+    assert_eq!(log.log_end_offset(), end);
+}
+
+/// Issue 17 review, item 3: the producers evicted while loading a snapshot under a
+/// lowered cap are reported with the partition's next append, so the Produce handler
+/// counts them in `drover_producer_ids_evicted_total` like any other eviction.
+#[test]
+fn evictions_at_load_are_reported_with_the_next_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+    let now = crate::clock::now_ms();
+    for id in 0..10 {
+        log.append(&idempotent(id, 0, 0, 1), now + id).unwrap();
+    }
+    log.close().unwrap();
+    drop(log);
+    let lowered = LogConfig {
+        max_producer_ids_per_partition: 3,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), &lowered).unwrap();
+    assert_eq!(log.producer_states().len(), 3);
+    // Seven forgotten at load, one more for the new producer.
+    let new = log.append(&idempotent(42, 0, 0, 1), now + 20).unwrap();
+    assert_eq!(new.producers_evicted, 8);
+    let next = log.append(&idempotent(43, 0, 0, 1), now + 21).unwrap();
+    assert_eq!(next.producers_evicted, 1);
+}

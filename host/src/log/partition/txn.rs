@@ -63,11 +63,15 @@ impl PartitionLog {
 
     /// The last stable offset (Kafka's `lastStableOffset`): the first offset of the
     /// earliest transaction still ongoing in this partition, else the log end offset.
-    /// read_committed consumers read below it.
+    /// read_committed consumers read below it. Never below the log start offset: after
+    /// DeleteRecords past an ongoing transaction's first offset, the offsets below the
+    /// start are gone, and Kafka's `UnifiedLog.maybeIncrementFirstUnstableOffset`
+    /// clamps the first unstable offset to the log start offset.
     pub fn last_stable_offset(&self) -> i64 {
-        self.producers
-            .first_unstable_offset()
-            .unwrap_or_else(|| self.log_end_offset())
+        self.producers.first_unstable_offset().map_or_else(
+            || self.log_end_offset(),
+            |first| first.max(self.log_start_offset()),
+        )
     }
 
     /// The aborted transactions that overlap offsets `from .. to` (Kafka's

@@ -273,3 +273,23 @@ fn index_files(dir: &std::path::Path) -> Vec<(i64, std::path::PathBuf)> {
     out.sort();
     out
 }
+
+/// Issue 17 review, item 4: DeleteRecords past an ongoing transaction's first offset
+/// leaves the last stable offset at the new log start offset, never below it (Kafka's
+/// `UnifiedLog.maybeIncrementFirstUnstableOffset` clamps the first unstable offset to
+/// the log start offset).
+#[test]
+fn the_last_stable_offset_never_falls_below_the_log_start_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+    log.append(&data(1, 0, 2, true), now()).unwrap(); // 0..=1, txn of 1
+    log.append(&data(2, 0, 3, false), now()).unwrap(); // 2..=4
+    log.append(&data(1, 2, 1, true), now()).unwrap(); // 5, txn of 1 goes on
+    assert_eq!(log.last_stable_offset(), 0);
+    assert_eq!(log.delete_records(4).unwrap(), 4);
+    assert_eq!(log.last_stable_offset(), 4);
+    // Once the transaction ends, the LSO is the log end again.
+    log.append_txn_marker(&marker(1, 0, TxnResult::Commit), now())
+        .unwrap();
+    assert_eq!(log.last_stable_offset(), log.log_end_offset());
+}

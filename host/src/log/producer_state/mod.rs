@@ -189,8 +189,8 @@ impl ProducerStates {
         self.evicted
     }
 
-    /// Evicts the producers idle longest (oldest `last_write_ms`, then lowest id) until
-    /// at most `max` remain. One pass over the table per call: O(n log n) when many go
+    /// Evicts the producers idle longest until at most `max` remain, in the order of
+    /// [`idle_order`]: oldest last write, then oldest last offset, then lowest id. One pass over the table per call: O(n log n) when many go
     /// (a lowered cap), O(n) for the one a new producer needs.
     fn evict_down_to(&mut self, max: usize) {
         let excess = self.producers.len().saturating_sub(max);
@@ -202,22 +202,22 @@ impl ProducerStates {
                 .producers
                 .iter()
                 .filter(|(_, e)| e.txn_first_offset.is_none())
-                .min_by_key(|(id, e)| (e.last_write_ms, **id))
+                .min_by_key(|(id, e)| idle_order(**id, e))
                 .map(|(id, _)| *id)
             {
                 self.producers.remove(&id);
                 self.evicted += 1;
             }
         } else {
-            let mut idle: Vec<(i64, i64)> = self
+            let mut idle: Vec<(i64, i64, i64)> = self
                 .producers
                 .iter()
                 .filter(|(_, e)| e.txn_first_offset.is_none())
-                .map(|(id, e)| (e.last_write_ms, *id))
+                .map(|(id, e)| idle_order(*id, e))
                 .collect();
             idle.sort_unstable();
             let excess = excess.min(idle.len());
-            for (_, id) in &idle[..excess] {
+            for (_, _, id) in &idle[..excess] {
                 self.producers.remove(id);
             }
             self.evicted += excess as u64;
@@ -379,6 +379,21 @@ impl ProducerStates {
             self.sweep(now_ms);
         }
     }
+}
+
+/// The order in which producers are evicted at the cap, first first: `(last write in
+/// ms, last offset, producer id)`. The last write alone ties whenever many producers
+/// share a millisecond, and after a crash every producer rebuilt from the log carries
+/// its batch's timestamp, equal for a burst; the last offset then sends the producer
+/// that wrote longest ago in the log first. Producer ids rise with age, so the lowest
+/// id would be the oldest long-lived producer, often the one that wrote last. A
+/// producer without a batch (none is kept) sorts before any with one.
+fn idle_order(producer_id: i64, entry: &ProducerEntry) -> (i64, i64, i64) {
+    (
+        entry.last_write_ms,
+        entry.last_offset().unwrap_or(i64::MIN),
+        producer_id,
+    )
 }
 
 #[cfg(test)]
