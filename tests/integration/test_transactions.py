@@ -238,3 +238,41 @@ def ck_watermarks_of(broker, topic: str, partitions: int) -> dict[int, tuple[int
     from drover_testlib import ck_watermarks
 
     return ck_watermarks(broker, topic, range(partitions))
+
+
+
+def test_abort_right_after_produce_without_flush_200_rounds(broker):
+    """abort_transaction() right after produce() (no flush: the client purges what it
+    has not sent) in 200 rounds of random commit/abort, with short random pauses before
+    the outcome: an abort just after a commit can find its AddPartitionsToTxn refused
+    CONCURRENT_TRANSACTIONS (the commit still completing) and its EndTxn(abort) then
+    meeting the completed commit. No round fails, and a read_committed consumer reads
+    exactly the committed records.
+
+    Before the fix that EndTxn was answered INVALID_TXN_STATE, a fatal error for
+    librdkafka (librdkafka#4849)."""
+    import random
+    import time
+
+    topic = unique_topic("txn-abort-now")
+    ck_create_topic(broker, topic, 3)
+    p = txn_producer(broker, "abort-now", **{"linger.ms": 0})
+    p.init_transactions(30)
+    rng = random.Random(4849)
+    pauses = [0, 0.001, 0.002, 0.003, 0.005, 0.008, 0.013]
+    committed: list[bytes] = []
+    for i in range(200):
+        p.begin_transaction()
+        values = [b"%d-%d" % (i, j) for j in range(rng.randint(1, 4))]
+        parts = rng.sample(range(3), rng.randint(1, 3))
+        for j, value in enumerate(values):
+            p.produce(topic, value, partition=parts[j % len(parts)])
+        time.sleep(rng.choice(pauses))
+        if rng.random() < 0.5:
+            p.commit_transaction(30)
+            committed += values
+        else:
+            p.abort_transaction(30)
+    wait_states(broker, {"abort-now": {"CompleteAbort", "CompleteCommit"}})
+    assert sorted(consume_all(broker, topic, 3, "read_committed")) == sorted(committed)
+    broker.assert_alive()

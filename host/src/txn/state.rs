@@ -392,11 +392,13 @@ impl Transactions {
     }
 
     /// EndTxn: `committed` true commits, false aborts the caller's open transaction.
-    /// `None`: a retry of the call that completed it (nothing to write, answer success).
+    /// `None`: a retry of the call that completed it, or an abort after a completed
+    /// commit with no transaction opened since (nothing to write, answer success).
     ///
     /// Errors: [`TxnError::UnknownMapping`], [`TxnError::Fenced`],
     /// [`TxnError::Concurrent`] (the same outcome being completed),
-    /// [`TxnError::InvalidState`] (no transaction open, or the other outcome).
+    /// [`TxnError::InvalidState`] (no transaction open, or the other outcome; but an
+    /// abort in CompleteCommit is `None`).
     pub fn end_txn(
         &self,
         now_ms: i64,
@@ -422,7 +424,20 @@ impl Transactions {
                 Ok(Some(next))
             }
             (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Ok(None),
-            (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+            // An abort of a transaction that never opened here: the client's
+            // AddPartitionsToTxn was refused `CONCURRENT_TRANSACTIONS` while the previous
+            // transaction was still PrepareCommit, and the application aborted before the
+            // client retried it (librdkafka purges the retry and still sends EndTxn, its
+            // request count having counted the refused request). Nothing of this
+            // transaction is in any log (KIP-890 verification refuses a Produce to a
+            // partition not added), so there is nothing to abort: success, nothing
+            // written. Kafka answers INVALID_TXN_STATE here, which librdkafka treats as
+            // fatal (librdkafka#4849); this answer is Drover's deviation.
+            (TxnState::CompleteCommit, false) => Ok(None),
+            // PrepareCommit and an abort: the same race as the CompleteCommit case below,
+            // the EndTxn arriving before the commit completed. Retriable: once the commit
+            // completes, the retried abort finds CompleteCommit.
+            (TxnState::PrepareCommit, _) | (TxnState::PrepareAbort, false) => {
                 Err(TxnError::Concurrent)
             }
             _ => Err(TxnError::InvalidState),

@@ -246,16 +246,17 @@ fn end_txn_follows_kafkas_state_rules() {
     assert_eq!(prepared.state, TxnState::PrepareCommit);
     txns.apply(prepared);
     assert_eq!(txns.end_txn(4, &c, true), Err(TxnError::Concurrent));
-    assert_eq!(txns.end_txn(4, &c, false), Err(TxnError::InvalidState));
+    assert_eq!(txns.end_txn(4, &c, false), Err(TxnError::Concurrent));
     assert_eq!(
         txns.add_partitions(4, &c, &[tp("t", 1)]),
         Err(TxnError::Concurrent)
     );
     let change = txns.complete(5, &id("a"));
     apply(&mut txns, change);
-    // A retried commit succeeds without a change; an abort now is invalid.
+    // A retried commit succeeds without a change; so does an abort of a transaction
+    // that never opened (see `abort_right_after_a_commit_...`).
     assert_eq!(txns.end_txn(6, &c, true), Ok(None));
-    assert_eq!(txns.end_txn(6, &c, false), Err(TxnError::InvalidState));
+    assert_eq!(txns.end_txn(6, &c, false), Ok(None));
     // The next transaction starts afresh.
     let next = txns.add_partitions(7, &c, &[tp("u", 0)]).unwrap().unwrap();
     assert_eq!(next.partitions.len(), 1);
@@ -330,4 +331,52 @@ fn timeouts_abort_with_a_bumped_epoch_and_idle_ids_expire() {
     txns.remove(&id("b"));
     assert!(txns.by_producer_id(101).is_none());
     assert_eq!(txns.preparing(), vec![id("a")]);
+}
+
+/// librdkafka's abort_transaction() right after produce(), just after a commit: its
+/// AddPartitionsToTxn is refused CONCURRENT_TRANSACTIONS while the commit is
+/// PrepareCommit, the abort purges the retry, and EndTxn(abort) arrives once the commit
+/// is CompleteCommit. Before the fix this was INVALID_TXN_STATE (fatal in the client).
+#[test]
+fn abort_right_after_a_commit_whose_add_partitions_was_refused_succeeds_writing_nothing() {
+    let mut txns = Transactions::new(LIMITS);
+    let p = init(&mut txns, "a", 1, 100);
+    let c = caller("a", p);
+    let change = txns.add_partitions(2, &c, &[tp("t", 0)]).unwrap();
+    apply(&mut txns, change);
+    let change = txns.end_txn(3, &c, true).unwrap();
+    apply(&mut txns, change);
+    // The next transaction's AddPartitionsToTxn while the commit completes.
+    assert_eq!(
+        txns.add_partitions(4, &c, &[tp("t", 1)]),
+        Err(TxnError::Concurrent)
+    );
+    // An abort before the commit completed: retriable.
+    assert_eq!(txns.end_txn(4, &c, false), Err(TxnError::Concurrent));
+    let change = txns.complete(5, &id("a"));
+    apply(&mut txns, change);
+    // The abort: success, nothing to write, the commit stays committed.
+    assert_eq!(txns.end_txn(6, &c, false), Ok(None));
+    let meta = txns.get(&id("a")).unwrap();
+    assert_eq!(meta.state, TxnState::CompleteCommit);
+    assert!(meta.partitions.is_empty());
+    // Produce verification still refuses the never-added partition.
+    assert_eq!(
+        txns.verify_partition(p, &tp("t", 1)),
+        Err(TxnError::InvalidState)
+    );
+    // A fenced or unknown producer is still refused.
+    let old = ProducerIdEpoch {
+        id: p.id,
+        epoch: p.epoch - 1,
+    };
+    if p.epoch > 0 {
+        assert_eq!(
+            txns.end_txn(6, &caller("a", old), false),
+            Err(TxnError::Fenced)
+        );
+    }
+    // The next transaction opens normally.
+    let next = txns.add_partitions(7, &c, &[tp("t", 2)]).unwrap().unwrap();
+    assert_eq!(next.state, TxnState::Ongoing);
 }
