@@ -151,6 +151,27 @@ fn s(v: impl Into<String>) -> StrBytes {
 }
 
 impl Coordinator {
+    /// The error of one partition of an OffsetCommit or a TxnOffsetCommit, as Kafka's
+    /// `OffsetMetadataManager` decides it: the group's verdict `check` on the whole
+    /// request first, then UNKNOWN_TOPIC_OR_PARTITION for a partition the broker does
+    /// not have, then OFFSET_METADATA_TOO_LARGE for metadata longer than
+    /// `max_metadata_bytes` (Kafka's `offset.metadata.max.bytes`); `None` accepts it.
+    pub(super) fn partition_commit_error(
+        &self,
+        check: Result<(), ResponseError>,
+        tp: &TopicPartition,
+        metadata: Option<&str>,
+    ) -> Option<ResponseError> {
+        match check {
+            Err(e) => Some(e),
+            Ok(()) if !self.cx.exists(tp) => Some(ResponseError::UnknownTopicOrPartition),
+            Ok(()) if metadata.is_some_and(|m| m.len() > self.cx.config.max_metadata_bytes) => {
+                Some(ResponseError::OffsetMetadataTooLarge)
+            }
+            Ok(()) => None,
+        }
+    }
+
     pub(super) fn on_offset_commit(
         &mut self,
         slot: SlotRef,
@@ -171,7 +192,6 @@ impl Coordinator {
                 },
             )
             .map(|_| ());
-        let max_metadata = self.cx.config.max_metadata_bytes;
         let gid = GroupId::new(&group);
         let mut response = OffsetCommitResponse::default();
         let mut accepted = Vec::new();
@@ -186,14 +206,7 @@ impl Coordinator {
                     partition: p.partition_index,
                 };
                 let metadata = p.committed_metadata.as_ref().map(|m| m.to_string());
-                let code = match &check {
-                    Err(e) => Some(*e),
-                    Ok(()) if !self.cx.exists(&tp) => Some(ResponseError::UnknownTopicOrPartition),
-                    Ok(()) if metadata.as_ref().is_some_and(|m| m.len() > max_metadata) => {
-                        Some(ResponseError::OffsetMetadataTooLarge)
-                    }
-                    Ok(()) => None,
-                };
+                let code = self.partition_commit_error(check, &tp, metadata.as_deref());
                 if code.is_none() {
                     accepted.push((ti, pi));
                     records.push(OffsetEntry {

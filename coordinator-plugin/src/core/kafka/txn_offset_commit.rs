@@ -71,7 +71,6 @@ impl Coordinator {
             )
             .map(|_| ())
             .and_then(|()| self.groups.txn.check_producer(&group, producer));
-        let max_metadata = self.cx.config.max_metadata_bytes;
         let gid = GroupId::new(&group);
         let mut response = TxnOffsetCommitResponse::default();
         let mut accepted = Vec::new();
@@ -86,14 +85,7 @@ impl Coordinator {
                     partition: p.partition_index,
                 };
                 let metadata = p.committed_metadata.as_ref().map(|m| m.to_string());
-                let code = match &check {
-                    Err(e) => Some(*e),
-                    Ok(()) if !self.cx.exists(&tp) => Some(ResponseError::UnknownTopicOrPartition),
-                    Ok(()) if metadata.as_ref().is_some_and(|m| m.len() > max_metadata) => {
-                        Some(ResponseError::OffsetMetadataTooLarge)
-                    }
-                    Ok(()) => None,
-                };
+                let code = self.partition_commit_error(check, &tp, metadata.as_deref());
                 if code.is_none() {
                     accepted.push((ti, pi));
                     offsets.push(OffsetEntry {
