@@ -26,8 +26,9 @@ fn coordinator() -> Coordinator {
         ..CoordinatorConfig::default()
     };
     let mut c = Coordinator::new(config, AssignorSet::new()).expect("valid config");
-    let topics: BTreeMap<TopicName, u32> =
-        [(TopicName::new("t"), 4), (TopicName::new("u"), 2)].into_iter().collect();
+    let topics: BTreeMap<TopicName, u32> = [(TopicName::new("t"), 4), (TopicName::new("u"), 2)]
+        .into_iter()
+        .collect();
     let ids = topics
         .keys()
         .enumerate()
@@ -101,7 +102,12 @@ fuzz_target!(|data: &[u8]| {
                     Output::DeleteOffsets { op, .. } => {
                         inputs.push(Input::OffsetsDeleted { op, result: Ok(0) })
                     }
-                    Output::Event(_) | Output::Metric { .. } => {}
+                    Output::StageTxnOffsets { op, .. } => {
+                        inputs.push(Input::TxnOffsetsStaged { op, result: Ok(()) })
+                    }
+                    Output::Event(_)
+                    | Output::Metric { .. }
+                    | Output::TxnCompletionApplied { .. } => {}
                 }
             }
         }
