@@ -93,7 +93,7 @@ impl Consumer {
                 .iter()
                 .map(|(t, n)| (t.clone(), (*n).min(i32::MAX as usize) as i32)),
         );
-        let (consumer, mut streams) = Consumer::start(
+        let (consumer, streams) = Consumer::start(
             config,
             cluster,
             subscription,
@@ -101,13 +101,7 @@ impl Consumer {
             next,
         )
         .await?;
-        let mut by_topic = BTreeMap::new();
-        for (topic, indexes) in routes.into_iter().rev() {
-            let mut mine: Vec<MessageStream> = streams.split_off(indexes[0]);
-            mine.truncate(indexes.len());
-            by_topic.insert(topic, mine);
-        }
-        Ok((consumer, by_topic))
+        Ok((consumer, streams_by_topic(&routes, streams)))
     }
 
     /// Joins `config.group` subscribed to every topic `filter` selects, now and as
@@ -436,5 +430,54 @@ async fn membership(
         if matches!(shared.lock().generation, g if g > 0) {
             backoff = base;
         }
+    }
+}
+
+/// The streams of each topic, taken by their indexes in `routes` (topic → indexes into
+/// `streams`). The indexes follow the order the topics were given in, not the topics'
+/// names (`drover consume --topic h2 --topic c6` gives h2 stream 0 and c6 stream 1),
+/// so each topic's streams are picked out by index; an index out of range, which
+/// `routes` built from the same list never has, is skipped.
+fn streams_by_topic<S>(
+    routes: &BTreeMap<String, Vec<usize>>,
+    streams: Vec<S>,
+) -> BTreeMap<String, Vec<S>> {
+    let mut slots: Vec<Option<S>> = streams.into_iter().map(Some).collect();
+    routes
+        .iter()
+        .map(|(topic, indexes)| {
+            let mine = indexes
+                .iter()
+                .filter_map(|&i| slots.get_mut(i).and_then(Option::take))
+                .collect();
+            (topic.clone(), mine)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routes(list: &[(&str, &[usize])]) -> BTreeMap<String, Vec<usize>> {
+        list.iter()
+            .map(|(t, i)| (t.to_string(), i.to_vec()))
+            .collect()
+    }
+
+    /// Topics given out of alphabetical order (`--topic h2 --topic c6`): h2 has stream
+    /// 0, c6 stream 1. Splitting from the end of the topics in name order panicked.
+    #[test]
+    fn streams_follow_the_order_topics_were_given_in() {
+        let by = streams_by_topic(&routes(&[("h2", &[0]), ("c6", &[1])]), vec!["s0", "s1"]);
+        assert_eq!(by["h2"], ["s0"]);
+        assert_eq!(by["c6"], ["s1"]);
+        let by = streams_by_topic(
+            &routes(&[("z", &[0, 1]), ("a", &[2]), ("m", &[3, 4, 5])]),
+            (0..6).collect(),
+        );
+        assert_eq!(by["z"], [0, 1]);
+        assert_eq!(by["a"], [2]);
+        assert_eq!(by["m"], [3, 4, 5]);
     }
 }

@@ -92,6 +92,12 @@ pub struct CoordinatorConfig {
     /// at a steady pace, so that a rolling start gives few rebalances. Default 300;
     /// 0 starts at once.
     pub rebalance_delay_ms: u64,
+    /// Setting this table replaces the default one, entry for entry: `{ sticky = 5000 }`
+    /// re-runs `sticky` only, not `load-aware` (list both to keep it). A name that is
+    /// not a loaded assignor (a typo such as `load_aware`) re-runs nothing; the
+    /// coordinator logs a warning naming it at startup and whenever the loaded
+    /// assignors change ([`CoordinatorConfig::rerun_assignors_not_loaded`]).
+    ///
     /// Assignors that want to be re-run when their inputs drift, each with the least
     /// time between two such re-runs of one group, in ms (issue 16 item 3). Every
     /// partition table the broker sends (`coordinator.partition_stats_interval_ms`)
@@ -152,7 +158,10 @@ pub struct CoordinatorConfig {
     /// Default 3000; 0 starts at once.
     pub initial_rebalance_delay_ms: u64,
     /// Classic Kafka groups: the initial rebalance delay ends once no JoinGroup came
-    /// for this long, in ms. Kafka's rule stays otherwise: the delay runs
+    /// for a quiet window, in ms: from the second new member on, twice the spacing of
+    /// the latest two new members, at least this and at most
+    /// `initial_rebalance_delay_ms` (the native debounce's stream rule; a lone first
+    /// member waits the whole delay). Kafka's rule stays otherwise: the delay runs
     /// `initial_rebalance_delay_ms`, again while new members keep joining, up to the
     /// members' largest rebalance timeout in all; this quiet time only ends it earlier.
     /// Kafka has no such setting (set it to `initial_rebalance_delay_ms` or above for
@@ -261,6 +270,19 @@ impl CoordinatorConfig {
             toml::from_str(text).map_err(|e| ConfigError(toml_error(text, &e)))?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// The names in `rerun_on_drift_ms` for which `loaded` says no assignor is loaded,
+    /// in name order: entries that re-run nothing (a typo, or an assignor not in the
+    /// plugin directory). Not an error, since a plugin may be added by a later rescan;
+    /// the coordinator warns about them at startup and on every change of the loaded
+    /// assignors.
+    pub fn rerun_assignors_not_loaded(&self, loaded: impl Fn(&str) -> bool) -> Vec<&str> {
+        self.rerun_on_drift_ms
+            .keys()
+            .map(String::as_str)
+            .filter(|name| !loaded(name))
+            .collect()
     }
 
     /// Checks the values; [`crate::Coordinator::new`] and
@@ -580,6 +602,24 @@ mod toml_tests {
         let set = CoordinatorConfig::from_toml("rerun_on_drift_ms = { sticky = 5000 }\n").unwrap();
         assert_eq!(set.rerun_on_drift_ms.len(), 1);
         assert_eq!(set.rerun_on_drift_ms.get("sticky"), Some(&5_000));
+    }
+
+    /// `rerun_on_drift_ms` names that are not loaded assignors are found (and warned
+    /// about by the coordinator): a typo such as `load_aware` would re-run nothing.
+    #[test]
+    fn rerun_on_drift_names_not_loaded_are_found() {
+        let config = CoordinatorConfig::from_toml(
+            "rerun_on_drift_ms = { nosuch = 5000, load_aware = 60000, sticky = 5000 }\n",
+        )
+        .unwrap();
+        let loaded = |name: &str| ["load-aware", "sticky", "range"].contains(&name);
+        assert_eq!(
+            config.rerun_assignors_not_loaded(loaded),
+            ["load_aware", "nosuch"]
+        );
+        assert!(CoordinatorConfig::default()
+            .rerun_assignors_not_loaded(loaded)
+            .is_empty());
     }
 
     #[test]

@@ -405,14 +405,48 @@ fn the_initial_delay_ends_once_joiners_stop_coming() {
     assert_eq!(leader.members.len(), 5);
 }
 
+/// Members started at a steady pace, 450 ms or 1 s apart (more than the quiet time),
+/// join one generation: a lone first member waits the delay (no spacing to go by yet),
+/// and from the second on the delay ends only after twice the spacing without a
+/// JoinGroup, the native debounce's stream rule. (Ending it after the quiet time gave
+/// the first member every partition at generation 1 and an eager rebalance for the
+/// next.)
+#[test]
+fn members_joining_at_a_steady_pace_share_the_first_generation() {
+    for spacing in [450, 1_000] {
+        let mut h = Harness::new();
+        let start = h.now;
+        let mut members = Vec::new();
+        for i in 0..4 {
+            if i > 0 {
+                h.advance(spacing);
+            }
+            assert!(
+                members.iter().all(|(call, _)| h.waiting(call)),
+                "spacing {spacing}: answered before member {i} came"
+            );
+            let mut m = Member::new(&mut h, G, &["orders"]);
+            members.push((m.first_join(&mut h), m));
+        }
+        h.advance(REBALANCE as u64);
+        let generations: BTreeSet<i32> = members
+            .iter_mut()
+            .map(|(call, m)| m.joined(&mut h, call).generation_id)
+            .collect();
+        assert_eq!(generations, BTreeSet::from([1]), "spacing {spacing}");
+        assert_eq!(describe(&mut h, G).members.len(), 4);
+        assert!(h.now - start <= 3 * spacing + REBALANCE as u64);
+    }
+}
+
 #[test]
 fn kip394_member_id_required_then_join() {
     let mut h = Harness::new();
     let mut m = Member::new(&mut h, G, &["orders"]);
     let call = m.first_join(&mut h);
-    // The join waits for the initial rebalance delay of the empty group, which ends
-    // when no other JoinGroup came for the quiet time.
-    h.advance(INITIAL_QUIET - 1);
+    // The join waits for the initial rebalance delay of the empty group: all of it
+    // for a lone member (the quiet window needs the spacing of two new members).
+    h.advance(INITIAL_DELAY - 1);
     assert!(h.waiting(&call));
     h.advance(1);
     let r = m.joined(&mut h, &call);
@@ -1785,8 +1819,10 @@ fn kip848_members_join_and_reconcile_through_the_wire() {
     assert_eq!(r.error_code, 0);
     assert_eq!(r.member_epoch, 2);
     assert_eq!(cg_assignment(&r), Some(vec![]));
+    // Waiting for partitions m1 holds: until m1's next heartbeat (it was told 200 ms)
+    // plus one reconciliation interval for m1 to revoke them.
     assert_eq!(
-        r.heartbeat_interval_ms, 200,
+        r.heartbeat_interval_ms, 400,
         "waiting for partitions m1 holds"
     );
     // m1 at epoch 1 may still commit.

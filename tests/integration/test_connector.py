@@ -641,6 +641,29 @@ def test_consume_with_rack_and_weight_registers_v1(cbroker, consumers):
     assert plain.terminate() == 0
 
 
+def test_consume_two_topics_given_out_of_name_order(cbroker, consumers):
+    """`drover consume --topic zz-order --topic aa-order` (flags not in alphabetical
+    order) prints every record of both topics; the streams were split by topic name
+    against their flag order, which panicked (`split_off` out of range)."""
+    b = cbroker
+    group = "g-out-of-order"
+    produced = set()
+    for topic in ("zz-order", "aa-order"):
+        ck_create_topic(b, topic, 2)
+        produced |= {(topic, p, o) for p, o in produce_keyed(b, topic, 100)}
+    c = consumers.start("c", *consumer_args(b, group, "--topic", "zz-order",
+                                            "--topic", "aa-order", consumer_id="c",
+                                            session_timeout_ms=SESSION_MS))
+
+    def printed():
+        have = {(ln.topic, ln.partition, ln.offset) for ln in c.lines()}
+        missing = produced - have
+        return True if not missing else f"{len(missing)} of {len(produced)} not printed"
+    wait_for("every record of both topics to be printed", printed, 60,
+             check=consumers.assert_running)
+    assert c.terminate() == 0
+
+
 def test_consume_refuses_bad_member_data(cbroker):
     """Member data that breaks docs/protocol.md §5.1 is refused before anything is sent,
     with a message naming the value."""

@@ -107,7 +107,7 @@ impl Coordinator {
                 owned: BTreeSet::new(),
             },
         };
-        Ok(Coordinator {
+        let coordinator = Coordinator {
             cx: Ctx::new(config, Box::new(assignors)),
             groups: Groups::default(),
             ownership,
@@ -115,7 +115,31 @@ impl Coordinator {
             kafka: kafka::KafkaGroups::default(),
             completions: txn_completion::Completions::default(),
             drift: drift::DriftClock::default(),
-        })
+        };
+        coordinator.warn_rerun_assignors_not_loaded();
+        Ok(coordinator)
+    }
+
+    /// The names in `rerun_on_drift_ms` that are not loaded assignors
+    /// ([`CoordinatorConfig::rerun_assignors_not_loaded`]).
+    pub fn rerun_assignors_not_loaded(&self) -> Vec<&str> {
+        let assignors = &self.cx.assignors;
+        self.cx
+            .config
+            .rerun_assignors_not_loaded(|name| assignors.contains(name))
+    }
+
+    /// Logs a warning for each `rerun_on_drift_ms` name that is not a loaded assignor:
+    /// such an entry re-runs nothing (and setting the table replaced the default).
+    fn warn_rerun_assignors_not_loaded(&self) {
+        for name in self.rerun_assignors_not_loaded() {
+            tracing::warn!(
+                assignor = name,
+                "rerun_on_drift_ms names an assignor that is not loaded: it re-runs \
+                 nothing (a typo? the table replaces the default, so list every assignor \
+                 to re-run)"
+            );
+        }
     }
 
     /// The configuration.
@@ -141,6 +165,7 @@ impl Coordinator {
             default_assignor = self.cx.config.default_assignor,
             "the set of loaded assignors changed"
         );
+        self.warn_rerun_assignors_not_loaded();
     }
 
     /// The topics as last reported.
@@ -488,5 +513,37 @@ mod tests {
             ..CoordinatorConfig::default()
         };
         assert!(Coordinator::new(config, crate::AssignorSet::new()).is_err());
+    }
+
+    /// Loaded assignors by name, for the check of `rerun_on_drift_ms`.
+    struct Named(&'static [&'static str]);
+
+    impl Assignors for Named {
+        fn contains(&self, name: &str) -> bool {
+            self.0.contains(&name)
+        }
+
+        fn assign(
+            &self,
+            name: &str,
+            _: &drover_abi::AssignInput,
+        ) -> Result<drover_abi::Assignment, drover_abi::PluginError> {
+            Err(drover_abi::PluginError::invalid_input(format!("no {name}")))
+        }
+    }
+
+    /// A `rerun_on_drift_ms` name that is not a loaded assignor starts the coordinator
+    /// (a plugin may come with a rescan) but is reported, at startup and again when
+    /// the loaded assignors change.
+    #[test]
+    fn rerun_on_drift_names_not_loaded_are_reported() {
+        let config = CoordinatorConfig::from_toml(
+            "default_assignor = \"range\"\nrerun_on_drift_ms = { nosuch = 5000, sticky = 5000 }\n",
+        )
+        .unwrap();
+        let mut k = Coordinator::new(config, Named(&["range", "sticky"])).unwrap();
+        assert_eq!(k.rerun_assignors_not_loaded(), ["nosuch"]);
+        k.replace_assignors(Named(&["range", "nosuch"]), "");
+        assert_eq!(k.rerun_assignors_not_loaded(), ["sticky"]);
     }
 }

@@ -1,5 +1,5 @@
 //! The rebalancing pass: moves partitions from members above the tolerance band to
-//! members below it, until no move both crosses the band and narrows the gap.
+//! members below it, until no move narrows the gap by more than the band.
 
 use std::collections::BTreeSet;
 
@@ -12,7 +12,11 @@ const MAX_PASSES: usize = 64;
 
 /// Moves partitions while one can move: member `d` gives partition `g` to a subscriber
 /// `r` of `g`'s topic when `d`'s load per unit of weight exceeds `r`'s by more than the
-/// band *and* `r`'s after taking `g` stays below `d`'s before. Donors go from the most
+/// band *and* `r`'s after taking `g` ends below `d`'s before minus the band, so every
+/// move narrows the gap by more than the band and no later move can undo it (a receiver
+/// allowed to end anywhere below the donor's level could overshoot, and the next pass,
+/// or the next rebalance, would move a partition back: a swap under steady load).
+/// Donors go from the most
 /// loaded down. Among the possible moves of a donor it takes one to a member in `g`'s
 /// leader rack first, then one whose leader rack is not the donor's, then the heaviest
 /// partition (ties: the smaller global id); the receiver is the least loaded eligible
@@ -20,8 +24,8 @@ const MAX_PASSES: usize = 64;
 ///
 /// When it ends by itself (a pass without a move), no such move is left: no member is
 /// above another subscriber of one of its partitions' topics by more than the band
-/// unless that partition alone would put the other at least as high — balance by
-/// weight within the band or within one partition's load.
+/// unless that partition alone would put the other at or above the first's level minus
+/// the band — balance by weight within one partition's load plus the band.
 pub(crate) fn run(state: &mut State<'_>) {
     let members = state.view.members().len();
     let mut held: Vec<Vec<u32>> = vec![Vec::new(); members];
@@ -99,7 +103,9 @@ fn best_move(
             if r == d || topic.subscribers.binary_search(&r).is_err() {
                 continue;
             }
-            if state.per_weight_with(r, g) >= top {
+            // The receiver must end at least the band below the donor's level: a move
+            // that narrows the gap by less would overshoot and be undone.
+            if state.per_weight_with(r, g) >= top - state.band {
                 continue;
             }
             let in_rack = state.in_leader_rack(r, g);

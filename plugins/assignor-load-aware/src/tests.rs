@@ -241,8 +241,10 @@ fn weights_split_counts_when_nothing_is_measured() {
 }
 
 /// Weights 1, 1, 2 in racks a, a, b; every partition led in rack b. With a band of
-/// half a fair share the rack-b member takes more than its weight's share (7 of 12,
-/// not 6); without a band, or without racks, weight alone decides.
+/// half a fair share (1.5 partitions) the rack-b member takes more than its weight's
+/// share (8 of 12, not 6: 4 per unit of weight against 2 is within one partition plus
+/// the band, and a move to a rack-a member would narrow the gap by less than the band);
+/// without a band, or without racks, weight alone decides.
 #[test]
 fn the_leader_rack_is_preferred_within_the_band() {
     let members = |rack_b: Option<&str>| {
@@ -256,7 +258,7 @@ fn the_leader_rack_is_preferred_within_the_band() {
     let racked_in = input(members(Some("b")), &[("t", 12)]);
     assert_eq!(
         counts(&stats.assign(&tolerance(0.5), &racked_in)),
-        vec![3, 2, 7]
+        vec![2, 2, 8]
     );
     assert_eq!(
         counts(&stats.assign(&tolerance(0.0), &racked_in)),
@@ -293,6 +295,26 @@ fn owned_partitions_stay_within_the_band() {
     let out = far.assign(&LoadAwareAssignor::default(), &input);
     let s = sums(&out, |_, p| [800.0, 800.0, 200.0, 200.0][p as usize]);
     assert_eq!(s, vec![1000.0, 1000.0]);
+}
+
+/// A move must narrow the gap by more than the band: m1 owns p0 (0.97), m2 p1 (1.00)
+/// and p2 (0.99), band 0.1 × 1.48. Giving p1 to m1 would put m1 at 1.97, above m2's
+/// 1.99 minus the band, and the next move would give p0 back to m2: a swap under a
+/// steady load. Nothing moves.
+#[test]
+fn no_swap_under_a_steady_load() {
+    let owning = drover_plugin_testkit::assignor::builders::owning;
+    let input = input(
+        vec![
+            owning(member("m1", &["t"]), &[("t", &[0])]),
+            owning(member("m2", &["t"]), &[("t", &[1, 2])]),
+        ],
+        &[("t", 3)],
+    );
+    let stats = Stats::default().rates("t", &[0.97, 1.00, 0.99]);
+    let out = stats.assign(&tolerance(0.1), &input);
+    assert_eq!(by_member(&out)["m1"], [("t".into(), 0)]);
+    assert_eq!(by_member(&out)["m2"], [("t".into(), 1), ("t".into(), 2)]);
 }
 
 /// Rates for `input`: per topic, per partition from `seed` (integers 100..=10,000, so
@@ -378,8 +400,8 @@ proptest! {
 
     /// From scratch, no member `d` is above another subscriber `r` of one of its
     /// partitions' topics by more than the band, per unit of weight, unless that
-    /// partition alone would lift `r` to `d`'s level: weights are respected within the
-    /// band or within one partition's rate.
+    /// partition alone would lift `r` to `d`'s level minus the band: weights are
+    /// respected within one partition's rate plus the band.
     #[test]
     fn weights_are_respected_within_one_partition(input in group(), seed in seeds()) {
         let stats = generated_stats(&input, &seed);
@@ -398,7 +420,7 @@ proptest! {
                     let (lr, wr) = lv[&r];
                     let gap = ld / wd - lr / wr;
                     prop_assert!(
-                        gap <= band + 1e-6 || lr / wr + rate / wr >= ld / wd - 1e-6,
+                        gap <= band + 1e-6 || lr / wr + rate / wr >= ld / wd - band - 1e-6,
                         "{d} at {} and {r} at {} (band {band}) could move {t}/{p} ({rate})",
                         ld / wd, lr / wr
                     );

@@ -26,6 +26,7 @@ use kafka_protocol::ResponseError;
 
 use crate::core::commits::{CommitApi, CommitAuthor};
 use crate::core::conn::SlotRef;
+use crate::core::native::debounce_ms;
 use crate::core::TimerKey;
 use crate::kafka_wire::KafkaReplyTo;
 use crate::timers::Timers;
@@ -182,8 +183,15 @@ pub(crate) struct ClassicLimits {
 /// the members that come (Kafka's `InitialDelayedJoin`, `group.initial.rebalance.delay.ms`):
 /// it runs for the delay and, when new members joined meanwhile, for another delay,
 /// and so on, up to the group's rebalance timeout in all (Kafka's upper bound); and it
-/// ends early once no JoinGroup came for `initial_rebalance_quiet_ms` (Drover's rule:
-/// the delay is there to collect joiners, not to wait when none come).
+/// ends early once no JoinGroup came for a quiet window (Drover's rule: the delay is
+/// there to collect joiners, not to wait when none come). The window is the native
+/// debounce's stream rule (docs/protocol.md §6.4, [`debounce_ms`]) applied to new
+/// members: from the second new member on, twice the spacing of the latest two, at
+/// least `initial_rebalance_quiet_ms` and at most `initial_rebalance_delay_ms`, so
+/// members started at a steady pace (0.45 s, 1 s apart) join one generation. Before a
+/// second member there is no spacing to go by: a lone first member waits the delay, as
+/// on Kafka (ending it after the quiet time gave the first member every partition and
+/// an eager rebalance for the next joiner, seconds later).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct InitialDelay {
     /// When the current period ends (ms).
@@ -196,13 +204,40 @@ struct InitialDelay {
     new_members: bool,
     /// When the latest JoinGroup came (ms).
     last_join: u64,
+    /// When the latest new member was added (ms).
+    last_new: u64,
+    /// The spacing of the latest two new members (ms); `None` until a second one.
+    spacing: Option<u64>,
 }
 
 impl InitialDelay {
+    /// A new member was added at `now`: its spacing from the previous one.
+    fn new_member(&mut self, now: u64) {
+        self.new_members = true;
+        self.spacing = Some(now.saturating_sub(self.last_new));
+        self.last_new = now;
+    }
+
+    /// How long without a JoinGroup ends the delay (ms): `None` before a second new
+    /// member, else [`debounce_ms`] of the quiet time, capped by the delay, for the
+    /// spacing of the latest two.
+    fn quiet_window(&self, limits: &ClassicLimits) -> Option<u64> {
+        self.spacing.map(|gap| {
+            debounce_ms(
+                limits.initial_rebalance_quiet_ms,
+                limits.initial_rebalance_delay_ms,
+                Some(gap),
+            )
+        })
+    }
+
     /// When the join timer must next look at the delay: the end of the period or of
-    /// the quiet time, whichever is first.
-    fn wake(&self, quiet_ms: u64) -> u64 {
-        self.until.min(self.last_join.saturating_add(quiet_ms))
+    /// the quiet window, whichever is first.
+    fn wake(&self, limits: &ClassicLimits) -> u64 {
+        match self.quiet_window(limits) {
+            Some(w) => self.until.min(self.last_join.saturating_add(w)),
+            None => self.until,
+        }
     }
 }
 
@@ -417,7 +452,7 @@ impl ClassicGroup {
         }
         self.join_into(env, p, pending, &mut out);
         if let Some(d) = self.initial_delay {
-            let at = d.wake(env.limits.initial_rebalance_quiet_ms);
+            let at = d.wake(&env.limits);
             env.timers.set(self.timer(ClassicTimer::Join), Some(at));
         }
         out
@@ -625,7 +660,7 @@ impl ClassicGroup {
         tracing::debug!(group = %self.id, member = id, "member joined");
         self.await_join(env, &id, pending, out);
         if let Some(d) = &mut self.initial_delay {
-            d.new_members = true;
+            d.new_member(env.now);
         }
         if self.state == ClassicState::PreparingRebalance {
             self.try_complete_join(env, out);
@@ -680,9 +715,11 @@ impl ClassicGroup {
                 cap: env.now + delay.max(self.max_rebalance_timeout()),
                 new_members: false,
                 last_join: env.now,
+                last_new: env.now,
+                spacing: None,
             };
             self.initial_delay = Some(d);
-            d.wake(env.limits.initial_rebalance_quiet_ms)
+            d.wake(&env.limits)
         } else {
             self.initial_delay = None;
             env.now + self.max_rebalance_timeout()
@@ -713,7 +750,7 @@ impl ClassicGroup {
     }
 
     /// The join phase's deadline. During the initial delay: the delay ends after the
-    /// quiet time without a JoinGroup, at its cap, or at the end of a period in which
+    /// quiet window without a JoinGroup ([`InitialDelay`]), at its cap, or at the end of a period in which
     /// no new member joined; else it extends by another period
     /// ([`InitialDelay`]). After the delay the ordinary wait starts; after the
     /// rebalance timeout, members that did not rejoin are removed.
@@ -722,9 +759,9 @@ impl ClassicGroup {
             return;
         }
         if let Some(mut d) = self.initial_delay {
-            let quiet = env.limits.initial_rebalance_quiet_ms;
-            let ended = if env.now >= d.last_join.saturating_add(quiet) {
-                Some("no JoinGroup for the quiet time")
+            let quiet = d.quiet_window(&env.limits);
+            let ended = if quiet.is_some_and(|w| env.now >= d.last_join.saturating_add(w)) {
+                Some("no JoinGroup for the quiet window")
             } else if env.now >= d.until && (!d.new_members || d.until >= d.cap) {
                 Some("the delay is over")
             } else {
@@ -743,7 +780,7 @@ impl ClassicGroup {
                 return self.try_complete_join(env, out);
             }
             self.initial_delay = Some(d);
-            let at = d.wake(quiet);
+            let at = d.wake(&env.limits);
             env.timers.set(self.timer(ClassicTimer::Join), Some(at));
             return;
         }

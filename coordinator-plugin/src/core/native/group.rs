@@ -340,26 +340,6 @@ impl NativeGroup {
         self.update_timer(fx);
     }
 
-    /// The first member of an empty group that owns nothing and runs no rebalance
-    /// joins: its rebalance starts at once (nothing to collect, nobody to stop), so
-    /// its first StartFetcher goes out without the debounce. Joiners that follow
-    /// trigger the next rebalance as usual.
-    pub(crate) fn trigger_lone_first(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) {
-        let lone = self.members.len() == 1
-            && self.zombies.is_empty()
-            && self.due.is_none()
-            && !self.in_rebalance()
-            && self.members.values().all(|m| m.owned.is_empty());
-        if !lone {
-            return self.trigger(env, fx, "join");
-        }
-        tracing::debug!(group = %self.id, "lone first member: rebalance at once");
-        self.first_trigger = Some(env.now);
-        self.last_trigger = Some(env.now);
-        self.due = Some(env.now);
-        self.update_timer(fx);
-    }
-
     /// Schedules a retry (after an assignor or fetch failure) without debounce.
     fn retry_later(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) {
         let at = env.now.saturating_add(env.config.retry_backoff_ms);

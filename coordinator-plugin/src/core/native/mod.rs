@@ -26,5 +26,5 @@ mod tests;
 
 pub(in crate::core) use effects::{Effects, NativeEnv};
 pub(in crate::core) use fetch_response::fetch_response;
-pub(crate) use group::{Member, NativeGroup};
+pub(crate) use group::{debounce_ms, Member, NativeGroup};
 pub(crate) use offsets::Waiter;

@@ -205,7 +205,11 @@ impl NativeGroup {
             generation: self.generation,
         });
         self.update_member_timer(env, fx, &id);
-        self.trigger_lone_first(env, fx);
+        // The first member of a group waits the quiet time too (no gap before it, so
+        // `rebalance_quiet_ms`): members started together join within it and share
+        // the first generation, instead of the first taking everything at once and
+        // giving most of it back one round later (docs/protocol.md §6.4).
+        self.trigger(env, fx, "join");
         self.progress(env, fx);
     }
 }

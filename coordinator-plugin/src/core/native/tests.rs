@@ -159,11 +159,15 @@ fn a_rebalance_decides_a_fetch_of_start_offsets_then_starts_the_round_on_its_res
         .iter()
         .any(|e| matches!(e, NativeEffect::Push { .. })));
 
-    // A lone first member: no debounce. The target gives c1 both partitions, which
-    // nobody holds, so the group reads their committed offsets under an id of the
-    // lent counter.
-    let due = 0;
-    let fetched = joined;
+    // The rebalance is due after the quiet time (the first member waits it too, so
+    // that members started with it share the first generation).
+    assert!(fetch_op(&joined).is_none());
+    let due = g.due.expect("a rebalance is due");
+    assert_eq!(due, w.config.rebalance_quiet_ms);
+
+    // The timer fires: the target gives c1 both partitions, which nobody holds, so
+    // the group reads their committed offsets under an id of the lent counter.
+    let fetched = w.call(due, &mut g, |g, env, fx| g.on_timer(env, fx));
     let fetches: Vec<(OpId, Vec<TopicPartition>)> = fetched
         .iter()
         .filter_map(|e| match e {
@@ -210,10 +214,9 @@ fn a_member_on_a_busy_connection_gets_no_request_until_it_is_idle() {
         .expect("connection 1")
         .reserve(ConnId(1));
     let mut g = NativeGroup::new(GroupId::new("g"), None);
-    let due = 0;
-    let fetched = w.call(due, &mut g, |g, env, fx| {
-        g.join(env, fx, member("c1", 1, 0))
-    });
+    w.call(0, &mut g, |g, env, fx| g.join(env, fx, member("c1", 1, 0)));
+    let due = g.due.expect("a rebalance is due");
+    let fetched = w.call(due, &mut g, |g, env, fx| g.on_timer(env, fx));
     let op = fetched
         .iter()
         .find_map(|e| match e {
@@ -257,23 +260,66 @@ fn the_debounce_is_the_quiet_time_for_a_lone_trigger_and_grows_with_a_stream() {
     assert_eq!(debounce_ms(500, 300, Some(1)), 300);
 }
 
-/// c1, the lone first member, joins at 0: its rebalance starts at once, and its
-/// StartFetcher (no offsets committed) goes out, giving it both partitions.
+/// The `FetchStartOffsets` operation among `effects`, if any.
+fn fetch_op(effects: &[NativeEffect]) -> Option<OpId> {
+    effects.iter().find_map(|e| match e {
+        NativeEffect::FetchStartOffsets { op, .. } => Some(*op),
+        _ => None,
+    })
+}
+
+/// c1, the first member, joins at 0: its rebalance waits the quiet time like any
+/// trigger's, then its StartFetcher (no offsets committed) goes out, giving it both
+/// partitions.
 fn c1_started(w: &mut World, g: &mut NativeGroup) {
-    let fetched = w.call(0, g, |g, env, fx| g.join(env, fx, member("c1", 1, 0)));
-    let op = fetched
-        .iter()
-        .find_map(|e| match e {
-            NativeEffect::FetchStartOffsets { op, .. } => Some(*op),
-            _ => None,
-        })
-        .expect("the lone first member's rebalance starts at once");
-    let started = w.call(0, g, |g, env, fx| {
+    let joined = w.call(0, g, |g, env, fx| g.join(env, fx, member("c1", 1, 0)));
+    assert_eq!(
+        fetch_op(&joined),
+        None,
+        "the first member waits the quiet time"
+    );
+    let due = w.config.rebalance_quiet_ms;
+    assert_eq!(g.due, Some(due));
+    let fired = w.call(due, g, |g, env, fx| g.on_timer(env, fx));
+    let op = fetch_op(&fired).expect("the rebalance starts after the quiet time");
+    let started = w.call(due, g, |g, env, fx| {
         g.on_fetched(env, fx, op, Ok(BTreeMap::new()))
     });
     assert!(started
         .iter()
         .any(|e| matches!(e, NativeEffect::Push { conn, .. } if *conn == ConnId(1))));
+}
+
+/// Members started together (c1 at 0, c2 at 10 ms) share the first generation: the
+/// first member's rebalance waits the quiet time, and c2 joins within it, so one
+/// assignment covers both (with a lone first member started at once, c1 took every
+/// partition at generation 1 and a second round followed for c2).
+#[test]
+fn members_starting_together_share_the_first_generation() {
+    let mut w = World::new();
+    let mut g = NativeGroup::new(GroupId::new("g"), None);
+    let joined = w.call(0, &mut g, |g, env, fx| g.join(env, fx, member("c1", 1, 0)));
+    assert_eq!(fetch_op(&joined), None);
+    let joined = w.call(10, &mut g, |g, env, fx| {
+        g.join(env, fx, member("c2", 2, 10))
+    });
+    assert_eq!(fetch_op(&joined), None);
+    let due = g.due.expect("a rebalance is due");
+    assert_eq!(due, 10 + w.config.rebalance_quiet_ms);
+    let fired = w.call(due, &mut g, |g, env, fx| g.on_timer(env, fx));
+    let op = fetch_op(&fired).expect("the rebalance starts");
+    let started = w.call(due, &mut g, |g, env, fx| {
+        g.on_fetched(env, fx, op, Ok(BTreeMap::new()))
+    });
+    // The first generation's StartFetcher round goes to both members.
+    for conn in [ConnId(1), ConnId(2)] {
+        assert!(
+            started
+                .iter()
+                .any(|e| matches!(e, NativeEffect::Push { conn: c, .. } if *c == conn)),
+            "no StartFetcher on {conn:?}"
+        );
+    }
 }
 
 #[test]

@@ -408,18 +408,53 @@ fn reconcile_and_answer(
     // What the member must still do: take what it was just given, or catch up with
     // an assignment it reports not to hold (a rejoin, a lost answer).
     let behind = changed || owned.is_some_and(|o| *o != m.assigned);
-    let reconciling = reconciling(m, behind);
+    let interval = if !reconciling(m, behind) {
+        u64::from(env.heartbeat_interval_ms)
+    } else if m.state == MemberState::UnreleasedPartitions && !behind {
+        waiting_interval(g, env, &id)
+    } else {
+        u64::from(env.reconcile_heartbeat_interval_ms)
+    };
+    let m = g.members.get_mut(&id).expect("present");
+    m.next_heartbeat = env.now.saturating_add(interval);
     HeartbeatResponse {
         error: None,
         member_id: id,
         member_epoch: m.epoch,
-        heartbeat_interval_ms: i32::try_from(if reconciling {
-            env.reconcile_heartbeat_interval_ms
-        } else {
-            env.heartbeat_interval_ms
-        })
-        .unwrap_or(i32::MAX),
+        heartbeat_interval_ms: i32::try_from(interval).unwrap_or(i32::MAX),
         assignment: (full || changed).then(|| m.assigned.clone()),
+    }
+}
+
+/// The interval (ms) for member `id`, which only waits for partitions other members
+/// still hold (`unreleased_partitions`, nothing new in this answer): until the
+/// earliest of those holders' next expected heartbeat — when it learns to revoke, or
+/// acknowledges a revocation —, plus one reconciliation interval for it to revoke and
+/// acknowledge, at least `consumer_reconcile_heartbeat_interval_ms` and at most
+/// `consumer_heartbeat_interval_ms`. A stable holder was told the normal interval,
+/// so a member joining a stable group comes back about when the partitions can be
+/// released (up to the normal interval), not every reconciliation interval with
+/// nothing to take. Drover's rule: KIP-848 lets the coordinator pick the interval per
+/// answer; Kafka always answers with the normal one.
+fn waiting_interval(g: &ConsumerGroup, env: &Env<'_>, id: &str) -> u64 {
+    let short = u64::from(env.reconcile_heartbeat_interval_ms);
+    let normal = u64::from(env.heartbeat_interval_ms).max(short);
+    let Some(target) = g.target.get(id) else {
+        return short;
+    };
+    let earliest = target
+        .iter()
+        .filter_map(|tp| g.owners.get(tp))
+        .filter(|holder| holder.as_str() != id)
+        .filter_map(|holder| g.members.get(holder))
+        .map(|holder| holder.next_heartbeat)
+        .min();
+    match earliest {
+        Some(at) => at
+            .saturating_sub(env.now)
+            .saturating_add(short)
+            .clamp(short, normal),
+        None => short,
     }
 }
 
@@ -437,6 +472,9 @@ fn reconcile_and_answer(
 /// answers with `group.consumer.heartbeat.interval.ms`; KIP-848 lets the coordinator
 /// pick the interval per answer, and clients follow it (librdkafka adopts every
 /// positive `HeartbeatIntervalMs` it receives).
+///
+/// A member that only waits for partitions others hold gets an interval matching the
+/// holders' next expected heartbeat instead ([`waiting_interval`]).
 fn reconciling(m: &Member, behind: bool) -> bool {
     m.state != MemberState::Stable || behind
 }

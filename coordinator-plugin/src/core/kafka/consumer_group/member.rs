@@ -58,6 +58,10 @@ pub(super) struct Member {
     pub(super) session_deadline: u64,
     /// While partitions await revocation: when the member is fenced for not revoking.
     pub(super) rebalance_deadline: Option<u64>,
+    /// When its next heartbeat is expected (monotonic ms): its latest answer's time
+    /// plus the interval that answer gave it. Members waiting for partitions it holds
+    /// are told to come back then ([`super::heartbeat`]).
+    pub(super) next_heartbeat: u64,
 }
 
 impl Member {
@@ -80,6 +84,7 @@ impl Member {
             pending_revocation: BTreeSet::new(),
             session_deadline: now,
             rebalance_deadline: None,
+            next_heartbeat: now,
         }
     }
 

@@ -243,7 +243,7 @@ impl World {
             .groups
             .heartbeat(&mut self.table, &env, &mut self.timers, req);
         self.fallbacks += env.fallbacks.get();
-        assert!(matches!(response.heartbeat_interval_ms, 1_000 | 200));
+        assert!((200..=1_000).contains(&response.heartbeat_interval_ms));
         response
     }
 
@@ -600,9 +600,11 @@ fn the_heartbeat_interval_is_short_while_a_member_reconciles() {
     let r = w.ok(beat("a", 1, Some(all.clone())));
     assert_eq!((r.assignment, r.heartbeat_interval_ms), (None, NORMAL));
 
-    // b joins: it waits for partitions a holds.
+    // b joins: it waits for partitions a holds, and a, told the normal interval just
+    // now, learns to revoke them at its next heartbeat: b comes back then (at most
+    // the normal interval).
     let r = w.ok(join("b", &["t"]));
-    assert_eq!(r.heartbeat_interval_ms, SHORT);
+    assert_eq!(r.heartbeat_interval_ms, NORMAL);
     // a, stable until now at the normal interval, is asked to revoke: short.
     let r = w.ok(beat("a", 1, Some(all.clone())));
     assert_eq!(w.member("a").state, MemberState::UnrevokedPartitions);
@@ -611,8 +613,9 @@ fn the_heartbeat_interval_is_short_while_a_member_reconciles() {
     // Still revoking, nothing new told: still short.
     let r = w.ok(beat("a", 1, None));
     assert_eq!((r.assignment, r.heartbeat_interval_ms), (None, SHORT));
+    // b still waits: a's next heartbeat is due in SHORT, then one SHORT to revoke.
     let r = w.ok(beat("b", 2, Some(BTreeSet::new())));
-    assert_eq!((r.assignment, r.heartbeat_interval_ms), (None, SHORT));
+    assert_eq!((r.assignment, r.heartbeat_interval_ms), (None, 2 * SHORT));
     // a has revoked: stable at epoch 2, nothing new: normal.
     let r = w.ok(beat("a", 1, Some(kept.clone())));
     assert_eq!((r.member_epoch, r.heartbeat_interval_ms), (2, NORMAL));
@@ -630,6 +633,36 @@ fn the_heartbeat_interval_is_short_while_a_member_reconciles() {
     let r = w.hb(beat("a", 7, None));
     assert_eq!(r.error.map(|e| e.0), Some(ResponseError::FencedMemberEpoch));
     assert_eq!(r.heartbeat_interval_ms, NORMAL);
+}
+
+/// Scale-out on virtual time: a joins a stable group at 1000 and acknowledges at once
+/// (told the normal interval, 1000, so its next heartbeat is due at 2000). b joins at
+/// 1300 and waits for partitions a holds: it is told to come back at a's next
+/// heartbeat plus one short interval (900, at 2200), not every 200 ms with nothing to
+/// take. a learns to revoke at 2000 and acknowledges at 2100; b's next heartbeat, at
+/// 2200, gets the partitions: one heartbeat of b in between, not five.
+#[test]
+fn a_member_waiting_for_held_partitions_comes_back_at_the_holders_next_heartbeat() {
+    let mut w = World::new(&[("t", 4)]);
+    let all = w.ok(join("a", &["t"])).assignment.unwrap();
+    let r = w.ok(beat("a", 1, Some(all.clone())));
+    assert_eq!(r.heartbeat_interval_ms, 1_000);
+
+    w.tick(300);
+    let r = w.ok(join("b", &["t"]));
+    assert_eq!(w.member("b").state, MemberState::UnreleasedPartitions);
+    assert_eq!(r.heartbeat_interval_ms, 900);
+
+    w.tick(700);
+    let r = w.ok(beat("a", 1, Some(all)));
+    assert_eq!(w.member("a").state, MemberState::UnrevokedPartitions);
+    assert_eq!(r.heartbeat_interval_ms, 200);
+    let kept = r.assignment.unwrap();
+    w.tick(100);
+    w.ok(beat("a", 1, Some(kept)));
+    w.tick(100);
+    let r = w.ok(beat("b", 2, Some(BTreeSet::new())));
+    assert_eq!(r.assignment.map(|a| a.len()), Some(2));
 }
 
 #[test]
