@@ -3089,6 +3089,49 @@ fn kip848_group_is_rerun_on_drift_and_moves_partitions_by_revoke_then_assign() {
     assert_eq!(owned_partitions(&members[0]), [5]);
 }
 
+/// A re-run whose assignor gives the target the group already has (the hot
+/// partition did not move) starts no new group epoch: nothing for the members to do.
+#[test]
+fn kip848_rerun_that_moves_nothing_keeps_the_group_epoch() {
+    let mut cfg = config();
+    cfg.rerun_on_drift_ms = [("by-rate".to_owned(), 1_000)].into_iter().collect();
+    let mut h = Harness::with_assignors(cfg, common::TestAssignors::default());
+    h.feed(orders_rates(0));
+    let conn = h.connect();
+    let m1 = "5Cq1X3ZpR1mGZtY9rG0y2A";
+    let r = h.call(conn, 1, cg_join("k", m1, &["orders"], Some("by-rate")));
+    let mut members = vec![Reconciling {
+        conn,
+        id: m1,
+        epoch: r.member_epoch,
+        owned: cg_assignment(&r).unwrap_or_default(),
+    }];
+    let conn = h.connect();
+    let m2 = "mY0cS9P8T6yXbq2Nw1vUeA";
+    let r = h.call(conn, 1, cg_join("k", m2, &["orders"], Some("by-rate")));
+    members.push(Reconciling {
+        conn,
+        id: m2,
+        epoch: r.member_epoch,
+        owned: cg_assignment(&r).unwrap_or_default(),
+    });
+    reconcile(&mut h, &mut members, 5);
+    let epoch = members[0].epoch;
+    // Same hot partition, a table an interval later: the assignor runs, finds the
+    // same target, and the epoch stays.
+    h.advance(1_000);
+    h.feed(orders_rates(0));
+    h.advance(1_000);
+    h.feed(orders_rates(0));
+    reconcile(&mut h, &mut members, 3);
+    assert!(
+        members.iter().all(|m| m.epoch == epoch),
+        "no new group epoch: {:?}",
+        members.iter().map(|m| m.epoch).collect::<Vec<_>>()
+    );
+    assert_eq!(owned_partitions(&members[0]), [0]);
+}
+
 #[test]
 fn kip848_groups_of_an_unlisted_assignor_are_not_rerun() {
     let mut cfg = config();

@@ -29,7 +29,8 @@ import pytest
 from conftest import install_plugins, start_or_fail
 from connector_testlib import CONFIG as NATIVE_CONFIG
 from connector_testlib import PLUGIN_LIBS as NATIVE_LIBS
-from connector_testlib import Consumers, admin_group, consumer_args, produce_keyed
+from connector_testlib import (Consumers, admin_group, committed_offsets, consumer_args,
+                               produce_keyed)
 from connector_testlib import wait_for as native_wait_for
 from drover_testlib import ck_create_topic
 from kafka_groups_testlib import PLUGIN_LIBS as KAFKA_LIBS
@@ -165,8 +166,13 @@ def test_native_member_data_and_committed_offsets_reach_the_assignor(broker_fact
     native_wait_for("every record to be printed", printed, 60,
                     check=native_consumers.assert_running)
     # Offsets reach the group with heartbeat answers; a fourth member's rebalance then
-    # sees them in the context. Keep joining until one does (a rebalance that ran
-    # before the first heartbeat carried offsets sees none).
+    # sees them in the context. A rebalance that ran before the first commit sees none,
+    # so the fourth joins once the admin API shows the group's commits.
+    def all_committed():
+        got = committed_offsets(b, group)
+        return True if len(got) == 4 and all(o for o in got.values()) else f"committed {got}"
+    native_wait_for("the three consumers to commit", all_committed, 60,
+                    check=native_consumers.assert_running)
     native_consumers.start("d1", *consumer_args(b, group, "--topic", topic, consumer_id="d1",
                                                 extra=("--assignor", "recorder")))
 

@@ -4,7 +4,9 @@
 //! configured interval per group: a native group through its usual debounced,
 //! incremental rebalance, a KIP-848 group with a new group epoch and target that its
 //! members reconcile by revoke-then-assign — so the no-double-ownership rule of either
-//! protocol holds unchanged. Classic groups assign on the client: nothing to re-run.
+//! protocol holds unchanged. A re-run whose assignor gives the assignment in force
+//! changes nothing (no generation, no epoch). Classic groups assign on the client:
+//! nothing to re-run.
 
 use std::collections::BTreeMap;
 
@@ -53,8 +55,9 @@ impl Coordinator {
         for id in due {
             if let Some(g) = self.groups.native_mut(&id) {
                 self.cx.native(g, |g, env, fx| {
-                    g.trigger(env, fx, "assignor inputs drifted (rerun_on_drift_ms)");
-                    g.progress(env, fx);
+                    if g.rerun_on_drift(env, fx) {
+                        g.progress(env, fx);
+                    }
                 });
             }
         }

@@ -130,8 +130,13 @@ impl Coordinator {
     }
 
     /// Logs a warning for each `rerun_on_drift_ms` name that is not a loaded assignor:
-    /// such an entry re-runs nothing (and setting the table replaced the default).
+    /// such an entry re-runs nothing (and setting the table replaced the default). The
+    /// default table is not the operator's doing: it names `load-aware`, which a broker
+    /// without that plugin simply does not run, so it is not warned about.
     fn warn_rerun_assignors_not_loaded(&self) {
+        if self.cx.config.rerun_on_drift_ms == CoordinatorConfig::default().rerun_on_drift_ms {
+            return;
+        }
         for name in self.rerun_assignors_not_loaded() {
             tracing::warn!(
                 assignor = name,

@@ -340,6 +340,30 @@ impl NativeGroup {
         self.update_timer(fx);
     }
 
+    /// Re-runs the assignor because its inputs drifted (`rerun_on_drift_ms`): a stable
+    /// group with no rebalance pending first runs it over the new inputs, and when the
+    /// target it gives is what every member owns already, nothing happens (no new
+    /// generation, no StartFetcher: a re-run that moves nothing costs the members
+    /// nothing). Otherwise, or while a rebalance is pending or under way, it triggers
+    /// the usual debounced rebalance. Returns whether it triggered one.
+    pub(crate) fn rerun_on_drift(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) -> bool {
+        if matches!(self.phase, Phase::Stable) && self.due.is_none() && !self.members.is_empty() {
+            if let Ok(target) = self.compute_target(env, fx) {
+                let unchanged = target.members.len() == self.members.len()
+                    && self
+                        .members
+                        .values()
+                        .all(|m| target.for_member(m).is_some_and(|set| *set == m.owned));
+                if unchanged {
+                    tracing::debug!(group = %self.id, "assignor inputs drifted: same assignment");
+                    return false;
+                }
+            }
+        }
+        self.trigger(env, fx, "assignor inputs drifted (rerun_on_drift_ms)");
+        true
+    }
+
     /// Schedules a retry (after an assignor or fetch failure) without debounce.
     fn retry_later(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) {
         let at = env.now.saturating_add(env.config.retry_backoff_ms);

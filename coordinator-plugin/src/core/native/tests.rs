@@ -340,3 +340,34 @@ fn a_second_joiner_waits_the_quiet_time_and_a_stream_of_joiners_waits_longer() {
     w.call(1_100, &mut g, |g, env, fx| g.join(env, fx, c3));
     assert_eq!(g.due, Some(1_100 + 200));
 }
+
+/// A drift re-run (`rerun_on_drift_ms`) of a stable group whose assignor gives the
+/// assignment in force does nothing: no rebalance due, no generation, no request to
+/// any member. Once the assignor's answer differs (here: a topic grew, so the target
+/// has a partition c1 does not own), the re-run triggers the usual rebalance.
+#[test]
+fn a_drift_rerun_that_moves_nothing_starts_no_generation() {
+    let mut w = World::new();
+    let mut g = NativeGroup::new(GroupId::new("g"), None);
+    c1_started(&mut w, &mut g);
+    let c1 = ConsumerId::new("c1");
+    let at = w.config.rebalance_quiet_ms;
+    w.call(at, &mut g, |g, env, fx| g.on_started(env, fx, &c1));
+    assert!(!g.in_rebalance());
+    let generation = g.generation;
+
+    let rerun = w.call(5_000, &mut g, |g, env, fx| {
+        assert!(!g.rerun_on_drift(env, fx));
+        g.progress(env, fx);
+    });
+    assert_eq!(g.due, None, "no rebalance due");
+    assert!(!g.in_rebalance());
+    assert_eq!(g.generation, generation);
+    assert!(!rerun.iter().any(|e| matches!(e, NativeEffect::Push { .. })));
+
+    w.topics.insert(TopicName::new("t"), 3);
+    w.call(6_000, &mut g, |g, env, fx| {
+        assert!(g.rerun_on_drift(env, fx))
+    });
+    assert_eq!(g.due, Some(6_000 + w.config.rebalance_quiet_ms));
+}

@@ -431,14 +431,24 @@ fn reconcile_and_answer(
 /// earliest of those holders' next expected heartbeat — when it learns to revoke, or
 /// acknowledges a revocation —, plus one reconciliation interval for it to revoke and
 /// acknowledge, at least `consumer_reconcile_heartbeat_interval_ms` and at most
-/// `consumer_heartbeat_interval_ms`. A stable holder was told the normal interval,
-/// so a member joining a stable group comes back about when the partitions can be
-/// released (up to the normal interval), not every reconciliation interval with
-/// nothing to take. Drover's rule: KIP-848 lets the coordinator pick the interval per
-/// answer; Kafka always answers with the normal one.
+/// [`WAITING_INTERVALS`] of it (and never above `consumer_heartbeat_interval_ms`). A
+/// stable holder was told the normal interval, so a member joining a stable group
+/// comes back about when the partitions can be released, not every reconciliation
+/// interval with nothing to take; the cap is there because a holder may come earlier
+/// than expected (clients heartbeat at once to acknowledge an assignment, or after a
+/// callback), and a waiter asleep for a whole normal interval would then hold up the
+/// rebalance by that much. Drover's rule: KIP-848 lets the coordinator pick the
+/// interval per answer; Kafka always answers with the normal one.
+/// The longest a member waiting for partitions others hold is told to stay away, in
+/// reconciliation intervals (5 × 200 ms by default: one heartbeat a second while it
+/// waits, against five at the reconciliation interval).
+const WAITING_INTERVALS: u64 = 5;
+
 fn waiting_interval(g: &ConsumerGroup, env: &Env<'_>, id: &str) -> u64 {
     let short = u64::from(env.reconcile_heartbeat_interval_ms);
-    let normal = u64::from(env.heartbeat_interval_ms).max(short);
+    let normal = u64::from(env.heartbeat_interval_ms)
+        .min(short.saturating_mul(WAITING_INTERVALS))
+        .max(short);
     let Some(target) = g.target.get(id) else {
         return short;
     };

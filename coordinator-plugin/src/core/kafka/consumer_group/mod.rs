@@ -249,7 +249,9 @@ impl ConsumerGroups {
     /// members gets a new group epoch and a new target, which its members reconcile
     /// with the usual revoke-then-assign (a partition moves only once its owner has
     /// revoked it), so no partition is owned by two members at once. Unknown or empty
-    /// groups are skipped. Returns the groups re-run.
+    /// groups are skipped, and so is a group whose assignor, run over the new inputs,
+    /// gives the target it already has (or fails: the target in force stays): no new
+    /// epoch, nothing for the members to do. Returns the groups given a new target.
     pub(crate) fn rerun(
         &mut self,
         groups: &mut Groups,
@@ -264,9 +266,14 @@ impl ConsumerGroups {
             if g.members.is_empty() {
                 continue;
             }
+            let result = g.run_assignor(env);
+            match &result {
+                Ok((assignor, target)) if *target != g.target || *assignor != g.assignor => {}
+                _ => continue,
+            }
             g.epoch = g.epoch.saturating_add(1);
             tracing::debug!(group = %g.id, epoch = g.epoch, "assignor inputs drifted: new target");
-            g.compute_target(env);
+            g.install(env, result);
             out.push(id);
         }
         out

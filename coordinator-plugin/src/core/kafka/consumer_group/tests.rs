@@ -205,6 +205,8 @@ struct World {
     clients: Vec<Client>,
     /// Assignor fallbacks counted by every heartbeat so far.
     fallbacks: u64,
+    /// `consumer_heartbeat_interval_ms` (1000 unless a test sets it).
+    heartbeat_interval_ms: u32,
 }
 
 impl World {
@@ -221,6 +223,7 @@ impl World {
             now: 1_000,
             max_group_size: 100,
             fallbacks: 0,
+            heartbeat_interval_ms: 1_000,
             default_assignor: "uniform",
             clients: Vec::new(),
         }
@@ -234,7 +237,7 @@ impl World {
             assignors: &ASSIGNORS,
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,
-            heartbeat_interval_ms: 1_000,
+            heartbeat_interval_ms: self.heartbeat_interval_ms,
             reconcile_heartbeat_interval_ms: 200,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
@@ -243,7 +246,7 @@ impl World {
             .groups
             .heartbeat(&mut self.table, &env, &mut self.timers, req);
         self.fallbacks += env.fallbacks.get();
-        assert!((200..=1_000).contains(&response.heartbeat_interval_ms));
+        assert!((200..=self.heartbeat_interval_ms as i32).contains(&response.heartbeat_interval_ms));
         response
     }
 
@@ -266,7 +269,7 @@ impl World {
             assignors: &ASSIGNORS,
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,
-            heartbeat_interval_ms: 1_000,
+            heartbeat_interval_ms: self.heartbeat_interval_ms,
             reconcile_heartbeat_interval_ms: 200,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
@@ -285,7 +288,7 @@ impl World {
             assignors: &ASSIGNORS,
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,
-            heartbeat_interval_ms: 1_000,
+            heartbeat_interval_ms: self.heartbeat_interval_ms,
             reconcile_heartbeat_interval_ms: 200,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
@@ -661,6 +664,34 @@ fn a_member_waiting_for_held_partitions_comes_back_at_the_holders_next_heartbeat
     w.tick(100);
     w.ok(beat("a", 1, Some(kept)));
     w.tick(100);
+    let r = w.ok(beat("b", 2, Some(BTreeSet::new())));
+    assert_eq!(r.assignment.map(|a| a.len()), Some(2));
+}
+
+/// The same scale-out with a 30 s normal interval: b is told to come back after at
+/// most five short intervals (1000 ms), not at a's next regular heartbeat 30 s away,
+/// because a may come earlier (here at once, as a client acknowledging after its
+/// assignment callback does) and release the partitions then.
+#[test]
+fn a_waiting_member_is_never_told_to_stay_away_longer_than_five_short_intervals() {
+    let mut w = World::new(&[("t", 4)]);
+    w.heartbeat_interval_ms = 30_000;
+    let all = w.ok(join("a", &["t"])).assignment.unwrap();
+    let r = w.ok(beat("a", 1, Some(all.clone())));
+    assert_eq!(r.heartbeat_interval_ms, 30_000);
+
+    w.tick(300);
+    let r = w.ok(join("b", &["t"]));
+    assert_eq!(w.member("b").state, MemberState::UnreleasedPartitions);
+    assert_eq!(r.heartbeat_interval_ms, 1_000);
+
+    // a heartbeats early, learns to revoke and acknowledges: b's next heartbeat, a
+    // second after its join, takes the partitions.
+    w.tick(100);
+    let kept = w.ok(beat("a", 1, Some(all))).assignment.unwrap();
+    w.tick(100);
+    w.ok(beat("a", 1, Some(kept)));
+    w.tick(800);
     let r = w.ok(beat("b", 2, Some(BTreeSet::new())));
     assert_eq!(r.assignment.map(|a| a.len()), Some(2));
 }
