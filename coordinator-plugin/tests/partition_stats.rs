@@ -222,3 +222,61 @@ fn describe_groups_v1_shows_member_data_and_the_loads_the_assignment_saw() {
     assert!(g0.partition_loads.is_empty());
     assert_eq!(g0.members[0].consumer_id, "c1");
 }
+
+/// After a restart (here: offsets already in the store, a fresh coordinator), a
+/// KIP-848 group knows no committed offsets until it reads some: its first member's
+/// OffsetFetch (which clients send right after their first assignment) fills them in,
+/// so the next target — a second member joining — sees `orders-0`'s committed offset.
+#[test]
+fn a_kip848_groups_committed_offsets_are_refilled_from_an_offset_fetch() {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::OffsetFetchRequest;
+    let assignors = TestAssignors::default();
+    let seen = assignors.contexts.clone();
+    let mut h = kafka::Harness::with_assignors(kafka::config(), assignors);
+    h.store.put("k", kafka::tp("orders", 0), 42);
+    h.feed(stats());
+    let join = |h: &mut kafka::Harness, id: &'static str| {
+        let conn = h.connect();
+        let mut r = ConsumerGroupHeartbeatRequest::default();
+        r.group_id = StrBytes::from_static_str("k").into();
+        r.member_id = StrBytes::from_static_str(id);
+        r.member_epoch = 0;
+        r.rebalance_timeout_ms = 5_000;
+        r.subscribed_topic_names = Some(vec![StrBytes::from_static_str("orders").into()]);
+        r.topic_partitions = Some(Vec::new());
+        let answer = h.call(conn, 1, r);
+        assert_eq!(answer.error_code, 0, "{answer:?}");
+        conn
+    };
+    let conn = join(&mut h, "5Cq1X3ZpR1mGZtY9rG0y2A");
+    let first = seen
+        .lock()
+        .unwrap()
+        .last()
+        .cloned()
+        .expect("the assignor ran");
+    let p0 = first.partition("orders", 0).expect("orders-0 is known");
+    assert_eq!(p0.committed_offset, RNone, "nothing read yet");
+
+    let mut fetch = OffsetFetchRequest::default();
+    fetch.group_id = StrBytes::from_static_str("k").into();
+    let mut t = OffsetFetchRequestTopic::default();
+    t.name = StrBytes::from_static_str("orders").into();
+    t.partition_indexes = vec![0, 1];
+    fetch.topics = Some(vec![t]);
+    let answer = h.call(conn, 7, fetch);
+    assert_eq!(answer.topics[0].partitions[0].committed_offset, 42);
+
+    join(&mut h, "mY0cS9P8T6yXbq2Nw1vUeA");
+    let second = seen
+        .lock()
+        .unwrap()
+        .last()
+        .cloned()
+        .expect("the assignor ran");
+    let p0 = second.partition("orders", 0).expect("orders-0 is known");
+    assert_eq!(p0.committed_offset, RSome(42));
+    let p1 = second.partition("orders", 1).expect("orders-1 is known");
+    assert_eq!(p1.committed_offset, RNone, "never committed");
+}

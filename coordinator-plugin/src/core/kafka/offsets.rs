@@ -357,6 +357,9 @@ impl Coordinator {
             };
             let by_tp: BTreeMap<TopicPartition, OffsetEntry> =
                 found.into_iter().map(|e| (e.tp.clone(), e)).collect();
+            if let Some(g) = self.groups.consumer_mut(&one.group) {
+                g.note_fetched(by_tp.iter().map(|(tp, e)| (tp, e.offset)));
+            }
             // The partitions to answer for: those asked, or every one found.
             let mut topics: Answer<'_> = Vec::new();
             match &one.topics {

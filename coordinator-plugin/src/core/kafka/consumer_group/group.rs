@@ -156,6 +156,23 @@ impl ConsumerGroup {
         }
     }
 
+    /// Notes offsets of this group read from the store (an OffsetFetch answer) for
+    /// partitions it has no committed offset for yet: after a restart or a slot
+    /// fail-over the group starts with none, and its members fetch their positions
+    /// right after their first assignment, so the next target (a join, a leave, a drift
+    /// re-run) sees them. An offset already noted is never replaced: it came from a
+    /// commit the store acknowledged, which may be newer than this read.
+    pub(crate) fn note_fetched<'a>(
+        &mut self,
+        offsets: impl IntoIterator<Item = (&'a TopicPartition, i64)>,
+    ) {
+        for (tp, offset) in offsets {
+            if offset >= 0 && !self.committed.contains_key(tp) {
+                self.committed.insert(tp.clone(), offset);
+            }
+        }
+    }
+
     /// Drops the committed offsets of topics that are gone.
     pub(crate) fn forget_committed(&mut self, lost: &std::collections::BTreeSet<TopicName>) {
         self.committed.retain(|tp, _| !lost.contains(&tp.topic));
