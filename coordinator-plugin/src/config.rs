@@ -34,6 +34,10 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+/// The longest native debounce setting accepted (`rebalance_delay_ms`,
+/// `rebalance_max_delay_ms`, `rebalance_quiet_ms`), ms: 10 minutes.
+pub const MAX_DEBOUNCE_MS: u64 = 600_000;
+
 /// How a group's rebalances move partitions (docs/protocol.md §6.4). In TOML:
 /// `"incremental"` or `"eager"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
@@ -190,6 +194,15 @@ pub struct CoordinatorConfig {
     /// member (25 times the steady 0.2/s of the 5 s interval) for the one or two
     /// steps a member goes through.
     pub consumer_reconcile_heartbeat_interval_ms: u32,
+    /// KIP-848 groups: for this long after the group's target assignment changes, in
+    /// ms, every member's answer carries `consumer_reconcile_heartbeat_interval_ms`,
+    /// reconciled ones included. Members of a rollout join over hundreds of ms; a
+    /// member that reconciled with the first of them and went back to the 5 s interval
+    /// would learn of the later ones' target only at its next heartbeat, holding the
+    /// group unbalanced for up to 5 s. Kafka has no such setting. Default 1000: at
+    /// most about five more heartbeats per member after each target change. 0 turns
+    /// it off. At most 60000.
+    pub consumer_rebalance_settle_ms: u32,
     /// KIP-848 groups: a member that sends no ConsumerGroupHeartbeat for this long is
     /// removed, in ms (Kafka's `group.consumer.session.timeout.ms`). Above
     /// `consumer_heartbeat_interval_ms`. Default 45000.
@@ -242,6 +255,7 @@ impl Default for CoordinatorConfig {
             max_join_metadata_bytes: 1 << 20,
             consumer_heartbeat_interval_ms: 5_000,
             consumer_reconcile_heartbeat_interval_ms: 200,
+            consumer_rebalance_settle_ms: 1_000,
             consumer_session_timeout_ms: 45_000,
             slot_takeover_wait_ms: None,
             slot_count: None,
@@ -308,6 +322,19 @@ impl CoordinatorConfig {
         if self.rerun_on_drift_ms.values().any(|&ms| ms < 1_000) {
             return err("rerun_on_drift_ms: every interval must be at least 1000");
         }
+        // A debounce longer than this is a mistake, not a policy: a group would get no
+        // assignment for that long, with no sign of why.
+        for (key, ms) in [
+            ("rebalance_delay_ms", self.rebalance_delay_ms),
+            ("rebalance_max_delay_ms", self.rebalance_max_delay_ms),
+            ("rebalance_quiet_ms", self.rebalance_quiet_ms),
+        ] {
+            if ms > MAX_DEBOUNCE_MS {
+                return Err(ConfigError(format!(
+                    "{key} must be at most {MAX_DEBOUNCE_MS} (10 minutes)"
+                )));
+            }
+        }
         if self.rebalance_max_delay_ms < self.rebalance_delay_ms {
             return err("rebalance_max_delay_ms is below rebalance_delay_ms");
         }
@@ -339,6 +366,9 @@ impl CoordinatorConfig {
         }
         if self.consumer_reconcile_heartbeat_interval_ms == 0 {
             return err("consumer_reconcile_heartbeat_interval_ms must be at least 1");
+        }
+        if self.consumer_rebalance_settle_ms > 60_000 {
+            return err("consumer_rebalance_settle_ms must be at most 60000");
         }
         if self.consumer_session_timeout_ms <= self.consumer_heartbeat_interval_ms {
             return err("consumer_session_timeout_ms must exceed consumer_heartbeat_interval_ms");
@@ -465,6 +495,7 @@ mod toml_tests {
             max_join_metadata_bytes = 15
             consumer_heartbeat_interval_ms = 16
             consumer_reconcile_heartbeat_interval_ms = 19
+            consumer_rebalance_settle_ms = 23
             consumer_session_timeout_ms = 170
             slot_takeover_wait_ms = 250
         "#;
@@ -497,6 +528,7 @@ mod toml_tests {
             max_join_metadata_bytes: 15,
             consumer_heartbeat_interval_ms: 16,
             consumer_reconcile_heartbeat_interval_ms: 19,
+            consumer_rebalance_settle_ms: 23,
             consumer_session_timeout_ms: 170,
             slot_takeover_wait_ms: Some(250),
             slot_count: None,
@@ -591,6 +623,29 @@ mod toml_tests {
         ] {
             assert!(CoordinatorConfig::from_toml(text).is_err(), "{text:?}");
         }
+    }
+
+    #[test]
+    fn debounce_settings_above_ten_minutes_are_refused_by_name() {
+        for (key, text) in [
+            (
+                "rebalance_delay_ms",
+                "rebalance_delay_ms = 600001\nrebalance_max_delay_ms = 600001\n",
+            ),
+            (
+                "rebalance_max_delay_ms",
+                "rebalance_max_delay_ms = 600001\n",
+            ),
+            ("rebalance_quiet_ms", "rebalance_quiet_ms = 600001\n"),
+        ] {
+            let e = CoordinatorConfig::from_toml(text).expect_err(key);
+            assert!(e.0.contains(key) && e.0.contains("at most 600000"), "{e:?}");
+        }
+        let ok = "rebalance_delay_ms = 600000\nrebalance_max_delay_ms = 600000\nrebalance_quiet_ms = 600000\n";
+        assert!(CoordinatorConfig::from_toml(ok).is_ok());
+        let e = CoordinatorConfig::from_toml("consumer_rebalance_settle_ms = 60001\n")
+            .expect_err("settle");
+        assert!(e.0.contains("consumer_rebalance_settle_ms"), "{e:?}");
     }
 
     #[test]

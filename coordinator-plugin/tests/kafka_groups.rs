@@ -3132,6 +3132,48 @@ fn kip848_rerun_that_moves_nothing_keeps_the_group_epoch() {
     assert_eq!(owned_partitions(&members[0]), [0]);
 }
 
+/// A group whose assignor a rescan removed is not re-run on drift: the default would
+/// stand in and reshuffle it (and again when the assignor is back). No assignor runs,
+/// the epoch stays.
+#[test]
+fn kip848_groups_whose_assignor_is_no_longer_loaded_are_not_rerun() {
+    let mut cfg = config();
+    cfg.rerun_on_drift_ms = [("drifty".to_owned(), 1_000)].into_iter().collect();
+    let assignors = common::TestAssignors::default().with_alias("drifty", "range");
+    let calls = assignors.calls.clone();
+    let mut h = Harness::with_assignors(cfg, assignors);
+    h.feed(orders_rates(0));
+    let conn = h.connect();
+    let m1 = "5Cq1X3ZpR1mGZtY9rG0y2A";
+    let r = h.call(conn, 1, cg_join("k", m1, &["orders"], Some("drifty")));
+    let mut members = vec![Reconciling {
+        conn,
+        id: m1,
+        epoch: r.member_epoch,
+        owned: cg_assignment(&r).unwrap_or_default(),
+    }];
+    reconcile(&mut h, &mut members, 2);
+    let epoch = members[0].epoch;
+
+    let without = common::TestAssignors {
+        calls: calls.clone(),
+        ..Default::default()
+    };
+    h.coord.replace_assignors(without, "");
+    let before = calls.load(std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..3 {
+        h.advance(1_000);
+        h.feed(orders_rates(5));
+    }
+    reconcile(&mut h, &mut members, 2);
+    assert_eq!(members[0].epoch, epoch, "no new group epoch");
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        before,
+        "no assignor ran"
+    );
+}
+
 #[test]
 fn kip848_groups_of_an_unlisted_assignor_are_not_rerun() {
     let mut cfg = config();

@@ -6,7 +6,9 @@
   `group.protocol=consumer`) follows the interval of each answer: with a normal
   interval of 30 s, a second member receives its partitions after the first revoked
   them within the test's wait, which it could not at 30 s; once reconciled, the members
-  go back to the normal interval (no heartbeat in the next seconds).
+  go back to the normal interval (no heartbeat in the next seconds); members of a
+  staggered rollout keep the short interval while the group settles
+  (`consumer_rebalance_settle_ms`), so early members learn of later targets at once.
 - Classic: the initial rebalance delay ends when no JoinGroup came for
   `initial_rebalance_quiet_ms` (300 ms): with `initial_rebalance_delay_ms` = 60 s,
   confluent-kafka and kafka-python members get their assignment long before the delay
@@ -67,6 +69,35 @@ def test_kip848_members_heartbeat_at_the_short_interval_while_they_reconcile(
     assert after - before <= 2, f"{after - before} heartbeats in 3 s after reconciling"
     assert c1.current() | c2.current() == {0, 1, 2, 3}
     assert not c1.current() & c2.current()
+
+
+def test_kip848_members_of_a_staggered_rollout_balance_within_the_settle_time(
+        broker_factory, consumers):  # noqa: F811
+    """Four confluent-kafka KIP-848 members started 300 ms apart (a rollout): the
+    first ones reconcile before the later ones join, and are still told the short
+    interval while the group settles (`consumer_rebalance_settle_ms`), so they learn
+    of each later target within a fraction of a second. With the normal interval of
+    30 s an early member would hold the later ones' partitions until its next
+    heartbeat, 30 s later (with `consumer_rebalance_settle_ms = 0` this test times
+    out)."""
+    b = start_group_broker(broker_factory,
+                           consumer_heartbeat_interval_ms=NORMAL_INTERVAL_MS,
+                           consumer_session_timeout_ms=3 * NORMAL_INTERVAL_MS)
+    topic, group = "speed-rollout", "g-speed-rollout"
+    ck_create_topic(b, topic, 8)
+    members = []
+    for i in range(4):
+        members.append(consumers.start("confluent", b, topic, group, f"r{i}",
+                                       protocol="consumer"))
+        if i == 0:
+            wait_for(lambda: members[0].current() == set(range(8)), 60,
+                     "the first member to own everything")
+        time.sleep(0.3)
+
+    def balanced():
+        held = [m.current() or set() for m in members]
+        return (all(len(h) == 2 for h in held) and set().union(*held) == set(range(8)))
+    wait_for(balanced, 20, "every member to hold two partitions")
 
 
 def test_classic_initial_delay_ends_when_joiners_stop_coming(broker_factory,

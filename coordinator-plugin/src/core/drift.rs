@@ -5,8 +5,9 @@
 //! incremental rebalance, a KIP-848 group with a new group epoch and target that its
 //! members reconcile by revoke-then-assign — so the no-double-ownership rule of either
 //! protocol holds unchanged. A re-run whose assignor gives the assignment in force
-//! changes nothing (no generation, no epoch). Classic groups assign on the client:
-//! nothing to re-run.
+//! changes nothing (no generation, no epoch), and a group whose assignor is not loaded
+//! (removed by a plugin rescan) is not re-run at all: the assignment in force stays
+//! until membership changes. Classic groups assign on the client: nothing to re-run.
 
 use std::collections::BTreeMap;
 
@@ -27,6 +28,7 @@ impl Coordinator {
     pub(super) fn on_partition_stats(&mut self, stats: crate::PartitionStats) {
         self.cx.partition_stats = stats;
         let intervals = &self.cx.config.rerun_on_drift_ms;
+        let assignors = &self.cx.assignors;
         let now = self.cx.now;
         let mut seen = BTreeMap::new();
         let mut due = Vec::new();
@@ -35,6 +37,12 @@ impl Coordinator {
             let Some(&interval) = assignor.and_then(|a| intervals.get(a)) else {
                 return;
             };
+            // An assignor that is not loaded (removed by a rescan) is not re-run: the
+            // default assignor would stand in for it and reshuffle the group, twice
+            // counting its return. Its clock starts again when it is back.
+            if !assignor.is_some_and(|a| assignors.contains(a)) {
+                return;
+            }
             let since = self.drift.last.get(id).copied().unwrap_or(now);
             if now.saturating_sub(since) >= interval {
                 due.push(id.clone());

@@ -45,7 +45,9 @@ pub fn topics() -> Vec<(&'static str, u32, [u8; 16])> {
 }
 
 /// A config for these tests: short session timeouts allowed, the default initial
-/// rebalance delay of 3 s.
+/// rebalance delay of 3 s, and no KIP-848 settle time (the tests of the heartbeat
+/// interval rules read the reconciled interval right after a target change; the settle
+/// time has its own unit test).
 pub fn config() -> CoordinatorConfig {
     CoordinatorConfig {
         default_assignor: "sticky".into(),
@@ -54,6 +56,7 @@ pub fn config() -> CoordinatorConfig {
         initial_rebalance_delay_ms: 3_000,
         consumer_heartbeat_interval_ms: 1_000,
         consumer_session_timeout_ms: 10_000,
+        consumer_rebalance_settle_ms: 0,
         ..CoordinatorConfig::default()
     }
 }

@@ -5,6 +5,13 @@ use std::collections::BTreeSet;
 
 use crate::{level::Level, state::State};
 
+/// The least gain of a move, as a fraction of the moved partition's load per unit of
+/// the receiver's weight: the donor's level must end at least this much above the
+/// receiver's new one. Noise in measured rates (a fraction of a percent between
+/// partitions of equal traffic) stays far below it, so `tolerance = 0` does not rotate
+/// partitions between members under a steady load.
+const MIN_GAIN: f64 = 0.1;
+
 /// At most this many passes over the members; a pass that moves nothing ends it
 /// sooner (and every move strictly lowers the sorted vector of loads per weight, so
 /// the passes end by themselves long before in practice).
@@ -104,8 +111,12 @@ fn best_move(
                 continue;
             }
             // The receiver must end at least the band below the donor's level: a move
-            // that narrows the gap by less would overshoot and be undone.
-            if state.per_weight_with(r, g) >= top - state.band {
+            // that narrows the gap by less would overshoot and be undone. And the move
+            // must lower the pair's top level by a real share of what moves
+            // ([`MIN_GAIN`]): with a band near 0, partitions of nearly equal measured
+            // load would otherwise trade places on measurement noise at every re-run.
+            let after = state.per_weight_with(r, g);
+            if after >= top - state.band || top - after < MIN_GAIN * state.load_per_weight(r, g) {
                 continue;
             }
             let in_rack = state.in_leader_rack(r, g);

@@ -71,6 +71,12 @@ impl<'a> State<'a> {
         (self.level[m as usize] + self.loads.of[g as usize]) / self.weight[m as usize]
     }
 
+    /// Partition `g`'s load per unit of member `m`'s weight: what holding it adds to
+    /// `m`'s level.
+    pub fn load_per_weight(&self, m: u32, g: u32) -> f64 {
+        self.loads.of[g as usize] / self.weight[m as usize]
+    }
+
     /// Whether member `m` sits in the rack of partition `g`'s leader (both known).
     pub fn in_leader_rack(&self, m: u32, g: u32) -> bool {
         self.racks.matches(m, g)

@@ -109,8 +109,12 @@ pub(crate) struct ConsumerGroup {
     /// batches the store accepted since the coordinator started), laid over the
     /// assignor's context as native groups' are. At most one entry per partition of an
     /// existing topic (commits are validated against the topics; a lost topic's are
-    /// dropped). Empty after a restart until the group commits again.
+    /// dropped). Empty after a restart until the group commits again or a member's
+    /// OffsetFetch reads them (`note_fetched`).
     pub(super) committed: BTreeMap<TopicPartition, i64>,
+    /// Until when (monotonic ms) every member is told the reconciliation interval:
+    /// the last new target's time plus `consumer_rebalance_settle_ms`.
+    pub(super) settling_until: u64,
 }
 
 impl ConsumerGroup {
@@ -127,6 +131,7 @@ impl ConsumerGroup {
             assignor,
             retry_at: None,
             committed: BTreeMap::new(),
+            settling_until: 0,
         }
     }
 

@@ -408,8 +408,13 @@ fn reconcile_and_answer(
     // What the member must still do: take what it was just given, or catch up with
     // an assignment it reports not to hold (a rejoin, a lost answer).
     let behind = changed || owned.is_some_and(|o| *o != m.assigned);
-    let interval = if !reconciling(m, behind) {
+    let interval = if !reconciling(m, behind) && env.now >= g.settling_until {
         u64::from(env.heartbeat_interval_ms)
+    } else if !reconciling(m, behind) {
+        // Reconciled, but the target changed moments ago: more members may be joining
+        // (a rollout), and a member told the normal interval now would learn of their
+        // target only that much later (`consumer_rebalance_settle_ms`).
+        u64::from(env.reconcile_heartbeat_interval_ms)
     } else if m.state == MemberState::UnreleasedPartitions && !behind {
         waiting_interval(g, env, &id)
     } else {

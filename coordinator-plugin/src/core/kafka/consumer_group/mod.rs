@@ -197,6 +197,9 @@ pub(crate) struct Env<'a> {
     /// changed since its last heartbeat (`consumer_reconcile_heartbeat_interval_ms`),
     /// ms. At most `heartbeat_interval_ms`.
     pub reconcile_heartbeat_interval_ms: u32,
+    /// How long after a target change every member is told
+    /// `reconcile_heartbeat_interval_ms` (`consumer_rebalance_settle_ms`), ms.
+    pub rebalance_settle_ms: u32,
     /// The maximum number of members of a group.
     pub max_group_size: usize,
     /// Assignor runs that fell back to the default assignor during this call (the

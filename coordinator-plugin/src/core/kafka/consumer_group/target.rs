@@ -132,6 +132,10 @@ impl ConsumerGroup {
         self.assignment_epoch = self.epoch;
         match result {
             Ok((assignor, target)) => {
+                if target != self.target {
+                    self.settling_until =
+                        env.now.saturating_add(u64::from(env.rebalance_settle_ms));
+                }
                 self.target = target;
                 self.assignor = assignor;
                 self.retry_at = None;

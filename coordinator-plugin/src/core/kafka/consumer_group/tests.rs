@@ -207,6 +207,8 @@ struct World {
     fallbacks: u64,
     /// `consumer_heartbeat_interval_ms` (1000 unless a test sets it).
     heartbeat_interval_ms: u32,
+    /// `consumer_rebalance_settle_ms` (0 unless a test sets it).
+    settle_ms: u32,
 }
 
 impl World {
@@ -224,6 +226,7 @@ impl World {
             max_group_size: 100,
             fallbacks: 0,
             heartbeat_interval_ms: 1_000,
+            settle_ms: 0,
             default_assignor: "uniform",
             clients: Vec::new(),
         }
@@ -239,6 +242,7 @@ impl World {
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: self.heartbeat_interval_ms,
             reconcile_heartbeat_interval_ms: 200,
+            rebalance_settle_ms: self.settle_ms,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
         };
@@ -271,6 +275,7 @@ impl World {
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: self.heartbeat_interval_ms,
             reconcile_heartbeat_interval_ms: 200,
+            rebalance_settle_ms: self.settle_ms,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
         };
@@ -290,6 +295,7 @@ impl World {
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: self.heartbeat_interval_ms,
             reconcile_heartbeat_interval_ms: 200,
+            rebalance_settle_ms: self.settle_ms,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
         };
@@ -694,6 +700,43 @@ fn a_waiting_member_is_never_told_to_stay_away_longer_than_five_short_intervals(
     w.tick(800);
     let r = w.ok(beat("b", 2, Some(BTreeSet::new())));
     assert_eq!(r.assignment.map(|a| a.len()), Some(2));
+}
+
+/// A rollout: a joins at 1000 and reconciles at once, b joins 300 ms later. With
+/// `consumer_rebalance_settle_ms` 1000, a is told the short interval even though it
+/// is reconciled, because the target changed moments ago: it comes back 200 ms later,
+/// learns it must give partitions to b, and the group is balanced within a second
+/// (with the normal interval, a would have slept until b's partitions were due — 1 s
+/// here, 5 s with Kafka's default). Once no target changed for the settle time, a
+/// reconciled member gets the normal interval again.
+#[test]
+fn reconciled_members_heartbeat_at_the_short_interval_while_the_group_settles() {
+    let mut w = World::new(&[("t", 4)]);
+    w.settle_ms = 1_000;
+    let all = w.ok(join("a", &["t"])).assignment.unwrap();
+    let r = w.ok(beat("a", 1, Some(all.clone())));
+    assert_eq!(w.member("a").state, MemberState::Stable);
+    assert_eq!(r.heartbeat_interval_ms, 200, "the group is settling");
+
+    w.tick(200);
+    w.ok(join("b", &["t"]));
+    w.tick(200);
+    let r = w.ok(beat("a", 1, Some(all)));
+    assert_eq!(w.member("a").state, MemberState::UnrevokedPartitions);
+    let kept = r.assignment.unwrap();
+    assert_eq!(kept.len(), 2);
+    w.tick(200);
+    let r = w.ok(beat("a", r.member_epoch, Some(kept.clone())));
+    assert_eq!(
+        r.heartbeat_interval_ms, 200,
+        "still settling: b joined 400 ms ago"
+    );
+
+    // 1000 ms after b's join, no target change since: back to the normal interval.
+    w.tick(1_000);
+    let r = w.ok(beat("a", r.member_epoch, Some(kept)));
+    assert_eq!(w.member("a").state, MemberState::Stable);
+    assert_eq!(r.heartbeat_interval_ms, 1_000);
 }
 
 #[test]
@@ -1542,4 +1585,17 @@ fn a_changed_rack_is_a_new_group_epoch_and_the_same_one_is_not() {
         "assignors see racks: a new rack, a new target"
     );
     assert_eq!(w.member("a").rack_id.as_deref(), Some("r2"));
+}
+
+/// A rack longer than a native consumer's (255 bytes) is INVALID_REQUEST: the rack is
+/// kept per member and handed to every assignor run. 255 bytes are accepted.
+#[test]
+fn a_rack_over_255_bytes_is_refused() {
+    let mut w = World::new(&[("t", 2)]);
+    let mut r = join("a", &["t"]);
+    r.rack_id = Some("r".repeat(256));
+    assert_eq!(w.code(r), ResponseError::InvalidRequest);
+    let mut r = join("a", &["t"]);
+    r.rack_id = Some("r".repeat(255));
+    w.ok(r);
 }

@@ -38,6 +38,15 @@ pub(super) fn validate(req: &HeartbeatRequest) -> Result<(), Failure> {
     if req.rack_id.as_deref().is_some_and(blank) {
         return invalid("RackId can't be empty.");
     }
+    // Drover's bound, the same as a native consumer's rack (docs/protocol.md §5.1):
+    // the rack is kept per member and handed to every assignor run. Kafka has none.
+    if req
+        .rack_id
+        .as_deref()
+        .is_some_and(|r| r.len() > drover_protocol::MAX_MEMBER_STRING_LEN)
+    {
+        return invalid("RackId is longer than 255 bytes.");
+    }
     if req.rebalance_timeout_ms < -1 {
         return invalid("RebalanceTimeoutMs is invalid.");
     }
