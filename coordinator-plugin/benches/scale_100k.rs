@@ -474,9 +474,9 @@ impl Sim {
         }
     }
 
-    /// Runs every input up to virtual time `t`; `until` is checked every 100 virtual ms
-    /// and stops the run early when it holds (returns whether it did).
-    fn run_until(&mut self, t: u64, mut until: impl FnMut(&Sim) -> bool) -> bool {
+    /// Runs every input up to virtual time `t`; `until` is checked every `every` virtual
+    /// ms and stops the run early when it holds (returns whether it did).
+    fn run_until(&mut self, t: u64, every: u64, mut until: impl FnMut(&Sim) -> bool) -> bool {
         let mut next_check = self.now;
         loop {
             while let Some((kind, arrival, input)) = self.ready.pop_front() {
@@ -486,7 +486,7 @@ impl Sim {
                 if until(self) {
                     return true;
                 }
-                next_check = self.now + 100;
+                next_check = self.now + every;
             }
             let ev_at = self.events.peek().map(|Reverse((at, _, _))| *at);
             let timer_at = self.coord.as_ref().and_then(|c| c.poll_timeout());
@@ -1075,7 +1075,7 @@ fn main() {
 
     // Formation.
     let p0 = process_cpu_s();
-    let formed = sim.run_until(600_000, |s| s.now >= 1_000 && s.all_stable());
+    let formed = sim.run_until(600_000, 100, |s| s.now >= 1_000 && s.all_stable());
     assert!(formed, "not stable by 600 s of virtual time");
     let formed_at = sim.now;
     let w = std::mem::take(&mut sim.window);
@@ -1091,13 +1091,13 @@ fn main() {
         m.skew = true;
     }
     let t = sim.now + 6_000;
-    sim.run_until(t, |_| false);
+    sim.run_until(t, 1_000, |_| false);
     let rss1 = rss_bytes();
     sim.window = Window::default();
     let p0 = process_cpu_s();
     let t0 = sim.now;
     let t = t0 + args.steady_s * 1_000;
-    sim.run_until(t, |_| false);
+    sim.run_until(t, 1_000, |_| false);
     let steady = std::mem::take(&mut sim.window);
     println!(
         "offsets written to the store so far: {} ({:.0} per member)",
@@ -1121,7 +1121,7 @@ fn main() {
     let t0 = sim.now;
     sim.leave(leaver);
     let epoch = sim.groups[k].max_epoch;
-    let done = sim.run_until(t0 + 120_000, |s| s.stable(k, size - 1, epoch));
+    let done = sim.run_until(t0 + 120_000, 10, |s| s.stable(k, size - 1, epoch));
     assert!(done, "group {k} not stable 120 s after the leave");
     let recovered = sim.now - t0;
     if sim.protocol == Protocol::Kip848 {
@@ -1138,11 +1138,11 @@ fn main() {
             g.max_epoch
         );
     }
-    sim.run_until(sim.now + 2_000, |_| false);
+    sim.run_until(sim.now + 2_000, 1_000, |_| false);
     let reb = std::mem::take(&mut sim.window);
     println!(
         "rebalance of {} ({size} members, one leaves): stable again after {recovered} ms of \
-         virtual time (checked every 100 ms)",
+         virtual time (checked every 10 ms)",
         sim.groups[k].name
     );
     print_window(

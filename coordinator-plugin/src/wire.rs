@@ -1,6 +1,8 @@
 //! The boundary with `drover-protocol`: encoding frames and converting wire values to
 //! the core's domain types and back.
 
+use std::collections::BTreeMap;
+
 use bytes::{Buf, Bytes, BytesMut};
 use drover_protocol as proto;
 use drover_protocol::{EncodeError, NativeRequest, NativeResponse};
@@ -60,10 +62,17 @@ pub(crate) struct WireOffset {
 }
 
 /// Flattens a wire offsets array, in order.
-pub(crate) fn offsets_from_wire(topics: Vec<proto::TopicOffsets>) -> Vec<WireOffset> {
+pub(crate) fn offsets_from_wire(
+    topics: Vec<proto::TopicOffsets>,
+    known: &BTreeMap<TopicName, u32>,
+) -> Vec<WireOffset> {
     let mut out = Vec::new();
     for t in topics {
-        let topic = TopicName::from(t.topic);
+        // A known topic's name is shared, not allocated again for every answer.
+        let topic = match known.get_key_value(t.topic.as_str()) {
+            Some((name, _)) => name.clone(),
+            None => TopicName::from(t.topic),
+        };
         for p in t.partitions {
             out.push(WireOffset {
                 tp: TopicPartition {
