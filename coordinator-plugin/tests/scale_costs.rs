@@ -3,9 +3,10 @@
 //! cost is counted, never timed: the heap allocations of one `Coordinator::handle` call,
 //! by a global allocator that counts the allocations of the thread that asks.
 //!
-//! A KIP-848 member's steady ConsumerGroupHeartbeat (with its owned partitions, named
-//! by topic id) once rebuilt the whole topic-id table to read those ids: one
-//! allocation per few topics of the cluster, on every heartbeat of every member.
+//! A KIP-848 member's steady ConsumerGroupHeartbeat once rebuilt the whole topic-id
+//! table to read the ids of its owned partitions (one allocation per few topics of the
+//! cluster, on every heartbeat of every member), and copied the member's assignment to
+//! learn whether reconciling changed it (one allocation per few partitions it owns).
 
 mod common;
 
@@ -110,10 +111,11 @@ fn answer(outputs: Vec<Output>) -> ConsumerGroupHeartbeatResponse {
     r
 }
 
-/// The allocations of one steady heartbeat (reconciled, owned partitions sent) of the
-/// only member of a KIP-848 group subscribed to one topic of 4 partitions, on a
-/// coordinator that knows `topics` topics.
-fn steady_heartbeat_allocations(topics: usize) -> u64 {
+/// The allocations of one steady heartbeat (reconciled; its owned partitions sent with
+/// `send_owned`, else left out as unchanged) of the only member of a KIP-848 group
+/// subscribed to one topic of `partitions` partitions, on a coordinator that knows
+/// `topics` topics of that size.
+fn steady_heartbeat_allocations(topics: usize, partitions: i32, send_owned: bool) -> u64 {
     let config = CoordinatorConfig {
         default_assignor: "sticky".into(),
         consumer_heartbeat_interval_ms: 1_000,
@@ -129,7 +131,10 @@ fn steady_heartbeat_allocations(topics: usize) -> u64 {
         .map(|(t, n)| (n.clone(), *topic_id(t).as_bytes()))
         .collect::<BTreeMap<_, _>>();
     coord.handle(0, Input::TopicIds { ids });
-    let counts = names.iter().map(|n| (n.clone(), 4)).collect();
+    let counts = names
+        .iter()
+        .map(|n| (n.clone(), partitions as u32))
+        .collect();
     coord.handle(0, Input::TopicsChanged { topics: counts });
     let conn = ConnId(1);
     coord.handle(
@@ -161,7 +166,7 @@ fn steady_heartbeat_allocations(topics: usize) -> u64 {
     let mut owned = OwnedTopic::default();
     owned.topic_id = topic_id(0);
     owned.partitions = assignment.topic_partitions[0].partitions.clone();
-    assert_eq!(owned.partitions.len(), 4);
+    assert_eq!(owned.partitions.len(), partitions as usize);
 
     // Acknowledge the assignment, then heartbeat in the steady state.
     let mut steady = ConsumerGroupHeartbeatRequest::default();
@@ -179,6 +184,9 @@ fn steady_heartbeat_allocations(topics: usize) -> u64 {
     ));
     assert_eq!(acked.heartbeat_interval_ms, 1_000, "reconciled");
 
+    if !send_owned {
+        steady.topic_partitions = None;
+    }
     let frame = heartbeat_frame(3, &steady);
     let (outputs, n) = allocations(|| coord.handle(1_020, Input::Frame { conn, bytes: frame }));
     let r = answer(outputs);
@@ -191,10 +199,22 @@ fn steady_heartbeat_allocations(topics: usize) -> u64 {
 /// 207 with 2,000.
 #[test]
 fn a_steady_kip848_heartbeat_allocates_the_same_however_many_topics_exist() {
-    let few = steady_heartbeat_allocations(20);
-    let many = steady_heartbeat_allocations(2_000);
+    let few = steady_heartbeat_allocations(20, 4, true);
+    let many = steady_heartbeat_allocations(2_000, 4, true);
     assert_eq!(
         few, many,
         "allocations per heartbeat with 20 and 2,000 topics"
+    );
+}
+
+/// Before the fix (the assignment copied per heartbeat): 15 allocations for a member of
+/// 4 partitions, 348 for one of 2,000.
+#[test]
+fn a_steady_kip848_heartbeat_allocates_the_same_however_many_partitions_the_member_owns() {
+    let few = steady_heartbeat_allocations(20, 4, false);
+    let many = steady_heartbeat_allocations(20, 2_000, false);
+    assert_eq!(
+        few, many,
+        "allocations per heartbeat owning 4 and 2,000 partitions"
     );
 }
