@@ -1,12 +1,13 @@
 //! A deadline queue: at most one deadline per key, ordered by time then key, so the
 //! coordinator's behaviour does not depend on hash order.
 //!
-//! Costs, with n deadlines: [`Timers::set`] of a key to the deadline it already has
-//! is one hash lookup (no change to the queue: a member re-armed on every answer at
-//! an unchanged deadline costs no tree operation); a moved deadline is a hash update
-//! and a removal and an insertion in the ordered queue, O(log n) key comparisons;
-//! [`Timers::pop_due`] takes the queue's first entry and one hash removal.
+//! Costs, with n deadlines: [`Timers::set`] hashes its key once; setting a key to the
+//! deadline it already has is that one lookup and no change to the queue; a moved
+//! deadline is that lookup, a removal and an insertion in the ordered queue, O(log n)
+//! key comparisons; [`Timers::pop_due`] takes the queue's first entry and one hash
+//! removal (issue 19, docs/benchmarks.md "100,000 members on one coordinator core").
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
 
@@ -33,15 +34,23 @@ impl<K: Ord + Hash + Clone> Timers<K> {
     /// deadline a key already has changes nothing.
     pub(crate) fn set(&mut self, key: K, at: Option<u64>) {
         match at {
-            Some(at) => {
-                if self.by_key.get(&key) == Some(&at) {
-                    return;
-                }
-                if let Some(old) = self.by_key.insert(key.clone(), at) {
+            // One hash of the key, whatever the case.
+            Some(at) => match self.by_key.entry(key) {
+                Entry::Occupied(mut e) => {
+                    if *e.get() == at {
+                        return;
+                    }
+                    let old = e.insert(at);
+                    let key = e.key().clone();
                     self.queue.remove(&(old, key.clone()));
+                    self.queue.insert((at, key));
                 }
-                self.queue.insert((at, key));
-            }
+                Entry::Vacant(e) => {
+                    let key = e.key().clone();
+                    e.insert(at);
+                    self.queue.insert((at, key));
+                }
+            },
             None => {
                 if let Some(old) = self.by_key.remove(&key) {
                     self.queue.remove(&(old, key));
