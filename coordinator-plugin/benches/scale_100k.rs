@@ -33,7 +33,8 @@
 //!   position with OffsetCommit v9 every 5 s.
 //!
 //! **Phases.** Formation (until every group is stable), a warm-up of 6 virtual seconds
-//! (so the commits are running), the steady window (`--steady-s`, 10 by default), then
+//! (so the commits are running), the steady window (`--steady-s`, 10 by default; a
+//! multiple of 5 holds every member's commits equally often), then
 //! the largest group loses one member (native: LeaveGroup; KIP-848: a heartbeat with
 //! epoch −1) and the run goes on until that group is stable again at one member less
 //! (native: the coordinator's RebalanceCompleted event; KIP-848: every remaining member's
