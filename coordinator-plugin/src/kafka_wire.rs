@@ -132,7 +132,9 @@ pub(crate) fn decode_request(mut frame: Bytes) -> Result<KafkaRequest, String> {
 /// response has a field its version cannot carry: a bug, reported and the connection
 /// closed by the caller.
 pub(crate) fn encode_response(to: KafkaReplyTo, response: &ResponseKind) -> Result<Bytes, String> {
-    let mut out = BytesMut::new();
+    // A steady ConsumerGroupHeartbeat or OffsetCommit answer fits in its first
+    // allocation.
+    let mut out = BytesMut::with_capacity(128);
     let mut header = ResponseHeader::default();
     header.correlation_id = to.correlation_id;
     header

@@ -1,33 +1,61 @@
 //! A deadline queue: at most one deadline per key, ordered by time then key, so the
 //! coordinator's behaviour does not depend on hash order.
+//!
+//! Costs, with n deadlines: [`Timers::set`] hashes its key once; setting a key to the
+//! deadline it already has is that one lookup and no change to the queue; a moved
+//! deadline is that lookup, a removal and an insertion in the ordered queue, O(log n)
+//! key comparisons; [`Timers::pop_due`] takes the queue's first entry and one hash
+//! removal (issue 19, docs/benchmarks.md "100,000 members on one coordinator core").
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeSet, HashMap};
+use std::hash::Hash;
 
 /// Deadlines by key.
 #[derive(Debug)]
-pub(crate) struct Timers<K: Ord + Clone> {
+pub(crate) struct Timers<K: Ord + Hash + Clone> {
+    /// (deadline, key): the order deadlines fire in.
     queue: BTreeSet<(u64, K)>,
-    by_key: BTreeMap<K, u64>,
+    /// Each key's deadline (its entry in `queue`).
+    by_key: HashMap<K, u64>,
 }
 
-impl<K: Ord + Clone> Default for Timers<K> {
+impl<K: Ord + Hash + Clone> Default for Timers<K> {
     fn default() -> Self {
         Timers {
             queue: BTreeSet::new(),
-            by_key: BTreeMap::new(),
+            by_key: HashMap::new(),
         }
     }
 }
 
-impl<K: Ord + Clone> Timers<K> {
-    /// Sets (or replaces, or with `None` removes) the deadline of `key`.
+impl<K: Ord + Hash + Clone> Timers<K> {
+    /// Sets (or replaces, or with `None` removes) the deadline of `key`. Setting the
+    /// deadline a key already has changes nothing.
     pub(crate) fn set(&mut self, key: K, at: Option<u64>) {
-        if let Some(old) = self.by_key.remove(&key) {
-            self.queue.remove(&(old, key.clone()));
-        }
-        if let Some(at) = at {
-            self.by_key.insert(key.clone(), at);
-            self.queue.insert((at, key));
+        match at {
+            // One hash of the key, whatever the case.
+            Some(at) => match self.by_key.entry(key) {
+                Entry::Occupied(mut e) => {
+                    if *e.get() == at {
+                        return;
+                    }
+                    let old = e.insert(at);
+                    let key = e.key().clone();
+                    self.queue.remove(&(old, key.clone()));
+                    self.queue.insert((at, key));
+                }
+                Entry::Vacant(e) => {
+                    let key = e.key().clone();
+                    e.insert(at);
+                    self.queue.insert((at, key));
+                }
+            },
+            None => {
+                if let Some(old) = self.by_key.remove(&key) {
+                    self.queue.remove(&(old, key));
+                }
+            }
         }
     }
 

@@ -1,7 +1,9 @@
 //! The boundary with `drover-protocol`: encoding frames and converting wire values to
 //! the core's domain types and back.
 
-use bytes::{Bytes, BytesMut};
+use std::collections::BTreeMap;
+
+use bytes::{Buf, Bytes, BytesMut};
 use drover_protocol as proto;
 use drover_protocol::{EncodeError, NativeRequest, NativeResponse};
 use kafka_protocol::ResponseError;
@@ -10,14 +12,21 @@ use crate::core::GroupSnapshot;
 use crate::seen_loads::SeenLoad;
 use crate::types::{TopicName, TopicPartition};
 
+/// The first allocation of an encoded frame, bytes: a ping, a Heartbeat answer or a
+/// small StartFetcher fits, so the hot path allocates each frame once (a larger frame
+/// grows as before). The size prefix is dropped by advancing past it, which keeps the
+/// frame in its one allocation (`slice` would share it through a second one).
+const FRAME_CAPACITY: usize = 128;
+
 /// A request frame (header v1, null client id) without the size prefix.
 pub(crate) fn encode_request(
     correlation_id: i32,
     request: &NativeRequest,
 ) -> Result<Bytes, EncodeError> {
-    let mut buf = BytesMut::new();
+    let mut buf = BytesMut::with_capacity(FRAME_CAPACITY);
     proto::encode_request_frame(&mut buf, correlation_id, None, request)?;
-    Ok(buf.freeze().slice(4..))
+    buf.advance(4);
+    Ok(buf.freeze())
 }
 
 /// A response frame (header v0) without the size prefix.
@@ -25,9 +34,10 @@ pub(crate) fn encode_response(
     correlation_id: i32,
     response: &NativeResponse,
 ) -> Result<Bytes, EncodeError> {
-    let mut buf = BytesMut::new();
+    let mut buf = BytesMut::with_capacity(FRAME_CAPACITY);
     proto::encode_response_frame(&mut buf, correlation_id, response)?;
-    Ok(buf.freeze().slice(4..))
+    buf.advance(4);
+    Ok(buf.freeze())
 }
 
 /// The native protocol's error code for the core's answer: `None` (success) is NONE, an
@@ -52,10 +62,17 @@ pub(crate) struct WireOffset {
 }
 
 /// Flattens a wire offsets array, in order.
-pub(crate) fn offsets_from_wire(topics: Vec<proto::TopicOffsets>) -> Vec<WireOffset> {
+pub(crate) fn offsets_from_wire(
+    topics: Vec<proto::TopicOffsets>,
+    known: &BTreeMap<TopicName, u32>,
+) -> Vec<WireOffset> {
     let mut out = Vec::new();
     for t in topics {
-        let topic = TopicName::from(t.topic);
+        // A known topic's name is shared, not allocated again for every answer.
+        let topic = match known.get_key_value(t.topic.as_str()) {
+            Some((name, _)) => name.clone(),
+            None => TopicName::from(t.topic),
+        };
         for p in t.partitions {
             out.push(WireOffset {
                 tp: TopicPartition {

@@ -15,7 +15,7 @@ use drover_protocol::NativeResponse;
 use super::commits::{BatchSource, CommitQueue, CommitWaiter};
 use super::conn::{ChannelOf, Conn, ReadyAnswer, SlotRef};
 use super::kafka::DeleteWait;
-use super::native::{Effects, NativeEnv};
+use super::native::{Effects, NativeEffect, NativeEnv};
 use super::TimerKey;
 
 use crate::assignors::Assignors;
@@ -99,6 +99,9 @@ pub(crate) struct Ctx {
     groups_with_pending: BTreeSet<GroupId>,
     /// The outputs of the input being handled, in order.
     out: Vec<Output>,
+    /// An emptied effect list kept for the next native group call
+    /// ([`Ctx::native_call`], `Ctx::native`), which then allocates none.
+    pub(super) spare_effects: Vec<NativeEffect>,
     next_incarnation: u64,
     /// The rate limit of [`Ctx::reject`]'s log line.
     reject_log: LogLimit,
@@ -122,6 +125,7 @@ impl Ctx {
             op_ids: OpIds::default(),
             groups_with_pending: BTreeSet::new(),
             out: Vec::new(),
+            spare_effects: Vec::new(),
             next_incarnation: 0,
             reject_log: LogLimit::new(1_000),
         }
@@ -139,7 +143,8 @@ impl Ctx {
             &self.conns,
             self.commits.busy(group),
         );
-        (env, Effects::new(&mut self.op_ids))
+        let list = std::mem::take(&mut self.spare_effects);
+        (env, Effects::new(list, &mut self.op_ids))
     }
 
     pub(super) fn next_op(&mut self) -> OpId {

@@ -47,7 +47,7 @@ use crate::types::{ConnId, ConsumerId, GroupId, OffsetEntry, OpId, StoreError, T
 
 /// What a deadline is for: every deadline of the coordinator, native, classic and
 /// KIP-848, is one entry of the timer table [`Ctx::timers`], under one of these keys.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum TimerKey {
     /// Write pending Heartbeat offsets.
     CommitTick,
@@ -212,7 +212,7 @@ impl Coordinator {
                     .filter(|(t, id)| ids.get(*t) != Some(*id))
                     .map(|(t, _)| t.clone())
                     .collect();
-                self.kafka.topic_ids = ids;
+                self.kafka.set_topic_ids(ids);
                 self.forget_topics(&lost);
             }
             Input::SlotGained { slot, stopped_ms } => self.on_slot_gained(slot, stopped_ms),

@@ -61,7 +61,7 @@ impl ClassicState {
 }
 
 /// A classic group's deadlines.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum ClassicTimer {
     /// End of the join phase (initial delay or rebalance timeout).
     Join,

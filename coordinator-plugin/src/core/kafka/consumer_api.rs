@@ -171,15 +171,14 @@ impl Coordinator {
                 .cx
                 .respond_kafka(slot, to, ResponseKind::ConsumerGroupHeartbeat(out));
         }
-        let by_id: std::collections::BTreeMap<Uuid, TopicName> = self
-            .kafka
-            .topic_ids
-            .iter()
-            .map(|(name, id)| (Uuid::from_bytes(*id), name.clone()))
-            .collect();
+        let by_id = &self.kafka.topic_names;
         let owned = r.topic_partitions.map(|tps| {
             tps.iter()
-                .filter_map(|t| by_id.get(&t.topic_id).map(|name| (name, &t.partitions)))
+                .filter_map(|t| {
+                    by_id
+                        .get(t.topic_id.as_bytes())
+                        .map(|name| (name, &t.partitions))
+                })
                 .flat_map(|(name, ps)| {
                     ps.iter().map(|&p| TopicPartition {
                         topic: name.clone(),

@@ -25,7 +25,7 @@ mod consumer_group;
 mod offsets;
 mod txn_offset_commit;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
@@ -51,7 +51,20 @@ pub(crate) struct KafkaGroups {
     /// DeleteGroups requests waiting for the store.
     pub delete_groups: BTreeMap<u64, admin::DeleteGroupsWait>,
     /// Topic ids (UUID bytes) by name, from the host (for KIP-848 and OffsetCommit v10).
+    /// Set with [`KafkaGroups::set_topic_ids`], which keeps `topic_names` with it.
     pub topic_ids: BTreeMap<TopicName, [u8; 16]>,
+    /// The same table by id: a ConsumerGroupHeartbeat's owned partitions are named by
+    /// topic id, so each one is a lookup here rather than a rebuild of this map per
+    /// heartbeat (which cost O(topics) allocations per heartbeat).
+    pub topic_names: HashMap<[u8; 16], TopicName>,
+}
+
+impl KafkaGroups {
+    /// Replaces the topic ids (the host's [`crate::Input::TopicIds`]).
+    pub(crate) fn set_topic_ids(&mut self, ids: BTreeMap<TopicName, [u8; 16]>) {
+        self.topic_names = ids.iter().map(|(name, id)| (*id, name.clone())).collect();
+        self.topic_ids = ids;
+    }
 }
 
 impl Ctx {

@@ -24,13 +24,15 @@ impl Ctx {
     ) -> R {
         let (env, mut fx) = self.native_call(&g.id);
         let result = f(g, &env, &mut fx);
-        let effects = fx.into_list();
-        self.apply_native(&g.id, effects);
+        let mut effects = fx.into_list();
+        self.apply_native(&g.id, &mut effects);
+        self.spare_effects = effects;
         result
     }
 
-    fn apply_native(&mut self, group: &GroupId, effects: Vec<NativeEffect>) {
-        for effect in effects {
+    /// Applies `effects` in order, leaving the list empty.
+    fn apply_native(&mut self, group: &GroupId, effects: &mut Vec<NativeEffect>) {
+        for effect in effects.drain(..) {
             match effect {
                 NativeEffect::Push { conn, bytes } => self.output(Output::Push { conn, bytes }),
                 NativeEffect::DropConnection { conn, close } => {

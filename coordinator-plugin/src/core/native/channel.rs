@@ -109,7 +109,7 @@ impl NativeGroup {
         let Some(generation) = g.members.get(id).map(|m| m.generation) else {
             return;
         };
-        for o in wire::offsets_from_wire(offsets) {
+        for o in wire::offsets_from_wire(offsets, env.topics) {
             let ok = g.members.get(id).is_some_and(|m| m.owned.contains(&o.tp))
                 && env.exists(&o.tp)
                 && o.offset >= 0

@@ -135,11 +135,11 @@ pub(crate) struct Effects<'a> {
 }
 
 impl<'a> Effects<'a> {
-    pub(in crate::core) fn new(op_ids: &'a mut OpIds) -> Self {
-        Effects {
-            list: Vec::new(),
-            op_ids,
-        }
+    /// An empty effect list that fills `list` (cleared; its capacity is kept from
+    /// call to call, so an effect list costs no allocation per input).
+    pub(in crate::core) fn new(mut list: Vec<NativeEffect>, op_ids: &'a mut OpIds) -> Self {
+        list.clear();
+        Effects { list, op_ids }
     }
 
     /// Records a decision.

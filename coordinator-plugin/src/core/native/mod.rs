@@ -24,7 +24,7 @@ mod register;
 #[cfg(test)]
 mod tests;
 
-pub(in crate::core) use effects::{Effects, NativeEnv};
+pub(in crate::core) use effects::{Effects, NativeEffect, NativeEnv};
 pub(in crate::core) use fetch_response::fetch_response;
 pub(crate) use group::{debounce_ms, Member, NativeGroup};
 pub(crate) use offsets::Waiter;

@@ -137,7 +137,7 @@ impl World {
             &self.conns,
             false,
         );
-        let mut fx = Effects::new(&mut self.op_ids);
+        let mut fx = Effects::new(Vec::new(), &mut self.op_ids);
         f(g, &env, &mut fx);
         fx.into_list()
     }

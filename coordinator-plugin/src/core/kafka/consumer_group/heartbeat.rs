@@ -337,8 +337,13 @@ fn update_member(
         bump = true;
         m.rack_id = req.rack_id.clone();
     }
-    m.client_id = req.client_id.clone();
-    m.client_host = req.client_host.clone();
+    // Kept only when they change: a steady heartbeat copies no string.
+    if m.client_id != req.client_id {
+        m.client_id.clone_from(&req.client_id);
+    }
+    if m.client_host != req.client_host {
+        m.client_host.clone_from(&req.client_host);
+    }
     if req.rebalance_timeout_ms >= 0 {
         m.rebalance_timeout_ms = req.rebalance_timeout_ms as u64;
     }
@@ -395,8 +400,7 @@ fn reconcile_and_answer(
 ) -> HeartbeatResponse {
     let owned = req.owned_partitions.as_ref();
     // Reconcile and answer.
-    let before = g.members[&id].assigned.clone();
-    g.reconcile(&id, owned, env.now);
+    let changed = g.reconcile(&id, owned, env.now);
     let m = g.members.get_mut(&id).expect("present");
     m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
     schedule(timers, &g.id, m);
@@ -404,7 +408,6 @@ fn reconcile_and_answer(
         || (req.rebalance_timeout_ms != -1
             && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
             && owned.is_some());
-    let changed = m.assigned != before;
     // What the member must still do: take what it was just given, or catch up with
     // an assignment it reports not to hold (a rejoin, a lost answer).
     let behind = changed || owned.is_some_and(|o| *o != m.assigned);

@@ -58,15 +58,16 @@ impl ConsumerGroup {
     }
 
     /// Moves member `id` towards its target given the partitions it reports owning
-    /// (Kafka's `CurrentAssignmentBuilder.build`).
+    /// (Kafka's `CurrentAssignmentBuilder.build`). Returns whether its assigned
+    /// partitions changed (so a steady heartbeat copies no assignment to find out).
     pub(super) fn reconcile(
         &mut self,
         id: &str,
         owned: Option<&BTreeSet<TopicPartition>>,
         now: u64,
-    ) {
+    ) -> bool {
         let Some(m) = self.members.get(id) else {
-            return;
+            return false;
         };
         let step = match m.state {
             MemberState::Stable => {
@@ -79,22 +80,22 @@ impl ConsumerGroup {
             }
             MemberState::UnreleasedPartitions => Some(self.next_step(m, m.epoch)),
         };
-        if let Some(step) = step {
-            self.apply(id, step, now);
-        }
+        step.is_some_and(|step| self.apply(id, step, now))
     }
 
-    /// Applies a reconciliation step to member `id`, keeping [`ConsumerGroup::owners`] exact.
-    pub(super) fn apply(&mut self, id: &str, step: Step, now: u64) {
+    /// Applies a reconciliation step to member `id`, keeping [`ConsumerGroup::owners`]
+    /// exact. Returns whether its assigned partitions changed.
+    pub(super) fn apply(&mut self, id: &str, step: Step, now: u64) -> bool {
         let Some(m) = self.members.get_mut(id) else {
-            return;
+            return false;
         };
+        let assigned_changed = m.assigned != step.assigned;
         if m.epoch == step.epoch
             && m.state == step.state
-            && m.assigned == step.assigned
+            && !assigned_changed
             && m.pending_revocation == step.pending_revocation
         {
-            return;
+            return false;
         }
         for tp in m.assigned.iter().chain(&m.pending_revocation) {
             if self.owners.get(tp).is_some_and(|o| o == id) {
@@ -117,5 +118,6 @@ impl ConsumerGroup {
         m.pending_revocation = step.pending_revocation;
         m.rebalance_deadline = (m.state == MemberState::UnrevokedPartitions)
             .then(|| now.saturating_add(m.rebalance_timeout_ms));
+        assigned_changed
     }
 }
