@@ -79,7 +79,12 @@ impl MarkerWriter for LogMarkers {
                     }
                     Err(_) => false,
                 };
-                if !written {
+                if written {
+                    // The transaction ended here: a later batch is verified again.
+                    if let Some(txn) = broker.transactions() {
+                        txn.verified.forget(request.producer.id, &tp);
+                    }
+                } else {
                     failed.push(tp);
                 }
             }
