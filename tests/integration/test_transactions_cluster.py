@@ -13,6 +13,8 @@
   (`<chroot>/txn_markers/<id>`) until it returns —, read_committed consumers never see
   the transaction's records, and a producer with the same transactional id then
   commits.
+- A leader down when a transaction commits: its markers wait in its queue, the
+  transaction stays PrepareCommit, and they are written when it returns.
 - KIP-890 part 1 at a leader that is not the coordinator: a raw transactional Produce
   for a partition not added to the transaction is refused with INVALID_TXN_STATE, the
   same batch after AddPartitionsToTxn is appended, and after the commit's marker the
@@ -24,21 +26,20 @@ transactional ids in cluster mode and every transactional batch was INVALID_TXN_
 
 from __future__ import annotations
 
+import json
 import re
 import struct
 import time
 
 import pytest
 
-from cluster_testlib import ZooKeeper, start_cluster, wait_until
+from cluster_testlib import SLOTS_IN_TEST, ZooKeeper, start_cluster, wait_until
 from drover_testlib import RawConn, ck_create_topic, http_get, kstr, parse_produce_v3, unique_topic
 from test_offset_store_cluster import ZkClient
 from test_read_committed import txn_batch
 from test_transactions import consume_all
 from test_transactions_raw import (INVALID_TXN_STATE, NONE, add_partitions, end_txn,
                                    find_txn_coordinator, init_pid)
-
-import json
 
 # A fast timeout sweep, so a timed-out transaction aborts within the test.
 CONFIG = """
@@ -80,7 +81,20 @@ def leaders(b, topic: str) -> dict[int, int]:
     return {} if placement is None else dict(enumerate(placement["leaders"]))
 
 
+def slots_settled(brokers) -> bool:
+    """Every coordinator slot owned by its preferred owner (slot mod live brokers), as
+    every broker sees it: no slot moves during the test unless a broker dies."""
+    ids = list(range(1, len(brokers) + 1))
+    want = {str(s): ids[s % len(ids)] for s in range(SLOTS_IN_TEST)}
+    for b in brokers:
+        status, _, body = http_get(f"{b.admin_url}/v1/cluster")
+        if status != 200 or json.loads(body)["view"]["slots"] != want:
+            return False
+    return True
+
+
 def create_topic(brokers, topic: str, partitions: int) -> dict[int, int]:
+    wait_until(lambda: slots_settled(brokers), 30, "the slots spread over the brokers")
     ck_create_topic(brokers[0], topic, partitions)
     wait_until(lambda: all(len(leaders(b, topic)) == partitions for b in brokers), 20,
                "the topic on every broker")
@@ -246,5 +260,38 @@ def test_a_remote_leader_refuses_a_partition_not_added(broker_factory, zookeeper
     # The marker ended the transaction there: the next batch needs AddPartitionsToTxn.
     assert produce_txn(leader, tid, topic, remote, txn_batch(pid, epoch, 2, 1, b"w"))[0] \
         == INVALID_TXN_STATE
+    for b in brokers:
+        b.assert_alive()
+
+
+def test_markers_for_a_leader_that_is_down_are_written_when_it_returns(
+        broker_factory, zookeeper):
+    brokers = start_cluster(broker_factory, zookeeper, n=2, extra=CONFIG)
+    topic = unique_topic("txc-leader")
+    create_topic(brokers, topic, 4)
+    tid = "txc-leader"
+    coordinator = wait_until(lambda: coordinator_of(brokers, tid), 20, "the coordinator")
+    coord, leader = by_id(brokers, coordinator), by_id(brokers, 3 - coordinator)
+    p = txn_producer(brokers, tid)
+    p.init_transactions(30)
+    p.begin_transaction()
+    values = [f"v-{part}".encode() for part in range(4)]
+    for part, v in enumerate(values):
+        p.produce(topic, v, partition=part)
+    assert p.flush(30) == 0
+    leader.kill9()
+    # EndTxn is answered once PrepareCommit is durable; the coordinator's own partitions
+    # get their markers, the dead leader's wait in its queue.
+    p.commit_transaction(30)
+    assert transactions(coord)[tid]["state"] == "PrepareCommit"
+    queue = f"{chroot_of(coord)}/txn_markers/{3 - coordinator}"
+    with ZkClient(zookeeper) as zk:
+        wait_until(lambda: zk.children(queue), 20, "markers queued for the dead leader")
+    leader.start()
+    wait_until(lambda: transactions(coord)[tid]["state"] == "CompleteCommit", 60,
+               "the commit complete once the leader is back")
+    with ZkClient(zookeeper) as zk:
+        assert zk.children(queue) == []
+    assert sorted(consume_all(coord, topic, 4, "read_committed")) == sorted(values)
     for b in brokers:
         b.assert_alive()
