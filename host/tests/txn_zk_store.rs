@@ -97,7 +97,7 @@ fn a_stale_owner_is_fenced_and_records_move_with_the_slot() {
     let first = ZkTxnStore::new(Arc::clone(&c));
     let slot = first.slot_of(&id);
     let (epoch1, _) = first.take_over(slot).unwrap();
-    first.adopt(slot, epoch1);
+    assert!(first.adopt(slot, epoch1));
     first.put(&[meta(&id, 0, &[("out", 0)])]).unwrap();
     first
         .put(&[meta(&id, 0, &[("out", 0), ("out", 1)])])
@@ -120,7 +120,7 @@ fn a_stale_owner_is_fenced_and_records_move_with_the_slot() {
     let (epoch2, records) = second.take_over(slot).unwrap();
     assert!(epoch2 > epoch1);
     assert_eq!(records, vec![meta(&id, 0, &[("out", 0), ("out", 1)])]);
-    second.adopt(slot, epoch2);
+    assert!(second.adopt(slot, epoch2));
 
     // The stale owner can change nothing any more.
     let stale = first.put(&[meta(&id, 1, &[])]);

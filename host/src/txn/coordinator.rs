@@ -128,6 +128,17 @@ impl TxnCoordinator {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The state, locked, once `id` is known to be served here. The check is made
+    /// under the lock, which a slot's state is dropped under too, so a slot given up
+    /// between the check and the decision cannot make a known id look unknown.
+    ///
+    /// Errors: see [`TxnCoordinator::check_owner`].
+    fn lock_for(&self, id: &TransactionalId) -> Result<MutexGuard<'_, Transactions>, TxnError> {
+        let state = self.lock();
+        self.check_owner(id)?;
+        Ok(state)
+    }
+
     /// The ZooKeeper store, in cluster mode.
     pub fn zk_store(&self) -> Option<&Arc<ZkTxnStore>> {
         self.zk.as_ref()
@@ -190,7 +201,18 @@ impl TxnCoordinator {
                 state.apply(meta);
             }
         }
-        zk.adopt(slot, epoch);
+        if !zk.adopt(slot, epoch) {
+            // Lost while loading: the records go with the next owner.
+            for id in state
+                .iter()
+                .filter(|m| zk.slot_of(&m.id) == slot)
+                .map(|m| m.id.clone())
+                .collect::<Vec<_>>()
+            {
+                state.remove(&id);
+            }
+            return Ok(0);
+        }
         for id in state.preparing() {
             if zk.slot_of(&id) == slot {
                 let _ = self.to_complete.send(id);
@@ -307,8 +329,7 @@ impl TxnCoordinator {
         request: &InitRequest,
         fresh: &dyn Fn() -> Result<i64, TxnError>,
     ) -> Result<ProducerIdEpoch, TxnError> {
-        self.check_owner(&request.id)?;
-        let mut state = self.lock();
+        let mut state = self.lock_for(&request.id)?;
         let mut decision = state.init_producer_id(now_ms, request, None)?;
         if decision == InitDecision::NeedProducerId {
             decision = state.init_producer_id(now_ms, request, Some(fresh()?))?;
@@ -337,8 +358,7 @@ impl TxnCoordinator {
         caller: &Caller,
         partitions: &[TopicPartition],
     ) -> Result<(), TxnError> {
-        self.check_owner(&caller.id)?;
-        let mut state = self.lock();
+        let mut state = self.lock_for(&caller.id)?;
         match state.add_partitions(now_ms, caller, partitions)? {
             Some(meta) => self.commit(&mut state, meta),
             None => Ok(()),
@@ -355,11 +375,24 @@ impl TxnCoordinator {
         self.lock().verify_partition(producer, partition)
     }
 
+    /// KIP-890 verification for transactional id `id`, atomically with the check that
+    /// `id` is served here (cluster mode).
+    ///
+    /// Errors: see [`TxnCoordinator::check_owner`] and
+    /// [`Transactions::verify_partition`].
+    pub fn verify_partition_of(
+        &self,
+        id: &TransactionalId,
+        producer: ProducerIdEpoch,
+        partition: &TopicPartition,
+    ) -> Result<(), TxnError> {
+        self.lock_for(id)?.verify_partition(producer, partition)
+    }
+
     /// Whether `caller`'s id and producer are the current ones (the checks of
     /// AddPartitionsToTxn `verify_only`).
     pub fn check_caller(&self, caller: &Caller) -> Result<(), TxnError> {
-        self.check_owner(&caller.id)?;
-        let state = self.lock();
+        let state = self.lock_for(&caller.id)?;
         let meta = state.get(&caller.id).ok_or(TxnError::UnknownMapping)?;
         if meta.producer.id != caller.producer.id {
             return Err(TxnError::UnknownMapping);
@@ -374,8 +407,7 @@ impl TxnCoordinator {
     ///
     /// Errors: see [`Transactions::add_offsets`]; [`TxnError::Storage`].
     pub fn add_offsets(&self, now_ms: i64, caller: &Caller, group: &str) -> Result<(), TxnError> {
-        self.check_owner(&caller.id)?;
-        let mut state = self.lock();
+        let mut state = self.lock_for(&caller.id)?;
         match state.add_offsets(now_ms, caller, group)? {
             Some(meta) => self.commit(&mut state, meta),
             None => Ok(()),
@@ -403,8 +435,7 @@ impl TxnCoordinator {
     ///
     /// Errors: see [`Transactions::end_txn`]; [`TxnError::Storage`].
     pub fn end_txn(&self, now_ms: i64, caller: &Caller, committed: bool) -> Result<(), TxnError> {
-        self.check_owner(&caller.id)?;
-        let mut state = self.lock();
+        let mut state = self.lock_for(&caller.id)?;
         match state.end_txn(now_ms, caller, committed)? {
             Some(meta) => self.commit(&mut state, meta),
             None => Ok(()),

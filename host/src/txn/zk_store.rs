@@ -186,10 +186,20 @@ impl ZkTxnStore {
         })
     }
 
-    /// Records `slot` as taken over at `epoch`: writes to it are accepted from now on.
-    pub fn adopt(&self, slot: u32, epoch: i32) {
-        self.lock().insert(slot, epoch);
+    /// Records `slot` as taken over at `epoch` if this broker still owns it: writes to
+    /// it are accepted from now on. Returns whether it was adopted. The ownership check
+    /// and the record are one step under this store's lock, which
+    /// [`ZkTxnStore::give_up`] takes after the cluster task removed the slot from the
+    /// owned ones, so a slot lost meanwhile is never adopted.
+    pub fn adopt(&self, slot: u32, epoch: i32) -> bool {
+        let mut epochs = self.lock();
+        if !self.owns(slot) {
+            return false;
+        }
+        epochs.insert(slot, epoch);
+        drop(epochs);
         self.dropped_lock().remove(&slot);
+        true
     }
 
     /// Forgets `slot` at once: writes to it fail with [`StoreError::Fenced`] and the

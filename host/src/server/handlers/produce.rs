@@ -444,10 +444,14 @@ fn verify_in_transaction(
             .and_then(crate::txn::TransactionalId::new)
         {
             None => Err(TxnError::InvalidState),
-            Some(id) if txn.check_owner(&id).is_ok() => txn.verify_partition(producer, &partition),
-            Some(id) => off_the_runtime(|| {
-                crate::txn::remote_verify::verify(txn, &id, producer, &partition)
-            }),
+            // Coordinated here: the coordinator's state; elsewhere (or this broker's
+            // slot still loading): the record in ZooKeeper.
+            Some(id) => match txn.verify_partition_of(&id, producer, &partition) {
+                Err(TxnError::NotCoordinator | TxnError::LoadInProgress) => off_the_runtime(|| {
+                    crate::txn::remote_verify::verify(txn, &id, producer, &partition)
+                }),
+                local => local,
+            },
         },
     };
     verified.map_err(|e| match e {
