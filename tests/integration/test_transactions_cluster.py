@@ -13,6 +13,8 @@
   (`<chroot>/txn_markers/<id>`) until it returns —, read_committed consumers never see
   the transaction's records, and a producer with the same transactional id then
   commits.
+- A producer keeps committing while its transactional id's slot is handed to a
+  broker that joins (NOT_COORDINATOR, then the new owner loads the slot).
 - A leader down when a transaction commits: its markers wait in its queue, the
   transaction stays PrepareCommit, and they are written when it returns.
 - KIP-890 part 1 at a leader that is not the coordinator: a raw transactional Produce
@@ -294,4 +296,53 @@ def test_markers_for_a_leader_that_is_down_are_written_when_it_returns(
         assert zk.children(queue) == []
     assert sorted(consume_all(coord, topic, 4, "read_committed")) == sorted(values)
     for b in brokers:
+        b.assert_alive()
+
+
+def fnv1a32(data: bytes) -> int:
+    h = 0x811C9DC5
+    for b in data:
+        h ^= b
+        h = (h * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def test_a_producer_keeps_committing_while_its_slot_moves_to_a_joining_broker(
+        broker_factory, zookeeper):
+    from cluster_testlib import cluster_config
+
+    chroot = "/drover-handback"
+    first = broker_factory(cluster_config(zookeeper, chroot, 1, coordinator=False, extra=CONFIG))
+    # An id whose slot's preferred owner, once two brokers are live, is broker 2.
+    tid = next(f"txc-move-{i}" for i in range(100)
+               if fnv1a32(f"txc-move-{i}".encode()) % SLOTS_IN_TEST % 2 == 1)
+    wait_until(lambda: coordinator_of([first], tid) == 1, 30, "broker 1 coordinating")
+    topic = unique_topic("txc-move")
+    ck_create_topic(first, topic, 1)
+    p = txn_producer([first], tid)
+    p.init_transactions(30)
+    committed = []
+
+    def commit_one(n: int) -> None:
+        p.begin_transaction()
+        value = f"m-{n}".encode()
+        p.produce(topic, value, partition=0)
+        p.commit_transaction(30)  # a fatal error would raise here
+        committed.append(value)
+
+    for n in range(5):
+        commit_one(n)
+    second = broker_factory(cluster_config(zookeeper, chroot, 2, coordinator=False, extra=CONFIG))
+    n = 5
+    deadline = time.monotonic() + 60
+    while coordinator_of([first, second], tid) != 2:
+        assert time.monotonic() < deadline, "the slot never moved to broker 2"
+        commit_one(n)
+        n += 1
+    for _ in range(5):
+        commit_one(n)
+        n += 1
+    assert tid in transactions(second)
+    assert sorted(consume_all(first, topic, 1, "read_committed")) == sorted(committed)
+    for b in (first, second):
         b.assert_alive()
