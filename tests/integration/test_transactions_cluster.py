@@ -40,8 +40,8 @@ from drover_testlib import RawConn, ck_create_topic, http_get, kstr, parse_produ
 from test_offset_store_cluster import ZkClient
 from test_read_committed import txn_batch
 from test_transactions import consume_all
-from test_transactions_raw import (INVALID_TXN_STATE, NONE, add_partitions, end_txn,
-                                   find_txn_coordinator, init_pid)
+from test_transactions_raw import (INVALID_TXN_STATE, NONE, add_partitions, describe_txn,
+                                   end_txn, find_txn_coordinator, init_pid)
 
 # A fast timeout sweep, so a timed-out transaction aborts within the test.
 CONFIG = """
@@ -49,6 +49,7 @@ CONFIG = """
 transaction_abort_timed_out_transaction_cleanup_interval_ms = 200
 """
 API_PRODUCE = 0
+NOT_COORDINATOR = 16
 
 
 @pytest.fixture
@@ -246,6 +247,13 @@ def test_a_remote_leader_refuses_a_partition_not_added(broker_factory, zookeeper
         err, pid, epoch = init_pid(c, tid)
         assert err == NONE
         assert add_partitions(c, tid, pid, epoch, {topic: [local]}) == {(topic, local): NONE}
+        assert describe_txn(c, tid)[:4] == (NONE, "Ongoing", pid, epoch)
+    # The other broker does not coordinate the id: clients are sent back to
+    # FindCoordinator.
+    with RawConn(leader) as c:
+        assert init_pid(c, tid)[0] == NOT_COORDINATOR
+        assert describe_txn(c, tid)[0] == NOT_COORDINATOR
+        assert end_txn(c, tid, pid, epoch, True) == NOT_COORDINATOR
     # Not added: refused at the remote leader, which reads the transaction's record.
     batch = txn_batch(pid, epoch, 0, 2, b"v")
     assert produce_txn(leader, tid, topic, remote, batch)[0] == INVALID_TXN_STATE
