@@ -120,6 +120,16 @@ def txn_producer(brokers, tid: str, timeout_ms: int = 60000):
                      "linger.ms": 5, "socket.timeout.ms": min(10000, timeout_ms)})
 
 
+def wait_complete(brokers, tid: str, state: str = "CompleteCommit") -> None:
+    """Until the broker coordinating `tid` has its last transaction complete: EndTxn is
+    answered once the outcome is durable, its markers are written after that (the last
+    stable offset moves then)."""
+    def done():
+        return any(b.alive() and transactions(b).get(tid, {}).get("state") == state
+                   for b in brokers)
+    wait_until(done, 60, f"{tid} {state}")
+
+
 def chroot_of(b) -> str:
     return re.search(r'chroot = "([^"]+)"', b.config_path.read_text()).group(1)
 
@@ -215,6 +225,7 @@ def test_the_coordinators_kill9_moves_the_slot_and_aborts_the_open_transaction(
     for part, v in enumerate(after):
         p2.produce(topic, v, partition=part)
     p2.commit_transaction(30)
+    wait_complete(brokers, tid)
     assert sorted(consume_all(survivor, topic, 4, "read_committed")) == sorted(before + after)
     assert sorted(consume_all(survivor, topic, 4, "read_uncommitted")) == sorted(
         before + open_values + after)
@@ -350,6 +361,7 @@ def test_a_producer_keeps_committing_while_its_slot_moves_to_a_joining_broker(
     for _ in range(5):
         commit_one(n)
         n += 1
+    wait_complete([first, second], tid)
     assert tid in transactions(second)
     assert sorted(consume_all(first, topic, 1, "read_committed")) == sorted(committed)
     for b in (first, second):

@@ -218,7 +218,9 @@ impl MarkerWriter for ClusterMarkers {
             let view = cluster.view();
             let mut by_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
             for tp in &request.partitions {
-                // A topic no longer in ZooKeeper: the local path skips it as deleted.
+                // A partition not in the view (its topic deleted, or the view not read
+                // yet after a restart) goes the local way, which skips a deleted topic
+                // and leaves a partition it does not lead for a retry.
                 let leader = view
                     .topics
                     .get(&tp.topic)
