@@ -206,11 +206,32 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
     ];
     let mut tasks = tasks;
     if let Some(txn) = broker.transactions() {
+        // Markers: in-process standalone; in cluster mode a remote leader's go through
+        // its ZooKeeper queue (txn::marker_queue), which every broker follows.
+        let markers: Arc<dyn crate::txn::ports::MarkerWriter> = match &cluster {
+            None => Arc::new(crate::txn::broker_ports::LogMarkers(Arc::clone(&broker))),
+            Some(c) => {
+                tasks.push(tokio::spawn(crate::txn::marker_queue::run(
+                    Arc::clone(&broker),
+                    Arc::clone(c),
+                    stopped.clone(),
+                )));
+                tasks.push(tokio::spawn(crate::txn::slots::run(
+                    Arc::clone(txn),
+                    Arc::clone(c),
+                    stopped.clone(),
+                )));
+                Arc::new(crate::txn::marker_queue::ClusterMarkers {
+                    broker: Arc::clone(&broker),
+                    cluster: Arc::clone(c),
+                })
+            }
+        };
         // Transactions found decided at startup are completed first thing.
         tokio::spawn(crate::txn::completion::run(
             Arc::clone(txn),
             crate::txn::ports::Ports {
-                markers: Arc::new(crate::txn::broker_ports::LogMarkers(Arc::clone(&broker))),
+                markers,
                 offsets: Arc::new(crate::txn::broker_ports::CoordinatorOffsets(
                     broker.coordinator().cloned(),
                 )),

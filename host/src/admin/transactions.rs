@@ -2,7 +2,8 @@
 //! as JSON: `{"transactions": [{"transactional_id", "producer_id", "producer_epoch",
 //! "state", "timeout_ms", "start_ms" (−1 when none is open), "last_update_ms",
 //! "partitions": [{"topic", "partition"}], "groups": [{"group", "staged_offsets"}]}]}`,
-//! sorted by id. 404 when no transaction coordinator runs (cluster mode).
+//! sorted by id (in cluster mode: the ids of the coordinator slots this broker owns). 404
+//! when no transaction coordinator runs.
 
 use std::sync::Arc;
 

@@ -94,8 +94,8 @@ pub struct Broker {
     offsets: Option<Arc<OffsetStores>>,
     /// Cluster membership, in cluster mode.
     cluster: Option<Arc<crate::cluster::Cluster>>,
-    /// The transaction coordinator: standalone only (`None` in cluster mode, where
-    /// transaction requests are answered `COORDINATOR_NOT_AVAILABLE`).
+    /// The transaction coordinator: standalone over the data directory, in cluster
+    /// mode over ZooKeeper for the slots this broker owns.
     transactions: Option<Arc<crate::txn::TxnCoordinator>>,
 }
 
@@ -128,13 +128,15 @@ impl Broker {
         let metrics = Arc::new(Metrics::new());
         metrics.plugin_libraries(live.libraries_loaded());
         let producer_ids = producer_ids::ProducerIds::open(&config.data_dir, cluster.clone())?;
-        let transactions = match cluster {
-            None => Some(Arc::new(crate::txn::TxnCoordinator::open(
-                &config.data_dir,
+        let transactions = Some(Arc::new(match &cluster {
+            None => {
+                crate::txn::TxnCoordinator::open(&config.data_dir, config.transactions.limits())?
+            }
+            Some(c) => crate::txn::TxnCoordinator::open_cluster(
+                Arc::new(crate::txn::zk_store::ZkTxnStore::new(Arc::clone(c))),
                 config.transactions.limits(),
-            )?)),
-            Some(_) => None,
-        };
+            ),
+        }));
         Ok(Broker {
             transactions,
             producer_ids,
@@ -201,7 +203,8 @@ impl Broker {
         self.coordinator.as_ref()
     }
 
-    /// The transaction coordinator, when one runs (standalone).
+    /// The transaction coordinator (always runs; in cluster mode it serves the
+    /// transactional ids of the slots this broker owns).
     pub fn transactions(&self) -> Option<&Arc<crate::txn::TxnCoordinator>> {
         self.transactions.as_ref()
     }

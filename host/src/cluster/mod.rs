@@ -263,7 +263,7 @@ impl Cluster {
     }
 
     /// Runs `f` on the runtime from a blocking thread (the admin handlers run there).
-    fn block_on<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+    pub(crate) fn block_on<T>(&self, f: impl std::future::Future<Output = T>) -> T {
         self.runtime.block_on(f)
     }
 

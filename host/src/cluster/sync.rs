@@ -75,6 +75,11 @@ async fn give_up_slots(broker: &Broker, cluster: &Cluster, why: &str) {
 
 /// Tells the coordinator it no longer owns `slot`, and remembers when it stopped.
 async fn stop_slot(broker: &Broker, cluster: &Cluster, slot: u32) {
+    // The transaction coordinator stops serving the slot's transactional ids at once
+    // (its state is dropped by `txn::slots` shortly after).
+    if let Some(zk) = broker.transactions().and_then(|t| t.zk_store()) {
+        zk.give_up(slot);
+    }
     if let Some(c) = broker.coordinator() {
         c.slot_lost(slot).await;
     }

@@ -4,7 +4,9 @@
 //!
 //! - [`LogMarkers`]: a marker per partition through
 //!   [`crate::log::PartitionLog::append_txn_marker`], each fsynced before it counts as
-//!   written, so a transaction recorded Complete* never lacks a marker after a crash.
+//!   written, so a transaction recorded Complete* never lacks a marker after a crash;
+//!   in cluster mode only to partitions this broker leads (others fail, and are
+//!   retried).
 //! - [`CoordinatorOffsets`]: completes them with [`CoordinatorClient::complete_txn`].
 //! - [`TxnLedger`]: records a validated TxnOffsetCommit's offsets with the producer's
 //!   open transaction ([`TxnCoordinator::stage_offsets`]).
@@ -57,6 +59,13 @@ impl MarkerWriter for LogMarkers {
                 }) else {
                     continue;
                 };
+                // Cluster mode: only a partition's leader writes to it. A partition this
+                // broker does not lead by its view (another broker's, or a view not
+                // read yet after a restart) is not written here; retried.
+                if !broker.serves(&tp.topic, tp.partition) {
+                    failed.push(tp);
+                    continue;
+                }
                 let p = Arc::clone(&partition);
                 let appended = tokio::task::spawn_blocking(move || {
                     p.lock_log()
@@ -79,7 +88,12 @@ impl MarkerWriter for LogMarkers {
                     }
                     Err(_) => false,
                 };
-                if !written {
+                if written {
+                    // The transaction ended here: a later batch is verified again.
+                    if let Some(txn) = broker.transactions() {
+                        txn.verified.forget(request.producer.id, &tp);
+                    }
+                } else {
                     failed.push(tp);
                 }
             }

@@ -156,7 +156,7 @@ fn state_code(state: TxnState) -> u8 {
 
 /// Writes `s` with a `u16` length; longer strings (never produced: ids, topics and
 /// group ids are bounded below 32 KiB on the wire) are cut at a character boundary.
-fn put_str16(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn put_str16(out: &mut Vec<u8>, s: &str) {
     let mut end = s.len().min(usize::from(u16::MAX));
     while !s.is_char_boundary(end) {
         end -= 1;
@@ -165,7 +165,8 @@ fn put_str16(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&s.as_bytes()[..end]);
 }
 
-struct Reader<'a>(&'a [u8]);
+/// A bounded reader over a record's bytes (also used by [`super::marker_queue`]).
+pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], CodecError> {
@@ -176,33 +177,33 @@ impl Reader<'_> {
         self.0 = tail;
         Ok(head)
     }
-    fn u8(&mut self) -> Result<u8, CodecError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, CodecError> {
         Ok(self.take(1)?[0])
     }
-    fn i16(&mut self) -> Result<i16, CodecError> {
+    pub(crate) fn i16(&mut self) -> Result<i16, CodecError> {
         Ok(i16::from_be_bytes(
             self.take(2)?.try_into().expect("2 bytes"),
         ))
     }
-    fn i32(&mut self) -> Result<i32, CodecError> {
+    pub(crate) fn i32(&mut self) -> Result<i32, CodecError> {
         Ok(i32::from_be_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
         ))
     }
-    fn u32(&mut self) -> Result<u32, CodecError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, CodecError> {
         Ok(u32::from_be_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
         ))
     }
-    fn i64(&mut self) -> Result<i64, CodecError> {
+    pub(crate) fn i64(&mut self) -> Result<i64, CodecError> {
         Ok(i64::from_be_bytes(
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
-    fn string(&mut self, len: usize) -> Result<String, CodecError> {
+    pub(crate) fn string(&mut self, len: usize) -> Result<String, CodecError> {
         String::from_utf8(self.take(len)?.to_vec()).map_err(|_| CodecError::Invalid("string"))
     }
-    fn str16(&mut self) -> Result<String, CodecError> {
+    pub(crate) fn str16(&mut self) -> Result<String, CodecError> {
         let len = usize::from(u16::from_be_bytes(
             self.take(2)?.try_into().expect("2 bytes"),
         ));
@@ -210,7 +211,7 @@ impl Reader<'_> {
     }
     /// A `u32` count of entries of at least `min_size` bytes each, bounded by what
     /// remains.
-    fn count(&mut self, min_size: usize) -> Result<usize, CodecError> {
+    pub(crate) fn count(&mut self, min_size: usize) -> Result<usize, CodecError> {
         let n = self.u32()? as usize;
         if n.saturating_mul(min_size) > self.0.len() {
             return Err(CodecError::Truncated);

@@ -4,7 +4,8 @@
 //! completes in its own task, so a failing partition delays only its own transaction;
 //! failures are retried with a backoff from [`FIRST_BACKOFF_MS`] doubling up to
 //! [`MAX_BACKOFF_MS`], without limit on the number of tries (Kafka's marker channel
-//! retries until the transaction completes, too).
+//! retries until the transaction completes, too) — while this coordinator still has
+//! the transaction in that state (in cluster mode it may lose the slot meanwhile).
 
 use std::{
     sync::{atomic::Ordering, Arc},
@@ -52,11 +53,22 @@ async fn complete_one(coordinator: Arc<TxnCoordinator>, ports: Ports, id: Transa
     let committed = meta.state == TxnState::PrepareCommit;
     let mut backoff = Backoff(FIRST_BACKOFF_MS);
     let mut pending: Vec<_> = meta.partitions.iter().cloned().collect();
+    let still_ours = |coordinator: &TxnCoordinator| {
+        coordinator
+            .get(&id)
+            .is_some_and(|now| now.state == meta.state && now.producer == meta.producer)
+    };
     while !pending.is_empty() {
+        // Cluster mode: a slot given up (or taken over by another broker) stops here;
+        // its new owner completes the transaction.
+        if !still_ours(&coordinator) {
+            return;
+        }
         let request = MarkerRequest {
+            transactional_id: id.clone(),
             producer: meta.producer,
             committed,
-            coordinator_epoch: 0,
+            coordinator_epoch: coordinator.coordinator_epoch(&id),
             timestamp_ms: crate::clock::now_ms(),
             partitions: pending.clone(),
         };
@@ -86,6 +98,9 @@ async fn complete_one(coordinator: Arc<TxnCoordinator>, ports: Ports, id: Transa
     }
     let mut backoff = Backoff(FIRST_BACKOFF_MS);
     loop {
+        if !still_ours(&coordinator) {
+            return;
+        }
         let c = Arc::clone(&coordinator);
         let id2 = id.clone();
         let done =

@@ -6,13 +6,21 @@
 //!
 //! Transactions whose outcome is decided (Prepare*) are queued for the completion
 //! driver ([`super::completion`]), which writes markers and completes group offsets.
+//!
+//! Standalone, the store is redb in the data directory and every transactional id is
+//! served. In cluster mode ([`TxnCoordinator::open_cluster`]) the store is ZooKeeper
+//! ([`super::zk_store`]) and the coordinator serves the ids of the slots it has taken
+//! over ([`TxnCoordinator::take_over_slot`], [`TxnCoordinator::give_up_slot`]); a
+//! request for another id is `NOT_COORDINATOR`, or `COORDINATOR_LOAD_IN_PROGRESS`
+//! while its slot is owned here but not loaded yet. A write refused because another
+//! broker took the slot over drops the slot's state here and answers `NOT_COORDINATOR`.
 
 use std::{
     collections::BTreeMap,
     path::Path,
     sync::{
         atomic::{AtomicU64, Ordering},
-        Mutex, MutexGuard,
+        Arc, Mutex, MutexGuard,
     },
 };
 
@@ -21,10 +29,11 @@ use tokio::sync::mpsc;
 use super::{
     error::TxnError,
     state::{Caller, InitDecision, InitRequest, Limits, Transactions},
-    store::{StoreError, TxnStore},
+    store::{RedbStore, StoreError, TxnStore},
     types::{
         ProducerIdEpoch, StagedOffset, TopicPartition, TransactionalId, TxnMetadata, TxnState,
     },
+    zk_store::ZkTxnStore,
 };
 
 /// Counters of the coordinator's work since startup (for `/metrics`).
@@ -53,14 +62,19 @@ pub struct StagedGroupOffsets {
     pub offsets: Vec<(TopicPartition, StagedOffset)>,
 }
 
-/// The transaction coordinator (standalone).
+/// The transaction coordinator.
 pub struct TxnCoordinator {
     state: Mutex<Transactions>,
-    store: TxnStore,
+    store: Box<dyn TxnStore>,
+    /// Cluster mode: the ZooKeeper store, which also knows the slots taken over.
+    zk: Option<Arc<ZkTxnStore>>,
     to_complete: mpsc::UnboundedSender<TransactionalId>,
     queued: Mutex<Option<mpsc::UnboundedReceiver<TransactionalId>>>,
     /// Counters for the metrics.
     pub counters: TxnCounters,
+    /// Cluster mode: KIP-890 answers for transactions coordinated elsewhere
+    /// ([`super::remote_verify`]).
+    pub verified: super::remote_verify::VerifiedCache,
 }
 
 impl TxnCoordinator {
@@ -70,7 +84,7 @@ impl TxnCoordinator {
     ///
     /// Errors: [`StoreError`].
     pub fn open(data_dir: &Path, limits: Limits) -> Result<TxnCoordinator, StoreError> {
-        let store = TxnStore::open(data_dir)?;
+        let store = RedbStore::open(data_dir)?;
         let mut state = Transactions::new(limits);
         for meta in store.load()? {
             state.apply(meta);
@@ -81,30 +95,221 @@ impl TxnCoordinator {
         }
         Ok(TxnCoordinator {
             state: Mutex::new(state),
-            store,
+            store: Box::new(store),
+            zk: None,
             to_complete,
             queued: Mutex::new(Some(queued)),
             counters: TxnCounters::default(),
+            verified: Default::default(),
         })
+    }
+
+    /// The cluster-mode coordinator over `store`: it serves no transactional id until
+    /// it takes slots over.
+    pub fn open_cluster(store: Arc<ZkTxnStore>, limits: Limits) -> TxnCoordinator {
+        let (to_complete, queued) = mpsc::unbounded_channel();
+        TxnCoordinator {
+            state: Mutex::new(Transactions::new(limits)),
+            store: Box::new(Arc::clone(&store)),
+            zk: Some(store),
+            to_complete,
+            queued: Mutex::new(Some(queued)),
+            counters: TxnCounters::default(),
+            verified: Default::default(),
+        }
+    }
+
+    /// The bounds.
+    pub fn limits(&self) -> Limits {
+        *self.lock().limits()
     }
 
     fn lock(&self) -> MutexGuard<'_, Transactions> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The state, locked, once `id` is known to be served here. The check is made
+    /// under the lock, which a slot's state is dropped under too, so a slot given up
+    /// between the check and the decision cannot make a known id look unknown.
+    ///
+    /// Errors: see [`TxnCoordinator::check_owner`].
+    fn lock_for(&self, id: &TransactionalId) -> Result<MutexGuard<'_, Transactions>, TxnError> {
+        let state = self.lock();
+        self.check_owner(id)?;
+        Ok(state)
+    }
+
+    /// The ZooKeeper store, in cluster mode.
+    pub fn zk_store(&self) -> Option<&Arc<ZkTxnStore>> {
+        self.zk.as_ref()
+    }
+
+    /// Whether this coordinator serves `id` now: always standalone; in cluster mode
+    /// when its slot is taken over here.
+    ///
+    /// Errors: [`TxnError::LoadInProgress`] (the slot is owned here, not loaded yet),
+    /// [`TxnError::NotCoordinator`].
+    pub fn check_owner(&self, id: &TransactionalId) -> Result<(), TxnError> {
+        let Some(zk) = &self.zk else {
+            return Ok(());
+        };
+        let slot = zk.slot_of(id);
+        if zk.epoch(slot).is_some() {
+            Ok(())
+        } else if zk.owns(slot) {
+            Err(TxnError::LoadInProgress)
+        } else {
+            Err(TxnError::NotCoordinator)
+        }
+    }
+
+    /// The coordinator epoch markers of `id` carry: 0 standalone (one coordinator
+    /// forever), the slot's epoch in cluster mode (−1 when it is not taken over).
+    pub fn coordinator_epoch(&self, id: &TransactionalId) -> i32 {
+        self.zk
+            .as_ref()
+            .map_or(0, |zk| zk.epoch(zk.slot_of(id)).unwrap_or(-1))
+    }
+
+    /// Cluster mode: takes `slot` over (its coordinator epoch bumped, its records
+    /// read from ZooKeeper) and serves its transactional ids; queues those found in
+    /// Prepare* for completion (Ongoing ones abort when their timeout passes). Does
+    /// nothing if the slot is not owned any more when the records are read. Blocking.
+    ///
+    /// Errors: [`StoreError`] (the caller tries again).
+    pub fn take_over_slot(&self, slot: u32) -> Result<usize, StoreError> {
+        let Some(zk) = &self.zk else {
+            return Ok(0);
+        };
+        let (epoch, records) = zk.take_over(slot)?;
+        let mut state = self.lock();
+        if !zk.owns(slot) {
+            return Ok(0);
+        }
+        // Whatever this broker still held of the slot from an earlier ownership goes.
+        let stale: Vec<TransactionalId> = state
+            .iter()
+            .filter(|m| zk.slot_of(&m.id) == slot)
+            .map(|m| m.id.clone())
+            .collect();
+        for id in &stale {
+            state.remove(id);
+        }
+        let n = records.len();
+        for meta in records {
+            if zk.slot_of(&meta.id) == slot {
+                state.apply(meta);
+            }
+        }
+        if !zk.adopt(slot, epoch) {
+            // Lost while loading: the records go with the next owner.
+            for id in state
+                .iter()
+                .filter(|m| zk.slot_of(&m.id) == slot)
+                .map(|m| m.id.clone())
+                .collect::<Vec<_>>()
+            {
+                state.remove(&id);
+            }
+            return Ok(0);
+        }
+        for id in state.preparing() {
+            if zk.slot_of(&id) == slot {
+                let _ = self.to_complete.send(id);
+            }
+        }
+        tracing::info!(
+            slot,
+            coordinator_epoch = epoch,
+            transactional_ids = n,
+            "transaction coordinator took a slot over"
+        );
+        Ok(n)
+    }
+
+    /// Cluster mode: stops serving `slot` and forgets its transactional ids (their
+    /// completions in flight stop at their next step).
+    pub fn give_up_slot(&self, slot: u32) {
+        let mut state = self.lock();
+        self.forget_slot(&mut state, slot);
+    }
+
+    /// Cluster mode: drops the in-memory state of slots given up with
+    /// [`ZkTxnStore::give_up`] (which only stops serving them) unless taken over again
+    /// since.
+    pub fn forget_dropped(&self) {
+        let Some(zk) = &self.zk else {
+            return;
+        };
+        for slot in zk.take_dropped() {
+            let mut state = self.lock();
+            if zk.epoch(slot).is_none() {
+                self.forget_slot(&mut state, slot);
+            }
+        }
+    }
+
+    fn forget_slot(&self, state: &mut Transactions, slot: u32) {
+        let Some(zk) = &self.zk else {
+            return;
+        };
+        let was_loaded = zk.epoch(slot).is_some();
+        zk.give_up(slot);
+        let ids: Vec<TransactionalId> = state
+            .iter()
+            .filter(|m| zk.slot_of(&m.id) == slot)
+            .map(|m| m.id.clone())
+            .collect();
+        for id in &ids {
+            state.remove(id);
+        }
+        if was_loaded {
+            tracing::info!(
+                slot,
+                transactional_ids = ids.len(),
+                "transaction coordinator gave a slot up"
+            );
+        }
+    }
+
+    /// The slots taken over (cluster mode; empty standalone).
+    pub fn slots(&self) -> std::collections::BTreeSet<u32> {
+        self.zk.as_ref().map(|zk| zk.slots()).unwrap_or_default()
+    }
+
     /// Writes `meta` durably, then applies it; queues it for completion if it is
     /// Prepare*.
     fn commit(&self, state: &mut Transactions, meta: TxnMetadata) -> Result<(), TxnError> {
-        self.store.put(std::slice::from_ref(&meta)).map_err(|e| {
-            crate::warn_limited!("txn.store_failed", "writing transaction state: {e}");
-            TxnError::Storage
-        })?;
+        self.store
+            .put(std::slice::from_ref(&meta))
+            .map_err(|e| self.store_failed(state, e))?;
         let queue = meta.state.is_prepare().then(|| meta.id.clone());
         state.apply(meta);
         if let Some(id) = queue {
             let _ = self.to_complete.send(id);
         }
         Ok(())
+    }
+
+    /// The answer to a failed write: a slot another broker took over is dropped
+    /// (`NOT_COORDINATOR`), a record too large for the store is POLICY_VIOLATION,
+    /// anything else COORDINATOR_NOT_AVAILABLE.
+    fn store_failed(&self, state: &mut Transactions, e: StoreError) -> TxnError {
+        match e {
+            StoreError::Fenced { slot } => {
+                tracing::warn!(
+                    slot,
+                    "transaction slot taken over by another broker: dropping it here"
+                );
+                self.forget_slot(state, slot);
+                TxnError::NotCoordinator
+            }
+            StoreError::TooLarge { .. } => TxnError::TooLarge,
+            e => {
+                crate::warn_limited!("txn.store_failed", "writing transaction state: {e}");
+                TxnError::Storage
+            }
+        }
     }
 
     /// The queue of transactions to complete; taken once, by the completion driver.
@@ -124,7 +329,7 @@ impl TxnCoordinator {
         request: &InitRequest,
         fresh: &dyn Fn() -> Result<i64, TxnError>,
     ) -> Result<ProducerIdEpoch, TxnError> {
-        let mut state = self.lock();
+        let mut state = self.lock_for(&request.id)?;
         let mut decision = state.init_producer_id(now_ms, request, None)?;
         if decision == InitDecision::NeedProducerId {
             decision = state.init_producer_id(now_ms, request, Some(fresh()?))?;
@@ -153,7 +358,7 @@ impl TxnCoordinator {
         caller: &Caller,
         partitions: &[TopicPartition],
     ) -> Result<(), TxnError> {
-        let mut state = self.lock();
+        let mut state = self.lock_for(&caller.id)?;
         match state.add_partitions(now_ms, caller, partitions)? {
             Some(meta) => self.commit(&mut state, meta),
             None => Ok(()),
@@ -170,10 +375,24 @@ impl TxnCoordinator {
         self.lock().verify_partition(producer, partition)
     }
 
+    /// KIP-890 verification for transactional id `id`, atomically with the check that
+    /// `id` is served here (cluster mode).
+    ///
+    /// Errors: see [`TxnCoordinator::check_owner`] and
+    /// [`Transactions::verify_partition`].
+    pub fn verify_partition_of(
+        &self,
+        id: &TransactionalId,
+        producer: ProducerIdEpoch,
+        partition: &TopicPartition,
+    ) -> Result<(), TxnError> {
+        self.lock_for(id)?.verify_partition(producer, partition)
+    }
+
     /// Whether `caller`'s id and producer are the current ones (the checks of
     /// AddPartitionsToTxn `verify_only`).
     pub fn check_caller(&self, caller: &Caller) -> Result<(), TxnError> {
-        let state = self.lock();
+        let state = self.lock_for(&caller.id)?;
         let meta = state.get(&caller.id).ok_or(TxnError::UnknownMapping)?;
         if meta.producer.id != caller.producer.id {
             return Err(TxnError::UnknownMapping);
@@ -188,7 +407,7 @@ impl TxnCoordinator {
     ///
     /// Errors: see [`Transactions::add_offsets`]; [`TxnError::Storage`].
     pub fn add_offsets(&self, now_ms: i64, caller: &Caller, group: &str) -> Result<(), TxnError> {
-        let mut state = self.lock();
+        let mut state = self.lock_for(&caller.id)?;
         match state.add_offsets(now_ms, caller, group)? {
             Some(meta) => self.commit(&mut state, meta),
             None => Ok(()),
@@ -216,7 +435,7 @@ impl TxnCoordinator {
     ///
     /// Errors: see [`Transactions::end_txn`]; [`TxnError::Storage`].
     pub fn end_txn(&self, now_ms: i64, caller: &Caller, committed: bool) -> Result<(), TxnError> {
-        let mut state = self.lock();
+        let mut state = self.lock_for(&caller.id)?;
         match state.end_txn(now_ms, caller, committed)? {
             Some(meta) => self.commit(&mut state, meta),
             None => Ok(()),
@@ -311,13 +530,9 @@ impl TxnCoordinator {
         if expired.is_empty() {
             return Ok(0);
         }
-        self.store.remove(&expired).map_err(|e| {
-            crate::warn_limited!(
-                "txn.store_failed",
-                "removing expired transactional ids: {e}"
-            );
-            TxnError::Storage
-        })?;
+        self.store
+            .remove(&expired)
+            .map_err(|e| self.store_failed(&mut state, e))?;
         for id in &expired {
             state.remove(id);
         }

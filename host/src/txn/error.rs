@@ -43,6 +43,15 @@ pub enum TxnError {
     /// retriable, as Kafka answers a failed log append).
     #[error("transaction state could not be written")]
     Storage,
+    /// Cluster mode: another broker coordinates this transactional id's slot, or this
+    /// one just lost it (`NOT_COORDINATOR`, 16: the client looks its coordinator up
+    /// again).
+    #[error("not the coordinator of this transactional id")]
+    NotCoordinator,
+    /// Cluster mode: this broker owns the id's slot and is still loading its
+    /// transactions from ZooKeeper (`COORDINATOR_LOAD_IN_PROGRESS`, 14: retriable).
+    #[error("the transactions of this slot are being loaded")]
+    LoadInProgress,
 }
 
 impl TxnError {
@@ -57,6 +66,8 @@ impl TxnError {
             TxnError::InvalidId => ResponseError::InvalidRequest,
             TxnError::TooManyIds | TxnError::TooLarge => ResponseError::PolicyViolation,
             TxnError::Storage => ResponseError::CoordinatorNotAvailable,
+            TxnError::NotCoordinator => ResponseError::NotCoordinator,
+            TxnError::LoadInProgress => ResponseError::CoordinatorLoadInProgress,
         }
     }
 

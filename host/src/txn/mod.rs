@@ -6,25 +6,38 @@
 //!
 //! - [`types`]: the domain types; [`error`]: refusals and their Kafka codes;
 //! - [`state`]: the state machine, pure (no IO, no clock);
-//! - [`codec`], [`store`]: the durable record and its redb store;
+//! - [`codec`], [`store`]: the durable record and the store abstraction with its redb
+//!   implementation (standalone); [`zk_store`]: the ZooKeeper store (cluster mode);
 //! - [`coordinator`]: the synchronous driver (decide, write, apply);
 //! - [`completion`]: the async driver that completes decided transactions through
 //!   [`ports`]; [`timeouts`]: the periodic abort of timed-out transactions.
 //!
-//! Standalone only: in cluster mode no transaction coordinator runs and transaction
-//! requests are answered `COORDINATOR_NOT_AVAILABLE` (docs/operations.md).
+//! - [`marker_queue`]: cluster mode's markers for partitions another broker leads,
+//!   through a ZooKeeper queue per broker; [`slots`]: takes the slots this broker
+//!   owns over; [`remote_verify`]: KIP-890's check at a leader that is not the
+//!   transaction's coordinator.
+//!
+//! Cluster mode: a transactional id is coordinated by the owner of its coordinator
+//! slot (the groups' slot table), its record lives in ZooKeeper, and it fails over
+//! with the slot (docs/design.md, "Producers and transactions"). Transactional offset
+//! commits are standalone only for now: in cluster mode AddOffsetsToTxn and
+//! TxnOffsetCommit answer `COORDINATOR_NOT_AVAILABLE` (docs/operations.md).
 
 pub mod broker_ports;
 pub mod codec;
 pub mod completion;
 pub mod coordinator;
 pub mod error;
+pub mod marker_queue;
 pub mod metrics;
 pub mod ports;
+pub mod remote_verify;
+pub mod slots;
 pub mod state;
 pub mod store;
 pub mod timeouts;
 pub mod types;
+pub mod zk_store;
 
 pub use coordinator::TxnCoordinator;
 pub use error::TxnError;

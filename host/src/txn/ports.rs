@@ -7,18 +7,22 @@
 
 use futures_util::future::BoxFuture;
 
-use super::types::{ProducerIdEpoch, TopicPartition};
+use super::types::{ProducerIdEpoch, TopicPartition, TransactionalId};
 
 /// The transaction markers to write for one completed transaction (KIP-98's
 /// `WriteTxnMarkers`, done in-process).
 #[derive(Debug, Clone)]
 pub struct MarkerRequest {
+    /// The transaction's id (its slot decides, in cluster mode, which coordinator
+    /// epoch a leader compares the markers' against).
+    pub transactional_id: TransactionalId,
     /// The producer id and epoch the markers carry (the transaction's, bumped if it was
     /// aborted by a fencing InitProducerId or a timeout).
     pub producer: ProducerIdEpoch,
     /// Commit (true) or abort markers.
     pub committed: bool,
-    /// The coordinator's epoch (0 standalone: one coordinator forever).
+    /// The coordinator's epoch (0 standalone: one coordinator forever; in cluster mode
+    /// the epoch of the transactional id's slot, `super::zk_store`).
     pub coordinator_epoch: i32,
     /// The markers' timestamp, ms since the Unix epoch.
     pub timestamp_ms: i64,

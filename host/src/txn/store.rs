@@ -1,9 +1,11 @@
-//! The durable transaction state, standalone: one redb database,
+//! The durable transaction state: the [`TxnStore`] abstraction the coordinator writes
+//! through, and its standalone implementation, [`RedbStore`]: one redb database,
 //! `<data_dir>/transactions.redb`, with one table from transactional id to its record
 //! ([`super::codec`]). Every state change is one redb write transaction, committed
 //! (fsynced) before the change is applied in memory and acknowledged. redb gives
 //! atomic, checksummed commits and crash recovery, which an append-only log would
 //! need compaction and its own recovery for; the offset store already relies on it.
+//! In cluster mode the records live in ZooKeeper instead ([`super::zk_store`]).
 
 use std::path::{Path, PathBuf};
 
@@ -32,6 +34,25 @@ pub enum StoreError {
         /// redb's error.
         detail: String,
     },
+    /// This broker no longer coordinates the record's slot (cluster mode): the slot is
+    /// not loaded here, or its coordinator epoch moved on (a conditional write failed
+    /// because another broker took the slot over).
+    #[error("transaction slot {slot} is not coordinated by this broker")]
+    Fenced {
+        /// The coordinator slot.
+        slot: u32,
+    },
+    /// The encoded record would exceed what one ZooKeeper node may hold.
+    #[error("transaction record of {bytes} bytes exceeds the {max} bytes a node may hold")]
+    TooLarge {
+        /// The encoded size, bytes.
+        bytes: usize,
+        /// The bound, bytes.
+        max: usize,
+    },
+    /// ZooKeeper could not be reached or refused the request (cluster mode).
+    #[error("transaction store in ZooKeeper: {0}")]
+    Zk(String),
     /// A record does not decode.
     #[error("transaction store {path}: record of `{id}`: {source}")]
     Record {
@@ -44,20 +65,44 @@ pub enum StoreError {
     },
 }
 
-/// The transaction coordinator's durable store.
-pub struct TxnStore {
+/// Where the transaction coordinator writes each change before applying it. Both
+/// calls block until the change is durable (an fsync, or ZooKeeper's acknowledgement).
+pub trait TxnStore: Send + Sync {
+    /// Writes `metas` durably.
+    ///
+    /// Errors: [`StoreError`] (nothing written when it fails, for one record).
+    fn put(&self, metas: &[TxnMetadata]) -> Result<(), StoreError>;
+
+    /// Removes `ids` durably.
+    ///
+    /// Errors: [`StoreError`].
+    fn remove(&self, ids: &[TransactionalId]) -> Result<(), StoreError>;
+}
+
+impl<T: TxnStore + ?Sized> TxnStore for std::sync::Arc<T> {
+    fn put(&self, metas: &[TxnMetadata]) -> Result<(), StoreError> {
+        (**self).put(metas)
+    }
+
+    fn remove(&self, ids: &[TransactionalId]) -> Result<(), StoreError> {
+        (**self).remove(ids)
+    }
+}
+
+/// The standalone store: redb in the data directory.
+pub struct RedbStore {
     path: PathBuf,
     db: Database,
 }
 
-impl TxnStore {
+impl RedbStore {
     /// Opens (creating if needed) the store in `data_dir`.
     ///
     /// Errors: [`StoreError::Db`].
-    pub fn open(data_dir: &Path) -> Result<TxnStore, StoreError> {
+    pub fn open(data_dir: &Path) -> Result<RedbStore, StoreError> {
         let path = data_dir.join(FILE);
         let db = Database::create(&path).map_err(|e| db_error(&path, e))?;
-        let store = TxnStore { path, db };
+        let store = RedbStore { path, db };
         // The table exists from the first open on, so reads never miss it.
         store.write(|_| Ok(()))?;
         Ok(store)
@@ -82,30 +127,6 @@ impl TxnStore {
         Ok(out)
     }
 
-    /// Writes `metas` durably, in one commit.
-    ///
-    /// Errors: [`StoreError::Db`].
-    pub fn put(&self, metas: &[TxnMetadata]) -> Result<(), StoreError> {
-        self.write(|table| {
-            for meta in metas {
-                table.insert(meta.id.as_str(), codec::encode(meta).as_slice())?;
-            }
-            Ok(())
-        })
-    }
-
-    /// Removes `ids` durably, in one commit.
-    ///
-    /// Errors: [`StoreError::Db`].
-    pub fn remove(&self, ids: &[TransactionalId]) -> Result<(), StoreError> {
-        self.write(|table| {
-            for id in ids {
-                table.remove(id.as_str())?;
-            }
-            Ok(())
-        })
-    }
-
     fn write(
         &self,
         f: impl FnOnce(
@@ -118,6 +139,32 @@ impl TxnStore {
             f(&mut table).map_err(|e| db_error(&self.path, e))?;
         }
         txn.commit().map_err(|e| db_error(&self.path, e))
+    }
+}
+
+impl TxnStore for RedbStore {
+    /// Writes `metas` durably, in one commit.
+    ///
+    /// Errors: [`StoreError::Db`].
+    fn put(&self, metas: &[TxnMetadata]) -> Result<(), StoreError> {
+        self.write(|table| {
+            for meta in metas {
+                table.insert(meta.id.as_str(), codec::encode(meta).as_slice())?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Removes `ids` durably, in one commit.
+    ///
+    /// Errors: [`StoreError::Db`].
+    fn remove(&self, ids: &[TransactionalId]) -> Result<(), StoreError> {
+        self.write(|table| {
+            for id in ids {
+                table.remove(id.as_str())?;
+            }
+            Ok(())
+        })
     }
 }
 
@@ -153,14 +200,14 @@ mod tests {
     #[test]
     fn records_survive_reopening_and_removal_sticks() {
         let dir = tempfile::tempdir().unwrap();
-        let store = TxnStore::open(dir.path()).unwrap();
+        let store = RedbStore::open(dir.path()).unwrap();
         store
             .put(&[meta("a", TxnState::Ongoing), meta("b", TxnState::Empty)])
             .unwrap();
         store.put(&[meta("a", TxnState::PrepareCommit)]).unwrap();
         store.remove(&[TransactionalId::new("b").unwrap()]).unwrap();
         drop(store);
-        let store = TxnStore::open(dir.path()).unwrap();
+        let store = RedbStore::open(dir.path()).unwrap();
         assert_eq!(
             store.load().unwrap(),
             vec![meta("a", TxnState::PrepareCommit)]

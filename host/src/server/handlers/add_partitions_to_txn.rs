@@ -139,13 +139,14 @@ fn decide(broker: &Broker, version: i16, one: &One<'_>, requested: usize) -> Dec
         Ok(caller) => caller,
         Err(e) => return Decided::All(e.code_at(version, 2)),
     };
-    // Partitions that exist here; the others make the whole transaction's part fail.
+    // Partitions that exist (in cluster mode every broker has a copy of every topic,
+    // and a transaction may add partitions other brokers lead); the others make the
+    // whole transaction's part fail.
     let exists = |topic: &str, partition: i32| {
         broker
             .topics
             .get(topic)
             .is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len())
-            && broker.serves(topic, partition)
     };
     let known: Vec<Vec<bool>> = one
         .topics

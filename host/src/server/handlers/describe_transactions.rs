@@ -28,9 +28,14 @@ pub fn handle(broker: &Arc<Broker>, request: DescribeTransactionsRequest) -> Rep
             let mut state = TransactionState::default();
             let found = match &txn {
                 Err(e) => Err(*e),
-                Ok(txn) => TransactionalId::new(wire_id.0.as_str())
-                    .and_then(|id| txn.get(&id))
-                    .ok_or(ResponseError::TransactionalIdNotFound),
+                Ok(txn) => match TransactionalId::new(wire_id.0.as_str()) {
+                    None => Err(ResponseError::TransactionalIdNotFound),
+                    // Cluster mode: another broker's id is NOT_COORDINATOR.
+                    Some(id) => match txn.check_owner(&id) {
+                        Err(e) => Err(e.kafka()),
+                        Ok(()) => txn.get(&id).ok_or(ResponseError::TransactionalIdNotFound),
+                    },
+                },
             };
             state.transactional_id = wire_id;
             match found {

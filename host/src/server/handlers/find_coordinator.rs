@@ -3,9 +3,11 @@
 //! coordinator slot (`coordinator_slot(group, zookeeper.slots)`), or
 //! COORDINATOR_NOT_AVAILABLE while the slot has no owner. Without one, group keys get `COORDINATOR_NOT_AVAILABLE`
 //! (docs/protocol.md §4), so clients back off instead of sending group requests that
-//! nobody can answer. Transaction keys (key type 1): this broker, standalone, where the
-//! transaction coordinator ([`crate::txn`]) runs; `COORDINATOR_NOT_AVAILABLE` in cluster
-//! mode, where none runs; an empty or too long transactional id is `INVALID_REQUEST`.
+//! nobody can answer. Transaction keys (key type 1): this broker standalone; in cluster
+//! mode the owner of the transactional id's slot, placed as groups are (the
+//! transaction coordinator, [`crate::txn`], serves the ids of the slots its broker
+//! owns), or `COORDINATOR_NOT_AVAILABLE` while it has none; an empty or too long
+//! transactional id is `INVALID_REQUEST`.
 //! Share-group coordinators are not offered (`COORDINATOR_NOT_AVAILABLE`).
 
 use std::sync::Arc;
@@ -24,6 +26,20 @@ use crate::{broker::Broker, server::dispatch::Reply};
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
 
+/// The owner of `key`'s coordinator slot, or COORDINATOR_NOT_AVAILABLE while it has
+/// none: (error code, broker id, host, port).
+fn owner(cluster: &crate::cluster::Cluster, key: &str) -> (i16, i32, StrBytes, i32) {
+    match cluster.coordinator_of(key) {
+        Some((id, addr)) => (0, id, StrBytes::from_string(addr.host), addr.port),
+        None => (
+            ResponseError::CoordinatorNotAvailable.code(),
+            -1,
+            StrBytes::default(),
+            -1,
+        ),
+    }
+}
+
 /// Handles FindCoordinator v0–v6 (v4+ batches keys).
 pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorRequest) -> Reply {
     let node = &broker.node;
@@ -38,12 +54,16 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorReques
                     -1,
                 );
             }
-            (
-                0,
-                node.id,
-                StrBytes::from_string(node.host.clone()),
-                node.port,
-            )
+            match broker.cluster() {
+                None => (
+                    0,
+                    node.id,
+                    StrBytes::from_string(node.host.clone()),
+                    node.port,
+                ),
+                // Cluster mode: the owner of the id's slot (the groups' slot table).
+                Some(cluster) => owner(cluster, key),
+            }
         } else if key_type == GROUP && groups_served {
             match broker.cluster() {
                 None => (
@@ -53,15 +73,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorReques
                     node.port,
                 ),
                 // Cluster mode: the owner of the group's slot, if it has one now.
-                Some(cluster) => match cluster.coordinator_of(key) {
-                    Some((id, addr)) => (0, id, StrBytes::from_string(addr.host), addr.port),
-                    None => (
-                        ResponseError::CoordinatorNotAvailable.code(),
-                        -1,
-                        StrBytes::default(),
-                        -1,
-                    ),
-                },
+                Some(cluster) => owner(cluster, key),
             }
         } else {
             (

@@ -127,6 +127,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
     let work = Arc::clone(broker);
     let mut budget = work.topics.auto_create_budget();
     let superseded = superseded_entries(version, &request);
+    let transactional_id = request.transactional_id.as_ref().map(|t| t.0.to_string());
     let (responses, waits) = {
         let mut waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
         let responses = request
@@ -172,6 +173,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                                     topic,
                                     index: p.index,
                                     transactions: work.transactions().map(|t| &**t),
+                                    transactional_id: transactional_id.as_deref(),
                                 };
                                 append(&target, p.records, checked, &rules[ti], acks)
                             }
@@ -391,12 +393,14 @@ fn find_or_create(
     }
 }
 
-/// Where a partition's batch goes: the partition, and the transaction coordinator
-/// that verifies transactional batches (`None` in cluster mode).
+/// Where a partition's batch goes: the partition, the transaction coordinator that
+/// verifies transactional batches, and the request's transactional id (which names,
+/// in cluster mode, the transaction to check at its coordinator's record).
 struct Target<'a> {
     topic: &'a Topic,
     index: i32,
     transactions: Option<&'a crate::txn::TxnCoordinator>,
+    transactional_id: Option<&'a str>,
 }
 
 /// KIP-890 part 1: a transactional batch is appended only if its partition was added
@@ -404,9 +408,11 @@ struct Target<'a> {
 /// before appending. An older epoch than the transaction's is
 /// `INVALID_PRODUCER_EPOCH`; a partition not added, no open transaction, or a producer
 /// id no transactional id has is `INVALID_TXN_STATE` (Kafka's answer to clients of
-/// transaction version 1). In cluster mode no transaction coordinator runs and nothing
-/// would ever end the transaction, so every transactional batch is
-/// `INVALID_TXN_STATE`.
+/// transaction version 1). In cluster mode a transaction coordinated by another broker
+/// is checked against its record in ZooKeeper ([`crate::txn::remote_verify`]; a batch
+/// without a transactional id in its request is `INVALID_TXN_STATE`, ZooKeeper
+/// unavailable `NOT_ENOUGH_REPLICAS`, retriable, as Kafka answers a verification that
+/// could not reach the coordinator).
 fn verify_in_transaction(
     target: &Target<'_>,
     header: &crate::log::batch::BatchHeader,
@@ -431,24 +437,48 @@ fn verify_in_transaction(
         topic: target.topic.name.clone(),
         partition: target.index,
     };
-    txn.verify_partition(producer, &partition)
-        .map_err(|e| match e {
-            TxnError::Fenced => refused(
-                ResponseError::InvalidProducerEpoch,
-                format!(
-                    "transactional batch of producer {} refused: epoch {} is fenced",
-                    producer.id, producer.epoch
-                ),
+    let verified = match txn.zk_store() {
+        None => txn.verify_partition(producer, &partition),
+        Some(_) => match target
+            .transactional_id
+            .and_then(crate::txn::TransactionalId::new)
+        {
+            None => Err(TxnError::InvalidState),
+            // Coordinated here: the coordinator's state; elsewhere (or this broker's
+            // slot still loading): the record in ZooKeeper.
+            Some(id) => match txn.verify_partition_of(&id, producer, &partition) {
+                Err(TxnError::NotCoordinator | TxnError::LoadInProgress) => off_the_runtime(|| {
+                    crate::txn::remote_verify::verify(txn, &id, producer, &partition)
+                }),
+                local => local,
+            },
+        },
+    };
+    verified.map_err(|e| match e {
+        TxnError::Storage => refused(
+            ResponseError::NotEnoughReplicas,
+            format!(
+                "transactional batch of producer {}: its transaction could not be read \
+                     from ZooKeeper; retry",
+                producer.id
             ),
-            _ => refused(
-                ResponseError::InvalidTxnState,
-                format!(
-                    "transactional batch of producer {} refused: the partition is not in its open \
+        ),
+        TxnError::Fenced => refused(
+            ResponseError::InvalidProducerEpoch,
+            format!(
+                "transactional batch of producer {} refused: epoch {} is fenced",
+                producer.id, producer.epoch
+            ),
+        ),
+        _ => refused(
+            ResponseError::InvalidTxnState,
+            format!(
+                "transactional batch of producer {} refused: the partition is not in its open \
                  transaction (AddPartitionsToTxn, KIP-890)",
-                    producer.id
-                ),
+                producer.id
             ),
-        })
+        ),
+    })
 }
 
 /// Validates `records` under `rules` (unless `checked` holds the outcome already) and
