@@ -119,6 +119,9 @@ fn steady_heartbeat_allocations(topics: usize, partitions: i32, send_owned: bool
     let config = CoordinatorConfig {
         default_assignor: "sticky".into(),
         consumer_heartbeat_interval_ms: 1_000,
+        // The acknowledgement right after the join reads the reconciled interval, not
+        // the settle time's short one.
+        consumer_rebalance_settle_ms: 0,
         ..CoordinatorConfig::default()
     };
     let mut coord = Coordinator::new(config, TestAssignors::default()).unwrap();
