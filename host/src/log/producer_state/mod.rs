@@ -22,7 +22,8 @@
 //! Bounds: at most [`ProducerLimits::max_producer_ids`] producer ids per partition
 //! (`[log] max_producer_ids_per_partition`). A batch from one more id is accepted: once
 //! expired ids are swept, the producer idle longest (oldest last write) is **evicted**
-//! to make room, as Kafka bounds its producer-id memory by forgetting producers rather
+//! to make room (1% of the cap at once, so the sweep and the scan behind an eviction
+//! are paid once per hundred newcomers at large caps), as Kafka bounds its producer-id memory by forgetting producers rather
 //! than refusing new ones. An evicted producer is then unknown: a retry of one of its
 //! old batches is accepted as new (written twice), which is why the cap is far above
 //! what a partition's live producers need. A client minting ids thus costs a bounded
@@ -190,8 +191,8 @@ impl ProducerStates {
     }
 
     /// Evicts the producers idle longest until at most `max` remain, in the order of
-    /// [`idle_order`]: oldest last write, then oldest last offset, then lowest id. One pass over the table per call: O(n log n) when many go
-    /// (a lowered cap), O(n) for the one a new producer needs.
+    /// [`idle_order`]: oldest last write, then oldest last offset, then lowest id. One
+    /// pass over the table per call, O(n) however many go (a selection, not a sort).
     fn evict_down_to(&mut self, max: usize) {
         let excess = self.producers.len().saturating_sub(max);
         if excess == 0 {
@@ -215,8 +216,11 @@ impl ProducerStates {
                 .filter(|(_, e)| e.txn_first_offset.is_none())
                 .map(|(id, e)| idle_order(*id, e))
                 .collect();
-            idle.sort_unstable();
             let excess = excess.min(idle.len());
+            if excess > 0 && excess < idle.len() {
+                // The `excess` idlest first, in no particular order: O(n).
+                idle.select_nth_unstable(excess - 1);
+            }
             for (_, _, id) in &idle[..excess] {
                 self.producers.remove(id);
             }
@@ -277,8 +281,11 @@ impl ProducerStates {
             self.producers.remove(&producer_id);
             let max = self.limits.max_producer_ids;
             if self.producers.len() >= max {
+                // One sweep and one pass over the table make room for a batch of
+                // newcomers, not one: at a cap of 10,000 each new producer then costs
+                // about 100 entries' worth of work instead of 20,000.
                 self.sweep(now_ms);
-                self.evict_down_to(max.saturating_sub(1));
+                self.evict_down_to(max.saturating_sub(eviction_batch(max)));
             }
             return Ok(Check::Append);
         };
@@ -388,6 +395,12 @@ impl ProducerStates {
 /// that wrote longest ago in the log first. Producer ids rise with age, so the lowest
 /// id would be the oldest long-lived producer, often the one that wrote last. A
 /// producer without a batch (none is kept) sorts before any with one.
+/// How many producers a new one at the cap `max` makes room for at once: 1% of the
+/// cap, at least one (so caps below 200 evict one at a time, exactly as needed).
+fn eviction_batch(max: usize) -> usize {
+    (max / 100).max(1)
+}
+
 fn idle_order(producer_id: i64, entry: &ProducerEntry) -> (i64, i64, i64) {
     (
         entry.last_write_ms,

@@ -349,3 +349,27 @@ fn a_version_1_snapshot_still_loads_and_version_2_keeps_transactions() {
         ProducerStates::with_entries(LIMITS, snapshot::decode(&bytes, 3).unwrap().producers);
     assert_eq!(loaded.first_unstable_offset(), Some(40));
 }
+
+/// At a cap of 1,000 a new producer makes room for ten (1% of the cap): the ten idle
+/// longest go at once, so the next nine newcomers find room without another sweep and
+/// scan of the table; producers in a transaction are never among them.
+#[test]
+fn at_a_large_cap_one_newcomer_evicts_a_batch_of_the_idlest() {
+    let limits = ProducerLimits {
+        expiration_ms: i64::MAX,
+        max_producer_ids: 1_000,
+    };
+    let mut s = ProducerStates::new(limits);
+    for id in 0..1_000 {
+        append(&mut s, &header(id, 0, 0, 1), id, id).unwrap();
+    }
+    assert_eq!((s.len(), s.evicted()), (1_000, 0));
+    append(&mut s, &header(1_000, 0, 0, 1), 1_000, 2_000).unwrap();
+    assert_eq!((s.len(), s.evicted()), (991, 10));
+    assert!((0..10).all(|id| s.get(id, 2_000).is_none()));
+    assert!((10..=1_000).all(|id| s.get(id, 2_000).is_some()));
+    for id in 1_001..1_010 {
+        append(&mut s, &header(id, 0, 0, 1), id, 2_000).unwrap();
+    }
+    assert_eq!((s.len(), s.evicted()), (1_000, 10));
+}
