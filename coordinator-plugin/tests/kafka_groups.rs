@@ -3039,6 +3039,20 @@ fn reconcile(h: &mut Harness, members: &mut [Reconciling], rounds: usize) {
     }
 }
 
+/// Member `id` joins group `k` on a new connection, subscribed to `orders` with
+/// server assignor `assignor`, holding what its join answer gave it.
+fn join_reconciling(h: &mut Harness, id: &'static str, assignor: &str) -> Reconciling {
+    let conn = h.connect();
+    let r = h.call(conn, 1, cg_join("k", id, &["orders"], Some(assignor)));
+    assert_eq!(r.error_code, 0, "{r:?}");
+    Reconciling {
+        conn,
+        id,
+        epoch: r.member_epoch,
+        owned: cg_assignment(&r).unwrap_or_default(),
+    }
+}
+
 fn owned_partitions(m: &Reconciling) -> Vec<i32> {
     let mut ps: Vec<i32> = m.owned.iter().flat_map(|(_, ps)| ps.clone()).collect();
     ps.sort();
@@ -3052,18 +3066,10 @@ fn kip848_group_is_rerun_on_drift_and_moves_partitions_by_revoke_then_assign() {
     let mut h = Harness::with_assignors(cfg, common::TestAssignors::default());
     h.feed(orders_rates(0));
     let (m1, m2) = ("5Cq1X3ZpR1mGZtY9rG0y2A", "mY0cS9P8T6yXbq2Nw1vUeA");
-    let mut members = Vec::new();
-    for id in [m1, m2] {
-        let conn = h.connect();
-        let r = h.call(conn, 1, cg_join("k", id, &["orders"], Some("by-rate")));
-        assert_eq!(r.error_code, 0, "{r:?}");
-        members.push(Reconciling {
-            conn,
-            id,
-            epoch: r.member_epoch,
-            owned: cg_assignment(&r).unwrap_or_default(),
-        });
-    }
+    let mut members = vec![
+        join_reconciling(&mut h, m1, "by-rate"),
+        join_reconciling(&mut h, m2, "by-rate"),
+    ];
     reconcile(&mut h, &mut members, 5);
     // by-rate: the hot partition alone to the first member, the rest to the second.
     assert_eq!(owned_partitions(&members[0]), [0]);
@@ -3097,24 +3103,10 @@ fn kip848_rerun_that_moves_nothing_keeps_the_group_epoch() {
     cfg.rerun_on_drift_ms = [("by-rate".to_owned(), 1_000)].into_iter().collect();
     let mut h = Harness::with_assignors(cfg, common::TestAssignors::default());
     h.feed(orders_rates(0));
-    let conn = h.connect();
-    let m1 = "5Cq1X3ZpR1mGZtY9rG0y2A";
-    let r = h.call(conn, 1, cg_join("k", m1, &["orders"], Some("by-rate")));
-    let mut members = vec![Reconciling {
-        conn,
-        id: m1,
-        epoch: r.member_epoch,
-        owned: cg_assignment(&r).unwrap_or_default(),
-    }];
-    let conn = h.connect();
-    let m2 = "mY0cS9P8T6yXbq2Nw1vUeA";
-    let r = h.call(conn, 1, cg_join("k", m2, &["orders"], Some("by-rate")));
-    members.push(Reconciling {
-        conn,
-        id: m2,
-        epoch: r.member_epoch,
-        owned: cg_assignment(&r).unwrap_or_default(),
-    });
+    let mut members = vec![
+        join_reconciling(&mut h, "5Cq1X3ZpR1mGZtY9rG0y2A", "by-rate"),
+        join_reconciling(&mut h, "mY0cS9P8T6yXbq2Nw1vUeA", "by-rate"),
+    ];
     reconcile(&mut h, &mut members, 5);
     let epoch = members[0].epoch;
     // Same hot partition, a table an interval later: the assignor runs, finds the
@@ -3143,15 +3135,7 @@ fn kip848_groups_whose_assignor_is_no_longer_loaded_are_not_rerun() {
     let calls = assignors.calls.clone();
     let mut h = Harness::with_assignors(cfg, assignors);
     h.feed(orders_rates(0));
-    let conn = h.connect();
-    let m1 = "5Cq1X3ZpR1mGZtY9rG0y2A";
-    let r = h.call(conn, 1, cg_join("k", m1, &["orders"], Some("drifty")));
-    let mut members = vec![Reconciling {
-        conn,
-        id: m1,
-        epoch: r.member_epoch,
-        owned: cg_assignment(&r).unwrap_or_default(),
-    }];
+    let mut members = vec![join_reconciling(&mut h, "5Cq1X3ZpR1mGZtY9rG0y2A", "drifty")];
     reconcile(&mut h, &mut members, 2);
     let epoch = members[0].epoch;
 
@@ -3180,15 +3164,11 @@ fn kip848_groups_of_an_unlisted_assignor_are_not_rerun() {
     cfg.rerun_on_drift_ms = BTreeMap::new();
     let mut h = Harness::with_assignors(cfg, common::TestAssignors::default());
     h.feed(orders_rates(0));
-    let conn = h.connect();
-    let m1 = "5Cq1X3ZpR1mGZtY9rG0y2A";
-    let r = h.call(conn, 1, cg_join("k", m1, &["orders"], Some("by-rate")));
-    let mut members = vec![Reconciling {
-        conn,
-        id: m1,
-        epoch: r.member_epoch,
-        owned: cg_assignment(&r).unwrap_or_default(),
-    }];
+    let mut members = vec![join_reconciling(
+        &mut h,
+        "5Cq1X3ZpR1mGZtY9rG0y2A",
+        "by-rate",
+    )];
     reconcile(&mut h, &mut members, 2);
     let epoch = members[0].epoch;
     h.feed(orders_rates(5));

@@ -44,44 +44,41 @@ fn owner(cluster: &crate::cluster::Cluster, key: &str) -> (i16, i32, StrBytes, i
 pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorRequest) -> Reply {
     let node = &broker.node;
     let groups_served = broker.coordinator().is_some();
+    let unavailable = || {
+        (
+            ResponseError::CoordinatorNotAvailable.code(),
+            -1,
+            StrBytes::default(),
+            -1,
+        )
+    };
+    // Standalone: this broker; cluster mode: the owner of the key's slot (groups and
+    // transactional ids share the slot table), if it has one now.
+    let here_or_owner = |key: &str| match broker.cluster() {
+        None => (
+            0,
+            node.id,
+            StrBytes::from_string(node.host.clone()),
+            node.port,
+        ),
+        Some(cluster) => owner(cluster, key),
+    };
     let answer = |key_type: i8, key: &str| -> (i16, i32, StrBytes, i32) {
-        if key_type == TRANSACTION && broker.transactions().is_some() {
-            if crate::txn::TransactionalId::new(key).is_none() {
-                return (
-                    ResponseError::InvalidRequest.code(),
-                    -1,
-                    StrBytes::default(),
-                    -1,
-                );
+        match key_type {
+            TRANSACTION if broker.transactions().is_some() => {
+                if crate::txn::TransactionalId::new(key).is_none() {
+                    (
+                        ResponseError::InvalidRequest.code(),
+                        -1,
+                        StrBytes::default(),
+                        -1,
+                    )
+                } else {
+                    here_or_owner(key)
+                }
             }
-            match broker.cluster() {
-                None => (
-                    0,
-                    node.id,
-                    StrBytes::from_string(node.host.clone()),
-                    node.port,
-                ),
-                // Cluster mode: the owner of the id's slot (the groups' slot table).
-                Some(cluster) => owner(cluster, key),
-            }
-        } else if key_type == GROUP && groups_served {
-            match broker.cluster() {
-                None => (
-                    0,
-                    node.id,
-                    StrBytes::from_string(node.host.clone()),
-                    node.port,
-                ),
-                // Cluster mode: the owner of the group's slot, if it has one now.
-                Some(cluster) => owner(cluster, key),
-            }
-        } else {
-            (
-                ResponseError::CoordinatorNotAvailable.code(),
-                -1,
-                StrBytes::default(),
-                -1,
-            )
+            GROUP if groups_served => here_or_owner(key),
+            _ => unavailable(),
         }
     };
     let mut response = FindCoordinatorResponse::default();
