@@ -38,11 +38,22 @@ def _die_with_parent() -> None:
         pass
 
 
+_PORTS_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that was free a moment ago and that this test run has
+    not handed out before: the kernel may offer a port it just released again, so two
+    brokers whose ports are picked before either binds could otherwise get the same one
+    ("Address already in use" at the second start)."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
+            return port
+    raise RuntimeError("no unused free port after 100 tries")
 
 
 def drover_bin() -> Path:
