@@ -124,17 +124,10 @@ mod tests {
     use super::*;
     use crate::txn::{
         ports::{CompleteError, GroupOffsetsCompleter, MarkerWriter},
-        Caller, InitRequest, Limits, ProducerIdEpoch, TopicPartition,
+        Caller, InitRequest, ProducerIdEpoch, TopicPartition,
     };
 
-    const LIMITS: Limits = Limits {
-        max_timeout_ms: 60_000,
-        id_expiration_ms: 1_000_000,
-        max_transactional_ids: 10,
-        max_partitions_per_transaction: 10,
-        max_groups_per_transaction: 10,
-        max_offsets_per_transaction: 10,
-    };
+    use crate::txn::state::TEST_LIMITS as LIMITS;
 
     /// Fails each partition's first write, then records the markers it writes.
     #[derive(Default)]

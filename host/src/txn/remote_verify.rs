@@ -117,14 +117,7 @@ mod tests {
     use super::*;
     use crate::txn::types::{TxnMetadata, TxnState};
 
-    const LIMITS: super::super::state::Limits = super::super::state::Limits {
-        max_timeout_ms: 60_000,
-        id_expiration_ms: 1_000_000,
-        max_transactional_ids: 10,
-        max_partitions_per_transaction: 10,
-        max_groups_per_transaction: 10,
-        max_offsets_per_transaction: 10,
-    };
+    use crate::txn::state::TEST_LIMITS as LIMITS;
 
     fn tp(p: i32) -> TopicPartition {
         TopicPartition {

@@ -524,6 +524,18 @@ fn bumped(epoch: i16) -> i16 {
     epoch.checked_add(1).unwrap_or(epoch)
 }
 
+/// Roomy limits for unit tests of the drivers around the state machine (ten of
+/// everything, 60 s timeouts).
+#[cfg(test)]
+pub(crate) const TEST_LIMITS: Limits = Limits {
+    max_timeout_ms: 60_000,
+    id_expiration_ms: 1_000_000,
+    max_transactional_ids: 10,
+    max_partitions_per_transaction: 10,
+    max_groups_per_transaction: 10,
+    max_offsets_per_transaction: 10,
+};
+
 #[cfg(test)]
 #[path = "state_tests.rs"]
 mod tests;
