@@ -227,15 +227,33 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
                 })
             }
         };
+        // Group offsets: completed in-process standalone; in cluster mode through an
+        // outcome per group that the group slot's owner applies (txn::group_offsets).
+        let offsets: Arc<dyn crate::txn::ports::GroupOffsetsCompleter> =
+            match (&cluster, txn.zk_store()) {
+                (Some(c), Some(zk)) => {
+                    if let Some(coordinator) = broker.coordinator() {
+                        let follower = crate::txn::group_offsets::outcome::Follower {
+                            store: Arc::clone(zk),
+                            coordinator: coordinator.clone(),
+                        };
+                        tasks.push(tokio::spawn(crate::txn::group_offsets::outcome::run(
+                            follower,
+                            stopped.clone(),
+                        )));
+                    }
+                    Arc::new(crate::txn::group_offsets::outcome::ClusterGroupOffsets(
+                        Arc::clone(c),
+                    ))
+                }
+                _ => Arc::new(crate::txn::broker_ports::CoordinatorOffsets(
+                    broker.coordinator().cloned(),
+                )),
+            };
         // Transactions found decided at startup are completed first thing.
         tokio::spawn(crate::txn::completion::run(
             Arc::clone(txn),
-            crate::txn::ports::Ports {
-                markers,
-                offsets: Arc::new(crate::txn::broker_ports::CoordinatorOffsets(
-                    broker.coordinator().cloned(),
-                )),
-            },
+            crate::txn::ports::Ports { markers, offsets },
         ));
         tasks.push(tokio::spawn(crate::txn::timeouts::run(
             Arc::clone(txn),

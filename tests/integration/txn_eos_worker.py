@@ -25,7 +25,7 @@ def main() -> None:
         "isolation.level": "read_committed",
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": 6000,
+        "session.timeout.ms": int(os.environ.get("EOS_SESSION_TIMEOUT_MS", "6000")),
         "heartbeat.interval.ms": 500,
         "partition.assignment.strategy": "range",
     })

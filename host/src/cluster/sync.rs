@@ -79,6 +79,7 @@ async fn stop_slot(broker: &Broker, cluster: &Cluster, slot: u32) {
     // (its state is dropped by `txn::slots` shortly after).
     if let Some(zk) = broker.transactions().and_then(|t| t.zk_store()) {
         zk.give_up(slot);
+        zk.offsets_restored.remove(slot);
     }
     if let Some(c) = broker.coordinator() {
         c.slot_lost(slot).await;
@@ -638,7 +639,37 @@ async fn sync_slots(broker: &Broker, cluster: &Cluster, view: &ClusterView, sess
                 previous_owner_stopped_ms = stopped_ms,
                 "coordinator slot gained"
             );
+            // Staged transactional offsets are read before the coordinator serves the
+            // slot and restored right after it gained it (txn::group_offsets).
+            let txn = broker.transactions().and_then(|t| t.zk_store());
+            let staged = match txn {
+                None => None,
+                Some(_) => {
+                    match crate::txn::group_offsets::outcome::staged_of_slot(cluster, slot).await {
+                        Ok(staged) => Some(staged),
+                        Err(e) => {
+                            tracing::warn!(
+                                slot,
+                                "staged transactional offsets not read: {e}; they are \
+                                 restored when their transactions end"
+                            );
+                            Some(Vec::new())
+                        }
+                    }
+                }
+            };
             c.slot_gained(slot, stopped_ms).await;
+            if let (Some(staged), Some(zk)) = (staged, txn) {
+                if !staged.is_empty() {
+                    tracing::info!(
+                        slot,
+                        groups = staged.len(),
+                        "staged transactional offsets restored"
+                    );
+                    let _ = c.restore_txn_offsets(staged).await;
+                }
+                zk.offsets_restored.insert(slot);
+            }
         }
     }
 }

@@ -40,4 +40,4 @@ pub mod txn_ledger;
 
 pub use driver::{CoordinatorClient, DriverError};
 pub use start::{start, StartError};
-pub use txn_ledger::TxnOffsetLedger;
+pub use txn_ledger::{Staging, TxnOffsetLedger};

@@ -156,17 +156,17 @@ pub fn start(broker: &Broker) -> Result<Option<CoordinatorClient>, StartError> {
             Some(cluster) => GroupOwner::Slots(Arc::clone(cluster)),
         },
         topic_ids: topic_ids(broker),
-        // The transaction coordinator records staged offsets, standalone; in cluster
-        // mode (where the group's and the transaction's coordinators may be two
-        // brokers) TxnOffsetCommit is answered COORDINATOR_NOT_AVAILABLE
-        // (coordination::txn_ledger).
-        txn_ledger: broker
-            .transactions()
-            .filter(|_| broker.cluster().is_none())
-            .map(|t| {
-                Arc::new(crate::txn::broker_ports::TxnLedger(Arc::clone(t)))
-                    as Arc<dyn super::TxnOffsetLedger>
+        // The transaction coordinator records staged offsets standalone; in cluster
+        // mode (the group's and the transaction's coordinators may be two brokers)
+        // they go to ZooKeeper beside the transaction's record (txn::group_offsets).
+        txn_ledger: broker.transactions().map(|t| match t.zk_store() {
+            None => Arc::new(crate::txn::broker_ports::TxnLedger(Arc::clone(t)))
+                as Arc<dyn super::TxnOffsetLedger>,
+            Some(zk) => Arc::new(crate::txn::group_offsets::stage::ZkTxnLedger {
+                store: Arc::clone(zk),
+                max_offsets: t.limits().max_offsets_per_transaction,
             }),
+        }),
     };
     let store = driver::StoreQueue {
         ops: store_tx,

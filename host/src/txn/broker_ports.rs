@@ -22,12 +22,12 @@ use futures_util::future::BoxFuture;
 
 use super::{
     coordinator::{StagedGroupOffsets, TxnCoordinator},
-    ports::{CompleteError, GroupOffsetsCompleter, MarkerRequest, MarkerWriter},
+    ports::{CompleteError, GroupOffsetsCompleter, MarkerRequest, MarkerWriter, OffsetsCompletion},
     types::{ProducerIdEpoch, StagedOffset, TopicPartition},
 };
 use crate::{
     broker::Broker,
-    coordination::{CoordinatorClient, TxnOffsetLedger},
+    coordination::{CoordinatorClient, Staging, TxnOffsetLedger},
     log::{producer_state::ProducerError, LogError, TxnMarker, TxnResult},
 };
 
@@ -109,9 +109,9 @@ pub struct CoordinatorOffsets(pub Option<CoordinatorClient>);
 impl GroupOffsetsCompleter for CoordinatorOffsets {
     fn complete(
         &self,
-        producer: ProducerIdEpoch,
-        committed: bool,
+        completion: OffsetsCompletion,
     ) -> BoxFuture<'static, Result<(), CompleteError>> {
+        let (producer, committed) = (completion.producer, completion.committed);
         let client = self.0.clone();
         Box::pin(async move {
             match client {
@@ -134,10 +134,8 @@ pub struct TxnLedger(pub Arc<TxnCoordinator>);
 const MAX_OFFSETS_PER_STAGING: usize = 100_000;
 
 impl TxnOffsetLedger for TxnLedger {
-    fn stage(
-        &self,
-        pending: PendingTxnOffsets,
-    ) -> crate::coordination::txn_ledger::BoxFuture<'static, i16> {
+    fn stage(&self, staging: Staging) -> crate::coordination::txn_ledger::BoxFuture<'static, i16> {
+        let pending = staging.pending;
         let coordinator = Arc::clone(&self.0);
         Box::pin(async move {
             if pending.offsets.len() > MAX_OFFSETS_PER_STAGING {
@@ -180,10 +178,14 @@ impl TxnOffsetLedger for TxnLedger {
 /// another epoch, POLICY_VIOLATION over the bound, COORDINATOR_NOT_AVAILABLE when the
 /// store failed, otherwise INVALID_TXN_STATE (no open transaction of this producer id
 /// added the group: KIP-890 part 1's verification of offset commits).
-fn staging_code(e: &super::TxnError) -> i16 {
+pub(crate) fn staging_code(e: &super::TxnError) -> i16 {
     use super::TxnError;
     match e {
-        TxnError::Fenced | TxnError::TooLarge | TxnError::Storage => e.kafka().code(),
+        TxnError::Fenced
+        | TxnError::TooLarge
+        | TxnError::Storage
+        | TxnError::NotCoordinator
+        | TxnError::LoadInProgress => e.kafka().code(),
         _ => TxnError::InvalidState.kafka().code(),
     }
 }

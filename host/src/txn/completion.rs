@@ -14,7 +14,7 @@ use std::{
 
 use super::{
     coordinator::TxnCoordinator,
-    ports::{MarkerRequest, Ports},
+    ports::{MarkerRequest, OffsetsCompletion, Ports},
     types::{TransactionalId, TxnState},
 };
 
@@ -91,9 +91,19 @@ async fn complete_one(coordinator: Arc<TxnCoordinator>, ports: Ports, id: Transa
     }
     if !meta.groups.is_empty() {
         let mut backoff = Backoff(FIRST_BACKOFF_MS);
-        while let Err(e) = ports.offsets.complete(meta.producer, committed).await {
+        let completion = OffsetsCompletion {
+            transactional_id: id.clone(),
+            producer: meta.producer,
+            committed,
+            coordinator_epoch: coordinator.coordinator_epoch(&id),
+            groups: meta.groups.keys().cloned().collect(),
+        };
+        while let Err(e) = ports.offsets.complete(completion.clone()).await {
             crate::warn_limited!("txn.offsets_failed", transactional_id = %id, "{e}; retrying");
             backoff.wait().await;
+            if !still_ours(&coordinator) {
+                return;
+            }
         }
     }
     let mut backoff = Backoff(FIRST_BACKOFF_MS);
@@ -162,8 +172,7 @@ mod tests {
     impl GroupOffsetsCompleter for Arc<CountingOffsets> {
         fn complete(
             &self,
-            _producer: ProducerIdEpoch,
-            _committed: bool,
+            _completion: OffsetsCompletion,
         ) -> BoxFuture<'static, Result<(), CompleteError>> {
             // The first call fails, as a coordinator that is not there yet.
             let n = self.0.fetch_add(1, Ordering::SeqCst);

@@ -327,7 +327,7 @@ async fn queue_one(
 }
 
 /// Whether `path` is gone by `deadline`.
-async fn wait_deleted(client: &zk::Client, path: &str, deadline: Instant) -> bool {
+pub(crate) async fn wait_deleted(client: &zk::Client, path: &str, deadline: Instant) -> bool {
     loop {
         let watcher = match client.check_and_watch_stat(path).await {
             Ok((None, _)) => return true,

@@ -20,14 +20,14 @@
 //! Cluster mode: a transactional id is coordinated by the owner of its coordinator
 //! slot (the groups' slot table), its record lives in ZooKeeper, and it fails over
 //! with the slot (docs/design.md, "Producers and transactions"). Transactional offset
-//! commits are standalone only for now: in cluster mode AddOffsetsToTxn and
-//! TxnOffsetCommit answer `COORDINATOR_NOT_AVAILABLE` (docs/operations.md).
+//! commits cross brokers through ZooKeeper: [`group_offsets`].
 
 pub mod broker_ports;
 pub mod codec;
 pub mod completion;
 pub mod coordinator;
 pub mod error;
+pub mod group_offsets;
 pub mod marker_queue;
 pub mod metrics;
 pub mod ports;

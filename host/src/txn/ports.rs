@@ -45,17 +45,33 @@ pub trait MarkerWriter: Send + Sync {
 #[error("completing transactional offsets: {0}")]
 pub struct CompleteError(pub String);
 
+/// One transaction's outcome for the groups it staged offsets with.
+#[derive(Debug, Clone)]
+pub struct OffsetsCompletion {
+    /// The transaction's id.
+    pub transactional_id: TransactionalId,
+    /// The producer id and epoch (the transaction's, bumped if a fencing
+    /// InitProducerId or a timeout aborted it).
+    pub producer: ProducerIdEpoch,
+    /// Commit (true) or abort.
+    pub committed: bool,
+    /// The coordinator's epoch (0 standalone; in cluster mode the epoch of the
+    /// transactional id's slot, `super::zk_store`).
+    pub coordinator_epoch: i32,
+    /// The groups added by AddOffsetsToTxn.
+    pub groups: Vec<String>,
+}
+
 /// Completes a producer's transactional offsets in the group coordinator: committed
 /// if the transaction committed, dropped if it aborted (KIP-447).
 pub trait GroupOffsetsCompleter: Send + Sync {
-    /// Resolves once the coordinator applied the outcome (its offset store acknowledged
-    /// the commit, or there was nothing to do). Idempotent.
+    /// Resolves once every group's coordinator applied the outcome (its offset store
+    /// acknowledged the commit, or there was nothing to do). Idempotent.
     ///
-    /// Errors: [`CompleteError`] when the coordinator is unavailable.
+    /// Errors: [`CompleteError`] when a group's coordinator is unavailable.
     fn complete(
         &self,
-        producer: ProducerIdEpoch,
-        committed: bool,
+        completion: OffsetsCompletion,
     ) -> BoxFuture<'static, Result<(), CompleteError>>;
 }
 

@@ -81,6 +81,9 @@ pub struct ZkTxnStore {
     epochs: Mutex<BTreeMap<u32, i32>>,
     /// Slots given up whose in-memory state the coordinator has not dropped yet.
     dropped: Mutex<BTreeSet<u32>>,
+    /// The group slots whose staged transactional offsets this broker restored when
+    /// it gained them (`super::group_offsets`).
+    pub offsets_restored: super::group_offsets::outcome::RestoredSlots,
 }
 
 fn zk_error(e: impl std::fmt::Display) -> StoreError {
@@ -94,6 +97,7 @@ impl ZkTxnStore {
             cluster,
             epochs: Mutex::new(BTreeMap::new()),
             dropped: Mutex::new(BTreeSet::new()),
+            offsets_restored: Default::default(),
         }
     }
 

@@ -184,6 +184,11 @@ impl<C: Coordinator> Driver<C> {
                     ));
                     return;
                 }
+                if api_key == kafka_protocol::messages::ApiKey::TxnOffsetCommit as i16
+                    && self.txn.ledger.is_some()
+                {
+                    self.txn.ids.note_request(&bytes);
+                }
                 // The request header's version, after the API key (every frame routed
                 // here has a header: the connection read its key).
                 let api_version = bytes

@@ -534,8 +534,9 @@ struct ScriptedLedger {
 impl crate::coordination::TxnOffsetLedger for ScriptedLedger {
     fn stage(
         &self,
-        pending: drover_abi::coordinator::PendingTxnOffsets,
+        staging: crate::coordination::Staging,
     ) -> crate::coordination::txn_ledger::BoxFuture<'static, i16> {
+        let pending = staging.pending;
         let code = if pending.group.as_str() == "g" { 0 } else { 47 };
         self.staged.lock().unwrap().push(pending);
         Box::pin(async move {
@@ -694,4 +695,83 @@ fn older_coordinators_get_no_transactional_inputs_or_requests() {
         assert_eq!(txn_inputs > 0, expected, "ABI 3.{minor}");
         h.shutdown();
     }
+}
+
+/// A ledger whose stagings resolve (0) only when the test opens its gate.
+struct GatedLedger {
+    gate: Arc<tokio::sync::Notify>,
+}
+
+impl crate::coordination::TxnOffsetLedger for GatedLedger {
+    fn stage(
+        &self,
+        _staging: crate::coordination::Staging,
+    ) -> crate::coordination::txn_ledger::BoxFuture<'static, i16> {
+        let gate = Arc::clone(&self.gate);
+        Box::pin(async move {
+            gate.notified().await;
+            0
+        })
+    }
+}
+
+/// A transaction's completion that arrives while one of its producer's stagings is
+/// still with the ledger reaches the coordinator only after that staging's answer, so
+/// a late staging cannot leave offsets pending that no outcome resolves (cluster mode,
+/// where the outcome comes from another broker: txn::group_offsets).
+#[test]
+fn a_completion_waits_for_the_producers_staging_in_flight() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _entered = runtime.enter();
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let h = start(
+        Setup {
+            txn_ledger: Some(Arc::new(GatedLedger {
+                gate: Arc::clone(&gate),
+            })),
+            ..Setup::default()
+        },
+        Box::new(|input| match input {
+            CoordinatorInput::TopicsChanged { .. } => vec![CoordinatorOutput::StageTxnOffsets {
+                op: 1,
+                pending: pending("g", 7),
+            }],
+            CoordinatorInput::TxnCompleted { op, .. } => {
+                vec![CoordinatorOutput::TxnCompletionApplied { op: *op }]
+            }
+            _ => Vec::new(),
+        }),
+    );
+    h.send(Msg::TopicsChanged(RVec::new(), RVec::new()));
+    h.wait_for(|i| matches!(i, CoordinatorInput::TopicsChanged { .. }));
+    let client = h.client.clone();
+    let completed = runtime.spawn(async move { client.complete_txn(7, 0, true).await });
+    // A message sent after the completion: once the coordinator sees it, the driver
+    // has taken the completion (and, with the staging in flight, held it back).
+    runtime
+        .block_on(h.client.restore_txn_offsets(vec![pending("h", 9)]))
+        .unwrap();
+    let mut order = Vec::new();
+    loop {
+        match h.seen.recv_timeout(Duration::from_secs(30)).unwrap() {
+            CoordinatorInput::TxnOffsetsPending { .. } => break,
+            CoordinatorInput::TxnCompleted { .. } => order.push("completed"),
+            _ => {}
+        }
+    }
+    gate.notify_one();
+    while order.len() < 2 {
+        match h.seen.recv_timeout(Duration::from_secs(30)).unwrap() {
+            CoordinatorInput::TxnOffsetsStaged { .. } => order.push("staged"),
+            CoordinatorInput::TxnCompleted { .. } => order.push("completed"),
+            _ => {}
+        }
+    }
+    assert_eq!(order, vec!["staged", "completed"]);
+    runtime.block_on(completed).unwrap().unwrap();
+    h.shutdown();
 }

@@ -11,7 +11,7 @@ use drover_abi::coordinator::{CoordinatorInput, PendingTxnOffsets};
 use tokio::sync::oneshot;
 
 use super::{Coordinator, Driver, Msg};
-use crate::coordination::txn_ledger::{TxnOffsetLedger, NO_LEDGER};
+use crate::coordination::txn_ledger::{Staging, TxnIds, TxnOffsetLedger, NO_LEDGER};
 
 /// The coordinator ABI minor (of major 3) that added transactional offset commits.
 pub(crate) const TXN_MINOR: u32 = 4;
@@ -32,6 +32,12 @@ pub(super) struct TxnState {
     staging: BTreeMap<u64, (i64, usize)>,
     /// Per producer id, the partitions staged or restored and not yet resolved.
     pending: BTreeMap<i64, usize>,
+    /// The transactional ids read from TxnOffsetCommit requests, for the ledger.
+    pub ids: TxnIds,
+    /// Per producer id, completions waiting for its stagings in flight to be answered
+    /// (so a staging answered after its transaction's outcome cannot leave offsets
+    /// pending that no outcome resolves): (epoch, committed, waiter).
+    deferred: BTreeMap<i64, Vec<(i16, bool, oneshot::Sender<()>)>>,
 }
 
 impl TxnState {
@@ -47,6 +53,8 @@ impl TxnState {
             completions: BTreeMap::new(),
             staging: BTreeMap::new(),
             pending: BTreeMap::new(),
+            ids: TxnIds::default(),
+            deferred: BTreeMap::new(),
         }
     }
 
@@ -84,7 +92,14 @@ impl<C: Coordinator> Driver<C> {
             });
             return;
         };
-        let staged = ledger.stage(pending);
+        let transactional_id = self
+            .txn
+            .ids
+            .get(pending.producer_id, pending.group.as_str());
+        let staged = ledger.stage(Staging {
+            transactional_id,
+            pending,
+        });
         let mailbox = self.txn.mailbox.clone();
         runtime.spawn(async move {
             let error_code = staged.await;
@@ -106,6 +121,20 @@ impl<C: Coordinator> Driver<C> {
         }
         self.deps.metrics.txn_offset_stage(error_code == 0);
         self.feed(CoordinatorInput::TxnOffsetsStaged { op, error_code });
+        let producers: Vec<i64> = self.txn.deferred.keys().copied().collect();
+        for producer in producers {
+            if !self.staging_in_flight(producer) {
+                for (epoch, committed, done) in
+                    self.txn.deferred.remove(&producer).unwrap_or_default()
+                {
+                    self.complete_txn(producer, epoch, committed, done);
+                }
+            }
+        }
+    }
+
+    fn staging_in_flight(&self, producer_id: i64) -> bool {
+        self.txn.staging.values().any(|(p, _)| *p == producer_id)
     }
 
     /// A transaction ended: the coordinator applies it (a coordinator older than 3.4
@@ -121,6 +150,15 @@ impl<C: Coordinator> Driver<C> {
             let _ = done.send(());
             return;
         }
+        if self.staging_in_flight(producer_id) {
+            self.txn.deferred.entry(producer_id).or_default().push((
+                producer_epoch,
+                committed,
+                done,
+            ));
+            return;
+        }
+        self.txn.ids.forget_producer(producer_id);
         self.txn.next_op += 1;
         let op = self.txn.next_op;
         self.txn

@@ -1,7 +1,8 @@
 //! AddOffsetsToTxn (API 25): adds a consumer group to the caller's transaction, so
 //! the group's TxnOffsetCommits may stage offsets with it (KIP-98, KIP-447). Kafka
 //! adds the group's `__consumer_offsets` partition; this broker keeps the group id.
-//! Standalone only: in cluster mode it answers `COORDINATOR_NOT_AVAILABLE`.
+//! In cluster mode the group's coordinator may be another broker: the offsets are
+//! staged there (`crate::txn::group_offsets`).
 
 use std::sync::Arc;
 
@@ -22,9 +23,6 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: AddOffsetsToTxnReques
     let group = request.group_id.0.as_str();
     response.error_code = match txn_wire::coordinator(broker) {
         Err(e) => e.code(),
-        // Cluster mode: transactional offset commits are not served yet (the group's
-        // coordinator may be another broker than the transaction's).
-        Ok(_) if broker.cluster().is_some() => ResponseError::CoordinatorNotAvailable.code(),
         Ok(_) if group.is_empty() || group.len() > MAX_GROUP_ID_BYTES => {
             ResponseError::InvalidGroupId.code()
         }

@@ -446,12 +446,19 @@ fn verify_in_transaction(
             None => Err(TxnError::InvalidState),
             // Coordinated here: the coordinator's state; elsewhere (or this broker's
             // slot still loading): the record in ZooKeeper.
-            Some(id) => match txn.verify_partition_of(&id, producer, &partition) {
-                Err(TxnError::NotCoordinator | TxnError::LoadInProgress) => off_the_runtime(|| {
-                    crate::txn::remote_verify::verify(txn, &id, producer, &partition)
-                }),
-                local => local,
-            },
+            // Off the runtime both ways: the coordinator's lock is held across its
+            // ZooKeeper writes, whose I/O the runtime's workers drive, so a worker
+            // blocked on the lock could stall the write it waits for.
+            Some(id) => {
+                off_the_runtime(
+                    || match txn.verify_partition_of(&id, producer, &partition) {
+                        Err(TxnError::NotCoordinator | TxnError::LoadInProgress) => {
+                            crate::txn::remote_verify::verify(txn, &id, producer, &partition)
+                        }
+                        local => local,
+                    },
+                )
+            }
         },
     };
     verified.map_err(|e| match e {
