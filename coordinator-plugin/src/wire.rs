@@ -235,6 +235,7 @@ pub(crate) fn group_to_wire(snapshot: GroupSnapshot) -> proto::DescribedGroup {
             group,
             "partition_loads",
         ),
+        group_type: snapshot.group_type.to_owned(),
     }
 }
 
@@ -278,6 +279,7 @@ mod tests {
         let long = "é".repeat(proto::MAX_STRING_LEN); // 2 bytes per char
         let snapshot = GroupSnapshot {
             group: GroupId::new("g"),
+            group_type: "native",
             state: "stable",
             generation: Generation(4),
             assignor: Some("range".into()),

@@ -280,3 +280,181 @@ fn a_kip848_groups_committed_offsets_are_refilled_from_an_offset_fetch() {
     let p1 = second.partition("orders", 1).expect("orders-1 is known");
     assert_eq!(p1.committed_offset, RNone, "never committed");
 }
+
+/// A KIP-848 join (ConsumerGroupHeartbeat v1, epoch 0) of `member` in `group`,
+/// subscribing to `topics`, in rack `rack`: a Kafka frame without its size prefix.
+fn kip848_join(group: &str, member: &str, topics: &[&str], rack: &str) -> bytes::Bytes {
+    use kafka_protocol::messages::{RequestHeader, TopicName};
+    use kafka_protocol::protocol::{Encodable, HeaderVersion, Request};
+    let mut header = RequestHeader::default();
+    header.request_api_key = ConsumerGroupHeartbeatRequest::KEY;
+    header.request_api_version = 1;
+    header.correlation_id = 1;
+    header.client_id = Some(StrBytes::from_static_str("kip848"));
+    let mut request = ConsumerGroupHeartbeatRequest::default();
+    request.group_id = StrBytes::from_string(group.to_owned()).into();
+    request.member_id = StrBytes::from_string(member.to_owned());
+    request.member_epoch = 0;
+    request.rebalance_timeout_ms = 5_000;
+    request.rack_id = Some(StrBytes::from_string(rack.to_owned()));
+    request.subscribed_topic_names = Some(
+        topics
+            .iter()
+            .map(|t| TopicName(StrBytes::from_string((*t).to_owned())))
+            .collect(),
+    );
+    request.topic_partitions = Some(Vec::new());
+    let mut frame = bytes::BytesMut::new();
+    header
+        .encode(&mut frame, ConsumerGroupHeartbeatRequest::header_version(1))
+        .unwrap();
+    request.encode(&mut frame, 1).unwrap();
+    frame.freeze()
+}
+
+/// Asks the coordinator of `w` to describe `groups` at `version` on a connection of its
+/// own, and returns its answer.
+fn describe_at(
+    w: &mut World,
+    version: i16,
+    groups: Option<Vec<String>>,
+) -> Vec<proto::DescribedGroup> {
+    let conn = w.raw_conn();
+    let request = proto::DescribeGroupsRequest { groups, version };
+    w.raw_request(conn, 9, &NativeRequest::DescribeGroups(request));
+    w.run_for(5);
+    let frames: Vec<bytes::Bytes> = w
+        .raw_responses
+        .iter()
+        .filter(|(c, _)| *c == conn)
+        .map(|(_, b)| b.clone())
+        .collect();
+    let [frame] = frames.as_slice() else {
+        panic!("{} answers to one DescribeGroups", frames.len())
+    };
+    let Ok((_, NativeResponse::DescribeGroups(r))) =
+        proto::decode_response_frame(frame.clone(), ApiKey::DescribeGroups, version)
+    else {
+        panic!("no DescribeGroups v{version} answer")
+    };
+    assert_eq!(r.version, version);
+    r.groups
+}
+
+/// Issue 16 item 5 for KIP-848 groups: native DescribeGroups v2 describes a KIP-848
+/// group in the model native groups use — its protocol, Kafka's state name, the group
+/// epoch, each member's session timeout (the coordinator's
+/// `consumer_session_timeout_ms`), rack and partitions — with the partition loads its
+/// target's assignor saw; a later target (a second member joins, after a newer table)
+/// replaces them. v1 and v0 readers see no change: such a group is not theirs to
+/// describe (GROUP_ID_NOT_FOUND, absent from a null request).
+#[test]
+fn describe_groups_v2_shows_a_kip848_groups_members_and_the_loads_its_assignor_saw() {
+    let config = test_config();
+    let session = config.consumer_session_timeout_ms;
+    let mut w = World::with_assignors(config, Params::fixed(), 1, TestAssignors::default());
+    w.set_topics(&[("orders", 6), ("payments", 3)]);
+    w.set_partition_stats(stats());
+    let kafka = w.raw_conn();
+    w.raw_bytes(kafka, kip848_join("k", "m1", &["orders"], "rack-a"));
+    w.run_for(100);
+
+    let [g] = describe_at(&mut w, 2, Some(vec!["k".into()]))
+        .try_into()
+        .unwrap();
+    assert!(g.error_code.is_none(), "{g:?}");
+    assert_eq!(g.group_type, proto::DescribedGroup::CONSUMER);
+    assert_eq!(g.state, "Stable", "a lone member takes its target at once");
+    assert_eq!(g.generation, 1, "the group epoch");
+    assert_eq!(g.assignor.as_deref(), Some("sticky"));
+    assert_eq!(g.rebalance_mode, proto::DescribedGroup::INCREMENTAL);
+    let [m] = g.members.as_slice() else {
+        panic!("{:?}", g.members)
+    };
+    assert_eq!(m.consumer_id, "m1");
+    assert_eq!(m.session_timeout_ms, i32::try_from(session).unwrap());
+    assert_eq!(m.subscription, "orders");
+    assert_eq!(m.topics, ["orders"]);
+    assert_eq!(m.member.rack.as_deref(), Some("rack-a"));
+    assert_eq!(m.member.weight, 1);
+    assert_eq!(
+        m.partitions,
+        [proto::TopicPartitions::new(
+            "orders",
+            vec![0, 1, 2, 3, 4, 5]
+        )]
+    );
+    // What the assignor was given: orders-0 and -1 have rates (payments is not
+    // subscribed); nothing is committed, so the lag is unknown.
+    let [orders] = g.partition_loads.as_slice() else {
+        panic!("{:?}", g.partition_loads)
+    };
+    assert_eq!(orders.topic, "orders");
+    assert_eq!(
+        orders.partitions,
+        [
+            proto::PartitionLoad {
+                partition: 0,
+                bytes_per_sec: 2000,
+                records_per_sec: 20,
+                lag: -1,
+            },
+            proto::PartitionLoad {
+                partition: 1,
+                bytes_per_sec: 10,
+                records_per_sec: 0,
+                lag: -1,
+            },
+        ]
+    );
+
+    // Every group at v2 includes it; v1 and v0 keep describing native groups only.
+    let all = describe_at(&mut w, 2, None);
+    assert_eq!(
+        all.iter()
+            .map(|g| (g.group_id.as_str(), g.group_type.as_str()))
+            .collect::<Vec<_>>(),
+        [("k", "consumer")]
+    );
+    for version in [0, 1] {
+        let [g] = describe_at(&mut w, version, Some(vec!["k".into()]))
+            .try_into()
+            .unwrap();
+        assert_eq!(g.error_code, proto::ErrorCode::GROUP_ID_NOT_FOUND);
+        assert!(describe_at(&mut w, version, None).is_empty());
+    }
+
+    // A newer table, then a second member: the new target's assignor saw the new
+    // rates, and the describe shows them.
+    let part = |p: i32, rate: f64| {
+        let mut c = PartitionContext::unknown(p);
+        c.produce_bytes_per_sec = RSome(rate);
+        c
+    };
+    w.set_partition_stats(Input::PartitionStats(PartitionStats::new(
+        [],
+        [TopicContext {
+            topic: "orders".into(),
+            partitions: vec![part(3, 700.0)].into(),
+        }],
+    )));
+    w.raw_bytes(kafka, kip848_join("k", "m2", &["orders"], "rack-b"));
+    w.run_for(100);
+    let [g] = describe_at(&mut w, 2, Some(vec!["k".into()]))
+        .try_into()
+        .unwrap();
+    assert_eq!(g.generation, 2);
+    assert_eq!(g.members.len(), 2);
+    assert_eq!(
+        g.partition_loads,
+        [proto::TopicLoads {
+            topic: "orders".into(),
+            partitions: vec![proto::PartitionLoad {
+                partition: 3,
+                bytes_per_sec: 700,
+                records_per_sec: -1,
+                lag: -1,
+            }],
+        }]
+    );
+}

@@ -118,8 +118,9 @@ impl ApiKey {
         match self {
             // v1 appends the member data (rack, weight, labels).
             ApiKey::RegisterConsumer => VersionRange { min: 0, max: 1 },
-            // v1's answer appends member data and partition loads.
-            ApiKey::DescribeGroups => VersionRange { min: 0, max: 1 },
+            // v1's answer appends member data and partition loads, v2's the group's
+            // protocol (and v2 describes KIP-848 groups too).
+            ApiKey::DescribeGroups => VersionRange { min: 0, max: 2 },
             _ => VersionRange { min: 0, max: 0 },
         }
     }

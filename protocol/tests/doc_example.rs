@@ -175,7 +175,10 @@ fn heartbeat_answer() -> NativeResponse {
 
 /// An admin tool describes the group at v1.
 fn describe() -> NativeRequest {
-    NativeRequest::DescribeGroups(DescribeGroupsRequest::new(Some(vec!["billing".into()])))
+    NativeRequest::DescribeGroups(DescribeGroupsRequest {
+        groups: Some(vec!["billing".into()]),
+        version: 1,
+    })
 }
 
 /// The v1 answer: billing-1 alone, with the loads of the last assignment.
@@ -210,6 +213,7 @@ fn described() -> NativeResponse {
                 topic: "invoices".into(),
                 partitions: vec![load(0, 2048, 16, 8), load(1, 0, 0, -1)],
             }],
+            group_type: DescribedGroup::NATIVE.into(),
         }],
         version: 1,
     })

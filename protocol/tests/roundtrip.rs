@@ -115,8 +115,20 @@ fn described_group() -> impl Strategy<Value = DescribedGroup> {
                 members,
                 held_by_failed,
                 partition_loads: Vec::new(),
+                group_type: String::new(),
             },
         )
+}
+
+/// The `group_type` a v0 or v1 answer decodes with: `native`, or `""` in an error
+/// entry (docs/protocol.md §5.8).
+fn below_v2(mut g: DescribedGroup) -> DescribedGroup {
+    g.group_type = if g.error_code.is_none() {
+        DescribedGroup::NATIVE.into()
+    } else {
+        String::new()
+    };
+    g
 }
 
 /// Partition loads of a DescribeGroups v1 group.
@@ -141,28 +153,35 @@ fn topic_loads() -> impl Strategy<Value = Vec<TopicLoads>> {
     )
 }
 
-/// A DescribeGroups answer at v0 (no member data, no loads) or v1 (with them).
+/// A DescribeGroups answer at v0 (no member data, no loads), v1 (with them) or v2
+/// (with the group's protocol too).
 fn describe_groups_response() -> impl Strategy<Value = DescribeGroupsResponse> {
-    prop_oneof![
-        vec(described_group(), 0..3)
-            .prop_map(|groups| DescribeGroupsResponse { groups, version: 0 }),
-        vec(
-            (described_group(), vec(member_data(), 3), topic_loads()),
-            0..3
+    let v1_group = || {
+        (
+            described_group(),
+            vec(member_data(), 3),
+            topic_loads(),
+            string(),
         )
-        .prop_map(|groups| DescribeGroupsResponse {
-            groups: groups
-                .into_iter()
-                .map(|(mut g, data, loads)| {
-                    for (m, d) in g.members.iter_mut().zip(data) {
-                        m.member = d;
-                    }
-                    g.partition_loads = loads;
-                    g
-                })
-                .collect(),
+            .prop_map(|(mut g, data, loads, group_type)| {
+                for (m, d) in g.members.iter_mut().zip(data) {
+                    m.member = d;
+                }
+                g.partition_loads = loads;
+                g.group_type = group_type;
+                g
+            })
+    };
+    prop_oneof![
+        vec(described_group(), 0..3).prop_map(|groups| DescribeGroupsResponse {
+            groups: groups.into_iter().map(below_v2).collect(),
+            version: 0
+        }),
+        vec(v1_group(), 0..3).prop_map(|groups| DescribeGroupsResponse {
+            groups: groups.into_iter().map(below_v2).collect(),
             version: 1,
         }),
+        vec(v1_group(), 0..3).prop_map(|groups| DescribeGroupsResponse { groups, version: 2 }),
     ]
 }
 
@@ -718,6 +737,7 @@ fn describe_groups_encoding_is_the_documented_layout() {
                 }],
                 held_by_failed: vec![TopicPartitions::new("t", vec![2])],
                 partition_loads: Vec::new(),
+                group_type: DescribedGroup::NATIVE.into(),
             },
             DescribedGroup::error("x", ErrorCode::GROUP_ID_NOT_FOUND),
         ],
@@ -804,6 +824,7 @@ fn describe_groups_v1_appends_member_data_and_loads() {
             lag: -1,
         }],
     }];
+    group.group_type = DescribedGroup::NATIVE.into();
     let v1 = DescribeGroupsResponse {
         groups: vec![group.clone()],
         version: 1,
@@ -842,14 +863,55 @@ fn describe_groups_v1_appends_member_data_and_loads() {
         NativeResponse::DescribeGroups(v1)
     );
     // A version the codec does not have is refused.
-    let v2 = DescribeGroupsResponse {
+    let v3 = DescribeGroupsResponse {
         groups: Vec::new(),
-        version: 2,
+        version: 3,
     };
     assert!(matches!(
-        v2.encode(&mut BytesMut::new()),
-        Err(EncodeError::UnsupportedVersion { version: 2, .. })
+        v3.encode(&mut BytesMut::new()),
+        Err(EncodeError::UnsupportedVersion { version: 3, .. })
     ));
+}
+
+#[test]
+fn describe_groups_v2_appends_the_group_type() {
+    // docs/protocol.md §5.8: v2 appends `group_type` to each group, after v1's
+    // partition_loads; v0 and v1 answers decode as `native` (`""` in an error entry).
+    let mut group = DescribedGroup::error("k", ErrorCode::NONE);
+    group.state = "Stable".into();
+    group.generation = 4;
+    group.group_type = DescribedGroup::CONSUMER.into();
+    let missing = DescribedGroup::error("x", ErrorCode::GROUP_ID_NOT_FOUND);
+    let v2 = DescribeGroupsResponse {
+        groups: vec![group.clone(), missing.clone()],
+        version: 2,
+    };
+    let v1 = DescribeGroupsResponse {
+        groups: vec![group, missing],
+        version: 1,
+    };
+    let (mut b2, mut b1) = (BytesMut::new(), BytesMut::new());
+    v2.encode(&mut b2).unwrap();
+    v1.encode(&mut b1).unwrap();
+    // The first group: v1's bytes, then "consumer"; the error entry: v1's, then "".
+    let first_end = 4 + (2 + 1) + 2 + (2 + 6) + 4 + 2 + 2 + 4 + 4 + 4;
+    let mut expected: Vec<u8> = b1[..first_end].to_vec();
+    expected.extend_from_slice(&[0, 8]);
+    expected.extend_from_slice(b"consumer");
+    expected.extend_from_slice(&b1[first_end..]);
+    expected.extend_from_slice(&[0, 0]);
+    assert_eq!(&b2[..], &expected[..]);
+    assert_eq!(
+        decode_response(ApiKey::DescribeGroups, 2, b2.freeze()).unwrap(),
+        NativeResponse::DescribeGroups(v2)
+    );
+    let NativeResponse::DescribeGroups(d1) =
+        decode_response(ApiKey::DescribeGroups, 1, b1.freeze()).unwrap()
+    else {
+        panic!("another answer")
+    };
+    assert_eq!(d1.groups[0].group_type, DescribedGroup::NATIVE);
+    assert_eq!(d1.groups[1].group_type, "");
 }
 
 #[test]

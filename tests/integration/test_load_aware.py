@@ -13,6 +13,12 @@ producers; assignments read back from the admin API (`GET /v1/groups/{group}`).
   other (the assignor's band is 10% of a fair share; the rest is measurement noise);
   the `sticky` members', balanced by partition count, differ twentyfold (one holds
   `cold`, the other `hot`).
+- KIP-848 operators' view: two confluent-kafka consumers (`group.protocol=consumer`,
+  `group.remote.assignor=load-aware`, `client.rack` set) join while `hot` receives
+  records; `GET /v1/groups/{group}` shows each member's session timeout (the
+  coordinator's `consumer_session_timeout_ms`) and rack, and for every partition the
+  non-zero produce rates the group's target assignment was computed with
+  (`assigned_with`, from native DescribeGroups v2).
 """
 
 from __future__ import annotations
@@ -27,6 +33,10 @@ from connector_testlib import CONFIG as NATIVE_CONFIG
 from connector_testlib import PLUGIN_LIBS as NATIVE_LIBS
 from connector_testlib import Consumers, admin_group, consumer_args, wait_for
 from drover_testlib import ck_create_topic, http_get
+from kafka_groups_testlib import COORDINATOR as KAFKA_COORDINATOR
+from kafka_groups_testlib import PLUGIN_LIBS as KAFKA_LIBS
+from kafka_groups_testlib import consumers  # noqa: F401  (pytest fixture)
+from kafka_groups_testlib import group_config
 
 LIBS = NATIVE_LIBS + ["libdrover_assignor_sticky.so", "libdrover_assignor_load_aware.so"]
 
@@ -276,3 +286,57 @@ def test_a_drift_table_naming_an_assignor_not_loaded_is_warned_about(broker_fact
     install_plugins(plain, NATIVE_LIBS)
     start_or_fail(plain)
     assert DRIFT_WARNING not in plain.all_logs()
+
+
+def test_kip848_members_and_the_loads_their_target_saw_are_shown(broker_factory,
+                                                                 consumers):  # noqa: F811
+    """Two confluent-kafka KIP-848 consumers in a `load-aware` group on `hot` (racks r-a
+    and r-b) join once the broker's rate window has seen `hot` receive records. The
+    admin API describes the group through native DescribeGroups v2: protocol
+    `consumer`, each member with the coordinator's KIP-848 session timeout and its
+    rack (weight null: the protocol has none), and every `hot` partition with the
+    produce rates its target assignment's assignor saw (non-zero, since records were
+    flowing), not null as before."""
+    config = (group_config()
+              + '\n[coordinator]\nproduce_rate_window_ms = 3000\n'
+              + 'partition_stats_interval_ms = 200\n')
+    b = broker_factory(config, start=False)
+    install_plugins(b, KAFKA_LIBS + ["libdrover_assignor_load_aware.so"])
+    start_or_fail(b)
+    for t in ("cold", "hot"):
+        ck_create_topic(b, t, 4)
+    group = "g-kip848-load-aware"
+    with SkewedProducer(b, 4) as producer:
+        def produced():
+            hot = admin_topic_end(b, "hot")
+            return True if hot and min(hot) > 200 else f"hot log ends {hot}"
+        wait_for("records in every hot partition", produced, 60)
+        for name, rack in (("c1", "r-a"), ("c2", "r-b")):
+            consumers.start("confluent", b, "hot", group, name, protocol="consumer",
+                            assignor="load-aware", rack=rack)
+
+        def described():
+            g = admin_group(b, group) or {}
+            members = g.get("members", [])
+            held = sorted(p for m in members for p in m["partitions"])
+            if g.get("protocol") != "consumer" or len(members) != 2 \
+                    or held != [f"hot-{p}" for p in range(4)]:
+                return f"{g}"
+            seen = {p["partition"]: p.get("assigned_with")
+                    for p in g["partitions"] if p["topic"] == "hot"}
+            if sorted(p for p, a in seen.items() if a) != [0, 1, 2, 3]:
+                return f"assigned_with {seen}"
+            return g
+        g = wait_for("both members and the loads their target saw", described, 60)
+    assert not producer.errors, producer.errors[:3]
+    assert g["assignor"] == "load-aware", g
+    session = KAFKA_COORDINATOR["consumer_session_timeout_ms"]
+    assert [m["session_timeout_ms"] for m in g["members"]] == [session, session], g
+    assert sorted(m["rack"] for m in g["members"]) == ["r-a", "r-b"], g
+    assert all(m["weight"] is None for m in g["members"]), g
+    for p in g["partitions"]:
+        if p["topic"] != "hot":
+            continue
+        seen = p["assigned_with"]
+        assert seen["produce_bytes_per_sec"] > 0 and seen["produce_records_per_sec"] > 0, p
+        assert seen["lag"] is None or seen["lag"] >= 0, p

@@ -1,10 +1,13 @@
 //! `GET /v1/groups` and `GET /v1/groups/{group}`: consumer groups as operators see
 //! them.
 //!
-//! Membership and assignment come from the coordinator: native groups from a native
-//! DescribeGroups request (docs/protocol.md §5.8), classic Kafka groups from Kafka's
-//! ListGroups and DescribeGroups (their assignments decoded from the `consumer`
-//! protocol), each on an internal connection; committed offsets from
+//! Membership and assignment come from the coordinator: native and KIP-848 groups from
+//! a native DescribeGroups request (docs/protocol.md §5.8; v2 describes both, with
+//! session timeouts and the loads each group's last assignment saw), classic Kafka
+//! groups from Kafka's ListGroups and DescribeGroups (their assignments decoded from
+//! the `consumer` protocol), each on an internal connection. A coordinator without
+//! DescribeGroups v2 describes KIP-848 groups through Kafka's ConsumerGroupDescribe
+//! (no session timeouts, no loads). Committed offsets come from
 //! the active offset store; lag is the partition's log end offset minus the committed
 //! offset. Groups that only have committed offsets (no members) are listed as `empty`,
 //! as Kafka's ListGroups does.
@@ -98,7 +101,9 @@ pub struct MemberView {
     /// Host it declared at registration (classic groups: the client host, may be
     /// empty).
     pub host: String,
-    /// Session timeout, ms (`null` for classic groups: DescribeGroups omits it).
+    /// Session timeout, ms: a KIP-848 member's is the coordinator's
+    /// `consumer_session_timeout_ms` (`null` for classic groups, whose DescribeGroups
+    /// omits it, and for KIP-848 groups of a coordinator without DescribeGroups v2).
     pub session_timeout_ms: Option<i32>,
     /// Subscription as text (static topics with stream counts, or a pattern; classic
     /// groups: the subscribed topics, comma-separated).
@@ -136,13 +141,14 @@ pub struct PartitionView {
     pub log_end_offset: Option<i64>,
     /// `log_end_offset - committed_offset` (≥ 0), when both are known.
     pub lag: Option<i64>,
-    /// Native groups: what the group's last assignment saw of the partition (the
-    /// produce rates and lag its assignor was given); absent when it saw none.
+    /// Native and KIP-848 groups: what the group's last assignment (a KIP-848 group:
+    /// the target in force) saw of the partition (the produce rates and lag its
+    /// assignor was given); absent when it saw none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub assigned_with: Option<SeenLoadView>,
 }
 
-/// A partition's load as a native group's last assignment saw it (DescribeGroups v1).
+/// A partition's load as a group's last assignment saw it (DescribeGroups v1 and v2).
 #[derive(Serialize)]
 pub struct SeenLoadView {
     /// Produce rate, bytes per second over `coordinator.produce_rate_window_ms`,
@@ -199,11 +205,10 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
         .filter(|g| g.error_code.is_none())
         .map(|g| {
             (g.group_id.clone(), {
-                let (effective_assignor, assignor_fallback) =
-                    effective_assignor(&broker, g.assignor.as_deref());
+                let (effective_assignor, assignor_fallback) = effective_assignor_of(&broker, &g);
                 GroupSummary {
                     group: g.group_id,
-                    protocol: "native".into(),
+                    protocol: g.group_type,
                     state: g.state,
                     generation: Some(g.generation),
                     assignor: g.assignor,
@@ -220,7 +225,12 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
                 Ok(listed) => listed,
                 Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
             };
-            for g in listed.into_iter().filter(|g| g.group_type != "native") {
+            // Native groups, and KIP-848 ones at DescribeGroups v2, are described above.
+            let others: Vec<_> = listed
+                .into_iter()
+                .filter(|g| g.group_type != "native" && !rows.contains_key(&g.group))
+                .collect();
+            for g in others {
                 let (members, generation, assignor) = if g.group_type == "consumer" {
                     match coordinator.describe_consumer_group(&g.group).await {
                         Ok(Some(c)) => (c.members.len(), Some(c.group_epoch), Some(c.assignor)),
@@ -275,6 +285,17 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
         Err(e) => return error(StatusCode::BAD_GATEWAY, format!("offset store: {e}")),
     }
     Json(rows.into_values().collect::<Vec<_>>()).into_response()
+}
+
+/// The assignor a described group runs, and why it is not the one its members name:
+/// for a native group [`effective_assignor`]; a KIP-848 group's is the one that ran (a
+/// member's unknown server assignor already fell back inside the coordinator).
+fn effective_assignor_of(broker: &Broker, g: &DescribedGroup) -> (Option<String>, Option<String>) {
+    if g.group_type == DescribedGroup::CONSUMER {
+        (g.assignor.clone(), None)
+    } else {
+        effective_assignor(broker, g.assignor.as_deref())
+    }
 }
 
 /// The assignor a native group's rebalances run, and why it is not the one its members
@@ -349,6 +370,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
     let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
     let mut members = Vec::new();
     if let Some(g) = &live {
+        let kip848 = g.group_type == DescribedGroup::CONSUMER;
         for m in &g.members {
             let mut partitions = Vec::new();
             for t in &m.partitions {
@@ -365,7 +387,8 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
                 topics: m.topics.clone(),
                 partitions,
                 rack: m.member.rack.clone(),
-                weight: Some(m.member.weight),
+                // KIP-848 has no weight (the coordinator describes 1).
+                weight: (!kip848).then_some(m.member.weight),
                 labels: m
                     .member
                     .labels
@@ -492,11 +515,10 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
         .collect();
     let detail = match (live, classic, consumer) {
         (Some(g), _, _) => {
-            let (effective_assignor, assignor_fallback) =
-                effective_assignor(&broker, g.assignor.as_deref());
+            let (effective_assignor, assignor_fallback) = effective_assignor_of(&broker, &g);
             GroupDetail {
                 group: g.group_id,
-                protocol: "native".into(),
+                protocol: g.group_type,
                 state: g.state,
                 generation: Some(g.generation),
                 assignor: g.assignor,

@@ -1,10 +1,15 @@
-//! DescribeGroups (20007, consumer or admin tool → coordinator), versions 0 and 1.
+//! DescribeGroups (20007, consumer or admin tool → coordinator), versions 0 to 2.
 //!
 //! Version 1 has the same request body; its answer appends to each member its member
 //! data ([`MemberData`]: rack, weight, labels, as RegisterConsumer v1 declared them) and
 //! to each group the load of its partitions as the group's last assignment saw it
 //! ([`TopicLoads`]). A v0 answer carries neither; decoded, it reads as the defaults (no
 //! rack, weight 1, no labels, no loads).
+//!
+//! Version 2 has the same request body again; its answer appends to each group its
+//! protocol ([`DescribedGroup::group_type`]: `native` or `consumer`), and describes
+//! KIP-848 groups as well as native ones (v0 and v1 describe native groups only). A v0
+//! or v1 answer decodes with `group_type` `native`.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -25,17 +30,18 @@ use crate::primitives::{
 const STRING_MIN: usize = 2;
 
 /// The highest DescribeGroups version this codec implements.
-pub const DESCRIBE_GROUPS_MAX_VERSION: i16 = 1;
+pub const DESCRIBE_GROUPS_MAX_VERSION: i16 = 2;
 
-/// DescribeGroups request v0 and v1: `groups: nullable ARRAY of STRING` (the same body
-/// in both versions).
+/// DescribeGroups request v0 to v2: `groups: nullable ARRAY of STRING` (the same body
+/// in every version).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DescribeGroupsRequest {
     /// The group ids to describe, at most [`MAX_GROUPS_PER_REQUEST`]; `None` (null) for
     /// every group the coordinator has.
     pub groups: Option<Vec<String>>,
     /// The version the request is sent at (not a body field; it travels in the request
-    /// header): 0, or 1 to be answered with member data and partition loads. The
+    /// header): 0; 1 to be answered with member data and partition loads; 2 to be
+    /// answered with each group's protocol as well, KIP-848 groups included. The
     /// decoder sets it from the header; the answer must be at the same version.
     pub version: i16,
 }
@@ -50,7 +56,7 @@ impl DescribeGroupsRequest {
         }
     }
 
-    /// Appends the body (v0 and v1 alike) to `buf`; on error `buf` is left unchanged.
+    /// Appends the body (the same in every version) to `buf`; on error `buf` is left unchanged.
     pub fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
         atomic(buf, |buf| {
             write_nullable_array(
@@ -63,7 +69,7 @@ impl DescribeGroupsRequest {
         })
     }
 
-    /// Reads a body of `version` (0 or 1; the caller checked it) from the front of
+    /// Reads a body of `version` (0 to 2; the caller checked it) from the front of
     /// `buf`.
     pub fn decode(buf: &mut Bytes, version: i16) -> Result<Self, DecodeError> {
         Ok(DescribeGroupsRequest {
@@ -252,11 +258,11 @@ impl DescribedMember {
 /// `group_id STRING, error_code INT16, state STRING, generation INT32,
 /// assignor NULLABLE_STRING, rebalance_mode STRING, members ARRAY{DescribedMember},
 /// held_by_failed ARRAY{TopicPartitions}`; v1 appends
-/// `partition_loads ARRAY{TopicLoads}`.
+/// `partition_loads ARRAY{TopicLoads}`, v2 then `group_type STRING`.
 ///
-/// When `error_code` is not NONE, every other field is empty: `state` and
-/// `rebalance_mode` are `""`, `generation` is 0, `assignor` is null and both arrays
-/// are empty.
+/// When `error_code` is not NONE, every other field is empty: `state`,
+/// `rebalance_mode` and `group_type` are `""`, `generation` is 0, `assignor` is null
+/// and the arrays are empty.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DescribedGroup {
     /// The group id, as requested (or, for a null request, as the coordinator has it).
@@ -266,12 +272,15 @@ pub struct DescribedGroup {
     /// COORDINATOR_NOT_AVAILABLE when the broker cannot serve the request
     /// ([`DescribeGroupsResponse::error`]).
     pub error_code: ErrorCode,
-    /// Where the group is in its rebalance cycle: [`DescribedGroup::STABLE`],
-    /// [`DescribedGroup::STOPPING`], [`DescribedGroup::FETCHING`],
-    /// [`DescribedGroup::STARTING`] or [`DescribedGroup::EMPTY`]. A reader treats any
-    /// other value as an unknown state.
+    /// Where the group is in its rebalance cycle. A native group:
+    /// [`DescribedGroup::STABLE`], [`DescribedGroup::STOPPING`],
+    /// [`DescribedGroup::FETCHING`], [`DescribedGroup::STARTING`] or
+    /// [`DescribedGroup::EMPTY`]; a KIP-848 group (v2) Kafka's names: `Empty`,
+    /// `Assigning`, `Reconciling`, `Stable`. A reader treats any other value as an
+    /// unknown state.
     pub state: String,
-    /// The group's current generation (0 until its first completed rebalance).
+    /// The group's current generation (0 until its first completed rebalance); a
+    /// KIP-848 group's group epoch.
     pub generation: i32,
     /// The assignor its members use; null when it has no members.
     pub assignor: Option<String>,
@@ -290,6 +299,11 @@ pub struct DescribedGroup {
     /// balanced); sorted by topic, then partition. Empty before the first assignment,
     /// in a v0 answer, and for partitions the coordinator knew nothing about.
     pub partition_loads: Vec<TopicLoads>,
+    /// v2: the group's protocol, [`DescribedGroup::NATIVE`] or
+    /// [`DescribedGroup::CONSUMER`] (KIP-848); a reader treats another value as a
+    /// protocol it does not know. `native` in a v0 or v1 answer (they describe native
+    /// groups only); `""` in an error entry.
+    pub group_type: String,
 }
 
 impl DescribedGroup {
@@ -308,6 +322,10 @@ impl DescribedGroup {
     pub const INCREMENTAL: &'static str = "incremental";
     /// `rebalance_mode`: eager rebalances (docs/protocol.md §6.4).
     pub const EAGER: &'static str = "eager";
+    /// `group_type`: a group of the native protocol (RegisterConsumer).
+    pub const NATIVE: &'static str = "native";
+    /// `group_type`: a KIP-848 group (Kafka's ConsumerGroupHeartbeat).
+    pub const CONSUMER: &'static str = "consumer";
 
     /// Minimum encoded size: STRING length, INT16, STRING length, INT32,
     /// NULLABLE_STRING length, STRING length and two ARRAY counts.
@@ -326,6 +344,7 @@ impl DescribedGroup {
             members: Vec::new(),
             held_by_failed: Vec::new(),
             partition_loads: Vec::new(),
+            group_type: String::new(),
         }
     }
 
@@ -359,11 +378,14 @@ impl DescribedGroup {
                 |buf, t| t.encode(buf),
             )?;
         }
+        if version >= 2 {
+            write_string(buf, &self.group_type, "DescribedGroup.group_type")?;
+        }
         Ok(())
     }
 
     fn decode(buf: &mut Bytes, version: i16) -> Result<Self, DecodeError> {
-        Ok(DescribedGroup {
+        let mut group = DescribedGroup {
             group_id: read_string(buf, "DescribedGroup.group_id")?,
             error_code: ErrorCode(read_i16(buf, "DescribedGroup.error_code")?),
             state: read_string(buf, "DescribedGroup.state")?,
@@ -395,11 +417,20 @@ impl DescribedGroup {
             } else {
                 Vec::new()
             },
-        })
+            group_type: String::new(),
+        };
+        group.group_type = if version >= 2 {
+            read_string(buf, "DescribedGroup.group_type")?
+        } else if !group.error_code.is_none() {
+            String::new()
+        } else {
+            Self::NATIVE.to_owned()
+        };
+        Ok(group)
     }
 }
 
-/// DescribeGroups response v0 and v1: `groups: ARRAY{DescribedGroup}` (each group and
+/// DescribeGroups response v0 to v2: `groups: ARRAY{DescribedGroup}` (each group and
 /// member in the shape of its version).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DescribeGroupsResponse {
@@ -408,7 +439,8 @@ pub struct DescribeGroupsResponse {
     /// [`MAX_GROUPS_PER_REQUEST`].
     pub groups: Vec<DescribedGroup>,
     /// The version the answer is encoded at: that of the request (not a body field).
-    /// At v0 the member data and partition loads are left out.
+    /// At v0 the member data and partition loads are left out, below v2 the groups'
+    /// protocol.
     pub version: i16,
 }
 
@@ -434,7 +466,7 @@ impl DescribeGroupsResponse {
 
     /// Appends the body at [`version`](Self::version) to `buf`; on error `buf` is left
     /// unchanged. Fails with [`EncodeError::UnsupportedVersion`] for a version other
-    /// than 0 and 1.
+    /// than 0 to 2.
     pub fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
         if !(0..=DESCRIBE_GROUPS_MAX_VERSION).contains(&self.version) {
             return Err(EncodeError::UnsupportedVersion {
@@ -453,7 +485,7 @@ impl DescribeGroupsResponse {
         })
     }
 
-    /// Reads a body of `version` (0 or 1; the caller checked it) from the front of
+    /// Reads a body of `version` (0 to 2; the caller checked it) from the front of
     /// `buf`.
     pub fn decode(buf: &mut Bytes, version: i16) -> Result<Self, DecodeError> {
         Ok(DescribeGroupsResponse {

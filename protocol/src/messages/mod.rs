@@ -4,8 +4,8 @@
 //! `decode(&mut Bytes)` (reads a body from the front, leaving what follows). Every
 //! message is at v0 except RegisterConsumer, whose request has a v1
 //! ([`RegisterConsumerRequest::version`] picks the lowest version that carries its
-//! values; its decoder takes the version), and DescribeGroups, whose v1 answer carries
-//! more (the request and response carry the version they are sent at). The functions here dispatch on the API key,
+//! values; its decoder takes the version), and DescribeGroups, whose v1 and v2 answers
+//! carry more (the request and response carry the version they are sent at). The functions here dispatch on the API key,
 //! check the version and require the body to be consumed exactly.
 
 use bytes::{Bytes, BytesMut};

@@ -1,4 +1,5 @@
-//! The native LeaveGroup and DescribeGroups requests (docs/protocol.md §5.8).
+//! The native LeaveGroup and DescribeGroups requests (docs/protocol.md §5.7, §5.8);
+//! DescribeGroups v2 describes KIP-848 groups as well, through the one snapshot model.
 
 use drover_protocol as proto;
 use drover_protocol::NativeResponse;
@@ -39,19 +40,24 @@ impl Coordinator {
     }
 
     /// The answer to a DescribeGroups request (docs/protocol.md §5.8), built from
-    /// [`Coordinator::group`]: one entry per requested id in request order, or, for
-    /// `groups: None`, one per group of [`Coordinator::group_ids`] (at most
-    /// [`proto::MAX_GROUPS_PER_REQUEST`], the first in id order). An empty id gets
+    /// [`Coordinator::snapshot`], the one model of native and KIP-848 groups: one entry
+    /// per requested id in request order, or, for `groups: None`, one per group the
+    /// request's version describes (at most [`proto::MAX_GROUPS_PER_REQUEST`], the
+    /// first in id order). v0 and v1 describe native groups only, as before v2; v2
+    /// KIP-848 groups too, each entry naming its protocol. An empty id gets
     /// INVALID_GROUP_ID, the id of a group whose slot the coordinator does not own
-    /// (cluster mode) NOT_COORDINATOR, and an id the coordinator has never seen
+    /// (cluster mode) NOT_COORDINATOR, and an id of no group the version describes
     /// GROUP_ID_NOT_FOUND, all with empty fields. Arrays longer than the protocol's
     /// caps are cut at the cap (with a warning in the log), so the answer always
     /// encodes. The answer is at the request's version: v1 carries each member's
-    /// rack, weight and labels and the partition loads of the last assignment.
+    /// rack, weight and labels and the partition loads of the last assignment, v2 the
+    /// group's protocol.
     pub fn describe_groups(
         &self,
         request: &proto::DescribeGroupsRequest,
     ) -> proto::DescribeGroupsResponse {
+        // Before v2 a reader cannot tell a KIP-848 group from a native one.
+        let every_kind = request.version >= 2;
         let describe = |id: &str| {
             if id.is_empty() {
                 return proto::DescribedGroup::error(
@@ -65,7 +71,12 @@ impl Coordinator {
                     wire::error_code(ResponseError::NotCoordinator),
                 );
             }
-            match self.group(id) {
+            let snapshot = if every_kind {
+                self.snapshot(id)
+            } else {
+                self.group(id)
+            };
+            match snapshot {
                 Some(snapshot) => wire::group_to_wire(snapshot),
                 None => proto::DescribedGroup::error(
                     id,
@@ -80,16 +91,19 @@ impl Coordinator {
                 .map(|id| describe(id))
                 .collect(),
             None => {
-                let native = self.groups.ids_of(GroupKind::Native);
-                if native.len() > proto::MAX_GROUPS_PER_REQUEST {
+                let ids = if every_kind {
+                    self.described_group_ids()
+                } else {
+                    self.groups.ids_of(GroupKind::Native)
+                };
+                if ids.len() > proto::MAX_GROUPS_PER_REQUEST {
                     tracing::warn!(
-                        groups = native.len(),
+                        groups = ids.len(),
                         max = proto::MAX_GROUPS_PER_REQUEST,
                         "DescribeGroups of every group: describing only the first groups by id"
                     );
                 }
-                native
-                    .iter()
+                ids.iter()
                     .take(proto::MAX_GROUPS_PER_REQUEST)
                     .map(|id| describe(id.as_str()))
                     .collect()

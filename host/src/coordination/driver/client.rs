@@ -222,22 +222,26 @@ impl CoordinatorClient {
     }
 
     /// Describes `groups` (every group when `None`) with a native DescribeGroups
-    /// request on a connection of its own (docs/protocol.md §5.8): at v1 (members'
-    /// rack, weight and labels, the partition loads of the last assignment), and at v0
-    /// when the coordinator refuses v1 (a coordinator built before it, which closes the
-    /// connection of a version it does not know); v0's answer reads as the defaults.
-    /// Errors: the driver stopped, or the coordinator refused both versions or answered
-    /// something undecodable.
+    /// request on a connection of its own (docs/protocol.md §5.8): at v2 (native and
+    /// KIP-848 groups, each naming its protocol; members' rack, weight and labels, the
+    /// partition loads of the last assignment), and at the next lower version when the
+    /// coordinator refuses one (a coordinator built before it, which closes the
+    /// connection of a version it does not know): v1 and v0 describe native groups
+    /// only, and v0's answer reads as the defaults. Errors: the driver stopped, or the
+    /// coordinator refused every version or answered something undecodable.
     pub async fn describe_groups(
         &self,
         groups: Option<Vec<String>>,
     ) -> Result<Vec<drover_protocol::DescribedGroup>, DriverError> {
-        match self.describe_groups_at(groups.clone(), 1).await {
-            Err(DriverError::Refused(why)) => {
-                tracing::debug!(%why, "DescribeGroups v1 refused; asking at v0");
-                self.describe_groups_at(groups, 0).await
+        let mut version = drover_protocol::DESCRIBE_GROUPS_MAX_VERSION;
+        loop {
+            match self.describe_groups_at(groups.clone(), version).await {
+                Err(DriverError::Refused(why)) if version > 0 => {
+                    tracing::debug!(%why, version, "DescribeGroups refused; asking one version lower");
+                    version -= 1;
+                }
+                other => return other,
             }
-            other => other,
         }
     }
 

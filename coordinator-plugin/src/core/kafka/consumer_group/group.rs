@@ -1,7 +1,9 @@
 //! One KIP-848 group and what it shows: its state (Empty, Assigning, Reconciling,
 //! Stable), its members, target and partition owners, member removal, and the
-//! descriptions ConsumerGroupDescribe and ListGroups answer with, and the group-level
-//! checks of an offset commit or fetch (Kafka's `ConsumerGroup`).
+//! descriptions ConsumerGroupDescribe and ListGroups answer with, its operators'
+//! snapshot (the one model native groups share: native DescribeGroups v2 and the admin
+//! API), and the group-level checks of an offset commit or fetch (Kafka's
+//! `ConsumerGroup`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,9 +11,12 @@ use kafka_protocol::ResponseError;
 
 use super::member::{Member, MemberState};
 use super::{ConsumerGroups, Target};
+use crate::config::RebalanceMode;
 use crate::core::commits::{CommitApi, CommitAuthor};
-use crate::core::groups::Groups;
-use crate::types::{GroupId, TopicName, TopicPartition};
+use crate::core::groups::{GroupKind, Groups};
+use crate::core::{GroupSnapshot, MemberSnapshot};
+use crate::seen_loads::TopicSeenLoads;
+use crate::types::{ConsumerId, Generation, GroupId, TopicName, TopicPartition};
 
 /// The state of a group (Kafka's names, as in ConsumerGroupDescribe and ListGroups).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +120,12 @@ pub(crate) struct ConsumerGroup {
     /// Until when (monotonic ms) every member is told the reconciliation interval:
     /// the last new target's time plus `consumer_rebalance_settle_ms`.
     pub(super) settling_until: u64,
+    /// What the assignor of the target in force saw of its partitions' load, for
+    /// operators (DescribeGroups v2, docs/protocol.md §5.8): replaced with each new
+    /// target, kept when a run fails or a drift re-run finds the same target. As a
+    /// native group's: one entry per subscribed partition the context had a rate or
+    /// lag for; it goes with the group.
+    pub(super) last_loads: Vec<TopicSeenLoads>,
 }
 
 impl ConsumerGroup {
@@ -132,6 +143,7 @@ impl ConsumerGroup {
             retry_at: None,
             committed: BTreeMap::new(),
             settling_until: 0,
+            last_loads: Vec::new(),
         }
     }
 
@@ -290,6 +302,56 @@ impl ConsumerGroup {
             return Err(ResponseError::StaleMemberEpoch);
         }
         Ok(())
+    }
+}
+
+impl ConsumerGroup {
+    /// The group as operators see it, in the model native groups share
+    /// ([`GroupSnapshot`]): Kafka's state name, the group epoch as the generation, the
+    /// assignor of the target in force (none without members), incremental mode; each
+    /// member with `session_timeout_ms` (every member's: the coordinator's
+    /// `consumer_session_timeout_ms`), its member epoch, its regex or topic names as
+    /// the subscription, the partitions it holds (assigned or pending revocation), and
+    /// its rack (weight 1: the protocol has none); and the loads the target's assignor
+    /// saw.
+    pub(crate) fn snapshot(&self, session_timeout_ms: u64) -> GroupSnapshot {
+        GroupSnapshot {
+            group: self.id.clone(),
+            group_type: GroupKind::Consumer.name(),
+            state: self.state().as_str(),
+            generation: Generation(self.epoch),
+            assignor: (!self.members.is_empty()).then(|| self.assignor.clone()),
+            mode: RebalanceMode::Incremental,
+            members: self
+                .members
+                .values()
+                .map(|m| MemberSnapshot {
+                    consumer: ConsumerId::new(&m.id),
+                    host: m.client_host.clone(),
+                    session_timeout_ms,
+                    generation: Generation(m.epoch),
+                    subscription: match &m.regex {
+                        Some((pattern, _)) => pattern.clone(),
+                        None => m
+                            .names
+                            .iter()
+                            .map(TopicName::as_str)
+                            .collect::<Vec<_>>()
+                            .join(","),
+                    },
+                    topics: m.topics.iter().cloned().collect(),
+                    auto_offset_reset: -1,
+                    owned: m.assigned.union(&m.pending_revocation).cloned().collect(),
+                    data: drover_protocol::MemberData {
+                        rack: m.rack_id.clone(),
+                        weight: 1,
+                        labels: Vec::new(),
+                    },
+                })
+                .collect(),
+            held_by_failed: Vec::new(),
+            loads: self.last_loads.clone(),
+        }
     }
 }
 

@@ -90,6 +90,7 @@ use kafka_protocol::ResponseError;
 use crate::assignors::Assignors;
 use crate::core::groups::{Group, Groups};
 use crate::core::TimerKey;
+use crate::seen_loads::TopicSeenLoads;
 use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
@@ -115,9 +116,21 @@ type Failure = (ResponseError, String);
 /// A target assignment: partitions by member id.
 type Target = BTreeMap<String, BTreeSet<TopicPartition>>;
 
-/// What running an assignor gave: its name and the checked target, or its name and
-/// what went wrong.
-type AssignorRun = Result<(String, Target), (String, String)>;
+/// What running an assignor gave: its name, the checked target and the partition
+/// loads its context carried, or its name and what went wrong.
+type AssignorRun = Result<Assigned, (String, String)>;
+
+/// A successful assignor run.
+#[derive(Debug)]
+pub(super) struct Assigned {
+    /// The assignor that ran (the default after a fallback).
+    pub assignor: String,
+    /// Its checked target.
+    pub target: Target,
+    /// The produce rates and lag its context carried
+    /// ([`ContextParts::seen_loads`](crate::assignors::ContextParts::seen_loads)).
+    pub loads: Vec<TopicSeenLoads>,
+}
 
 fn failure(code: ResponseError, message: impl Into<String>) -> Failure {
     (code, message.into())
@@ -271,7 +284,7 @@ impl ConsumerGroups {
             }
             let result = g.run_assignor(env);
             match &result {
-                Ok((assignor, target)) if *target != g.target || *assignor != g.assignor => {}
+                Ok(run) if run.target != g.target || run.assignor != g.assignor => {}
                 _ => continue,
             }
             g.epoch = g.epoch.saturating_add(1);

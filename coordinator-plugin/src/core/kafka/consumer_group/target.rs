@@ -1,13 +1,15 @@
 //! The target assignment of a group: which assignor runs, running it over the members
-//! and checking its output, installing the result at the group epoch, and keeping the
-//! previous target (and retrying) when the assignor fails (Kafka's
+//! and checking its output, installing the result at the group epoch (with the
+//! partition loads the assignor saw, for operators: [`crate::seen_loads`]), and keeping
+//! the previous target (and retrying) when the assignor fails (Kafka's
 //! `TargetAssignmentBuilder`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::group::ConsumerGroup;
-use super::{AssignorRun, Env};
+use super::{Assigned, AssignorRun, Env};
 use crate::assignors::{build_input, validate_assignment, ContextParts, MemberView};
+use crate::seen_loads::TopicSeenLoads;
 use crate::types::ConsumerId;
 
 /// Resolves a server assignor name: a loaded assignor of that name, else the Kafka
@@ -66,7 +68,11 @@ impl ConsumerGroup {
             default.clone()
         };
         if self.members.is_empty() {
-            return Ok((assignor, BTreeMap::new()));
+            return Ok(Assigned {
+                assignor,
+                target: BTreeMap::new(),
+                loads: Vec::new(),
+            });
         }
         match self.attempt(env, &assignor) {
             Err(error) if assignor != default => {
@@ -79,17 +85,30 @@ impl ConsumerGroup {
                 );
                 env.fallbacks.set(env.fallbacks.get() + 1);
                 self.attempt(env, &default)
-                    .map(|target| (default.clone(), target))
+                    .map(|(target, loads)| Assigned {
+                        assignor: default.clone(),
+                        target,
+                        loads,
+                    })
                     .map_err(|error| (default, error))
             }
             other => other
-                .map(|target| (assignor.clone(), target))
+                .map(|(target, loads)| Assigned {
+                    assignor: assignor.clone(),
+                    target,
+                    loads,
+                })
                 .map_err(|error| (assignor, error)),
         }
     }
 
-    /// Runs assignor `name` over the members and checks its output.
-    fn attempt(&self, env: &Env<'_>, name: &str) -> Result<super::Target, String> {
+    /// Runs assignor `name` over the members and checks its output: the target, and
+    /// the partition loads the assignor's context carried.
+    fn attempt(
+        &self,
+        env: &Env<'_>,
+        name: &str,
+    ) -> Result<(super::Target, Vec<TopicSeenLoads>), String> {
         let ids: Vec<ConsumerId> = self.members.keys().map(ConsumerId::new).collect();
         let none = BTreeSet::new();
         let views: Vec<MemberView<'_>> = self
@@ -120,24 +139,31 @@ impl ConsumerGroup {
             .map_err(|e| e.to_string())?;
         let checked = validate_assignment(&views, env.topics, &output)
             .map_err(|e| format!("invalid assignment: {e}"))?;
-        Ok(checked
+        let target = checked
             .into_iter()
             .map(|(id, set)| (id.as_str().to_owned(), set))
-            .collect())
+            .collect();
+        Ok((target, context.seen_loads()))
     }
 
-    /// Installs a new target at the group epoch, or after an assignor failure the old
-    /// one (without removed members and vanished partitions) and a retry time.
+    /// Installs a new target at the group epoch with the loads its assignor saw, or
+    /// after an assignor failure the old one (without removed members and vanished
+    /// partitions, with the loads it was computed with) and a retry time.
     pub(super) fn install(&mut self, env: &Env<'_>, result: AssignorRun) {
         self.assignment_epoch = self.epoch;
         match result {
-            Ok((assignor, target)) => {
+            Ok(Assigned {
+                assignor,
+                target,
+                loads,
+            }) => {
                 if target != self.target {
                     self.settling_until =
                         env.now.saturating_add(u64::from(env.rebalance_settle_ms));
                 }
                 self.target = target;
                 self.assignor = assignor;
+                self.last_loads = loads;
                 self.retry_at = None;
                 tracing::debug!(group = %self.id, epoch = self.epoch, assignor = %self.assignor, "new target assignment");
             }
