@@ -6,12 +6,14 @@ coordinator and the transaction's coordinator are two brokers (txn::group_offset
   transactions move the group's committed offsets, an aborted one does not, the
   staged and outcome nodes in ZooKeeper are all gone afterwards, and a read_committed
   reader sees each output record once.
-- Three such instances in one group on one broker, and a second broker joining
-  mid-stream: the group's slot moves to it with the offsets staged for open
-  transactions (restored at the new owner, applied when the transactions end), and the
-  output topic holds every input record exactly once (read_committed) while the
-  group's committed offsets reach the end of every input partition.
 
+- Three instances in one group over two brokers, and `kill -9` of the broker that
+  coordinates the group (and leads some partitions), restarted after 3 s: the group's
+  slot moves to the other broker and back, and the output still holds every input
+  record exactly once while the committed offsets reach the end of the input. (Found
+  two bugs: a deadlock of a broker that is a transaction's coordinator and a partition's
+  leader at once, and an outcome queued again by a new coordinator that the group's
+  coordinator dropped as stale, losing its offsets.)
 - Offsets staged for an open transaction follow the group's slot to a broker that
   joins: the new owner answers OffsetFetch with `require_stable` UNSTABLE_OFFSET_COMMIT
   for them (restored when it gained the slot), applies them when the transaction
@@ -197,101 +199,6 @@ def test_send_offsets_to_a_group_coordinated_by_another_broker(broker_factory, z
         b.assert_alive()
 
 
-def test_eos_pipeline_keeps_exactly_once_while_the_group_slot_moves(
-        broker_factory, zookeeper, tmp_path):
-    from cluster_testlib import cluster_config, install_plugins
-
-    chroot = f"/drover-txg-move-{os.getpid()}"
-
-    def start_broker(broker_id: int):
-        b = broker_factory(cluster_config(zookeeper, chroot, broker_id, coordinator=True,
-                                          extra=CONFIG), start=False)
-        install_plugins(b)
-        b.start()
-        return b
-
-
-    first = start_broker(1)
-    wait_until(lambda: registered(first, 1), 30, "broker 1 registered")
-    src, dst = unique_topic("txg-eos-in"), unique_topic("txg-eos-out")
-    from drover_testlib import ck_create_topic
-
-    ck_create_topic(first, src, N_IN)
-    ck_create_topic(first, dst, N_IN)
-    # A group whose slot moves to broker 2 once it joins; transactional ids of both.
-    group = owned_by("txg-eos-group", 2)
-    bootstrap = first.bootstrap
-
-    feeder = txn_producer([first], "txg-eos-feeder")
-    feeder.init_transactions(30)
-    n = 900
-    feeder.begin_transaction()
-    for i in range(n):
-        feeder.produce(src, b"%06d" % i, key=b"%d" % i, partition=i % N_IN)
-    feeder.commit_transaction(30)
-
-    stop = tmp_path / "stop"
-    worker = os.path.join(os.path.dirname(__file__), "txn_eos_worker.py")
-
-    def spawn(k: int) -> subprocess.Popen:
-        # Instance k keeps its transactional id across restarts (a restart fences its
-        # predecessor, as a supervisor's restart of a Streams instance does).
-        return subprocess.Popen(
-            [sys.executable, worker, bootstrap, group, src, dst, f"txg-eos-{k}", str(stop)],
-            stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"worker{k}.log", "ab"),
-            # The test cluster's coordinator allows session timeouts of 1-3 s.
-            env={**os.environ, "EOS_SESSION_TIMEOUT_MS": "3000"})
-
-    procs = [spawn(k) for k in range(3)]
-    restarts = 0
-    brokers = [first]
-    try:
-        from test_transactions import ck_watermarks_of
-
-        def output_flowing() -> bool:
-            return sum(hw for _, hw in ck_watermarks_of(first, dst, N_IN).values()) >= n // 5
-        wait_until(output_flowing, 120, "output flowing")
-        # Broker 2 joins: the group's slot (with its staged offsets) moves to it while
-        # the instances keep committing.
-        brokers.append(start_broker(2))
-        deadline = time.monotonic() + 240
-        want = [n // N_IN] * N_IN
-        while True:
-            try:
-                if committed(brokers, group, src, N_IN) == want:
-                    break
-            except Exception:
-                pass  # the coordinator moving: asked again
-            assert time.monotonic() < deadline, "the group never committed the whole input"
-            for k, pr in enumerate(procs):
-                if pr.poll() is not None:
-                    restarts += 1
-                    assert restarts <= 3, "workers keep dying: see worker*.log"
-                    procs[k] = spawn(k)
-            time.sleep(0.5)
-    finally:
-        stop.write_text("stop")
-        for pr in procs:
-            try:
-                pr.wait(30)
-            except subprocess.TimeoutExpired:
-                pr.send_signal(signal.SIGKILL)
-    out = consume_all(first, dst, N_IN, "read_committed")
-    assert sorted(out) == sorted(b"out-%06d" % i for i in range(n)), (
-        f"{len(out)} output records for {n} inputs, {len(set(out))} distinct")
-    # The group is coordinated by broker 2 now, and nothing staged is left behind.
-    import json
-
-    from drover_testlib import http_get
-
-    _, _, body = http_get(f"{first.admin_url}/v1/cluster")
-    assert json.loads(body)["view"]["slots"][str(fnv1a32(group.encode()) % SLOTS_IN_TEST)] == 2
-    wait_until(lambda: zk_leftovers(zookeeper, chroot) == {}, 30,
-               "staged and outcome nodes cleaned up")
-    for b in brokers:
-        b.assert_alive()
-
-
 def test_staged_offsets_follow_the_group_slot_to_a_joining_broker(broker_factory, zookeeper):
     from confluent_kafka import Consumer, TopicPartition
 
@@ -369,6 +276,81 @@ def test_staged_offsets_follow_the_group_slot_to_a_joining_broker(broker_factory
     assert settled_fetch(second, group, src, 0) == (0, 5)
     consumer.close()
     wait_until(lambda: zk_leftovers(zookeeper, chroot) == {}, 20,
+               "staged and outcome nodes cleaned up")
+    for b in brokers:
+        b.assert_alive()
+
+
+def test_eos_pipeline_survives_a_kill9_of_the_group_coordinator(
+        broker_factory, zookeeper, tmp_path):
+    from test_transactions import ck_watermarks_of
+    from test_transactions_cluster import by_id
+
+    brokers = start_cluster(broker_factory, zookeeper, n=2, coordinator=True, extra=CONFIG)
+    src, dst = unique_topic("txg-kill-in"), unique_topic("txg-kill-out")
+    create_topic(brokers, src, N_IN)
+    create_topic(brokers, dst, N_IN)
+    group = owned_by("txg-kill-group", 1)
+    bootstrap = ",".join(b.bootstrap for b in brokers)
+    feeder = txn_producer(brokers, "txg-kill-feeder")
+    feeder.init_transactions(30)
+    n = 600
+    feeder.begin_transaction()
+    for i in range(n):
+        feeder.produce(src, b"%06d" % i, key=b"%d" % i, partition=i % N_IN)
+    feeder.commit_transaction(30)
+    stop = tmp_path / "stop"
+    worker = os.path.join(os.path.dirname(__file__), "txn_eos_worker.py")
+
+    def spawn(k: int) -> subprocess.Popen:
+        # Instance k keeps its transactional id across restarts (a restart fences its
+        # predecessor, as a supervisor's restart of a Streams instance does).
+        return subprocess.Popen(
+            [sys.executable, worker, bootstrap, group, src, dst, f"txg-kill-{k}", str(stop)],
+            stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"worker{k}.log", "ab"),
+            env={**os.environ, "EOS_SESSION_TIMEOUT_MS": "3000"})
+
+    procs = [spawn(k) for k in range(3)]
+    restarts = 0
+    victim = by_id(brokers, 1)
+    try:
+        def output_flowing() -> bool:
+            try:
+                return sum(hw for _, hw in ck_watermarks_of(brokers[1], dst, N_IN).values()) >= n // 4
+            except Exception:
+                return False  # asked again
+        wait_until(output_flowing, 120, "output flowing")
+        victim.kill9()
+        time.sleep(3)
+        victim.start()
+        deadline = time.monotonic() + 240
+        want = [n // N_IN] * N_IN
+        while True:
+            try:
+                if committed(brokers, group, src, N_IN) == want:
+                    break
+            except Exception:
+                pass  # a coordinator moving: asked again
+            assert time.monotonic() < deadline, "the group never committed the whole input"
+            for k, pr in enumerate(procs):
+                if pr.poll() is not None:
+                    # A fatal client error (fenced after the kill): the supervisor's
+                    # restart.
+                    restarts += 1
+                    assert restarts <= 6, "workers keep dying: see worker*.log"
+                    procs[k] = spawn(k)
+            time.sleep(0.5)
+    finally:
+        stop.write_text("stop")
+        for pr in procs:
+            try:
+                pr.wait(30)
+            except subprocess.TimeoutExpired:
+                pr.send_signal(signal.SIGKILL)
+    out = consume_all(brokers[1], dst, N_IN, "read_committed")
+    assert sorted(out) == sorted(b"out-%06d" % i for i in range(n)), (
+        f"{len(out)} output records for {n} inputs, {len(set(out))} distinct")
+    wait_until(lambda: zk_leftovers(zookeeper, chroot_of(brokers[0])) == {}, 30,
                "staged and outcome nodes cleaned up")
     for b in brokers:
         b.assert_alive()

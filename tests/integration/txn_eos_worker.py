@@ -13,8 +13,24 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+
+def retrying(op, every_error: bool = False, attempts: int = 20):
+    """`op()`, called again after a retriable error (any non-fatal one if
+    `every_error`), at most `attempts` times."""
+    for attempt in range(attempts):
+        try:
+            return op()
+        except KafkaException as e:
+            err = e.args[0]
+            if err.fatal() or attempt == attempts - 1:
+                raise
+            if not (err.retriable() or every_error):
+                raise
+            time.sleep(0.2)
 
 
 def main() -> None:
@@ -52,15 +68,23 @@ def main() -> None:
                 ends[(m.topic(), m.partition())] = max(ends.get((m.topic(), m.partition()), 0), m.offset() + 1)
             positions = [TopicPartition(t, p, o) for (t, p), o in ends.items()]
             producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
-            producer.commit_transaction(30)
+            # A retriable error (a timeout while the coordinator moves) is resumed by
+            # calling again, as librdkafka asks; anything else is handled below.
+            retrying(lambda: producer.commit_transaction(30))
         except KafkaException as e:
             err = e.args[0]
             if err.fatal():
                 raise
-            if err.txn_requires_abort():
-                producer.abort_transaction(30)
+            # Abort whatever is open (a transaction that failed for any reason, even a
+            # retriable one given up on); with none open there is nothing to abort.
+            try:
+                retrying(lambda: producer.abort_transaction(30))
+            except KafkaException as abort_error:
+                if abort_error.args[0].fatal():
+                    raise
             # Start again from what the group committed: the aborted batch is redone.
-            committed = consumer.committed(consumer.assignment(), timeout=30)
+            committed = retrying(lambda: consumer.committed(consumer.assignment(), timeout=30),
+                                 every_error=True)
             for tp in committed:
                 if tp.offset >= 0:
                     consumer.seek(tp)

@@ -79,7 +79,7 @@ async fn stop_slot(broker: &Broker, cluster: &Cluster, slot: u32) {
     // (its state is dropped by `txn::slots` shortly after).
     if let Some(zk) = broker.transactions().and_then(|t| t.zk_store()) {
         zk.give_up(slot);
-        zk.offsets_restored.remove(slot);
+        zk.offsets_slots.lost(slot);
     }
     if let Some(c) = broker.coordinator() {
         c.slot_lost(slot).await;
@@ -625,6 +625,19 @@ async fn sync_slots(broker: &Broker, cluster: &Cluster, view: &ClusterView, sess
         tracing::info!(slot, "coordinator slot lost");
         stop_slot(broker, cluster, slot).await;
     }
+    // Transactional offsets: the transaction store's takeover of each gained slot
+    // fences its previous owner; only then are the slot's staged offsets read, and they
+    // are restored right after the coordinator gains the slot, before anything else of
+    // the slot reaches it (txn::group_offsets). The wait is bounded: a slot not taken
+    // over by then is restored later by the outcome follower.
+    let txn_zk = broker.transactions().and_then(|t| t.zk_store()).cloned();
+    if let Some(zk) = &txn_zk {
+        let deadline = Instant::now() + std::time::Duration::from_secs(2);
+        while gained.iter().any(|s| zk.epoch(*s).is_none()) && Instant::now() < deadline {
+            zk.offsets_slots.wake();
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
     if let Some(c) = broker.coordinator() {
         for slot in gained {
             let stopped_ms = previous_owner_stopped_ms(
@@ -639,36 +652,32 @@ async fn sync_slots(broker: &Broker, cluster: &Cluster, view: &ClusterView, sess
                 previous_owner_stopped_ms = stopped_ms,
                 "coordinator slot gained"
             );
-            // Staged transactional offsets are read before the coordinator serves the
-            // slot and restored right after it gained it (txn::group_offsets).
-            let txn = broker.transactions().and_then(|t| t.zk_store());
-            let staged = match txn {
-                None => None,
-                Some(_) => {
-                    match crate::txn::group_offsets::outcome::staged_of_slot(cluster, slot).await {
-                        Ok(staged) => Some(staged),
-                        Err(e) => {
-                            tracing::warn!(
-                                slot,
-                                "staged transactional offsets not read: {e}; they are \
-                                 restored when their transactions end"
-                            );
-                            Some(Vec::new())
-                        }
-                    }
+            let staged = match &txn_zk {
+                Some(zk) if zk.epoch(slot).is_some() => {
+                    crate::txn::group_offsets::outcome::staged_of_slot(cluster, slot)
+                        .await
+                        .map_err(|e| {
+                            tracing::warn!(slot, "staged transactional offsets not read: {e}")
+                        })
+                        .ok()
                 }
+                _ => None,
             };
             c.slot_gained(slot, stopped_ms).await;
-            if let (Some(staged), Some(zk)) = (staged, txn) {
-                if !staged.is_empty() {
-                    tracing::info!(
-                        slot,
-                        groups = staged.len(),
-                        "staged transactional offsets restored"
-                    );
-                    let _ = c.restore_txn_offsets(staged).await;
+            if let Some(zk) = &txn_zk {
+                zk.offsets_slots.gained(slot);
+                if let Some(staged) = staged {
+                    if !staged.is_empty() {
+                        tracing::info!(
+                            slot,
+                            nodes = staged.len(),
+                            "staged transactional offsets restored"
+                        );
+                    }
+                    if staged.is_empty() || c.restore_txn_offsets(staged).await.is_ok() {
+                        zk.offsets_slots.mark_restored(slot);
+                    }
                 }
-                zk.offsets_restored.insert(slot);
             }
         }
     }

@@ -45,7 +45,12 @@ fn reconcile(txn: &TxnCoordinator, cluster: &Cluster) {
         txn.give_up_slot(slot);
     }
     for &slot in owned.difference(&served) {
-        if let Err(e) = txn.take_over_slot(slot) {
+        let taken = txn.take_over_slot(slot);
+        if let (Ok(_), Some(zk)) = (&taken, txn.zk_store()) {
+            // Its staged transactional offsets can be restored now.
+            zk.offsets_slots.wake();
+        }
+        if let Err(e) = taken {
             crate::warn_limited!(
                 "txn.take_over_failed",
                 slot,

@@ -81,9 +81,9 @@ pub struct ZkTxnStore {
     epochs: Mutex<BTreeMap<u32, i32>>,
     /// Slots given up whose in-memory state the coordinator has not dropped yet.
     dropped: Mutex<BTreeSet<u32>>,
-    /// The group slots whose staged transactional offsets this broker restored when
-    /// it gained them (`super::group_offsets`).
-    pub offsets_restored: super::group_offsets::outcome::RestoredSlots,
+    /// Where each group slot stands for transactional offsets
+    /// (`super::group_offsets`).
+    pub offsets_slots: super::group_offsets::outcome::SlotStates,
 }
 
 fn zk_error(e: impl std::fmt::Display) -> StoreError {
@@ -97,7 +97,7 @@ impl ZkTxnStore {
             cluster,
             epochs: Mutex::new(BTreeMap::new()),
             dropped: Mutex::new(BTreeSet::new()),
-            offsets_restored: Default::default(),
+            offsets_slots: Default::default(),
         }
     }
 

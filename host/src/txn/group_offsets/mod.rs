@@ -7,7 +7,7 @@
 //! ```text
 //! /txn_offsets/<group slot>/<escaped group>+<producer id>
 //!     one group's offsets staged by one producer's open transaction (codec::StagedNode)
-//! /txn_outcomes/<group slot>/<escaped group>+<producer id>+<epoch>+<c|a>
+//! /txn_outcomes/<group slot>/<escaped group>+<producer id>+<epoch>+<c|a>+<coordinator epoch>
 //!     a transaction's outcome for one group (codec::OutcomeNode)
 //! ```
 //!
@@ -33,10 +33,16 @@
 //!   offset store before this returns), then deletes the staged node and the outcome.
 //!   An outcome queued by a coordinator whose slot has moved on is deleted unapplied:
 //!   the new coordinator queues it again.
-//! - **Fail-over of the group's slot**: a broker gaining a slot reads its staged
-//!   nodes before the coordinator plugin serves it and restores them as pending
-//!   ([`outcome::staged_of_slot`], `cluster::sync`), so OffsetFetch with
-//!   `require_stable` answers UNSTABLE_OFFSET_COMMIT for them as before.
+//! - **Fail-over of the group's slot**: a broker gaining a slot first fences the
+//!   previous owner (the transaction store's takeover bumps the slot's epoch), then
+//!   reads the slot's staged nodes and hands them to its coordinator plugin as pending
+//!   right after the plugin gained the slot (`cluster::sync`, which waits up to 2 s for
+//!   the takeover; [`outcome::run`] restores a slot taken over later), so OffsetFetch with `require_stable` answers
+//!   UNSTABLE_OFFSET_COMMIT for them as before. Until then the slot's stagings are
+//!   answered COORDINATOR_LOAD_IN_PROGRESS and its outcomes wait ([`outcome::SlotStates`]):
+//!   read before the fence, a node could still be applied and deleted by the previous
+//!   owner, and the offsets restored from it would stay pending with no outcome to
+//!   resolve them.
 //!
 //! A committed transaction's offsets are applied at least once: a crash after the
 //! offset store took them and before the staged node is deleted applies them again
@@ -82,11 +88,20 @@ pub fn outcome_dir(slot: u32) -> String {
 }
 
 /// The outcome node of a transaction of `producer` ending (`committed` or not) for
-/// `group`, in `slot` (the group's slot). Derived from the content, so a retry or a
-/// new coordinator queueing the same outcome finds it there.
-pub fn outcome_path(slot: u32, group: &str, producer: ProducerIdEpoch, committed: bool) -> String {
+/// `group`, in `slot` (the group's slot), queued by a coordinator at
+/// `coordinator_epoch`. Derived from the content, so a retry finds it there; the
+/// coordinator epoch is part of it, so a new coordinator of the transaction queues its
+/// own node rather than finding (and waiting on) one that the group's coordinator
+/// drops unapplied as stale.
+pub fn outcome_path(
+    slot: u32,
+    group: &str,
+    producer: ProducerIdEpoch,
+    committed: bool,
+    coordinator_epoch: i32,
+) -> String {
     format!(
-        "{OUTCOME_ROOT}/{slot}/{}+{}+{}+{}",
+        "{OUTCOME_ROOT}/{slot}/{}+{}+{}+{}+{coordinator_epoch}",
         escape(group),
         producer.id,
         producer.epoch,
@@ -102,10 +117,18 @@ mod tests {
     fn paths_escape_the_group_and_follow_the_content() {
         assert_eq!(staged_path(3, "a/b", 7), "/txn_offsets/3/a%2Fb+7");
         let p = ProducerIdEpoch { id: 7, epoch: 2 };
-        assert_eq!(outcome_path(3, "g", p, true), "/txn_outcomes/3/g+7+2+c");
+        assert_eq!(
+            outcome_path(3, "g", p, true, 4),
+            "/txn_outcomes/3/g+7+2+c+4"
+        );
         assert_ne!(
-            outcome_path(3, "g", p, true),
-            outcome_path(3, "g", p, false)
+            outcome_path(3, "g", p, true, 4),
+            outcome_path(3, "g", p, false, 4)
+        );
+        // A new coordinator of the transaction queues its own node.
+        assert_ne!(
+            outcome_path(3, "g", p, true, 4),
+            outcome_path(3, "g", p, true, 5)
         );
     }
 }

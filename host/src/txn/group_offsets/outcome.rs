@@ -67,7 +67,13 @@ impl GroupOffsetsCompleter for ClusterGroupOffsets {
                     committed: completion.committed,
                     group: group.clone(),
                 };
-                let path = outcome_path(gslot, group, completion.producer, completion.committed);
+                let path = outcome_path(
+                    gslot,
+                    group,
+                    completion.producer,
+                    completion.committed,
+                    completion.coordinator_epoch,
+                );
                 queue(&client, &outcome_dir(gslot), &path, &encode_outcome(&node))
                     .await
                     .map_err(CompleteError)?;
@@ -127,10 +133,9 @@ fn pending_of(node: &StagedNode) -> PendingTxnOffsets {
 }
 
 /// The staged offsets of `slot` (at most [`MAX_NODES_PER_SLOT`] nodes), for a broker
-/// gaining the slot to restore before its coordinator serves the slot's groups.
+/// that gained the slot and fenced its previous owner to restore.
 ///
-/// Errors: ZooKeeper's, as text (the caller warns and goes on: the offsets are
-/// restored again when their outcome is applied).
+/// Errors: ZooKeeper's, as text.
 pub async fn staged_of_slot(
     cluster: &Cluster,
     slot: u32,
@@ -157,30 +162,60 @@ pub async fn staged_of_slot(
     Ok(pending)
 }
 
-/// The slots whose staged offsets this broker restored when it gained them (so its
-/// coordinator holds them): only their outcomes are applied here. Kept by
-/// `cluster::sync` (marked after the restore, cleared when the slot is lost).
+/// Where each group slot this broker owns stands for transactional offsets: gained by
+/// the coordinator plugin (`cluster::sync` sent `slot_gained`), and restored (its
+/// staged offsets handed to the plugin after the transaction store's takeover fenced
+/// the previous owner). Stagings and outcomes of a slot are served only once it is
+/// restored ([`SlotStates::is_restored`]), so nothing the plugin is told about the
+/// slot can come before the restore.
 #[derive(Debug, Default)]
-pub struct RestoredSlots(Mutex<BTreeSet<u32>>);
+pub struct SlotStates {
+    slots: Mutex<(BTreeSet<u32>, BTreeSet<u32>)>,
+    wake: tokio::sync::Notify,
+}
 
-impl RestoredSlots {
-    /// Marks `slot` restored.
-    pub fn insert(&self, slot: u32) {
-        self.lock().insert(slot);
+impl SlotStates {
+    /// `slot` was gained by the coordinator plugin (its `slot_gained` is sent).
+    pub fn gained(&self, slot: u32) {
+        self.lock().0.insert(slot);
+        self.wake();
     }
 
-    /// Forgets `slot` (lost).
-    pub fn remove(&self, slot: u32) {
-        self.lock().remove(&slot);
+    /// `slot` was lost: neither gained nor restored any more.
+    pub fn lost(&self, slot: u32) {
+        let mut s = self.lock();
+        s.0.remove(&slot);
+        s.1.remove(&slot);
     }
 
-    /// The slots restored.
-    pub fn get(&self) -> BTreeSet<u32> {
-        self.lock().clone()
+    /// Whether `slot`'s staged offsets were restored (stagings and outcomes are served).
+    pub fn is_restored(&self, slot: u32) -> bool {
+        self.lock().1.contains(&slot)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<u32>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    /// Wakes the follower (a slot gained or taken over).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    fn gained_set(&self) -> BTreeSet<u32> {
+        self.lock().0.clone()
+    }
+
+    fn restored_set(&self) -> BTreeSet<u32> {
+        self.lock().1.clone()
+    }
+
+    /// Marks `slot` restored if it is still gained.
+    pub fn mark_restored(&self, slot: u32) {
+        let mut s = self.lock();
+        if s.0.contains(&slot) {
+            s.1.insert(slot);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (BTreeSet<u32>, BTreeSet<u32>)> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -192,17 +227,24 @@ pub struct Follower {
     pub coordinator: CoordinatorClient,
 }
 
-/// Applies the outcomes queued for the slots this broker coordinates (taken over by
-/// the transaction store and restored), until `stop` becomes true.
+/// Restores the staged offsets of each slot gained and taken over (fenced) but not
+/// restored yet, then applies the outcomes queued for the restored slots, until `stop`
+/// becomes true.
 pub async fn run(follower: Follower, mut stop: watch::Receiver<bool>) {
+    let states = &follower.store.offsets_slots;
     loop {
-        let wait: BoxFuture<'static, ()> = match follower.store.cluster().client() {
+        let wait: BoxFuture<'_, ()> = match follower.store.cluster().client() {
             Err(_) => Box::pin(tokio::time::sleep(POLL)),
             Ok(client) => {
-                let slots: Vec<u32> = follower
-                    .store
-                    .slots()
-                    .intersection(&follower.store.offsets_restored.get())
+                let taken = follower.store.slots();
+                let restored = states.restored_set();
+                for slot in states.gained_set().intersection(&taken) {
+                    if !restored.contains(slot) {
+                        restore_slot(&follower, *slot).await;
+                    }
+                }
+                let slots: Vec<u32> = taken
+                    .intersection(&states.restored_set())
                     .copied()
                     .collect();
                 let mut watchers = Vec::new();
@@ -240,8 +282,39 @@ pub async fn run(follower: Follower, mut stop: watch::Receiver<bool>) {
         };
         tokio::select! {
             _ = wait => {}
+            _ = states.wake.notified() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
+    }
+}
+
+/// Hands the coordinator `slot`'s staged offsets and marks the slot restored; on a
+/// ZooKeeper error nothing is marked (tried again next pass).
+async fn restore_slot(follower: &Follower, slot: u32) {
+    match staged_of_slot(follower.store.cluster(), slot).await {
+        Ok(staged) => {
+            if !staged.is_empty() {
+                tracing::info!(
+                    slot,
+                    nodes = staged.len(),
+                    "staged transactional offsets restored"
+                );
+                if follower
+                    .coordinator
+                    .restore_txn_offsets(staged)
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            follower.store.offsets_slots.mark_restored(slot);
+        }
+        Err(e) => crate::warn_limited!(
+            "txn.offsets_restore",
+            slot,
+            "staged transactional offsets not read yet: {e}"
+        ),
     }
 }
 

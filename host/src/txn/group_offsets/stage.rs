@@ -71,7 +71,8 @@ async fn stage(store: &ZkTxnStore, max_offsets: usize, staging: Staging) -> Resu
     let cluster = store.cluster();
     let group = pending.group.to_string();
     let gslot = drover_protocol::coordinator_slot(&group, cluster.settings.slots);
-    let Some(gepoch) = store.epoch(gslot) else {
+    let restored = store.offsets_slots.is_restored(gslot);
+    let Some(gepoch) = store.epoch(gslot).filter(|_| restored) else {
         return Err(if store.owns(gslot) {
             TxnError::LoadInProgress
         } else {
