@@ -146,23 +146,7 @@ impl TxnOffsetLedger for TxnLedger {
                 epoch: pending.producer_epoch,
             };
             let group = pending.group.to_string();
-            let offsets: Vec<(TopicPartition, StagedOffset)> = pending
-                .offsets
-                .iter()
-                .map(|o| {
-                    (
-                        TopicPartition {
-                            topic: o.topic.to_string(),
-                            partition: o.partition,
-                        },
-                        StagedOffset {
-                            offset: o.offset,
-                            metadata: o.metadata.to_string(),
-                            commit_time_ms: o.commit_time_ms,
-                        },
-                    )
-                })
-                .collect();
+            let offsets = staged_offsets(&pending);
             tokio::task::spawn_blocking(move || {
                 coordinator
                     .stage_offsets(crate::clock::now_ms(), producer, &group, &offsets)
@@ -172,6 +156,28 @@ impl TxnOffsetLedger for TxnLedger {
             .unwrap_or(kafka_protocol::error::ResponseError::UnknownServerError.code())
         })
     }
+}
+
+/// `pending`'s offsets as the transaction coordinator's domain types (one boundary
+/// conversion, for standalone and cluster-mode staging).
+pub(crate) fn staged_offsets(pending: &PendingTxnOffsets) -> Vec<(TopicPartition, StagedOffset)> {
+    pending
+        .offsets
+        .iter()
+        .map(|o| {
+            (
+                TopicPartition {
+                    topic: o.topic.to_string(),
+                    partition: o.partition,
+                },
+                StagedOffset {
+                    offset: o.offset,
+                    metadata: o.metadata.to_string(),
+                    commit_time_ms: o.commit_time_ms,
+                },
+            )
+        })
+        .collect()
 }
 
 /// The code a refused staging answers the TxnOffsetCommit with: PRODUCER_FENCED for

@@ -14,7 +14,7 @@ use super::{
 use crate::{
     coordination::{txn_ledger::BoxFuture, Staging, TxnOffsetLedger},
     txn::{
-        broker_ports::staging_code,
+        broker_ports::{staged_offsets, staging_code},
         codec as record_codec,
         types::{ProducerIdEpoch, StagedOffset, TopicPartition, TransactionalId, TxnState},
         zk_store::{record_path, slot_path, ZkTxnStore},
@@ -83,23 +83,7 @@ async fn stage(store: &ZkTxnStore, max_offsets: usize, staging: Staging) -> Resu
         id: pending.producer_id,
         epoch: pending.producer_epoch,
     };
-    let offsets: Vec<(TopicPartition, StagedOffset)> = pending
-        .offsets
-        .iter()
-        .map(|o| {
-            (
-                TopicPartition {
-                    topic: o.topic.to_string(),
-                    partition: o.partition,
-                },
-                StagedOffset {
-                    offset: o.offset,
-                    metadata: o.metadata.to_string(),
-                    commit_time_ms: o.commit_time_ms,
-                },
-            )
-        })
-        .collect();
+    let offsets = staged_offsets(&pending);
     let client = cluster.client().map_err(storage)?;
     let bound = Duration::from_millis(cluster.settings.session_timeout_ms.max(1));
     let write = Write {
