@@ -82,6 +82,23 @@ def test_brokers_share_topics_and_serve_only_their_partitions(broker_factory, zo
     assert err == 6, f"expected NOT_LEADER_OR_FOLLOWER (6), got {err}"
 
 
+def test_a_healthy_cluster_keeps_its_coordinator_slots(broker_factory, zookeeper):
+    # Gaining slots takes their transactions over and restores their staged offsets;
+    # however long that takes, the keepalive keeps the slot guard fed, so no broker
+    # gives its slots up while ZooKeeper answers (it did on every start once).
+    brokers = start_cluster(broker_factory, zookeeper, n=2, coordinator=True)
+    wait_until(lambda: len(cluster_view(brokers[0])["view"]["slots"]) == 8, 15,
+               "every slot owned")
+    create(brokers[0], "healthy", 4)
+    time.sleep(3)  # past the claim delay: slots handed back, topics synced
+    owners = set(cluster_view(brokers[0])["view"]["slots"].values())
+    assert owners == {1, 2}, owners
+    for b in brokers:
+        assert "for the slot guard" not in b.stderr_text(), \
+            "a broker gave its slots up while ZooKeeper was answering"
+        b.assert_alive()
+
+
 def test_a_killed_broker_is_leaderless_until_it_returns(broker_factory, zookeeper):
     brokers = start_cluster(broker_factory, zookeeper)
     create(brokers[0], "lost", 3)

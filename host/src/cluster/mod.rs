@@ -30,6 +30,7 @@
 //!   competes again. Meanwhile it keeps serving its partitions and says so in its log
 //!   and in `drover_zookeeper_connected`.
 
+mod liveness;
 mod producer_ids;
 pub mod session;
 mod sync;
@@ -133,6 +134,9 @@ pub struct Cluster {
     runtime: tokio::runtime::Handle,
     /// Slots this broker's coordinator was told it owns.
     pub(crate) owned: Mutex<BTreeSet<u32>>,
+    /// Notified whenever `owned` changes, so the transaction coordinator takes gained
+    /// slots over at once (`txn::slots`) rather than at its next tick.
+    pub(crate) owned_changed: tokio::sync::Notify,
     /// When this broker last stopped coordinating each slot it gave up.
     pub(crate) stopped_at: Mutex<BTreeMap<u32, std::time::Instant>>,
     /// The cluster id stored in ZooKeeper ([`CLUSTER_ID`]), once a session read it.
@@ -158,6 +162,7 @@ impl Cluster {
             client: RwLock::new(None),
             runtime: tokio::runtime::Handle::current(),
             owned: Mutex::new(BTreeSet::new()),
+            owned_changed: tokio::sync::Notify::new(),
             stopped_at: Mutex::new(BTreeMap::new()),
             cluster_id: RwLock::new(None),
         })

@@ -12,7 +12,10 @@ use std::{
 
 use zookeeper_client as zk;
 
-use super::{BrokerAddr, Cluster, ClusterView, TopicPlacement, BROKERS, CLUSTER_ID, SLOTS, TOPICS};
+use super::{
+    liveness::{keepalive, Liveness},
+    BrokerAddr, Cluster, ClusterView, TopicPlacement, BROKERS, CLUSTER_ID, SLOTS, TOPICS,
+};
 use crate::broker::Broker;
 
 /// How often the view is re-read besides watches (topic data changes, slot claims).
@@ -67,6 +70,7 @@ async fn give_up_slots(broker: &Broker, cluster: &Cluster, why: &str) {
     if owned.is_empty() {
         return;
     }
+    cluster.owned_changed.notify_one();
     tracing::warn!(slots = ?owned, "giving up coordinator slots: {why}");
     for &slot in &owned {
         stop_slot(broker, cluster, slot).await;
@@ -171,11 +175,11 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
     let guard = Duration::from_millis(settings.slot_guard());
     // The slot guard: coordinating is safe only until `guard` after the start of the
     // last request ZooKeeper answered (the server heard from us after that start, so our
-    // session cannot expire before `session_timeout` after it).
-    let mut last_ok = registered_at;
-    let mut keepalive = tokio::time::interval(guard / 3);
-    keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // session cannot expire before `session_timeout` after it). The keepalive pings on
+    // its own, so a long refresh does not starve it.
+    let alive = Liveness::new(registered_at, guard);
     let me = format!("{BROKERS}/{}", cluster.me);
+    let _keepalive = keepalive(client.clone(), me, Arc::clone(&alive));
     let mut refresh_tick = tokio::time::interval(REFRESH);
     refresh_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     refresh_tick.tick().await;
@@ -190,7 +194,7 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
             // after `started`; they count only while the guard started then holds.
             let sessions = Sessions {
                 session_timeout,
-                guard_until: started + guard,
+                alive: &alive,
             };
             let owns_slots = owns_any(cluster);
             let outcome = tokio::select! {
@@ -200,12 +204,11 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
                 ) => Some(r),
                 // A refresh stuck on an unanswered request must not keep us
                 // coordinating past the guard; it is dropped and starts over.
-                _ = tokio::time::sleep_until(tokio::time::Instant::from_std(last_ok + guard)),
-                    if owns_slots => None,
+                _ = alive.expired(), if owns_slots => None,
             };
             match outcome {
                 Some(Ok(Ok(watches))) => {
-                    last_ok = last_ok.max(started);
+                    alive.answered(started);
                     // Brokers joining or leaving and slots freed or claimed trigger the
                     // next refresh at once.
                     watch_fired = Box::pin(async move {
@@ -260,30 +263,13 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
                     refresh_due = true;
                 }
             },
-            _ = tokio::time::sleep_until(tokio::time::Instant::from_std(last_ok + guard)), if owns_slots => {
+            _ = alive.expired(), if owns_slots => {
                 give_up_slots(
                     broker,
                     cluster,
                     &format!("no answer from ZooKeeper for the slot guard ({guard:?})"),
                 )
                 .await;
-            }
-            _ = keepalive.tick(), if disconnected_since.is_none() => {
-                let started = Instant::now();
-                // Never wait past the guard while coordinating: the guard arm must run.
-                let deadline = if owns_slots {
-                    (last_ok + guard).max(started)
-                } else {
-                    started + guard
-                };
-                let answer = tokio::time::timeout_at(
-                    tokio::time::Instant::from_std(deadline),
-                    client.check_stat(&me),
-                )
-                .await;
-                if let Ok(Ok(_)) = answer {
-                    last_ok = last_ok.max(started);
-                }
             }
             _ = &mut watch_fired => {
                 watch_fired = Box::pin(std::future::pending());
@@ -313,11 +299,11 @@ fn owns_any(cluster: &Cluster) -> bool {
 
 /// What slot claims need to know about sessions.
 #[derive(Clone, Copy)]
-struct Sessions {
+struct Sessions<'a> {
     /// The ZooKeeper session timeout (the negotiated one, if shorter).
     session_timeout: Duration,
-    /// Coordinating is safe until then (the slot guard).
-    guard_until: Instant,
+    /// The slot guard: coordinating is safe while it holds.
+    alive: &'a Liveness,
 }
 
 /// The cluster's id: the one in [`CLUSTER_ID`], or, when no broker stored one yet,
@@ -394,7 +380,7 @@ async fn refresh(
     cluster: &Arc<Cluster>,
     client: &zk::Client,
     timers: &mut SlotTimers,
-    sessions: Sessions,
+    sessions: Sessions<'_>,
 ) -> Result<Vec<zk::OneshotWatcher>, zk::Error> {
     let mut brokers = BTreeMap::new();
     let (ids, brokers_watch) = client.list_and_watch_children(BROKERS).await?;
@@ -482,6 +468,7 @@ async fn refresh(
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(&slot);
                 if was_owned {
+                    cluster.owned_changed.notify_one();
                     stop_slot(broker, cluster, slot).await;
                 }
                 match client.delete(&format!("{SLOTS}/{slot}"), None).await {
@@ -598,9 +585,14 @@ async fn sync_local_topics(broker: &Arc<Broker>, view: &ClusterView) {
 /// Tells the coordinator about slots gained and lost. A slot is gained only while the
 /// slot guard holds; each with how long its previous owner has surely not coordinated
 /// it ([`previous_owner_stopped_ms`]).
-async fn sync_slots(broker: &Broker, cluster: &Cluster, view: &ClusterView, sessions: Sessions) {
+async fn sync_slots(
+    broker: &Broker,
+    cluster: &Cluster,
+    view: &ClusterView,
+    sessions: Sessions<'_>,
+) {
     let previous = cluster.view();
-    let safe = Instant::now() < sessions.guard_until;
+    let safe = sessions.alive.holds();
     let mine: BTreeSet<u32> = view
         .slots
         .iter()
@@ -621,6 +613,9 @@ async fn sync_slots(broker: &Broker, cluster: &Cluster, view: &ClusterView, sess
         owned.extend(gained.iter().copied());
         (gained, lost)
     };
+    if !gained.is_empty() || !lost.is_empty() {
+        cluster.owned_changed.notify_one();
+    }
     for slot in lost {
         tracing::info!(slot, "coordinator slot lost");
         stop_slot(broker, cluster, slot).await;

@@ -5,7 +5,7 @@
 //! loaded, its Prepare* transactions queued for completion); a slot taken over and no
 //! longer owned is given up. The cluster task itself stops serving a lost slot at once
 //! (`ZkTxnStore::give_up`); this task then drops its state. Runs after every change of
-//! the cluster view and at least every [`TICK`].
+//! the cluster view or of the slots owned, and at least every [`TICK`].
 
 use std::{sync::Arc, time::Duration};
 
@@ -26,6 +26,7 @@ pub async fn run(txn: Arc<TxnCoordinator>, cluster: Arc<Cluster>, mut stop: watc
         let _ = tokio::task::spawn_blocking(move || reconcile(&t, &c)).await;
         tokio::select! {
             _ = view.changed() => {}
+            _ = cluster.owned_changed.notified() => {}
             _ = tokio::time::sleep(TICK) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
