@@ -15,6 +15,7 @@ COORDINATOR_NOT_AVAILABLE for transactional ids.
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -28,6 +29,16 @@ def txn_producer(broker, tid: str, **extra):
                               "linger.ms": 5})
     conf.update(extra)
     return Producer(conf)
+
+
+def stop_workers(stop, procs) -> None:
+    """Asks the EOS workers to stop (the `stop` file) and waits; kills any that hang."""
+    stop.write_text("stop")
+    for pr in procs:
+        try:
+            pr.wait(30)
+        except subprocess.TimeoutExpired:
+            pr.kill()
 
 
 def transactions(broker) -> dict[str, dict]:
@@ -175,7 +186,6 @@ def test_consume_transform_produce_exactly_once_with_a_killed_instance(broker_fa
     exactly once (read_committed), and the committed offsets are the input's ends."""
     import os
     import signal
-    import subprocess
     import sys
     import time
 
@@ -222,12 +232,7 @@ def test_consume_transform_produce_exactly_once_with_a_killed_instance(broker_fa
             time.sleep(0.5)
         c.close()
     finally:
-        stop.write_text("stop")
-        for pr in procs:
-            try:
-                pr.wait(30)
-            except subprocess.TimeoutExpired:
-                pr.kill()
+        stop_workers(stop, procs)
     wait_states(b, {"eos-0": {"CompleteAbort", "CompleteCommit"},
                     "eos-1": {"CompleteCommit", "Empty"}, "eos-2": {"CompleteCommit", "Empty"}})
     out = consume_all(b, dst, 3, "read_committed")

@@ -81,7 +81,12 @@ async fn give_up_slots(broker: &Broker, cluster: &Cluster, why: &str) {
 async fn stop_slot(broker: &Broker, cluster: &Cluster, slot: u32) {
     // The transaction coordinator stops serving the slot's transactional ids at once
     // (its state is dropped by `txn::slots` shortly after).
-    if let Some(zk) = broker.transactions().and_then(|t| t.zk_store()) {
+    let zk = broker.transactions().and_then(|t| t.zk_store());
+    let _handover = match zk {
+        Some(zk) => Some(zk.offsets_slots.handover().await),
+        None => None,
+    };
+    if let Some(zk) = zk {
         zk.give_up(slot);
         zk.offsets_slots.lost(slot);
     }
@@ -486,18 +491,8 @@ async fn refresh(
             }
         }
     }
-    let mut view = ClusterView {
-        connected: true,
-        brokers,
-        topics: cluster.view().topics,
-        slots: owners,
-    };
-    sync_slots(broker, cluster, &view, sessions).await;
-    cluster.update(|v| {
-        v.connected = true;
-        v.brokers = view.brokers.clone();
-        v.slots = view.slots.clone();
-    });
+    // Topics before slots: a slot gained here has its transactions taken over at once
+    // (txn::slots), and their markers are routed by the topics' leaders in the view.
     let mut topics = BTreeMap::new();
     for name in client.list_children(TOPICS).await? {
         match client.get_data(&format!("{TOPICS}/{name}")).await {
@@ -510,8 +505,16 @@ async fn refresh(
             Err(e) => return Err(e),
         }
     }
-    view.topics = topics;
+    let view = ClusterView {
+        connected: true,
+        brokers,
+        topics,
+        slots: owners,
+    };
     sync_local_topics(broker, &view).await;
+    // Only the topics: `sync_slots` compares the slots and brokers with the view before.
+    cluster.update(|v| v.topics = view.topics.clone());
+    sync_slots(broker, cluster, &view, sessions).await;
     cluster.update(|v| *v = view);
     Ok(vec![brokers_watch, slots_watch])
 }
@@ -621,58 +624,64 @@ async fn sync_slots(
         stop_slot(broker, cluster, slot).await;
     }
     // Transactional offsets: the transaction store's takeover of each gained slot
-    // fences its previous owner; only then are the slot's staged offsets read, and they
-    // are restored right after the coordinator gains the slot, before anything else of
-    // the slot reaches it (txn::group_offsets). The wait is bounded: a slot not taken
-    // over by then is restored later by the outcome follower.
+    // fences its previous owner; only then are the slot's staged offsets read, and the
+    // plugin gets them with the slot (txn::group_offsets::slot_states). The wait is
+    // bounded: a slot not taken over by then is deferred, and handed to the plugin by
+    // the outcome follower once it is.
     let txn_zk = broker.transactions().and_then(|t| t.zk_store()).cloned();
     if let Some(zk) = &txn_zk {
         let deadline = Instant::now() + std::time::Duration::from_secs(2);
         while gained.iter().any(|s| zk.epoch(*s).is_none()) && Instant::now() < deadline {
-            zk.offsets_slots.wake();
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     }
-    if let Some(c) = broker.coordinator() {
-        for slot in gained {
-            let stopped_ms = previous_owner_stopped_ms(
-                cluster,
-                slot,
-                &previous,
-                &view.brokers,
-                sessions.session_timeout,
-            );
+    let Some(c) = broker.coordinator() else {
+        return;
+    };
+    for slot in gained {
+        let stopped_ms = previous_owner_stopped_ms(
+            cluster,
+            slot,
+            &previous,
+            &view.brokers,
+            sessions.session_timeout,
+        );
+        let Some(zk) = &txn_zk else {
             tracing::info!(
                 slot,
                 previous_owner_stopped_ms = stopped_ms,
                 "coordinator slot gained"
             );
-            let staged = match &txn_zk {
-                Some(zk) if zk.epoch(slot).is_some() => {
-                    crate::txn::group_offsets::outcome::staged_of_slot(cluster, slot)
-                        .await
-                        .map_err(|e| {
-                            tracing::warn!(slot, "staged transactional offsets not read: {e}")
-                        })
-                        .ok()
+            let _ = c.slot_gained(slot, stopped_ms, Vec::new()).await;
+            continue;
+        };
+        let staged = match zk.epoch(slot) {
+            Some(_) => crate::txn::group_offsets::outcome::staged_of_slot(cluster, slot)
+                .await
+                .map_err(|e| tracing::warn!(slot, "staged transactional offsets not read: {e}"))
+                .ok(),
+            None => None,
+        };
+        let _handover = zk.offsets_slots.handover().await;
+        match staged {
+            Some(staged) => {
+                tracing::info!(
+                    slot,
+                    previous_owner_stopped_ms = stopped_ms,
+                    staged_nodes = staged.len(),
+                    "coordinator slot gained"
+                );
+                if c.slot_gained(slot, stopped_ms, staged).await.is_ok() {
+                    zk.offsets_slots.restored(slot);
                 }
-                _ => None,
-            };
-            c.slot_gained(slot, stopped_ms).await;
-            if let Some(zk) = &txn_zk {
-                zk.offsets_slots.gained(slot);
-                if let Some(staged) = staged {
-                    if !staged.is_empty() {
-                        tracing::info!(
-                            slot,
-                            nodes = staged.len(),
-                            "staged transactional offsets restored"
-                        );
-                    }
-                    if staged.is_empty() || c.restore_txn_offsets(staged).await.is_ok() {
-                        zk.offsets_slots.mark_restored(slot);
-                    }
-                }
+            }
+            None => {
+                tracing::info!(
+                    slot,
+                    previous_owner_stopped_ms = stopped_ms,
+                    "coordinator slot gained; handed to the coordinator once its transactions are taken over"
+                );
+                zk.offsets_slots.defer(slot, stopped_ms);
             }
         }
     }

@@ -83,7 +83,7 @@ pub struct ZkTxnStore {
     dropped: Mutex<BTreeSet<u32>>,
     /// Where each group slot stands for transactional offsets
     /// (`super::group_offsets`).
-    pub offsets_slots: super::group_offsets::outcome::SlotStates,
+    pub offsets_slots: super::group_offsets::slot_states::SlotStates,
 }
 
 fn zk_error(e: impl std::fmt::Display) -> StoreError {

@@ -68,9 +68,16 @@ pub enum Msg {
     TopicsChanged(RVec<TopicInfo>, RVec<TopicId>),
     /// Results of offset-store operations.
     Store(Vec<CoordinatorInput>),
-    /// Cluster mode: this broker now owns coordinator slot `n`; its previous owner has
-    /// not coordinated it for at least the second value, ms.
-    SlotGained(u32, u64),
+    /// Cluster mode: this broker now owns coordinator slot `slot`.
+    SlotGained {
+        /// The slot.
+        slot: u32,
+        /// Its previous owner has not coordinated it for at least this long, ms.
+        stopped_ms: u64,
+        /// Its transactional offsets still pending, handed over before anything else
+        /// of the slot reaches the coordinator.
+        staged: Vec<PendingTxnOffsets>,
+    },
     /// Cluster mode: this broker no longer owns coordinator slot `n`.
     SlotLost(u32),
     /// A rescan changed the loaded assignors: the whole new set and the default.
@@ -184,9 +191,22 @@ impl CoordinatorClient {
     }
 
     /// Cluster mode: this broker now owns coordinator slot `slot`, whose previous owner
-    /// has not coordinated it for at least `stopped_ms` ms.
-    pub async fn slot_gained(&self, slot: u32, stopped_ms: u64) {
-        let _ = self.send(Msg::SlotGained(slot, stopped_ms)).await;
+    /// has not coordinated it for at least `stopped_ms` ms. `staged` are the slot's
+    /// transactional offsets still pending (txn::group_offsets): the coordinator holds
+    /// them before it serves any request of the slot, so OffsetFetch with
+    /// `require_stable` never answers stable for them. Errors: the driver stopped.
+    pub async fn slot_gained(
+        &self,
+        slot: u32,
+        stopped_ms: u64,
+        staged: Vec<PendingTxnOffsets>,
+    ) -> Result<(), DriverError> {
+        self.send(Msg::SlotGained {
+            slot,
+            stopped_ms,
+            staged,
+        })
+        .await
     }
 
     /// Cluster mode: this broker no longer owns coordinator slot `slot`.

@@ -241,10 +241,16 @@ impl<C: Coordinator> Driver<C> {
                     self.feed(input);
                 }
             }
-            Msg::SlotGained(slot, stopped_ms) => {
+            Msg::SlotGained {
+                slot,
+                stopped_ms,
+                staged,
+            } => {
                 let now = self.now_ms();
                 let result = self.coordinator.slot_gained(now, slot, stopped_ms);
                 self.run_outputs(result);
+                // In the same message: no request of the slot comes in between.
+                self.restore_txn_offsets(staged);
             }
             Msg::SlotLost(slot) => {
                 let now = self.now_ms();

@@ -775,3 +775,22 @@ fn a_completion_waits_for_the_producers_staging_in_flight() {
     runtime.block_on(completed).unwrap().unwrap();
     h.shutdown();
 }
+
+/// Cluster mode: a slot's staged offsets come with the slot, in one message, so the
+/// coordinator holds them before any request of the slot can reach it.
+#[test]
+fn a_gained_slot_brings_its_staged_offsets() {
+    let h = start(Setup::default(), Box::new(|_| Vec::new()));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(h.client.slot_gained(3, 0, vec![pending("g", 5)]))
+        .unwrap();
+    match h.seen.recv_timeout(Duration::from_secs(30)).unwrap() {
+        CoordinatorInput::TxnOffsetsPending { pending } => {
+            assert_eq!(pending[0].producer_id, 5)
+        }
+        other => panic!("expected the staged offsets first, got {other:?}"),
+    }
+    h.shutdown();
+}

@@ -36,13 +36,13 @@
 //! - **Fail-over of the group's slot**: a broker gaining a slot first fences the
 //!   previous owner (the transaction store's takeover bumps the slot's epoch), then
 //!   reads the slot's staged nodes and hands them to its coordinator plugin as pending
-//!   right after the plugin gained the slot (`cluster::sync`, which waits up to 2 s for
-//!   the takeover; [`outcome::run`] restores a slot taken over later), so OffsetFetch with `require_stable` answers
-//!   UNSTABLE_OFFSET_COMMIT for them as before. Until then the slot's stagings are
-//!   answered COORDINATOR_LOAD_IN_PROGRESS and its outcomes wait ([`outcome::SlotStates`]):
-//!   read before the fence, a node could still be applied and deleted by the previous
-//!   owner, and the offsets restored from it would stay pending with no outcome to
-//!   resolve them.
+//!   in the same driver message that gives the plugin the slot (`cluster::sync`, which
+//!   waits up to 2 s for the takeover; a slot taken over later is handed over by
+//!   [`outcome::run`], and until then the plugin does not coordinate it), so OffsetFetch
+//!   with `require_stable` answers UNSTABLE_OFFSET_COMMIT for them as before, and never
+//!   stable in between. Read before the fence, a node could still be applied and
+//!   deleted by the previous owner, and the offsets restored from it would stay
+//!   pending with no outcome to resolve them ([`slot_states`]).
 //!
 //! A committed transaction's offsets are applied at least once: a crash after the
 //! offset store took them and before the staged node is deleted applies them again
@@ -57,6 +57,7 @@
 
 pub mod codec;
 pub mod outcome;
+pub mod slot_states;
 pub mod stage;
 
 use super::{types::ProducerIdEpoch, zk_store::escape};

@@ -4,8 +4,7 @@
 //! ([`staged_of_slot`]). The module docs of [`super`] give the protocol.
 
 use std::{
-    collections::BTreeSet,
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -17,7 +16,9 @@ use zookeeper_client as zk;
 
 use super::{
     codec::{decode_outcome, decode_staged, encode_outcome, OutcomeNode, StagedNode},
-    outcome_dir, outcome_path, staged_dir, staged_path, MAX_NODES_PER_SLOT,
+    outcome_dir, outcome_path,
+    slot_states::Deferred,
+    staged_dir, staged_path, MAX_NODES_PER_SLOT,
 };
 use crate::{
     cluster::Cluster,
@@ -162,63 +163,6 @@ pub async fn staged_of_slot(
     Ok(pending)
 }
 
-/// Where each group slot this broker owns stands for transactional offsets: gained by
-/// the coordinator plugin (`cluster::sync` sent `slot_gained`), and restored (its
-/// staged offsets handed to the plugin after the transaction store's takeover fenced
-/// the previous owner). Stagings and outcomes of a slot are served only once it is
-/// restored ([`SlotStates::is_restored`]), so nothing the plugin is told about the
-/// slot can come before the restore.
-#[derive(Debug, Default)]
-pub struct SlotStates {
-    slots: Mutex<(BTreeSet<u32>, BTreeSet<u32>)>,
-    wake: tokio::sync::Notify,
-}
-
-impl SlotStates {
-    /// `slot` was gained by the coordinator plugin (its `slot_gained` is sent).
-    pub fn gained(&self, slot: u32) {
-        self.lock().0.insert(slot);
-        self.wake();
-    }
-
-    /// `slot` was lost: neither gained nor restored any more.
-    pub fn lost(&self, slot: u32) {
-        let mut s = self.lock();
-        s.0.remove(&slot);
-        s.1.remove(&slot);
-    }
-
-    /// Whether `slot`'s staged offsets were restored (stagings and outcomes are served).
-    pub fn is_restored(&self, slot: u32) -> bool {
-        self.lock().1.contains(&slot)
-    }
-
-    /// Wakes the follower (a slot gained or taken over).
-    pub fn wake(&self) {
-        self.wake.notify_one();
-    }
-
-    fn gained_set(&self) -> BTreeSet<u32> {
-        self.lock().0.clone()
-    }
-
-    fn restored_set(&self) -> BTreeSet<u32> {
-        self.lock().1.clone()
-    }
-
-    /// Marks `slot` restored if it is still gained.
-    pub fn mark_restored(&self, slot: u32) {
-        let mut s = self.lock();
-        if s.0.contains(&slot) {
-            s.1.insert(slot);
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, (BTreeSet<u32>, BTreeSet<u32>)> {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
 /// What the outcome follower works with.
 pub struct Follower {
     /// This broker's transaction store (the slots taken over and their epochs).
@@ -237,10 +181,9 @@ pub async fn run(follower: Follower, mut stop: watch::Receiver<bool>) {
             Err(_) => Box::pin(tokio::time::sleep(POLL)),
             Ok(client) => {
                 let taken = follower.store.slots();
-                let restored = states.restored_set();
-                for slot in states.gained_set().intersection(&taken) {
-                    if !restored.contains(slot) {
-                        restore_slot(&follower, *slot).await;
+                for (slot, deferral) in states.deferred() {
+                    if taken.contains(&slot) {
+                        hand_over(&follower, slot, deferral).await;
                     }
                 }
                 let slots: Vec<u32> = taken
@@ -282,39 +225,47 @@ pub async fn run(follower: Follower, mut stop: watch::Receiver<bool>) {
         };
         tokio::select! {
             _ = wait => {}
-            _ = states.wake.notified() => {}
+            _ = states.woken() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
     }
 }
 
-/// Hands the coordinator `slot`'s staged offsets and marks the slot restored; on a
-/// ZooKeeper error nothing is marked (tried again next pass).
-async fn restore_slot(follower: &Follower, slot: u32) {
-    match staged_of_slot(follower.store.cluster(), slot).await {
-        Ok(staged) => {
-            if !staged.is_empty() {
-                tracing::info!(
-                    slot,
-                    nodes = staged.len(),
-                    "staged transactional offsets restored"
-                );
-                if follower
-                    .coordinator
-                    .restore_txn_offsets(staged)
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-            }
-            follower.store.offsets_slots.mark_restored(slot);
+/// Hands deferred `slot` to the coordinator plugin with its staged offsets, now that
+/// the transaction store has taken it over (slot_states); on a ZooKeeper error
+/// nothing changes (tried again next pass), and a slot lost or deferred again
+/// meanwhile is left alone.
+async fn hand_over(follower: &Follower, slot: u32, deferral: Deferred) {
+    let staged = match staged_of_slot(follower.store.cluster(), slot).await {
+        Ok(staged) => staged,
+        Err(e) => {
+            crate::warn_limited!(
+                "txn.offsets_restore",
+                slot,
+                "staged transactional offsets not read yet: {e}"
+            );
+            return;
         }
-        Err(e) => crate::warn_limited!(
-            "txn.offsets_restore",
+    };
+    let states = &follower.store.offsets_slots;
+    let _handover = states.handover().await;
+    if states.deferral(slot) != Some(deferral) {
+        return;
+    }
+    let nodes = staged.len();
+    if follower
+        .coordinator
+        .slot_gained(slot, deferral.stopped_ms, staged)
+        .await
+        .is_ok()
+    {
+        states.restored(slot);
+        tracing::info!(
             slot,
-            "staged transactional offsets not read yet: {e}"
-        ),
+            previous_owner_stopped_ms = deferral.stopped_ms,
+            staged_nodes = nodes,
+            "coordinator slot handed to the coordinator after its transactions' takeover"
+        );
     }
 }
 
