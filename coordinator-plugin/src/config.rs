@@ -178,9 +178,26 @@ pub struct CoordinatorConfig {
     /// every protocol) one JoinGroup may carry, in bytes; a larger one is refused with
     /// INVALID_REQUEST. Default 1048576 (1 MiB).
     pub max_join_metadata_bytes: usize,
-    /// KIP-848 groups: the heartbeat interval given to members, in ms (Kafka's
-    /// `group.consumer.heartbeat.interval.ms`). At least 1. Default 5000.
+    /// KIP-848 groups: the longest heartbeat interval given to a reconciled member, in
+    /// ms (Kafka's `group.consumer.heartbeat.interval.ms`, which Kafka always gives).
+    /// Below it, see `consumer_heartbeat_budget_per_s`. At least 1. Default 5000.
     pub consumer_heartbeat_interval_ms: u32,
+    /// KIP-848 groups: heartbeats per second the coordinator is willing to answer from
+    /// reconciled members of all its KIP-848 groups together. While the members are
+    /// few, a reconciled member is told `members × 1000 / budget` ms (at least
+    /// `consumer_min_heartbeat_interval_ms`) instead of
+    /// `consumer_heartbeat_interval_ms`: a survivor of a leave, or a holder whose
+    /// partitions a joiner waits for, learns of the new target that much sooner (the
+    /// protocol has no push; recovery takes about half the steady interval). Once the
+    /// members are many (`budget × consumer_heartbeat_interval_ms / 1000`, 5,000 by
+    /// default) every member gets `consumer_heartbeat_interval_ms`, as from Kafka.
+    /// The member count is taken at most once a second. No Kafka equivalent; KIP-848
+    /// clients follow each answer's interval. 0 turns it off. Default 1000.
+    pub consumer_heartbeat_budget_per_s: u32,
+    /// KIP-848 groups: the shortest steady heartbeat interval the budget may give, in
+    /// ms. At least 1; when above `consumer_heartbeat_interval_ms`, that one applies.
+    /// Default 1000.
+    pub consumer_min_heartbeat_interval_ms: u32,
     /// KIP-848 groups: the heartbeat interval given to a member while it reconciles, in
     /// ms: while it has partitions to revoke or to receive, when an answer gives it a
     /// new assignment, or when the group's target assignment changed since its last
@@ -254,6 +271,8 @@ impl Default for CoordinatorConfig {
             initial_rebalance_quiet_ms: 300,
             max_join_metadata_bytes: 1 << 20,
             consumer_heartbeat_interval_ms: 5_000,
+            consumer_heartbeat_budget_per_s: 1_000,
+            consumer_min_heartbeat_interval_ms: 1_000,
             consumer_reconcile_heartbeat_interval_ms: 200,
             consumer_rebalance_settle_ms: 1_000,
             consumer_session_timeout_ms: 45_000,
@@ -270,6 +289,22 @@ impl Default for CoordinatorConfig {
 pub struct ConfigError(pub String);
 
 impl CoordinatorConfig {
+    /// The heartbeat interval, ms, told to a reconciled KIP-848 member while the
+    /// coordinator's KIP-848 groups have `members` members in all:
+    /// `members × 1000 / consumer_heartbeat_budget_per_s` (rounded up), at least
+    /// `consumer_min_heartbeat_interval_ms`, at most `consumer_heartbeat_interval_ms`;
+    /// the latter when the budget is 0.
+    pub fn steady_heartbeat_interval_ms(&self, members: usize) -> u32 {
+        let max = self.consumer_heartbeat_interval_ms;
+        if self.consumer_heartbeat_budget_per_s == 0 {
+            return max;
+        }
+        let budget = u64::from(self.consumer_heartbeat_budget_per_s);
+        let wanted = (members as u64).saturating_mul(1_000).div_ceil(budget);
+        let min = u64::from(self.consumer_min_heartbeat_interval_ms.min(max));
+        u32::try_from(wanted.clamp(min, u64::from(max))).unwrap_or(max)
+    }
+
     /// Parses the plugin's TOML config (the `[plugins.config.drover-coordinator]`
     /// table, as a TOML document) and [validates](Self::validate) it. Every key is
     /// optional, with the [`Default`] value; an empty (or blank) string gives the
@@ -305,8 +340,8 @@ impl CoordinatorConfig {
     /// `max_session_timeout_ms`, `rebalance_max_delay_ms` below `rebalance_delay_ms`,
     /// `max_group_size` of 0 or above [`drover_protocol::MAX_MEMBERS_PER_GROUP`], a
     /// `max_subscription_topics`, `commit_interval_ms`, `retry_backoff_ms`,
-    /// `consumer_heartbeat_interval_ms` or `consumer_reconcile_heartbeat_interval_ms` of
-    /// 0, a `consumer_session_timeout_ms` not above the heartbeat interval, a
+    /// `consumer_heartbeat_interval_ms`, `consumer_min_heartbeat_interval_ms` or
+    /// `consumer_reconcile_heartbeat_interval_ms` of 0, a `consumer_session_timeout_ms` not above the heartbeat interval, a
     /// `slot_takeover_wait_ms` below `max_session_timeout_ms`, a `slot_count` of 0.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |m: &str| Err(ConfigError(m.to_owned()));
@@ -363,6 +398,9 @@ impl CoordinatorConfig {
         }
         if self.consumer_heartbeat_interval_ms == 0 {
             return err("consumer_heartbeat_interval_ms must be at least 1");
+        }
+        if self.consumer_min_heartbeat_interval_ms == 0 {
+            return err("consumer_min_heartbeat_interval_ms must be at least 1");
         }
         if self.consumer_reconcile_heartbeat_interval_ms == 0 {
             return err("consumer_reconcile_heartbeat_interval_ms must be at least 1");
@@ -494,6 +532,8 @@ mod toml_tests {
             rebalance_quiet_ms = 21
             max_join_metadata_bytes = 15
             consumer_heartbeat_interval_ms = 16
+            consumer_heartbeat_budget_per_s = 24
+            consumer_min_heartbeat_interval_ms = 25
             consumer_reconcile_heartbeat_interval_ms = 19
             consumer_rebalance_settle_ms = 23
             consumer_session_timeout_ms = 170
@@ -527,6 +567,8 @@ mod toml_tests {
             rebalance_quiet_ms: 21,
             max_join_metadata_bytes: 15,
             consumer_heartbeat_interval_ms: 16,
+            consumer_heartbeat_budget_per_s: 24,
+            consumer_min_heartbeat_interval_ms: 25,
             consumer_reconcile_heartbeat_interval_ms: 19,
             consumer_rebalance_settle_ms: 23,
             consumer_session_timeout_ms: 170,
@@ -534,6 +576,27 @@ mod toml_tests {
             slot_count: None,
         };
         assert_eq!(CoordinatorConfig::from_toml(text), Ok(expected));
+    }
+
+    #[test]
+    fn the_steady_heartbeat_interval_spends_the_budget() {
+        let c = CoordinatorConfig::default();
+        // 1000 heartbeats/s: 1 s up to 1,000 members, then longer, 5 s from 5,000.
+        assert_eq!(c.steady_heartbeat_interval_ms(0), 1_000);
+        assert_eq!(c.steady_heartbeat_interval_ms(1_000), 1_000);
+        assert_eq!(c.steady_heartbeat_interval_ms(2_001), 2_001);
+        assert_eq!(c.steady_heartbeat_interval_ms(5_000), 5_000);
+        assert_eq!(c.steady_heartbeat_interval_ms(100_000), 5_000);
+        let off = CoordinatorConfig {
+            consumer_heartbeat_budget_per_s: 0,
+            ..CoordinatorConfig::default()
+        };
+        assert_eq!(off.steady_heartbeat_interval_ms(1), 5_000);
+        let short_max = CoordinatorConfig {
+            consumer_heartbeat_interval_ms: 300,
+            ..CoordinatorConfig::default()
+        };
+        assert_eq!(short_max.steady_heartbeat_interval_ms(1), 300);
     }
 
     #[test]

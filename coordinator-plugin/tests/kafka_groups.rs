@@ -3177,3 +3177,46 @@ fn kip848_groups_of_an_unlisted_assignor_are_not_rerun() {
     reconcile(&mut h, &mut members, 2);
     assert_eq!(members[0].epoch, epoch, "no new group epoch");
 }
+
+/// A reconciled KIP-848 member is told the steady interval the heartbeat budget
+/// allows for all KIP-848 members of the coordinator (`consumer_heartbeat_budget_per_s`):
+/// short while they are few, longer as they grow, never beyond
+/// `consumer_heartbeat_interval_ms`; without a budget always that one.
+#[test]
+fn kip848_steady_interval_follows_the_heartbeat_budget() {
+    fn reconciled_interval(h: &mut Harness, conn: ConnId, group: &str, member: &str) -> i32 {
+        let r = h.call(conn, 1, cg_join(group, member, &["orders"], None));
+        assert_eq!(r.error_code, 0, "{r:?}");
+        let got = cg_assignment(&r).expect("its partitions");
+        let r = h.call(conn, 1, cg_beat(group, member, r.member_epoch, Some(&got)));
+        assert_eq!(r.error_code, 0, "{r:?}");
+        r.heartbeat_interval_ms
+    }
+    let budgeted = CoordinatorConfig {
+        consumer_heartbeat_interval_ms: 5_000,
+        consumer_heartbeat_budget_per_s: 2,
+        consumer_min_heartbeat_interval_ms: 1_000,
+        ..kafka::config()
+    };
+    let mut h = Harness::with_config(budgeted);
+    let c = h.connect();
+    // One member: 1 × 1000 / 2 = 500 ms, raised to the 1 s minimum.
+    assert_eq!(reconciled_interval(&mut h, c, "b0", "member-b0"), 1_000);
+    for k in 1..6 {
+        reconciled_interval(&mut h, c, &format!("b{k}"), &format!("member-b{k}"));
+    }
+    // Six members once counted again (at most once a second): 6 × 1000 / 2 = 3 s.
+    h.advance(1_000);
+    let all: Vec<(Uuid, Vec<i32>)> = vec![(orders(), (0..6).collect())];
+    let r = h.call(c, 1, cg_beat("b0", "member-b0", 1, Some(&all)));
+    assert_eq!(r.heartbeat_interval_ms, 3_000, "{r:?}");
+
+    let unbudgeted = CoordinatorConfig {
+        consumer_heartbeat_interval_ms: 5_000,
+        consumer_heartbeat_budget_per_s: 0,
+        ..kafka::config()
+    };
+    let mut h = Harness::with_config(unbudgeted);
+    let c = h.connect();
+    assert_eq!(reconciled_interval(&mut h, c, "u", "member-u"), 5_000);
+}

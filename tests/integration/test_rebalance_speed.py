@@ -8,7 +8,10 @@
   them within the test's wait, which it could not at 30 s; once reconciled, the members
   go back to the normal interval (no heartbeat in the next seconds); members of a
   staggered rollout keep the short interval while the group settles
-  (`consumer_rebalance_settle_ms`), so early members learn of later targets at once.
+  (`consumer_rebalance_settle_ms`), so early members learn of later targets at once;
+  while the coordinator's KIP-848 members are few, reconciled members are told a
+  steady interval far below the normal one (`consumer_heartbeat_budget_per_s`), so
+  the survivors of a leave take its partitions over within seconds.
 - Classic: the initial rebalance delay ends when no JoinGroup came for
   `initial_rebalance_quiet_ms` (300 ms): with `initial_rebalance_delay_ms` = 60 s,
   confluent-kafka and kafka-python members get their assignment long before the delay
@@ -42,7 +45,9 @@ def test_kip848_members_heartbeat_at_the_short_interval_while_they_reconcile(
         broker_factory, consumers):  # noqa: F811
     b = start_group_broker(broker_factory,
                            consumer_heartbeat_interval_ms=NORMAL_INTERVAL_MS,
-                           consumer_session_timeout_ms=3 * NORMAL_INTERVAL_MS)
+                           consumer_session_timeout_ms=3 * NORMAL_INTERVAL_MS,
+                           # The normal interval only (the budget has its own test).
+                           consumer_heartbeat_budget_per_s=0)
     topic, group = "speed-kip848", "g-speed-kip848"
     ck_create_topic(b, topic, 4)
     # c1's first assignment callback takes 6 s: it keeps heartbeating meanwhile, at
@@ -82,7 +87,9 @@ def test_kip848_members_of_a_staggered_rollout_balance_within_the_settle_time(
     out)."""
     b = start_group_broker(broker_factory,
                            consumer_heartbeat_interval_ms=NORMAL_INTERVAL_MS,
-                           consumer_session_timeout_ms=3 * NORMAL_INTERVAL_MS)
+                           consumer_session_timeout_ms=3 * NORMAL_INTERVAL_MS,
+                           # The normal interval only (the budget has its own test).
+                           consumer_heartbeat_budget_per_s=0)
     topic, group = "speed-rollout", "g-speed-rollout"
     ck_create_topic(b, topic, 8)
     members = []
@@ -98,6 +105,35 @@ def test_kip848_members_of_a_staggered_rollout_balance_within_the_settle_time(
         held = [m.current() or set() for m in members]
         return (all(len(h) == 2 for h in held) and set().union(*held) == set(range(8)))
     wait_for(balanced, 20, "every member to hold two partitions")
+
+
+def test_kip848_survivors_of_a_leave_take_its_partitions_within_the_budgeted_interval(
+        broker_factory, consumers):  # noqa: F811
+    """Three confluent-kafka KIP-848 members, a normal interval of 60 s and the default
+    heartbeat budget (1,000 a second: a 1 s steady interval for so few members). One
+    leaves; the two survivors take its partitions at their next heartbeat, within
+    the test's 10 s wait. Told the normal interval (budget 0), a survivor would learn
+    of the leave only at its next heartbeat, up to 60 s later."""
+    b = start_group_broker(broker_factory,
+                           consumer_heartbeat_interval_ms=60_000,
+                           consumer_session_timeout_ms=180_000)
+    topic, group = "speed-leave", "g-speed-leave"
+    ck_create_topic(b, topic, 6)
+    members = [consumers.start("confluent", b, topic, group, f"l{i}", protocol="consumer")
+               for i in range(3)]
+
+    def shares(ms, each):
+        held = [m.current() or set() for m in ms]
+        return all(len(h) == each for h in held) and set().union(*held) == set(range(6))
+    wait_for(lambda: shares(members, 2), 30, "every member to hold two partitions")
+    # Reconciled members heartbeat at the steady interval (about once a second each),
+    # not the normal 60 s.
+    before = heartbeats_answered(b)
+    time.sleep(3)
+    assert heartbeats_answered(b) - before >= 3, "reconciled members told the normal interval"
+    members[2].stop()
+    wait_for(lambda: shares(members[:2], 3), 10, "the survivors to take the leaver's partitions")
+    assert not members[0].current() & members[1].current()
 
 
 def test_classic_initial_delay_ends_when_joiners_stop_coming(broker_factory,

@@ -49,14 +49,16 @@
 //! no JoinGroup comes), `classic-coop-d0`, `classic-range-d0` (a second
 //! Drover with `initial_rebalance_delay_ms = 0` and `rebalance_delay_ms = 0`), `kip848`
 //! (`group.protocol=consumer`, no remote assignor named: the coordinator's default,
-//! sticky; heartbeat interval 5000 ms, Kafka's `group.consumer.heartbeat.interval.ms`,
-//! 200 ms while a member reconciles, `consumer_reconcile_heartbeat_interval_ms`;
+//! sticky; heartbeat interval at most 5000 ms, Kafka's `group.consumer.heartbeat.interval.ms`,
+//! 1000 ms while the coordinator's KIP-848 members are few,
+//! `consumer_heartbeat_budget_per_s`; 200 ms while a member reconciles,
+//! `consumer_reconcile_heartbeat_interval_ms`;
 //! no initial delay), `native` (`drover-client` defaults, the coordinator's adaptive
 //! rebalance debounce: `rebalance_quiet_ms` 50, `rebalance_delay_ms` 300 the cap), `native-d0` (the second Drover: debounce 0), `tansu-coop`,
 //! `tansu-range` (tansu 0.6.0, classic); `classic-coop-kt`, `kip848-kt`, `native-kt`
 //! (a third Drover with the timers of Kafka and of earlier versions:
 //! `initial_rebalance_quiet_ms = 3000`, `consumer_reconcile_heartbeat_interval_ms =
-//! 5000`, `rebalance_quiet_ms = 300`). Both Drovers have the `sticky` default
+//! 5000`, `consumer_heartbeat_budget_per_s = 0`, `rebalance_quiet_ms = 300`). Both Drovers have the `sticky` default
 //! assignor and otherwise the coordinator's defaults. Client settings are the
 //! libraries' defaults (librdkafka: `session.timeout.ms` 45000, `heartbeat.interval.ms`
 //! 3000; drover-client: session 10 s). The runs interleave: each round runs every
@@ -1354,6 +1356,7 @@ fn main() {
             BrokerKind::DroverKafkaTimers => {
                 let timers = "initial_rebalance_quiet_ms = 3000\n\
                               consumer_reconcile_heartbeat_interval_ms = 5000\n\
+                              consumer_heartbeat_budget_per_s = 0\n\
                               rebalance_quiet_ms = 300\n";
                 let b = start_drover(
                     &dir,

@@ -204,7 +204,11 @@ impl Coordinator {
             server_assignor: r.server_assignor.map(|x| x.to_string()),
             owned_partitions: owned,
         };
-        let (env, timers) = consumer_env(&mut self.cx);
+        let members = self.kafka.consumer.member_count(&self.groups, self.cx.now);
+        let steady = self.cx.config.steady_heartbeat_interval_ms(members);
+        let (mut env, timers) = consumer_env(&mut self.cx);
+        env.heartbeat_interval_ms = steady;
+        env.reconcile_heartbeat_interval_ms = env.reconcile_heartbeat_interval_ms.min(steady);
         let reply = self
             .kafka
             .consumer

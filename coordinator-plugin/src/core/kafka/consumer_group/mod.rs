@@ -227,9 +227,35 @@ pub(crate) struct Env<'a> {
 pub(crate) struct ConsumerGroups {
     /// Member ids generated so far (v0 joins).
     generated: u64,
+    /// The members of all KIP-848 groups when last counted, and when (coordinator
+    /// clock, ms).
+    counted: Option<(usize, u64)>,
 }
 
+/// How long a count of KIP-848 members serves ([`ConsumerGroups::member_count`]), ms.
+const MEMBER_COUNT_AGE_MS: u64 = 1_000;
+
 impl ConsumerGroups {
+    /// The members of all KIP-848 groups in `groups`, counted again at most once per
+    /// [`MEMBER_COUNT_AGE_MS`] (a pass over the group table) — what the steady
+    /// heartbeat interval is computed from.
+    pub(crate) fn member_count(&mut self, groups: &Groups, now: u64) -> usize {
+        match self.counted {
+            Some((count, at)) if now < at.saturating_add(MEMBER_COUNT_AGE_MS) => count,
+            _ => {
+                let count = groups
+                    .iter()
+                    .map(|(_, g)| match g {
+                        crate::core::groups::Group::Consumer(c) => c.members.len(),
+                        _ => 0,
+                    })
+                    .sum();
+                self.counted = Some((count, now));
+                count
+            }
+        }
+    }
+
     /// The topics or their partition counts changed (creation, deletion, new
     /// partitions): re-resolves regex subscriptions and, in every group whose
     /// subscriptions or subscribed topics changed, bumps the group epoch and computes
