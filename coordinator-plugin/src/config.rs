@@ -220,6 +220,15 @@ pub struct CoordinatorConfig {
     /// most about five more heartbeats per member after each target change. 0 turns
     /// it off. At most 60000.
     pub consumer_rebalance_settle_ms: u32,
+    /// KIP-848 groups: the longest time a group's assignor waits after its last run
+    /// before it runs for a new group epoch, in ms. A group's interval is 100 µs per
+    /// member up to this (10 ms at 100 members, 1 s at 10,000), so joins that come
+    /// faster share one run: forming a large group is not an assignor run over the
+    /// whole group per join, quadratic in its size. Meanwhile members reconcile towards
+    /// the target in force and are told to come back when the new one is due (after
+    /// KIP-1263's `group.consumer.assignment.interval.ms`, here scaled to the group).
+    /// 0: every epoch bump runs the assignor at once. At most 60000. Default 1000.
+    pub consumer_assignment_interval_ms: u32,
     /// KIP-848 groups: a member that sends no ConsumerGroupHeartbeat for this long is
     /// removed, in ms (Kafka's `group.consumer.session.timeout.ms`). Above
     /// `consumer_heartbeat_interval_ms`. Default 45000.
@@ -275,6 +284,7 @@ impl Default for CoordinatorConfig {
             consumer_min_heartbeat_interval_ms: 1_000,
             consumer_reconcile_heartbeat_interval_ms: 200,
             consumer_rebalance_settle_ms: 1_000,
+            consumer_assignment_interval_ms: 1_000,
             consumer_session_timeout_ms: 45_000,
             slot_takeover_wait_ms: None,
             slot_count: None,
@@ -404,6 +414,9 @@ impl CoordinatorConfig {
         }
         if self.consumer_reconcile_heartbeat_interval_ms == 0 {
             return err("consumer_reconcile_heartbeat_interval_ms must be at least 1");
+        }
+        if self.consumer_assignment_interval_ms > 60_000 {
+            return err("consumer_assignment_interval_ms must be at most 60000");
         }
         if self.consumer_rebalance_settle_ms > 60_000 {
             return err("consumer_rebalance_settle_ms must be at most 60000");
@@ -536,6 +549,7 @@ mod toml_tests {
             consumer_min_heartbeat_interval_ms = 25
             consumer_reconcile_heartbeat_interval_ms = 19
             consumer_rebalance_settle_ms = 23
+            consumer_assignment_interval_ms = 26
             consumer_session_timeout_ms = 170
             slot_takeover_wait_ms = 250
         "#;
@@ -571,6 +585,7 @@ mod toml_tests {
             consumer_min_heartbeat_interval_ms: 25,
             consumer_reconcile_heartbeat_interval_ms: 19,
             consumer_rebalance_settle_ms: 23,
+            consumer_assignment_interval_ms: 26,
             consumer_session_timeout_ms: 170,
             slot_takeover_wait_ms: Some(250),
             slot_count: None,

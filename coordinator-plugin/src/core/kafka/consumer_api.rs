@@ -83,6 +83,7 @@ fn consumer_env(cx: &mut Ctx) -> (Env<'_>, &mut Timers<TimerKey>) {
             .consumer_reconcile_heartbeat_interval_ms
             .min(config.consumer_heartbeat_interval_ms),
         rebalance_settle_ms: config.consumer_rebalance_settle_ms,
+        assignment_interval_ms: config.consumer_assignment_interval_ms,
         max_group_size: config.max_group_size,
         fallbacks: std::cell::Cell::new(0),
     };

@@ -110,6 +110,9 @@ pub(crate) struct ConsumerGroup {
     pub(super) assignor: String,
     /// After an assignor failure: when to try again.
     pub(super) retry_at: Option<u64>,
+    /// When the assignor last ran for the group (monotonic ms): the next target waits
+    /// for the group's assignment interval after it ([`ConsumerGroup::target_due`]).
+    pub(super) assigned_at: Option<u64>,
     /// The group's committed offsets as the coordinator saw them written (its OffsetCommit
     /// batches the store accepted since the coordinator started), laid over the
     /// assignor's context as native groups' are. At most one entry per partition of an
@@ -141,6 +144,7 @@ impl ConsumerGroup {
             metadata: BTreeMap::new(),
             assignor,
             retry_at: None,
+            assigned_at: None,
             committed: BTreeMap::new(),
             settling_until: 0,
             last_loads: Vec::new(),

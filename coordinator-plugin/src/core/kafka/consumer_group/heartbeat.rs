@@ -383,7 +383,7 @@ fn update_member(
         tracing::debug!(group = %g.id, epoch = g.epoch, "group epoch bumped");
     }
     if g.epoch > g.assignment_epoch {
-        g.compute_target(env);
+        g.compute_target_when_due(env);
     } else {
         g.maybe_retry(env);
     }
@@ -422,6 +422,11 @@ fn reconcile_and_answer(
         waiting_interval(g, env, &id)
     } else {
         u64::from(env.reconcile_heartbeat_interval_ms)
+    };
+    // A target not computed yet (the assignment interval): back when it is due.
+    let interval = match g.target_due(env) {
+        Some(due) => interval.min(due.saturating_sub(env.now).max(1)),
+        None => interval,
     };
     let m = g.members.get_mut(&id).expect("present");
     m.next_heartbeat = env.now.saturating_add(interval);
@@ -564,7 +569,7 @@ fn leave(
         if g.remove(&id, env.topics).is_some() {
             unschedule(timers, &g.id, &id);
         }
-        g.compute_target(env);
+        g.compute_target_when_due(env);
     }
     Ok(HeartbeatResponse {
         error: None,

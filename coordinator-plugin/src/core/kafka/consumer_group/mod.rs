@@ -18,8 +18,12 @@
 //! - **Epochs.** A group has a *group epoch*, bumped whenever what the assignment depends
 //!   on changes: a member joins or is removed, a member's subscription (topic names,
 //!   regex) or server assignor changes, or the partition count / existence of a
-//!   subscribed topic changes. At each bump the group's server-side assignor computes a
-//!   new *target assignment*, whose epoch is the *assignment epoch*. When the assignor
+//!   subscribed topic changes. After a bump the group's server-side assignor computes a
+//!   new *target assignment*, whose epoch is the *assignment epoch*: at once, or when
+//!   the group's assignment interval since its last run has passed (100 µs per member,
+//!   at most `consumer_assignment_interval_ms`, after KIP-1263), so bumps that come
+//!   faster share one run; meanwhile members reconcile towards the target in force
+//!   and are told to come back when the new one is due. When the assignor
 //!   fails (or its output is invalid), the old target, without removed members and
 //!   vanished partitions, serves at the new epoch, the group shows as Assigning, and
 //!   the assignor is retried at most once per heartbeat interval (on heartbeats and
@@ -213,6 +217,9 @@ pub(crate) struct Env<'a> {
     /// How long after a target change every member is told
     /// `reconcile_heartbeat_interval_ms` (`consumer_rebalance_settle_ms`), ms.
     pub rebalance_settle_ms: u32,
+    /// The longest assignment interval of a group (`consumer_assignment_interval_ms`),
+    /// ms: see [`ConsumerGroup::target_due`]. 0: every epoch bump runs the assignor.
+    pub assignment_interval_ms: u32,
     /// The maximum number of members of a group.
     pub max_group_size: usize,
     /// Assignor runs that fell back to the default assignor during this call (the
@@ -279,7 +286,7 @@ impl ConsumerGroups {
             if changed {
                 g.epoch = g.epoch.saturating_add(1);
                 tracing::debug!(group = %g.id, epoch = g.epoch, "topic metadata changed");
-                g.compute_target(env);
+                g.compute_target_when_due(env);
             } else {
                 g.maybe_retry(env);
             }
@@ -362,9 +369,7 @@ impl ConsumerGroups {
         }
         for group in touched {
             if let Some(g) = groups.consumer_mut(&group) {
-                if g.epoch > g.assignment_epoch {
-                    g.compute_target(env);
-                }
+                g.compute_target_when_due(env);
             }
         }
         out

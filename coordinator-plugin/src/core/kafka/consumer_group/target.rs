@@ -26,6 +26,9 @@ pub(super) fn resolve_assignor(env: &Env<'_>, name: &str) -> Option<String> {
     env.assignors.contains(alias).then(|| alias.to_owned())
 }
 
+/// The assignment interval per member of a group, µs ([`ConsumerGroup::target_due`]).
+pub(super) const ASSIGNMENT_INTERVAL_US_PER_MEMBER: u64 = 100;
+
 impl ConsumerGroup {
     /// The assignor the group uses: the one most members name, else the default.
     pub(super) fn preferred_assignor(&self, env: &Env<'_>) -> String {
@@ -151,6 +154,7 @@ impl ConsumerGroup {
     /// partitions, with the loads it was computed with) and a retry time.
     pub(super) fn install(&mut self, env: &Env<'_>, result: AssignorRun) {
         self.assignment_epoch = self.epoch;
+        self.assigned_at = Some(env.now);
         match result {
             Ok(Assigned {
                 assignor,
@@ -185,6 +189,36 @@ impl ConsumerGroup {
                         .saturating_add(u64::from(env.heartbeat_interval_ms.max(1))),
                 );
             }
+        }
+    }
+
+    /// When the target of the group epoch may be computed, if it is behind the group
+    /// epoch: the assignor's last run plus the group's assignment interval,
+    /// [`ASSIGNMENT_INTERVAL_US_PER_MEMBER`] per member and at most
+    /// `consumer_assignment_interval_ms` (at once for a group never assigned). Joins
+    /// arriving faster than that share one assignor run, so forming a group of `n`
+    /// costs runs in proportion to the time it takes, not `n` runs over up to `n`
+    /// members each (after KIP-1263's assignment interval, scaled to the group: a
+    /// group of ten is assigned at once, one of 10,000 at most once a second).
+    pub(super) fn target_due(&self, env: &Env<'_>) -> Option<u64> {
+        if self.epoch <= self.assignment_epoch {
+            return None;
+        }
+        let Some(at) = self.assigned_at else {
+            return Some(env.now);
+        };
+        let interval =
+            (self.members.len() as u64).saturating_mul(ASSIGNMENT_INTERVAL_US_PER_MEMBER) / 1_000;
+        Some(at.saturating_add(interval.min(u64::from(env.assignment_interval_ms))))
+    }
+
+    /// Computes the target assignment of the group epoch once it is due
+    /// ([`ConsumerGroup::target_due`]); until then members reconcile towards the
+    /// target in force, and the heartbeats answered meanwhile are told to come back
+    /// when it is due.
+    pub(super) fn compute_target_when_due(&mut self, env: &Env<'_>) {
+        if self.target_due(env).is_some_and(|due| due <= env.now) {
+            self.compute_target(env);
         }
     }
 

@@ -209,6 +209,8 @@ struct World {
     heartbeat_interval_ms: u32,
     /// `consumer_rebalance_settle_ms` (0 unless a test sets it).
     settle_ms: u32,
+    /// `Env::assignment_interval_ms`: 0 (every bump assigns at once) unless a test sets it.
+    assignment_interval_ms: u32,
 }
 
 impl World {
@@ -227,6 +229,7 @@ impl World {
             fallbacks: 0,
             heartbeat_interval_ms: 1_000,
             settle_ms: 0,
+            assignment_interval_ms: 0,
             default_assignor: "uniform",
             clients: Vec::new(),
         }
@@ -243,6 +246,7 @@ impl World {
             heartbeat_interval_ms: self.heartbeat_interval_ms,
             reconcile_heartbeat_interval_ms: 200,
             rebalance_settle_ms: self.settle_ms,
+            assignment_interval_ms: self.assignment_interval_ms,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
         };
@@ -250,7 +254,14 @@ impl World {
             .groups
             .heartbeat(&mut self.table, &env, &mut self.timers, req);
         self.fallbacks += env.fallbacks.get();
-        assert!((200..=self.heartbeat_interval_ms as i32).contains(&response.heartbeat_interval_ms));
+        // Shorter only while a target waits for the assignment interval.
+        let shortest = if self.assignment_interval_ms > 0 {
+            1
+        } else {
+            200
+        };
+        assert!((shortest..=self.heartbeat_interval_ms as i32)
+            .contains(&response.heartbeat_interval_ms));
         response
     }
 
@@ -276,6 +287,7 @@ impl World {
             heartbeat_interval_ms: self.heartbeat_interval_ms,
             reconcile_heartbeat_interval_ms: 200,
             rebalance_settle_ms: self.settle_ms,
+            assignment_interval_ms: self.assignment_interval_ms,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
         };
@@ -296,6 +308,7 @@ impl World {
             heartbeat_interval_ms: self.heartbeat_interval_ms,
             reconcile_heartbeat_interval_ms: 200,
             rebalance_settle_ms: self.settle_ms,
+            assignment_interval_ms: self.assignment_interval_ms,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
         };
@@ -737,6 +750,43 @@ fn reconciled_members_heartbeat_at_the_short_interval_while_the_group_settles() 
     let r = w.ok(beat("a", r.member_epoch, Some(kept)));
     assert_eq!(w.member("a").state, MemberState::Stable);
     assert_eq!(r.heartbeat_interval_ms, 1_000);
+}
+
+#[test]
+fn joins_faster_than_the_assignment_interval_share_one_assignor_run() {
+    let mut w = World::new(&[("t", 200)]);
+    w.assignment_interval_ms = 1_000;
+    // The first nine joins: a group of under ten has an interval under 1 ms, so each
+    // runs the assignor at once.
+    for k in 0..9 {
+        w.ok(join(&format!("m{k:02}"), &["t"]));
+    }
+    assert_eq!(w.group().assignment_epoch, 9);
+    // Then 100 µs per member: joins in the same millisecond wait for it.
+    for k in 9..50 {
+        let r = w.ok(join(&format!("m{k:02}"), &["t"]));
+        assert!(
+            r.heartbeat_interval_ms <= 5,
+            "told to come back when the target is due: {r:?}"
+        );
+        assert_eq!(r.member_epoch, 9, "reconciled to the target in force");
+    }
+    let g = w.group();
+    assert_eq!((g.epoch, g.assignment_epoch), (50, 9));
+    assert_eq!(g.state(), super::group::GroupState::Assigning);
+    // Due 50 × 100 µs after the last run: the next heartbeat runs it once for all.
+    w.tick(5);
+    w.ok(beat("m49", 9, Some(BTreeSet::new())));
+    let g = w.group();
+    assert_eq!((g.epoch, g.assignment_epoch), (50, 50));
+    assert_eq!(g.target.len(), 50, "every member in the one new target");
+    w.check();
+    // Off (0): every join runs it at once.
+    let mut w = World::new(&[("t", 200)]);
+    for k in 0..50 {
+        w.ok(join(&format!("m{k:02}"), &["t"]));
+    }
+    assert_eq!(w.group().assignment_epoch, 50);
 }
 
 #[test]
