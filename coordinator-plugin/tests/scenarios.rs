@@ -1123,6 +1123,8 @@ fn non_member_commits_and_metadata_limits() {
     w.raw_request(conn, 1, &commit(-1, "", Some("reset".into())));
     w.raw_request(conn, 2, &commit(-1, "", Some("x".repeat(5000))));
     w.run_for(10);
+    let g = drover_coordinator::GroupId::new("g");
+    assert_eq!(w.store[&(g, tp("orders", 0))].1.as_deref(), Some("reset"));
     w.join(static_spec("c1", &["orders"]));
     w.run_for(1_000);
     // Now the group has a consumer: refused. And the consumer started from 100.
@@ -1146,8 +1148,6 @@ fn non_member_commits_and_metadata_limits() {
     );
     let (_, _, starts) = &w.consumers["c1"].starts[0];
     assert!(starts.contains(&(tp("orders", 0), 100)));
-    let g = drover_coordinator::GroupId::new("g");
-    assert_eq!(w.store[&(g, tp("orders", 0))].1.as_deref(), Some("reset"));
 }
 
 #[test]
@@ -1744,5 +1744,43 @@ fn delete_groups_does_not_drop_a_native_group_with_a_commit_waiting() {
     assert_eq!(
         answer.results[0].error_code,
         kafka_protocol::ResponseError::NonEmptyGroup.code()
+    );
+}
+
+/// A rebalance starts every member in the same millisecond; their next pings are
+/// spread over the second half of the ping interval (by member id), not all sent in
+/// one millisecond, so the pings of a large group do not come as one burst every
+/// interval from then on.
+#[test]
+fn pings_after_a_rebalance_are_spread_over_the_interval() {
+    let mut w = world();
+    w.set_topics(&[("orders", 40)]);
+    let ids: Vec<String> = (0..20).map(|k| format!("c{k:02}")).collect();
+    for id in &ids {
+        w.join(static_spec(id, &["orders"]));
+    }
+    w.run_for(3 * ST as u64);
+    balanced(&w, &ids.iter().map(String::as_str).collect::<Vec<_>>(), 40);
+    let interval = ST as u64 / 3;
+    let mut first_pings = std::collections::BTreeSet::new();
+    for c in w.consumers.values() {
+        let started = c.starts.last().expect("started").0;
+        let next = *c
+            .pings_at
+            .iter()
+            .find(|t| **t > started)
+            .expect("pinged after its start");
+        let delay = next - started;
+        assert!(
+            (interval / 2..=interval).contains(&delay),
+            "{}: first ping {delay} ms after its start",
+            c.spec.id
+        );
+        first_pings.insert(next);
+    }
+    assert!(
+        first_pings.len() >= 15,
+        "20 members' first pings fell on {} distinct ms",
+        first_pings.len()
     );
 }

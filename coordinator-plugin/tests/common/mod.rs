@@ -186,6 +186,8 @@ pub struct FakeConsumer {
     pub commit_results: Vec<Vec<(TopicPartition, i64, ErrorCode)>>,
     pub fetch_results: Vec<proto::FetchOffsetsResponse>,
     pub requests_seen: Vec<ApiKey>,
+    /// When each Heartbeat (ping) from the coordinator arrived.
+    pub pings_at: Vec<u64>,
     /// StartFetcher assignments received: (time, generation, partitions with starts).
     pub starts: Vec<StartSeen>,
     pub stops: Vec<(u64, bool, Vec<TopicPartition>)>,
@@ -214,6 +216,7 @@ impl FakeConsumer {
             commit_results: Vec::new(),
             fetch_results: Vec::new(),
             requests_seen: Vec::new(),
+            pings_at: Vec::new(),
             starts: Vec::new(),
             stops: Vec::new(),
         }
@@ -1012,6 +1015,9 @@ impl World {
             }
         };
         c.requests_seen.push(request.api_key());
+        if request.api_key() == ApiKey::Heartbeat {
+            c.pings_at.push(self.now);
+        }
         let corr = header.correlation_id;
         let group_ok = |g: &str| g == c.spec.group;
         let (response, lost) = match request {

@@ -111,6 +111,9 @@ pub(crate) struct Member {
     pub stopped_in_rebalance: BTreeSet<TopicPartition>,
     pub last_recv_ms: u64,
     pub last_sent_ms: u64,
+    /// How much earlier than a whole interval after the last request the next
+    /// Heartbeat is due, ms: set after a StartFetcher ([`ping_spread`]), else 0.
+    pub ping_early_ms: u64,
     pub next_corr: i32,
     pub outstanding: Option<Outstanding>,
     pub queued_stop: Option<StopPlan>,
@@ -119,6 +122,14 @@ pub(crate) struct Member {
 
 impl Member {
     /// When the member fails for silence.
+    /// When the next Heartbeat is due: a ping interval after the last request sent,
+    /// less [`Member::ping_early_ms`].
+    pub(crate) fn ping_due(&self) -> u64 {
+        self.last_sent_ms
+            .saturating_add(self.heartbeat_interval_ms)
+            .saturating_sub(self.ping_early_ms)
+    }
+
     pub(crate) fn session_deadline(&self) -> u64 {
         self.last_recv_ms.saturating_add(self.session_timeout_ms)
     }
@@ -414,7 +425,7 @@ impl NativeGroup {
         // The next Heartbeat, if the channel can carry it. While an earlier response is
         // still waiting on the connection, the flush of that response pumps the member.
         if m.outstanding.is_none() && env.conn_idle(m.conn) {
-            at = at.min(m.last_sent_ms.saturating_add(m.heartbeat_interval_ms));
+            at = at.min(m.ping_due());
         }
         fx.push(NativeEffect::MemberTimer(id.clone(), Some(at)));
     }
@@ -476,7 +487,7 @@ impl NativeGroup {
             m.generation = start.generation;
             m.owned = start.starts.into_iter().map(|(tp, _)| tp).collect();
             (request, Outstanding::Start { corr })
-        } else if env.now >= m.last_sent_ms.saturating_add(m.heartbeat_interval_ms) {
+        } else if env.now >= m.ping_due() {
             let request = NativeRequest::Heartbeat(proto::HeartbeatRequest {
                 group_id: group_id.to_string(),
                 generation: m.generation.0,
@@ -486,10 +497,19 @@ impl NativeGroup {
             self.update_member_timer(env, fx, id);
             return;
         };
+        // After a StartFetcher the next Heartbeat comes between half an interval and
+        // an interval later, at a point fixed by the member id: a rebalance starts
+        // every member in the same millisecond, and without this they would all be
+        // pinged in one millisecond from then on.
+        let early = match outstanding {
+            Outstanding::Start { .. } => ping_spread(id, m.heartbeat_interval_ms),
+            _ => 0,
+        };
         match wire::encode_request(corr, &request) {
             Ok(bytes) => {
                 m.next_corr = m.next_corr.wrapping_add(1);
                 m.last_sent_ms = env.now;
+                m.ping_early_ms = early;
                 m.outstanding = Some(outstanding);
                 fx.push(NativeEffect::Push {
                     conn: m.conn,
@@ -1062,4 +1082,12 @@ impl NativeGroup {
         }
         self.progress(env, fx);
     }
+}
+
+/// How much earlier than a whole interval after a StartFetcher member `id` gets its next
+/// Heartbeat, ms: a spread in `[0, interval / 2]` fixed by a hash of the id (the FNV-1a
+/// of slot placement), so members started together are pinged at spread-out times.
+fn ping_spread(id: &ConsumerId, interval_ms: u64) -> u64 {
+    let buckets = u32::try_from(interval_ms / 2 + 1).unwrap_or(u32::MAX);
+    u64::from(drover_protocol::coordinator_slot(id.as_str(), buckets))
 }

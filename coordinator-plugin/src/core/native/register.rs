@@ -168,6 +168,7 @@ impl Coordinator {
             stopped_in_rebalance: BTreeSet::new(),
             last_recv_ms: cx.now,
             last_sent_ms: cx.now,
+            ping_early_ms: 0,
             next_corr: 0,
             outstanding: None,
             queued_stop: None,

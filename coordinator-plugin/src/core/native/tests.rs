@@ -88,6 +88,7 @@ fn member(id: &str, conn: u64, now: u64) -> Member {
         stopped_in_rebalance: BTreeSet::new(),
         last_recv_ms: now,
         last_sent_ms: now,
+        ping_early_ms: 0,
         next_corr: 0,
         outstanding: None,
         queued_stop: None,
