@@ -6,6 +6,7 @@
 //! ```text
 //! cargo bench -p drover-coordinator --bench scale_100k -- --protocol native \
 //!     --layout 900x100,1x10000 [--steady-s 10] [--assignor drover_assignor_sticky]
+//!     [--assignment-interval-ms N]   (KIP-848: `consumer_assignment_interval_ms`, 0 = off)
 //! cargo bench -p drover-coordinator --bench scale_100k -- --protocol kip848 --layout 900x100,1x10000
 //! cargo bench -p drover-coordinator --bench scale_100k -- --protocol native --layout 1x100000
 //! ```
@@ -338,7 +339,12 @@ fn s(v: impl Into<String>) -> StrBytes {
 }
 
 impl Sim {
-    fn new(protocol: Protocol, layout: &[(usize, usize)], assignor_lib: &str) -> Sim {
+    fn new(
+        protocol: Protocol,
+        layout: &[(usize, usize)],
+        assignor_lib: &str,
+        assignment_interval_ms: Option<u32>,
+    ) -> Sim {
         let (name, assignors) = support::plugin(assignor_lib);
         let config = CoordinatorConfig {
             default_assignor: name,
@@ -348,6 +354,8 @@ impl Sim {
             // at the short interval for 1 s after each target change), which would
             // multiply the heartbeats of group formation here by up to five.
             consumer_rebalance_settle_ms: 0,
+            consumer_assignment_interval_ms: assignment_interval_ms
+                .unwrap_or(CoordinatorConfig::default().consumer_assignment_interval_ms),
             ..CoordinatorConfig::default()
         };
         let coord = Coordinator::new(config, assignors).expect("valid config");
@@ -978,6 +986,8 @@ struct Args {
     layout: Vec<(usize, usize)>,
     steady_s: u64,
     assignor: String,
+    /// `consumer_assignment_interval_ms` (KIP-848), `None`: the default.
+    assignment_interval_ms: Option<u32>,
 }
 
 fn parse_args() -> Args {
@@ -986,6 +996,7 @@ fn parse_args() -> Args {
         layout: vec![(900, 100), (1, 10_000)],
         steady_s: 10,
         assignor: "drover_assignor_sticky".into(),
+        assignment_interval_ms: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -1009,6 +1020,9 @@ fn parse_args() -> Args {
             }
             "--steady-s" => args.steady_s = value().parse().expect("seconds"),
             "--assignor" => args.assignor = value(),
+            "--assignment-interval-ms" => {
+                args.assignment_interval_ms = Some(value().parse().expect("ms"))
+            }
             "--bench" => {}
             other => panic!("unknown argument {other}"),
         }
@@ -1076,7 +1090,12 @@ fn main() {
     let rss0 = rss_bytes();
     let heap0 = LIVE.load(Relaxed);
     let wall = std::time::Instant::now();
-    let mut sim = Sim::new(args.protocol, &args.layout, &args.assignor);
+    let mut sim = Sim::new(
+        args.protocol,
+        &args.layout,
+        &args.assignor,
+        args.assignment_interval_ms,
+    );
     println!(
         "clock pair: {} ns (subtracted from each call)",
         sim.clock_pair_ns

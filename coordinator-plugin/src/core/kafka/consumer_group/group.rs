@@ -113,6 +113,9 @@ pub(crate) struct ConsumerGroup {
     /// When the assignor last ran for the group (monotonic ms): the next target waits
     /// for the group's assignment interval after it ([`ConsumerGroup::target_due`]).
     pub(super) assigned_at: Option<u64>,
+    /// When the target of the group epoch is due, fixed at the first bump that had to
+    /// wait: joins arriving meanwhile do not push it back.
+    pub(super) due_at: Option<u64>,
     /// The group's committed offsets as the coordinator saw them written (its OffsetCommit
     /// batches the store accepted since the coordinator started), laid over the
     /// assignor's context as native groups' are. At most one entry per partition of an
@@ -145,6 +148,7 @@ impl ConsumerGroup {
             assignor,
             retry_at: None,
             assigned_at: None,
+            due_at: None,
             committed: BTreeMap::new(),
             settling_until: 0,
             last_loads: Vec::new(),

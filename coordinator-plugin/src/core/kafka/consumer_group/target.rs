@@ -155,6 +155,7 @@ impl ConsumerGroup {
     pub(super) fn install(&mut self, env: &Env<'_>, result: AssignorRun) {
         self.assignment_epoch = self.epoch;
         self.assigned_at = Some(env.now);
+        self.due_at = None;
         match result {
             Ok(Assigned {
                 assignor,
@@ -194,7 +195,8 @@ impl ConsumerGroup {
 
     /// When the target of the group epoch may be computed, if it is behind the group
     /// epoch: the assignor's last run plus the group's assignment interval,
-    /// [`ASSIGNMENT_INTERVAL_US_PER_MEMBER`] per member and at most
+    /// [`ASSIGNMENT_INTERVAL_US_PER_MEMBER`] per member (as many as at the first bump
+    /// that waits, [`ConsumerGroup::due_at`]) and at most
     /// `consumer_assignment_interval_ms` (at once for a group never assigned). Joins
     /// arriving faster than that share one assignor run, so forming a group of `n`
     /// costs runs in proportion to the time it takes, not `n` runs over up to `n`
@@ -203,6 +205,9 @@ impl ConsumerGroup {
     pub(super) fn target_due(&self, env: &Env<'_>) -> Option<u64> {
         if self.epoch <= self.assignment_epoch {
             return None;
+        }
+        if let Some(due) = self.due_at {
+            return Some(due);
         }
         let Some(at) = self.assigned_at else {
             return Some(env.now);
@@ -217,8 +222,12 @@ impl ConsumerGroup {
     /// target in force, and the heartbeats answered meanwhile are told to come back
     /// when it is due.
     pub(super) fn compute_target_when_due(&mut self, env: &Env<'_>) {
-        if self.target_due(env).is_some_and(|due| due <= env.now) {
-            self.compute_target(env);
+        match self.target_due(env) {
+            Some(due) if due <= env.now => self.compute_target(env),
+            // Fixed now: a group growing by joins would otherwise push its own due
+            // time back as fast as time passes.
+            Some(due) => self.due_at = Some(due),
+            None => {}
         }
     }
 
