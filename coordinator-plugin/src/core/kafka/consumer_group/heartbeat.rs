@@ -367,16 +367,26 @@ fn update_member(
             subscription_changed = true;
         }
     }
+    // Whether the member's topics only grew (a join, a wider subscription): the
+    // group's metadata then only gains its new topics, without a pass over every
+    // member (which made forming a group quadratic in its size).
+    let mut grew_only = true;
     if subscription_changed {
-        m.topics = m.resolve(env.topics, &mut BTreeMap::new());
+        let topics = m.resolve(env.topics, &mut BTreeMap::new());
+        grew_only = m.topics.is_subset(&topics);
+        m.topics = topics;
     }
     if bump || subscription_changed {
-        let metadata = g.compute_metadata(env.topics);
-        if metadata != g.metadata {
-            g.metadata = metadata;
-            bump = true;
+        if grew_only {
+            for t in &m.topics {
+                if let Some(&count) = env.topics.get(t) {
+                    g.metadata.insert(t.clone(), count);
+                }
+            }
+        } else {
+            g.metadata = g.compute_metadata(env.topics);
         }
-        bump |= subscription_changed;
+        bump = true;
     }
     if bump {
         g.epoch = g.epoch.saturating_add(1);
