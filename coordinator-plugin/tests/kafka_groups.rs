@@ -1820,9 +1820,9 @@ fn kip848_members_join_and_reconcile_through_the_wire() {
     assert_eq!(r.member_epoch, 2);
     assert_eq!(cg_assignment(&r), Some(vec![]));
     // Waiting for partitions m1 holds: until m1's next heartbeat (it was told 200 ms)
-    // plus one reconciliation interval for m1 to revoke them.
+    // plus a quarter of a reconciliation interval for m1 to acknowledge the revocation.
     assert_eq!(
-        r.heartbeat_interval_ms, 400,
+        r.heartbeat_interval_ms, 250,
         "waiting for partitions m1 holds"
     );
     // m1 at epoch 1 may still commit.

@@ -195,8 +195,7 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
         if refresh_due && disconnected_since.is_none() {
             refresh_due = false;
             let started = Instant::now();
-            // The refresh reads slots (and claims them) first, so its gains happen soon
-            // after `started`; they count only while the guard started then holds.
+            // Slots claimed by the refresh are gained only while the slot guard holds.
             let sessions = Sessions {
                 session_timeout,
                 alive: &alive,
@@ -639,6 +638,11 @@ async fn sync_slots(
         return;
     };
     for slot in gained {
+        // The wait above may have outlived the guard: hand nothing over then (the
+        // session loop gives every owned slot up at once; they are gained again).
+        if !sessions.alive.holds() {
+            break;
+        }
         let stopped_ms = previous_owner_stopped_ms(
             cluster,
             slot,

@@ -452,9 +452,12 @@ fn reconcile_and_answer(
 /// The interval (ms) for member `id`, which only waits for partitions other members
 /// still hold (`unreleased_partitions`, nothing new in this answer): until the
 /// earliest of those holders' next expected heartbeat — when it learns to revoke, or
-/// acknowledges a revocation —, plus one reconciliation interval for it to revoke and
-/// acknowledge, at least `consumer_reconcile_heartbeat_interval_ms` and at most
-/// [`WAITING_INTERVALS`] of it (and never above `consumer_heartbeat_interval_ms`). A
+/// acknowledges a revocation —, plus a quarter of the reconciliation interval for it
+/// to acknowledge (clients acknowledge a revocation as soon as their callback
+/// returns, so a whole interval there made every scale-out one interval slower; a
+/// waiter that comes too early is told the same rule again), at least that quarter
+/// and at most [`WAITING_INTERVALS`] reconciliation intervals (and never above
+/// `consumer_heartbeat_interval_ms`). A
 /// stable holder was told the normal interval, so a member joining a stable group
 /// comes back about when the partitions can be released, not every reconciliation
 /// interval with nothing to take; the cap is there because a holder may come earlier
@@ -469,6 +472,7 @@ const WAITING_INTERVALS: u64 = 5;
 
 fn waiting_interval(g: &ConsumerGroup, env: &Env<'_>, id: &str) -> u64 {
     let short = u64::from(env.reconcile_heartbeat_interval_ms);
+    let margin = (short / 4).max(1);
     let normal = u64::from(env.heartbeat_interval_ms)
         .min(short.saturating_mul(WAITING_INTERVALS))
         .max(short);
@@ -485,8 +489,8 @@ fn waiting_interval(g: &ConsumerGroup, env: &Env<'_>, id: &str) -> u64 {
     match earliest {
         Some(at) => at
             .saturating_sub(env.now)
-            .saturating_add(short)
-            .clamp(short, normal),
+            .saturating_add(margin)
+            .clamp(margin, normal),
         None => short,
     }
 }

@@ -254,11 +254,13 @@ impl World {
             .groups
             .heartbeat(&mut self.table, &env, &mut self.timers, req);
         self.fallbacks += env.fallbacks.get();
-        // Shorter only while a target waits for the assignment interval.
+        // Shorter than the reconciliation interval (200) only for a member waiting for
+        // partitions others hold (a quarter of it at least) or for a target that
+        // waits for the assignment interval.
         let shortest = if self.assignment_interval_ms > 0 {
             1
         } else {
-            200
+            50
         };
         assert!((shortest..=self.heartbeat_interval_ms as i32)
             .contains(&response.heartbeat_interval_ms));
@@ -635,9 +637,13 @@ fn the_heartbeat_interval_is_short_while_a_member_reconciles() {
     // Still revoking, nothing new told: still short.
     let r = w.ok(beat("a", 1, None));
     assert_eq!((r.assignment, r.heartbeat_interval_ms), (None, SHORT));
-    // b still waits: a's next heartbeat is due in SHORT, then one SHORT to revoke.
+    // b still waits: a's next heartbeat is due in SHORT, then a quarter of SHORT for
+    // its acknowledgement.
     let r = w.ok(beat("b", 2, Some(BTreeSet::new())));
-    assert_eq!((r.assignment, r.heartbeat_interval_ms), (None, 2 * SHORT));
+    assert_eq!(
+        (r.assignment, r.heartbeat_interval_ms),
+        (None, SHORT + SHORT / 4)
+    );
     // a has revoked: stable at epoch 2, nothing new: normal.
     let r = w.ok(beat("a", 1, Some(kept.clone())));
     assert_eq!((r.member_epoch, r.heartbeat_interval_ms), (2, NORMAL));
@@ -660,9 +666,9 @@ fn the_heartbeat_interval_is_short_while_a_member_reconciles() {
 /// Scale-out on virtual time: a joins a stable group at 1000 and acknowledges at once
 /// (told the normal interval, 1000, so its next heartbeat is due at 2000). b joins at
 /// 1300 and waits for partitions a holds: it is told to come back at a's next
-/// heartbeat plus one short interval (900, at 2200), not every 200 ms with nothing to
-/// take. a learns to revoke at 2000 and acknowledges at 2100; b's next heartbeat, at
-/// 2200, gets the partitions: one heartbeat of b in between, not five.
+/// heartbeat plus a quarter of the short interval (750, at 2050), not every 200 ms
+/// with nothing to take. a learns to revoke at 2000 and acknowledges at 2030; b's next
+/// heartbeat, at 2050, gets the partitions: one heartbeat of b in between, not five.
 #[test]
 fn a_member_waiting_for_held_partitions_comes_back_at_the_holders_next_heartbeat() {
     let mut w = World::new(&[("t", 4)]);
@@ -673,16 +679,16 @@ fn a_member_waiting_for_held_partitions_comes_back_at_the_holders_next_heartbeat
     w.tick(300);
     let r = w.ok(join("b", &["t"]));
     assert_eq!(w.member("b").state, MemberState::UnreleasedPartitions);
-    assert_eq!(r.heartbeat_interval_ms, 900);
+    assert_eq!(r.heartbeat_interval_ms, 750);
 
     w.tick(700);
     let r = w.ok(beat("a", 1, Some(all)));
     assert_eq!(w.member("a").state, MemberState::UnrevokedPartitions);
     assert_eq!(r.heartbeat_interval_ms, 200);
     let kept = r.assignment.unwrap();
-    w.tick(100);
+    w.tick(30);
     w.ok(beat("a", 1, Some(kept)));
-    w.tick(100);
+    w.tick(20);
     let r = w.ok(beat("b", 2, Some(BTreeSet::new())));
     assert_eq!(r.assignment.map(|a| a.len()), Some(2));
 }
