@@ -221,6 +221,19 @@ def test_groups_spread_and_survive_the_loss_of_their_coordinator(broker_factory,
             return {r for c in consumers for r in c.records()}
         want_all = {(p, o) for p in range(6) for o in range(200)}
         wait_until(lambda: consumed() >= want_all, 60, "the first batch consumed")
+        # The store is shared: only the group's coordinator lists it (not as an empty
+        # native group on every other broker).
+        def listed(b):
+            status, _, body = http_get(f"{b.admin_url}/v1/groups")
+            assert status == 200, body
+            return {g["group"] for g in json.loads(body)}
+        def committed_in_store():
+            status, _, body = http_get(f"{victim.admin_url}/v1/groups/{group}")
+            return status == 200 and any(p.get("committed_offset") is not None
+                                         for p in json.loads(body)["partitions"])
+        wait_until(committed_in_store, 15, "the group's offsets in the shared store")
+        assert group in listed(victim)
+        assert group not in listed(brokers[0]), "listed by a broker that does not coordinate it"
         # Kill the group's coordinator (with its partitions).
         victim.kill9()
         dead = {p for p, l in leaders_of.items() if l == coord}

@@ -10,7 +10,7 @@
 //! (no session timeouts, no loads). Committed offsets come from
 //! the active offset store; lag is the partition's log end offset minus the committed
 //! offset. Groups that only have committed offsets (no members) are listed as `empty`,
-//! as Kafka's ListGroups does.
+//! as Kafka's ListGroups does (in cluster mode by the broker that coordinates them).
 //!
 //! Errors: 503 when no coordinator runs or it does not answer; 404 for a group that
 //! neither the coordinator nor the offset store knows; 502 when the offset store fails.
@@ -269,7 +269,14 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
     };
     match stored {
         Ok(groups) => {
+            // Cluster mode: the store is shared; a group with only committed offsets is
+            // listed by the broker that coordinates it, not by every broker.
+            let cluster = broker.cluster();
             for group in groups {
+                if cluster.is_some_and(|c| c.coordinator_of(&group).map(|(id, _)| id) != Some(c.me))
+                {
+                    continue;
+                }
                 rows.entry(group.clone()).or_insert(GroupSummary {
                     group,
                     protocol: "native".into(),
