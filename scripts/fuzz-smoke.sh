@@ -9,9 +9,15 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --version 0.13.2 --locked --quiet
 fi
 cd fuzz
+# Build every target first, apart from running them: a build that fails (the linker
+# killed, say) is not a finding, and is tried once more after the disk reading.
+# RUSTC_BOOTSTRAP lets the stable toolchain take cargo fuzz's sanitizer flags.
+if ! RUSTC_BOOTSTRAP=1 cargo fuzz build; then
+  echo "building the fuzz targets failed; disk: $(df -h --output=avail . | tail -n 1) free; trying once more"
+  RUSTC_BOOTSTRAP=1 cargo fuzz build
+fi
 for target in $(cargo fuzz list); do
   echo "== fuzz $target for ${seconds}s"
-  # RUSTC_BOOTSTRAP lets the stable toolchain take cargo fuzz's sanitizer flags.
   log="$(mktemp)"
   if ! RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" -- \
       -max_total_time="$seconds" -rss_limit_mb=2048 >"$log" 2>&1; then
