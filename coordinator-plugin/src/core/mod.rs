@@ -400,7 +400,7 @@ impl Coordinator {
         for g in self.groups.natives_mut() {
             let mut changed = false;
             let mut union: BTreeSet<TopicName> = BTreeSet::new();
-            for m in g.members.values_mut() {
+            for m in g.members.values_mut_unordered() {
                 let resolved = resolver.resolve(&m.subscription);
                 union.extend(m.topics.iter().cloned());
                 union.extend(resolved.iter().cloned());

@@ -18,6 +18,7 @@ mod effects;
 mod fetch_response;
 mod group;
 mod leave_describe;
+mod members;
 mod offset_requests;
 mod offsets;
 mod register;
