@@ -811,10 +811,7 @@ impl NativeGroup {
             &views,
             env.topics,
             env.partition_stats,
-            self.commits
-                .known
-                .iter()
-                .map(|(tp, ((offset, _), _))| (tp, *offset)),
+            self.commits.known_in_order(),
         );
         self.last_loads = context.seen_loads();
         let attempt = |env: &NativeEnv<'_>, name: &str| {

@@ -11,7 +11,7 @@
 //! them, so no new offset for them can be accepted while the rebalance waits, and the
 //! wait ends even under a constant stream of Heartbeat offsets for other partitions.)
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kafka_protocol::ResponseError;
 
@@ -49,13 +49,26 @@ pub(crate) struct Commits {
     /// the call began).
     pub inflight_tps: BTreeSet<TopicPartition>,
     /// The last value accepted per partition (pending, in flight or written) and the
-    /// generation it was accepted in.
-    pub known: BTreeMap<TopicPartition, (OffsetValue, Generation)>,
+    /// generation it was accepted in. Every Heartbeat answer looks its partitions up
+    /// here, hence a hash map (a B-tree of 100,000 partitions cost a pointer chase per
+    /// level); whoever lists it sorts what it takes ([`Commits::known_in_order`]).
+    pub known: HashMap<TopicPartition, (OffsetValue, Generation)>,
     /// Flush as soon as nothing is in flight.
     pub urgent: bool,
 }
 
 impl Commits {
+    /// The last accepted offset of each partition, in partition order.
+    pub(crate) fn known_in_order(&self) -> Vec<(&TopicPartition, i64)> {
+        let mut known: Vec<(&TopicPartition, i64)> = self
+            .known
+            .iter()
+            .map(|(tp, ((offset, _), _))| (tp, *offset))
+            .collect();
+        known.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        known
+    }
+
     /// Whether no offset of these partitions is pending or in flight.
     pub(crate) fn settled(&self, tps: &BTreeSet<TopicPartition>) -> bool {
         let pending = if self.pending.len() < tps.len() {
