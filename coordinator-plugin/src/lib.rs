@@ -133,6 +133,7 @@ pub mod export;
 pub mod io;
 pub mod kafka_wire;
 mod log_limit;
+mod member_map;
 pub mod partition_stats;
 pub mod seen_loads;
 pub mod subscription;

@@ -22,11 +22,11 @@ use drover_protocol as proto;
 use drover_protocol::NativeRequest;
 
 use super::effects::{effective_assignor, Effects, NativeEffect, NativeEnv};
-use super::members::Members;
 use super::offsets::Commits;
 use crate::assignors::{build_input, validate_assignment, ContextParts, MemberView};
 use crate::config::RebalanceMode;
 use crate::io::{CoordinatorCounter, Event, FailureReason};
+use crate::member_map::MemberMap;
 use crate::seen_loads::TopicSeenLoads;
 use crate::subscription::SubscriptionSpec;
 use crate::types::{ConnId, ConsumerId, Generation, GroupId, TopicName, TopicPartition};
@@ -119,35 +119,6 @@ pub(crate) struct Member {
     pub outstanding: Option<Outstanding>,
     pub queued_stop: Option<StopPlan>,
     pub queued_start: Option<StartPlan>,
-}
-
-/// A member of no group in particular, for unit tests: subscribed to nothing, on
-/// connection 0.
-#[cfg(test)]
-pub(crate) fn test_member(id: &str) -> Member {
-    Member {
-        id: ConsumerId::new(id),
-        incarnation: 0,
-        conn: ConnId(0),
-        host: String::new(),
-        session_timeout_ms: 3_000,
-        heartbeat_interval_ms: 1_000,
-        subscription: SubscriptionSpec::Static(Vec::new()),
-        topics: Arc::default(),
-        auto_offset_reset: 0,
-        assignor: String::new(),
-        data: drover_protocol::MemberData::default(),
-        generation: Generation(0),
-        owned: BTreeSet::new(),
-        stopped_in_rebalance: BTreeSet::new(),
-        last_recv_ms: 0,
-        last_sent_ms: 0,
-        ping_early_ms: 0,
-        next_corr: 0,
-        outstanding: None,
-        queued_stop: None,
-        queued_start: None,
-    }
 }
 
 impl Member {
@@ -272,7 +243,7 @@ impl Phase {
 pub(crate) struct NativeGroup {
     pub id: GroupId,
     pub generation: Generation,
-    pub members: Members,
+    pub members: MemberMap<ConsumerId, Member>,
     pub zombies: Vec<Zombie>,
     pub phase: Phase,
     /// When the debounced rebalance is due, if one is wanted.
@@ -299,7 +270,7 @@ impl NativeGroup {
         NativeGroup {
             id,
             generation: Generation(0),
-            members: Members::default(),
+            members: MemberMap::default(),
             zombies: Vec::new(),
             phase: Phase::Stable,
             due: None,

@@ -18,7 +18,6 @@ mod effects;
 mod fetch_response;
 mod group;
 mod leave_describe;
-mod members;
 mod offset_requests;
 mod offsets;
 mod register;

@@ -15,6 +15,7 @@ use crate::config::RebalanceMode;
 use crate::core::commits::{CommitApi, CommitAuthor};
 use crate::core::groups::{GroupKind, Groups};
 use crate::core::{GroupSnapshot, MemberSnapshot};
+use crate::member_map::MemberMap;
 use crate::seen_loads::TopicSeenLoads;
 use crate::types::{ConsumerId, Generation, GroupId, TopicName, TopicPartition};
 
@@ -99,7 +100,7 @@ pub(crate) struct ConsumerGroup {
     pub(super) assignment_epoch: i32,
     /// The target assignment, by member id (members missing here get nothing).
     pub(super) target: Target,
-    pub(super) members: BTreeMap<String, Member>,
+    pub(super) members: MemberMap<String, Member>,
     /// Instance id → member id of the static members.
     pub(super) statics: BTreeMap<String, String>,
     /// Who holds each partition (assigned or pending revocation): at most one member.
@@ -141,7 +142,7 @@ impl ConsumerGroup {
             epoch: 0,
             assignment_epoch: 0,
             target: BTreeMap::new(),
-            members: BTreeMap::new(),
+            members: MemberMap::default(),
             statics: BTreeMap::new(),
             owners: BTreeMap::new(),
             metadata: BTreeMap::new(),

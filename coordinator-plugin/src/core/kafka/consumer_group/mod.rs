@@ -271,7 +271,7 @@ impl ConsumerGroups {
         let mut cache = BTreeMap::new();
         for g in groups.consumers_mut() {
             let mut changed = false;
-            for m in g.members.values_mut() {
+            for m in g.members.values_mut_unordered() {
                 let topics = m.resolve(env.topics, &mut cache);
                 if topics != m.topics {
                     m.topics = topics;

@@ -1,48 +1,58 @@
-//! A native group's members: found by consumer id in one hash lookup, listed in
-//! consumer-id order.
+//! A group's members: found by member id in one hash lookup, listed in member-id
+//! order. Native and KIP-848 groups keep their members in one.
 //!
-//! Every ping and every answer finds its member by id. In a `BTreeMap` of 100,000
+//! Every ping, Heartbeat answer and ConsumerGroupHeartbeat finds its member by id. In a `BTreeMap` of 100,000
 //! members that was about 17 string comparisons, each a pointer chase to a key's bytes
 //! far from the last one; here it is one hash and, as a rule, one comparison of two
 //! clones of the same `Arc` (issue 19, docs/benchmarks.md "100,000 members on one
 //! coordinator core"). The ordered id set is touched only when members come and go and
 //! when a rebalance lists them, so everything the group decides still follows
-//! consumer-id order, never hash order.
+//! member-id order, never hash order.
 
 use std::borrow::Borrow;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
 
-use super::group::Member;
-use crate::types::ConsumerId;
-
-/// The members of one native group, by consumer id.
-#[derive(Debug, Default)]
-pub(crate) struct Members {
-    by_id: HashMap<ConsumerId, Member>,
+/// The members of one group (`V`), by member id (`K`).
+#[derive(Debug)]
+pub(crate) struct MemberMap<K, V> {
+    by_id: HashMap<K, V>,
     /// The same ids, in order.
-    order: BTreeSet<ConsumerId>,
+    order: BTreeSet<K>,
 }
 
-impl Members {
+impl<K, V> Default for MemberMap<K, V> {
+    fn default() -> Self {
+        MemberMap {
+            by_id: HashMap::new(),
+            order: BTreeSet::new(),
+        }
+    }
+}
+
+impl<K: Ord + Hash + Clone, V> MemberMap<K, V> {
     /// The member with this id.
-    pub(crate) fn get<Q>(&self, id: &Q) -> Option<&Member>
+    pub(crate) fn get<Q>(&self, id: &Q) -> Option<&V>
     where
-        ConsumerId: Borrow<Q>,
+        K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
         self.by_id.get(id)
     }
 
     /// The member with this id, to change.
-    pub(crate) fn get_mut(&mut self, id: &ConsumerId) -> Option<&mut Member> {
+    pub(crate) fn get_mut<Q>(&mut self, id: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.by_id.get_mut(id)
     }
 
     /// Whether a member has this id.
     pub(crate) fn contains_key<Q>(&self, id: &Q) -> bool
     where
-        ConsumerId: Borrow<Q>,
+        K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
         self.by_id.contains_key(id)
@@ -59,7 +69,7 @@ impl Members {
     }
 
     /// Adds a member, or replaces the one with the same id (returned).
-    pub(crate) fn insert(&mut self, id: ConsumerId, member: Member) -> Option<Member> {
+    pub(crate) fn insert(&mut self, id: K, member: V) -> Option<V> {
         let old = self.by_id.insert(id.clone(), member);
         if old.is_none() {
             self.order.insert(id);
@@ -68,39 +78,47 @@ impl Members {
     }
 
     /// Removes the member with this id.
-    pub(crate) fn remove(&mut self, id: &ConsumerId) -> Option<Member> {
+    pub(crate) fn remove<Q>(&mut self, id: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Ord + ?Sized,
+    {
         let member = self.by_id.remove(id)?;
         self.order.remove(id);
         Some(member)
     }
 
     /// The consumer ids, in order.
-    pub(crate) fn keys(&self) -> impl Iterator<Item = &ConsumerId> + '_ {
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &K> + '_ {
         self.order.iter()
     }
 
     /// The members with their ids, in consumer-id order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&ConsumerId, &Member)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> + '_ {
         self.order.iter().map(|id| (id, &self.by_id[id]))
     }
 
     /// The members, in consumer-id order.
-    pub(crate) fn values(&self) -> impl Iterator<Item = &Member> + '_ {
+    pub(crate) fn values(&self) -> impl Iterator<Item = &V> + '_ {
         self.order.iter().map(|id| &self.by_id[id])
     }
 
     /// The members to change, in no set order: for changes that do not depend on each
     /// other or on their order.
-    pub(crate) fn values_mut_unordered(&mut self) -> impl Iterator<Item = &mut Member> + '_ {
+    pub(crate) fn values_mut_unordered(&mut self) -> impl Iterator<Item = &mut V> + '_ {
         self.by_id.values_mut()
     }
 }
 
-impl std::ops::Index<&ConsumerId> for Members {
-    type Output = Member;
+impl<K, V, Q> std::ops::Index<&Q> for MemberMap<K, V>
+where
+    K: Ord + Hash + Clone + Borrow<Q>,
+    Q: Hash + Eq + ?Sized,
+{
+    type Output = V;
 
     /// The member with this id; panics when there is none (tests).
-    fn index(&self, id: &ConsumerId) -> &Member {
+    fn index(&self, id: &Q) -> &V {
         &self.by_id[id]
     }
 }
@@ -108,27 +126,26 @@ impl std::ops::Index<&ConsumerId> for Members {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::native::group::test_member;
+    use crate::types::ConsumerId;
 
     #[test]
     fn lists_in_id_order_and_keeps_both_views_together() {
-        let mut members = Members::default();
-        for id in ["c", "a", "b"] {
-            assert!(members
-                .insert(ConsumerId::new(id), test_member(id))
-                .is_none());
+        let mut members: MemberMap<ConsumerId, u32> = MemberMap::default();
+        for (id, v) in [("c", 3), ("a", 1), ("b", 2)] {
+            assert!(members.insert(ConsumerId::new(id), v).is_none());
         }
-        assert!(members
-            .insert(ConsumerId::new("a"), test_member("a"))
-            .is_some());
+        assert_eq!(members.insert(ConsumerId::new("a"), 10), Some(1));
         let ids: Vec<&str> = members.keys().map(|k| k.as_str()).collect();
         assert_eq!(ids, ["a", "b", "c"]);
         assert_eq!(members.len(), 3);
-        assert!(members.remove(&ConsumerId::new("b")).is_some());
-        assert!(members.remove(&ConsumerId::new("b")).is_none());
-        let ids: Vec<&str> = members.values().map(|m| m.id.as_str()).collect();
-        assert_eq!(ids, ["a", "c"]);
-        assert!(members.contains_key(&ConsumerId::new("c")));
-        assert_eq!(members[&ConsumerId::new("c")].id.as_str(), "c");
+        assert_eq!(members.remove("b"), Some(2));
+        assert_eq!(members.remove("b"), None);
+        assert_eq!(members.values().copied().collect::<Vec<_>>(), [10, 3]);
+        assert!(members.contains_key("c"));
+        assert_eq!(members["c"], 3);
+        for v in members.values_mut_unordered() {
+            *v += 1;
+        }
+        assert_eq!(members.get("a"), Some(&11));
     }
 }
