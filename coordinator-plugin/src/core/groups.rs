@@ -11,13 +11,14 @@
 //! they share in `commits`.
 
 use std::borrow::Borrow;
-use std::collections::BTreeMap;
+use std::hash::Hash;
 
 use kafka_protocol::ResponseError;
 
 use super::commits::{validate_commit_without_group, CommitAuthor};
 use super::kafka::{ClassicGroup, ConsumerGroup};
 use super::native::{Member, NativeGroup};
+use crate::id_map::IdMap;
 use crate::types::GroupId;
 
 /// Which protocol a group id belongs to.
@@ -149,7 +150,7 @@ impl Group {
 /// the pending transactional offsets of every group id (with or without a group).
 #[derive(Debug, Default)]
 pub(crate) struct Groups {
-    groups: BTreeMap<GroupId, Group>,
+    groups: IdMap<GroupId, Group>,
     /// Pending transactional offsets per group id and producer id
     /// ([`TxnOffsets`](super::txn_offsets::TxnOffsets)).
     pub(crate) txn: super::txn_offsets::TxnOffsets,
@@ -160,7 +161,7 @@ impl Groups {
     pub(crate) fn get<Q>(&self, id: &Q) -> Option<&Group>
     where
         GroupId: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Hash + Ord + ?Sized,
     {
         self.groups.get(id)
     }
@@ -174,7 +175,7 @@ impl Groups {
     pub(crate) fn remove<Q>(&mut self, id: &Q) -> Option<Group>
     where
         GroupId: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Hash + Ord + ?Sized,
     {
         self.groups.remove(id)
     }
@@ -193,7 +194,7 @@ impl Groups {
     pub(crate) fn kind<Q>(&self, id: &Q) -> Option<GroupKind>
     where
         GroupId: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Hash + Ord + ?Sized,
     {
         self.groups.get(id).map(Group::kind)
     }
@@ -202,7 +203,7 @@ impl Groups {
     pub(crate) fn native<Q>(&self, id: &Q) -> Option<&NativeGroup>
     where
         GroupId: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Hash + Ord + ?Sized,
     {
         match self.groups.get(id) {
             Some(Group::Native(g)) => Some(g),
@@ -214,7 +215,7 @@ impl Groups {
     pub(crate) fn native_mut<Q>(&mut self, id: &Q) -> Option<&mut NativeGroup>
     where
         GroupId: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Hash + Ord + ?Sized,
     {
         match self.groups.get_mut(id) {
             Some(Group::Native(g)) => Some(g),
@@ -254,7 +255,7 @@ impl Groups {
     pub(crate) fn classic<Q>(&self, id: &Q) -> Option<&ClassicGroup>
     where
         GroupId: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Hash + Ord + ?Sized,
     {
         match self.groups.get(id) {
             Some(Group::Classic(g)) => Some(g),
@@ -266,7 +267,7 @@ impl Groups {
     pub(crate) fn classic_mut<Q>(&mut self, id: &Q) -> Option<&mut ClassicGroup>
     where
         GroupId: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Hash + Ord + ?Sized,
     {
         match self.groups.get_mut(id) {
             Some(Group::Classic(g)) => Some(g),
@@ -298,7 +299,7 @@ impl Groups {
     pub(crate) fn consumer<Q>(&self, id: &Q) -> Option<&ConsumerGroup>
     where
         GroupId: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Hash + Ord + ?Sized,
     {
         match self.groups.get(id) {
             Some(Group::Consumer(g)) => Some(g),
@@ -310,7 +311,7 @@ impl Groups {
     pub(crate) fn consumer_mut<Q>(&mut self, id: &Q) -> Option<&mut ConsumerGroup>
     where
         GroupId: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Hash + Ord + ?Sized,
     {
         match self.groups.get_mut(id) {
             Some(Group::Consumer(g)) => Some(g),

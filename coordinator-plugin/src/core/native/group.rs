@@ -25,8 +25,8 @@ use super::effects::{effective_assignor, Effects, NativeEffect, NativeEnv};
 use super::offsets::Commits;
 use crate::assignors::{build_input, validate_assignment, ContextParts, MemberView};
 use crate::config::RebalanceMode;
+use crate::id_map::IdMap;
 use crate::io::{CoordinatorCounter, Event, FailureReason};
-use crate::member_map::MemberMap;
 use crate::seen_loads::TopicSeenLoads;
 use crate::subscription::SubscriptionSpec;
 use crate::types::{ConnId, ConsumerId, Generation, GroupId, TopicName, TopicPartition};
@@ -243,7 +243,7 @@ impl Phase {
 pub(crate) struct NativeGroup {
     pub id: GroupId,
     pub generation: Generation,
-    pub members: MemberMap<ConsumerId, Member>,
+    pub members: IdMap<ConsumerId, Member>,
     pub zombies: Vec<Zombie>,
     pub phase: Phase,
     /// When the debounced rebalance is due, if one is wanted.
@@ -270,7 +270,7 @@ impl NativeGroup {
         NativeGroup {
             id,
             generation: Generation(0),
-            members: MemberMap::default(),
+            members: IdMap::default(),
             zombies: Vec::new(),
             phase: Phase::Stable,
             due: None,

@@ -15,7 +15,7 @@ use crate::config::RebalanceMode;
 use crate::core::commits::{CommitApi, CommitAuthor};
 use crate::core::groups::{GroupKind, Groups};
 use crate::core::{GroupSnapshot, MemberSnapshot};
-use crate::member_map::MemberMap;
+use crate::id_map::IdMap;
 use crate::seen_loads::TopicSeenLoads;
 use crate::types::{ConsumerId, Generation, GroupId, TopicName, TopicPartition};
 
@@ -100,7 +100,7 @@ pub(crate) struct ConsumerGroup {
     pub(super) assignment_epoch: i32,
     /// The target assignment, by member id (members missing here get nothing).
     pub(super) target: Target,
-    pub(super) members: MemberMap<String, Member>,
+    pub(super) members: IdMap<String, Member>,
     /// Instance id → member id of the static members.
     pub(super) statics: BTreeMap<String, String>,
     /// Who holds each partition (assigned or pending revocation): at most one member.
@@ -142,7 +142,7 @@ impl ConsumerGroup {
             epoch: 0,
             assignment_epoch: 0,
             target: BTreeMap::new(),
-            members: MemberMap::default(),
+            members: IdMap::default(),
             statics: BTreeMap::new(),
             owners: BTreeMap::new(),
             metadata: BTreeMap::new(),

@@ -1,36 +1,37 @@
-//! A group's members: found by member id in one hash lookup, listed in member-id
-//! order. Native and KIP-848 groups keep their members in one.
+//! Values found by id in one hash lookup and listed in id order: the coordinator's
+//! groups, and the members of each native and KIP-848 group.
 //!
-//! Every ping, Heartbeat answer and ConsumerGroupHeartbeat finds its member by id. In a `BTreeMap` of 100,000
+//! Every ping, Heartbeat answer and ConsumerGroupHeartbeat finds its group and its
+//! member by id. In a `BTreeMap` of 100,000
 //! members that was about 17 string comparisons, each a pointer chase to a key's bytes
 //! far from the last one; here it is one hash and, as a rule, one comparison of two
 //! clones of the same `Arc` (issue 19, docs/benchmarks.md "100,000 members on one
 //! coordinator core"). The ordered id set is touched only when members come and go and
-//! when a rebalance lists them, so everything the group decides still follows
-//! member-id order, never hash order.
+//! when a rebalance lists them, so everything the coordinator decides still follows
+//! id order, never hash order.
 
 use std::borrow::Borrow;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
 
-/// The members of one group (`V`), by member id (`K`).
+/// Values (`V`: groups, members) by id (`K`).
 #[derive(Debug)]
-pub(crate) struct MemberMap<K, V> {
+pub(crate) struct IdMap<K, V> {
     by_id: HashMap<K, V>,
     /// The same ids, in order.
     order: BTreeSet<K>,
 }
 
-impl<K, V> Default for MemberMap<K, V> {
+impl<K, V> Default for IdMap<K, V> {
     fn default() -> Self {
-        MemberMap {
+        IdMap {
             by_id: HashMap::new(),
             order: BTreeSet::new(),
         }
     }
 }
 
-impl<K: Ord + Hash + Clone, V> MemberMap<K, V> {
+impl<K: Ord + Hash + Clone, V> IdMap<K, V> {
     /// The member with this id.
     pub(crate) fn get<Q>(&self, id: &Q) -> Option<&V>
     where
@@ -103,14 +104,22 @@ impl<K: Ord + Hash + Clone, V> MemberMap<K, V> {
         self.order.iter().map(|id| &self.by_id[id])
     }
 
-    /// The members to change, in no set order: for changes that do not depend on each
+    /// The values to change, in id order (sorted at each call: O(n log n), for the
+    /// paths that visit every group, never per request).
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> + '_ {
+        let mut all: Vec<(&K, &mut V)> = self.by_id.iter_mut().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        all.into_iter().map(|(_, v)| v)
+    }
+
+    /// The values to change, in no set order: for changes that do not depend on each
     /// other or on their order.
     pub(crate) fn values_mut_unordered(&mut self) -> impl Iterator<Item = &mut V> + '_ {
         self.by_id.values_mut()
     }
 }
 
-impl<K, V, Q> std::ops::Index<&Q> for MemberMap<K, V>
+impl<K, V, Q> std::ops::Index<&Q> for IdMap<K, V>
 where
     K: Ord + Hash + Clone + Borrow<Q>,
     Q: Hash + Eq + ?Sized,
@@ -130,7 +139,7 @@ mod tests {
 
     #[test]
     fn lists_in_id_order_and_keeps_both_views_together() {
-        let mut members: MemberMap<ConsumerId, u32> = MemberMap::default();
+        let mut members: IdMap<ConsumerId, u32> = IdMap::default();
         for (id, v) in [("c", 3), ("a", 1), ("b", 2)] {
             assert!(members.insert(ConsumerId::new(id), v).is_none());
         }
@@ -147,5 +156,10 @@ mod tests {
             *v += 1;
         }
         assert_eq!(members.get("a"), Some(&11));
+        let mut seen = Vec::new();
+        for v in members.values_mut() {
+            seen.push(*v);
+        }
+        assert_eq!(seen, [11, 4]);
     }
 }
