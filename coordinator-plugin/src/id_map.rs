@@ -41,6 +41,16 @@ impl<K: Ord + Hash + Clone, V> IdMap<K, V> {
         self.by_id.get(id)
     }
 
+    /// The stored id equal to `id`, with its value: a caller holding a borrowed id gets
+    /// a clone of the stored one (for `Arc`-backed ids, no allocation).
+    pub(crate) fn get_key_value<Q>(&self, id: &Q) -> Option<(&K, &V)>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.by_id.get_key_value(id)
+    }
+
     /// The member with this id, to change.
     pub(crate) fn get_mut<Q>(&mut self, id: &Q) -> Option<&mut V>
     where

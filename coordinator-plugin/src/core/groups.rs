@@ -166,6 +166,11 @@ impl Groups {
         self.groups.get(id)
     }
 
+    /// The id of the group with id `id`, as stored: a clone of it costs no allocation.
+    pub(crate) fn stored_id(&self, id: &str) -> Option<GroupId> {
+        self.groups.get_key_value(id).map(|(k, _)| k.clone())
+    }
+
     /// Adds (or replaces) a group.
     pub(crate) fn insert(&mut self, id: GroupId, group: Group) {
         self.groups.insert(id, group);

@@ -141,7 +141,8 @@ impl Coordinator {
         client_id: String,
         r: ConsumerGroupHeartbeatRequest,
     ) {
-        let id = r.group_id.to_string();
+        // Borrowed from the request: a steady heartbeat copies no group id.
+        let id: &str = &r.group_id;
         let mut out = ConsumerGroupHeartbeatResponse::default();
         let refuse = |out: &mut ConsumerGroupHeartbeatResponse, e: ResponseError, m: String| {
             out.error_code = e.code();
@@ -154,13 +155,13 @@ impl Coordinator {
                 ResponseError::InvalidGroupId,
                 "empty group id".into(),
             );
-        } else if !self.owns(&id) {
+        } else if !self.owns(id) {
             refuse(
                 &mut out,
                 ResponseError::NotCoordinator,
-                self.not_coordinator_message(&id),
+                self.not_coordinator_message(id),
             );
-        } else if !self.take_group_id(&id, GroupKind::Consumer) {
+        } else if !self.take_group_id(id, GroupKind::Consumer) {
             refuse(
                 &mut out,
                 ResponseError::GroupIdNotFound,
@@ -190,7 +191,10 @@ impl Coordinator {
         });
         let request = HeartbeatRequest {
             version: to.version,
-            group: GroupId::new(&id),
+            group: self
+                .groups
+                .stored_id(id)
+                .unwrap_or_else(|| GroupId::new(id)),
             member_id: r.member_id.to_string(),
             instance_id: r.instance_id.map(|i| i.to_string()),
             rack_id: r.rack_id.map(|i| i.to_string()),
