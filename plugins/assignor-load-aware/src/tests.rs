@@ -399,10 +399,22 @@ fn levels(out: &Assignment, input: &AssignInput, stats: &Stats) -> BTreeMap<Stri
         .collect()
 }
 
+/// The assignor's band: `tolerance` × the load of the topics some member subscribes to
+/// ÷ the weight of the members that subscribe to one with partitions. Topics nobody
+/// subscribes to are outside the group's view, so their load does not count (counting
+/// it made the band wider than the assignor's and the stickiness property fail on
+/// inputs with such a topic).
 fn band(input: &AssignInput, stats: &Stats, tolerance: f64) -> f64 {
+    let subscribed = |topic: &str| {
+        input
+            .members
+            .iter()
+            .any(|m| m.topics.iter().any(|t| t.as_str() == topic))
+    };
     let total: f64 = stats
         .topics
         .iter()
+        .filter(|t| subscribed(t.topic.as_str()))
         .flat_map(|t| t.partitions.iter())
         .map(|p| p.produce_bytes_per_sec.unwrap())
         .sum();
