@@ -8,12 +8,27 @@
 //!   fsync, rename, directory fsync) before any id of the block is used. A restart
 //!   starts at the next block, leaving the unused rest of the last one unused.
 //! - Cluster mode: blocks come from ZooKeeper ([`crate::cluster::Cluster::allocate_producer_id_block`]).
+//!
+//! Because ids are handed out in order from durable blocks, the broker can tell an id
+//! that may have been handed out from one made up by a client
+//! ([`ProducerIds::issued`]): the Produce handler refuses a made-up id with
+//! `UNKNOWN_PRODUCER_ID` before it reaches any partition's producer state, so a flood
+//! of invented ids costs nothing there. Standalone the bound is exact (the next id to
+//! hand out; after a restart, the start of the next block). In cluster mode it is the
+//! end of the newest block in ZooKeeper, read again when an id above the last reading
+//! arrives (at most [`CLUSTER_REREAD_MS`] apart; an id above a reading that could not
+//! be renewed yet is [`Issued::Unsure`], which the handler answers with a retriable
+//! error).
 
 use std::{
     fs::{self, File},
     io::Write,
     path::{Path, PathBuf},
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicI64, Ordering},
+        Arc, Mutex,
+    },
+    time::Instant,
 };
 
 use crate::cluster::{Cluster, ClusterError};
@@ -23,6 +38,23 @@ pub const BLOCK_SIZE: i64 = 1000;
 
 /// The file in the data directory (standalone).
 pub const BLOCK_FILE: &str = "producer_id_block";
+
+/// Cluster mode: the least time between two readings of the newest block in ZooKeeper
+/// made for [`ProducerIds::issued`], in ms, so that a flood of made-up ids cannot turn
+/// into a flood of ZooKeeper reads.
+pub const CLUSTER_REREAD_MS: u64 = 100;
+
+/// Whether a producer id may have been handed out ([`ProducerIds::issued`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Issued {
+    /// It is below every id not handed out yet.
+    Yes,
+    /// No broker has handed it out: a client made it up.
+    No,
+    /// Cluster mode: above the last reading of ZooKeeper, which could not be renewed
+    /// now (read too recently, or ZooKeeper unreachable); the client retries.
+    Unsure,
+}
 
 /// Why no producer id could be handed out.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +94,11 @@ pub struct ProducerIds {
     source: Source,
     /// The current block: next id to hand out, and the id after the block's last.
     block: Mutex<(i64, i64)>,
+    /// Every id below this may have been handed out (standalone: exact; cluster mode:
+    /// the end of the newest block last read or taken).
+    issued_below: AtomicI64,
+    /// Cluster mode: when ZooKeeper was last read for [`Self::issued`].
+    last_read: Mutex<Option<Instant>>,
 }
 
 impl ProducerIds {
@@ -76,18 +113,59 @@ impl ProducerIds {
         data_dir: &Path,
         cluster: Option<Arc<Cluster>>,
     ) -> Result<ProducerIds, ProducerIdError> {
-        let source = match cluster {
-            Some(c) => Source::Cluster(c),
+        let (source, issued_below) = match cluster {
+            Some(c) => (Source::Cluster(c), 0),
             None => {
                 let path = data_dir.join(BLOCK_FILE);
-                read_block_start(&path)?;
-                Source::File(path)
+                let start = read_block_start(&path)?;
+                (Source::File(path), start)
             }
         };
         Ok(ProducerIds {
             source,
             block: Mutex::new((0, 0)),
+            issued_below: AtomicI64::new(issued_below),
+            last_read: Mutex::new(None),
         })
+    }
+
+    /// Whether `id` is known, without reading anything, to be an id that may have been
+    /// handed out ([`Self::issued`]'s fast path).
+    pub fn known_issued(&self, id: i64) -> bool {
+        id < self.issued_below.load(Ordering::Acquire)
+    }
+
+    /// Whether `id` may have been handed out by InitProducerId, here or (cluster mode)
+    /// by any broker. May read ZooKeeper (blocking) in cluster mode when `id` is above
+    /// the last reading: call from a blocking thread or through `block_in_place`.
+    pub fn issued(&self, id: i64) -> Issued {
+        if self.known_issued(id) {
+            return Issued::Yes;
+        }
+        let Source::Cluster(cluster) = &self.source else {
+            return Issued::No;
+        };
+        {
+            let mut last = self.last_read.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            if last
+                .is_some_and(|t| now.duration_since(t).as_millis() < u128::from(CLUSTER_REREAD_MS))
+            {
+                return Issued::Unsure;
+            }
+            *last = Some(now);
+        }
+        match cluster.producer_ids_handed_out_below() {
+            Ok(end) => {
+                self.issued_below.fetch_max(end, Ordering::AcqRel);
+                if id < end {
+                    Issued::Yes
+                } else {
+                    Issued::No
+                }
+            }
+            Err(_) => Issued::Unsure,
+        }
     }
 
     /// A producer id never handed out before. Blocking (a new block writes a file or
@@ -104,6 +182,13 @@ impl ProducerIds {
         }
         let id = block.0;
         block.0 += 1;
+        // Standalone the bound is the next id; in cluster mode the block's end (other
+        // brokers' ids are only known by block too).
+        let bound = match self.source {
+            Source::File(_) => block.0,
+            Source::Cluster(_) => block.1,
+        };
+        self.issued_below.fetch_max(bound, Ordering::AcqRel);
         Ok(id)
     }
 }
@@ -178,6 +263,28 @@ mod tests {
         assert_eq!(second.next_id().unwrap(), 2 * BLOCK_SIZE);
         let text = fs::read_to_string(dir.path().join(BLOCK_FILE)).unwrap();
         assert_eq!(text.trim(), (3 * BLOCK_SIZE).to_string());
+    }
+
+    #[test]
+    fn only_ids_handed_out_count_as_issued_across_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = ProducerIds::open(dir.path(), None).unwrap();
+        assert_eq!(first.issued(0), Issued::No);
+        let a = first.next_id().unwrap();
+        assert_eq!(
+            (first.issued(a), first.issued(a + 1)),
+            (Issued::Yes, Issued::No)
+        );
+        assert_eq!(first.issued(BLOCK_SIZE - 1), Issued::No);
+        drop(first);
+        // After a restart every id of the old block may have been handed out; the new
+        // block's ids only once they are.
+        let second = ProducerIds::open(dir.path(), None).unwrap();
+        assert_eq!(second.issued(BLOCK_SIZE - 1), Issued::Yes);
+        assert_eq!(second.issued(BLOCK_SIZE), Issued::No);
+        assert_eq!(second.next_id().unwrap(), BLOCK_SIZE);
+        assert_eq!(second.issued(BLOCK_SIZE), Issued::Yes);
+        assert_eq!(second.issued(i64::MAX), Issued::No);
     }
 
     #[test]

@@ -27,6 +27,26 @@ struct BlockNode {
 }
 
 impl Cluster {
+    /// The id after the newest block any broker took: no id at or above it was handed
+    /// out. Blocking: call from a blocking thread.
+    ///
+    /// Errors: [`ClusterError::Unavailable`] without a ZooKeeper session,
+    /// [`ClusterError::Zk`] for a node that does not parse.
+    pub fn producer_ids_handed_out_below(&self) -> Result<i64, ClusterError> {
+        let client = self.client_blocking()?;
+        self.block_on(async {
+            match client.get_data(PRODUCER_ID_BLOCK).await {
+                Ok((data, _)) => {
+                    let last: BlockNode = serde_json::from_slice(&data)
+                        .map_err(|e| ClusterError::Zk(format!("{PRODUCER_ID_BLOCK}: {e}")))?;
+                    Ok(last.block_end.saturating_add(1))
+                }
+                Err(zk::Error::NoNode) => Ok(0),
+                Err(e) => Err(e.into()),
+            }
+        })
+    }
+
     /// Claims the next block of `size` producer ids for this broker: returns its first
     /// id and the id after its last. Blocking: call from a blocking thread.
     ///

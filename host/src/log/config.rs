@@ -28,6 +28,7 @@ const SEVEN_DAYS_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 /// open_files_cache = 1024        # broker-wide: sealed-segment and index files kept open
 /// producer_id_expiration_ms = 86400000   # forget an idempotent producer after 1 day idle
 /// max_producer_ids_per_partition = 10000 # producer ids remembered per partition
+/// producer_id_eviction_min_idle_ms = 600000 # never evict one that wrote in the last 10 min
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -99,11 +100,19 @@ pub struct LogConfig {
     pub producer_id_expiration_ms: i64,
     /// The most producer ids one partition remembers (Kafka has no bound). A batch from
     /// one more producer id, after expired ones are swept, evicts the producer idle
-    /// longest (whose retries are then no longer recognised as duplicates), so a client
-    /// minting producer ids cannot grow the broker's memory without bound (about 300
-    /// bytes per id) nor lock new producers out. Range 1 ..=
-    /// [`MAX_PRODUCER_IDS_PER_PARTITION`]. Default 10000.
+    /// longest (whose retries are then no longer recognised as duplicates) if it has been
+    /// idle for `producer_id_eviction_min_idle_ms`, so a client holding many producer ids
+    /// cannot grow the broker's memory without bound (about 300 bytes per id). Range 1
+    /// ..= [`MAX_PRODUCER_IDS_PER_PARTITION`]. Default 10000.
     pub max_producer_ids_per_partition: usize,
+    /// At `max_producer_ids_per_partition`, a producer is evicted only once it has not
+    /// written for this long, in ms; while every remembered producer wrote more
+    /// recently, a new producer's batch is refused with a retriable error
+    /// (`NOT_ENOUGH_REPLICAS`) rather than let a flood of newcomers turn an honest
+    /// producer's retry into a duplicate. Longer than clients' retry windows
+    /// (librdkafka's `message.timeout.ms` 300000, Java's `delivery.timeout.ms` 120000).
+    /// At least 0. Default 600000 (10 minutes).
+    pub producer_id_eviction_min_idle_ms: i64,
 }
 
 /// The highest `max_producer_ids_per_partition` accepted; also the cap on the producers
@@ -128,6 +137,7 @@ impl Default for LogConfig {
             open_files_cache: super::FileCache::DEFAULT_CAPACITY,
             producer_id_expiration_ms: 24 * 60 * 60 * 1000,
             max_producer_ids_per_partition: 10_000,
+            producer_id_eviction_min_idle_ms: 10 * 60 * 1000,
         }
     }
 }
@@ -187,6 +197,10 @@ impl LogConfig {
             (
                 (1..=MAX_PRODUCER_IDS_PER_PARTITION).contains(&self.max_producer_ids_per_partition),
                 "max_producer_ids_per_partition must be 1 ..= 1000000",
+            ),
+            (
+                self.producer_id_eviction_min_idle_ms >= 0,
+                "producer_id_eviction_min_idle_ms must be at least 0",
             ),
         ];
         match checks.iter().find(|(ok, _)| !ok) {

@@ -41,6 +41,7 @@ pub(super) fn limits(config: &LogConfig) -> ProducerLimits {
     ProducerLimits {
         expiration_ms: config.producer_id_expiration_ms,
         max_producer_ids: config.max_producer_ids_per_partition,
+        min_idle_for_eviction_ms: config.producer_id_eviction_min_idle_ms,
     }
 }
 

@@ -133,6 +133,7 @@ fn a_snapshot_over_a_lowered_cap_is_loaded_and_trimmed_oldest_idle_first() {
     drop(log);
     let lowered = LogConfig {
         max_producer_ids_per_partition: 3,
+        producer_id_eviction_min_idle_ms: 0,
         ..config
     };
     let mut log = PartitionLog::open(dir.path(), &lowered).unwrap();
@@ -161,6 +162,7 @@ fn after_a_crash_eviction_forgets_the_producer_that_wrote_longest_ago() {
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {
         max_producer_ids_per_partition: 4,
+        producer_id_eviction_min_idle_ms: 0,
         ..LogConfig::default()
     };
     let mut log = PartitionLog::open(dir.path(), &config).unwrap();
@@ -198,6 +200,7 @@ fn evictions_at_load_are_reported_with_the_next_append() {
     drop(log);
     let lowered = LogConfig {
         max_producer_ids_per_partition: 3,
+        producer_id_eviction_min_idle_ms: 0,
         ..LogConfig::default()
     };
     let mut log = PartitionLog::open(dir.path(), &lowered).unwrap();

@@ -24,20 +24,28 @@ impl PartitionLog {
     /// ([`crate::log::LogConfig::flush_messages`]).
     ///
     /// Errors: [`LogError::Producer`] with [`ProducerError::FencedEpoch`] when the
-    /// marker's epoch is older than the producer's (Kafka's fencing of a zombie
-    /// coordinator's marker; nothing written); [`LogError::Io`], [`LogError::Offline`].
+    /// marker's epoch is older than the epoch that opened the producer's ongoing
+    /// transaction here, or than the producer's epoch when none is ongoing (Kafka's
+    /// fencing of a zombie coordinator's marker; nothing written,
+    /// [`crate::log::producer_state::ProducerStates::marker_fenced`]); [`LogError::Io`],
+    /// [`LogError::Offline`].
     pub fn append_txn_marker(&mut self, marker: &TxnMarker, now_ms: i64) -> Result<i64, LogError> {
         self.check_online()?;
-        let current = self.producers.get(marker.producer_id, now_ms);
-        if let Some(entry) = current.filter(|e| marker.producer_epoch < e.epoch) {
+        if let Some(current) =
+            self.producers
+                .marker_fenced(marker.producer_id, marker.producer_epoch, now_ms)
+        {
             return Err(ProducerError::FencedEpoch {
                 producer_id: marker.producer_id,
                 epoch: marker.producer_epoch,
-                current: entry.epoch,
+                current,
             }
             .into());
         }
-        let first = current.and_then(|e| e.txn_first_offset);
+        let first = self
+            .producers
+            .get(marker.producer_id, now_ms)
+            .and_then(|e| e.txn_first_offset);
         let bytes = marker.encode();
         let header = batch::check_batch(&bytes, bytes.len()).map_err(LogError::InvalidBatch)?;
         let (offset, _) = self.write_checked(&bytes, vec![header], 1, now_ms)?;

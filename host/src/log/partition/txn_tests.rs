@@ -293,3 +293,75 @@ fn the_last_stable_offset_never_falls_below_the_log_start_offset() {
         .unwrap();
     assert_eq!(log.last_stable_offset(), log.log_end_offset());
 }
+
+/// Issue 28: a plain idempotent batch carrying an open transaction's producer id (at its
+/// epoch or one above) is refused INVALID_TXN_STATE, as Kafka's "expected transactional
+/// write", so the epoch stays and the transaction's own commit marker ends it; before,
+/// the batch bumped the epoch, the marker was refused as fenced and the last stable
+/// offset stayed frozen for good. The same holds after a restart and after a crash.
+#[test]
+fn a_strangers_plain_batch_cannot_freeze_an_open_transaction() {
+    for crash in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+        log.append(&data(7, 0, 3, true), now()).unwrap(); // 0..=2, txn of 7 at epoch 0
+        for epoch in [0, 1] {
+            let mut raw = RawBatch::from_records(&[(now(), b"x".to_vec())]);
+            raw.producer_id = 7;
+            raw.producer_epoch = epoch;
+            raw.base_sequence = if epoch == 0 { 3 } else { 0 };
+            let refused = log.append(&raw.encode(), now()).unwrap_err();
+            assert_eq!(refused.error_code(), 48, "epoch {epoch}: {refused}");
+        }
+        assert_eq!(log.log_end_offset(), 3);
+        if crash {
+            drop(log);
+        } else {
+            log.close().unwrap();
+            drop(log);
+        }
+        let mut log = PartitionLog::open(dir.path(), &LogConfig::default()).unwrap();
+        assert_eq!(log.last_stable_offset(), 0);
+        log.append_txn_marker(&marker(7, 0, TxnResult::Commit), now())
+            .unwrap();
+        assert_eq!((log.last_stable_offset(), log.log_end_offset()), (4, 4));
+        let read = log
+            .plan_read_committed(0, 1 << 20)
+            .unwrap()
+            .execute()
+            .unwrap();
+        assert_eq!(bases(&read.records), [0, 3]);
+    }
+}
+
+/// A marker as new as the batch that opened the transaction ends it even when a later
+/// batch of the producer carried a newer epoch (a state the rule above now prevents,
+/// but which a log written before it may hold); only a marker older than the opening
+/// batch is a zombie's and refused.
+#[test]
+fn a_marker_is_fenced_only_by_the_epoch_that_opened_the_transaction() {
+    use crate::log::producer_state::{ProducerEntry, ProducerLimits, ProducerStates};
+    let limits = ProducerLimits {
+        expiration_ms: i64::MAX,
+        max_producer_ids: 10,
+        min_idle_for_eviction_ms: 0,
+    };
+    let mut states = ProducerStates::new(limits);
+    let mut raw = RawBatch::from_records(&[(now(), b"x".to_vec())]);
+    raw.producer_id = 3;
+    raw.producer_epoch = 2;
+    raw.base_sequence = 0;
+    raw.attributes |= 1 << 4;
+    let header = batch::check_batch(&raw.encode(), usize::MAX).unwrap();
+    states.record(&header, 0, now());
+    let opened: &ProducerEntry = states.get(3, now()).unwrap();
+    assert_eq!((opened.txn_first_offset, opened.txn_epoch), (Some(0), 2));
+    assert_eq!(states.marker_fenced(3, 1, now()), Some(2));
+    assert_eq!(states.marker_fenced(3, 2, now()), None);
+    // An entry whose epoch moved past its open transaction's (as an old log may hold).
+    let mut moved = states.get(3, now()).unwrap().clone();
+    moved.epoch = 3;
+    let states = ProducerStates::with_entries(limits, [(3, moved)].into_iter().collect());
+    assert_eq!(states.marker_fenced(3, 2, now()), None);
+    assert_eq!(states.marker_fenced(3, 1, now()), Some(2));
+}

@@ -38,6 +38,11 @@ pub struct ProducerEntry {
     /// first transactional batch since its last marker), Kafka's
     /// `currentTxnFirstOffset`; `None` outside a transaction.
     pub txn_first_offset: Option<i64>,
+    /// The producer epoch of the batch that opened that transaction. Meaningful only
+    /// while [`Self::txn_first_offset`] is set: a marker of this epoch or newer ends the
+    /// transaction, an older one is a zombie's and is refused
+    /// ([`crate::log::PartitionLog::append_txn_marker`]).
+    pub txn_epoch: i16,
 }
 
 impl ProducerEntry {
@@ -48,6 +53,7 @@ impl ProducerEntry {
             batches: VecDeque::from([batch]),
             last_write_ms: now_ms,
             txn_first_offset: None,
+            txn_epoch: epoch,
         }
     }
 

@@ -19,17 +19,34 @@
 //!   KIP-360 (Kafka 2.5) the leader accepts it, so a producer whose state expired or
 //!   whose records retention deleted goes on without an error.
 //!
+//! - a batch that is not transactional from a producer with a transaction ongoing in
+//!   the partition: `INVALID_TXN_STATE` (Kafka's `ProducerAppendInfo` "expected
+//!   transactional write"). Without this rule a stranger who read a transaction's
+//!   producer id and epoch (DescribeTransactions lists them) could bump the epoch with a
+//!   plain idempotent batch, so that the transaction's own marker is refused as fenced
+//!   and the partition's last stable offset stays frozen.
+//!
+//! A transaction ends with a marker ([`ProducerStates::marker_fenced`]): one whose epoch
+//! is at least the epoch of the batch that opened the transaction ends it, whatever
+//! later epoch a batch may have carried; only an older marker (a zombie coordinator's)
+//! is refused, so no marker is dropped in a way that leaves its transaction open.
+//!
 //! Bounds: at most [`ProducerLimits::max_producer_ids`] producer ids per partition
-//! (`[log] max_producer_ids_per_partition`). A batch from one more id is accepted: once
-//! expired ids are swept, the producer idle longest (oldest last write) is **evicted**
-//! to make room (1% of the cap at once, so the sweep and the scan behind an eviction
-//! are paid once per hundred newcomers at large caps), as Kafka bounds its producer-id memory by forgetting producers rather
-//! than refusing new ones. An evicted producer is then unknown: a retry of one of its
-//! old batches is accepted as new (written twice), which is why the cap is far above
-//! what a partition's live producers need. A client minting ids thus costs a bounded
-//! amount of memory (about 300 bytes per id) and cannot lock new producers out. A
-//! producer that has not written for [`ProducerLimits::expiration_ms`] (Kafka's
-//! `producer.id.expiration.ms`) is forgotten.
+//! (`[log] max_producer_ids_per_partition`). A batch from one more id is accepted when
+//! room can be made: once expired ids are swept, the producers idle longest (oldest
+//! last write) are **evicted** (1% of the cap at once, so the sweep and the scan behind
+//! an eviction are paid once per hundred newcomers at large caps), but only those idle
+//! for at least [`ProducerLimits::min_idle_for_eviction_ms`] (`[log]
+//! producer_id_eviction_min_idle_ms`, longer than any client's retry window). An
+//! evicted producer is unknown afterwards: a retry of one of its old batches would be
+//! accepted as new (written twice), which is why a producer that wrote recently is
+//! never evicted — a flood of newcomers, however many ids it holds, cannot make an
+//! honest producer's retry a duplicate. When every remembered producer wrote recently
+//! the newcomer's batch is refused with a retriable error ([`ProducerError::TableFull`])
+//! instead. Ids that were never handed out are refused before they reach the table
+//! (the Produce handler, [`crate::broker::producer_ids`]). A producer that has not
+//! written for [`ProducerLimits::expiration_ms`] (Kafka's `producer.id.expiration.ms`)
+//! is forgotten.
 
 pub mod entry;
 pub mod snapshot;
@@ -54,6 +71,9 @@ pub struct ProducerLimits {
     pub expiration_ms: i64,
     /// Most producer ids remembered per partition.
     pub max_producer_ids: usize,
+    /// A producer is evicted at the cap only after this long without a write, in ms
+    /// (`[log] producer_id_eviction_min_idle_ms`).
+    pub min_idle_for_eviction_ms: i64,
 }
 
 /// Why a batch with a producer id was refused. [`ProducerError::error`] is the Kafka
@@ -87,6 +107,33 @@ pub enum ProducerError {
         /// The sequence the partition expected (0 for a new epoch).
         expected: i32,
     },
+    /// A batch that is not transactional from a producer whose transaction is ongoing in
+    /// the partition (`INVALID_TXN_STATE`, 48).
+    #[error(
+        "expected a transactional write from producer {producer_id}: its transaction from \
+         offset {txn_first_offset} is ongoing in this partition"
+    )]
+    ExpectedTransactional {
+        /// The producer id.
+        producer_id: i64,
+        /// The first offset of its ongoing transaction.
+        txn_first_offset: i64,
+    },
+    /// A new producer id while every remembered one wrote within the eviction floor
+    /// (`NOT_ENOUGH_REPLICAS`, 19: retriable, as a client retries a full partition).
+    #[error(
+        "the partition remembers {max} producers (max_producer_ids_per_partition), each \
+         active within {min_idle_ms} ms (producer_id_eviction_min_idle_ms): producer \
+         {producer_id} is not taken now; retry later"
+    )]
+    TableFull {
+        /// The new producer id.
+        producer_id: i64,
+        /// The cap.
+        max: usize,
+        /// The eviction floor, ms.
+        min_idle_ms: i64,
+    },
 }
 
 impl ProducerError {
@@ -95,6 +142,8 @@ impl ProducerError {
         match self {
             ProducerError::FencedEpoch { .. } => ResponseError::InvalidProducerEpoch,
             ProducerError::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber,
+            ProducerError::ExpectedTransactional { .. } => ResponseError::InvalidTxnState,
+            ProducerError::TableFull { .. } => ResponseError::NotEnoughReplicas,
         }
     }
 }
@@ -144,7 +193,7 @@ impl ProducerStates {
             ..ProducerStates::new(limits)
         };
         states.rebuild_ongoing();
-        states.evict_down_to(limits.max_producer_ids);
+        states.evict_down_to(limits.max_producer_ids, i64::MAX);
         states
     }
 
@@ -165,6 +214,21 @@ impl ProducerStates {
     /// The ongoing transactions, as (first offset, producer id), earliest first.
     pub fn ongoing_transactions(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
         self.ongoing.iter().copied()
+    }
+
+    /// Whether a marker of `epoch` for `producer_id` is a fenced zombie's at `now_ms`:
+    /// `Some(the epoch it is older than)` when the producer has a transaction ongoing
+    /// that a batch of a newer epoch opened, or has none and a newer epoch than the
+    /// marker's. A marker at least as new as the ongoing transaction's opening batch
+    /// ends that transaction even when a later batch carried a newer epoch.
+    pub fn marker_fenced(&self, producer_id: i64, epoch: i16, now_ms: i64) -> Option<i16> {
+        let entry = self.get(producer_id, now_ms)?;
+        let current = if entry.txn_first_offset.is_some() {
+            entry.txn_epoch
+        } else {
+            entry.epoch
+        };
+        (epoch < current).then_some(current)
     }
 
     /// Ends `producer_id`'s transaction for a marker of `epoch` written at `offset` at
@@ -191,9 +255,11 @@ impl ProducerStates {
     }
 
     /// Evicts the producers idle longest until at most `max` remain, in the order of
-    /// [`idle_order`]: oldest last write, then oldest last offset, then lowest id. One
-    /// pass over the table per call, O(n) however many go (a selection, not a sort).
-    fn evict_down_to(&mut self, max: usize) {
+    /// [`idle_order`]: oldest last write, then oldest last offset, then lowest id. Only
+    /// producers with no transaction ongoing whose last write is at or before
+    /// `idle_since_ms` go; fewer than needed may. One pass over the table per call, O(n)
+    /// however many go (a selection, not a sort).
+    fn evict_down_to(&mut self, max: usize, idle_since_ms: i64) {
         let excess = self.producers.len().saturating_sub(max);
         if excess == 0 {
             return;
@@ -202,7 +268,7 @@ impl ProducerStates {
             if let Some(id) = self
                 .producers
                 .iter()
-                .filter(|(_, e)| e.txn_first_offset.is_none())
+                .filter(|(_, e)| e.txn_first_offset.is_none() && e.last_write_ms <= idle_since_ms)
                 .min_by_key(|(id, e)| idle_order(**id, e))
                 .map(|(id, _)| *id)
             {
@@ -213,7 +279,7 @@ impl ProducerStates {
             let mut idle: Vec<(i64, i64, i64)> = self
                 .producers
                 .iter()
-                .filter(|(_, e)| e.txn_first_offset.is_none())
+                .filter(|(_, e)| e.txn_first_offset.is_none() && e.last_write_ms <= idle_since_ms)
                 .map(|(id, e)| idle_order(*id, e))
                 .collect();
             let excess = excess.min(idle.len());
@@ -285,7 +351,15 @@ impl ProducerStates {
                 // newcomers, not one: at a cap of 10,000 each new producer then costs
                 // about 100 entries' worth of work instead of 20,000.
                 self.sweep(now_ms);
-                self.evict_down_to(max.saturating_sub(eviction_batch(max)));
+                let idle_since = now_ms.saturating_sub(self.limits.min_idle_for_eviction_ms);
+                self.evict_down_to(max.saturating_sub(eviction_batch(max)), idle_since);
+                if self.producers.len() >= max {
+                    return Err(ProducerError::TableFull {
+                        producer_id,
+                        max,
+                        min_idle_ms: self.limits.min_idle_for_eviction_ms,
+                    });
+                }
             }
             return Ok(Check::Append);
         };
@@ -305,7 +379,7 @@ impl ProducerStates {
                     expected: 0,
                 });
             }
-            return Ok(Check::Append);
+            return expect_transactional(producer_id, entry, header);
         }
         if let Some(original) = entry.find_duplicate(epoch, first_seq, last_seq) {
             return Ok(Check::Duplicate(original));
@@ -319,7 +393,7 @@ impl ProducerStates {
                 expected: last_sequence(last, 1),
             });
         }
-        Ok(Check::Append)
+        expect_transactional(producer_id, entry, header)
     }
 
     /// Records a batch appended at offset `first_offset` (its header's base offset may
@@ -347,7 +421,7 @@ impl ProducerStates {
         let max = self.limits.max_producer_ids;
         if self.producers.len() >= max && !self.producers.contains_key(&header.producer_id) {
             // Only on a replay from the log: an append made room in `check`.
-            self.evict_down_to(max.saturating_sub(1));
+            self.evict_down_to(max.saturating_sub(1), i64::MAX);
         }
         let entry = self
             .producers
@@ -356,6 +430,7 @@ impl ProducerStates {
             .or_insert_with(|| ProducerEntry::new(epoch, batch, now_ms));
         if header.is_transactional() && entry.txn_first_offset.is_none() {
             entry.txn_first_offset = Some(first_offset);
+            entry.txn_epoch = epoch;
             self.ongoing.insert((first_offset, header.producer_id));
         }
     }
@@ -385,6 +460,25 @@ impl ProducerStates {
         if now_ms.saturating_sub(self.last_sweep_ms) >= interval {
             self.sweep(now_ms);
         }
+    }
+}
+
+/// [`Check::Append`], unless `header`'s batch is not transactional and `entry` has a
+/// transaction ongoing (the rule after epoch and sequence in Kafka's
+/// `ProducerAppendInfo.appendDataBatch`).
+fn expect_transactional(
+    producer_id: i64,
+    entry: &ProducerEntry,
+    header: &BatchHeader,
+) -> Result<Check, ProducerError> {
+    match entry.txn_first_offset {
+        Some(txn_first_offset) if !header.is_transactional() => {
+            Err(ProducerError::ExpectedTransactional {
+                producer_id,
+                txn_first_offset,
+            })
+        }
+        _ => Ok(Check::Append),
     }
 }
 

@@ -8,7 +8,8 @@
 //!
 //! ```text
 //! magic          4 bytes  "DRPS"
-//! version        int16    2 (version 1, written before transactions, still loads)
+//! version        int16    3 (versions 1, written before transactions, and 2, before
+//!                         `txn_epoch`, still load)
 //! crc            uint32   CRC-32C of every byte after this field
 //! offset         int64    the log end offset the state is as of
 //! count          int32    producers, 0 ..= the decoder's cap
@@ -17,8 +18,10 @@
 //!   epoch          int16
 //!   last_write_ms  int64
 //!   txn_first      int64  first offset of its ongoing transaction, −1 for none
-//!                         (version 2 only)
-//!   batches        int8   1 ..= 5, oldest first (0 ..= 5 in version 2: a marker
+//!                         (versions 2 and 3)
+//!   txn_epoch      int16  epoch of the batch that opened it (version 3 only; a
+//!                         version 2 file's ongoing transaction takes `epoch`)
+//!   batches        int8   1 ..= 5, oldest first (0 ..= 5 from version 2: a marker
 //!                         that bumped the epoch leaves none)
 //!   batches × (first_seq int32, last_seq int32, first_offset int64, last_offset int64)
 //! ```
@@ -38,12 +41,14 @@ use super::{BatchMeta, ProducerEntry, BATCHES_RETAINED};
 /// File extension of snapshots.
 pub const EXTENSION: &str = "snapshot";
 const MAGIC: &[u8; 4] = b"DRPS";
-const VERSION: i16 = 2;
+const VERSION: i16 = 3;
 /// The version before transactions: no `txn_first` field.
 const VERSION_1: i16 = 1;
+/// The version before `txn_epoch`.
+const VERSION_2: i16 = 2;
 const HEADER_LEN: usize = 4 + 2 + 4 + 8 + 4;
-/// Bytes of one producer without its batches (version 1; version 2 adds 8), and of one
-/// batch.
+/// Bytes of one producer without its batches (version 1; version 2 adds 8, version 3
+/// 10), and of one batch.
 const PRODUCER_LEN: usize = 8 + 2 + 8 + 1;
 const BATCH_LEN: usize = 4 + 4 + 8 + 8;
 
@@ -51,7 +56,7 @@ const BATCH_LEN: usize = 4 + 4 + 8 + 8;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SnapshotError {
-    /// The file does not start with the magic and version 1 or 2.
+    /// The file does not start with the magic and version 1, 2 or 3.
     #[error("not a producer state snapshot (magic or version)")]
     BadHeader,
     /// The CRC does not match the contents.
@@ -107,6 +112,7 @@ pub fn encode<'a>(
         out.extend_from_slice(&entry.epoch.to_be_bytes());
         out.extend_from_slice(&entry.last_write_ms.to_be_bytes());
         out.extend_from_slice(&entry.txn_first_offset.unwrap_or(-1).to_be_bytes());
+        out.extend_from_slice(&entry.txn_epoch.to_be_bytes());
         out.push(entry.batches.len() as u8);
         for b in &entry.batches {
             out.extend_from_slice(&b.first_seq.to_be_bytes());
@@ -148,10 +154,15 @@ pub fn decode(bytes: &[u8], max_producers: usize) -> Result<Snapshot, SnapshotEr
         return Err(SnapshotError::BadHeader);
     }
     let version = i16::from_be_bytes([bytes[4], bytes[5]]);
-    if version != VERSION && version != VERSION_1 {
+    if !(VERSION_1..=VERSION).contains(&version) {
         return Err(SnapshotError::BadHeader);
     }
-    let producer_len = PRODUCER_LEN + if version == VERSION { 8 } else { 0 };
+    let producer_len = PRODUCER_LEN
+        + match version {
+            VERSION_1 => 0,
+            VERSION_2 => 8,
+            _ => 10,
+        };
     let min_batches = usize::from(version == VERSION_1);
     let stored = u32::from_be_bytes(bytes[6..10].try_into().unwrap_or_default());
     let computed = crc32c::crc32c(&bytes[10..]);
@@ -189,10 +200,15 @@ pub fn decode(bytes: &[u8], max_producers: usize) -> Result<Snapshot, SnapshotEr
         let id = i64::from_be_bytes(r.take());
         let epoch = i16::from_be_bytes(r.take());
         let last_write_ms = i64::from_be_bytes(r.take());
-        let txn_first_offset = if version == VERSION {
+        let txn_first_offset = if version >= VERSION_2 {
             Some(i64::from_be_bytes(r.take())).filter(|&o| o >= 0)
         } else {
             None
+        };
+        let txn_epoch = if version >= VERSION {
+            i16::from_be_bytes(r.take())
+        } else {
+            epoch
         };
         let [n] = r.take::<1>();
         let n = usize::from(n);
@@ -225,6 +241,7 @@ pub fn decode(bytes: &[u8], max_producers: usize) -> Result<Snapshot, SnapshotEr
                 batches,
                 last_write_ms,
                 txn_first_offset,
+                txn_epoch,
             },
         );
     }

@@ -8,6 +8,7 @@ use crate::log::batch::BatchHeader;
 const LIMITS: ProducerLimits = ProducerLimits {
     expiration_ms: 1_000,
     max_producer_ids: 3,
+    min_idle_for_eviction_ms: 0,
 };
 
 fn header(producer_id: i64, epoch: i16, base_sequence: i32, records: i32) -> BatchHeader {
@@ -288,7 +289,7 @@ proptest! {
         sizes in proptest::collection::vec(1i32..20, 1..30),
         retries in proptest::collection::vec(0usize..5, 0..30),
     ) {
-        let mut s = ProducerStates::new(ProducerLimits { expiration_ms: i64::MAX, max_producer_ids: 10 });
+        let mut s = ProducerStates::new(ProducerLimits { expiration_ms: i64::MAX, max_producer_ids: 10, min_idle_for_eviction_ms: 0 });
         let mut seq = 0;
         let mut offset = 0;
         let mut sent: Vec<(BatchHeader, i64)> = Vec::new();
@@ -358,6 +359,7 @@ fn at_a_large_cap_one_newcomer_evicts_a_batch_of_the_idlest() {
     let limits = ProducerLimits {
         expiration_ms: i64::MAX,
         max_producer_ids: 1_000,
+        min_idle_for_eviction_ms: 0,
     };
     let mut s = ProducerStates::new(limits);
     for id in 0..1_000 {
@@ -372,4 +374,99 @@ fn at_a_large_cap_one_newcomer_evicts_a_batch_of_the_idlest() {
         append(&mut s, &header(id, 0, 0, 1), id, 2_000).unwrap();
     }
     assert_eq!((s.len(), s.evicted()), (1_000, 10));
+}
+
+/// Issue 28: at the cap, a producer that wrote within the eviction floor is never
+/// evicted for a newcomer: the newcomer is refused (retriable) while every remembered
+/// producer is that recent, so a flood of producer ids cannot make an honest producer's
+/// retry a duplicate; once the floor has passed, the idlest makes room as before.
+#[test]
+fn at_the_cap_a_recent_producer_is_never_evicted() {
+    let limits = ProducerLimits {
+        expiration_ms: i64::MAX,
+        max_producer_ids: 3,
+        min_idle_for_eviction_ms: 1_000,
+    };
+    let mut s = ProducerStates::new(limits);
+    for id in 0..3 {
+        append(&mut s, &header(id, 0, 0, 1), id, 100 + id).unwrap();
+    }
+    for newcomer in 10..200 {
+        let refused = append(&mut s, &header(newcomer, 0, 0, 1), 50, 500).unwrap_err();
+        assert!(
+            matches!(refused, ProducerError::TableFull { .. }),
+            "{refused}"
+        );
+        assert_eq!(
+            refused.error(),
+            kafka_protocol::error::ResponseError::NotEnoughReplicas
+        );
+    }
+    assert_eq!((s.len(), s.evicted()), (3, 0));
+    // Producer 1's retry is still a duplicate.
+    assert!(matches!(
+        s.check(&header(1, 0, 0, 1), 600),
+        Ok(Check::Duplicate(_))
+    ));
+    // Past the floor for producer 0 only: it makes room.
+    assert_eq!(
+        append(&mut s, &header(10, 0, 0, 1), 60, 1_100),
+        Ok(Check::Append)
+    );
+    assert!(s.get(0, 1_100).is_none());
+    assert_eq!((s.len(), s.evicted()), (3, 1));
+}
+
+/// Issue 28: a batch that is not transactional from a producer whose transaction is
+/// ongoing is refused INVALID_TXN_STATE, at its epoch or a newer one, and changes
+/// nothing; a retry of one of its transactional batches is still a duplicate.
+#[test]
+fn a_plain_batch_during_a_transaction_is_refused() {
+    let mut s = ProducerStates::new(LIMITS);
+    let mut txn = header(4, 1, 0, 2);
+    txn.attributes |= 1 << 4;
+    assert_eq!(append(&mut s, &txn, 10, 0), Ok(Check::Append));
+    for (epoch, seq) in [(1, 2), (2, 0)] {
+        let refused = append(&mut s, &header(4, epoch, seq, 1), 12, 0).unwrap_err();
+        assert_eq!(
+            refused,
+            ProducerError::ExpectedTransactional {
+                producer_id: 4,
+                txn_first_offset: 10
+            }
+        );
+        assert_eq!(
+            refused.error(),
+            kafka_protocol::error::ResponseError::InvalidTxnState
+        );
+    }
+    let entry = s.get(4, 0).unwrap();
+    assert_eq!((entry.epoch, entry.txn_first_offset), (1, Some(10)));
+    assert!(matches!(s.check(&txn, 0), Ok(Check::Duplicate(_))));
+    // Once the marker ended it, plain batches are the producer's business again.
+    s.end_transaction(4, 1, 0);
+    assert_eq!(
+        append(&mut s, &header(4, 1, 2, 1), 13, 0),
+        Ok(Check::Append)
+    );
+}
+
+#[test]
+fn a_version_2_snapshot_takes_the_epoch_as_its_transactions() {
+    let mut s = ProducerStates::new(LIMITS);
+    let mut txn = header(5, 3, 0, 2);
+    txn.attributes |= 1 << 4;
+    s.record(&txn, 40, 0);
+    let mut bytes = snapshot::encode(42, s.entries());
+    // Version 3 round-trips txn_epoch.
+    let decoded = snapshot::decode(&bytes, 3).unwrap();
+    assert_eq!(decoded.producers[&5].txn_epoch, 3);
+    // Version 2: the same without the txn_epoch field (after txn_first).
+    bytes[4..6].copy_from_slice(&2i16.to_be_bytes());
+    let at = 4 + 2 + 4 + 8 + 4 + 8 + 2 + 8 + 8;
+    bytes.drain(at..at + 2);
+    let crc = crc32c::crc32c(&bytes[10..]);
+    bytes[6..10].copy_from_slice(&crc.to_be_bytes());
+    let entry = &snapshot::decode(&bytes, 3).unwrap().producers[&5];
+    assert_eq!((entry.txn_first_offset, entry.txn_epoch), (Some(40), 3));
 }

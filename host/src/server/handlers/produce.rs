@@ -172,6 +172,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                                 let target = Target {
                                     topic,
                                     index: p.index,
+                                    producer_ids: &work.producer_ids,
                                     transactions: work.transactions().map(|t| &**t),
                                     transactional_id: transactional_id.as_deref(),
                                 };
@@ -399,6 +400,7 @@ fn find_or_create(
 struct Target<'a> {
     topic: &'a Topic,
     index: i32,
+    producer_ids: &'a crate::broker::producer_ids::ProducerIds,
     transactions: Option<&'a crate::txn::TxnCoordinator>,
     transactional_id: Option<&'a str>,
 }
@@ -488,6 +490,45 @@ fn verify_in_transaction(
     })
 }
 
+/// A batch with a producer id that no InitProducerId handed out is refused
+/// `UNKNOWN_PRODUCER_ID` before it reaches the partition's producer state
+/// ([`crate::broker::producer_ids`]): a client that makes ids up cannot fill the table
+/// and push honest producers out. In cluster mode an id above the broker's last reading
+/// of ZooKeeper that cannot be read again now is `NOT_ENOUGH_REPLICAS` (retriable).
+/// Transactional batches are checked by their transaction instead.
+fn check_issued(
+    target: &Target<'_>,
+    header: &crate::log::batch::BatchHeader,
+) -> Result<(), Refusal> {
+    use crate::broker::producer_ids::Issued;
+    let id = header.producer_id;
+    if id < 0 || target.producer_ids.known_issued(id) {
+        return Ok(());
+    }
+    let (error, message) = match off_the_runtime(|| target.producer_ids.issued(id)) {
+        Issued::Yes => return Ok(()),
+        Issued::No => (
+            ResponseError::UnknownProducerId,
+            format!("producer id {id} was never handed out by InitProducerId"),
+        ),
+        Issued::Unsure => (
+            ResponseError::NotEnoughReplicas,
+            format!("producer id {id} could not be checked against ZooKeeper now; retry"),
+        ),
+    };
+    crate::info_limited!(
+        "produce.unknown_producer_id",
+        topic = %target.topic.name,
+        partition = target.index,
+        "produce refused: {message}"
+    );
+    Err(Refusal {
+        error,
+        message,
+        record: None,
+    })
+}
+
 /// Validates `records` under `rules` (unless `checked` holds the outcome already) and
 /// appends them to partition `index` of `topic`.
 /// The returned flag (deferred) is set when the acknowledgement must wait for an
@@ -526,6 +567,8 @@ fn append(
     })?;
     if batch.header().is_transactional() {
         verify_in_transaction(target, batch.header())?;
+    } else {
+        check_issued(target, batch.header())?;
     }
     let mut log = partition.lock_log();
     let now = rules.now_ms;
