@@ -185,6 +185,39 @@ enum AdminCommand {
         /// One group.
         group: Option<String>,
     },
+    /// Transactions: the coordinator's transactional ids, those open in this broker's
+    /// partitions, and aborting a hanging one (Kafka's `kafka-transactions.sh`).
+    Transactions {
+        #[command(subcommand)]
+        command: Option<TransactionsCommand>,
+    },
+}
+
+#[derive(Subcommand)]
+enum TransactionsCommand {
+    /// The transaction coordinator's transactional ids (JSON; the default).
+    List,
+    /// Transactions open in the partitions this broker leads (JSON); `--hanging`: only
+    /// those nothing will end, which hold read_committed consumers back.
+    Partitions {
+        /// Only hanging transactions.
+        #[arg(long)]
+        hanging: bool,
+    },
+    /// End a hanging transaction in one partition with an abort marker; no data is
+    /// deleted, read_committed consumers skip its records. Refused while its
+    /// transaction coordinator still has it open.
+    Abort {
+        /// The topic.
+        #[arg(long)]
+        topic: String,
+        /// The partition.
+        #[arg(long)]
+        partition: i32,
+        /// The producer id whose transaction hangs (from `partitions --hanging`).
+        #[arg(long)]
+        producer_id: i64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -374,6 +407,17 @@ fn admin_command(admin: std::net::SocketAddr, command: AdminCommand) -> Result<(
                 };
                 admin_cli::offset_store_swap(admin, &to, &text, !no_wait)
             }
+        },
+        AdminCommand::Transactions { command } => match command {
+            None | Some(TransactionsCommand::List) => admin_cli::get(admin, "/v1/transactions"),
+            Some(TransactionsCommand::Partitions { hanging }) => {
+                admin_cli::transactions_in_partitions(admin, hanging)
+            }
+            Some(TransactionsCommand::Abort {
+                topic,
+                partition,
+                producer_id,
+            }) => admin_cli::abort_transaction(admin, &topic, partition, producer_id),
         },
         AdminCommand::Cluster | AdminCommand::Groups { .. } => {
             let path = match command {

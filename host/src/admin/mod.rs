@@ -8,12 +8,15 @@
 //! - `GET /v1/offset-store`, `POST /v1/offset-store`: the active offset store and
 //!   swapping it ([`offset_store`]);
 //! - `GET /v1/transactions`: the transaction coordinator's transactional ids
-//!   ([`transactions`]);
+//!   ([`transactions`]); `GET /v1/transactions/partitions`: transactions open in this
+//!   broker's partitions, hanging ones marked, and `POST /v1/transactions/abort` to end
+//!   a hanging one ([`open_transactions`]);
 //! - `GET /v1/cluster`: cluster mode — this broker, live brokers, slot owners, topic
 //!   placement (404 when standalone).
 
 pub mod groups;
 pub mod offset_store;
+pub mod open_transactions;
 pub mod plugins;
 pub mod transactions;
 
@@ -46,6 +49,8 @@ pub async fn serve(
         .route("/v1/groups/{group}", get(groups::detail))
         .route("/v1/cluster", get(cluster))
         .route("/v1/transactions", get(transactions::list))
+        .route("/v1/transactions/partitions", get(open_transactions::list))
+        .route("/v1/transactions/abort", post(open_transactions::abort))
         .route(
             "/v1/offset-store",
             get(offset_store::get).post(offset_store::post),

@@ -220,6 +220,22 @@ impl Partition {
         Ok(offset)
     }
 
+    /// An operator's abort of `producer_id`'s transaction ongoing in this partition
+    /// ([`PartitionLog::abort_open_transaction`]), waking waiting fetches. Blocking: call
+    /// from a blocking thread; the caller waits for durability
+    /// ([`Self::wait_durable`]) with the marker's offset + 1.
+    ///
+    /// Errors: as [`Self::append_txn_marker`].
+    pub fn abort_open_transaction(&self, producer_id: i64) -> Result<Option<(i64, i64)>, LogError> {
+        let aborted = self
+            .lock_log()
+            .abort_open_transaction(producer_id, crate::clock::now_ms())?;
+        if aborted.is_some() {
+            self.notify_appended();
+        }
+        Ok(aborted)
+    }
+
     /// The partition's last stable offset ([`PartitionLog::last_stable_offset`]).
     pub fn last_stable_offset(&self) -> i64 {
         self.lock_log().last_stable_offset()

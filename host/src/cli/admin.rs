@@ -78,6 +78,58 @@ fn dechunk(mut rest: &str) -> String {
     out
 }
 
+/// Prints the body of `GET path`; an error unless the status is 200.
+pub fn get(addr: SocketAddr, path: &str) -> Result<(), String> {
+    let (status, body) = http(addr, "GET", path, None)?;
+    println!("{body}");
+    if status == 200 {
+        Ok(())
+    } else {
+        Err(format!("HTTP {status}"))
+    }
+}
+
+/// `drover admin transactions partitions [--hanging]`: the transactions open in the
+/// broker's partitions, as JSON (`--hanging`: only those nothing will end).
+pub fn transactions_in_partitions(addr: SocketAddr, hanging: bool) -> Result<(), String> {
+    let (status, body) = http(addr, "GET", "/v1/transactions/partitions", None)?;
+    if status != 200 {
+        return Err(format!("HTTP {status}: {body}"));
+    }
+    if !hanging {
+        println!("{body}");
+        return Ok(());
+    }
+    let mut listed: serde_json::Value =
+        serde_json::from_str(&body).map_err(|e| format!("bad answer: {e}: {body}"))?;
+    if let Some(open) = listed["open"].as_array_mut() {
+        open.retain(|t| t["hanging"].as_bool() == Some(true));
+    }
+    println!("{listed}");
+    Ok(())
+}
+
+/// `drover admin transactions abort`: ends a hanging transaction in one partition.
+pub fn abort_transaction(
+    addr: SocketAddr,
+    topic: &str,
+    partition: i32,
+    producer_id: i64,
+) -> Result<(), String> {
+    let body = serde_json::json!({
+        "topic": topic,
+        "partition": partition,
+        "producer_id": producer_id,
+    })
+    .to_string();
+    let (status, answer) = http(addr, "POST", "/v1/transactions/abort", Some(&body))?;
+    if status != 200 {
+        return Err(format!("abort refused (HTTP {status}): {}", answer.trim()));
+    }
+    println!("{answer}");
+    Ok(())
+}
+
 /// `drover admin offset-store status`.
 pub fn offset_store_status(addr: SocketAddr) -> Result<(), String> {
     let (status, body) = http(addr, "GET", "/v1/offset-store", None)?;

@@ -447,6 +447,21 @@ impl TxnCoordinator {
         self.lock().get(id).cloned()
     }
 
+    /// What this coordinator knows of producer `producer_id`'s transaction: its
+    /// transactional id, state, and whether `partition` is in it while it is open
+    /// (Ongoing or Prepare*). `None` when no transactional id served here has this
+    /// producer id.
+    pub fn open_in(
+        &self,
+        producer_id: i64,
+        partition: &TopicPartition,
+    ) -> Option<(TransactionalId, TxnState, bool)> {
+        let state = self.lock();
+        let meta = state.by_producer_id(producer_id)?;
+        let open = !meta.state.is_idle() && meta.partitions.contains(partition);
+        Some((meta.id.clone(), meta.state, open))
+    }
+
     /// Every transaction as it is now, sorted by transactional id.
     pub fn snapshot(&self) -> Vec<TxnMetadata> {
         let mut all: Vec<TxnMetadata> = self.lock().iter().cloned().collect();

@@ -69,6 +69,38 @@ impl PartitionLog {
         Ok(offset)
     }
 
+    /// An operator's abort of `producer_id`'s transaction ongoing in this partition
+    /// (Kafka's `kafka-transactions.sh abort`): an abort marker at the epoch that opened
+    /// it, written as [`Self::append_txn_marker`] writes one, under one hold of the lock
+    /// so that no other marker can end the transaction in between. No data is deleted:
+    /// read_committed consumers skip the transaction's records as aborted and read on.
+    /// Returns the transaction's first offset and the marker's offset, or `None` when the
+    /// producer has no transaction ongoing here (nothing written).
+    ///
+    /// Errors: as [`Self::append_txn_marker`].
+    pub fn abort_open_transaction(
+        &mut self,
+        producer_id: i64,
+        now_ms: i64,
+    ) -> Result<Option<(i64, i64)>, LogError> {
+        let Some((first, epoch)) = self
+            .producers
+            .get(producer_id, now_ms)
+            .and_then(|e| e.txn_first_offset.map(|f| (f, e.txn_epoch)))
+        else {
+            return Ok(None);
+        };
+        let marker = TxnMarker {
+            producer_id,
+            producer_epoch: epoch,
+            coordinator_epoch: 0,
+            result: TxnResult::Abort,
+            timestamp_ms: now_ms,
+        };
+        let offset = self.append_txn_marker(&marker, now_ms)?;
+        Ok(Some((first, offset)))
+    }
+
     /// The last stable offset (Kafka's `lastStableOffset`): the first offset of the
     /// earliest transaction still ongoing in this partition, else the log end offset.
     /// read_committed consumers read below it. Never below the log start offset: after
