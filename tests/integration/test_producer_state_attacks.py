@@ -24,6 +24,9 @@ import struct
 import subprocess
 import time
 
+import pytest
+
+from cluster_testlib import ZooKeeper
 from conftest import drover_bin
 from drover_testlib import RawConn, ck_conf, ck_create_topic, http_get, kstr, unique_topic
 from test_idempotence import end_offset, idem_batch, init_producer_id, metric
@@ -213,3 +216,53 @@ def test_issued_ids_past_the_cap_never_evict_a_recent_producer(broker_factory):
         assert (retry["error"], retry["base_offset"]) == (NONE, 0), retry
     assert metric(broker, "drover_producer_ids") == cap
     assert metric(broker, "drover_producer_ids_evicted_total") == 0
+
+
+@pytest.fixture
+def zookeeper(tmp_path):
+    zk = ZooKeeper(tmp_path / "zookeeper").start()
+    yield zk
+    zk.stop()
+
+
+def test_in_cluster_mode_ids_from_any_broker_are_taken_made_up_ones_refused(broker_factory,
+                                                                         zookeeper):
+    """Cluster mode: the leader of a partition takes a producer id that another broker
+    handed out (its block is newer than the leader's last reading of ZooKeeper, which
+    it reads again), and refuses one no broker handed out."""
+    from cluster_testlib import start_cluster, wait_until
+    from test_cluster import leaders
+
+    brokers = start_cluster(broker_factory, zookeeper, n=2)
+    topic = unique_topic("idem-cluster")
+    ck_create_topic(brokers[0], topic, 2)
+    placement = wait_until(lambda: len(leaders(brokers[0], topic)) == 2
+                           and leaders(brokers[0], topic), 15, "leaders")
+    by_id = {i + 1: b for i, b in enumerate(brokers)}
+    for partition, leader_id in placement.items():
+        leader = by_id[leader_id]
+        other = by_id[3 - leader_id]
+        with RawConn(other) as c:
+            # Take a fresh block on the other broker: newer than what the leader read.
+            for _ in range(3):
+                error, pid, epoch = init_producer_id(c)
+            assert error == NONE
+        with RawConn(leader) as c:
+            ok = produce_v8_to(c, topic, partition, idem_batch(pid, epoch, 0, 1, b"ok"))
+            assert ok == NONE
+            made_up = produce_v8_to(c, topic, partition,
+                                    idem_batch(pid + 5_000_000, 0, 0, 1, b"no"))
+            assert made_up in (UNKNOWN_PRODUCER_ID, NOT_ENOUGH_REPLICAS), made_up
+            # Once the leader may read ZooKeeper again, the answer is definite.
+            time.sleep(0.2)
+            made_up = produce_v8_to(c, topic, partition,
+                                    idem_batch(pid + 5_000_001, 0, 0, 1, b"no"))
+            assert made_up == UNKNOWN_PRODUCER_ID
+
+
+def produce_v8_to(c: RawConn, topic: str, partition: int, records: bytes) -> int:
+    """Produce v8 of `records` to `partition`; the partition's error code."""
+    body = (kstr(None) + struct.pack(">hi", -1, 10000) + struct.pack(">i", 1) + kstr(topic)
+            + struct.pack(">i", 1) + struct.pack(">i", partition)
+            + struct.pack(">i", len(records)) + records)
+    return partition_error(c.recv_response(c.request(0, 8, body)))
