@@ -35,6 +35,7 @@ fn states(producers: i64) -> ProducerStates {
     let mut s = ProducerStates::new(ProducerLimits {
         expiration_ms: i64::MAX,
         max_producer_ids: 1_000_000,
+        min_idle_for_eviction_ms: 0,
     });
     for id in 0..producers {
         s.record(&header(id, 0), id * 100, 0);
