@@ -156,3 +156,27 @@ def test_delete_racing_auto_creating_producers_loses_nothing_acknowledged(broker
     survivors = [a for a in acked if a[0] > last_delete + 0.5]
     assert survivors, "nothing was acknowledged after the last delete"
     assert max(o for _, o, _ in survivors) < after[1]
+
+
+@pytest.mark.parametrize("name", ["__consumer_offsets", "__transaction_state",
+                                  "__share_group_state"])
+def test_kafkas_internal_topic_names_are_reserved(broker, name):
+    """Kafka's internal topic names (issue 28 item 7): CreateTopics answers
+    INVALID_REQUEST ("Creation of internal topic ... is prohibited"), DeleteTopics
+    INVALID_REQUEST, and neither Metadata nor Produce auto-creates them. Before, they
+    were created and deleted as ordinary topics."""
+    from confluent_kafka import KafkaError, KafkaException, Producer
+
+    with pytest.raises(KafkaException) as e:
+        create(broker, name, 1)
+    assert error_code(e) == KafkaError.INVALID_REQUEST
+    assert "internal topic" in str(e.value)
+    with pytest.raises(KafkaException) as e:
+        delete(broker, name)
+    assert error_code(e) == KafkaError.INVALID_REQUEST
+    p = Producer({"bootstrap.servers": f"{broker.host}:{broker.port}",
+                  "message.timeout.ms": 1500})
+    p.produce(name, b"x")
+    p.flush(5)
+    assert ck_topic_partitions(broker, name) is None
+    broker.assert_alive()

@@ -32,6 +32,9 @@ pub enum TopicError {
     /// The topic exists.
     #[error("topic `{0}` already exists")]
     AlreadyExists(String),
+    /// The name is one of Kafka's internal topics ([`INTERNAL_TOPICS`]).
+    #[error("`{0}` is a Kafka internal topic name: creating it is prohibited")]
+    Internal(String),
     /// The topic does not exist.
     #[error("topic `{0}` does not exist")]
     Unknown(String),
@@ -342,6 +345,23 @@ pub struct TopicRegistry {
     changes: watch::Sender<u64>,
 }
 
+/// Kafka's internal topic names (`Topic.GROUP_METADATA_TOPIC_NAME`,
+/// `TRANSACTION_STATE_TOPIC_NAME`, `SHARE_GROUP_STATE_TOPIC_NAME`). Drover keeps what
+/// they hold in the offset stores and the transaction store, never in a topic; the names
+/// stay reserved as Kafka's tools expect: CreateTopics answers INVALID_REQUEST ("Creation
+/// of internal topic … is prohibited"), DeleteTopics INVALID_REQUEST, and they are never
+/// auto-created.
+pub const INTERNAL_TOPICS: [&str; 3] = [
+    "__consumer_offsets",
+    "__transaction_state",
+    "__share_group_state",
+];
+
+/// Whether `name` is one of [`INTERNAL_TOPICS`].
+pub fn is_internal(name: &str) -> bool {
+    INTERNAL_TOPICS.contains(&name)
+}
+
 /// Kafka's topic name rules: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub fn validate_name(name: &str) -> Result<(), TopicError> {
     let invalid = |reason| {
@@ -538,6 +558,9 @@ impl TopicRegistry {
         configs: &Overrides,
     ) -> Result<Arc<Topic>, TopicError> {
         validate_name(name)?;
+        if is_internal(name) {
+            return Err(TopicError::Internal(name.to_owned()));
+        }
         if partitions < 1 || partitions > i64::from(max_partitions) {
             return Err(TopicError::InvalidPartitions {
                 count: partitions,

@@ -63,6 +63,12 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) 
                 }
                 validate_name(&name)
                     .map_err(|e| (ResponseError::InvalidTopicException, e.to_string()))?;
+                if crate::broker::topics::is_internal(&name) {
+                    return Err((
+                        ResponseError::InvalidRequest,
+                        format!("Creation of internal topic {name} is prohibited."),
+                    ));
+                }
                 if !matches!(t.replication_factor, -1 | 1) {
                     return Err((
                         ResponseError::InvalidReplicationFactor,

@@ -43,6 +43,10 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) 
             };
             let outcome = match &name {
                 None => Err(ResponseError::UnknownTopicId),
+                // Kafka's internal topic names are reserved (`topics::INTERNAL_TOPICS`).
+                Some(n) if crate::broker::topics::is_internal(n) => {
+                    Err(ResponseError::InvalidRequest)
+                }
                 Some(n) => match broker
                     .cluster()
                     .map_or(Ok(()), |c| {

@@ -107,6 +107,9 @@ fn by_name(
     let error = if let Err(e) = validate_name(name) {
         tracing::debug!("metadata: {e}");
         ResponseError::InvalidTopicException
+    } else if crate::broker::topics::is_internal(name) {
+        // Kafka's internal names are never auto-created (`topics::INTERNAL_TOPICS`).
+        ResponseError::UnknownTopicOrPartition
     } else if let Some(budget) = budget {
         if budget.try_take() {
             let topics = &broker.config.topics;

@@ -359,7 +359,7 @@ fn find_or_create(
         return Err(ResponseError::InvalidTopicException);
     }
     let config = &broker.config.topics;
-    if !broker.auto_create() {
+    if !broker.auto_create() || crate::broker::topics::is_internal(name) {
         return Err(ResponseError::UnknownTopicOrPartition);
     }
     if !budget.try_take() {
