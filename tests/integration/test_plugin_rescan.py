@@ -253,3 +253,31 @@ def test_an_assignor_that_does_not_start_is_refused_at_every_rescan(broker_facto
         rows = {r["file"]: r for r in json.loads(body)}
         assert rows["liblopsided.so"]["status"].startswith("refused:"), rows
     broker.assert_alive()
+
+
+def test_a_refused_file_is_counted_once_per_version(rescan_broker):
+    """drover_plugin_files_refused_total counts each refused file version once (issue 28
+    item 7): rescans that find the same broken file refuse it again, listed every time,
+    but the counter moves only when a new version of the file is refused. Before, every
+    rescan counted it again."""
+    from test_admin import parse_metrics
+
+    def refused_total() -> float:
+        samples = parse_metrics(http_get(broker.admin_url + "/metrics")[2])
+        return [v for n, _l, v in samples if n == "drover_plugin_files_refused_total"][0]
+
+    broker = conftest.start_or_fail(rescan_broker)
+    before = refused_total()
+    garbage = broker.plugin_dir / "libgarbage.so"
+    garbage.write_bytes(b"not a library")
+    os.chmod(garbage, 0o644)
+    for _ in range(3):
+        report = rescan(broker)
+        assert [r["file"] for r in report["refused"]] == ["libgarbage.so"], report
+    assert refused_total() == before + 1
+    # Another version of the file: counted once more.
+    garbage.write_bytes(b"still not a library, and longer")
+    for _ in range(2):
+        rescan(broker)
+    assert refused_total() == before + 2
+    broker.assert_alive()

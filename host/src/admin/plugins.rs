@@ -118,7 +118,7 @@ pub fn rescan_blocking(broker: &Broker) -> Result<crate::plugins::RescanReport, 
                 && report.removed.is_empty());
             broker.metrics.plugin_rescan(
                 if changed { "changed" } else { "unchanged" },
-                report.refused.len(),
+                report.newly_refused,
                 report.libraries_loaded,
             );
             Ok(report)

@@ -25,7 +25,8 @@
 //!   third-party coordinator's own names are counted too;
 //! - `drover_plugin_rescans_total{outcome}`: rescans of the plugin directory (`changed`,
 //!   `unchanged`, `failed`), and `drover_plugin_files_refused_total`: files a rescan
-//!   refused; `drover_plugin_libraries_loaded` (gauge): distinct plugin libraries in the
+//!   refused, each file version and reason once (a file refused again unchanged by the
+//!   next rescan is not counted again); `drover_plugin_libraries_loaded` (gauge): distinct plugin libraries in the
 //!   process (never unloaded; capped by `plugins.max_loaded_libraries`);
 //! - `drover_producer_ids` (gauge, summed over partitions at scrape time) and
 //!   `drover_producer_ids_evicted_total`: idempotent producer ids remembered, and

@@ -88,6 +88,10 @@ pub struct RescanReport {
     pub removed: Vec<PluginChange>,
     /// Files refused by this rescan.
     pub refused: Vec<Refusal>,
+    /// Of [`Self::refused`], the files not refused for the same reason in the same
+    /// version by the rescan before (what `drover_plugin_files_refused_total` counts).
+    #[serde(skip)]
+    pub newly_refused: usize,
     /// Files kept as they were.
     pub unchanged: usize,
     /// Distinct plugin libraries loaded in this process (never unloaded).
@@ -101,6 +105,9 @@ pub struct RescanReport {
 
 struct LiveState {
     entries: Vec<LiveEntry>,
+    /// The refusals of the last rescan, by file version ([`refusal_key`]): a file
+    /// refused again unchanged is not counted again.
+    refused: HashSet<RefusalKey>,
     assignors: BTreeMap<String, Arc<AssignorHandle>>,
     /// SHA-256 of every library loaded into this process.
     libraries: HashSet<String>,
@@ -147,6 +154,11 @@ impl LivePlugins {
             loader,
             max_libraries,
             state: Mutex::new(LiveState {
+                // The files refused at startup count as already reported.
+                refused: entries
+                    .iter()
+                    .filter_map(|e| e.outcome.as_ref().err().map(|r| refusal_key(&e.path, r)))
+                    .collect(),
                 entries,
                 assignors: assignors.clone(),
                 libraries,
@@ -258,6 +270,13 @@ impl LivePlugins {
             default_assignor,
             start,
         );
+        let refused: HashSet<RefusalKey> = report
+            .refused
+            .iter()
+            .map(|r| refusal_key(&self.dir.join(&r.file), &r.reason))
+            .collect();
+        report.newly_refused = refused.difference(&state.refused).count();
+        state.refused = refused;
         report.libraries_loaded = state.libraries.len();
         if report.assignors_changed {
             changed(&state.assignors);
@@ -470,6 +489,17 @@ fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string())
+}
+
+/// A refused file version and why: the path, its length and modification time (a
+/// replaced file is another version) and the reason.
+type RefusalKey = (PathBuf, Option<(u64, std::time::SystemTime)>, String);
+
+fn refusal_key(path: &Path, reason: &str) -> RefusalKey {
+    let version = std::fs::metadata(path)
+        .ok()
+        .and_then(|m| Some((m.len(), m.modified().ok()?)));
+    (path.to_owned(), version, reason.to_owned())
 }
 
 /// A load error without its leading path and `refused:` word.
