@@ -484,7 +484,7 @@ impl Config {
         }
         config
             .log
-            .validate()
+            .validate_settings()
             .map_err(|e| invalid(format!("[log]: {e}")))?;
         let server = &config.server;
         for (key, value, min) in [
@@ -758,6 +758,19 @@ mod tests {
     fn out_of_range_log_values_are_refused_at_parse_time() {
         let e = Config::parse(Path::new("x"), "[log]\nflush_messages = 0\n").unwrap_err();
         assert!(e.to_string().contains("flush_messages"), "{e}");
+    }
+
+    /// Kafka 4.x's minimum `log.segment.bytes` (1 MiB) holds for `[log] segment_bytes`.
+    #[test]
+    fn segment_bytes_below_one_mebibyte_is_refused() {
+        let e = Config::parse(Path::new("x"), "[log]\nsegment_bytes = 128\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("segment_bytes must be at least 1048576"),
+            "{e}"
+        );
+        let c = Config::parse(Path::new("x"), "[log]\nsegment_bytes = 1048576\n").unwrap();
+        assert_eq!(c.log.segment_bytes, 1_048_576);
     }
 
     #[test]
