@@ -113,9 +113,26 @@ pub struct TransactionsSection {
     /// removed), ms. Kafka's
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`. Default 10000.
     pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
-    /// Most transactional ids kept at once; InitProducerId for a new id beyond it is
-    /// `POLICY_VIOLATION`. Default 100000.
+    /// A transactional id that never opened a transaction (InitProducerId only, no
+    /// AddPartitionsToTxn or AddOffsetsToTxn accepted) is forgotten this long after its
+    /// last change, ms, when shorter than `transactional_id_expiration_ms`, so ids made
+    /// up in bulk do not stay for days. This broker's (Kafka has none). Default 3600000
+    /// (1 hour), at least 1.
+    pub unused_id_expiration_ms: i64,
+    /// Most transactional ids kept at once. InitProducerId for a new id beyond it
+    /// evicts an idle one (no transaction open), one that never opened a transaction
+    /// first, then the one idle longest; only when every id has a transaction open is
+    /// it `POLICY_VIOLATION`. Default 100000.
     pub max_transactional_ids: usize,
+    /// Most new transactional ids one client address may create per second
+    /// (InitProducerId naming an id the coordinator does not know), as a token bucket
+    /// per address holding one second's worth, the way `topics.auto_create_per_sec`
+    /// bounds topic creation. Beyond it the call is answered
+    /// `COORDINATOR_LOAD_IN_PROGRESS`, which every client retries (no InitProducerId
+    /// version may carry `THROTTLING_QUOTA_EXCEEDED`). Calls for known ids and without a
+    /// transactional id are not counted. This broker's (Kafka has none). Default 50, at
+    /// least 1.
+    pub new_ids_per_sec_per_client: u32,
     /// Most partitions in one transaction; an AddPartitionsToTxn beyond it is
     /// `POLICY_VIOLATION`. Default 10000.
     pub max_partitions_per_transaction: usize,
@@ -132,7 +149,9 @@ impl Default for TransactionsSection {
             transaction_max_timeout_ms: 900_000,
             transactional_id_expiration_ms: 604_800_000,
             transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
+            unused_id_expiration_ms: 3_600_000,
             max_transactional_ids: 100_000,
+            new_ids_per_sec_per_client: 50,
             max_partitions_per_transaction: 10_000,
             max_groups_per_transaction: 100,
             max_offsets_per_transaction: 100_000,
@@ -146,6 +165,7 @@ impl TransactionsSection {
         crate::txn::Limits {
             max_timeout_ms: self.transaction_max_timeout_ms,
             id_expiration_ms: self.transactional_id_expiration_ms,
+            unused_id_expiration_ms: self.unused_id_expiration_ms,
             max_transactional_ids: self.max_transactional_ids,
             max_partitions_per_transaction: self.max_partitions_per_transaction,
             max_groups_per_transaction: self.max_groups_per_transaction,
@@ -484,7 +504,7 @@ impl Config {
         }
         config
             .log
-            .validate()
+            .validate_settings()
             .map_err(|e| invalid(format!("[log]: {e}")))?;
         let server = &config.server;
         for (key, value, min) in [
@@ -526,8 +546,18 @@ impl Config {
                 10,
             ),
             (
+                "transactions.unused_id_expiration_ms",
+                config.transactions.unused_id_expiration_ms.max(0) as u64,
+                1,
+            ),
+            (
                 "transactions.max_transactional_ids",
                 config.transactions.max_transactional_ids as u64,
+                1,
+            ),
+            (
+                "transactions.new_ids_per_sec_per_client",
+                u64::from(config.transactions.new_ids_per_sec_per_client),
                 1,
             ),
             (
@@ -758,6 +788,32 @@ mod tests {
     fn out_of_range_log_values_are_refused_at_parse_time() {
         let e = Config::parse(Path::new("x"), "[log]\nflush_messages = 0\n").unwrap_err();
         assert!(e.to_string().contains("flush_messages"), "{e}");
+    }
+
+    /// Kafka 4.x's minimum `log.segment.bytes` (1 MiB) holds for `[log] segment_bytes`.
+    #[test]
+    fn segment_bytes_below_one_mebibyte_is_refused() {
+        let e = Config::parse(Path::new("x"), "[log]\nsegment_bytes = 128\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("segment_bytes must be at least 1048576"),
+            "{e}"
+        );
+        let c = Config::parse(Path::new("x"), "[log]\nsegment_bytes = 1048576\n").unwrap();
+        assert_eq!(c.log.segment_bytes, 1_048_576);
+    }
+
+    #[test]
+    fn transaction_id_bounds_have_defaults_and_minimums() {
+        let c = Config::parse(Path::new("x"), "").unwrap();
+        assert_eq!(c.transactions.unused_id_expiration_ms, 3_600_000);
+        assert_eq!(c.transactions.new_ids_per_sec_per_client, 50);
+        assert_eq!(c.transactions.limits().unused_id_expiration_ms, 3_600_000);
+        for key in ["unused_id_expiration_ms", "new_ids_per_sec_per_client"] {
+            let e =
+                Config::parse(Path::new("x"), &format!("[transactions]\n{key} = 0\n")).unwrap_err();
+            assert!(e.to_string().contains(key), "{e}");
+        }
     }
 
     #[test]

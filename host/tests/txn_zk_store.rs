@@ -82,6 +82,7 @@ fn meta(id: &TransactionalId, epoch: i16, partitions: &[(&str, i32)]) -> TxnMeta
         start_ms: 1,
         last_update_ms: 2,
         timed_out: false,
+        ever_opened: true,
     }
 }
 

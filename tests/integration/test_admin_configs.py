@@ -194,7 +194,9 @@ def _parse_describe_v1(body: bytes):
 
 # ---- DeleteRecords -----------------------------------------------------------------
 
-SMALL_SEGMENTS = "[log]\nsegment_bytes = 4096\nretention_ms = -1\n"
+# Segments roll by age (a produce call after more than 1 ms starts a new one): Kafka 4.x
+# and Drover refuse segment sizes below 1 MiB, which these small logs would never reach.
+SMALL_SEGMENTS = "[log]\nsegment_ms = 1\nretention_ms = -1\n"
 
 
 def _fill(broker, topic: str, n: int, batches: int, ts_ms: int | None = None) -> None:

@@ -147,13 +147,13 @@ def test_concurrent_alters_through_two_brokers_all_succeed(broker_factory, zooke
                 errors.append((name, i, e))
 
     threads = [threading.Thread(target=run, args=(b1, "retention.ms", 3600000)),
-               threading.Thread(target=run, args=(b2, "segment.bytes", 1000000))]
+               threading.Thread(target=run, args=(b2, "segment.bytes", 2000000))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=300)
     assert not errors, errors[:3]
-    want = {"retention.ms": str(3600000 + rounds - 1), "segment.bytes": str(1000000 + rounds - 1)}
+    want = {"retention.ms": str(3600000 + rounds - 1), "segment.bytes": str(2000000 + rounds - 1)}
     for b in (b1, b2):
         wait_until(lambda: topic_configs(b, "conc") == want, 15, "every last value on each broker")
 

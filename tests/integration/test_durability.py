@@ -140,7 +140,9 @@ TEAR_CASES = {
     "cut-1-byte": (None, ("cut", 1), False),
     "cut-7-bytes": (None, ("cut", 7), False),
     "cut-40-bytes": (None, ("cut", 40), False),
-    "cut-7-bytes-many-segments": ("[log]\nsegment_bytes = 32768\n", ("cut", 7), False),
+    # Rolled by age (segment sizes below 1 MiB are refused, as in Kafka 4.x): the last
+    # produce call, a separate request more than 1 ms later, starts a new segment.
+    "cut-7-bytes-many-segments": ("[log]\nsegment_ms = 1\n", ("cut", 7), False),
     "zero-tail": (None, ("append", b"\x00" * 4096), True),
     "garbage-tail": (None, ("append", random.Random(7).randbytes(100)), True),
 }
@@ -163,7 +165,7 @@ def test_torn_tail_is_truncated_on_restart(broker_factory, case):
     assert broker.terminate() == 0, "SIGTERM should exit 0"
     segs = segments(broker, topic, 0)
     if "many-segments" in case:
-        assert len(segs) > 1, "segment_bytes = 32768 should have rolled segments"
+        assert len(segs) > 1, "segment_ms = 1 should have rolled segments"
     newest = segs[-1]
     size = newest.stat().st_size
     if how == "cut":

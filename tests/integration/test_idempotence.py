@@ -180,7 +180,9 @@ def test_a_lowered_cap_keeps_the_snapshot_and_its_active_producers(broker_factor
     loaded and trimmed (the producers idle longest go), so a kept producer's retry is
     still deduplicated. Before, the snapshot was refused and the state rebuilt from the
     last two segments only."""
-    broker = broker_factory("[log]\nsegment_bytes = 300\n")
+    # Each produce below starts a segment (segment_ms = 1 and 5 ms between them), so a state
+    # rebuilt from the last two segments would not know pids[-4].
+    broker = broker_factory("[log]\nsegment_ms = 1\n")
     topic = unique_topic("idem-lowered")
     ck_create_topic(broker, topic, 1)
     with RawConn(broker) as c:
@@ -192,7 +194,7 @@ def test_a_lowered_cap_keeps_the_snapshot_and_its_active_producers(broker_factor
             offsets.append(r["base_offset"])
             time.sleep(0.005)  # distinct last-write times, so the idle order is defined
     broker.terminate()
-    broker.config_path.write_text("[log]\nsegment_bytes = 300\nmax_producer_ids_per_partition = 4\n")
+    broker.config_path.write_text("[log]\nsegment_ms = 1\nmax_producer_ids_per_partition = 4\n")
     broker.start()
     end = end_offset(broker, topic)
     with RawConn(broker) as c:

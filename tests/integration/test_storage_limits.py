@@ -204,7 +204,7 @@ def test_thousands_of_small_segments_keep_descriptors_bounded_and_stay_readable(
     # Before: three descriptors per segment, so the log stopped rolling (and serving
     # appends) after about 130 segments under this limit.
     config = ("[server]\nmax_connections = 20\n"
-              "[log]\nsegment_bytes = 200\nopen_files_cache = 32\nretention_ms = -1\n"
+              "[log]\nsegment_ms = 1\nopen_files_cache = 32\nretention_ms = -1\n"
               "flush_messages = 1000000\n")
     broker = limited_broker(config, nofile=400)
     topic = unique_topic("segments")
@@ -213,6 +213,9 @@ def test_thousands_of_small_segments_keep_descriptors_bounded_and_stay_readable(
         for i in range(n):
             err, base = produce(c, topic, 0, b"v%06d" % i + b"x" * 100)
             assert (err, base) == (0, i), f"produce #{i}"
+            # A segment per produce: they roll by age (segment_ms = 1 rolls once the
+            # active segment is more than 1 ms old; sizes below 1 MiB are refused).
+            time.sleep(0.003)
     fds = open_fds(broker)
     assert fds < 32 + 100, fds
     segments = list((broker.data_dir / "logs" / f"{topic}-0").glob("*.log"))

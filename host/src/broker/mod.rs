@@ -7,6 +7,7 @@
 pub mod auto_create;
 pub mod descriptors;
 pub mod metrics;
+pub mod new_txn_ids;
 pub mod produce_rate;
 pub mod producer_ids;
 pub mod topic_config;
@@ -79,6 +80,9 @@ pub struct Broker {
     /// Producer ids for InitProducerId (a block file in the data directory, or blocks
     /// from ZooKeeper in cluster mode).
     pub producer_ids: producer_ids::ProducerIds,
+    /// The bound on new transactional ids per client address and second
+    /// (`transactions.new_ids_per_sec_per_client`), checked by InitProducerId.
+    pub new_txn_ids: new_txn_ids::NewTxnIdLimiter,
     /// The plugins loaded and started at startup.
     pub plugins: StartedPlugins,
     /// The plugin directory as it is now: startup's, changed by every rescan
@@ -140,6 +144,9 @@ impl Broker {
         Ok(Broker {
             transactions,
             producer_ids,
+            new_txn_ids: new_txn_ids::NewTxnIdLimiter::new(
+                config.transactions.new_ids_per_sec_per_client,
+            ),
             live,
             offsets,
             config,

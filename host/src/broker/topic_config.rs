@@ -6,6 +6,14 @@
 //! Kafka keeps them (`/config/topics/<name>` in ZooKeeper); [`effective`] applies them
 //! to the broker's `[log]` settings. [`validate`] checks one value the way Kafka's
 //! `ConfigDef` does and answers with a message for `INVALID_CONFIG`.
+//!
+//! The bounds are Kafka 4.x's (`LogConfig`'s `ConfigDef` in Kafka's storage module):
+//! `segment.bytes` at least 1048576 (KIP-1030), `segment.ms` at least 1, `flush.messages`
+//! at least 1, `flush.ms` at least 0, `retention.ms` at least −1, `index.interval.bytes`
+//! and both `message.timestamp.*.max.ms` at least 0. Two are stricter than Kafka's, where
+//! Drover's log needs it: `max.message.bytes` at least 61 (one batch header; Kafka: 0,
+//! which refuses every batch anyway) and `retention.bytes` at least −1 (Kafka: any
+//! number, every negative one meaning unlimited).
 
 use std::collections::BTreeMap;
 
@@ -53,8 +61,10 @@ pub struct TopicConfigKey {
 }
 
 const MAX_INT: i64 = i32::MAX as i64;
-/// A batch header: the smallest size setting a log accepts (61 bytes).
+/// A batch header: the smallest batch size setting a log accepts (61 bytes).
 const MIN_BATCH: i64 = crate::log::batch::BATCH_HEADER_LEN as i64;
+/// Kafka 4.x's smallest `segment.bytes` (KIP-1030): 1 MiB.
+const MIN_SEGMENT: i64 = crate::log::MIN_SEGMENT_BYTES as i64;
 
 /// The topic configs Drover serves. `cleanup.policy` is the only list config: its one
 /// allowed value is `delete` (Drover has no log compaction).
@@ -79,9 +89,17 @@ pub const KEYS: &[TopicConfigKey] = &[
         name: "flush.ms",
         broker_name: "log.flush.interval.ms",
         kind: ConfigType::Long,
-        get: |c| c.flush_ms.to_string(),
+        // Kafka's default, Long.MAX_VALUE, is "never": Drover's −1 (no time-based
+        // flush) is reported as it, so a value read back can be written again.
+        get: |c| {
+            if c.flush_ms < 0 {
+                i64::MAX.to_string()
+            } else {
+                c.flush_ms.to_string()
+            }
+        },
         set: |c, v| c.flush_ms = v,
-        range: (-1, i64::MAX),
+        range: (0, i64::MAX),
     },
     TopicConfigKey {
         name: "index.interval.bytes",
@@ -137,7 +155,7 @@ pub const KEYS: &[TopicConfigKey] = &[
         kind: ConfigType::Int,
         get: |c| c.segment_bytes.to_string(),
         set: |c, v| c.segment_bytes = v as u64,
-        range: (MIN_BATCH, MAX_INT),
+        range: (MIN_SEGMENT, MAX_INT),
     },
     TopicConfigKey {
         name: "segment.ms",
@@ -292,6 +310,69 @@ mod tests {
         assert!(validate("segment.ms", "0").is_err());
         assert!(validate("flush.messages", "0").is_err());
         assert_eq!(validate("max.message.bytes", "2097152").unwrap(), "2097152");
+    }
+
+    /// Kafka 4.x's minimums (`LogConfig`'s `ConfigDef`), with Kafka's message naming the
+    /// key and the bound: one below each is refused, the bound itself accepted.
+    #[test]
+    fn kafka_minimums_are_enforced() {
+        for (name, min) in [
+            ("segment.bytes", 1_048_576_i64),
+            ("segment.ms", 1),
+            ("flush.messages", 1),
+            ("flush.ms", 0),
+            ("retention.ms", -1),
+            ("retention.bytes", -1),
+            ("index.interval.bytes", 0),
+            ("max.message.bytes", 61),
+            ("message.timestamp.before.max.ms", 0),
+            ("message.timestamp.after.max.ms", 0),
+        ] {
+            assert_eq!(validate(name, &min.to_string()).unwrap(), min.to_string());
+            let below = (min - 1).to_string();
+            assert_eq!(
+                validate(name, &below).unwrap_err().to_string(),
+                format!(
+                    "Invalid value {below} for configuration {name}: Value must be at least {min}"
+                )
+            );
+        }
+        // The file explosion of issue 28: 128-byte segments.
+        let e = validate("segment.bytes", "128").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Invalid value 128 for configuration segment.bytes: Value must be at least 1048576"
+        );
+        // Every number key is covered above.
+        let numbers = KEYS.iter().filter(|k| k.kind != ConfigType::List).count();
+        assert_eq!(numbers, 10);
+    }
+
+    #[test]
+    fn stored_overrides_below_the_minimums_are_ignored() {
+        let base = LogConfig::default();
+        let overrides: Overrides = [
+            ("segment.bytes".to_owned(), "128".to_owned()),
+            ("flush.ms".to_owned(), "-1".to_owned()),
+        ]
+        .into();
+        let config = effective(&base, &overrides);
+        assert_eq!(config.segment_bytes, base.segment_bytes);
+        assert_eq!(config.flush_ms, base.flush_ms);
+    }
+
+    #[test]
+    fn no_time_based_flush_reads_back_as_kafkas_never() {
+        let key = key("flush.ms").unwrap();
+        let never = (key.get)(&LogConfig::default());
+        assert_eq!(never, i64::MAX.to_string());
+        let mut config = LogConfig::default();
+        (key.set)(
+            &mut config,
+            validate("flush.ms", &never).unwrap().parse().unwrap(),
+        );
+        assert_eq!(config.flush_ms, i64::MAX);
+        config.validate().unwrap();
     }
 
     #[test]

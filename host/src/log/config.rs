@@ -35,8 +35,11 @@ const SEVEN_DAYS_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 pub struct LogConfig {
     /// Kafka `segment.bytes`: the active segment is rolled before an append would make it
     /// larger than this, in bytes. A single append larger than this is refused
-    /// ([`LogError::BatchTooLarge`]). Range 61 (one batch header) ..= 2^31 − 1 (file
-    /// positions in the index are 32-bit). Default 1 GiB.
+    /// ([`LogError::BatchTooLarge`]). The broker's configuration and topic configs accept
+    /// [`MIN_SEGMENT_BYTES`] (1 MiB, Kafka 4.x's minimum) ..= 2^31 − 1 (file positions in
+    /// the index are 32-bit), checked by [`LogConfig::validate_settings`]; the log itself
+    /// works from 61 (one batch header), which only its own unit tests use: no client
+    /// or configuration file can set less than 1 MiB. Default 1 GiB.
     pub segment_bytes: u64,
     /// Kafka `segment.ms`: the active segment is rolled once it is this old, in ms. Its age
     /// is `now_ms` − the time of its first append (after a restart: the max timestamp of its
@@ -114,6 +117,12 @@ pub struct LogConfig {
     /// At least 0. Default 600000 (10 minutes).
     pub producer_id_eviction_min_idle_ms: i64,
 }
+
+/// Kafka 4.x's smallest `segment.bytes` / `log.segment.bytes` (KIP-1030, Kafka's
+/// `LogConfig`: `atLeast(1024 * 1024)`), in bytes: the least the broker's `[log]
+/// segment_bytes` and a topic's `segment.bytes` may be. Smaller segments let one client
+/// fill a partition directory with files (issue 28: 42,116 files at 128 bytes).
+pub const MIN_SEGMENT_BYTES: u64 = 1024 * 1024;
 
 /// The highest `max_producer_ids_per_partition` accepted; also the cap on the producers
 /// a snapshot file may hold (one written under a higher cap than today's is loaded and
@@ -208,6 +217,24 @@ impl LogConfig {
             None => Ok(()),
         }
     }
+
+    /// Checks settings an operator chose (`[log]` in the configuration file):
+    /// [`LogConfig::validate`], plus Kafka 4.x's minimums the log itself does not need —
+    /// `segment_bytes` at least [`MIN_SEGMENT_BYTES`], as Kafka's `log.segment.bytes`.
+    /// `flush_ms` keeps −1 (Kafka's `log.flush.interval.ms` has no lower bound either).
+    ///
+    /// Errors: [`LogError::InvalidConfig`] naming the key and its bound.
+    pub fn validate_settings(&self) -> Result<(), LogError> {
+        self.validate()?;
+        if self.segment_bytes < MIN_SEGMENT_BYTES {
+            return Err(LogError::InvalidConfig(format!(
+                "segment_bytes must be at least {MIN_SEGMENT_BYTES} (1 MiB, Kafka 4.x's \
+                 minimum for log.segment.bytes); {} is below it",
+                self.segment_bytes
+            )));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -272,5 +299,23 @@ mod tests {
                 "{config:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_configured_segment_size_is_at_least_kafkas_minimum() {
+        LogConfig::default().validate_settings().unwrap();
+        let small = LogConfig {
+            segment_bytes: MIN_SEGMENT_BYTES - 1,
+            ..LogConfig::default()
+        };
+        small.validate().unwrap();
+        let e = small.validate_settings().unwrap_err().to_string();
+        assert!(e.contains("segment_bytes must be at least 1048576"), "{e}");
+        LogConfig {
+            segment_bytes: MIN_SEGMENT_BYTES,
+            ..LogConfig::default()
+        }
+        .validate_settings()
+        .unwrap();
     }
 }

@@ -63,7 +63,7 @@ pub mod walk;
 #[cfg(test)]
 pub(crate) mod test_util;
 
-pub use config::LogConfig;
+pub use config::{LogConfig, MIN_SEGMENT_BYTES};
 pub use error::LogError;
 pub use file_cache::FileCache;
 pub use partition::{

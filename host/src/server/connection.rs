@@ -219,7 +219,7 @@ async fn read_loop(
             }
             continue;
         }
-        let (slot, last) = match handle_frame(broker, &conn.budget, frame).await {
+        let (slot, last) = match handle_frame(broker, &conn.budget, peer.ip(), frame).await {
             Step::Now(charged) => {
                 let close = matches!(charged.outcome, Outcome::Close(..));
                 (Pending::Ready(charged), close)

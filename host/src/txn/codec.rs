@@ -10,6 +10,14 @@
 //! `i32` partition, `i64` offset, `u32`-length metadata, `i64` commit time ms).
 //! Decoding bounds every length and count by the bytes that remain, so a damaged record
 //! is an error, never a large allocation.
+//!
+//! Version 2 adds one field after the groups: ever opened `u8` (whether the id has
+//! opened a transaction, [`TxnMetadata::ever_opened`]). A record is written as version 1
+//! whenever version 1 implies the same value, so that brokers before version 2 (in a
+//! cluster being upgraded, or after a downgrade) still read it: a version 1 record has
+//! never opened a transaction exactly when it is Empty with no previous producer (one
+//! InitProducerId and nothing since), and has otherwise. Only an id initialised again
+//! without ever opening a transaction needs version 2.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,8 +25,18 @@ use super::types::{
     ProducerIdEpoch, StagedOffset, TopicPartition, TransactionalId, TxnMetadata, TxnState,
 };
 
-/// The format version written.
-const VERSION: u8 = 1;
+/// The format version of records whose `ever_opened` version 1 implies.
+const VERSION_1: u8 = 1;
+/// The format version with `ever_opened` written.
+const VERSION_2: u8 = 2;
+
+/// What a version 1 record's fields say of `ever_opened`: false only for an id that
+/// was granted a producer id once and did nothing since (Empty, no previous producer).
+/// Conservative for older records: an id re-initialised without a transaction reads
+/// as having opened one (it keeps `transactional_id_expiration_ms`).
+fn implied_ever_opened(state: TxnState, last_producer: ProducerIdEpoch) -> bool {
+    !(state == TxnState::Empty && last_producer.is_none())
+}
 
 /// A record that cannot be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,7 +56,8 @@ pub enum CodecError {
 /// Encodes `meta`.
 pub fn encode(meta: &TxnMetadata) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
-    out.push(VERSION);
+    let v1 = meta.ever_opened == implied_ever_opened(meta.state, meta.last_producer);
+    out.push(if v1 { VERSION_1 } else { VERSION_2 });
     put_str16(&mut out, meta.id.as_str());
     out.extend_from_slice(&meta.producer.id.to_be_bytes());
     out.extend_from_slice(&meta.producer.epoch.to_be_bytes());
@@ -67,6 +86,9 @@ pub fn encode(meta: &TxnMetadata) -> Vec<u8> {
             out.extend_from_slice(&o.commit_time_ms.to_be_bytes());
         }
     }
+    if !v1 {
+        out.push(u8::from(meta.ever_opened));
+    }
     out
 }
 
@@ -76,7 +98,7 @@ pub fn encode(meta: &TxnMetadata) -> Vec<u8> {
 pub fn decode(bytes: &[u8]) -> Result<TxnMetadata, CodecError> {
     let mut r = Reader(bytes);
     let version = r.u8()?;
-    if version != VERSION {
+    if version != VERSION_1 && version != VERSION_2 {
         return Err(CodecError::Version(version));
     }
     let id = TransactionalId::new(&r.str16()?).ok_or(CodecError::Invalid("transactional id"))?;
@@ -130,6 +152,11 @@ pub fn decode(bytes: &[u8]) -> Result<TxnMetadata, CodecError> {
         }
         groups.insert(group, offsets);
     }
+    let ever_opened = if version == VERSION_2 {
+        r.u8()? != 0
+    } else {
+        implied_ever_opened(state, last_producer)
+    };
     if !r.0.is_empty() {
         return Err(CodecError::Invalid("trailing bytes"));
     }
@@ -144,6 +171,7 @@ pub fn decode(bytes: &[u8]) -> Result<TxnMetadata, CodecError> {
         start_ms,
         last_update_ms,
         timed_out,
+        ever_opened,
     })
 }
 
@@ -254,6 +282,7 @@ mod tests {
             start_ms: 1_700_000_000_000,
             last_update_ms: 1_700_000_000_500,
             timed_out: true,
+            ever_opened: true,
         }
     }
 
@@ -265,6 +294,61 @@ mod tests {
             let m = TxnMetadata { state, ..sample() };
             assert_eq!(decode(&encode(&m)).unwrap().state, state);
         }
+    }
+
+    /// `ever_opened` round-trips in every state; records whose flag version 1 implies
+    /// are written as version 1 (readable by brokers before version 2), the others as
+    /// version 2; a version 1 record decodes with the implied flag.
+    #[test]
+    fn ever_opened_round_trips_and_version_1_is_kept_where_it_suffices() {
+        for state in TxnState::ALL {
+            for last_producer in [
+                ProducerIdEpoch::NONE,
+                ProducerIdEpoch { id: 4001, epoch: 6 },
+            ] {
+                for ever_opened in [false, true] {
+                    let m = TxnMetadata {
+                        state,
+                        last_producer,
+                        ever_opened,
+                        ..sample()
+                    };
+                    let bytes = encode(&m);
+                    assert_eq!(decode(&bytes).unwrap(), m);
+                    let implied = implied_ever_opened(state, last_producer);
+                    assert_eq!(bytes[0], if ever_opened == implied { 1 } else { 2 });
+                }
+            }
+        }
+        // A version 1 record as the previous release wrote it: a fresh Empty id.
+        let fresh = TxnMetadata {
+            state: TxnState::Empty,
+            last_producer: ProducerIdEpoch::NONE,
+            partitions: BTreeSet::new(),
+            groups: BTreeMap::new(),
+            ever_opened: false,
+            ..sample()
+        };
+        let bytes = encode(&fresh);
+        assert_eq!(bytes[0], 1);
+        assert!(!decode(&bytes).unwrap().ever_opened);
+        let reinit = TxnMetadata {
+            last_producer: ProducerIdEpoch { id: 4001, epoch: 6 },
+            ..fresh.clone()
+        };
+        let mut v1 = encode(&TxnMetadata {
+            ever_opened: true,
+            ..reinit.clone()
+        });
+        assert_eq!(v1[0], 1);
+        assert!(
+            decode(&v1).unwrap().ever_opened,
+            "conservative: kept 7 days"
+        );
+        let v2 = encode(&reinit);
+        assert_eq!((v2[0], v2.len()), (2, v1.len() + 1));
+        v1[0] = 2;
+        assert_eq!(decode(&v1), Err(CodecError::Truncated));
     }
 
     #[test]

@@ -202,7 +202,7 @@ mod tests {
                 expected: ProducerIdEpoch::NONE,
             };
             let producer = coordinator
-                .init_producer_id(1, &request, &|| Ok(7))
+                .init_producer_id(1, &request, &|| Ok(7), &|| true)
                 .unwrap();
             let caller = Caller {
                 id: id.clone(),

@@ -47,8 +47,15 @@ pub struct TxnCounters {
     pub committed: AtomicU64,
     /// Transactions completed as aborted.
     pub aborted: AtomicU64,
-    /// Transactional ids removed by `transactional.id.expiration.ms`.
+    /// Transactional ids removed by `transactional.id.expiration.ms` (or
+    /// `transactions.unused_id_expiration_ms` for ids that never opened a transaction).
     pub expired: AtomicU64,
+    /// Idle transactional ids evicted to make room for a new one at
+    /// `transactions.max_transactional_ids`.
+    pub evicted: AtomicU64,
+    /// InitProducerId calls for a new id refused by
+    /// `transactions.new_ids_per_sec_per_client`.
+    pub throttled: AtomicU64,
 }
 
 /// One group's offsets staged by one producer's open transaction.
@@ -318,21 +325,46 @@ impl TxnCoordinator {
     }
 
     /// InitProducerId with a transactional id: the producer id and epoch to answer.
-    /// `fresh` hands out a new producer id (called only when one is needed).
+    /// `fresh` hands out a new producer id (called only when one is needed);
+    /// `admit_new` is asked, once, whether the caller may create a new id (called only
+    /// when `request.id` is not known: the per-client bound,
+    /// [`crate::broker::new_txn_ids`]). At `max_transactional_ids` an idle id is
+    /// evicted first, durably, through the store's removal as expiry does.
     ///
     /// Errors: see [`Transactions::init_producer_id`]; [`TxnError::Concurrent`] also
     /// when an open transaction was just aborted for this call (the client retries);
-    /// [`TxnError::Storage`].
+    /// [`TxnError::Throttled`] (`admit_new` said no); [`TxnError::Storage`].
     pub fn init_producer_id(
         &self,
         now_ms: i64,
         request: &InitRequest,
         fresh: &dyn Fn() -> Result<i64, TxnError>,
+        admit_new: &dyn Fn() -> bool,
     ) -> Result<ProducerIdEpoch, TxnError> {
         let mut state = self.lock_for(&request.id)?;
+        if state.get(&request.id).is_none() && !admit_new() {
+            self.counters.throttled.fetch_add(1, Ordering::Relaxed);
+            crate::info_limited!(
+                "txn.new_ids_throttled",
+                transactional_id = %request.id,
+                "InitProducerId for a new transactional id beyond \
+                 transactions.new_ids_per_sec_per_client: answered \
+                 COORDINATOR_LOAD_IN_PROGRESS (retriable)"
+            );
+            return Err(TxnError::Throttled);
+        }
+        let mut producer_id = None;
+        // At most one eviction and one producer id: each step leaves room or an id.
         let mut decision = state.init_producer_id(now_ms, request, None)?;
-        if decision == InitDecision::NeedProducerId {
-            decision = state.init_producer_id(now_ms, request, Some(fresh()?))?;
+        for _ in 0..2 {
+            match decision {
+                InitDecision::Evict(idle) => self.evict(&mut state, idle)?,
+                InitDecision::NeedProducerId if producer_id.is_none() => {
+                    producer_id = Some(fresh()?)
+                }
+                _ => break,
+            }
+            decision = state.init_producer_id(now_ms, request, producer_id)?;
         }
         match decision {
             InitDecision::Grant(meta) => {
@@ -345,8 +377,27 @@ impl TxnCoordinator {
                 self.commit(&mut state, meta)?;
                 Err(TxnError::Concurrent)
             }
-            InitDecision::NeedProducerId => Err(TxnError::Storage),
+            InitDecision::NeedProducerId | InitDecision::Evict(_) => Err(TxnError::Storage),
         }
+    }
+
+    /// Removes the idle id `idle` durably (the store's removal, as expiry) to make room
+    /// for a new one at `max_transactional_ids`.
+    ///
+    /// Errors: as [`TxnCoordinator::expire`].
+    fn evict(&self, state: &mut Transactions, idle: TransactionalId) -> Result<(), TxnError> {
+        self.store
+            .remove(std::slice::from_ref(&idle))
+            .map_err(|e| self.store_failed(state, e))?;
+        crate::info_limited!(
+            "txn.evicted",
+            transactional_id = %idle,
+            "transactional id evicted for a new one at transactions.max_transactional_ids \
+             (idle: no transaction open)"
+        );
+        state.remove(&idle);
+        self.counters.evicted.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// AddPartitionsToTxn (client form).
@@ -359,7 +410,11 @@ impl TxnCoordinator {
         partitions: &[TopicPartition],
     ) -> Result<(), TxnError> {
         let mut state = self.lock_for(&caller.id)?;
-        match state.add_partitions(now_ms, caller, partitions)? {
+        let decided = state.add_partitions(now_ms, caller, partitions);
+        if decided == Err(TxnError::Concurrent) {
+            state.note_refused(caller);
+        }
+        match decided? {
             Some(meta) => self.commit(&mut state, meta),
             None => Ok(()),
         }
@@ -408,7 +463,11 @@ impl TxnCoordinator {
     /// Errors: see [`Transactions::add_offsets`]; [`TxnError::Storage`].
     pub fn add_offsets(&self, now_ms: i64, caller: &Caller, group: &str) -> Result<(), TxnError> {
         let mut state = self.lock_for(&caller.id)?;
-        match state.add_offsets(now_ms, caller, group)? {
+        let decided = state.add_offsets(now_ms, caller, group);
+        if decided == Err(TxnError::Concurrent) {
+            state.note_refused(caller);
+        }
+        match decided? {
             Some(meta) => self.commit(&mut state, meta),
             None => Ok(()),
         }
@@ -536,7 +595,8 @@ impl TxnCoordinator {
     }
 
     /// Removes the transactional ids idle for `transactional.id.expiration.ms` at
-    /// `now_ms`; returns how many.
+    /// `now_ms`, and those that never opened a transaction after
+    /// `transactions.unused_id_expiration_ms`; returns how many.
     ///
     /// Errors: [`TxnError::Storage`].
     pub fn expire(&self, now_ms: i64) -> Result<usize, TxnError> {

@@ -52,6 +52,13 @@ pub enum TxnError {
     /// transactions from ZooKeeper (`COORDINATOR_LOAD_IN_PROGRESS`, 14: retriable).
     #[error("the transactions of this slot are being loaded")]
     LoadInProgress,
+    /// InitProducerId for a new transactional id beyond
+    /// `transactions.new_ids_per_sec_per_client` (`COORDINATOR_LOAD_IN_PROGRESS`, 14:
+    /// retriable, and retried by every client for InitProducerId; no InitProducerId
+    /// version may answer `THROTTLING_QUOTA_EXCEEDED`; see
+    /// [`crate::broker::new_txn_ids`]).
+    #[error("too many new transactional ids from this client: retry later")]
+    Throttled,
 }
 
 impl TxnError {
@@ -67,7 +74,9 @@ impl TxnError {
             TxnError::TooManyIds | TxnError::TooLarge => ResponseError::PolicyViolation,
             TxnError::Storage => ResponseError::CoordinatorNotAvailable,
             TxnError::NotCoordinator => ResponseError::NotCoordinator,
-            TxnError::LoadInProgress => ResponseError::CoordinatorLoadInProgress,
+            TxnError::LoadInProgress | TxnError::Throttled => {
+                ResponseError::CoordinatorLoadInProgress
+            }
         }
     }
 

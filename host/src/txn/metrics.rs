@@ -11,7 +11,12 @@
 //! - `drover_transaction_markers_written_total`: markers written (one per partition of
 //!   a completed transaction);
 //! - `drover_transactional_ids_expired_total`: ids removed after
-//!   `transactional.id.expiration.ms`.
+//!   `transactional.id.expiration.ms` (`transactions.unused_id_expiration_ms` for ids
+//!   that never opened a transaction);
+//! - `drover_transactional_ids_evicted_total`: idle ids evicted for a new one at
+//!   `transactions.max_transactional_ids`;
+//! - `drover_init_producer_id_throttled_total`: InitProducerId calls for a new id
+//!   refused by `transactions.new_ids_per_sec_per_client`.
 
 use std::{fmt::Write, sync::atomic::Ordering};
 
@@ -52,8 +57,18 @@ pub fn render(coordinator: &TxnCoordinator) -> String {
         ),
         (
             "drover_transactional_ids_expired",
-            "Transactional ids removed after transactional.id.expiration.ms.",
+            "Transactional ids removed after transactional.id.expiration.ms (or unused_id_expiration_ms).",
             &c.expired,
+        ),
+        (
+            "drover_transactional_ids_evicted",
+            "Idle transactional ids evicted for a new one at max_transactional_ids.",
+            &c.evicted,
+        ),
+        (
+            "drover_init_producer_id_throttled",
+            "InitProducerId calls for a new transactional id refused by new_ids_per_sec_per_client.",
+            &c.throttled,
         ),
     ] {
         let _ = writeln!(

@@ -138,6 +138,7 @@ mod tests {
             start_ms: 1,
             last_update_ms: 1,
             timed_out: false,
+            ever_opened: state != TxnState::Empty,
         }
     }
 

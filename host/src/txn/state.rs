@@ -27,6 +27,10 @@ pub struct Limits {
     /// An id with no open transaction is forgotten this long after its last change, ms
     /// (Kafka's `transactional.id.expiration.ms`, default 604800000).
     pub id_expiration_ms: i64,
+    /// An id that never opened a transaction (only InitProducerId calls) is forgotten
+    /// this long after its last change, ms, when shorter than `id_expiration_ms`
+    /// (`transactions.unused_id_expiration_ms`, this broker's; default 3600000).
+    pub unused_id_expiration_ms: i64,
     /// Most transactional ids known at once (this broker's bound).
     pub max_transactional_ids: usize,
     /// Most partitions in one transaction (this broker's bound).
@@ -63,6 +67,11 @@ pub enum InitDecision {
     /// the epoch bumped so the old producer is fenced), complete it, answer
     /// `CONCURRENT_TRANSACTIONS` so the client retries.
     AbortOpen(TxnMetadata),
+    /// A new id at `max_transactional_ids`: remove this idle id durably (as expiry
+    /// removes one), then decide again. It is the idle id (no open transaction) that
+    /// never opened a transaction and changed longest ago, else the idle id that
+    /// changed longest ago ([`Transactions::evictable`]).
+    Evict(TransactionalId),
 }
 
 /// Who asks to change a transaction: the transactional id with the producer id and
@@ -87,6 +96,12 @@ pub struct Transactions {
     limits: Limits,
     txns: HashMap<TransactionalId, TxnMetadata>,
     by_producer: HashMap<i64, TransactionalId>,
+    /// The librdkafka case of [`Transactions::end_txn`]: ids whose current producer had
+    /// an AddPartitionsToTxn or AddOffsetsToTxn refused `CONCURRENT_TRANSACTIONS` while
+    /// the previous transaction was PrepareCommit, with no transaction opened since (the
+    /// producer id and epoch refused). In memory only: after a restart an abort of
+    /// committed data is answered INVALID_TXN_STATE, as Kafka answers it.
+    refused_while_committing: HashMap<TransactionalId, ProducerIdEpoch>,
 }
 
 impl Transactions {
@@ -96,6 +111,7 @@ impl Transactions {
             limits,
             txns: HashMap::new(),
             by_producer: HashMap::new(),
+            refused_while_committing: HashMap::new(),
         }
     }
 
@@ -139,12 +155,20 @@ impl Transactions {
                 self.by_producer.remove(&old.producer.id);
             }
         }
+        // A transaction opened, or another producer (epoch): the librdkafka case of
+        // `end_txn` is over.
+        if meta.state == TxnState::Ongoing
+            || self.refused_while_committing.get(&meta.id) != Some(&meta.producer)
+        {
+            self.refused_while_committing.remove(&meta.id);
+        }
         self.by_producer.insert(meta.producer.id, meta.id.clone());
         self.txns.insert(meta.id.clone(), meta);
     }
 
     /// Forgets `id` (after its removal was written durably).
     pub fn remove(&mut self, id: &TransactionalId) {
+        self.refused_while_committing.remove(id);
         if let Some(old) = self.txns.remove(id) {
             if self.by_producer.get(&old.producer.id) == Some(id) {
                 self.by_producer.remove(&old.producer.id);
@@ -155,9 +179,14 @@ impl Transactions {
     /// InitProducerId with a transactional id. `fresh` is a producer id never handed
     /// out, when the caller has one (after [`InitDecision::NeedProducerId`]).
     ///
-    /// Errors: [`TxnError::InvalidTimeout`], [`TxnError::TooManyIds`],
-    /// [`TxnError::Concurrent`] (being completed), [`TxnError::Fenced`] (the KIP-360
-    /// producer id and epoch are not the current ones nor a retry's).
+    /// A new id at `max_transactional_ids` takes the place of an idle one
+    /// ([`InitDecision::Evict`]); only when every id has a transaction open (Ongoing or
+    /// Prepare*) is it refused.
+    ///
+    /// Errors: [`TxnError::InvalidTimeout`], [`TxnError::TooManyIds`] (at the cap, no
+    /// idle id to evict), [`TxnError::Concurrent`] (being completed),
+    /// [`TxnError::Fenced`] (the KIP-360 producer id and epoch are not the current ones
+    /// nor a retry's).
     pub fn init_producer_id(
         &self,
         now_ms: i64,
@@ -169,7 +198,10 @@ impl Transactions {
         }
         let Some(meta) = self.txns.get(&request.id) else {
             if self.txns.len() >= self.limits.max_transactional_ids {
-                return Err(TxnError::TooManyIds);
+                return match self.evictable() {
+                    Some(idle) => Ok(InitDecision::Evict(idle)),
+                    None => Err(TxnError::TooManyIds),
+                };
             }
             let Some(producer_id) = fresh else {
                 return Ok(InitDecision::NeedProducerId);
@@ -188,6 +220,7 @@ impl Transactions {
                 start_ms: -1,
                 last_update_ms: now_ms,
                 timed_out: false,
+                ever_opened: false,
             }));
         };
         let expected = (!request.expected.is_none()).then_some(request.expected);
@@ -252,6 +285,44 @@ impl Transactions {
         }
     }
 
+    /// The id to evict for a new one at `max_transactional_ids`: of the idle ids (no
+    /// open transaction: Empty, CompleteCommit, CompleteAbort), one that never opened a
+    /// transaction if there is one, and of those the one whose last change is oldest
+    /// (ties: the smallest id). `None` when every id has a transaction open. A scan of
+    /// every id (about 1 ms per 100,000), made only at the cap.
+    pub fn evictable(&self) -> Option<TransactionalId> {
+        self.txns
+            .values()
+            .filter(|m| m.state.is_idle())
+            .min_by(|a, b| {
+                (a.ever_opened, a.last_update_ms, &a.id).cmp(&(
+                    b.ever_opened,
+                    b.last_update_ms,
+                    &b.id,
+                ))
+            })
+            .map(|m| m.id.clone())
+    }
+
+    /// Records that `caller`'s AddPartitionsToTxn or AddOffsetsToTxn was refused
+    /// [`TxnError::Concurrent`]: if its previous transaction is PrepareCommit, an abort
+    /// that follows before any transaction opens is the librdkafka case of
+    /// [`Transactions::end_txn`]. In memory only (not a durable change); cleared when a
+    /// transaction opens or the producer (epoch) changes.
+    pub fn note_refused(&mut self, caller: &Caller) {
+        if let Some(meta) = self.txns.get(&caller.id) {
+            if meta.state == TxnState::PrepareCommit && meta.producer == caller.producer {
+                self.refused_while_committing
+                    .insert(caller.id.clone(), caller.producer);
+            }
+        }
+    }
+
+    /// Whether `caller` is in the librdkafka case: see [`Transactions::note_refused`].
+    fn refused_while_committing(&self, caller: &Caller) -> bool {
+        self.refused_while_committing.get(&caller.id) == Some(&caller.producer)
+    }
+
     /// The metadata `caller` may change: known, its producer id, its epoch, not being
     /// completed.
     fn check(&self, caller: &Caller) -> Result<&TxnMetadata, TxnError> {
@@ -278,6 +349,7 @@ impl Transactions {
             next.timed_out = false;
         }
         next.state = TxnState::Ongoing;
+        next.ever_opened = true;
         next.last_update_ms = now_ms;
         next
     }
@@ -392,13 +464,19 @@ impl Transactions {
     }
 
     /// EndTxn: `committed` true commits, false aborts the caller's open transaction.
-    /// `None`: a retry of the call that completed it, or an abort after a completed
-    /// commit with no transaction opened since (nothing to write, answer success).
+    /// `None`: a retry of the call that completed it (nothing to write, answer
+    /// success), or the librdkafka case below.
+    ///
+    /// An abort after a commit is INVALID_TXN_STATE, as Kafka answers it, except in the
+    /// one case that led librdkafka to send it ([`Transactions::note_refused`]): this
+    /// producer's AddPartitionsToTxn or AddOffsetsToTxn was refused
+    /// CONCURRENT_TRANSACTIONS while its previous transaction was PrepareCommit, and no
+    /// transaction opened since. Then the abort is retriable (`Concurrent`) while the
+    /// commit completes and success (nothing written, the commit stays) after.
     ///
     /// Errors: [`TxnError::UnknownMapping`], [`TxnError::Fenced`],
     /// [`TxnError::Concurrent`] (the same outcome being completed),
-    /// [`TxnError::InvalidState`] (no transaction open, or the other outcome; but an
-    /// abort in CompleteCommit is `None`).
+    /// [`TxnError::InvalidState`] (no transaction open, or the other outcome).
     pub fn end_txn(
         &self,
         now_ms: i64,
@@ -432,12 +510,16 @@ impl Transactions {
             // transaction is in any log (KIP-890 verification refuses a Produce to a
             // partition not added), so there is nothing to abort: success, nothing
             // written. Kafka answers INVALID_TXN_STATE here, which librdkafka treats as
-            // fatal (librdkafka#4849); this answer is Drover's deviation.
-            (TxnState::CompleteCommit, false) => Ok(None),
-            // PrepareCommit and an abort: the same race as the CompleteCommit case below,
-            // the EndTxn arriving before the commit completed. Retriable: once the commit
-            // completes, the retried abort finds CompleteCommit.
-            (TxnState::PrepareCommit, _) | (TxnState::PrepareAbort, false) => {
+            // fatal (librdkafka#4849); this answer is Drover's deviation, made only when
+            // that refusal was recorded for this producer. Any other abort of committed
+            // data is INVALID_TXN_STATE, as in Kafka.
+            (TxnState::CompleteCommit, false) if self.refused_while_committing(caller) => Ok(None),
+            // The same case with the EndTxn arriving before the commit completed:
+            // retriable, the retried abort finds CompleteCommit.
+            (TxnState::PrepareCommit, false) if self.refused_while_committing(caller) => {
+                Err(TxnError::Concurrent)
+            }
+            (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
                 Err(TxnError::Concurrent)
             }
             _ => Err(TxnError::InvalidState),
@@ -485,15 +567,22 @@ impl Transactions {
     }
 
     /// Ids with no open transaction whose last change is `transactional.id.expiration.ms`
-    /// old at `now_ms` (Kafka removes them as `Dead`).
+    /// old at `now_ms` (Kafka removes them as `Dead`), and ids that never opened a
+    /// transaction whose last change is `unused_id_expiration_ms` old (if shorter).
     pub fn expired(&self, now_ms: i64) -> Vec<TransactionalId> {
+        let unused = self
+            .limits
+            .unused_id_expiration_ms
+            .min(self.limits.id_expiration_ms);
         self.txns
             .values()
             .filter(|m| {
-                m.state.is_idle()
-                    && m.last_update_ms
-                        .saturating_add(self.limits.id_expiration_ms)
-                        <= now_ms
+                let after = if m.ever_opened {
+                    self.limits.id_expiration_ms
+                } else {
+                    unused
+                };
+                m.state.is_idle() && m.last_update_ms.saturating_add(after) <= now_ms
             })
             .map(|m| m.id.clone())
             .collect()
@@ -530,6 +619,7 @@ fn bumped(epoch: i16) -> i16 {
 pub(crate) const TEST_LIMITS: Limits = Limits {
     max_timeout_ms: 60_000,
     id_expiration_ms: 1_000_000,
+    unused_id_expiration_ms: 1_000_000,
     max_transactional_ids: 10,
     max_partitions_per_transaction: 10,
     max_groups_per_transaction: 10,

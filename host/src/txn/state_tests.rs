@@ -5,6 +5,7 @@ use super::*;
 const LIMITS: Limits = Limits {
     max_timeout_ms: 60_000,
     id_expiration_ms: 1_000_000,
+    unused_id_expiration_ms: 100_000,
     max_transactional_ids: 3,
     max_partitions_per_transaction: 2,
     max_groups_per_transaction: 1,
@@ -169,19 +170,30 @@ fn bad_timeouts_and_too_many_ids_are_refused() {
         assert_eq!(result.is_ok(), ok, "timeout {timeout_ms}");
     }
     for (n, name) in ["a", "b", "c"].into_iter().enumerate() {
-        init(&mut txns, name, 1, n as i64);
+        let p = init(&mut txns, name, 1, n as i64);
+        let change = txns.add_partitions(1, &caller(name, p), &[tp("t", 0)]);
+        apply(&mut txns, change.unwrap());
     }
+    // Every id has a transaction open: nothing can make room.
     let request = InitRequest {
         id: id("d"),
         timeout_ms: 1000,
         expected: ProducerIdEpoch::NONE,
     };
+    assert_eq!(txns.evictable(), None);
     assert_eq!(
         txns.init_producer_id(1, &request, Some(9)),
         Err(TxnError::TooManyIds)
     );
-    // A known id still gets its epoch bumped.
-    init(&mut txns, "a", 2, 0);
+    // A known id still gets its (open transaction aborted and) epoch bumped.
+    let request = InitRequest {
+        id: id("a"),
+        ..request
+    };
+    assert!(matches!(
+        txns.init_producer_id(2, &request, None),
+        Ok(InitDecision::AbortOpen(_))
+    ));
 }
 
 #[test]
@@ -246,17 +258,15 @@ fn end_txn_follows_kafkas_state_rules() {
     assert_eq!(prepared.state, TxnState::PrepareCommit);
     txns.apply(prepared);
     assert_eq!(txns.end_txn(4, &c, true), Err(TxnError::Concurrent));
-    assert_eq!(txns.end_txn(4, &c, false), Err(TxnError::Concurrent));
-    assert_eq!(
-        txns.add_partitions(4, &c, &[tp("t", 1)]),
-        Err(TxnError::Concurrent)
-    );
+    // An abort of a transaction being committed: Kafka's INVALID_TXN_STATE.
+    assert_eq!(txns.end_txn(4, &c, false), Err(TxnError::InvalidState));
     let change = txns.complete(5, &id("a"));
     apply(&mut txns, change);
-    // A retried commit succeeds without a change; so does an abort of a transaction
-    // that never opened (see `abort_right_after_a_commit_...`).
+    // A retried commit succeeds without a change; an abort of the committed data is
+    // INVALID_TXN_STATE (outside the librdkafka case, `abort_right_after_a_commit_...`).
     assert_eq!(txns.end_txn(6, &c, true), Ok(None));
-    assert_eq!(txns.end_txn(6, &c, false), Ok(None));
+    assert_eq!(txns.end_txn(6, &c, false), Err(TxnError::InvalidState));
+    assert_eq!(txns.get(&id("a")).unwrap().state, TxnState::CompleteCommit);
     // The next transaction starts afresh.
     let next = txns.add_partitions(7, &c, &[tp("u", 0)]).unwrap().unwrap();
     assert_eq!(next.partitions.len(), 1);
@@ -346,11 +356,13 @@ fn abort_right_after_a_commit_whose_add_partitions_was_refused_succeeds_writing_
     apply(&mut txns, change);
     let change = txns.end_txn(3, &c, true).unwrap();
     apply(&mut txns, change);
-    // The next transaction's AddPartitionsToTxn while the commit completes.
+    // The next transaction's AddPartitionsToTxn while the commit completes, refused
+    // and recorded as such (the coordinator does, for every refusal).
     assert_eq!(
         txns.add_partitions(4, &c, &[tp("t", 1)]),
         Err(TxnError::Concurrent)
     );
+    txns.note_refused(&c);
     // An abort before the commit completed: retriable.
     assert_eq!(txns.end_txn(4, &c, false), Err(TxnError::Concurrent));
     let change = txns.complete(5, &id("a"));
@@ -379,4 +391,157 @@ fn abort_right_after_a_commit_whose_add_partitions_was_refused_succeeds_writing_
     // The next transaction opens normally.
     let next = txns.add_partitions(7, &c, &[tp("t", 2)]).unwrap().unwrap();
     assert_eq!(next.state, TxnState::Ongoing);
+    txns.apply(next);
+    // It commits; no refusal this time, so an abort after it is INVALID_TXN_STATE: a
+    // transaction opened since the refusal, which no longer counts.
+    let change = txns.end_txn(8, &c, true).unwrap();
+    apply(&mut txns, change);
+    let change = txns.complete(9, &id("a"));
+    apply(&mut txns, change);
+    assert_eq!(txns.end_txn(10, &c, false), Err(TxnError::InvalidState));
+}
+
+/// The librdkafka deviation needs the refusal of *this* producer while the previous
+/// transaction was PrepareCommit: a refusal in another state or of a fenced epoch does
+/// not count, and a new InitProducerId ends it.
+#[test]
+fn the_abort_deviation_applies_only_after_this_producers_refusal_in_prepare_commit() {
+    let mut txns = Transactions::new(LIMITS);
+    let p = init(&mut txns, "a", 1, 100);
+    let c = caller("a", p);
+    let commit = |txns: &mut Transactions, now: i64| {
+        let change = txns.add_partitions(now, &c, &[tp("t", 0)]).unwrap();
+        apply(txns, change);
+        let change = txns.end_txn(now, &c, true).unwrap();
+        apply(txns, change);
+    };
+    commit(&mut txns, 2);
+    // A refusal noted for a stale epoch does not count.
+    txns.note_refused(&caller("a", ProducerIdEpoch { epoch: 7, ..p }));
+    let change = txns.complete(3, &id("a"));
+    apply(&mut txns, change);
+    assert_eq!(txns.end_txn(4, &c, false), Err(TxnError::InvalidState));
+    // A refusal noted in CompleteCommit (not PrepareCommit) does not count either.
+    txns.note_refused(&c);
+    assert_eq!(txns.end_txn(4, &c, false), Err(TxnError::InvalidState));
+    // Refused in PrepareCommit: the deviation applies...
+    commit(&mut txns, 5);
+    txns.note_refused(&c);
+    let change = txns.complete(6, &id("a"));
+    apply(&mut txns, change);
+    assert_eq!(txns.end_txn(7, &c, false), Ok(None));
+    // ...until the producer's epoch changes (a new InitProducerId).
+    let p2 = init(&mut txns, "a", 8, 0);
+    assert_eq!(p2.epoch, p.epoch + 1);
+    let meta = txns.get(&id("a")).unwrap().clone();
+    let committed = TxnMetadata {
+        state: TxnState::CompleteCommit,
+        ..meta
+    };
+    txns.apply(committed);
+    assert_eq!(
+        txns.end_txn(9, &caller("a", p2), false),
+        Err(TxnError::InvalidState)
+    );
+}
+
+/// Issue 28: ids that only ever called InitProducerId expire after
+/// `unused_id_expiration_ms`; ids that opened a transaction keep Kafka's
+/// `transactional.id.expiration.ms`, also once idle again after re-initialising.
+#[test]
+fn ids_that_never_opened_a_transaction_expire_sooner() {
+    let mut txns = Transactions::new(LIMITS);
+    let unused = init(&mut txns, "unused", 0, 100);
+    init(&mut txns, "unused", 10, 0); // re-initialised, still never opened one
+    assert!(!txns.get(&id("unused")).unwrap().ever_opened);
+    let p = init(&mut txns, "used", 0, 101);
+    let change = txns.add_offsets(1, &caller("used", p), "g").unwrap();
+    apply(&mut txns, change);
+    let change = txns.end_txn(2, &caller("used", p), false).unwrap();
+    apply(&mut txns, change);
+    let change = txns.complete(3, &id("used"));
+    apply(&mut txns, change);
+    init(&mut txns, "used", 4, 0);
+    let used = txns.get(&id("used")).unwrap();
+    assert!(used.ever_opened && used.state == TxnState::Empty);
+    assert!(txns.expired(100_009).is_empty());
+    assert_eq!(txns.expired(100_010), vec![id("unused")]);
+    txns.remove(&id("unused"));
+    assert!(txns.by_producer_id(unused.id).is_none());
+    assert!(txns.expired(1_000_003).is_empty());
+    assert_eq!(txns.expired(1_000_004), vec![id("used")]);
+    // The shorter expiry never lengthens Kafka's.
+    let mut short = Transactions::new(Limits {
+        id_expiration_ms: 50,
+        ..LIMITS
+    });
+    init(&mut short, "x", 0, 1);
+    assert_eq!(short.expired(50), vec![id("x")]);
+}
+
+/// Issue 28: at `max_transactional_ids` a new id evicts an idle one — first one that
+/// never opened a transaction (oldest change first), then the idle id whose last change
+/// is oldest — and is refused only when every id has a transaction open.
+#[test]
+fn a_new_id_at_the_cap_evicts_an_idle_one_never_opened_first() {
+    let mut txns = Transactions::new(LIMITS);
+    let request = |name: &str| InitRequest {
+        id: id(name),
+        timeout_ms: 1000,
+        expected: ProducerIdEpoch::NONE,
+    };
+    // "old" committed a transaction long ago; "open" has one open; "storm" never
+    // opened one but changed most recently.
+    let p = init(&mut txns, "old", 1, 100);
+    let change = txns.add_partitions(2, &caller("old", p), &[tp("t", 0)]);
+    apply(&mut txns, change.unwrap());
+    let change = txns.end_txn(3, &caller("old", p), true);
+    apply(&mut txns, change.unwrap());
+    let change = txns.complete(4, &id("old"));
+    apply(&mut txns, change);
+    let q = init(&mut txns, "open", 5, 101);
+    let change = txns.add_partitions(6, &caller("open", q), &[tp("t", 1)]);
+    apply(&mut txns, change.unwrap());
+    init(&mut txns, "storm", 7, 102);
+    assert_eq!(txns.len(), 3);
+
+    // The never-opened id goes first, although "old" has been idle longer.
+    assert_eq!(
+        txns.init_producer_id(8, &request("new1"), None),
+        Ok(InitDecision::Evict(id("storm")))
+    );
+    txns.remove(&id("storm"));
+    init(&mut txns, "new1", 8, 103);
+    // Now every never-opened id ("new1") is newer... still first.
+    assert_eq!(txns.evictable(), Some(id("new1")));
+    // Once "new1" opens a transaction, the idle id idle longest goes: "old".
+    let r = txns.get(&id("new1")).unwrap().producer;
+    let change = txns.add_partitions(9, &caller("new1", r), &[tp("t", 2)]);
+    apply(&mut txns, change.unwrap());
+    assert_eq!(
+        txns.init_producer_id(10, &request("new2"), None),
+        Ok(InitDecision::Evict(id("old")))
+    );
+    txns.remove(&id("old"));
+    // With room, the new id is granted; then every id has an open transaction.
+    let s = init(&mut txns, "new2", 10, 104);
+    let change = txns.add_partitions(11, &caller("new2", s), &[tp("t", 3)]);
+    apply(&mut txns, change.unwrap());
+    assert_eq!(
+        txns.init_producer_id(12, &request("new3"), None),
+        Err(TxnError::TooManyIds)
+    );
+    // A Prepare* id is not idle either; a completed one is.
+    let change = txns.end_txn(13, &caller("new2", s), false);
+    apply(&mut txns, change.unwrap());
+    assert_eq!(
+        txns.init_producer_id(14, &request("new3"), None),
+        Err(TxnError::TooManyIds)
+    );
+    let change = txns.complete(15, &id("new2"));
+    apply(&mut txns, change);
+    assert_eq!(
+        txns.init_producer_id(16, &request("new3"), None),
+        Ok(InitDecision::Evict(id("new2")))
+    );
 }

@@ -194,6 +194,7 @@ mod tests {
             start_ms: -1,
             last_update_ms: 5,
             timed_out: false,
+            ever_opened: state != TxnState::Empty,
         }
     }
 

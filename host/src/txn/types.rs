@@ -160,6 +160,12 @@ pub struct TxnMetadata {
     pub last_update_ms: i64,
     /// Whether the transaction being aborted was aborted by its timeout.
     pub timed_out: bool,
+    /// Whether this id has ever opened a transaction (AddPartitionsToTxn or
+    /// AddOffsetsToTxn accepted) since InitProducerId created it. An id that never did
+    /// is forgotten after `transactions.unused_id_expiration_ms` instead of
+    /// `transactional_id_expiration_ms`, and is the first evicted to make room at
+    /// `max_transactional_ids` ([`crate::txn::state::Transactions::init_producer_id`]).
+    pub ever_opened: bool,
 }
 
 impl TxnMetadata {

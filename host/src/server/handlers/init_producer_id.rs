@@ -15,6 +15,11 @@
 //! `INVALID_PRODUCER_EPOCH` before v4, as in Kafka. An empty transactional id is
 //! `INVALID_REQUEST`; in cluster mode, where no transaction coordinator runs, a
 //! transactional id is answered `COORDINATOR_NOT_AVAILABLE`.
+//!
+//! A call naming a transactional id the coordinator does not know creates one: at most
+//! `transactions.new_ids_per_sec_per_client` per second per client address
+//! ([`crate::broker::new_txn_ids`]); beyond it `COORDINATOR_LOAD_IN_PROGRESS`, which
+//! clients retry. At `transactions.max_transactional_ids` the new id evicts an idle one.
 
 use std::sync::Arc;
 
@@ -29,10 +34,15 @@ use crate::{
     txn::{InitRequest, ProducerIdEpoch, TransactionalId, TxnError},
 };
 
-/// Handles InitProducerId v0–v5. Blocking (a new id block is written to disk or
-/// ZooKeeper once per thousand ids; a transactional id's change is fsynced): runs on
-/// the blocking pool.
-pub fn handle(broker: &Arc<Broker>, version: i16, request: InitProducerIdRequest) -> Reply {
+/// Handles InitProducerId v0–v5 from the client at address `peer`. Blocking (a new id
+/// block is written to disk or ZooKeeper once per thousand ids; a transactional id's
+/// change is fsynced): runs on the blocking pool.
+pub fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: InitProducerIdRequest,
+    peer: std::net::IpAddr,
+) -> Reply {
     let mut response = InitProducerIdResponse::default();
     response.producer_id = ProducerId(-1);
     response.producer_epoch = -1;
@@ -49,7 +59,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: InitProducerIdRequest
         })
     };
     let result = match request.transactional_id.as_ref().map(|t| t.0.as_str()) {
-        Some(id) => transactional(broker, version, &request, id),
+        Some(id) => transactional(broker, version, &request, id, peer),
         None => fresh()
             .map(|id| ProducerIdEpoch { id, epoch: 0 })
             .map_err(|e| e.code()),
@@ -71,6 +81,7 @@ fn transactional(
     version: i16,
     request: &InitProducerIdRequest,
     id: &str,
+    peer: std::net::IpAddr,
 ) -> Result<ProducerIdEpoch, i16> {
     let txn = super::txn_wire::coordinator(broker).map_err(|e| e.code())?;
     let id = TransactionalId::new(id).ok_or(ResponseError::InvalidRequest.code())?;
@@ -88,6 +99,7 @@ fn transactional(
             TxnError::Storage
         })
     };
-    txn.init_producer_id(crate::clock::now_ms(), &request, &fresh)
+    let admit_new = || broker.new_txn_ids.try_take(peer);
+    txn.init_producer_id(crate::clock::now_ms(), &request, &fresh, &admit_new)
         .map_err(|e| e.code_at(version, 4))
 }

@@ -33,8 +33,14 @@ use super::{
 };
 use crate::broker::Broker;
 
-/// Routes a request to its handler. A Fetch reads no more than `budget` allows.
-pub async fn handle(broker: &Arc<Broker>, budget: &Arc<ConnBudget>, request: Request) -> Handled {
+/// Routes a request from the client at address `peer` to its handler. A Fetch reads no
+/// more than `budget` allows.
+pub async fn handle(
+    broker: &Arc<Broker>,
+    budget: &Arc<ConnBudget>,
+    peer: std::net::IpAddr,
+    request: Request,
+) -> Handled {
     let version = request.version;
     match request.body {
         RequestKind::ApiVersions(_) => api_versions::handle(broker, version).into(),
@@ -78,7 +84,10 @@ pub async fn handle(broker: &Arc<Broker>, budget: &Arc<ConnBudget>, request: Req
         RequestKind::DescribeConfigs(r) => describe_configs::handle(broker, version, r).into(),
         RequestKind::DescribeCluster(r) => describe_cluster::handle(broker, version, r).into(),
         RequestKind::InitProducerId(r) => {
-            blocking(broker, move |b| init_producer_id::handle(b, version, r)).await
+            blocking(broker, move |b| {
+                init_producer_id::handle(b, version, r, peer)
+            })
+            .await
         }
         // Transaction state changes are fsynced: on the blocking pool.
         RequestKind::AddPartitionsToTxn(r) => {
