@@ -28,7 +28,8 @@ import pytest
 
 from cluster_testlib import ZooKeeper
 from conftest import drover_bin
-from drover_testlib import RawConn, ck_conf, ck_create_topic, http_get, kstr, unique_topic
+from drover_testlib import (RawConn, ck_conf, ck_create_topic, kstr, unique_topic,
+                            wait_topic_partitions)
 from test_idempotence import end_offset, idem_batch, init_producer_id, metric
 from test_read_committed import fetch, txn_batch
 from test_record_validation import produce_v8
@@ -239,6 +240,8 @@ def test_in_cluster_mode_ids_from_any_broker_are_taken_made_up_ones_refused(brok
     placement = wait_until(lambda: len(leaders(brokers[0], topic)) == 2
                            and leaders(brokers[0], topic), 15, "leaders")
     by_id = {i + 1: b for i, b in enumerate(brokers)}
+    for b in brokers:  # every broker has its copy of the topic
+        wait_topic_partitions(b, topic, 2)
     for partition, leader_id in placement.items():
         leader = by_id[leader_id]
         other = by_id[3 - leader_id]
@@ -248,7 +251,13 @@ def test_in_cluster_mode_ids_from_any_broker_are_taken_made_up_ones_refused(brok
                 error, pid, epoch = init_producer_id(c)
             assert error == NONE
         with RawConn(leader) as c:
-            ok = produce_v8_to(c, topic, partition, idem_batch(pid, epoch, 0, 1, b"ok"))
+            # Until the leader has its local copy of the topic: UNKNOWN_TOPIC_OR_PARTITION.
+            deadline = time.monotonic() + 15
+            while True:
+                ok = produce_v8_to(c, topic, partition, idem_batch(pid, epoch, 0, 1, b"ok"))
+                if ok != 3 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
             assert ok == NONE
             made_up = produce_v8_to(c, topic, partition,
                                     idem_batch(pid + 5_000_000, 0, 0, 1, b"no"))
@@ -266,3 +275,20 @@ def produce_v8_to(c: RawConn, topic: str, partition: int, records: bytes) -> int
             + struct.pack(">i", 1) + struct.pack(">i", partition)
             + struct.pack(">i", len(records)) + records)
     return partition_error(c.recv_response(c.request(0, 8, body)))
+
+
+def test_producer_ids_without_a_transactional_id_are_bounded_per_client(broker_factory):
+    """InitProducerId without a transactional id hands out a new producer id each time:
+    at most transactions.new_ids_per_sec_per_client per second per client address, then
+    COORDINATOR_LOAD_IN_PROGRESS (retriable); another address is not held back."""
+    broker = broker_factory("[transactions]\nnew_ids_per_sec_per_client = 5\n")
+    with RawConn(broker) as c:
+        codes = [init_producer_id(c)[0] for _ in range(40)]
+    assert codes.count(NONE) < 15 and codes[:5] == [NONE] * 5, codes
+    assert set(codes) == {NONE, 14}, codes
+    import socket
+    s = socket.create_connection((broker.host, broker.port), source_address=("127.0.0.2", 0))
+    other = RawConn.__new__(RawConn)
+    other.sock, other.corr = s, 0
+    with other:
+        assert init_producer_id(other)[0] == NONE

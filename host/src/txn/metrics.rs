@@ -16,7 +16,8 @@
 //! - `drover_transactional_ids_evicted_total`: idle ids evicted for a new one at
 //!   `transactions.max_transactional_ids`;
 //! - `drover_init_producer_id_throttled_total`: InitProducerId calls for a new id
-//!   refused by `transactions.new_ids_per_sec_per_client`.
+//!   (a new transactional id, or any call without one) refused by
+//!   `transactions.new_ids_per_sec_per_client`.
 
 use std::{fmt::Write, sync::atomic::Ordering};
 
@@ -67,7 +68,7 @@ pub fn render(coordinator: &TxnCoordinator) -> String {
         ),
         (
             "drover_init_producer_id_throttled",
-            "InitProducerId calls for a new transactional id refused by new_ids_per_sec_per_client.",
+            "InitProducerId calls for a new transactional or producer id refused by new_ids_per_sec_per_client.",
             &c.throttled,
         ),
     ] {

@@ -16,7 +16,8 @@
 //! `INVALID_REQUEST`; in cluster mode, where no transaction coordinator runs, a
 //! transactional id is answered `COORDINATOR_NOT_AVAILABLE`.
 //!
-//! A call naming a transactional id the coordinator does not know creates one: at most
+//! A call naming a transactional id the coordinator does not know creates one, and a
+//! call without one creates a producer id: together at most
 //! `transactions.new_ids_per_sec_per_client` per second per client address
 //! ([`crate::broker::new_txn_ids`]); beyond it `COORDINATOR_LOAD_IN_PROGRESS`, which
 //! clients retry. At `transactions.max_transactional_ids` the new id evicts an idle one.
@@ -60,6 +61,23 @@ pub fn handle(
     };
     let result = match request.transactional_id.as_ref().map(|t| t.0.as_str()) {
         Some(id) => transactional(broker, version, &request, id, peer),
+        // Every call without a transactional id hands out a new producer id: the same
+        // per-client bound (a client holding many real ids could otherwise keep
+        // partitions' producer tables full of recent producers).
+        None if !broker.new_txn_ids.try_take(peer) => {
+            if let Some(txn) = broker.transactions() {
+                txn.counters
+                    .throttled
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            crate::info_limited!(
+                "init_producer_id.throttled",
+                %peer,
+                "InitProducerId refused: {peer} asked for more new producer ids than \
+                 transactions.new_ids_per_sec_per_client allows; the client retries"
+            );
+            Err(ResponseError::CoordinatorLoadInProgress.code())
+        }
         None => fresh()
             .map(|id| ProducerIdEpoch { id, epoch: 0 })
             .map_err(|e| e.code()),
