@@ -98,9 +98,11 @@ pub struct CoordinatorConfig {
     pub rebalance_delay_ms: u64,
     /// Setting this table replaces the default one, entry for entry: `{ sticky = 5000 }`
     /// re-runs `sticky` only, not `load-aware` (list both to keep it). A name that is
-    /// not a loaded assignor (a typo such as `load_aware`) re-runs nothing; the
-    /// coordinator logs a warning naming it at startup and whenever the loaded
-    /// assignors change ([`CoordinatorConfig::rerun_assignors_not_loaded`]).
+    /// not a loaded assignor (a typo such as `load_aware`) re-runs nothing until a
+    /// rescan of the plugin directory loads it; the coordinator logs a warning naming
+    /// it at startup ([`CoordinatorConfig::rerun_assignors_not_loaded`]), and a line
+    /// whenever a rescan loads (info) or removes (warning) a listed assignor, so that
+    /// re-runs never start or stop silently.
     ///
     /// Assignors that want to be re-run when their inputs drift, each with the least
     /// time between two such re-runs of one group, in ms (issue 16 item 3). Every

@@ -141,8 +141,8 @@ impl Coordinator {
             tracing::warn!(
                 assignor = name,
                 "rerun_on_drift_ms names an assignor that is not loaded: it re-runs \
-                 nothing (a typo? the table replaces the default, so list every assignor \
-                 to re-run)"
+                 nothing until a rescan of the plugin directory loads it (a typo? the \
+                 table replaces the default, so list every assignor to re-run)"
             );
         }
     }
@@ -162,6 +162,11 @@ impl Coordinator {
         assignors: impl Assignors + Send + 'static,
         default_assignor: &str,
     ) {
+        let inactive_before: BTreeSet<String> = self
+            .rerun_assignors_not_loaded()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
         self.cx.assignors = Box::new(assignors);
         if !default_assignor.is_empty() {
             self.cx.config.default_assignor = default_assignor.to_owned();
@@ -170,7 +175,22 @@ impl Coordinator {
             default_assignor = self.cx.config.default_assignor,
             "the set of loaded assignors changed"
         );
-        self.warn_rerun_assignors_not_loaded();
+        let inactive_now: BTreeSet<&str> = self.rerun_assignors_not_loaded().into_iter().collect();
+        for name in self.cx.config.rerun_on_drift_ms.keys() {
+            match (inactive_before.contains(name), inactive_now.contains(name.as_str())) {
+                (true, false) => tracing::info!(
+                    assignor = name.as_str(),
+                    "rerun_on_drift_ms: the assignor is loaded now, so its groups are \
+                     re-run when their inputs drift"
+                ),
+                (false, true) => tracing::warn!(
+                    assignor = name.as_str(),
+                    "rerun_on_drift_ms: the assignor is no longer loaded, so its entry \
+                     re-runs nothing until a rescan loads it again"
+                ),
+                _ => {}
+            }
+        }
     }
 
     /// The topics as last reported.
