@@ -58,15 +58,21 @@ impl std::fmt::Display for KindVersion {
 /// transactional offset commits: the host routes TxnOffsetCommit (API 28) to it; output
 /// `StageTxnOffsets` and its result `TxnOffsetsStaged`, inputs `TxnOffsetsPending` and
 /// `TxnCompleted` with the output `TxnCompletionApplied`; sent only to coordinators of
-/// 3.4 or later.
-const COORDINATOR_VERSION: &str = "3.4.0";
+/// 3.4 or later. 3.5 — the `AssignContext` it hands assignors has
+/// `partition_data_age_ms` (assignor ABI 3.2; the context is reachable from the
+/// coordinator's interface, so a coordinator built against it is refused by name in an
+/// older broker).
+const COORDINATOR_VERSION: &str = "3.5.0";
 /// The assignor interface's version.
 ///
 /// History: 3.0 — first per-kind version (from drover-abi 2.0: `ErrorKind` became an
 /// open set). 3.1 — optional method `Assignor::assign_with_context` with an
 /// `AssignContext` (member labels, per-partition data); assignors without it get the
-/// default, which forwards to `assign`.
-const ASSIGNOR_VERSION: &str = "3.1.0";
+/// default, which forwards to `assign`. 3.2 — `AssignContext::partition_data_age_ms`
+/// (how old the partition data is; committed offsets are current), after
+/// `last_prefix_field`: an assignor built before never reads it, one built after reads
+/// `None` from an older coordinator.
+const ASSIGNOR_VERSION: &str = "3.2.0";
 /// The offset-store interface's version.
 ///
 /// History: 3.0 — first per-kind version (from drover-abi 2.0: `ErrorKind` became an

@@ -209,6 +209,8 @@ pub(crate) struct ContextParts {
     members: Vec<MemberContext>,
     brokers: Vec<BrokerContext>,
     topics: Vec<TopicContext>,
+    /// How old the partition data is ([`Self::aged`]); `None` unknown.
+    partition_data_age_ms: Option<u64>,
 }
 
 impl ContextParts {
@@ -289,6 +291,7 @@ impl ContextParts {
             members: labelled,
             brokers: leaders.into_iter().map(|id| stats.broker(id)).collect(),
             topics: out,
+            partition_data_age_ms: None,
         }
     }
 
@@ -306,8 +309,9 @@ impl ContextParts {
                         partition: p.partition,
                         bytes_per_sec: p.produce_bytes_per_sec.into_option(),
                         records_per_sec: p.produce_records_per_sec.into_option(),
+                        // A committed offset past the (older) log end: unknown, not 0.
                         lag: match (p.log_end_offset, p.committed_offset) {
-                            (RSome(end), RSome(at)) if at >= 0 => Some((end - at).max(0)),
+                            (RSome(end), RSome(at)) if at >= 0 && end >= at => Some(end - at),
                             _ => None,
                         },
                     })
@@ -323,12 +327,21 @@ impl ContextParts {
             .collect()
     }
 
+    /// The context saying how old `stats`' data is at `now_ms` (assignor ABI 3.2's
+    /// `partition_data_age_ms`): the committed offsets it carries are current, the log
+    /// offsets and rates as old as the table.
+    pub(crate) fn aged(mut self, stats: &PartitionStats, now_ms: u64) -> Self {
+        self.partition_data_age_ms = stats.age_ms(now_ms);
+        self
+    }
+
     /// Lends the context to `f` for the duration of an assignor call.
     pub(crate) fn lend<R>(&self, f: impl FnOnce(AssignContextRef<'_>) -> R) -> R {
         AssignContext {
             members: RSlice::from_slice(&self.members),
             brokers: RSlice::from_slice(&self.brokers),
             topics: RSlice::from_slice(&self.topics),
+            partition_data_age_ms: self.partition_data_age_ms.into(),
         }
         .lend(f)
     }

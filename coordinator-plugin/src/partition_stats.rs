@@ -23,6 +23,8 @@ pub struct PartitionStats {
     brokers: BTreeMap<i32, Option<RString>>,
     /// Per topic, partitions ascending, each at most once, `committed_offset` cleared.
     topics: BTreeMap<TopicName, Vec<PartitionContext>>,
+    /// When the table arrived, on the coordinator's clock (ms); `None` before the first.
+    received_ms: Option<u64>,
 }
 
 impl PartitionStats {
@@ -50,7 +52,23 @@ impl PartitionStats {
                 (TopicName::new(t.topic.as_str()), partitions)
             })
             .collect();
-        PartitionStats { brokers, topics }
+        PartitionStats {
+            brokers,
+            topics,
+            received_ms: None,
+        }
+    }
+
+    /// The table as received at `now_ms` (the coordinator's clock), so that a context
+    /// built later says how old its data is ([`Self::age_ms`]).
+    pub fn received_at(mut self, now_ms: u64) -> Self {
+        self.received_ms = Some(now_ms);
+        self
+    }
+
+    /// How old the table is at `now_ms`, in ms; `None` before the first table.
+    pub fn age_ms(&self, now_ms: u64) -> Option<u64> {
+        self.received_ms.map(|at| now_ms.saturating_sub(at))
     }
 
     /// The partitions of `topic` the host reported, ascending by partition; empty for

@@ -16,6 +16,12 @@
 //! offsets and rates only for partitions the broker running the coordinator leads, and
 //! nothing before the first table arrived. An assignor must treat every field as
 //! possibly missing.
+//!
+//! The partition table is measured every `coordinator.partition_stats_interval_ms`,
+//! while committed offsets are the group's current ones: a log end offset can be up to
+//! an interval older than the committed offset beside it. Assignor ABI 3.2 carries that
+//! age ([`AssignContext::partition_data_age_ms`]); the SDK's lag is unknown rather than
+//! a clamped 0 when the committed offset is past the (older) log end.
 
 use abi_stable::{
     prefix_type::WithMetadata,
@@ -120,6 +126,12 @@ pub struct AssignContext<'a> {
     /// about, in no particular order.
     #[sabi(last_prefix_field)]
     pub topics: RSlice<'a, TopicContext>,
+    /// How old the host's per-partition data in `topics` (leaders, log offsets, produce
+    /// rates) is when the assignor runs, in ms; `None` when there is none. Committed
+    /// offsets are current. Assignor ABI 3.2: read it through
+    /// [`AssignContextRef::partition_data_age_ms`], which is `None` for a context from a
+    /// coordinator built before.
+    pub partition_data_age_ms: ROption<u64>,
 }
 
 impl<'a> AssignContext<'a> {
@@ -144,6 +156,7 @@ pub fn empty_context<R>(f: impl FnOnce(AssignContextRef<'_>) -> R) -> R {
         members: RSlice::from_slice(&[]),
         brokers: RSlice::from_slice(&[]),
         topics: RSlice::from_slice(&[]),
+        partition_data_age_ms: ROption::RNone,
     }
     .lend(f)
 }

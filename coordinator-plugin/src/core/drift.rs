@@ -26,7 +26,7 @@ impl Coordinator {
     /// and KIP-848 group whose assignor is in `rerun_on_drift_ms` and whose last re-run
     /// (or the table that first found it) is at least that assignor's interval old.
     pub(super) fn on_partition_stats(&mut self, stats: crate::PartitionStats) {
-        self.cx.partition_stats = stats;
+        self.cx.partition_stats = stats.received_at(self.cx.now);
         let intervals = &self.cx.config.rerun_on_drift_ms;
         let assignors = &self.cx.assignors;
         let now = self.cx.now;

@@ -177,7 +177,10 @@ impl Coordinator {
         );
         let inactive_now: BTreeSet<&str> = self.rerun_assignors_not_loaded().into_iter().collect();
         for name in self.cx.config.rerun_on_drift_ms.keys() {
-            match (inactive_before.contains(name), inactive_now.contains(name.as_str())) {
+            match (
+                inactive_before.contains(name),
+                inactive_now.contains(name.as_str()),
+            ) {
                 (true, false) => tracing::info!(
                     assignor = name.as_str(),
                     "rerun_on_drift_ms: the assignor is loaded now, so its groups are \

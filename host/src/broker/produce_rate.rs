@@ -11,6 +11,12 @@
 //!
 //! The figures are approximate by design: an add racing with the reset of a bucket's
 //! new turn may be lost, and a reader may miss adds in flight.
+//!
+//! A rate is a measurement or nothing: before a partition's first append since the
+//! broker started, its rate is unknown (`None`) until a whole window has passed with
+//! none (then it is a measured 0), so that right after a restart an assignor does not
+//! read every partition as idle and balance by partition count (issue 28 item 3); after
+//! the first append it covers the time since that append (the measured window).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -45,6 +51,10 @@ pub struct ProduceRate {
     /// covers no time before it (a partition that started receiving 2 s ago has a rate
     /// over 2 s, not over the whole window).
     first: AtomicU64,
+    /// When counting started (the partition was opened), ms since the epoch.
+    started_ms: i64,
+    /// The window, ms.
+    window_ms: u64,
 }
 
 impl std::fmt::Debug for ProduceRate {
@@ -57,12 +67,15 @@ impl std::fmt::Debug for ProduceRate {
 
 impl ProduceRate {
     /// Counters over a window of `window_ms` ms (config `coordinator.produce_rate_window_ms`,
-    /// at least 1000 there; any value ≥ 1 works here).
-    pub fn new(window_ms: u64) -> Self {
+    /// at least 1000 there; any value ≥ 1 works here), counting from `started_ms` (wall
+    /// clock, ms since the epoch: when the partition was opened).
+    pub fn new(window_ms: u64, started_ms: i64) -> Self {
         ProduceRate {
             bucket_ms: (window_ms / BUCKETS).max(1),
             buckets: Default::default(),
             first: AtomicU64::new(0),
+            started_ms,
+            window_ms: window_ms.max(1),
         }
     }
 
@@ -98,15 +111,17 @@ impl ProduceRate {
     /// current, partial one included) hold, divided by the time from the start of the
     /// oldest of them, or of the bucket of the first append if that is later, to
     /// `now_ms` — and at least one bucket's width, so a rate read right after the
-    /// first append is not inflated. Zero before any append.
-    pub fn rate(&self, now_ms: i64) -> Rate {
+    /// first append is not inflated. Before any append: zero once a whole window has
+    /// passed since counting started, `None` (not measured yet) before.
+    pub fn rate(&self, now_ms: i64) -> Option<Rate> {
         let now = u64::try_from(now_ms).unwrap_or(0);
         let first = self.first.load(Ordering::Relaxed);
         if first == 0 {
-            return Rate {
+            let watched = now_ms.saturating_sub(self.started_ms);
+            return (watched >= 0 && watched as u64 >= self.window_ms).then_some(Rate {
                 bytes_per_sec: 0.0,
                 records_per_sec: 0.0,
-            };
+            });
         }
         let current = now / self.bucket_ms + 1;
         let oldest = current.saturating_sub(BUCKETS - 1).max(1);
@@ -122,10 +137,10 @@ impl ProduceRate {
         let start = ((oldest - 1) * self.bucket_ms).max(first_bucket_start);
         let elapsed_ms = now.saturating_sub(start).max(self.bucket_ms);
         let secs = elapsed_ms as f64 / 1000.0;
-        Rate {
+        Some(Rate {
             bytes_per_sec: bytes as f64 / secs,
             records_per_sec: records as f64 / secs,
-        }
+        })
     }
 }
 
@@ -137,65 +152,70 @@ mod tests {
     const WINDOW: u64 = 12_000;
     const T0: i64 = 1_700_000_000_000;
 
+    /// Issue 28 item 3: before a whole window has passed with no append, the rate is
+    /// not measured yet (after a restart every partition would otherwise read as idle);
+    /// after one, no appends is a measured rate of zero.
     #[test]
-    fn no_appends_is_a_rate_of_zero() {
-        let r = ProduceRate::new(WINDOW);
-        assert_eq!(r.rate(T0).bytes_per_sec, 0.0);
-        assert_eq!(r.rate(T0).records_per_sec, 0.0);
+    fn no_appends_is_unknown_until_a_window_passed_then_zero() {
+        let r = ProduceRate::new(WINDOW, T0);
+        assert_eq!(r.rate(T0), None);
+        assert_eq!(r.rate(T0 + WINDOW as i64 - 1), None);
+        let rate = r.rate(T0 + WINDOW as i64).unwrap();
+        assert_eq!((rate.bytes_per_sec, rate.records_per_sec), (0.0, 0.0));
     }
 
     #[test]
     fn a_steady_stream_is_measured_over_the_window() {
-        let r = ProduceRate::new(WINDOW);
+        let r = ProduceRate::new(WINDOW, T0);
         // 1,000 bytes and 10 records every 100 ms for 30 s: 10 kB/s, 100 records/s.
         for i in 0..300 {
             r.record(T0 + i * 100, 1_000, 10);
         }
-        let rate = r.rate(T0 + 30_000);
+        let rate = r.rate(T0 + 30_000).unwrap();
         assert!((rate.bytes_per_sec - 10_000.0).abs() < 1_000.0, "{rate:?}");
         assert!((rate.records_per_sec - 100.0).abs() < 10.0, "{rate:?}");
     }
 
     #[test]
     fn a_young_partition_is_not_diluted_by_the_whole_window() {
-        let r = ProduceRate::new(WINDOW);
+        let r = ProduceRate::new(WINDOW, T0);
         // 3 s at 1 kB/s, read at once: about 1 kB/s, not 3 kB / 12 s.
         for i in 0..30 {
             r.record(T0 + i * 100, 100, 1);
         }
-        let rate = r.rate(T0 + 3_000);
+        let rate = r.rate(T0 + 3_000).unwrap();
         assert!((rate.bytes_per_sec - 1_000.0).abs() < 100.0, "{rate:?}");
     }
 
     #[test]
     fn a_single_append_read_at_once_counts_over_one_bucket() {
-        let r = ProduceRate::new(WINDOW);
+        let r = ProduceRate::new(WINDOW, T0);
         r.record(T0, 500, 5);
-        let rate = r.rate(T0);
+        let rate = r.rate(T0).unwrap();
         assert_eq!(rate.bytes_per_sec, 500.0);
         assert_eq!(rate.records_per_sec, 5.0);
     }
 
     #[test]
     fn old_traffic_leaves_the_window() {
-        let r = ProduceRate::new(WINDOW);
+        let r = ProduceRate::new(WINDOW, T0);
         for i in 0..100 {
             r.record(T0 + i * 10, 1_000, 1);
         }
-        assert!(r.rate(T0 + 5_000).bytes_per_sec > 0.0);
+        assert!(r.rate(T0 + 5_000).unwrap().bytes_per_sec > 0.0);
         // A full window later nothing is left.
-        assert_eq!(r.rate(T0 + 1_000 + 13_000).bytes_per_sec, 0.0);
+        assert_eq!(r.rate(T0 + 1_000 + 13_000).unwrap().bytes_per_sec, 0.0);
         // A bucket reused in a later turn starts over.
         r.record(T0 + 24_000, 7, 1);
-        let rate = r.rate(T0 + 24_000);
+        let rate = r.rate(T0 + 24_000).unwrap();
         assert!(rate.bytes_per_sec < 10.0, "{rate:?}");
     }
 
     #[test]
     fn a_clock_going_back_keeps_counting() {
-        let r = ProduceRate::new(WINDOW);
+        let r = ProduceRate::new(WINDOW, T0);
         r.record(T0 + 5_000, 100, 1);
         r.record(T0 + 4_000, 100, 1);
-        assert!(r.rate(T0 + 5_000).records_per_sec > 0.0);
+        assert!(r.rate(T0 + 5_000).unwrap().records_per_sec > 0.0);
     }
 }

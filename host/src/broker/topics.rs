@@ -121,7 +121,10 @@ impl Partition {
             durable: watch::channel(flushed).0,
             flushing: Arc::new(tokio::sync::Mutex::new(())),
             appended: watch::channel(0).0,
-            produce_rate: super::produce_rate::ProduceRate::new(produce_rate_window_ms),
+            produce_rate: super::produce_rate::ProduceRate::new(
+                produce_rate_window_ms,
+                crate::clock::now_ms(),
+            ),
         }
     }
 

@@ -74,11 +74,12 @@ pub fn collect(broker: &Broker, now_ms: i64) -> (RVec<BrokerContext>, RVec<Topic
                             let log = partition.lock_log();
                             (log.log_start_offset(), log.log_end_offset())
                         };
+                        // Not measured yet (just started): unknown, not 0.
                         let rate = partition.produce_rate.rate(now_ms);
                         p.log_start_offset = ROption::RSome(start);
                         p.log_end_offset = ROption::RSome(end);
-                        p.produce_bytes_per_sec = ROption::RSome(rate.bytes_per_sec);
-                        p.produce_records_per_sec = ROption::RSome(rate.records_per_sec);
+                        p.produce_bytes_per_sec = rate.map(|r| r.bytes_per_sec).into();
+                        p.produce_records_per_sec = rate.map(|r| r.records_per_sec).into();
                     }
                     p
                 })
@@ -184,7 +185,8 @@ mod tests {
         assert_eq!(parts[0].leader, ROption::RSome(4));
         assert_eq!(parts[0].log_start_offset, ROption::RSome(0));
         assert_eq!(parts[0].log_end_offset, ROption::RSome(0));
-        assert_eq!(parts[0].produce_bytes_per_sec, ROption::RSome(0.0));
+        // No append and the window not over since the partition opened: unknown.
+        assert_eq!(parts[0].produce_bytes_per_sec, ROption::RNone);
         assert_eq!(parts[1].produce_bytes_per_sec, ROption::RSome(1_000.0));
         assert_eq!(parts[1].produce_records_per_sec, ROption::RSome(10.0));
         assert_eq!(parts[1].committed_offset, ROption::RNone);

@@ -48,12 +48,9 @@ pub(crate) fn measure(view: &GroupView<'_>, ctx: &Context<'_>) -> Loads {
                 .produce_bytes_per_sec
                 .into_option()
                 .filter(|r| r.is_finite() && *r >= 0.0);
-            if let (Some(end), Some(committed)) = (
-                pc.log_end_offset.into_option(),
-                pc.committed_offset.into_option(),
-            ) {
-                lag[g] = Some((end - committed).max(0) as f64);
-            }
+            // A committed offset past the (older) log end leaves the lag unknown
+            // rather than a measured 0 (the SDK's `Context::lag`).
+            lag[g] = ctx.lag(topic.name, p as i32).map(|l| l as f64);
         }
     }
     let (basis, of) = if let Some(of) = fill(&bytes) {

@@ -78,6 +78,7 @@ impl Stats {
             members: RSlice::from_slice(&members),
             brokers: RSlice::from_slice(&self.brokers),
             topics: RSlice::from_slice(&self.topics),
+            partition_data_age_ms: drover_abi::std_types::ROption::RNone,
         }
         .lend(|raw| assignor.assign_with_context(input, &Context::new(raw)))
         .expect("assign")

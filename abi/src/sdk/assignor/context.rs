@@ -16,6 +16,7 @@ pub struct Context<'a> {
     members: HashMap<&'a str, &'a MemberContext>,
     topics: HashMap<&'a str, &'a TopicContext>,
     brokers: HashMap<i32, &'a BrokerContext>,
+    partition_data_age_ms: Option<u64>,
 }
 
 impl<'a> Context<'a> {
@@ -32,7 +33,16 @@ impl<'a> Context<'a> {
         for b in raw.brokers().as_slice() {
             ctx.brokers.entry(b.broker_id).or_insert(b);
         }
+        ctx.partition_data_age_ms = raw.partition_data_age_ms().and_then(|a| a.into_option());
         ctx
+    }
+
+    /// How old the host's per-partition data (log offsets, produce rates, leaders) is,
+    /// in ms; `None` when there is none or the coordinator is older than assignor ABI
+    /// 3.2. Committed offsets are current, so a lag computed from this data mixes two
+    /// moments up to this far apart.
+    pub fn partition_data_age_ms(&self) -> Option<u64> {
+        self.partition_data_age_ms
     }
 
     /// An empty context (what a 3.0 caller's plain `assign` amounts to).
@@ -86,12 +96,15 @@ impl<'a> Context<'a> {
     }
 
     /// The group's lag on `topic`'s partition `partition`: log end minus committed
-    /// offset (records, at least 0), when both are known.
+    /// offset, in records, when both are known. The log end comes from the host's
+    /// partition table ([`Self::partition_data_age_ms`] old) and the committed offset is
+    /// current, so a committed offset past that log end means the log end is stale:
+    /// the lag is then unknown (`None`), never a clamped 0.
     pub fn lag(&self, topic: &str, partition: i32) -> Option<i64> {
         let p = self.partition(topic, partition)?;
         let end = *p.log_end_offset.as_ref().into_option()?;
         let committed = *p.committed_offset.as_ref().into_option()?;
-        Some((end - committed).max(0))
+        (end >= committed).then_some(end - committed)
     }
 }
 
@@ -126,6 +139,7 @@ mod tests {
             members: RSlice::from_slice(&members),
             brokers: RSlice::from_slice(&brokers),
             topics: RSlice::from_slice(&topics),
+            partition_data_age_ms: abi_stable::std_types::RSome(1_500),
         }
         .lend(|raw| {
             let ctx = Context::new(raw);
@@ -151,6 +165,30 @@ mod tests {
                 true
             )
         );
+    }
+
+    /// Issue 28 item 3: a committed offset past the (older) log end is an unknown lag,
+    /// not a clamped 0; the data's age reaches the assignor.
+    #[test]
+    fn a_committed_offset_past_a_stale_log_end_is_an_unknown_lag() {
+        let mut p = PartitionContext::unknown(0);
+        p.log_end_offset = abi_stable::std_types::RSome(584);
+        p.committed_offset = abi_stable::std_types::RSome(652);
+        let topics = [TopicContext {
+            topic: "t".into(),
+            partitions: RVec::from(vec![p]),
+        }];
+        let (lag, age) = AssignContext {
+            members: RSlice::from_slice(&[]),
+            brokers: RSlice::from_slice(&[]),
+            topics: RSlice::from_slice(&topics),
+            partition_data_age_ms: abi_stable::std_types::RSome(4_000),
+        }
+        .lend(|raw| {
+            let ctx = Context::new(raw);
+            (ctx.lag("t", 0), ctx.partition_data_age_ms())
+        });
+        assert_eq!((lag, age), (None, Some(4_000)));
     }
 
     /// `ROption<RString>` from a `&str`, for the test's brevity.

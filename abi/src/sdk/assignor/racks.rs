@@ -142,6 +142,7 @@ mod tests {
             members: RSlice::from_slice(&[]),
             brokers: RSlice::from_slice(&brokers),
             topics: RSlice::from_slice(&topics),
+            partition_data_age_ms: abi_stable::std_types::ROption::RNone,
         }
         .lend(|raw| {
             let r = Racks::new(&view, &Context::new(raw));

@@ -783,7 +783,8 @@ impl NativeGroup {
             env.topics,
             env.partition_stats,
             self.commits.known_in_order(),
-        );
+        )
+        .aged(env.partition_stats, env.now);
         self.last_loads = context.seen_loads();
         let attempt = |env: &NativeEnv<'_>, name: &str| {
             let output = context

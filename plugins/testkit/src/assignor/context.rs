@@ -73,6 +73,7 @@ impl GeneratedContext {
             members: RSlice::from_slice(&self.members),
             brokers: RSlice::from_slice(&self.brokers),
             topics: RSlice::from_slice(&self.topics),
+            partition_data_age_ms: drover_abi::std_types::ROption::RNone,
         }
         .lend(f)
     }

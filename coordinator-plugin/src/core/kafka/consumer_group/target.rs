@@ -136,7 +136,8 @@ impl ConsumerGroup {
             env.topics,
             env.partition_stats,
             self.committed.iter().map(|(tp, offset)| (tp, *offset)),
-        );
+        )
+        .aged(env.partition_stats, env.now);
         let output = context
             .lend(|context| env.assignors.assign_with_context(name, &input, context))
             .map_err(|e| e.to_string())?;
