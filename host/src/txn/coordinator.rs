@@ -20,8 +20,9 @@ use std::{
     path::Path,
     sync::{
         atomic::{AtomicU64, Ordering},
-        Arc, Mutex, MutexGuard,
+        Arc, Condvar, Mutex, MutexGuard,
     },
+    time::{Duration, Instant},
 };
 
 use tokio::sync::mpsc;
@@ -69,9 +70,21 @@ pub struct StagedGroupOffsets {
     pub offsets: Vec<(TopicPartition, StagedOffset)>,
 }
 
+/// Standalone, how long AddPartitionsToTxn and AddOffsetsToTxn wait for the producer's
+/// previous transaction to complete (its markers written, all local) before answering
+/// `CONCURRENT_TRANSACTIONS`: clients send the next transaction's first call right
+/// after EndTxn returns, and kafkajs logs an ERROR line and waits 300 ms for each such
+/// refusal (issue 28 item 6). Completing local markers takes an fsync or two, so the
+/// wait is usually a few ms; in cluster mode markers may wait on another broker, and
+/// the call is answered at once as before.
+pub const COMPLETION_HOLD: Duration = Duration::from_millis(1_000);
+
 /// The transaction coordinator.
 pub struct TxnCoordinator {
     state: Mutex<Transactions>,
+    /// Notified (with `state`'s mutex) whenever a transaction completes, for calls
+    /// held while the producer's previous transaction completes ([`COMPLETION_HOLD`]).
+    completed: Condvar,
     store: Box<dyn TxnStore>,
     /// Cluster mode: the ZooKeeper store, which also knows the slots taken over.
     zk: Option<Arc<ZkTxnStore>>,
@@ -102,6 +115,7 @@ impl TxnCoordinator {
         }
         Ok(TxnCoordinator {
             state: Mutex::new(state),
+            completed: Condvar::new(),
             store: Box::new(store),
             zk: None,
             to_complete,
@@ -117,6 +131,7 @@ impl TxnCoordinator {
         let (to_complete, queued) = mpsc::unbounded_channel();
         TxnCoordinator {
             state: Mutex::new(Transactions::new(limits)),
+            completed: Condvar::new(),
             store: Box::new(Arc::clone(&store)),
             zk: Some(store),
             to_complete,
@@ -400,6 +415,32 @@ impl TxnCoordinator {
         Ok(())
     }
 
+    /// Waits, standalone, until a transaction completes or `deadline` passes, while
+    /// `caller`'s transaction is being completed (Prepare*, the only cause of
+    /// `CONCURRENT_TRANSACTIONS` for these calls): the state again, and whether to
+    /// decide again and maybe wait more (`false`: decide once more and answer). `None`
+    /// when, in cluster mode, the id is no longer served here after the wait.
+    fn hold<'a>(
+        &'a self,
+        state: MutexGuard<'a, Transactions>,
+        caller: &Caller,
+        deadline: Instant,
+    ) -> Option<(MutexGuard<'a, Transactions>, bool)> {
+        let now = Instant::now();
+        let preparing = state
+            .get(&caller.id)
+            .is_some_and(|m| m.state.is_prepare() && m.producer.id == caller.producer.id);
+        if self.zk.is_some() || !preparing || now >= deadline {
+            return Some((state, false));
+        }
+        let (state, _) = self
+            .completed
+            .wait_timeout(state, deadline - now)
+            .unwrap_or_else(|e| e.into_inner());
+        self.check_owner(&caller.id).ok()?;
+        Some((state, true))
+    }
+
     /// AddPartitionsToTxn (client form).
     ///
     /// Errors: see [`Transactions::add_partitions`]; [`TxnError::Storage`].
@@ -410,7 +451,18 @@ impl TxnCoordinator {
         partitions: &[TopicPartition],
     ) -> Result<(), TxnError> {
         let mut state = self.lock_for(&caller.id)?;
-        let decided = state.add_partitions(now_ms, caller, partitions);
+        let mut decided = state.add_partitions(now_ms, caller, partitions);
+        let deadline = Instant::now() + COMPLETION_HOLD;
+        while decided == Err(TxnError::Concurrent) {
+            let Some(held) = self.hold(state, caller, deadline) else {
+                return Err(TxnError::NotCoordinator);
+            };
+            state = held.0;
+            decided = state.add_partitions(now_ms, caller, partitions);
+            if !held.1 {
+                break;
+            }
+        }
         if decided == Err(TxnError::Concurrent) {
             state.note_refused(caller);
         }
@@ -463,7 +515,18 @@ impl TxnCoordinator {
     /// Errors: see [`Transactions::add_offsets`]; [`TxnError::Storage`].
     pub fn add_offsets(&self, now_ms: i64, caller: &Caller, group: &str) -> Result<(), TxnError> {
         let mut state = self.lock_for(&caller.id)?;
-        let decided = state.add_offsets(now_ms, caller, group);
+        let mut decided = state.add_offsets(now_ms, caller, group);
+        let deadline = Instant::now() + COMPLETION_HOLD;
+        while decided == Err(TxnError::Concurrent) {
+            let Some(held) = self.hold(state, caller, deadline) else {
+                return Err(TxnError::NotCoordinator);
+            };
+            state = held.0;
+            decided = state.add_offsets(now_ms, caller, group);
+            if !held.1 {
+                break;
+            }
+        }
         if decided == Err(TxnError::Concurrent) {
             state.note_refused(caller);
         }
@@ -570,6 +633,7 @@ impl TxnCoordinator {
         };
         self.commit(&mut state, meta)?;
         counter.fetch_add(1, Ordering::Relaxed);
+        self.completed.notify_all();
         Ok(())
     }
 
