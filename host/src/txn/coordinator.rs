@@ -415,30 +415,46 @@ impl TxnCoordinator {
         Ok(())
     }
 
-    /// Waits, standalone, until a transaction completes or `deadline` passes, while
-    /// `caller`'s transaction is being completed (Prepare*, the only cause of
-    /// `CONCURRENT_TRANSACTIONS` for these calls): the state again, and whether to
-    /// decide again and maybe wait more (`false`: decide once more and answer). `None`
-    /// when, in cluster mode, the id is no longer served here after the wait.
-    fn hold<'a>(
-        &'a self,
-        state: MutexGuard<'a, Transactions>,
+    /// AddPartitionsToTxn and AddOffsetsToTxn: `decide` (one of the two decisions)
+    /// under the lock, written if it changes the transaction. While `caller`'s previous
+    /// transaction is being completed (Prepare*, the only cause of
+    /// `CONCURRENT_TRANSACTIONS` for these calls), standalone, the call waits for a
+    /// completion and decides again, up to [`COMPLETION_HOLD`]; a refusal that stands is
+    /// noted (the librdkafka abort case, [`Transactions::note_refused`]).
+    ///
+    /// Errors: `decide`'s; [`TxnError::NotCoordinator`] when, in cluster mode, the id
+    /// is no longer served here; [`TxnError::Storage`].
+    fn add_held(
+        &self,
         caller: &Caller,
-        deadline: Instant,
-    ) -> Option<(MutexGuard<'a, Transactions>, bool)> {
-        let now = Instant::now();
-        let preparing = state
-            .get(&caller.id)
-            .is_some_and(|m| m.state.is_prepare() && m.producer.id == caller.producer.id);
-        if self.zk.is_some() || !preparing || now >= deadline {
-            return Some((state, false));
+        decide: impl Fn(&Transactions) -> Result<Option<TxnMetadata>, TxnError>,
+    ) -> Result<(), TxnError> {
+        let mut state = self.lock_for(&caller.id)?;
+        let deadline = Instant::now() + COMPLETION_HOLD;
+        let mut decided = decide(&state);
+        while decided == Err(TxnError::Concurrent) && self.zk.is_none() {
+            let preparing = state
+                .get(&caller.id)
+                .is_some_and(|m| m.state.is_prepare() && m.producer.id == caller.producer.id);
+            let now = Instant::now();
+            if !preparing || now >= deadline {
+                break;
+            }
+            state = self
+                .completed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            self.check_owner(&caller.id)?;
+            decided = decide(&state);
         }
-        let (state, _) = self
-            .completed
-            .wait_timeout(state, deadline - now)
-            .unwrap_or_else(|e| e.into_inner());
-        self.check_owner(&caller.id).ok()?;
-        Some((state, true))
+        if decided == Err(TxnError::Concurrent) {
+            state.note_refused(caller);
+        }
+        match decided? {
+            Some(meta) => self.commit(&mut state, meta),
+            None => Ok(()),
+        }
     }
 
     /// AddPartitionsToTxn (client form).
@@ -450,26 +466,9 @@ impl TxnCoordinator {
         caller: &Caller,
         partitions: &[TopicPartition],
     ) -> Result<(), TxnError> {
-        let mut state = self.lock_for(&caller.id)?;
-        let mut decided = state.add_partitions(now_ms, caller, partitions);
-        let deadline = Instant::now() + COMPLETION_HOLD;
-        while decided == Err(TxnError::Concurrent) {
-            let Some(held) = self.hold(state, caller, deadline) else {
-                return Err(TxnError::NotCoordinator);
-            };
-            state = held.0;
-            decided = state.add_partitions(now_ms, caller, partitions);
-            if !held.1 {
-                break;
-            }
-        }
-        if decided == Err(TxnError::Concurrent) {
-            state.note_refused(caller);
-        }
-        match decided? {
-            Some(meta) => self.commit(&mut state, meta),
-            None => Ok(()),
-        }
+        self.add_held(caller, |state| {
+            state.add_partitions(now_ms, caller, partitions)
+        })
     }
 
     /// KIP-890 verification: whether `partition` is in producer `producer`'s open
@@ -514,26 +513,7 @@ impl TxnCoordinator {
     ///
     /// Errors: see [`Transactions::add_offsets`]; [`TxnError::Storage`].
     pub fn add_offsets(&self, now_ms: i64, caller: &Caller, group: &str) -> Result<(), TxnError> {
-        let mut state = self.lock_for(&caller.id)?;
-        let mut decided = state.add_offsets(now_ms, caller, group);
-        let deadline = Instant::now() + COMPLETION_HOLD;
-        while decided == Err(TxnError::Concurrent) {
-            let Some(held) = self.hold(state, caller, deadline) else {
-                return Err(TxnError::NotCoordinator);
-            };
-            state = held.0;
-            decided = state.add_offsets(now_ms, caller, group);
-            if !held.1 {
-                break;
-            }
-        }
-        if decided == Err(TxnError::Concurrent) {
-            state.note_refused(caller);
-        }
-        match decided? {
-            Some(meta) => self.commit(&mut state, meta),
-            None => Ok(()),
-        }
+        self.add_held(caller, |state| state.add_offsets(now_ms, caller, group))
     }
 
     /// Records a validated TxnOffsetCommit's offsets durably with the producer's open
