@@ -61,24 +61,39 @@ pub fn built_library(lib_name: &str) -> PathBuf {
 }
 
 /// The compatibility fixture `lib_name` (tests/compat: plugins built against the frozen
-/// drover-abi of the previous minor). The first call builds the fixtures' own workspace
-/// (`cargo build --locked`, target dir `target/compat`; fast once built), so a plain
-/// `cargo test -p drover-tests` needs nothing else.
+/// drover-abi 3.0). The first call builds the fixtures' own workspace (`cargo build
+/// --locked`, target dir `target/compat`; fast once built), so a plain `cargo test -p
+/// drover-tests` needs nothing else.
 pub fn compat_library(lib_name: &str) -> PathBuf {
     static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
-    let dir = BUILT.get_or_init(|| {
+    compat_library_in(&BUILT, "compat", lib_name)
+}
+
+/// [`compat_library`] of the frozen tree `tests/compat-3.4` (drover-abi 3.4: assignor
+/// ABI 3.1), built into `target/compat-3.4`.
+pub fn compat_library_3_4(lib_name: &str) -> PathBuf {
+    static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    compat_library_in(&BUILT, "compat-3.4", lib_name)
+}
+
+fn compat_library_in(
+    built: &std::sync::OnceLock<Result<PathBuf, String>>,
+    tree: &str,
+    lib_name: &str,
+) -> PathBuf {
+    let dir = built.get_or_init(|| {
         let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let target = repo.join("target/compat");
+        let target = repo.join("target").join(tree);
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let status = std::process::Command::new(cargo)
             .args(["build", "--locked", "--manifest-path"])
-            .arg(repo.join("tests/compat/Cargo.toml"))
+            .arg(repo.join("tests").join(tree).join("Cargo.toml"))
             .arg("--target-dir")
             .arg(&target)
             .status()
             .map_err(|e| format!("cannot run cargo: {e}"))?;
         if !status.success() {
-            return Err(format!("building tests/compat failed: {status}"));
+            return Err(format!("building tests/{tree} failed: {status}"));
         }
         Ok(target.join("debug"))
     });

@@ -376,3 +376,44 @@ fn a_coordinator_built_against_3_0_keeps_the_contract_and_skips_newer_inputs() {
     }
     coordinator.shutdown(40).unwrap();
 }
+
+/// Assignor ABI 3.2 appended `partition_data_age_ms` to the `AssignContext` prefix. An
+/// assignor built against 3.1 (tests/compat-3.4: the frozen drover-abi 3.4, whose
+/// assignor ABI is 3.1, the first to read a context) loads into this broker, reads the
+/// longer context it is handed as the layout it knows — labels, racks and partition
+/// data — and passes the assignor suite, the context checks included.
+#[test]
+fn an_assignor_built_against_3_1_reads_the_longer_context_and_passes_the_suite() {
+    let dir = PluginDir::new();
+    let path = dir.add_file(&drover_tests::compat_library_3_4(
+        "drover_compat_assignor_3_1",
+    ));
+    let plugin = dir
+        .loader()
+        .load(&path, Some(PluginKind::Assignor))
+        .unwrap_or_else(|e| panic!("an assignor built against ABI 3.1 must load: {e}"));
+    assert_eq!(plugin.summary.abi, "3.1");
+    let instance = plugin.new_assignor("").unwrap_or_else(|e| panic!("{e}"));
+    let report = assignor::run(&instance.instance(), &assignor::Options::default());
+    assert!(report.passed(), "{report}");
+    // It reads the partition data of the (longer) context: the laggiest partition of
+    // the generated context goes to the first member.
+    let input = two_members_on_three_partitions();
+    let context = assignor::GeneratedContext::for_input(&input);
+    let with = context
+        .lend(|ctx| instance.assign_with_context(&input, ctx))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let plain = instance.assign(&input).unwrap();
+    assert_ne!(with, plain, "the context must change this assignment");
+}
+
+#[test]
+fn the_frozen_3_4_abi_and_fixture_are_unchanged() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../compat-3.4");
+    let recorded = std::fs::read_to_string(root.join("FROZEN.sha256")).unwrap();
+    assert_eq!(
+        frozen_digest(&root),
+        recorded.trim(),
+        "tests/compat-3.4 is frozen"
+    );
+}
