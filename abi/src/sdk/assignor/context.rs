@@ -67,7 +67,15 @@ impl<'a> Context<'a> {
     }
 
     /// What the host knows about `topic`'s partition `partition`.
-    pub fn partition(&self, topic: &str, partition: i32) -> Option<&'a PartitionContext> {
+    ///
+    /// `partition` is any integer type: the `u32` of [`super::GroupView`]'s topics as
+    /// well as the ABI's `i32` (a number out of `i32`'s range is simply not found).
+    pub fn partition(
+        &self,
+        topic: &str,
+        partition: impl TryInto<i32>,
+    ) -> Option<&'a PartitionContext> {
+        let partition: i32 = partition.try_into().ok()?;
         let t = self.topics.get(topic)?;
         let list = t.partitions.as_slice();
         match list.binary_search_by_key(&partition, |p| p.partition) {
@@ -86,7 +94,7 @@ impl<'a> Context<'a> {
     }
 
     /// The rack of the leader of `topic`'s partition `partition`, if both are known.
-    pub fn leader_rack(&self, topic: &str, partition: i32) -> Option<&'a str> {
+    pub fn leader_rack(&self, topic: &str, partition: impl TryInto<i32>) -> Option<&'a str> {
         let leader = *self
             .partition(topic, partition)?
             .leader
@@ -100,7 +108,7 @@ impl<'a> Context<'a> {
     /// partition table ([`Self::partition_data_age_ms`] old) and the committed offset is
     /// current, so a committed offset past that log end means the log end is stale:
     /// the lag is then unknown (`None`), never a clamped 0.
-    pub fn lag(&self, topic: &str, partition: i32) -> Option<i64> {
+    pub fn lag(&self, topic: &str, partition: impl TryInto<i32>) -> Option<i64> {
         let p = self.partition(topic, partition)?;
         let end = *p.log_end_offset.as_ref().into_option()?;
         let committed = *p.committed_offset.as_ref().into_option()?;

@@ -19,6 +19,19 @@ pub struct MemberView<'a> {
     pub input: &'a AssignorMember,
 }
 
+impl<'a> MemberView<'a> {
+    /// The member's rack (native RegisterConsumer v1 `rack`, KIP-848 `RackId`), if it
+    /// declared one.
+    pub fn rack(&self) -> Option<&'a str> {
+        self.input.rack.as_ref().into_option().map(|r| r.as_str())
+    }
+
+    /// The member's declared weight (relative capacity, at least 1).
+    pub fn weight(&self) -> u32 {
+        self.input.weight.max(1)
+    }
+}
+
 /// A subscribed topic in the view.
 #[derive(Debug)]
 pub struct TopicView<'a> {

@@ -38,12 +38,14 @@
 pub mod builders;
 mod claims;
 mod context;
+pub mod context_builder;
 pub mod contract;
 pub mod generate;
 mod props;
 
 pub use claims::{Claim, ClaimError, Claims};
 pub use context::GeneratedContext;
+pub use context_builder::{ContextBuilder, PartitionEntry};
 
 use drover_abi::assignor::AssignorArc;
 

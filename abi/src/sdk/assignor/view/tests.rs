@@ -130,3 +130,21 @@ fn owned_partitions_keep_only_valid_ones() {
     view.owned_partitions(1, &mut out);
     assert!(out.is_empty());
 }
+
+/// Issue 28 item 5: a member's rack and weight without reaching into the ABI struct.
+#[test]
+fn a_members_rack_and_weight_are_read_from_the_view() {
+    let mut racked = member("a", &["x"]);
+    racked.rack = ROption::RSome("eu-1a".into());
+    racked.weight = 3;
+    let mut zero = member("b", &["x"]);
+    zero.weight = 0;
+    let input = input(vec![racked, zero], &[("x", 2)]);
+    let view = GroupView::new(&input).unwrap();
+    let read: Vec<(Option<&str>, u32)> = view
+        .members()
+        .iter()
+        .map(|m| (m.rack(), m.weight()))
+        .collect();
+    assert_eq!(read, [(Some("eu-1a"), 3), (None, 1)]);
+}
