@@ -84,6 +84,9 @@ pub struct Broker {
     /// The plugin directory as it is now: startup's, changed by every rescan
     /// (`POST /v1/plugins/rescan`). Assignors and swap targets are looked up here.
     pub live: LivePlugins,
+    /// The assignors' time budgets and slow state (`coordinator.assignor_timeout_ms`):
+    /// the coordinator is handed the assignors through it.
+    pub assignor_budgets: crate::coordination::assignor_budget::AssignorBudgets,
     /// Becomes true when shutdown starts; long polls answer early.
     stopping: watch::Sender<bool>,
     /// The running coordinator (see [`crate::coordination`]); set by
@@ -137,10 +140,15 @@ impl Broker {
                 config.transactions.limits(),
             ),
         }));
+        let assignor_budgets = crate::coordination::assignor_budget::AssignorBudgets::new(
+            config.coordinator.assignor_timeout_ms,
+            Arc::clone(&metrics),
+        );
         Ok(Broker {
             transactions,
             producer_ids,
             live,
+            assignor_budgets,
             offsets,
             config,
             node,
