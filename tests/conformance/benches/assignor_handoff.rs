@@ -4,7 +4,8 @@
 //! an input and a context as the coordinator builds them, made directly on the calling
 //! thread (as with `assignor_timeout_ms = 0`) and through the host's budgeted wrapper,
 //! which copies the input and the context and hands the call to the plugin's worker
-//! thread, waiting for its result. The difference is the hand-off.
+//! thread, waiting for its result. The difference is the hand-off; `copy-only` is the
+//! copy of the input and the context the wrapper makes, alone.
 //!
 //! Homogeneous groups: every member subscribes to every topic of (at most) 1,000
 //! partitions; every partition has a context entry (leader, log offsets, committed
@@ -24,12 +25,21 @@ use drover_abi::{
 use drover_host::{broker::Metrics, coordination::assignor_budget::AssignorBudgets};
 use drover_tests::load_assignor;
 
-const SIZES: &[(usize, u32)] = &[(10, 100), (100, 1_000), (1_000, 10_000), (10_000, 100_000)];
+/// (members, partitions, partitions per topic): homogeneous groups over topics of 1,000
+/// partitions, and issue 19's largest KIP-848 group shape (one topic, a partition per
+/// member).
+const SIZES: &[(usize, u32, u32)] = &[
+    (10, 100, 1_000),
+    (100, 1_000, 1_000),
+    (1_000, 10_000, 1_000),
+    (10_000, 100_000, 1_000),
+    (100_000, 100_000, 100_000),
+];
 
-/// `members` members all subscribed to topics of 1,000 partitions totalling
+/// `members` members all subscribed to topics of `per_topic` partitions totalling
 /// `partitions`, and a context entry for every partition.
-fn group(members: usize, partitions: u32) -> (AssignInput, Vec<TopicContext>) {
-    let per_topic = partitions.min(1_000);
+fn group(members: usize, partitions: u32, per_topic: u32) -> (AssignInput, Vec<TopicContext>) {
+    let per_topic = partitions.min(per_topic);
     let topics: Vec<TopicInfo> = (0..partitions / per_topic)
         .map(|i| TopicInfo::new(format!("topic-{i:04}"), per_topic))
         .collect();
@@ -93,14 +103,22 @@ fn handoff(c: &mut Criterion) {
     g.sample_size(20)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
-    for &(members, partitions) in SIZES {
-        let (input, context) = group(members, partitions);
-        let size = format!("{members}x{partitions}");
+    for &(members, partitions, per_topic) in SIZES {
+        let (input, context) = group(members, partitions, per_topic);
+        let topics = partitions / per_topic.min(partitions);
+        let size = format!("{members}x{partitions}in{topics}");
         g.bench_with_input(BenchmarkId::new("direct", &size), &input, |b, input| {
             b.iter(|| call(&direct, input, &context))
         });
         g.bench_with_input(BenchmarkId::new("budgeted", &size), &input, |b, input| {
             b.iter(|| call(&budgeted, input, &context))
+        });
+        // What the wrapper copies (and later drops) per call, alone, on one thread.
+        g.bench_with_input(BenchmarkId::new("copy-only", &size), &input, |b, input| {
+            b.iter(|| {
+                let copy = (input.clone(), context.to_vec());
+                copy.0.members.len() + copy.1.len()
+            })
         });
     }
     g.finish();
