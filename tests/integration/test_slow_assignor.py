@@ -46,7 +46,7 @@ SLOW_SLEEP_MS = 8000
 PARTITIONS = 4
 # Far below the slow assignor's sleep, far above one budget: a request waits at most
 # about one budget behind an assignor call.
-PROBE_BOUND_S = 3.0
+PROBE_BOUND_S = 4.0
 WAIT_S = 30
 
 LIBS = [
