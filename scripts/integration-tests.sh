@@ -9,6 +9,6 @@ cd "$(dirname "$0")/.."
 
 scripts/install-test-deps.sh
 echo "== cargo build: the broker and the plugin libraries the tests install"
-cargo build -q -p drover-host -p drover-coordinator -p drover-assignor-range -p drover-assignor-round-robin -p drover-assignor-sticky -p drover-assignor-load-aware -p drover-offsets-embedded -p drover-offsets-zookeeper -p drover-offsets-postgres -p drover-fixture-lopsided-v1 -p drover-fixture-lopsided-v2 -p drover-fixture-recording-assignor -p drover-example-weighted-assignor
+cargo build -q -p drover-host -p drover-coordinator -p drover-assignor-range -p drover-assignor-round-robin -p drover-assignor-sticky -p drover-assignor-load-aware -p drover-offsets-embedded -p drover-offsets-zookeeper -p drover-offsets-postgres -p drover-fixture-lopsided-v1 -p drover-fixture-lopsided-v2 -p drover-fixture-recording-assignor -p drover-fixture-slow-assignor -p drover-fixture-stuck-assignor -p drover-example-weighted-assignor
 echo "== pytest tests/integration"
 exec target/test-venv/bin/python -m pytest -q tests/integration "$@"

@@ -289,6 +289,16 @@ pub struct CoordinatorSection {
     /// log offsets, produce rates; coordinator ABI 3.3), in ms; it is also sent at
     /// startup and after every topic change. Default 10000; at least 100.
     pub partition_stats_interval_ms: u64,
+    /// The budget of one assignor call, in ms (issue 28 item 2, after Kafka's KIP-1263):
+    /// the call runs on a worker thread; past the budget it is abandoned, the rebalance
+    /// runs the default assignor, and the plugin is *slow* (its calls fail at once)
+    /// until the abandoned call returns
+    /// ([`crate::coordination::assignor_budget`]). Default 5000: above the largest
+    /// built-in assignment measured (`load-aware`, 10,000 members × 1,000,000
+    /// partitions: 3.65 s on a busy 2-vCPU machine, docs/benchmarks.md), under the
+    /// shortest default session timeout (native, 10 s). 0: no budget, assignors run on
+    /// the coordinator thread.
+    pub assignor_timeout_ms: u64,
 }
 
 impl Default for CoordinatorSection {
@@ -301,6 +311,7 @@ impl Default for CoordinatorSection {
             max_store_batch: 4_096,
             produce_rate_window_ms: 60_000,
             partition_stats_interval_ms: 10_000,
+            assignor_timeout_ms: 5_000,
         }
     }
 }

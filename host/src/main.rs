@@ -249,6 +249,11 @@ enum PluginsCommand {
     List {
         #[command(flatten)]
         source: PluginSource,
+        /// Ask a running broker instead (its admin API, `GET /v1/plugins`, HOST:PORT):
+        /// the directory as that broker has it, with each assignor's `slow` state (a
+        /// call running past `coordinator.assignor_timeout_ms`).
+        #[arg(long)]
+        admin: Option<std::net::SocketAddr>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
@@ -332,7 +337,14 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo(args),
         Command::Admin { admin, command } => admin_command(admin, command),
         Command::Plugins { command } => match command {
-            PluginsCommand::List { source, format } => list(source, format),
+            PluginsCommand::List {
+                source,
+                admin,
+                format,
+            } => match admin {
+                Some(addr) => cli::admin::plugins_list(addr, matches!(format, Format::Json)),
+                None => list(source, format),
+            },
             PluginsCommand::Check { source } => check(source),
             PluginsCommand::Test(args) => return drover_host::plugin_test::run(args),
             PluginsCommand::TestCrashChild(args) => {

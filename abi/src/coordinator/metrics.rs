@@ -95,7 +95,7 @@ counters! {
     CommitFailures => "commit_failures", "batches",
         "Commit batches of native groups the offset store failed.";
     AssignorFailures => "assignor_failures", "assignor runs",
-        "Assignor runs that failed: the plugin panicked or its answer broke the contract.";
+        "Assignor runs that failed: the plugin panicked, returned an error or an answer breaking the contract, or (host) ran past `coordinator.assignor_timeout_ms` (native and KIP-848 groups).";
     AssignorFallbacks => "assignor_fallbacks", "assignor runs",
         "Assignor runs that used the default assignor because the named one is not loaded or failed (every group protocol).";
     SlotsGained => "slots_gained", "slots",

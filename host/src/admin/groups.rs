@@ -56,7 +56,8 @@ pub struct GroupSummary {
     /// rebalance's. KIP-848 and classic groups: the assignor that ran.
     pub effective_assignor: Option<String>,
     /// Why rebalances run another assignor than the members name (its plugin is
-    /// missing, was refused, or was removed by a rescan); absent otherwise.
+    /// missing, was refused, or was removed by a rescan; or it is slow: a call of it
+    /// runs past `coordinator.assignor_timeout_ms`); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub assignor_fallback: Option<String>,
     /// Registered consumers.
@@ -313,10 +314,23 @@ fn effective_assignor(broker: &Broker, named: Option<&str>) -> (Option<String>, 
     let Some(named) = named else {
         return (None, None);
     };
+    let default = &broker.config.coordinator.default_assignor;
     if broker.live.assignors().contains_key(named) {
+        // Loaded, but a call of it runs past its budget: its calls fail at once and
+        // rebalances run the default (coordinator.assignor_timeout_ms).
+        if let Some(slow) = broker.assignor_budgets.slow(named) {
+            if named != default {
+                return (
+                    Some(default.clone()),
+                    Some(format!(
+                        "assignor `{named}` is slow ({slow}); rebalances run the default \
+                         assignor `{default}`"
+                    )),
+                );
+            }
+        }
         return (Some(named.to_owned()), None);
     }
-    let default = &broker.config.coordinator.default_assignor;
     (
         Some(default.clone()),
         Some(format!(

@@ -17,11 +17,22 @@ use axum::{
     Json,
 };
 
-use crate::{broker::Broker, coordination::start::named_assignors, plugins::table};
+use crate::{broker::Broker, plugins::table};
 
 /// `GET /v1/plugins`: one row per `*.so` file, as `drover plugins list --format json`.
+/// An assignor whose call runs past its budget has `slow` set to why
+/// ([`crate::coordination::assignor_budget`]).
 pub async fn list(State(broker): State<Arc<Broker>>) -> Json<Vec<table::Row>> {
-    Json(broker.live.rows())
+    let mut rows = broker.live.rows();
+    for row in &mut rows {
+        if row.kind == "assignor" && row.status == "ok" {
+            row.slow = broker
+                .assignor_budgets
+                .slow(&row.name)
+                .map(|s| s.to_string());
+        }
+    }
+    Json(rows)
 }
 
 /// `POST /v1/plugins/rescan`.
@@ -69,7 +80,9 @@ pub fn rescan_blocking(broker: &Broker) -> Result<crate::plugins::RescanReport, 
         |assignors: &std::collections::BTreeMap<String, Arc<crate::plugins::AssignorHandle>>| {
             if let Some(coordinator) = broker.coordinator() {
                 let default = &config.coordinator.default_assignor;
-                if let Err(e) = coordinator.assignors_changed(named_assignors(assignors), default) {
+                if let Err(e) =
+                    coordinator.assignors_changed(broker.assignor_budgets.named(assignors), default)
+                {
                     tracing::warn!("telling the coordinator about the new assignors: {e}");
                 }
             }

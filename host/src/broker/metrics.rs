@@ -38,7 +38,12 @@
 //!   (TxnOffsetCommit partitions) staged or restored and not yet resolved by their
 //!   transaction's outcome, as the coordinator driver counts them;
 //!   `drover_coordinator_txn_offset_stages_total{outcome}` (`recorded`, `refused`) and
-//!   `drover_coordinator_txn_completions_total{outcome}` (`committed`, `aborted`).
+//!   `drover_coordinator_txn_completions_total{outcome}` (`committed`, `aborted`);
+//! - `drover_assignor_timeouts_total{assignor}`: assignor calls abandoned past their
+//!   budget (`coordinator.assignor_timeout_ms`), `drover_assignor_calls_overdue{assignor}`
+//!   (gauge): abandoned calls still running now (the plugin is *slow* while it is above
+//!   0), and `drover_assignor_calls_refused_total{assignor}`: calls refused at once
+//!   while the plugin was slow ([`crate::coordination::assignor_budget`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -64,6 +69,11 @@ struct NameLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AssignorLabels {
+    assignor: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -94,6 +104,9 @@ pub struct Metrics {
     txn_completions: Family<OutcomeLabels, Counter>,
     producer_ids: Gauge,
     producer_ids_evicted: Counter,
+    assignor_timeouts: Family<AssignorLabels, Counter>,
+    assignor_overdue: Family<AssignorLabels, Gauge>,
+    assignor_refused: Family<AssignorLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -225,7 +238,31 @@ impl Metrics {
              [log] max_producer_ids_per_partition (the producer idle longest goes)",
             producer_ids_evicted.clone(),
         );
+        let assignor_timeouts = Family::<AssignorLabels, Counter>::default();
+        registry.register(
+            "assignor_timeouts",
+            "Assignor calls abandoned past their budget (coordinator.assignor_timeout_ms), \
+             by assignor; each rebalance ran the default assignor instead",
+            assignor_timeouts.clone(),
+        );
+        let assignor_overdue = Family::<AssignorLabels, Gauge>::default();
+        registry.register(
+            "assignor_calls_overdue",
+            "Abandoned assignor calls still running past their budget, by assignor (the \
+             plugin is slow while above 0)",
+            assignor_overdue.clone(),
+        );
+        let assignor_refused = Family::<AssignorLabels, Counter>::default();
+        registry.register(
+            "assignor_calls_refused",
+            "Assignor calls refused at once because a call of the plugin was running past \
+             its budget (or all its worker threads were busy), by assignor",
+            assignor_refused.clone(),
+        );
         Metrics {
+            assignor_timeouts,
+            assignor_overdue,
+            assignor_refused,
             txn_pending_offsets,
             txn_offset_stages,
             txn_completions,
@@ -345,6 +382,34 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// Counts an assignor call of `assignor` abandoned past its budget.
+    pub fn assignor_timeout(&self, assignor: &str) {
+        self.assignor_timeouts
+            .get_or_create(&AssignorLabels {
+                assignor: assignor.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Sets how many abandoned calls of `assignor` are still running (0 also creates the
+    /// series, so a scraper sees the plugin before its first timeout).
+    pub fn assignor_overdue(&self, assignor: &str, calls: usize) {
+        self.assignor_overdue
+            .get_or_create(&AssignorLabels {
+                assignor: assignor.to_owned(),
+            })
+            .set(i64::try_from(calls).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a call of `assignor` refused at once while it was slow.
+    pub fn assignor_refused(&self, assignor: &str) {
+        self.assignor_refused
+            .get_or_create(&AssignorLabels {
+                assignor: assignor.to_owned(),
+            })
+            .inc();
     }
 
     /// Records one rescan of the plugin directory: `outcome` is `changed`, `unchanged`

@@ -88,6 +88,9 @@ pub struct Broker {
     /// The plugin directory as it is now: startup's, changed by every rescan
     /// (`POST /v1/plugins/rescan`). Assignors and swap targets are looked up here.
     pub live: LivePlugins,
+    /// The assignors' time budgets and slow state (`coordinator.assignor_timeout_ms`):
+    /// the coordinator is handed the assignors through it.
+    pub assignor_budgets: crate::coordination::assignor_budget::AssignorBudgets,
     /// Becomes true when shutdown starts; long polls answer early.
     stopping: watch::Sender<bool>,
     /// The running coordinator (see [`crate::coordination`]); set by
@@ -141,6 +144,10 @@ impl Broker {
                 config.transactions.limits(),
             ),
         }));
+        let assignor_budgets = crate::coordination::assignor_budget::AssignorBudgets::new(
+            config.coordinator.assignor_timeout_ms,
+            Arc::clone(&metrics),
+        );
         Ok(Broker {
             transactions,
             producer_ids,
@@ -148,6 +155,7 @@ impl Broker {
                 config.transactions.new_ids_per_sec_per_client,
             ),
             live,
+            assignor_budgets,
             offsets,
             config,
             node,

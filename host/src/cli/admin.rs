@@ -141,6 +141,26 @@ pub fn offset_store_status(addr: SocketAddr) -> Result<(), String> {
     }
 }
 
+/// `drover plugins list --admin`: the plugin directory as the broker at `addr` has it
+/// (`GET /v1/plugins`), with each assignor's slow state, as a table or JSON lines.
+/// Errors: the broker is unreachable or answers something else than the rows.
+pub fn plugins_list(addr: SocketAddr, json: bool) -> Result<(), String> {
+    let (status, body) = http(addr, "GET", "/v1/plugins", None)?;
+    if status != 200 {
+        return Err(format!("GET /v1/plugins failed (HTTP {status}): {body}"));
+    }
+    let rows: Vec<drover_host::plugins::table::Row> =
+        serde_json::from_str(&body).map_err(|e| format!("bad plugin rows: {e}: {body}"))?;
+    if json {
+        for row in rows {
+            println!("{}", row.to_json());
+        }
+    } else {
+        print!("{}", drover_host::plugins::table::render(&rows));
+    }
+    Ok(())
+}
+
 /// `drover plugins rescan`: asks the broker at `addr` to rescan its plugin directory and
 /// prints the report (`json`: the admin API's answer as is). Errors: the broker is
 /// unreachable or the rescan could not run.

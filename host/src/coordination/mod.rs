@@ -29,6 +29,7 @@
 //! monotonic clock ([`crate::clock::Epoch`]).
 
 pub mod answer_errors;
+pub mod assignor_budget;
 pub mod conns;
 pub mod driver;
 pub mod kafka_admin;

@@ -5,7 +5,7 @@ use std::{collections::BTreeSet, sync::Arc};
 
 use abi_stable::std_types::{RString, RVec};
 use drover_abi::{
-    coordinator::{CoordinatorStartup, NamedAssignor, TopicId, ZkCoordinatorStartup},
+    coordinator::{CoordinatorStartup, TopicId, ZkCoordinatorStartup},
     PluginKind, TopicInfo,
 };
 
@@ -120,7 +120,7 @@ pub fn start(broker: &Broker) -> Result<Option<CoordinatorClient>, StartError> {
     }
     let startup = CoordinatorStartup {
         broker_id: broker.config.server.broker_id,
-        assignors: named_assignors(&broker.live.assignors()),
+        assignors: broker.assignor_budgets.named(&broker.live.assignors()),
         default_assignor: RString::from(section.default_assignor.as_str()),
         topics: topic_infos(broker),
     };
@@ -210,17 +210,4 @@ pub async fn forward_topic_changes(broker: Arc<Broker>, client: CoordinatorClien
             return;
         }
     }
-}
-
-/// The assignors as the coordinator receives them (startup, `AssignorsChanged`).
-pub fn named_assignors(
-    assignors: &std::collections::BTreeMap<String, Arc<crate::plugins::AssignorHandle>>,
-) -> RVec<NamedAssignor> {
-    assignors
-        .iter()
-        .map(|(name, handle)| NamedAssignor {
-            name: RString::from(name.as_str()),
-            assignor: handle.instance(),
-        })
-        .collect()
 }

@@ -1,13 +1,13 @@
 //! `drover plugins list` output: one row per file, as an aligned table or JSON lines.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use std::path::Path;
 
 use super::{loader::LoadedPlugin, registry::PluginRegistry};
 
 /// One file of the plugin directory.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     /// File name.
     pub file: String,
@@ -26,6 +26,12 @@ pub struct Row {
     pub status: String,
     /// SHA-256 of the file, when it was read (also for most refused files).
     pub sha256: Option<String>,
+    /// A running broker's assignors only (`GET /v1/plugins`, `drover plugins list
+    /// --admin`): why the plugin is slow — a call of it runs past its budget
+    /// (`coordinator.assignor_timeout_ms`), so its calls fail at once and groups use the
+    /// default assignor — or `null`.
+    #[serde(default)]
+    pub slow: Option<String>,
 }
 
 impl Row {
@@ -64,6 +70,7 @@ pub fn row(path: &Path, sha256: Option<&str>, outcome: Result<&LoadedPlugin, &St
             broker_abi: p.summary.kind.abi_version().to_string(),
             status: "ok".to_owned(),
             sha256: Some(p.sha256.clone()),
+            slow: None,
         },
         Err(reason) => Row {
             file,
@@ -74,11 +81,13 @@ pub fn row(path: &Path, sha256: Option<&str>, outcome: Result<&LoadedPlugin, &St
             broker_abi: "-".to_owned(),
             status: format!("refused: {reason}"),
             sha256: sha256.map(str::to_owned),
+            slow: None,
         },
     }
 }
 
-/// An aligned text table with a header line. Control characters in cells (a file name
+/// An aligned text table with a header line (a slow assignor's STATUS is `ok; slow:
+/// <why>`). Control characters in cells (a file name
 /// can hold a newline) are escaped, so every row is one line.
 pub fn render(rows: &[Row]) -> String {
     let header = [
@@ -93,6 +102,10 @@ pub fn render(rows: &[Row]) -> String {
     let escaped: Vec<[String; 7]> = rows
         .iter()
         .map(|r| {
+            let status = match &r.slow {
+                Some(why) => format!("{}; slow: {why}", r.status),
+                None => r.status.clone(),
+            };
             [
                 &r.file,
                 &r.kind,
@@ -100,7 +113,7 @@ pub fn render(rows: &[Row]) -> String {
                 &r.version,
                 &r.abi,
                 &r.broker_abi,
-                &r.status,
+                &status,
             ]
             .map(|c| escape(c))
         })
@@ -161,6 +174,7 @@ mod tests {
             broker_abi: "-".to_owned(),
             status: status.to_owned(),
             sha256: None,
+            slow: None,
         }
     }
 

@@ -86,15 +86,19 @@ fn consumer_env(cx: &mut Ctx) -> (Env<'_>, &mut Timers<TimerKey>) {
         assignment_interval_ms: config.consumer_assignment_interval_ms,
         max_group_size: config.max_group_size,
         fallbacks: std::cell::Cell::new(0),
+        failures: std::cell::Cell::new(0),
     };
     (env, timers)
 }
 
 impl Ctx {
-    /// Reports the assignor fallbacks a KIP-848 call counted in its `Env`.
-    fn count_fallbacks(&mut self, fallbacks: u64) {
+    /// Reports the assignor fallbacks and failures a KIP-848 call counted in its `Env`.
+    fn count_fallbacks(&mut self, (fallbacks, failures): (u64, u64)) {
         if fallbacks > 0 {
             self.metric(CoordinatorCounter::AssignorFallbacks, fallbacks);
+        }
+        if failures > 0 {
+            self.metric(CoordinatorCounter::AssignorFailures, failures);
         }
     }
 }
@@ -108,7 +112,7 @@ impl Coordinator {
             .kafka
             .consumer
             .expire(&mut self.groups, &env, timers, due);
-        let fallbacks = env.fallbacks.get();
+        let fallbacks = (env.fallbacks.get(), env.failures.get());
         self.cx.count_fallbacks(fallbacks);
         for (group, member, reason) in expired {
             tracing::info!(%group, member, reason, "KIP-848 member fenced");
@@ -121,7 +125,7 @@ impl Coordinator {
     pub(crate) fn consumer_topics_changed(&mut self) {
         let (env, _) = consumer_env(&mut self.cx);
         self.kafka.consumer.topics_changed(&mut self.groups, &env);
-        let fallbacks = env.fallbacks.get();
+        let fallbacks = (env.fallbacks.get(), env.failures.get());
         self.cx.count_fallbacks(fallbacks);
     }
 
@@ -130,7 +134,7 @@ impl Coordinator {
     pub(crate) fn consumer_rerun(&mut self, ids: Vec<GroupId>) {
         let (env, _) = consumer_env(&mut self.cx);
         self.kafka.consumer.rerun(&mut self.groups, &env, ids);
-        let fallbacks = env.fallbacks.get();
+        let fallbacks = (env.fallbacks.get(), env.failures.get());
         self.cx.count_fallbacks(fallbacks);
     }
 
@@ -218,7 +222,7 @@ impl Coordinator {
             .kafka
             .consumer
             .heartbeat(&mut self.groups, &env, timers, request);
-        let fallbacks = env.fallbacks.get();
+        let fallbacks = (env.fallbacks.get(), env.failures.get());
         self.cx.count_fallbacks(fallbacks);
         out.member_id = Some(s(reply.member_id));
         out.member_epoch = reply.member_epoch;

@@ -225,6 +225,11 @@ pub(crate) struct Env<'a> {
     /// Assignor runs that fell back to the default assignor during this call (the
     /// caller reports them as the `assignor_fallbacks` metric).
     pub fallbacks: std::cell::Cell<u64>,
+    /// Assignor runs that failed during this call — an error, a panic, an answer
+    /// breaking the contract, or (host side) a call past its budget — whether or not
+    /// the default assignor then ran (the caller reports them as the
+    /// `assignor_failures` metric, as native groups count theirs).
+    pub failures: std::cell::Cell<u64>,
 }
 
 /// The KIP-848 engine's operations over the groups of the coordinator's one table

@@ -53,7 +53,8 @@ impl ConsumerGroup {
     /// not loaded, or that fails (panicked and out of service, or breaking the
     /// contract), gives way to the default assignor for this run, counted in
     /// `env.fallbacks` (the `assignor_fallbacks` metric), so a missing or broken plugin
-    /// never stalls the group.
+    /// never stalls the group; every failed run is counted in `env.failures`
+    /// (`assignor_failures`).
     pub(super) fn run_assignor(&self, env: &Env<'_>) -> AssignorRun {
         let requested = self.preferred_assignor(env);
         let default = resolve_assignor(env, env.default_assignor)
@@ -77,7 +78,14 @@ impl ConsumerGroup {
                 loads: Vec::new(),
             });
         }
-        match self.attempt(env, &assignor) {
+        let attempt = |name: &str| {
+            let result = self.attempt(env, name);
+            if result.is_err() {
+                env.failures.set(env.failures.get() + 1);
+            }
+            result
+        };
+        match attempt(&assignor) {
             Err(error) if assignor != default => {
                 tracing::warn!(
                     group = %self.id,
@@ -87,7 +95,7 @@ impl ConsumerGroup {
                     "assignor `{assignor}` failed; this run uses the default assignor `{default}`"
                 );
                 env.fallbacks.set(env.fallbacks.get() + 1);
-                self.attempt(env, &default)
+                attempt(&default)
                     .map(|(target, loads)| Assigned {
                         assignor: default.clone(),
                         target,

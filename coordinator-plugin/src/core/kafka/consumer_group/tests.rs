@@ -205,6 +205,8 @@ struct World {
     clients: Vec<Client>,
     /// Assignor fallbacks counted by every heartbeat so far.
     fallbacks: u64,
+    /// Assignor failures counted by every heartbeat so far.
+    failures: u64,
     /// `consumer_heartbeat_interval_ms` (1000 unless a test sets it).
     heartbeat_interval_ms: u32,
     /// `consumer_rebalance_settle_ms` (0 unless a test sets it).
@@ -227,6 +229,7 @@ impl World {
             now: 1_000,
             max_group_size: 100,
             fallbacks: 0,
+            failures: 0,
             heartbeat_interval_ms: 1_000,
             settle_ms: 0,
             assignment_interval_ms: 0,
@@ -249,11 +252,13 @@ impl World {
             assignment_interval_ms: self.assignment_interval_ms,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
+            failures: std::cell::Cell::new(0),
         };
         let response = self
             .groups
             .heartbeat(&mut self.table, &env, &mut self.timers, req);
         self.fallbacks += env.fallbacks.get();
+        self.failures += env.failures.get();
         // Shorter than the reconciliation interval (200) only for a member waiting for
         // partitions others hold (a quarter of it at least) or for a target that
         // waits for the assignment interval.
@@ -292,6 +297,7 @@ impl World {
             assignment_interval_ms: self.assignment_interval_ms,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
+            failures: std::cell::Cell::new(0),
         };
         self.groups.topics_changed(&mut self.table, &env);
     }
@@ -313,6 +319,7 @@ impl World {
             assignment_interval_ms: self.assignment_interval_ms,
             max_group_size: self.max_group_size,
             fallbacks: std::cell::Cell::new(0),
+            failures: std::cell::Cell::new(0),
         };
         let mut due = Vec::new();
         while let Some(key) = self.timers.pop_due(self.now) {
@@ -1221,6 +1228,9 @@ fn a_failing_assignor_is_retried() {
     );
     assert_eq!(w.groups.describe(&w.table, G).unwrap().state, "Assigning");
     assert_eq!(listed(&w), vec![(GroupId::new(G), "Assigning")]);
+    // Counted as a failure (issue 28 item 7: it stayed 0 for KIP-848 groups); the
+    // default itself failed, so there is nothing to fall back to.
+    assert_eq!((w.failures, w.fallbacks), (1, 0));
     // Retried once per heartbeat interval: here it still fails.
     w.tick(1_000);
     let r = w.ok(beat("a", 1, Some(BTreeSet::new())));
@@ -1235,6 +1245,21 @@ fn a_failing_assignor_is_retried() {
     assert_eq!(r.member_epoch, 2);
     assert_eq!(r.assignment, Some(tps(&[("t", 0), ("t", 1)])));
     assert_eq!(w.groups.describe(&w.table, G).unwrap().state, "Stable");
+}
+
+#[test]
+fn a_failing_named_assignor_counts_a_failure_and_a_fallback() {
+    let mut w = World::new(&[("t", 2)]);
+    let r = w.ok(HeartbeatRequest {
+        server_assignor: Some("broken".into()),
+        ..join("a", &["t"])
+    });
+    assert_eq!(
+        r.assignment,
+        Some(tps(&[("t", 0), ("t", 1)])),
+        "the default ran"
+    );
+    assert_eq!((w.failures, w.fallbacks), (1, 1));
 }
 
 #[test]
