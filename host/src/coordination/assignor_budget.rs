@@ -198,6 +198,8 @@ struct OwnedContext {
     members: Vec<MemberContext>,
     brokers: Vec<BrokerContext>,
     topics: Vec<TopicContext>,
+    /// Assignor ABI 3.2's age of the partition data (`None` from an older coordinator).
+    partition_data_age_ms: Option<u64>,
 }
 
 impl OwnedContext {
@@ -206,6 +208,9 @@ impl OwnedContext {
             members: context.members().to_vec(),
             brokers: context.brokers().to_vec(),
             topics: context.topics().to_vec(),
+            partition_data_age_ms: context
+                .partition_data_age_ms()
+                .and_then(|a| a.into_option()),
         }
     }
 
@@ -214,6 +219,7 @@ impl OwnedContext {
             members: RSlice::from_slice(&self.members),
             brokers: RSlice::from_slice(&self.brokers),
             topics: RSlice::from_slice(&self.topics),
+            partition_data_age_ms: self.partition_data_age_ms.into(),
         }
         .lend(f)
     }

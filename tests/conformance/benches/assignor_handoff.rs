@@ -82,6 +82,7 @@ fn call(assignor: &AssignorArc, input: &AssignInput, topics: &[TopicContext]) ->
         members: RSlice::from_slice(&[]),
         brokers: RSlice::from_slice(&[]),
         topics: RSlice::from_slice(topics),
+        partition_data_age_ms: drover_abi::std_types::ROption::RNone,
     }
     .lend(|context| {
         assignor
