@@ -14,9 +14,7 @@ reuses this load generator)."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
 import subprocess
 import threading
 import time
@@ -26,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import native_protocol as np
-from conftest import BrokerError, drover_bin
+from conftest import BrokerError, drover_bin, link_plugin
 from drover_testlib import ck_create_topic, http_get
 
 GROUPS = 100
@@ -48,8 +46,7 @@ def install_plugins(broker) -> None:
     for n in PLUGIN_LIBS:
         if not (src / n).exists():
             pytest.fail(f"plugin library {n} missing in {src}", pytrace=False)
-        shutil.copyfile(src / n, broker.plugin_dir / n)
-        os.chmod(broker.plugin_dir / n, 0o644)
+        link_plugin(src / n, broker.plugin_dir / n)
 
 
 @pytest.fixture
