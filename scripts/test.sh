@@ -58,7 +58,7 @@ stage() {
   local t0=$SECONDS rc=0
   "$@" || rc=$?
   local took=$((SECONDS - t0))
-  stage_lines+=("$(printf '%-28s %5d s' "$name" "$took")$([[ $rc -eq 0 ]] || echo "  FAILED ($rc)")")
+  stage_lines+=("$(printf '%-32s %5d s' "$name" "$took")$([[ $rc -eq 0 ]] || echo "  FAILED ($rc)")")
   echo "== $name: $took s"
   if [[ $rc -ne 0 ]]; then
     summary
@@ -74,8 +74,11 @@ declare -A bg_pid=() bg_t0=() bg_done=()
 bg_start() {
   local name=$1; shift
   echo "== $name (in the background: target/ci-logs/$name.log)"
-  bg_t0[$name]=$SECONDS
-  "$@" >"target/ci-logs/$name.log" 2>&1 &
+  bg_t0[$name]=$(date +%s)
+  rm -f "target/ci-logs/$name.end"
+  # The job notes when it ended: its time is not when it is waited for.
+  ( rc=0; "$@" >"target/ci-logs/$name.log" 2>&1 || rc=$?
+    date +%s >"target/ci-logs/$name.end"; exit "$rc" ) &
   bg_pid[$name]=$!
 }
 bg_start_nice() { local name=$1; shift; bg_start "$name" nice -n 10 "$@"; }
@@ -85,7 +88,9 @@ bg_wait() {
   local w0=$SECONDS
   wait "${bg_pid[$name]}" || rc=$?
   bg_done[$name]=1
-  local took=$((SECONDS - bg_t0[$name])) waited=$((SECONDS - w0))
+  local end
+  end=$(cat "target/ci-logs/$name.end" 2>/dev/null || date +%s)
+  local took=$((end - bg_t0[$name])) waited=$((SECONDS - w0))
   echo "== $name (background) done: $took s, waited $waited s for it; end of its log:"
   tail -n 40 "target/ci-logs/$name.log" | sed 's/^/   | /'
   stage_lines+=("$(printf '%-32s %5d s' "$name (bg)" "$took") (waited $waited s)$([[ $rc -eq 0 ]] || echo "  FAILED ($rc)")")
