@@ -1,9 +1,22 @@
 #!/usr/bin/env bash
 # A short fuzzing run of every decoder target (fuzz/README.md), as part of the test
-# command: SECONDS_PER_TARGET each (default 30). Installs cargo-fuzz when missing.
+# command: SECONDS_PER_TARGET each (default 10, what CI runs; fuzz longer on demand,
+# e.g. `SECONDS_PER_TARGET=300 scripts/fuzz-smoke.sh`). Installs cargo-fuzz when missing.
+#   scripts/fuzz-smoke.sh            install, build every target, run each
+#   scripts/fuzz-smoke.sh --build    install and build only (scripts/test.sh does this
+#                                    in the background while the tests run)
+#   scripts/fuzz-smoke.sh --run      run each target (built already)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds="${SECONDS_PER_TARGET:-30}"
+seconds="${SECONDS_PER_TARGET:-10}"
+build=1
+run=1
+case "${1:-}" in
+  --build) run=0 ;;
+  --run) build=0 ;;
+  "") ;;
+  *) echo "usage: $0 [--build|--run]" >&2; exit 2 ;;
+esac
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "installing cargo-fuzz 0.13.2"
   cargo install cargo-fuzz --version 0.13.2 --locked --quiet
@@ -12,9 +25,16 @@ cd fuzz
 # Build every target first, apart from running them: a build that fails (the linker
 # killed, say) is not a finding, and is tried once more after the disk reading.
 # RUSTC_BOOTSTRAP lets the stable toolchain take cargo fuzz's sanitizer flags.
-if ! RUSTC_BOOTSTRAP=1 cargo fuzz build; then
-  echo "building the fuzz targets failed; disk: $(df -h --output=avail . | tail -n 1) free; trying once more"
-  RUSTC_BOOTSTRAP=1 cargo fuzz build
+if ((build)); then
+  t0=$SECONDS
+  if ! RUSTC_BOOTSTRAP=1 cargo fuzz build; then
+    echo "building the fuzz targets failed; disk: $(df -h --output=avail . | tail -n 1) free; trying once more"
+    RUSTC_BOOTSTRAP=1 cargo fuzz build
+  fi
+  echo "== fuzz targets built in $((SECONDS - t0)) s"
+fi
+if ((!run)); then
+  exit 0
 fi
 for target in $(cargo fuzz list); do
   echo "== fuzz $target for ${seconds}s"

@@ -22,6 +22,8 @@ PY_REQS=(
   "crc32c==2.9.post0"      # optional: fast CRC-32C for kafka-python's record batches
   "pytest==9.2.0"
   "pytest-timeout==2.4.0"
+  "pytest-xdist==3.8.0"    # scripts/integration-tests.sh runs the tests in several processes
+  "execnet==2.1.2"         # pytest-xdist's transport
 )
 
 # --- Debian packages -------------------------------------------------------------
@@ -70,7 +72,7 @@ PYTHON=${PYTHON:-python3}
 stamp="$VENV/.drover-reqs"
 want="$(printf '%s\n' "${PY_REQS[@]}")"
 if [[ -x $VENV/bin/python && -f $stamp && "$(cat "$stamp")" == "$want" ]] \
-   && "$VENV/bin/python" -c 'import confluent_kafka, kafka, pytest, pytest_timeout, snappy, lz4.frame, zstandard, crc32c' 2>/dev/null; then
+   && "$VENV/bin/python" -c 'import confluent_kafka, kafka, pytest, pytest_timeout, xdist, snappy, lz4.frame, zstandard, crc32c' 2>/dev/null; then
   exit 0
 fi
 echo "== setting up Python virtualenv $VENV"
@@ -88,5 +90,5 @@ if [[ ! -x $VENV/bin/python ]]; then
   fi
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${PY_REQS[@]}"
-"$VENV/bin/python" -c 'import confluent_kafka, kafka, pytest, pytest_timeout, snappy, lz4.frame, zstandard, crc32c'
+"$VENV/bin/python" -c 'import confluent_kafka, kafka, pytest, pytest_timeout, xdist, snappy, lz4.frame, zstandard, crc32c'
 printf '%s\n' "$want" >"$stamp"

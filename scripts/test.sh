@@ -1,28 +1,153 @@
 #!/usr/bin/env bash
 # Runs every test, installing what the tests need first. Called by .ci/run.
+#
+#   scripts/test.sh           everything (what CI runs)
+#   scripts/test.sh --quick   the inner loop: fmt, clippy, unit tests and one smoke
+#                             integration test per API family and client
+#                             (tests/integration, marker `smoke`)
+#
 # Needs: a Rust toolchain (cargo, rustfmt, clippy) and python3. The real-client
 # integration tests install their own clients (kcat and Node.js from apt; confluent-kafka
 # and kafka-python into target/test-venv; kafkajs into target/test-node) and start their
 # own brokers.
+#
+# Each stage prints its wall time ("== <stage>: N s"), and a summary at the end (also in
+# target/ci-timings.txt). Reports that say where the time went, under target/:
+#   cargo-timings/          `cargo build --timings` of the build stages (HTML)
+#   clippy/cargo-timings/   the same for clippy (its own target dir, see below)
+#   ci-logs/                logs of the jobs that run in the background, pytest's log
+#   pytest-durations.txt    the 30 slowest integration tests (`pytest --durations=30`)
+#   pytest-report.xml       every integration test's time (JUnit XML)
+#
+# Knobs: PYTEST_WORKERS (integration test processes, default 4: the tests mostly wait
+# on timers and brokers, not on the CPU; see scripts/integration-tests.sh),
+# SECONDS_PER_TARGET (fuzzing time per target, default 10; scripts/fuzz-smoke.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--quick]" >&2; exit 2 ;;
+esac
+
+mkdir -p target/ci-logs
+timings=target/ci-timings.txt
+: >"$timings"
+run_start=$SECONDS
+stage_lines=()
+
+summary() {
+  {
+    echo "== stage times (wall, seconds)"
+    for l in "${stage_lines[@]}"; do echo "   $l"; done
+    echo "   total: $((SECONDS - run_start)) s"
+  } | tee "$timings"
+}
 
 # Free disk before each stage: a linker that runs out of disk dies with SIGBUS, and the
 # reading says why.
 disk() { echo "   (disk: $(df -h --output=avail . | tail -n 1 | tr -d ' ') free)"; }
 
-echo "== cargo fmt --check"
-cargo fmt --all -- --check
-echo "== cargo clippy -D warnings"
-disk
-cargo clippy --workspace --all-targets -- -D warnings
-scripts/install-test-deps.sh  # Debian packages the tests need (PostgreSQL, ZooKeeper, ...)
-echo "== cargo test"
-disk
-cargo test --workspace
-echo "== fuzz smoke run"
-disk
-scripts/fuzz-smoke.sh
-echo "== real-client integration tests"
-disk
-scripts/integration-tests.sh
+# stage NAME COMMAND...: runs COMMAND in the foreground and records its wall time.
+stage() {
+  local name=$1; shift
+  echo "== $name"
+  disk
+  local t0=$SECONDS rc=0
+  "$@" || rc=$?
+  local took=$((SECONDS - t0))
+  stage_lines+=("$(printf '%-32s %5d s' "$name" "$took")$([[ $rc -eq 0 ]] || echo "  FAILED ($rc)")")
+  echo "== $name: $took s"
+  if [[ $rc -ne 0 ]]; then
+    summary
+    exit "$rc"
+  fi
+}
+
+# bg_start NAME COMMAND...: runs COMMAND in the background (at lower CPU priority with
+# bg_start_nice), output to target/ci-logs/NAME.log; bg_wait NAME waits for it, shows the
+# end of its log and records its time; bg_check stops the run early when a background
+# job has already failed.
+declare -A bg_pid=() bg_t0=() bg_done=()
+bg_start() {
+  local name=$1; shift
+  echo "== $name (in the background: target/ci-logs/$name.log)"
+  bg_t0[$name]=$(date +%s)
+  rm -f "target/ci-logs/$name.end"
+  # The job notes when it ended: its time is not when it is waited for.
+  ( rc=0; "$@" >"target/ci-logs/$name.log" 2>&1 || rc=$?
+    date +%s >"target/ci-logs/$name.end"; exit "$rc" ) &
+  bg_pid[$name]=$!
+}
+bg_start_nice() { local name=$1; shift; bg_start "$name" nice -n 10 "$@"; }
+bg_wait() {
+  local name=$1 rc=0
+  [[ -z ${bg_done[$name]:-} ]] || return 0  # already waited for (bg_check)
+  local w0=$SECONDS
+  wait "${bg_pid[$name]}" || rc=$?
+  bg_done[$name]=1
+  local end
+  end=$(cat "target/ci-logs/$name.end" 2>/dev/null || date +%s)
+  local took=$((end - bg_t0[$name])) waited=$((SECONDS - w0))
+  echo "== $name (background) done: $took s, waited $waited s for it; end of its log:"
+  tail -n 40 "target/ci-logs/$name.log" | sed 's/^/   | /'
+  stage_lines+=("$(printf '%-32s %5d s' "$name (bg)" "$took") (waited $waited s)$([[ $rc -eq 0 ]] || echo "  FAILED ($rc)")")
+  if [[ $rc -ne 0 ]]; then
+    summary
+    exit "$rc"
+  fi
+}
+bg_check() {
+  local name
+  for name in "${!bg_pid[@]}"; do
+    if [[ -z ${bg_done[$name]:-} ]] && ! kill -0 "${bg_pid[$name]}" 2>/dev/null; then
+      bg_wait "$name"  # finished: record it, and stop here if it failed
+    fi
+  done
+}
+# Background jobs die with the script.
+trap 'jobs -p | xargs -r kill 2>/dev/null || true' EXIT
+
+# Debian packages, the Python virtualenv and kafkajs: network and disk, no compiling;
+# runs while cargo builds.
+bg_start install-test-deps scripts/install-test-deps.sh
+
+stage "cargo fmt --check" cargo fmt --all -- --check
+
+if ((quick)); then
+  # In the shared target dir here (nothing runs beside it): clippy re-checks only the
+  # crates changed since the last run, and shares artefacts with a plain `cargo clippy`.
+  stage "cargo clippy -D warnings" cargo clippy --workspace --all-targets -- -D warnings
+  stage "build (tests, broker, plugins)" scripts/integration-tests.sh --build-only
+  stage "cargo test (unit)" cargo test --workspace --lib --bins
+  bg_wait install-test-deps
+  stage "integration tests (smoke)" scripts/integration-tests.sh --no-build -m smoke \
+    -n "${PYTEST_WORKERS:-4}"
+  summary
+  exit 0
+fi
+
+# Three builds that share no artefacts (clippy's check build, the test build, the
+# sanitizer build of the fuzz targets in fuzz/target) overlap: clippy and the fuzz
+# build run in the background at lower CPU priority (nice), so the test build and then
+# the tests get the CPU first and the background builds take what they leave. Clippy
+# has a target dir of its own (target/clippy): in the shared one, cargo's lock on the
+# build directory would make the builds wait for each other.
+bg_start_nice clippy env CARGO_TARGET_DIR=target/clippy \
+  cargo clippy --workspace --all-targets --timings -- -D warnings
+bg_start_nice fuzz-build scripts/fuzz-smoke.sh --build
+
+# One build of every test binary, the broker and the plugins (the same command as
+# scripts/integration-tests.sh's, so the integration stage compiles nothing).
+stage "build (tests, broker, plugins)" scripts/integration-tests.sh --build-only
+bg_check
+stage "cargo test" cargo test --workspace
+bg_check
+bg_wait install-test-deps
+stage "integration tests" scripts/integration-tests.sh --no-build
+bg_wait clippy
+bg_wait fuzz-build
+stage "fuzz smoke run" scripts/fuzz-smoke.sh --run
+summary

@@ -40,20 +40,60 @@ def _die_with_parent() -> None:
 
 _PORTS_GIVEN: set[int] = set()
 
+# Ports are handed out from a block of its own per test process, below the kernel's
+# ephemeral range (32768-60999 by default): the kernel's "any free port" is shared by
+# every process, so two pytest-xdist workers (or a worker and a client's outgoing
+# connection) could be offered the same port between its pick and the broker's bind.
+# A block is PORT_BLOCK ports in [PORT_LOW, PORT_HIGH); each worker of a run takes the
+# next block after the run's first one, which is derived from the run's id, so that two
+# runs on one machine are unlikely to share blocks; every port is checked free by
+# binding it before it is handed out.
+PORT_LOW = 10000
+PORT_HIGH = 32000
+PORT_BLOCK = 500
+
+
+def _port_block() -> range:
+    blocks = (PORT_HIGH - PORT_LOW) // PORT_BLOCK
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
+    first = int.from_bytes(run.encode(), "big") % 1_000_003 % blocks
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    start = PORT_LOW + (first + index) % blocks * PORT_BLOCK
+    return range(start, start + PORT_BLOCK)
+
+
+_BLOCK = _port_block()
+_NEXT = 0
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago and that this test run has
-    not handed out before: the kernel may offer a port it just released again, so two
-    brokers whose ports are picked before either binds could otherwise get the same one
+    not handed out before (until the process's block wraps around): ports come from the
+    process's own block (see PORT_BLOCK), so two brokers whose ports are picked before
+    either binds, in this process or in another worker, never get the same one
     ("Address already in use" at the second start)."""
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _PORTS_GIVEN:
-            _PORTS_GIVEN.add(port)
-            return port
-    raise RuntimeError("no unused free port after 100 tries")
+    global _NEXT
+    for _ in range(2 * len(_BLOCK)):
+        port = _BLOCK[_NEXT % len(_BLOCK)]
+        _NEXT += 1
+        if _NEXT >= len(_BLOCK):  # wrapped around: ports of finished tests are free again
+            _PORTS_GIVEN.clear()
+            _NEXT = 0
+        if port in _PORTS_GIVEN or not _bindable(port):
+            continue
+        _PORTS_GIVEN.add(port)
+        return port
+    raise RuntimeError(f"no free port in {_BLOCK}")
 
 
 def drover_bin() -> Path:
@@ -157,6 +197,7 @@ class Broker:
                 f"drover binary not found at {exe}: run `cargo build -p drover-host` "
                 "or set DROVER_BIN"
             )
+        share_plugin_cache(self.data_dir)
         self.starts += 1
         self.log_path = self.workdir / f"broker-{self.starts}.stderr"
         stdout_path = self.workdir / f"broker-{self.starts}.stdout"
@@ -245,19 +286,70 @@ def pytest_runtest_makereport(item, call):
     setattr(item, "rep_" + rep.when, rep)
 
 
-def install_plugins(broker: Broker, libs: list[str]) -> None:
-    """Copies plugin libraries (as built next to the drover binary) into the broker's
-    plugin directory, readable but not group-writable as the loader requires."""
+def link_plugin(src: Path, dst: Path) -> None:
+    """Puts the built plugin library `src` at `dst` as a hard link (a copy if `src` is on
+    another file system), mode 0644 (readable, not group-writable, as the loader
+    requires). Debug builds of the plugins are large (~280 MB together), and a copy per
+    broker was a real cost of the suite. The link shares its inode with the build's
+    file: a test that changes the file's bytes or mode in place must copy it instead
+    (an existing `dst` is unlinked first, so nothing is written through a link)."""
     import shutil
+    try:
+        os.unlink(dst)
+    except FileNotFoundError:
+        pass
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+    os.chmod(dst, 0o644)
+
+
+# One plugin cache per test process (see share_plugin_cache), set by a session fixture.
+SHARED_PLUGIN_CACHE: Path | None = None
+
+
+def share_plugin_cache(data_dir: Path) -> None:
+    """Makes `<data_dir>/plugin-cache` (the broker's default plugin cache) a symlink to
+    this test process's shared cache, unless the data directory already has one. The
+    broker copies every plugin it loads into its cache as `<sha256>.so`, fsynced, unless
+    an identical copy is there: with a cache per broker, that was ~100 MB written and
+    synced at every broker's first start. The loader resolves the symlink and checks the
+    real directory (owned by us, mode 0700, safe parents); cached copies are content-
+    addressed and written by rename, so brokers can share them (a broker prunes only
+    copies it does not use that are older than an hour: longer than a worker's session).
+    On the 2-core test machine the wall-time effect was within noise; the saving is
+    disk writes (up to ~100 MB per broker with plugins). Off with
+    DROVER_TEST_SHARED_PLUGIN_CACHE=0."""
+    if SHARED_PLUGIN_CACHE is None or os.environ.get("DROVER_TEST_SHARED_PLUGIN_CACHE") == "0":
+        return
+    link = data_dir / "plugin-cache"
+    if not data_dir.is_dir() or os.path.lexists(link):
+        return
+    os.symlink(SHARED_PLUGIN_CACHE, link)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_plugin_cache(tmp_path_factory):
+    global SHARED_PLUGIN_CACHE
+    cache = tmp_path_factory.getbasetemp() / "plugin-cache"
+    cache.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(cache, 0o700)
+    SHARED_PLUGIN_CACHE = cache
+    yield cache
+    SHARED_PLUGIN_CACHE = None
+
+
+def install_plugins(broker: Broker, libs: list[str]) -> None:
+    """Links plugin libraries (as built next to the drover binary) into the broker's
+    plugin directory, readable but not group-writable as the loader requires."""
     src = drover_bin().parent
     missing = [n for n in libs if not (src / n).exists()]
     if missing:
         pytest.fail(f"plugin libraries missing in {src}: {missing}; build them with "
                     "`cargo build --workspace` (see scripts/integration-tests.sh)", pytrace=False)
     for n in libs:
-        dst = broker.plugin_dir / n
-        shutil.copyfile(src / n, dst)
-        os.chmod(dst, 0o644)
+        link_plugin(src / n, broker.plugin_dir / n)
 
 
 def start_or_fail(broker: Broker) -> Broker:
@@ -312,3 +404,51 @@ def broker_factory(tmp_path, request):
 def broker(broker_factory) -> Broker:
     """A running broker with the default configuration."""
     return broker_factory()
+
+
+# The quick tier (`scripts/test.sh --quick`): one smoke test per API family and client,
+# marked `smoke` here so the list lives in one place. A name that no longer matches a
+# collected test fails the collection (the list must not rot silently).
+SMOKE = {
+    # Clients: confluent-kafka, kafka-python and kcat against one broker; kafkajs.
+    "test_clients.py::test_cross_client",
+    "test_offset_reset.py::test_kafkajs_reset_offsets_to_earliest_completes",
+    # Topics, configs, admin HTTP API, records, fetch, offsets.
+    "test_topics.py::test_create_describe_delete_recreate",
+    "test_admin_configs.py::test_kafka_python_admin_client",
+    "test_admin.py::test_metrics",
+    "test_create_partitions.py::test_grow_produce_consume_and_restart",
+    "test_record_validation.py::test_a_partition_listed_twice_in_one_produce_is_appended_once",
+    "test_long_poll.py::test_raw_fetch_woken_by_produce",
+    "test_list_offsets.py::test_confluent_watermarks",
+    "test_protocol.py::test_advertised_ranges_are_kafka_41s",
+    "test_bad_input.py::test_unknown_api_key_closes",
+    # Groups: Kafka's group APIs, the native protocol, the connector, the coordinator.
+    "test_kafka_group_admin.py::test_list_and_describe_a_stable_classic_group",
+    "test_find_coordinator.py::test_with_the_coordinator_the_broker_names_itself",
+    "test_native_group.py::test_leaving_commits_first",
+    "test_connector.py::test_consume_two_topics_given_out_of_name_order",
+    # Producers: idempotence, transactions.
+    "test_idempotence.py::test_duplicate_gap_and_fenced_epoch",
+    "test_transactions.py::test_commit_and_abort_interleaved_read_committed_sees_only_committed",
+    # Plugins, offset stores, cluster mode.
+    "test_plugin_rescan.py::test_a_new_assignor_is_selectable_after_a_rescan_and_a_replaced_one_is_used",
+    "test_offset_swap.py::test_a_failing_swap_leaves_the_old_store_serving",
+    "test_cluster.py::test_brokers_share_topics_and_serve_only_their_partitions",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m smoke` deselects
+def pytest_collection_modifyitems(config, items):
+    seen = set()
+    for item in items:
+        name = item.nodeid.split("/")[-1]
+        base = name.split("[")[0]
+        if name in SMOKE or base in SMOKE:
+            item.add_marker(pytest.mark.smoke)
+            seen.add(name if name in SMOKE else base)
+    # Only a run that collected the whole suite can tell a stale name.
+    if not config.args or [str(a).rstrip("/") for a in config.args] == ["tests/integration"]:
+        stale = SMOKE - seen
+        if stale and len(items) > len(SMOKE):
+            raise pytest.UsageError(f"conftest.SMOKE names tests that do not exist: {sorted(stale)}")

@@ -19,7 +19,10 @@ started with PR_SET_PDEATHSIG(SIGQUIT) (immediate shutdown) set after the change
 user, so it dies with pytest even when pytest is killed. `stop()` is a fast shutdown
 (SIGINT: sessions end with an error), `start()` starts it again on the same port with
 the same data, `freeze()`/`thaw()` SIGSTOP/SIGCONT it and its backends (connections
-stay open, nothing answers), `close()` stops it and removes the directory. A server
+stay open, nothing answers), `close()` stops it and removes the directory. The
+postmaster runs in a process group of its own, so a freeze is one signal to the group
+(a backend being forked at that moment is stopped too; listing the postmaster's children
+and then stopping them missed one forked in between, which kept serving). A server
 frozen when pytest was killed cannot act on its death signal: the next run's
 `PostgreSQL()` thaws and stops it while removing the directories of dead test
 processes. The server runs with `fsync = off`: the tests kill servers, not machines.
@@ -167,7 +170,9 @@ class PostgreSQL:
                      "-k", str(self.dir), "-c", "listen_addresses=127.0.0.1",
                      "-c", "fsync=off", "-c", "full_page_writes=off",
                      "-c", "shared_buffers=32MB", "-c", "max_connections=200"],
-                    stdout=log, stderr=log, preexec_fn=_die_with_parent_quit)
+                    stdout=log, stderr=log, preexec_fn=_die_with_parent_quit,
+                    # Its own process group (and session): freeze() signals the group.
+                    start_new_session=True)
             finally:
                 log.close()
             while time.monotonic() < deadline:
@@ -210,15 +215,19 @@ class PostgreSQL:
 
     def freeze(self) -> None:
         """SIGSTOP the server and its backends: connections stay open, nothing answers.
-        Undo with thaw() (stop() thaws too)."""
-        self._signal_tree(signal.SIGSTOP)
+        Returns once every process of the server is stopped. Undo with thaw() (stop()
+        thaws too)."""
+        if self.alive():
+            freeze_server(self.proc.pid)
 
     def thaw(self) -> None:
-        self._signal_tree(signal.SIGCONT)
-
-    def _signal_tree(self, sig: int) -> None:
         if self.alive():
-            signal_tree(self.proc.pid, sig)
+            if _pgid(self.proc.pid) == self.proc.pid:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+            signal_tree(self.proc.pid, signal.SIGCONT)
 
     def close(self) -> None:
         """Stops the server and removes its directory."""
@@ -256,32 +265,84 @@ class PostgreSQL:
         self.psql(f"CREATE ROLE \"{name}\" LOGIN PASSWORD '{password}'")
 
 
+def _stat(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat fields after `(comm)`: [state, ppid, pgrp, ...]; None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # pid (comm) state ppid pgrp ...: comm may hold spaces, split after the last ')'.
+    return stat.rsplit(")", 1)[1].split()
+
+
+def _pgid(pid: int) -> int | None:
+    st = _stat(pid)
+    return int(st[2]) if st else None
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            st = _stat(int(d.name))
+            if st is not None and int(st[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
 def signal_tree(pid: int, sig: int) -> None:
     """Sends `sig` to process `pid` and its children (the postmaster's backends)."""
-    pids = [pid]
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid ...: comm may hold spaces, split after the last ')'.
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            pids.append(int(d.name))
-    for p in pids:
+    for p in [pid, *_children(pid)]:
         try:
             os.kill(p, sig)
         except ProcessLookupError:
             pass
 
 
+def freeze_server(pid: int, timeout: float = 10.0) -> None:
+    """Stops (SIGSTOP) the postmaster `pid` and every backend, atomically: no backend
+    forked during the freeze keeps running. The postmaster leads its own process group,
+    so one killpg reaches it and all its children, including a child being forked at
+    that moment (the kernel restarts a fork that races a group signal). Then, for a
+    server not in a group of its own as well as a check: the postmaster is stopped first
+    (a stopped postmaster forks nothing), then its children, again until none is left
+    running. Returns once every one of them is in the stopped state."""
+    if _pgid(pid) == pid:
+        try:
+            os.killpg(pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            return
+    deadline = time.monotonic() + timeout
+
+    def stop_until_stopped(p: int) -> bool:
+        """SIGSTOP `p` (again) unless it reads stopped; whether it is stopped or gone."""
+        st = _stat(p)
+        if st is None or st[0] in ("T", "Z", "X"):
+            return True
+        try:
+            os.kill(p, signal.SIGSTOP)
+        except ProcessLookupError:
+            return True
+        return False
+
+    while not stop_until_stopped(pid):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"PostgreSQL postmaster {pid} did not stop on SIGSTOP")
+        time.sleep(0.005)
+    # The postmaster is stopped: its set of children can no longer grow.
+    while True:
+        running = [c for c in _children(pid) if not stop_until_stopped(c)]
+        if not running:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"PostgreSQL backends {running} did not stop on SIGSTOP")
+        time.sleep(0.005)
+
+
 def _running(pid: int) -> bool:
     """Whether `pid` exists and is not a zombie."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    st = _stat(pid)
+    return st is not None and st[0] != "Z"
 
 
 def remove_stale_dirs() -> None:

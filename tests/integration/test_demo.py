@@ -5,13 +5,12 @@ processes with one killed by SIGKILL midway, and the summary's verdict."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import drover_bin
+from conftest import drover_bin, link_plugin
 
 PLUGIN_LIBS = [
     "libdrover_coordinator.so",
@@ -31,8 +30,7 @@ def plugin_dir(tmp_path: Path) -> Path:
     os.chmod(tmp_path, 0o755)
     os.chmod(dst, 0o755)
     for n in PLUGIN_LIBS:
-        shutil.copyfile(src / n, dst / n)
-        os.chmod(dst / n, 0o644)
+        link_plugin(src / n, dst / n)
     return dst
 
 

@@ -20,7 +20,6 @@ drover binary.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -29,7 +28,7 @@ import uuid
 import pytest
 
 from cluster_testlib import ZooKeeper, wait_until
-from conftest import BrokerError, drover_bin, free_port
+from conftest import BrokerError, drover_bin, free_port, link_plugin
 from drover_testlib import ck_create_topic
 from pg_testlib import postgresql, unique_name  # noqa: F401  (session fixture)
 from test_offset_swap import (GROUPS, PARTITIONS, TOPIC, Load, final_check, post_swap,
@@ -79,8 +78,7 @@ def store_broker(broker_factory):
             pytest.fail(f"plugin library {n} missing in {src}: run "
                         "scripts/integration-tests.sh (or cargo build -p drover-offsets-"
                         "zookeeper -p drover-offsets-postgres ...)", pytrace=False)
-        shutil.copyfile(src / n, b.plugin_dir / n)
-        os.chmod(b.plugin_dir / n, 0o644)
+        link_plugin(src / n, b.plugin_dir / n)
     try:
         b.start()
     except BrokerError as e:

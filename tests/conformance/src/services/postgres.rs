@@ -265,10 +265,11 @@ impl PgServer {
     }
 
     /// Stops every process of the server (SIGSTOP): connections stay open, but nothing
-    /// answers. Undo with [`PgServer::thaw`] (so does [`PgServer::stop`] and drop).
+    /// answers. Returns once all of them are stopped; see [`freeze_tree`]. Undo with
+    /// [`PgServer::thaw`] (so does [`PgServer::stop`] and drop).
     pub fn freeze(&self) {
         if let Some(child) = self.slot().as_ref() {
-            signal_tree(child.id(), libc::SIGSTOP);
+            freeze_tree(child.id());
         }
     }
 
@@ -559,30 +560,66 @@ fn free_port() -> u16 {
 
 /// Sends `signal` to process `pid` and to its children (the postmaster's backends).
 fn signal_tree(pid: u32, signal: libc::c_int) {
-    let mut pids = vec![pid];
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(child) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            // pid (comm) state ppid ...; comm may hold spaces, so split after the ')'.
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                .and_then(|p| p.parse::<u32>().ok());
-            if ppid == Some(pid) {
-                pids.push(child);
-            }
-        }
-    }
-    for p in pids {
+    for p in std::iter::once(pid).chain(children(pid)) {
         // SAFETY: plain syscall; the pids are our server and its children.
         unsafe { libc::kill(p as libc::pid_t, signal) };
+    }
+}
+
+/// State letter and parent of process `pid` (`/proc/<pid>/stat`), or None if it is gone.
+fn proc_state(pid: u32) -> Option<(char, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // pid (comm) state ppid ...; comm may hold spaces, so split after the ')'.
+    let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+/// The children of process `pid` (the postmaster's backends).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|&p| proc_state(p).is_some_and(|(_, ppid)| ppid == pid))
+        .collect()
+}
+
+/// Stops the postmaster `pid` and every backend, so that none keeps serving: listing
+/// the children and then stopping them missed a backend forked in between. The
+/// postmaster is stopped first and until it reads stopped (a stopped postmaster forks
+/// nothing), then its children, again until none is left running.
+fn freeze_tree(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // Whether `p` is stopped (or gone); SIGSTOP it (again) if not.
+    let stopped = |p: u32| match proc_state(p) {
+        None | Some(('T' | 't' | 'Z' | 'X', _)) => true,
+        Some(_) => {
+            // SAFETY: plain syscall; `p` is our server or one of its children.
+            unsafe { libc::kill(p as libc::pid_t, libc::SIGSTOP) };
+            false
+        }
+    };
+    while !stopped(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "PostgreSQL {pid} did not stop on SIGSTOP"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    loop {
+        let running: Vec<u32> = children(pid).into_iter().filter(|&c| !stopped(c)).collect();
+        if running.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "PostgreSQL backends {running:?} did not stop on SIGSTOP"
+        );
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
