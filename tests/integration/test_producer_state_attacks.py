@@ -292,3 +292,70 @@ def test_producer_ids_without_a_transactional_id_are_bounded_per_client(broker_f
     other.sock, other.corr = s, 0
     with other:
         assert init_producer_id(other)[0] == NONE
+
+
+def test_in_cluster_mode_a_live_transaction_cannot_be_aborted_by_the_admin_api(
+        broker_factory, zookeeper):
+    """Cluster mode: on the leader of a partition whose transaction another broker
+    coordinates, the admin abort is refused (409) while the transaction may still be
+    committed — its last write younger than transactions.max_timeout_ms — so the
+    producer's acknowledged commit keeps every partition's records (found by a hostile
+    review: it was accepted there and half of a committed transaction was lost)."""
+    import uuid
+
+    from confluent_kafka import Producer
+
+    from cluster_testlib import start_cluster, wait_until
+    from drover_testlib import http_get, wait_topic_partitions
+    from test_cluster import leaders
+    from test_transactions_raw import find_txn_coordinator
+
+    brokers = start_cluster(broker_factory, zookeeper, n=2)
+    topic = unique_topic("txn-atomic")
+    ck_create_topic(brokers[0], topic, 2)
+    lead = wait_until(lambda: len(leaders(brokers[0], topic)) == 2
+                      and leaders(brokers[0], topic), 20, "leaders")
+    for b in brokers:
+        wait_topic_partitions(b, topic, 2)
+    by_id = {1: brokers[0], 2: brokers[1]}
+    bootstrap = ",".join(f"{b.host}:{b.port}" for b in brokers)
+    # A transactional id whose coordinator does not lead some partition of the topic.
+    for _ in range(20):
+        tid = "victim-" + uuid.uuid4().hex[:8]
+        with RawConn(brokers[0]) as c:
+            _err, node, _host, _port = find_txn_coordinator(c, tid)
+        others = [p for p, leader in lead.items() if leader != node]
+        if others:
+            break
+    assert others, lead
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for part in (0, 1):
+        for i in range(3):
+            p.produce(topic, value=b"p%d-v%d" % (part, i), partition=part)
+    assert p.flush(20) == 0
+    target = others[0]
+    leader = by_id[lead[target]]
+    listed = json.loads(http_get(leader.admin_url + "/v1/transactions/partitions")[2])["open"]
+    entry = [e for e in listed if e["topic"] == topic and e["partition"] == target][0]
+    assert entry["hanging"] is False, entry
+    refused = admin(leader, "abort", "--topic", topic, "--partition", str(target),
+                    "--producer-id", str(entry["producer_id"]))
+    assert refused.returncode != 0 and "409" in refused.stderr, refused
+    p.commit_transaction(30)
+    for part in (0, 1):
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("rc"),
+                      "enable.auto.commit": False})
+        try:
+            c.assign([TopicPartition(topic, part, 0)])
+            got, deadline = [], time.monotonic() + 20
+            while len(got) < 3 and time.monotonic() < deadline:
+                m = c.poll(0.2)
+                if m is not None and not m.error():
+                    got.append(m.value())
+        finally:
+            c.close()
+        assert got == [b"p%d-v%d" % (part, i) for i in range(3)], (part, got)

@@ -180,3 +180,14 @@ def test_kafkas_internal_topic_names_are_reserved(broker, name):
     p.flush(5)
     assert ck_topic_partitions(broker, name) is None
     broker.assert_alive()
+
+
+def test_names_colliding_with_internal_topics_are_reserved(broker):
+    """`.` and `_` count as the same character (Kafka's Topic.hasCollision): a name that
+    collides with an internal topic's is refused too (found by a hostile review)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    with pytest.raises(KafkaException) as e:
+        create(broker, "__consumer.offsets", 1)
+    assert error_code(e) == KafkaError.INVALID_REQUEST
+    assert ck_topic_partitions(broker, "__consumer.offsets") is None

@@ -16,10 +16,12 @@
 //!   an abort marker for that transaction in that partition (at the epoch that opened
 //!   it), so read_committed consumers skip its records and read on. 200 with
 //!   `{"first_offset", "marker_offset"}`; 404 when the producer has no transaction
-//!   ongoing there or the partition does not exist; 409 when this broker's transaction
-//!   coordinator still has the transaction open with that partition (end it with
-//!   EndTxn, or let `transaction.timeout.ms` abort it); 421 when another broker leads
-//!   the partition.
+//!   ongoing there or the partition does not exist; 409 when the transaction is not
+//!   hanging by the rule above (this broker's transaction coordinator still has it open
+//!   with that partition, or, in cluster mode, it may be open at another broker's
+//!   coordinator and is younger than `transactions.max_timeout_ms`: end it with EndTxn,
+//!   or let `transaction.timeout.ms` abort it); 421 when another broker leads the
+//!   partition.
 
 use std::sync::Arc;
 
@@ -86,14 +88,8 @@ fn open_transactions(broker: &Broker) -> Vec<Open> {
                 partition: index,
             };
             for (first_offset, producer_id, producer_epoch, last_write_ms) in ongoing {
-                let known = broker
-                    .transactions()
-                    .and_then(|t| t.open_in(producer_id, &tp));
-                let hanging = match &known {
-                    Some((_, _, open)) => !open,
-                    None if broker.cluster().is_none() => true,
-                    None => now.saturating_sub(last_write_ms) > max_timeout_ms,
-                };
+                let (known, hanging) =
+                    hanging(broker, producer_id, &tp, last_write_ms, now, max_timeout_ms);
                 out.push(Open {
                     topic: topic.name.clone(),
                     partition: index,
@@ -109,6 +105,33 @@ fn open_transactions(broker: &Broker) -> Vec<Open> {
         }
     }
     out
+}
+
+/// What this broker's transaction coordinator knows of producer `producer_id`'s
+/// transaction in `tp` (transactional id, state, open with `tp`), and whether the
+/// transaction hangs (see the [module docs](self)): standalone when the coordinator
+/// does not have it open with the partition; in cluster mode, coordinated elsewhere,
+/// when its last write in the partition is older than `max_timeout_ms`.
+fn hanging(
+    broker: &Broker,
+    producer_id: i64,
+    tp: &TopicPartition,
+    last_write_ms: i64,
+    now_ms: i64,
+    max_timeout_ms: i64,
+) -> (
+    Option<(crate::txn::TransactionalId, crate::txn::TxnState, bool)>,
+    bool,
+) {
+    let known = broker
+        .transactions()
+        .and_then(|t| t.open_in(producer_id, tp));
+    let hanging = match &known {
+        Some((_, _, open)) => !open,
+        None if broker.cluster().is_none() => true,
+        None => now_ms.saturating_sub(last_write_ms) > max_timeout_ms,
+    };
+    (known, hanging)
 }
 
 /// The body of `POST /v1/transactions/abort`.
@@ -155,19 +178,48 @@ pub async fn abort(
         topic: request.topic.clone(),
         partition: request.partition,
     };
-    if let Some((id, state, true)) = broker
+    // Only a hanging transaction: one its coordinator still has open (here, or in
+    // cluster mode possibly on another broker, until it is older than the longest
+    // transaction timeout) would lose an acknowledged commit's records here.
+    let now = crate::clock::now_ms();
+    let max_timeout_ms = broker
         .transactions()
-        .and_then(|t| t.open_in(request.producer_id, &tp))
-    {
-        return refuse(
-            StatusCode::CONFLICT,
-            format!(
-                "transactional id {} ({}) still has this partition in its open transaction: \
-                 it is not hanging; end it with EndTxn or let its transaction.timeout.ms abort it",
-                id.as_str(),
-                state.name()
-            ),
+        .map_or(i64::MAX, |t| i64::from(t.limits().max_timeout_ms));
+    let last_write_ms = partition
+        .lock_log()
+        .producer_states()
+        .get(request.producer_id, now)
+        .map(|e| e.last_write_ms);
+    if let Some(last_write_ms) = last_write_ms {
+        let (known, hanging) = hanging(
+            &broker,
+            request.producer_id,
+            &tp,
+            last_write_ms,
+            now,
+            max_timeout_ms,
         );
+        if !hanging {
+            let why = match known {
+                Some((id, state, _)) => format!(
+                    "transactional id {} ({}) still has this partition in its open \
+                     transaction",
+                    id.as_str(),
+                    state.name()
+                ),
+                None => format!(
+                    "its transaction coordinator is another broker and its last write is \
+                     younger than transactions.max_timeout_ms ({max_timeout_ms} ms)"
+                ),
+            };
+            return refuse(
+                StatusCode::CONFLICT,
+                format!(
+                    "{why}: it is not hanging; end it with EndTxn or let its \
+                     transaction.timeout.ms abort it"
+                ),
+            );
+        }
     }
     let producer_id = request.producer_id;
     let p = Arc::clone(&partition);

@@ -360,9 +360,12 @@ pub const INTERNAL_TOPICS: [&str; 3] = [
     "__share_group_state",
 ];
 
-/// Whether `name` is one of [`INTERNAL_TOPICS`].
+/// Whether `name` is one of [`INTERNAL_TOPICS`] or collides with one as Kafka's
+/// `Topic.hasCollision` defines it (`.` and `_` count as the same character, since
+/// metric names replace one by the other).
 pub fn is_internal(name: &str) -> bool {
-    INTERNAL_TOPICS.contains(&name)
+    let normalized = name.replace('.', "_");
+    INTERNAL_TOPICS.contains(&normalized.as_str())
 }
 
 /// Kafka's topic name rules: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.

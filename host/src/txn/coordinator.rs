@@ -19,7 +19,7 @@ use std::{
     collections::BTreeMap,
     path::Path,
     sync::{
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
         Arc, Condvar, Mutex, MutexGuard,
     },
     time::{Duration, Instant},
@@ -79,12 +79,29 @@ pub struct StagedGroupOffsets {
 /// the call is answered at once as before.
 pub const COMPLETION_HOLD: Duration = Duration::from_millis(1_000);
 
+/// Most calls held at once ([`COMPLETION_HOLD`]), broker-wide: a held call occupies a
+/// thread of the blocking pool that marker writes, fsyncs and other handlers share, so
+/// beyond this many a call is answered `CONCURRENT_TRANSACTIONS` at once, as without
+/// the hold (clients retry it). Honest back-to-back producers hold for a few ms each.
+pub const MAX_HELD_CALLS: usize = 16;
+
+/// One of the [`MAX_HELD_CALLS`] slots, given back on drop.
+struct HeldSlot<'a>(&'a AtomicUsize);
+
+impl Drop for HeldSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// The transaction coordinator.
 pub struct TxnCoordinator {
     state: Mutex<Transactions>,
     /// Notified (with `state`'s mutex) whenever a transaction completes, for calls
     /// held while the producer's previous transaction completes ([`COMPLETION_HOLD`]).
     completed: Condvar,
+    /// Calls held now (at most [`MAX_HELD_CALLS`]).
+    held: AtomicUsize,
     store: Box<dyn TxnStore>,
     /// Cluster mode: the ZooKeeper store, which also knows the slots taken over.
     zk: Option<Arc<ZkTxnStore>>,
@@ -116,6 +133,7 @@ impl TxnCoordinator {
         Ok(TxnCoordinator {
             state: Mutex::new(state),
             completed: Condvar::new(),
+            held: AtomicUsize::new(0),
             store: Box::new(store),
             zk: None,
             to_complete,
@@ -132,6 +150,7 @@ impl TxnCoordinator {
         TxnCoordinator {
             state: Mutex::new(Transactions::new(limits)),
             completed: Condvar::new(),
+            held: AtomicUsize::new(0),
             store: Box::new(Arc::clone(&store)),
             zk: Some(store),
             to_complete,
@@ -432,7 +451,16 @@ impl TxnCoordinator {
         let mut state = self.lock_for(&caller.id)?;
         let deadline = Instant::now() + COMPLETION_HOLD;
         let mut decided = decide(&state);
-        while decided == Err(TxnError::Concurrent) && self.zk.is_none() {
+        let hold = decided == Err(TxnError::Concurrent)
+            && self.zk.is_none()
+            && self
+                .held
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < MAX_HELD_CALLS).then_some(n + 1)
+                })
+                .is_ok();
+        let _release = hold.then(|| HeldSlot(&self.held));
+        while hold && decided == Err(TxnError::Concurrent) {
             let preparing = state
                 .get(&caller.id)
                 .is_some_and(|m| m.state.is_prepare() && m.producer.id == caller.producer.id);
