@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A short fuzzing run of every decoder target (fuzz/README.md), as part of the test
 # command: SECONDS_PER_TARGET each (default 10, what CI runs; fuzz longer on demand,
-# e.g. `SECONDS_PER_TARGET=300 scripts/fuzz-smoke.sh`). Installs cargo-fuzz when missing.
+# e.g. `FUZZ_RELEASE=1 SECONDS_PER_TARGET=300 scripts/fuzz-smoke.sh`). Installs
+# cargo-fuzz when missing.
 #   scripts/fuzz-smoke.sh            install, build every target, run each
 #   scripts/fuzz-smoke.sh --build    install and build only (scripts/test.sh does this
 #                                    in the background while the tests run)
@@ -9,6 +10,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${SECONDS_PER_TARGET:-10}"
+# The smoke run builds the targets unoptimised (`cargo fuzz build --dev`: the sanitizer
+# and debug assertions stay, the build of the whole host takes a fraction of the
+# optimised one's time, and a 10 s run still executes tens of thousands of inputs per
+# target); FUZZ_RELEASE=1 builds them optimised, for long runs.
+profile=(--dev)
+if [[ "${FUZZ_RELEASE:-0}" == 1 ]]; then profile=(); fi
 build=1
 run=1
 case "${1:-}" in
@@ -27,9 +34,9 @@ cd fuzz
 # RUSTC_BOOTSTRAP lets the stable toolchain take cargo fuzz's sanitizer flags.
 if ((build)); then
   t0=$SECONDS
-  if ! RUSTC_BOOTSTRAP=1 cargo fuzz build; then
+  if ! RUSTC_BOOTSTRAP=1 cargo fuzz build "${profile[@]}"; then
     echo "building the fuzz targets failed; disk: $(df -h --output=avail . | tail -n 1) free; trying once more"
-    RUSTC_BOOTSTRAP=1 cargo fuzz build
+    RUSTC_BOOTSTRAP=1 cargo fuzz build "${profile[@]}"
   fi
   echo "== fuzz targets built in $((SECONDS - t0)) s"
 fi
@@ -39,7 +46,7 @@ fi
 for target in $(cargo fuzz list); do
   echo "== fuzz $target for ${seconds}s"
   log="$(mktemp)"
-  if ! RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" -- \
+  if ! RUSTC_BOOTSTRAP=1 cargo fuzz run "${profile[@]}" "$target" -- \
       -max_total_time="$seconds" -rss_limit_mb=2048 >"$log" 2>&1; then
     tail -n 60 "$log"
     echo "fuzz target $target failed; the input is under fuzz/artifacts/$target/"
