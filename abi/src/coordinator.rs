@@ -37,6 +37,12 @@
 //! 7. Times are ms of the host's monotonic clock; the host delivers
 //!    [`CoordinatorInput::TimerFired`] at or after the deadline of
 //!    [`Coordinator::poll_timeout`].
+//! 8. (3.6) [`CoordinatorOutput::RunAssignor`] hands the host an assignor call to run
+//!    off the coordinator's thread, under the assignor's time budget
+//!    (`coordinator.assignor_timeout_ms`); its result comes back as exactly one
+//!    [`CoordinatorInput::AssignorDone`] with the same `op` (assignor call ids are a
+//!    space of their own, apart from offset operations). Meanwhile every other input
+//!    is delivered as usual: one slow strategy holds only the groups waiting for it.
 
 pub mod metrics;
 
@@ -46,12 +52,12 @@ use abi_stable::{
     nonexhaustive_enum::NonExhaustiveFor,
     sabi_trait,
     sabi_types::VersionStrings,
-    std_types::{RBox, ROption, RResult, RString, RVec},
+    std_types::{RArc, RBox, ROption, RResult, RString, RVec},
     StableAbi,
 };
 
 use crate::{
-    assignor::{AssignorArc, BrokerContext, TopicContext},
+    assignor::{Assignment, AssignorArc, BrokerContext, TopicContext},
     error::PluginError,
     host::{HostServices, ZkSessionArc},
     manifest::Manifest,
@@ -247,6 +253,17 @@ pub enum CoordinatorInput {
         /// `true`: commit; `false`: abort.
         committed: bool,
     },
+    /// The result of [`CoordinatorOutput::RunAssignor`] `op` (rule 8): the assignor's
+    /// output, unchecked (the coordinator checks it), or its error. A call abandoned
+    /// past its time budget, or refused because the plugin is still busy with an
+    /// abandoned one, is an [`crate::ErrorKind::Unavailable`] error. Added in
+    /// coordinator ABI 3.6.
+    AssignorDone {
+        /// The call's id from the output.
+        op: u64,
+        /// What the call returned.
+        result: RResult<Assignment, PluginError>,
+    },
 }
 
 /// Offsets a transactional producer committed for `group` with TxnOffsetCommit (API
@@ -367,6 +384,47 @@ pub enum CoordinatorOutput {
         /// The operation id from the input.
         op: u64,
     },
+    /// Run `job` (one assignor call: the assignor, its input and context, all owned by
+    /// the job) off the coordinator's thread and deliver its result as
+    /// [`CoordinatorInput::AssignorDone`] `op` (rule 8). The job calls an assignor
+    /// instance the host handed the coordinator (`NamedAssignor`), so the host's
+    /// time budget applies. Added in coordinator ABI 3.6 (Kafka's KIP-1263 moves
+    /// assignments off the group coordinator's thread the same way).
+    RunAssignor {
+        /// Coordinator-chosen call id.
+        op: u64,
+        /// The call.
+        job: AssignorJobArc,
+    },
+}
+
+/// One assignor call, prepared by the coordinator and run by the host on a thread of
+/// its own ([`CoordinatorOutput::RunAssignor`]). Added in coordinator ABI 3.6; methods
+/// grow at the end with default bodies.
+#[sabi_trait]
+pub trait AssignorJob: Send + Sync {
+    /// Runs the call: the assignor's output (unchecked) or its error. Called once, from
+    /// a host thread that is not the coordinator's; it may take as long as the
+    /// assignor does, up to the host's budget.
+    fn run(&self) -> RResult<Assignment, PluginError>;
+    /// The group the call assigns (for logs and the admin API).
+    fn group(&self) -> RString;
+    /// The assignor's name (`NamedAssignor::name`).
+    #[sabi(last_prefix_field)]
+    fn assignor(&self) -> RString;
+}
+
+/// An [`AssignorJob`] as it crosses the boundary: shared, because outputs are
+/// `Clone` (the host runs it once).
+pub type AssignorJobArc = RArc<AssignorJob_TO<'static, RBox<()>>>;
+
+impl std::fmt::Debug for AssignorJob_TO<'static, RBox<()>> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AssignorJob")
+            .field("group", &self.group())
+            .field("assignor", &self.assignor())
+            .finish_non_exhaustive()
+    }
 }
 
 /// [`CoordinatorOutput`] as it crosses the boundary (see [`CoordinatorInputNE`]).

@@ -61,8 +61,9 @@ impl std::fmt::Display for KindVersion {
 /// 3.4 or later. 3.5 — the `AssignContext` it hands assignors has
 /// `partition_data_age_ms` (assignor ABI 3.2; the context is reachable from the
 /// coordinator's interface, so a coordinator built against it is refused by name in an
-/// older broker).
-const COORDINATOR_VERSION: &str = "3.5.0";
+/// older broker). 3.6 — asynchronous assignor calls: output `RunAssignor` (a job the
+/// host runs off the coordinator thread) and its result input `AssignorDone`.
+const COORDINATOR_VERSION: &str = "3.6.0";
 /// The assignor interface's version.
 ///
 /// History: 3.0 — first per-kind version (from drover-abi 2.0: `ErrorKind` became an

@@ -3,16 +3,23 @@
 //! core's domain types (besides the assignor call in [`crate::assignors`]).
 
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
+use abi_stable::sabi_trait::TD_Opaque;
 use bytes::Bytes;
+use drover_abi::assignor::Assignment;
+use drover_abi::coordinator::AssignorJob_TO;
 use drover_abi::coordinator::{
     CoordinatorInput, CoordinatorOutput, PendingTxnOffsets as AbiPendingTxnOffsets,
 };
 use drover_abi::offset_store::OffsetRecord;
-use drover_abi::std_types::{RString, RVec};
+use drover_abi::std_types::{RArc, RResult, RString, RVec};
 use drover_abi::TopicInfo;
+use drover_abi::{ErrorKind, PluginError};
 use kafka_protocol::ResponseError;
 
+use crate::assignor_job::AssignorJob;
 use crate::assignors::to_abi_partitions;
 use crate::io::{FetchScope, Input, Output};
 use crate::types::{ConnId, GroupId, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
@@ -113,8 +120,37 @@ pub fn input_from_abi(input: CoordinatorInput) -> Option<Input> {
             },
             committed,
         },
+        CoordinatorInput::AssignorDone { op, result } => Input::AssignorDone {
+            call: op,
+            result: result.into_result(),
+        },
         _ => return None,
     })
+}
+
+/// An [`AssignorJob`] as the host runs it ([`CoordinatorOutput::RunAssignor`]).
+struct HostJob(Arc<AssignorJob>);
+
+impl drover_abi::coordinator::AssignorJob for HostJob {
+    fn run(&self) -> RResult<Assignment, PluginError> {
+        // The call runs on a host thread: a panic must not unwind into it.
+        std::panic::catch_unwind(AssertUnwindSafe(|| self.0.run()))
+            .unwrap_or_else(|_| {
+                Err(PluginError::new(
+                    ErrorKind::Panicked,
+                    format!("the assignor call of `{}` panicked", self.0.assignor()),
+                ))
+            })
+            .into()
+    }
+
+    fn group(&self) -> RString {
+        RString::from(self.0.group().as_str())
+    }
+
+    fn assignor(&self) -> RString {
+        RString::from(self.0.assignor())
+    }
 }
 
 /// A Kafka error code from the host: 0 is success; a code this build does not know is
@@ -211,6 +247,10 @@ pub fn output_to_abi(output: Output, commit_time_ms: i64) -> Option<CoordinatorO
             pending: pending_to_abi(&pending, commit_time_ms),
         },
         Output::TxnCompletionApplied { op } => CoordinatorOutput::TxnCompletionApplied { op },
+        Output::RunAssignor(job) => CoordinatorOutput::RunAssignor {
+            op: job.id(),
+            job: RArc::new(AssignorJob_TO::from_value(HostJob(job), TD_Opaque)),
+        },
         Output::Event(event) => {
             event.log();
             return None;

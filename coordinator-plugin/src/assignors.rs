@@ -7,6 +7,7 @@
 //! failure of the assignor, retried after `retry_backoff_ms`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use drover_abi::assignor::{
     AssignContext, AssignContextRef, AssignInput, Assignment, AssignorArc, AssignorMember,
@@ -15,6 +16,7 @@ use drover_abi::assignor::{
 use drover_abi::std_types::{RSlice, RSome, RString, RVec};
 use drover_abi::{PluginError, TopicInfo, TopicPartitions};
 
+use crate::assignor_job::AssignorRunner;
 use crate::partition_stats::PartitionStats;
 use crate::seen_loads::{SeenLoad, TopicSeenLoads};
 use crate::types::{ConsumerId, TopicName, TopicPartition};
@@ -38,6 +40,16 @@ pub trait Assignors {
     ) -> Result<Assignment, PluginError> {
         let _ = context;
         self.assign(name, input)
+    }
+
+    /// Assignor `name` as a call that may run on another thread, if this set offers
+    /// one: the coordinator then hands its calls to the host
+    /// ([`Output::RunAssignor`](crate::Output::RunAssignor)) instead of making them
+    /// inside `handle`. The default, `None`, keeps calls inline (in-process test
+    /// assignors); [`AssignorSet`] always offers one for a loaded assignor.
+    fn runner(&self, name: &str) -> Option<AssignorRunner> {
+        let _ = name;
+        None
     }
 }
 
@@ -101,6 +113,13 @@ impl Assignors for AssignorSet {
             ))),
         }
     }
+
+    fn runner(&self, name: &str) -> Option<AssignorRunner> {
+        let assignor = self.assignors.get(name)?.clone();
+        Some(Arc::new(move |input, context| {
+            assignor.assign_with_context(input, context).into_result()
+        }))
+    }
 }
 
 impl<A: Assignors + ?Sized> Assignors for Box<A> {
@@ -117,6 +136,9 @@ impl<A: Assignors + ?Sized> Assignors for Box<A> {
         context: AssignContextRef<'_>,
     ) -> Result<Assignment, PluginError> {
         (**self).assign_with_context(name, input, context)
+    }
+    fn runner(&self, name: &str) -> Option<AssignorRunner> {
+        (**self).runner(name)
     }
 }
 
@@ -476,6 +498,47 @@ pub(crate) fn validate_assignment(
         }
     }
     Ok(result)
+}
+
+/// [`validate_assignment`] against what the assignor was given: the members of
+/// `input` with their subscribed (existing) topics, and its partition counts. The
+/// check of a result that may come back after the group's members moved on
+/// ([`crate::assignor_job`]).
+pub(crate) fn validate_against_input(
+    input: &AssignInput,
+    output: &Assignment,
+) -> Result<BTreeMap<ConsumerId, BTreeSet<TopicPartition>>, String> {
+    let members: Vec<(ConsumerId, BTreeSet<TopicName>)> = input
+        .members
+        .iter()
+        .map(|m| {
+            (
+                ConsumerId::new(m.member_id.as_str()),
+                m.topics
+                    .iter()
+                    .map(|t| TopicName::new(t.as_str()))
+                    .collect(),
+            )
+        })
+        .collect();
+    let topics: BTreeMap<TopicName, u32> = input
+        .topics
+        .iter()
+        .map(|t| (TopicName::new(t.name.as_str()), t.partitions))
+        .collect();
+    let none = BTreeSet::new();
+    let views: Vec<MemberView<'_>> = members
+        .iter()
+        .map(|(id, topics)| MemberView {
+            id,
+            topics,
+            owned: &none,
+            rack: None,
+            weight: 1,
+            labels: &[],
+        })
+        .collect();
+    validate_assignment(&views, &topics, output)
 }
 
 #[cfg(test)]

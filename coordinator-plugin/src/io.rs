@@ -5,10 +5,12 @@
 //! the crate's `abi` module.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 pub use drover_abi::coordinator::metrics::CoordinatorCounter;
 
+use crate::assignor_job::AssignorJob;
 use crate::types::{ConnId, ConsumerId, Generation, GroupId, OffsetEntry, OpId, StoreError};
 use crate::types::{PendingTxnOffsets, TxnProducer};
 use crate::types::{TopicName, TopicPartition};
@@ -138,6 +140,17 @@ pub enum Input {
         /// Commit (`true`) or abort.
         committed: bool,
     },
+    /// The result of [`Output::RunAssignor`]: the call [`AssignorJob::id`] returned
+    /// `result` (the assignor's output, unchecked, or its error; a call past the host's
+    /// time budget is an `Unavailable` error). A result for a call the coordinator no
+    /// longer waits for (its group moved on, or is gone) is dropped (coordinator ABI
+    /// 3.6).
+    AssignorDone {
+        /// The call's id.
+        call: u64,
+        /// What the call returned.
+        result: Result<drover_abi::assignor::Assignment, drover_abi::PluginError>,
+    },
 }
 
 /// Which offsets an [`Output::FetchOffsets`] asks for.
@@ -222,6 +235,9 @@ pub enum Output {
         /// The host's id from the input.
         op: u64,
     },
+    /// Run this assignor call off the coordinator's thread and deliver its result as
+    /// [`Input::AssignorDone`] (coordinator ABI 3.6; [`crate::assignor_job`]).
+    RunAssignor(Arc<AssignorJob>),
     /// Something operators care about, for logs.
     Event(Event),
     /// Adds `value` to one of Drover's coordinator counters. The counters, what each

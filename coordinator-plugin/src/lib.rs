@@ -126,6 +126,7 @@
 
 pub mod abi;
 pub mod assignor_call;
+pub mod assignor_job;
 pub mod assignors;
 pub mod config;
 mod core;
@@ -142,6 +143,7 @@ pub mod types;
 mod wire;
 
 pub use crate::core::{Coordinator, GroupSnapshot, MemberSnapshot, Ownership};
+pub use assignor_job::{AssignorJob, AssignorRunner};
 pub use assignors::{AssignorSet, Assignors};
 pub use config::{ConfigError, CoordinatorConfig, RebalanceMode};
 pub use io::{CoordinatorCounter, Event, FailureReason, FetchScope, Input, Output};

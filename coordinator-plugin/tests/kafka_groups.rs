@@ -3220,3 +3220,57 @@ fn kip848_steady_interval_follows_the_heartbeat_budget() {
     let c = h.connect();
     assert_eq!(reconciled_interval(&mut h, c, "u", "member-u"), 5_000);
 }
+
+/// Assignors run as the host runs plugins (coordinator ABI 3.6): the call is handed
+/// out, not made inside `handle`. While it runs, the group's members keep being
+/// answered (no assignment yet, told to come back soon); its result then gives them
+/// their partitions.
+#[test]
+fn kip848_assignor_calls_run_off_the_coordinator_thread() {
+    let assignors = common::TestAssignors::default().threaded();
+    let calls = assignors.calls.clone();
+    let mut h = Harness::with_assignors(config(), assignors);
+    h.hold_assignors = true;
+    let mut members = vec![join_reconciling(&mut h, "5Cq1X3ZpR1mGZtY9rG0y2A", "range")];
+    reconcile(&mut h, &mut members, 3);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert!(members[0].owned.is_empty(), "{:?}", members[0].owned);
+    let r = h.call(
+        members[0].conn,
+        1,
+        cg_beat("k", members[0].id, members[0].epoch, None),
+    );
+    assert!(
+        r.heartbeat_interval_ms <= config().consumer_reconcile_heartbeat_interval_ms as i32,
+        "a member waiting for a running assignor comes back soon: {r:?}"
+    );
+
+    h.release_assignors();
+    reconcile(&mut h, &mut members, 3);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(owned_partitions(&members[0]), [0, 1, 2, 3, 4, 5]);
+}
+
+/// A result that comes back after the group changed serves the members still there
+/// (a late target is as good as the one in force), and the group's next run, over
+/// the members as they are, follows at once: no partition is ever owned twice and
+/// every member ends up with its share.
+#[test]
+fn kip848_a_late_assignor_result_serves_the_members_still_there() {
+    let assignors = common::TestAssignors::default().threaded();
+    let calls = assignors.calls.clone();
+    let mut h = Harness::with_assignors(config(), assignors);
+    h.hold_assignors = true;
+    let mut members = vec![join_reconciling(&mut h, "5Cq1X3ZpR1mGZtY9rG0y2A", "range")];
+    members.push(join_reconciling(&mut h, "mY0cS9P8T6yXbq2Nw1vUeA", "range"));
+    reconcile(&mut h, &mut members, 2);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // The held call was made for the first member alone.
+    h.hold_assignors = false;
+    h.release_assignors();
+    reconcile(&mut h, &mut members, 8);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(owned_partitions(&members[0]), [0, 1, 2]);
+    assert_eq!(owned_partitions(&members[1]), [3, 4, 5]);
+}

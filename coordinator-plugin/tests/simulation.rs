@@ -116,8 +116,17 @@ impl Sim {
             consume_every: 100,
             commit_every: rng.chance(0.6).then(|| rng.between((100, 600))),
             backoff: rng.between((20, 200)),
+            assignor_delay: (0, rng.between((0, 300))),
         };
-        let mut w = World::new(config, params, seed);
+        // Half the seeds run assignors as the host runs plugins: off the coordinator's
+        // thread, their results arriving up to `assignor_delay` later, interleaved with
+        // everything else (coordinator ABI 3.6).
+        let assignors = if rng.chance(0.5) {
+            TestAssignors::default().threaded()
+        } else {
+            TestAssignors::default()
+        };
+        let mut w = World::with_assignors(config, params, seed, assignors);
         for slot in 0..slots.unwrap_or(0) {
             w.slot_gained(slot);
         }

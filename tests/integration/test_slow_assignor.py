@@ -11,8 +11,8 @@ and a KIP-848 group name `stuck`. While their calls run past the budget:
   on other assignors form, rebalance when a second member joins, and commit what they
   consume, each within a bounded wait;
 - OffsetFetch requests sent to the coordinator every 200 ms throughout are all
-  answered within a bound far below the slow assignor's sleep (the coordinator thread
-  is never held longer than one budget);
+  answered within a bound far below the slow assignor's sleep and the budget (assignor
+  calls run off the coordinator thread: host/src/coordination/driver/assignor_runs.rs);
 - the groups on `slow` and `stuck` get their partitions from the default assignor
   (`range`): the KIP-848 ones show `range` as their assignor in GET /v1/groups/{group},
   the native one `effective_assignor = range` with an `assignor_fallback` that says
@@ -44,9 +44,10 @@ from kafka_groups_testlib import wait_for
 BUDGET_MS = 500
 SLOW_SLEEP_MS = 8000
 PARTITIONS = 4
-# Far below the slow assignor's sleep, far above one budget: a request waits at most
-# about one budget behind an assignor call.
-PROBE_BOUND_S = 4.0
+# Far below the slow assignor's sleep (and a budget): assignor calls run off the
+# coordinator thread (coordinator ABI 3.6), so no request waits behind one; before,
+# every request waited behind a whole call (up to its budget).
+PROBE_BOUND_S = 2.0
 WAIT_S = 30
 
 LIBS = [
@@ -118,6 +119,14 @@ class Probe(threading.Thread):
         self.stop_ev.set()
         self.join(40)
 
+    def assert_served(self) -> str:
+        """Every probe answered, none slower than PROBE_BOUND_S; a summary line."""
+        assert self.count > 10, self.count
+        assert not self.errors, self.errors[:5]
+        assert self.slowest < PROBE_BOUND_S, (
+            f"an OffsetFetch waited {self.slowest:.2f} s (bound {PROBE_BOUND_S} s)")
+        return f"slowest of {self.count} OffsetFetch probes: {self.slowest * 1000:.0f} ms"
+
 
 def plugin_rows(b) -> dict[str, dict]:
     status, _ctype, body = http_get(f"{b.admin_url}/v1/plugins")
@@ -146,6 +155,23 @@ def kafka_partitions(b, group: str) -> dict[str, set[int]]:
     return out
 
 
+def start_other_groups(b, consumers, native, topics):  # noqa: F811
+    """A first member of a KIP-848 (`sticky`), a classic (client-side `range`) and a
+    native (`round-robin`) group; returns them once each owns every partition."""
+    k1 = consumers.start("confluent", b, topics["kip848"], "g-848", "k848-1",
+                         protocol="consumer", assignor="sticky")
+    c1 = consumers.start("confluent", b, topics["classic"], "g-classic", "classic-1",
+                         protocol="classic", assignor="range", session_timeout_ms=3000)
+    n1 = native.start("native-1", *consumer_args(b, "g-native", "--topic", topics["native"],
+                                                 consumer_id="native-1",
+                                                 extra=("--assignor", "round-robin")))
+    wait_for(lambda: k1.current() == set(range(PARTITIONS))
+             and c1.current() == set(range(PARTITIONS))
+             and len(n1.owned()[1]) == PARTITIONS, WAIT_S,
+             "the KIP-848, classic and native groups' first members to get every partition")
+    return k1, c1, n1
+
+
 def test_slow_and_stuck_assignors_do_not_hold_other_groups(broker_factory, consumers,  # noqa: F811
                                                            native):
     b = broker_factory(CONFIG, start=False)
@@ -172,17 +198,7 @@ def test_slow_and_stuck_assignors_do_not_hold_other_groups(broker_factory, consu
         slow_seen = time.monotonic()
 
         # Groups on other assignors, while the calls run past their budgets.
-        k1 = consumers.start("confluent", b, topics["kip848"], "g-848", "k848-1",
-                             protocol="consumer", assignor="sticky")
-        c1 = consumers.start("confluent", b, topics["classic"], "g-classic", "classic-1",
-                             protocol="classic", assignor="range", session_timeout_ms=3000)
-        n1 = native.start("native-1", *consumer_args(b, "g-native", "--topic", topics["native"],
-                                                     consumer_id="native-1",
-                                                     extra=("--assignor", "round-robin")))
-        wait_for(lambda: k1.current() == set(range(PARTITIONS))
-                 and c1.current() == set(range(PARTITIONS))
-                 and len(n1.owned()[1]) == PARTITIONS, WAIT_S,
-                 "the KIP-848, classic and native groups' first members to get every partition")
+        k1, c1, n1 = start_other_groups(b, consumers, native, topics)
         # A second member each: every group rebalances.
         k2 = consumers.start("confluent", b, topics["kip848"], "g-848", "k848-2",
                              protocol="consumer", assignor="sticky")
@@ -251,9 +267,46 @@ def test_slow_and_stuck_assignors_do_not_hold_other_groups(broker_factory, consu
         assert plugin_rows(b)["stuck"]["slow"]
     finally:
         probe.stop()
-    assert probe.count > 10, probe.count
-    assert not probe.errors, probe.errors[:5]
-    assert probe.slowest < PROBE_BOUND_S, (
-        f"an OffsetFetch waited {probe.slowest:.2f} s (bound {PROBE_BOUND_S} s)")
-    print(f"other groups served {others_served:.1f} s after the assignors were slow; "
-          f"slowest of {probe.count} OffsetFetch probes: {probe.slowest * 1000:.0f} ms")
+    summary = probe.assert_served()
+    print(f"other groups served {others_served:.1f} s after the assignors were slow; {summary}")
+
+
+WITHIN_BUDGET_SLEEP_MS = 6000
+WITHIN_CONFIG = CONFIG.replace(f"assignor_timeout_ms = {BUDGET_MS}", "assignor_timeout_ms = 20000") \
+    .replace(f"sleep_ms = {SLOW_SLEEP_MS}", f"sleep_ms = {WITHIN_BUDGET_SLEEP_MS}")
+
+
+def test_a_slow_assignor_within_its_budget_holds_only_its_own_group(broker_factory,  # noqa: F811
+                                                                   consumers, native):
+    """An assignor that takes 6 s (within a 20 s budget) holds its own group for 6 s and
+    nothing else: groups on other assignors (KIP-848, classic, native) form while its
+    call runs, every OffsetFetch is answered meanwhile, and the group then gets the
+    slow assignor's own assignment (no fallback)."""
+    b = broker_factory(WITHIN_CONFIG, start=False)
+    install_plugins(b, LIBS)
+    start_or_fail(b)
+    topics = {k: unique_topic(k) for k in ("slow", "kip848", "classic", "native")}
+    for t in topics.values():
+        ck_create_topic(b, t, PARTITIONS)
+    probe = Probe(b, "probe-group", topics["kip848"])
+    probe.start()
+    try:
+        s1 = consumers.start("confluent", b, topics["slow"], "g-slow", "slow-1",
+                             protocol="consumer", assignor="slow")
+        wait_for(lambda: (admin_group(b, "g-slow") or {}).get("members"), WAIT_S,
+                 "the group on the slow assignor to have its member")
+        started = time.monotonic()
+        k1, c1, n1 = start_other_groups(b, consumers, native, topics)
+        others = time.monotonic() - started
+        # The slow call is still running: its group has nothing yet.
+        assert not s1.current(), (others, s1.current())
+        wait_for(lambda: s1.current() == set(range(PARTITIONS)), WAIT_S,
+                 "the group on the slow assignor to get every partition")
+        g = admin_group(b, "g-slow")
+        assert g["assignor"] == "slow", g
+        assert metric(b, 'drover_assignor_timeouts_total{assignor="slow"}') == 0
+        assert metric(b, 'drover_coordinator_events_total{name="assignor_fallbacks"}') == 0
+    finally:
+        probe.stop()
+    summary = probe.assert_served()
+    print(f"other groups formed in {others:.1f} s while the slow assignor ran; {summary}")

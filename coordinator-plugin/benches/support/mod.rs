@@ -131,6 +131,9 @@ pub enum Kind {
     ConnectionClosed,
     /// A request from a client (RegisterConsumer, CommitOffset).
     Request,
+    /// [`Input::AssignorDone`]: the result of an assignor call, which the host runs
+    /// off the coordinator's thread (here: at once, on the driver's thread).
+    AssignorDone,
 }
 
 /// A fake consumer: it answers every coordinator request at once, as
@@ -386,6 +389,13 @@ impl Driver {
                 }
                 Output::CloseConnection { conn } => {
                     panic!("the coordinator closed {conn} at {}", self.now)
+                }
+                Output::RunAssignor(job) => {
+                    let input = Input::AssignorDone {
+                        call: job.id(),
+                        result: job.run(),
+                    };
+                    self.ready.push_back((Kind::AssignorDone, input));
                 }
                 Output::Event(event) => self.on_event(event),
                 Output::Metric { .. } => {}

@@ -18,6 +18,7 @@ use super::kafka::DeleteWait;
 use super::native::{Effects, NativeEffect, NativeEnv};
 use super::TimerKey;
 
+use super::assigning::{AssignorCalls, GroupAssignors};
 use crate::assignors::Assignors;
 use crate::config::CoordinatorConfig;
 use crate::io::{CoordinatorCounter, Event, Output};
@@ -105,6 +106,9 @@ pub(crate) struct Ctx {
     next_incarnation: u64,
     /// The rate limit of [`Ctx::reject`]'s log line.
     reject_log: LogLimit,
+    /// Assignor calls started during the input being handled, and those in flight
+    /// ([`super::assigning`]).
+    pub(super) calls: AssignorCalls,
 }
 
 impl Ctx {
@@ -128,6 +132,7 @@ impl Ctx {
             spare_effects: Vec::new(),
             next_incarnation: 0,
             reject_log: LogLimit::new(1_000),
+            calls: AssignorCalls::default(),
         }
     }
 
@@ -139,7 +144,7 @@ impl Ctx {
             &self.config,
             &self.topics,
             &self.partition_stats,
-            &*self.assignors,
+            GroupAssignors::new(&*self.assignors, &self.calls),
             &self.conns,
             self.commits.busy(group),
         );
@@ -216,7 +221,12 @@ impl Ctx {
     }
 
     /// The outputs of the input handled, in order; the list is empty afterwards.
+    /// The outputs of the input handled, with a [`Output::RunAssignor`] for each
+    /// assignor call started during it.
     pub(super) fn take_outputs(&mut self) -> Vec<Output> {
+        for job in self.calls.take_started() {
+            self.out.push(Output::RunAssignor(std::sync::Arc::new(job)));
+        }
         std::mem::take(&mut self.out)
     }
 

@@ -20,6 +20,7 @@ use bytes::Bytes;
 use drover_protocol as proto;
 use drover_protocol::{NativeRequest, NativeResponse};
 
+mod assigning;
 mod commits;
 mod conn;
 mod ctx;
@@ -36,7 +37,7 @@ pub(crate) use ctx::{Ctx, Op};
 pub use slots::Ownership;
 pub use snapshot::{GroupSnapshot, MemberSnapshot};
 
-use groups::Groups;
+use groups::{Group, Groups};
 use native::fetch_response;
 
 use crate::assignors::Assignors;
@@ -255,9 +256,36 @@ impl Coordinator {
                 producer,
                 committed,
             } => self.on_txn_completed(op, producer, committed),
+            Input::AssignorDone { call, result } => self.on_assignor_done(call, result),
         }
         self.settle();
         self.cx.take_outputs()
+    }
+
+    /// The result of an assignor call handed to the host: to the group that made it,
+    /// whichever its type; dropped (with a debug line) when the call or the group is
+    /// unknown.
+    fn on_assignor_done(
+        &mut self,
+        call: u64,
+        result: Result<drover_abi::assignor::Assignment, drover_abi::PluginError>,
+    ) {
+        let Some(group) = self.cx.calls.finished(call) else {
+            tracing::debug!(call, "result of an unknown assignor call");
+            return;
+        };
+        match self.groups.get(&group) {
+            Some(Group::Consumer(_)) => self.consumer_assignor_done(&group, call, result),
+            Some(Group::Native(_)) => {
+                if let Some(g) = self.groups.native_mut(&group) {
+                    self.cx
+                        .native(g, |g, env, fx| g.assignor_done(env, fx, call, result));
+                }
+            }
+            Some(Group::Classic(_)) | None => {
+                tracing::debug!(%group, call, "assignor result for a group that no longer waits for it");
+            }
+        }
     }
 
     /// When the coordinator next needs [`Input::Timer`], if ever (same clock as

@@ -207,6 +207,10 @@ pub struct TestAssignors {
     pub alias: Option<(String, &'static str)>,
     /// The context of every run, in order (brokers and per-partition data).
     pub contexts: Arc<std::sync::Mutex<Vec<SeenContext>>>,
+    /// Whether the coordinator hands their calls to the host, as it does the loaded
+    /// plugins' (`Assignors::runner`; the harness runs them as the host would),
+    /// instead of calling them inside `handle`.
+    pub threaded: bool,
 }
 
 /// What one assignor run saw in its context, copied out of the call.
@@ -233,6 +237,12 @@ impl SeenContext {
 }
 
 impl TestAssignors {
+    /// These assignors, run as the host runs plugins: off the coordinator's thread.
+    pub fn threaded(mut self) -> Self {
+        self.threaded = true;
+        self
+    }
+
     /// These assignors plus `name`, which behaves as `target`.
     pub fn with_alias(mut self, name: &str, target: &'static str) -> Self {
         self.alias = Some((name.to_owned(), target));
@@ -279,5 +289,15 @@ impl Assignors for TestAssignors {
             return Ok(by_rate(input, &context));
         }
         self.assign(name, input)
+    }
+
+    fn runner(&self, name: &str) -> Option<drover_coordinator::AssignorRunner> {
+        if !self.threaded || !self.contains(name) {
+            return None;
+        }
+        let (me, name) = (self.clone(), name.to_owned());
+        Some(Arc::new(move |input, context| {
+            me.assign_with_context(&name, input, context)
+        }))
     }
 }

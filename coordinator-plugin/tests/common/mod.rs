@@ -79,6 +79,9 @@ pub struct Params {
     pub commit_every: Option<u64>,
     /// Consumer backoff before re-registering, ms.
     pub backoff: u64,
+    /// How long an assignor call handed to the host takes, ms (with threaded
+    /// assignors: `TestAssignors::threaded`).
+    pub assignor_delay: (u64, u64),
 }
 
 impl Params {
@@ -93,6 +96,7 @@ impl Params {
             consume_every: 50,
             commit_every: None,
             backoff: 100,
+            assignor_delay: (0, 0),
         }
     }
 }
@@ -336,6 +340,10 @@ enum Ev {
         records: Vec<OffsetEntry>,
         ok: bool,
     },
+    AssignorDone {
+        call: u64,
+        result: Result<drover_abi::assignor::Assignment, drover_abi::PluginError>,
+    },
     FetchDone {
         op: OpId,
         group: GroupId,
@@ -505,6 +513,22 @@ impl World {
                     self.violations.push(format!(
                         "t={now}: a transactional output, but native consumers send no TxnOffsetCommit"
                     ));
+                }
+                Output::RunAssignor(job) => {
+                    // The host runs the call on a thread of its own; its result comes
+                    // back later, interleaved with everything else.
+                    fnv(&mut self.trace_hash, b"assign");
+                    fnv(&mut self.trace_hash, job.group().as_str().as_bytes());
+                    let at = now + self.rng.between(self.params.assignor_delay);
+                    self.note(|| format!("K runs assignor call {} at {at}: {job:?}", job.id()));
+                    let result = job.run();
+                    self.push(
+                        at,
+                        Ev::AssignorDone {
+                            call: job.id(),
+                            result,
+                        },
+                    );
                 }
                 Output::Event(e) => {
                     // Events follow from the frames and operations hashed above.
@@ -1424,6 +1448,10 @@ impl World {
                     }
                 }
                 self.consumers.insert(id, c);
+            }
+            Ev::AssignorDone { call, result } => {
+                self.note(|| format!("K assignor call {call} done: ok={}", result.is_ok()));
+                self.feed(Input::AssignorDone { call, result });
             }
             Ev::CommitDone { op, records, ok } => {
                 self.commits_in_flight.retain(|_, o| *o != op);

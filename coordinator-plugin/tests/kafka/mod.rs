@@ -243,6 +243,10 @@ pub struct Harness {
     queue: VecDeque<Input>,
     /// The transactional offset ledger.
     pub ledger: Ledger,
+    /// Whether assignor calls handed to the host (threaded `TestAssignors`) wait for
+    /// [`Harness::release_assignors`] instead of running at once.
+    pub hold_assignors: bool,
+    held_assignors: Vec<std::sync::Arc<drover_coordinator::AssignorJob>>,
 }
 
 impl Harness {
@@ -272,6 +276,8 @@ impl Harness {
             events: Vec::new(),
             queue: VecDeque::new(),
             ledger: Ledger::default(),
+            hold_assignors: false,
+            held_assignors: Vec::new(),
         };
         let ids = topics()
             .into_iter()
@@ -344,6 +350,23 @@ impl Harness {
                 }
             }
             Output::TxnCompletionApplied { op } => self.ledger.applied.push(op),
+            Output::RunAssignor(job) => {
+                if self.hold_assignors {
+                    self.held_assignors.push(job);
+                } else {
+                    let (call, result) = (job.id(), job.run());
+                    self.queue.push_back(Input::AssignorDone { call, result });
+                }
+            }
+        }
+    }
+
+    /// Runs the assignor calls held (`hold_assignors`), in the order they were made,
+    /// and delivers their results.
+    pub fn release_assignors(&mut self) {
+        for job in std::mem::take(&mut self.held_assignors) {
+            let (call, result) = (job.id(), job.run());
+            self.feed(Input::AssignorDone { call, result });
         }
     }
 

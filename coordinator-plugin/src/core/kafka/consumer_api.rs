@@ -29,6 +29,7 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::consumer_group::{Env, HeartbeatRequest};
+use crate::core::assigning::GroupAssignors;
 use crate::core::conn::SlotRef;
 use crate::core::groups::GroupKind;
 use crate::core::{Coordinator, Ctx, TimerKey};
@@ -69,13 +70,14 @@ fn consumer_env(cx: &mut Ctx) -> (Env<'_>, &mut Timers<TimerKey>) {
         assignors,
         timers,
         now,
+        calls,
         ..
     } = cx;
     let env = Env {
         now: *now,
         topics,
         partition_stats,
-        assignors: &**assignors,
+        assignors: GroupAssignors::new(&**assignors, calls),
         default_assignor: &config.default_assignor,
         session_timeout_ms: config.consumer_session_timeout_ms,
         heartbeat_interval_ms: config.consumer_heartbeat_interval_ms,
@@ -134,6 +136,21 @@ impl Coordinator {
     pub(crate) fn consumer_rerun(&mut self, ids: Vec<GroupId>) {
         let (env, _) = consumer_env(&mut self.cx);
         self.kafka.consumer.rerun(&mut self.groups, &env, ids);
+        let fallbacks = (env.fallbacks.get(), env.failures.get());
+        self.cx.count_fallbacks(fallbacks);
+    }
+
+    /// The result of assignor call `call` of KIP-848 group `group` arrived.
+    pub(crate) fn consumer_assignor_done(
+        &mut self,
+        group: &GroupId,
+        call: u64,
+        result: Result<drover_abi::assignor::Assignment, drover_abi::PluginError>,
+    ) {
+        let (env, _) = consumer_env(&mut self.cx);
+        self.kafka
+            .consumer
+            .assignor_done(&mut self.groups, &env, group, call, result);
         let fallbacks = (env.fallbacks.get(), env.failures.get());
         self.cx.count_fallbacks(fallbacks);
     }

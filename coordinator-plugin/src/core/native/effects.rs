@@ -20,8 +20,8 @@ use std::collections::{BTreeMap, HashMap};
 use bytes::Bytes;
 
 use super::offsets::Waiter;
-use crate::assignors::Assignors;
 use crate::config::CoordinatorConfig;
+use crate::core::assigning::GroupAssignors;
 use crate::core::commits::CommitWaiter;
 use crate::core::conn::Conn;
 use crate::core::ctx::OpIds;
@@ -40,8 +40,8 @@ pub(crate) struct NativeEnv<'a> {
     pub topics: &'a BTreeMap<TopicName, u32>,
     /// The host's partition table, for assignors' contexts.
     pub partition_stats: &'a crate::PartitionStats,
-    /// The loaded assignors.
-    pub assignors: &'a dyn Assignors,
+    /// The loaded assignors, and where calls handed to the host are recorded.
+    pub assignors: GroupAssignors<'a>,
     /// Whether a batch of the group's id was in flight in the commit queue when the
     /// call began (the group's own, or Kafka commits to its id). A batch the group
     /// sends during the call it knows by its `Commits::inflight_tps`.
@@ -56,7 +56,7 @@ impl<'a> NativeEnv<'a> {
         config: &'a CoordinatorConfig,
         topics: &'a BTreeMap<TopicName, u32>,
         partition_stats: &'a crate::PartitionStats,
-        assignors: &'a dyn Assignors,
+        assignors: GroupAssignors<'a>,
         conns: &'a HashMap<ConnId, Conn>,
         batch_in_flight: bool,
     ) -> Self {

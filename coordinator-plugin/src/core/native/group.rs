@@ -23,8 +23,12 @@ use drover_protocol::NativeRequest;
 
 use super::effects::{effective_assignor, Effects, NativeEffect, NativeEnv};
 use super::offsets::Commits;
-use crate::assignors::{build_input, validate_assignment, ContextParts, MemberView};
+use drover_abi::assignor::{AssignInput, Assignment};
+use drover_abi::PluginError;
+
+use crate::assignors::{build_input, validate_against_input, ContextParts, MemberView};
 use crate::config::RebalanceMode;
+use crate::core::assigning::Call;
 use crate::id_map::IdMap;
 use crate::io::{CoordinatorCounter, Event, FailureReason};
 use crate::seen_loads::TopicSeenLoads;
@@ -263,6 +267,42 @@ pub(crate) struct NativeGroup {
     /// The produce rates and lag the last assignment's context carried, for
     /// DescribeGroups v1 (empty before the first assignment).
     pub last_loads: Vec<TopicSeenLoads>,
+    /// The assignor call the group waits for, handed to the host
+    /// ([`crate::assignor_job`]); at most one.
+    assigning: Option<Assigning>,
+}
+
+/// Why a native group runs its assignor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    /// The target of the rebalance under way (Stopping).
+    Rebalance,
+    /// A stable group's inputs drifted (`rerun_on_drift_ms`): a new target only
+    /// triggers a rebalance when it moves something.
+    Drift,
+}
+
+/// An assignor call a native group waits for.
+#[derive(Debug)]
+struct Assigning {
+    /// The call's id (0 while it runs inline).
+    call: u64,
+    /// Why.
+    purpose: Purpose,
+    /// The assignor called.
+    assignor: String,
+    /// What it was given (the output is checked against it).
+    input: Arc<AssignInput>,
+}
+
+/// What starting an assignor call gave.
+enum Computed {
+    /// The target (the call ran inline).
+    Ready(Target),
+    /// The call was handed to the host.
+    Started,
+    /// The call failed, the default assignor's too (counted and reported).
+    Failed,
 }
 
 impl NativeGroup {
@@ -280,6 +320,7 @@ impl NativeGroup {
             commits: Commits::default(),
             hold_until,
             last_loads: Vec::new(),
+            assigning: None,
         }
     }
 
@@ -360,16 +401,14 @@ impl NativeGroup {
     /// the usual debounced rebalance. Returns whether it triggered one.
     pub(crate) fn rerun_on_drift(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) -> bool {
         if matches!(self.phase, Phase::Stable) && self.due.is_none() && !self.members.is_empty() {
-            if let Ok(target) = self.compute_target(env, fx) {
-                let unchanged = target.members.len() == self.members.len()
-                    && self
-                        .members
-                        .values()
-                        .all(|m| target.for_member(m).is_some_and(|set| *set == m.owned));
-                if unchanged {
+            match self.compute_target(env, fx, Purpose::Drift) {
+                Computed::Ready(target) if self.owns_target(&target) => {
                     tracing::debug!(group = %self.id, "assignor inputs drifted: same assignment");
                     return false;
                 }
+                // The host runs it: its result decides (`assignor_done`).
+                Computed::Started => return false,
+                Computed::Ready(_) | Computed::Failed => {}
             }
         }
         self.trigger(env, fx, "assignor inputs drifted (rerun_on_drift_ms)");
@@ -680,20 +719,34 @@ impl NativeGroup {
         let mode = *mode;
         let target = match mode {
             RebalanceMode::Eager => None,
-            RebalanceMode::Incremental => match self.compute_target(env, fx) {
-                Ok(t) => Some(t),
-                Err(()) => {
+            RebalanceMode::Incremental => match self.compute_target(env, fx, Purpose::Rebalance) {
+                Computed::Ready(t) => Some(t),
+                // Planned when the result arrives (`assignor_done`).
+                Computed::Started => None,
+                Computed::Failed => {
                     self.retry_later(env, fx);
                     None
                 }
             },
         };
+        self.phase = Phase::Stopping { mode, target };
+        self.plan_stops(env, fx);
+    }
+
+    /// In Stopping: plans each member's StopFetcher for the phase's mode and target
+    /// (eager: everything; incremental: what the target takes away, nothing while the
+    /// target is not known) and sends those that can go.
+    fn plan_stops(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) {
+        let Phase::Stopping { mode, target } = &self.phase else {
+            return;
+        };
+        let mode = *mode;
         let ids: Vec<ConsumerId> = self.members.keys().cloned().collect();
         for id in &ids {
             let Some(m) = self.members.get_mut(id) else {
                 continue;
             };
-            let plan = match (mode, &target) {
+            let plan = match (mode, target) {
                 (RebalanceMode::Eager, _) => {
                     if m.owned.is_empty() || m.stopping().is_some() {
                         None
@@ -723,32 +776,39 @@ impl NativeGroup {
                 self.stops_pending.remove(id);
             }
         }
-        self.phase = Phase::Stopping { mode, target };
         for id in &ids {
             self.pump(env, fx, id);
         }
     }
 
-    /// Runs the group's assignor over the live members.
-    fn compute_target(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>) -> Result<Target, ()> {
+    /// Starts the group's assignor over the live members for `purpose` (the assignor
+    /// the group names, or the default when it is not loaded): the target when the
+    /// call ran inline, [`Computed::Started`] when it was handed to the host (its
+    /// result comes to [`Self::assignor_done`]). A rebalance over more than
+    /// `max_assigned_partitions` partitions fails without a call.
+    fn compute_target(
+        &mut self,
+        env: &NativeEnv<'_>,
+        fx: &mut Effects<'_>,
+        purpose: Purpose,
+    ) -> Computed {
         let requested = self
             .assignor()
             .unwrap_or(&env.config.default_assignor)
             .to_owned();
         let assignor = effective_assignor(env, fx, &self.id, &requested);
-        let views: Vec<MemberView<'_>> = self
-            .members
-            .values()
-            .map(|m| MemberView {
-                id: &m.id,
-                topics: &m.topics,
-                owned: &m.owned,
-                rack: m.data.rack.as_deref(),
-                // `validate` at registration keeps it ≥ 1.
-                weight: u32::try_from(m.data.weight).unwrap_or(1).max(1),
-                labels: &m.data.labels,
-            })
-            .collect();
+        self.launch(env, fx, purpose, assignor)
+    }
+
+    /// Calls assignor `name` over the live members as they are now.
+    fn launch(
+        &mut self,
+        env: &NativeEnv<'_>,
+        fx: &mut Effects<'_>,
+        purpose: Purpose,
+        name: String,
+    ) -> Computed {
+        let views = self.views();
         let total: u64 = {
             let mut topics: BTreeSet<&TopicName> = BTreeSet::new();
             for m in &views {
@@ -760,24 +820,15 @@ impl NativeGroup {
                 .map(|&c| u64::from(c))
                 .sum()
         };
-        let fail = |fx: &mut Effects<'_>, assignor: &str, error: String| {
-            tracing::warn!(group = %self.id, assignor, %error, "assignment failed");
-            fx.event(Event::AssignorFailed {
-                group: self.id.clone(),
-                assignor: assignor.to_owned(),
-                message: error,
-            });
-            fx.metric(CoordinatorCounter::AssignorFailures, 1);
-        };
         if total > env.config.max_assigned_partitions as u64 {
             let error = format!(
                 "{total} partitions exceed max_assigned_partitions ({})",
                 env.config.max_assigned_partitions
             );
-            fail(fx, &assignor, error);
-            return Err(());
+            self.assignor_failed(fx, &name, error);
+            return Computed::Failed;
         }
-        let input = build_input(self.id.as_str(), &views, env.topics);
+        let input = Arc::new(build_input(self.id.as_str(), &views, env.topics));
         let context = ContextParts::build(
             &views,
             env.topics,
@@ -786,37 +837,96 @@ impl NativeGroup {
         )
         .aged(env.partition_stats, env.now);
         self.last_loads = context.seen_loads();
-        let attempt = |env: &NativeEnv<'_>, name: &str| {
-            let output = context
-                .lend(|context| env.assignors.assign_with_context(name, &input, context))
-                .map_err(|e| e.to_string())?;
-            validate_assignment(&views, env.topics, &output)
-                .map_err(|e| format!("invalid assignment: {e}"))
+        let mut call = Assigning {
+            call: 0,
+            purpose,
+            assignor: name,
+            input: Arc::clone(&input),
         };
-        let checked = match attempt(env, &assignor) {
+        match env.assignors.call(&self.id, &call.assignor, input, context) {
+            Call::Done(result) => self.complete_call(env, fx, call, result),
+            Call::Started(id) => {
+                call.call = id;
+                self.assigning = Some(call);
+                Computed::Started
+            }
+        }
+    }
+
+    /// The live members as an assignor sees them.
+    fn views(&self) -> Vec<MemberView<'_>> {
+        self.members
+            .values()
+            .map(|m| MemberView {
+                id: &m.id,
+                topics: &m.topics,
+                owned: &m.owned,
+                rack: m.data.rack.as_deref(),
+                // `validate` at registration keeps it ≥ 1.
+                weight: u32::try_from(m.data.weight).unwrap_or(1).max(1),
+                labels: &m.data.labels,
+            })
+            .collect()
+    }
+
+    /// Whether `input` (a call's) still describes the group: the same members with
+    /// the same subscriptions, racks and weights, over the same partition counts
+    /// (what they own aside).
+    fn input_current(&self, env: &NativeEnv<'_>, input: &AssignInput) -> bool {
+        let now = build_input(self.id.as_str(), &self.views(), env.topics);
+        now.topics == input.topics
+            && now.members.len() == input.members.len()
+            && now.members.iter().zip(input.members.iter()).all(|(a, b)| {
+                a.member_id == b.member_id
+                    && a.topics == b.topics
+                    && a.rack == b.rack
+                    && a.weight == b.weight
+            })
+    }
+
+    /// Logs, reports and counts a failed assignor call.
+    fn assignor_failed(&self, fx: &mut Effects<'_>, assignor: &str, error: String) {
+        tracing::warn!(group = %self.id, assignor, %error, "assignment failed");
+        fx.event(Event::AssignorFailed {
+            group: self.id.clone(),
+            assignor: assignor.to_owned(),
+            message: error,
+        });
+        fx.metric(CoordinatorCounter::AssignorFailures, 1);
+    }
+
+    /// Checks a call's output against its input and makes it the target of the
+    /// members still here. A failing assignor (an error, a panic, a call past its
+    /// budget, an answer breaking the contract) must not stall the group: the
+    /// default assignor runs instead, for this rebalance.
+    fn complete_call(
+        &mut self,
+        env: &NativeEnv<'_>,
+        fx: &mut Effects<'_>,
+        call: Assigning,
+        result: Result<Assignment, PluginError>,
+    ) -> Computed {
+        let checked = result.map_err(|e| e.to_string()).and_then(|output| {
+            validate_against_input(&call.input, &output)
+                .map_err(|e| format!("invalid assignment: {e}"))
+        });
+        let checked = match checked {
             Ok(c) => c,
             Err(error) => {
-                fail(fx, &assignor, error);
-                // A failing assignor (panicked and out of service, or breaking the
-                // contract) must not stall the group: this rebalance runs the default.
+                self.assignor_failed(fx, &call.assignor, error);
                 let default = env.config.default_assignor.clone();
-                if assignor == default {
-                    return Err(());
+                if call.assignor == default {
+                    return Computed::Failed;
                 }
+                let assignor = call.assignor;
                 tracing::warn!(group = %self.id, assignor, default, "assignor `{assignor}` failed; this rebalance runs the default assignor `{default}`");
                 fx.metric(CoordinatorCounter::AssignorFallbacks, 1);
                 fx.event(Event::AssignorFallback {
                     group: self.id.clone(),
-                    requested: assignor.clone(),
+                    requested: assignor,
                     used: default.clone(),
                 });
-                match attempt(env, &default) {
-                    Ok(c) => c,
-                    Err(error) => {
-                        fail(fx, &default, error);
-                        return Err(());
-                    }
-                }
+                return self.launch(env, fx, call.purpose, default);
             }
         };
         let mut target = Target::default();
@@ -829,7 +939,77 @@ impl NativeGroup {
             }
             target.members.insert(id, (m.incarnation, set));
         }
-        Ok(target)
+        Computed::Ready(target)
+    }
+
+    /// The result of assignor call `call` arrived from the host: taken if the group
+    /// still waits for it (a rebalance still stopping, or a drift re-run of a stable
+    /// group), else dropped.
+    pub(crate) fn assignor_done(
+        &mut self,
+        env: &NativeEnv<'_>,
+        fx: &mut Effects<'_>,
+        call: u64,
+        result: Result<Assignment, PluginError>,
+    ) {
+        let waiting = match self.assigning.take() {
+            Some(w) if w.call == call => w,
+            other => {
+                self.assigning = other;
+                return;
+            }
+        };
+        let purpose = waiting.purpose;
+        if !self.input_current(env, &waiting.input) {
+            // Members came, went or changed while the assignor ran: a target for the
+            // old ones must not start a generation (a member would fetch outside its
+            // subscription, or get nothing). A rebalance computes again, over the
+            // members as they are; a drift re-run is dropped.
+            tracing::debug!(group = %self.id, call, "the members changed during the assignor call; computing again");
+            if purpose == Purpose::Rebalance {
+                self.recompute(env, fx);
+                self.progress(env, fx);
+            }
+            return;
+        }
+        let computed = self.complete_call(env, fx, waiting, result);
+        match (purpose, computed) {
+            (_, Computed::Started) => {}
+            (Purpose::Rebalance, computed) => {
+                let Phase::Stopping { target, .. } = &mut self.phase else {
+                    return;
+                };
+                match computed {
+                    Computed::Ready(t) => {
+                        *target = Some(t);
+                        self.plan_stops(env, fx);
+                    }
+                    _ => self.retry_later(env, fx),
+                }
+                self.progress(env, fx);
+            }
+            (Purpose::Drift, computed) => {
+                if !matches!(self.phase, Phase::Stable) || self.due.is_some() {
+                    return;
+                }
+                if let Computed::Ready(target) = computed {
+                    if self.owns_target(&target) {
+                        tracing::debug!(group = %self.id, "assignor inputs drifted: same assignment");
+                        return;
+                    }
+                }
+                self.trigger(env, fx, "assignor inputs drifted (rerun_on_drift_ms)");
+            }
+        }
+    }
+
+    /// Whether every member owns exactly what `target` gives it.
+    fn owns_target(&self, target: &Target) -> bool {
+        target.members.len() == self.members.len()
+            && self
+                .members
+                .values()
+                .all(|m| target.for_member(m).is_some_and(|set| *set == m.owned))
     }
 
     /// Whether the Stopping phase is over; moves to Fetching when it is.
@@ -851,14 +1031,22 @@ impl NativeGroup {
                 // The target could not be computed; a retry is scheduled.
                 return false;
             }
-            // Eager: everyone has stopped; compute now.
-            match self.compute_target(env, fx) {
-                Ok(t) => {
+            // Eager: everyone has stopped; compute now (unless a call is out already).
+            if self
+                .assigning
+                .as_ref()
+                .is_some_and(|a| a.purpose == Purpose::Rebalance)
+            {
+                return false;
+            }
+            match self.compute_target(env, fx, Purpose::Rebalance) {
+                Computed::Ready(t) => {
                     if let Phase::Stopping { target, .. } = &mut self.phase {
                         *target = Some(t);
                     }
                 }
-                Err(()) => {
+                Computed::Started => return false,
+                Computed::Failed => {
                     self.retry_later(env, fx);
                     return false;
                 }

@@ -129,12 +129,13 @@ impl World {
         g: &mut NativeGroup,
         f: impl FnOnce(&mut NativeGroup, &NativeEnv<'_>, &mut Effects<'_>),
     ) -> Vec<NativeEffect> {
+        let calls = crate::core::assigning::AssignorCalls::default();
         let env = NativeEnv::new(
             now,
             &self.config,
             &self.topics,
             &self.stats,
-            &First,
+            crate::core::assigning::GroupAssignors::new(&First, &calls),
             &self.conns,
             false,
         );

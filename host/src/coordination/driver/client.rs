@@ -106,6 +106,17 @@ pub enum Msg {
     },
     /// Transactional offsets recorded before (startup, slot gained), still pending.
     RestoreTxnOffsets(Vec<PendingTxnOffsets>),
+    /// An assignor call the coordinator handed out (`RunAssignor` `op`) returned
+    /// ([`super::assignor_runs`]).
+    AssignorDone {
+        /// The coordinator's call id.
+        op: u64,
+        /// What the call returned.
+        result: drover_abi::std_types::RResult<
+            drover_abi::assignor::Assignment,
+            drover_abi::PluginError,
+        >,
+    },
     /// Stop: final coordinator outputs, drain the store worker, close channels.
     Shutdown(oneshot::Sender<()>),
 }

@@ -15,6 +15,7 @@
 //! Files: this one is the run loop and the messages' handling; [`client`] the mailbox
 //! and its handle; `outputs.rs` executes outputs; [`coordinator`] the interface.
 
+mod assignor_runs;
 pub mod client;
 pub mod coordinator;
 mod outputs;
@@ -88,6 +89,8 @@ struct Driver<C> {
     topic_ids: BTreeMap<String, [u8; 16]>,
     /// Transactional offsets: the ledger, completions in flight, metrics.
     txn: txn::TxnState,
+    /// The threads that run the coordinator's assignor calls.
+    assignor_runs: assignor_runs::AssignorRuns,
 }
 
 /// Starts the coordinator thread on `channel` (its receiver is the thread's mailbox);
@@ -105,6 +108,7 @@ pub fn spawn<C: Coordinator>(
     let txn = txn::TxnState::new(deps.txn_ledger.clone(), tx.downgrade());
     let driver = Driver {
         txn,
+        assignor_runs: assignor_runs::AssignorRuns::new(tx.downgrade()),
         coordinator,
         conns: ConnTable::default(),
         store,
@@ -277,6 +281,9 @@ impl<C: Coordinator> Driver<C> {
                 done,
             } => self.complete_txn(producer_id, producer_epoch, committed, done),
             Msg::RestoreTxnOffsets(pending) => self.restore_txn_offsets(pending),
+            Msg::AssignorDone { op, result } => {
+                self.feed(CoordinatorInput::AssignorDone { op, result })
+            }
             Msg::Shutdown(_) => unreachable!("handled by run"),
         }
     }

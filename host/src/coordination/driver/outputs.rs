@@ -208,6 +208,11 @@ impl<C: Coordinator> Driver<C> {
                 self.stage_txn_offsets(op, pending, inputs)
             }
             CoordinatorOutput::TxnCompletionApplied { op } => self.txn_completion_applied(op),
+            CoordinatorOutput::RunAssignor { op, job } => {
+                if let Some(failed) = self.assignor_runs.run(op, job) {
+                    inputs.push_back(failed);
+                }
+            }
             // A variant of a later minor than this build: `known_outputs` (plugins::handle)
             // already dropped those; the arm is what the non-exhaustive enum requires.
             _ => {}

@@ -133,6 +133,9 @@ pub(crate) struct ConsumerGroup {
     /// native group's: one entry per subscribed partition the context had a rate or
     /// lag for; it goes with the group.
     pub(super) last_loads: Vec<TopicSeenLoads>,
+    /// The assignor call the group waits for, handed to the host
+    /// ([`crate::assignor_job`]); at most one.
+    pub(super) assigning: Option<super::target::Assigning>,
 }
 
 impl ConsumerGroup {
@@ -153,6 +156,7 @@ impl ConsumerGroup {
             committed: BTreeMap::new(),
             settling_until: 0,
             last_loads: Vec::new(),
+            assigning: None,
         }
     }
 
@@ -207,7 +211,10 @@ impl ConsumerGroup {
     pub(super) fn state(&self) -> GroupState {
         if self.members.is_empty() {
             GroupState::Empty
-        } else if self.epoch > self.assignment_epoch || self.retry_at.is_some() {
+        } else if self.epoch > self.assignment_epoch
+            || self.retry_at.is_some()
+            || self.assigning.is_some()
+        {
             GroupState::Assigning
         } else if self
             .members

@@ -436,6 +436,10 @@ fn reconcile_and_answer(
     // A target not computed yet (the assignment interval): back when it is due.
     let interval = match g.target_due(env) {
         Some(due) => interval.min(due.saturating_sub(env.now).max(1)),
+        // The assignor runs on a host thread: back soon for its target.
+        None if g.assigning.is_some() => {
+            interval.min(u64::from(env.reconcile_heartbeat_interval_ms).max(1))
+        }
         None => interval,
     };
     let m = g.members.get_mut(&id).expect("present");

@@ -91,7 +91,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::ResponseError;
 
-use crate::assignors::Assignors;
+use crate::core::assigning::GroupAssignors;
 use crate::core::groups::{Group, Groups};
 use crate::core::TimerKey;
 use crate::seen_loads::TopicSeenLoads;
@@ -200,8 +200,8 @@ pub(crate) struct Env<'a> {
     pub topics: &'a BTreeMap<TopicName, u32>,
     /// The host's partition table, for assignors' contexts.
     pub partition_stats: &'a crate::PartitionStats,
-    /// The loaded assignors.
-    pub assignors: &'a dyn Assignors,
+    /// The loaded assignors, and where calls handed to the host are recorded.
+    pub assignors: GroupAssignors<'a>,
     /// The assignor of groups whose members name none (aliases apply).
     pub default_assignor: &'a str,
     /// The session timeout of every member.
@@ -305,7 +305,9 @@ impl ConsumerGroups {
     /// revoked it), so no partition is owned by two members at once. Unknown or empty
     /// groups are skipped, and so is a group whose assignor, run over the new inputs,
     /// gives the target it already has (or fails: the target in force stays): no new
-    /// epoch, nothing for the members to do. Returns the groups given a new target.
+    /// epoch, nothing for the members to do. Returns the groups given a new target
+    /// during this call (a run handed to the host gives its group one later, when its
+    /// result arrives).
     pub(crate) fn rerun(
         &mut self,
         groups: &mut Groups,
@@ -320,17 +322,28 @@ impl ConsumerGroups {
             if g.members.is_empty() {
                 continue;
             }
-            let result = g.run_assignor(env);
-            match &result {
-                Ok(run) if run.target != g.target || run.assignor != g.assignor => {}
-                _ => continue,
+            let epoch = g.epoch;
+            g.start_assignment(env, target::Purpose::Drift);
+            if g.epoch != epoch {
+                out.push(id);
             }
-            g.epoch = g.epoch.saturating_add(1);
-            tracing::debug!(group = %g.id, epoch = g.epoch, "assignor inputs drifted: new target");
-            g.install(env, result);
-            out.push(id);
         }
         out
+    }
+
+    /// The result of assignor call `call` of group `group` arrived from the host
+    /// ([`crate::core::assigning`]): the group takes it if it still waits for it.
+    pub(crate) fn assignor_done(
+        &mut self,
+        groups: &mut Groups,
+        env: &Env<'_>,
+        group: &GroupId,
+        call: u64,
+        result: Result<drover_abi::assignor::Assignment, drover_abi::PluginError>,
+    ) -> bool {
+        groups
+            .consumer_mut(group)
+            .is_some_and(|g| g.assignor_done(env, call, result))
     }
 
     /// Members whose timers ([`TimerKey::ConsumerMember`]) fired, in the order they

@@ -4,6 +4,8 @@
 use super::group::{ConsumerGroup, GroupState};
 use super::member::{Member, MemberState};
 use super::*;
+use crate::assignors::Assignors;
+use crate::core::assigning::AssignorCalls;
 use crate::core::commits::{CommitApi, CommitAuthor};
 use drover_abi::assignor::{AssignInput, Assignment, AssignorMember, MemberAssignment};
 use drover_abi::{PluginError, TopicPartitions};
@@ -239,11 +241,12 @@ impl World {
     }
 
     fn hb(&mut self, req: HeartbeatRequest) -> HeartbeatResponse {
+        let calls = AssignorCalls::default();
         let env = Env {
             now: self.now,
             topics: &self.topics,
             partition_stats: &self.stats,
-            assignors: &ASSIGNORS,
+            assignors: GroupAssignors::new(&ASSIGNORS, &calls),
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: self.heartbeat_interval_ms,
@@ -284,11 +287,12 @@ impl World {
 
     fn set_topic(&mut self, topic: &str, partitions: u32) {
         self.topics.insert(TopicName::new(topic), partitions);
+        let calls = AssignorCalls::default();
         let env = Env {
             now: self.now,
             topics: &self.topics,
             partition_stats: &self.stats,
-            assignors: &ASSIGNORS,
+            assignors: GroupAssignors::new(&ASSIGNORS, &calls),
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: self.heartbeat_interval_ms,
@@ -306,11 +310,12 @@ impl World {
     /// would have stopped it) and rejoins.
     fn tick(&mut self, ms: u64) -> Vec<(GroupId, String, &'static str)> {
         self.now += ms;
+        let calls = AssignorCalls::default();
         let env = Env {
             now: self.now,
             topics: &self.topics,
             partition_stats: &self.stats,
-            assignors: &ASSIGNORS,
+            assignors: GroupAssignors::new(&ASSIGNORS, &calls),
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: self.heartbeat_interval_ms,
