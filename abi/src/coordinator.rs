@@ -37,7 +37,8 @@
 //! 7. Times are ms of the host's monotonic clock; the host delivers
 //!    [`CoordinatorInput::TimerFired`] at or after the deadline of
 //!    [`Coordinator::poll_timeout`].
-//! 8. (3.6) [`CoordinatorOutput::RunAssignor`] hands the host an assignor call to run
+//! 8. (3.4) Transactional offsets: docs/plugins.md, "The coordinator contract", rule 8.
+//! 9. (3.6) [`CoordinatorOutput::RunAssignor`] hands the host an assignor call to run
 //!    off the coordinator's thread, under the assignor's time budget
 //!    (`coordinator.assignor_timeout_ms`); its result comes back as exactly one
 //!    [`CoordinatorInput::AssignorDone`] with the same `op` (assignor call ids are a
@@ -253,7 +254,7 @@ pub enum CoordinatorInput {
         /// `true`: commit; `false`: abort.
         committed: bool,
     },
-    /// The result of [`CoordinatorOutput::RunAssignor`] `op` (rule 8): the assignor's
+    /// The result of [`CoordinatorOutput::RunAssignor`] `op` (rule 9): the assignor's
     /// output, unchecked (the coordinator checks it), or its error. A call abandoned
     /// past its time budget, or refused because the plugin is still busy with an
     /// abandoned one, is an [`crate::ErrorKind::Unavailable`] error. Added in
@@ -386,7 +387,7 @@ pub enum CoordinatorOutput {
     },
     /// Run `job` (one assignor call: the assignor, its input and context, all owned by
     /// the job) off the coordinator's thread and deliver its result as
-    /// [`CoordinatorInput::AssignorDone`] `op` (rule 8). The job calls an assignor
+    /// [`CoordinatorInput::AssignorDone`] `op` (rule 9). The job calls an assignor
     /// instance the host handed the coordinator (`NamedAssignor`), so the host's
     /// time budget applies. Added in coordinator ABI 3.6 (Kafka's KIP-1263 moves
     /// assignments off the group coordinator's thread the same way).

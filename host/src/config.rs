@@ -290,14 +290,15 @@ pub struct CoordinatorSection {
     /// startup and after every topic change. Default 10000; at least 100.
     pub partition_stats_interval_ms: u64,
     /// The budget of one assignor call, in ms (issue 28 item 2, after Kafka's KIP-1263):
-    /// the call runs on a worker thread; past the budget it is abandoned, the rebalance
-    /// runs the default assignor, and the plugin is *slow* (its calls fail at once)
-    /// until the abandoned call returns
+    /// the call runs on a worker thread of the plugin (and, from coordinator ABI 3.6,
+    /// off the coordinator thread altogether); past the budget it is abandoned, the
+    /// run uses the default assignor, and the plugin is *slow* (its calls fail at
+    /// once) until the abandoned call returns
     /// ([`crate::coordination::assignor_budget`]). Default 5000: above the largest
     /// built-in assignment measured (`load-aware`, 10,000 members × 1,000,000
     /// partitions: 3.65 s on a busy 2-vCPU machine, docs/benchmarks.md), under the
-    /// shortest default session timeout (native, 10 s). 0: no budget, assignors run on
-    /// the coordinator thread.
+    /// shortest default session timeout (native, 10 s). 0: no budget (a coordinator
+    /// older than ABI 3.6 then runs assignors on its own thread).
     pub assignor_timeout_ms: u64,
 }
 

@@ -2,9 +2,13 @@
 //! item 2, after Kafka's KIP-1263, which takes assignments off the group coordinator's
 //! thread the same way).
 //!
-//! The coordinator core calls assignors synchronously from inside `handle`, on the one
-//! coordinator thread (docs/design.md, "The coordinator core is sans-IO"): an assignor
-//! that takes 20 s would hold every group of the broker for 20 s. So the host does not
+//! From coordinator ABI 3.6 the coordinator hands its assignor calls to the host, which
+//! runs them on a thread per assignor ([`crate::coordination::driver`]'s
+//! `assignor_runs`): a slow call holds only its own groups. An older coordinator calls
+//! assignors synchronously from inside `handle`, on the one coordinator thread, where an
+//! assignor that takes 20 s would hold every group of the broker for 20 s. Either way
+//! the call must end: a plugin that loops forever would hold its groups (or, with an
+//! older coordinator, every group) forever. So the host does not
 //! hand the coordinator the plugins' own assignor instances: [`AssignorBudgets::named`]
 //! wraps each in a host-implemented `Assignor` (`#[sabi_trait]` objects can be built by
 //! any crate that has the trait, the host included) that
@@ -18,7 +22,7 @@
 //!   the worker thread is left to finish on its own;
 //! - while a call of a plugin runs past its budget, the plugin is **slow**: further calls
 //!   to it fail at once, without a thread, so a plugin that never returns costs the
-//!   coordinator thread one budget and then nothing. It shows in `GET /v1/plugins` and
+//!   calling thread one budget and then nothing. It shows in `GET /v1/plugins` and
 //!   `drover plugins list --admin` (`slow`), in the metrics
 //!   (`drover_assignor_timeouts_total{assignor}`, `drover_assignor_calls_overdue{assignor}`
 //!   and `drover_assignor_calls_refused_total{assignor}`), and native groups naming it
