@@ -500,6 +500,21 @@ pub(crate) fn validate_assignment(
     Ok(result)
 }
 
+/// Whether two inputs describe the same group: the same members with the same
+/// subscriptions, racks and weights, over the same partition counts (what members own
+/// aside). Tells whether a call's result, back from the host, is still about the
+/// members as they are ([`crate::core::assigning`]).
+pub(crate) fn same_members(a: &AssignInput, b: &AssignInput) -> bool {
+    a.topics == b.topics
+        && a.members.len() == b.members.len()
+        && a.members.iter().zip(b.members.iter()).all(|(x, y)| {
+            x.member_id == y.member_id
+                && x.topics == y.topics
+                && x.rack == y.rack
+                && x.weight == y.weight
+        })
+}
+
 /// [`validate_assignment`] against what the assignor was given: the members of
 /// `input` with their subscribed (existing) topics, and its partition counts. The
 /// check of a result that may come back after the group's members moved on
@@ -508,17 +523,19 @@ pub(crate) fn validate_against_input(
     input: &AssignInput,
     output: &Assignment,
 ) -> Result<BTreeMap<ConsumerId, BTreeSet<TopicPartition>>, String> {
-    let members: Vec<(ConsumerId, BTreeSet<TopicName>)> = input
+    // Members with the same topic list (every member of a homogeneous group) share one
+    // set, built once.
+    let mut sets: Vec<BTreeSet<TopicName>> = Vec::new();
+    let mut by_list: HashMap<&[RString], usize> = HashMap::new();
+    let members: Vec<(ConsumerId, usize)> = input
         .members
         .iter()
         .map(|m| {
-            (
-                ConsumerId::new(m.member_id.as_str()),
-                m.topics
-                    .iter()
-                    .map(|t| TopicName::new(t.as_str()))
-                    .collect(),
-            )
+            let set = *by_list.entry(m.topics.as_slice()).or_insert_with(|| {
+                sets.push(m.topics.iter().map(|t| TopicName::new(t.as_str())).collect());
+                sets.len() - 1
+            });
+            (ConsumerId::new(m.member_id.as_str()), set)
         })
         .collect();
     let topics: BTreeMap<TopicName, u32> = input
@@ -529,9 +546,9 @@ pub(crate) fn validate_against_input(
     let none = BTreeSet::new();
     let views: Vec<MemberView<'_>> = members
         .iter()
-        .map(|(id, topics)| MemberView {
+        .map(|(id, set)| MemberView {
             id,
-            topics,
+            topics: &sets[*set],
             owned: &none,
             rack: None,
             weight: 1,

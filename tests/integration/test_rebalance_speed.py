@@ -89,7 +89,12 @@ def test_kip848_members_of_a_staggered_rollout_balance_within_the_settle_time(
                            consumer_heartbeat_interval_ms=NORMAL_INTERVAL_MS,
                            consumer_session_timeout_ms=3 * NORMAL_INTERVAL_MS,
                            # The normal interval only (the budget has its own test).
-                           consumer_heartbeat_budget_per_s=0)
+                           consumer_heartbeat_budget_per_s=0,
+                           # Longer than the default 1 s: on a loaded machine the
+                           # members start up to a second or more apart, and a member
+                           # told the normal interval before the next one joins would
+                           # wait 30 s (the window, not its length, is under test).
+                           consumer_rebalance_settle_ms=5000)
     topic, group = "speed-rollout", "g-speed-rollout"
     ck_create_topic(b, topic, 8)
     members = []

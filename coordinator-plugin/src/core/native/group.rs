@@ -26,7 +26,9 @@ use super::offsets::Commits;
 use drover_abi::assignor::{AssignInput, Assignment};
 use drover_abi::PluginError;
 
-use crate::assignors::{build_input, validate_against_input, ContextParts, MemberView};
+use crate::assignors::{
+    build_input, same_members, validate_against_input, ContextParts, MemberView,
+};
 use crate::config::RebalanceMode;
 use crate::core::assigning::Call;
 use crate::id_map::IdMap;
@@ -869,19 +871,12 @@ impl NativeGroup {
             .collect()
     }
 
-    /// Whether `input` (a call's) still describes the group: the same members with
-    /// the same subscriptions, racks and weights, over the same partition counts
-    /// (what they own aside).
+    /// Whether `input` (a call's) still describes the group ([`same_members`]).
     fn input_current(&self, env: &NativeEnv<'_>, input: &AssignInput) -> bool {
-        let now = build_input(self.id.as_str(), &self.views(), env.topics);
-        now.topics == input.topics
-            && now.members.len() == input.members.len()
-            && now.members.iter().zip(input.members.iter()).all(|(a, b)| {
-                a.member_id == b.member_id
-                    && a.topics == b.topics
-                    && a.rack == b.rack
-                    && a.weight == b.weight
-            })
+        same_members(
+            &build_input(self.id.as_str(), &self.views(), env.topics),
+            input,
+        )
     }
 
     /// Logs, reports and counts a failed assignor call.

@@ -12,7 +12,9 @@ use drover_abi::PluginError;
 
 use super::group::ConsumerGroup;
 use super::{Assigned, AssignorRun, Env};
-use crate::assignors::{build_input, validate_against_input, ContextParts, MemberView};
+use crate::assignors::{
+    build_input, same_members, validate_against_input, ContextParts, MemberView,
+};
 use crate::core::assigning::Call;
 use crate::seen_loads::TopicSeenLoads;
 use crate::types::ConsumerId;
@@ -85,7 +87,7 @@ impl ConsumerGroup {
                 target: BTreeMap::new(),
                 loads: Vec::new(),
             };
-            self.finish(env, purpose, epoch, Ok(empty));
+            self.finish(env, purpose, (epoch, false), Ok(empty));
             return;
         }
         self.launch(env, purpose, assignor);
@@ -96,30 +98,17 @@ impl ConsumerGroup {
     /// offsets are those the coordinator saw written, laid over the host's partition
     /// data).
     fn launch(&mut self, env: &Env<'_>, purpose: Purpose, name: String) {
-        let ids: Vec<ConsumerId> = self.members.keys().map(ConsumerId::new).collect();
-        let none = BTreeSet::new();
-        let views: Vec<MemberView<'_>> = self
-            .members
-            .values()
-            .zip(&ids)
-            .map(|(m, id)| MemberView {
-                id,
-                topics: &m.topics,
-                owned: self.target.get(&m.id).unwrap_or(&none),
-                // KIP-848's `RackId`; the protocol has no weight (docs/plugins.md).
-                rack: m.rack_id.as_deref(),
-                weight: 1,
-                labels: &[],
-            })
-            .collect();
-        let input = Arc::new(build_input(self.id.as_str(), &views, env.topics));
-        let context = ContextParts::build(
-            &views,
-            env.topics,
-            env.partition_stats,
-            self.committed.iter().map(|(tp, offset)| (tp, *offset)),
-        )
-        .aged(env.partition_stats, env.now);
+        let (input, context) = self.with_views(|views| {
+            let input = Arc::new(build_input(self.id.as_str(), views, env.topics));
+            let context = ContextParts::build(
+                views,
+                env.topics,
+                env.partition_stats,
+                self.committed.iter().map(|(tp, offset)| (tp, *offset)),
+            )
+            .aged(env.partition_stats, env.now);
+            (input, context)
+        });
         let loads = context.seen_loads();
         let mut call = Assigning {
             call: 0,
@@ -144,6 +133,28 @@ impl ConsumerGroup {
                 self.assigning = Some(call);
             }
         }
+    }
+
+    /// Runs `f` over the members as an assignor sees them: each owning its entry of the
+    /// target in force.
+    fn with_views<R>(&self, f: impl FnOnce(&[MemberView<'_>]) -> R) -> R {
+        let ids: Vec<ConsumerId> = self.members.keys().map(ConsumerId::new).collect();
+        let none = BTreeSet::new();
+        let views: Vec<MemberView<'_>> = self
+            .members
+            .values()
+            .zip(&ids)
+            .map(|(m, id)| MemberView {
+                id,
+                topics: &m.topics,
+                owned: self.target.get(&m.id).unwrap_or(&none),
+                // KIP-848's `RackId`; the protocol has no weight (docs/plugins.md).
+                rack: m.rack_id.as_deref(),
+                weight: 1,
+                labels: &[],
+            })
+            .collect();
+        f(&views)
     }
 
     /// The result of assignor call `call` arrived from the host: completed if the
@@ -187,18 +198,24 @@ impl ConsumerGroup {
                     .into_iter()
                     .map(|(id, set)| (id.as_str().to_owned(), set))
                     .collect();
+                // Members came, went or changed while a call handed out ran.
+                let stale = call.call != 0
+                    && !self.with_views(|views| {
+                        same_members(&build_input(self.id.as_str(), views, env.topics), &call.input)
+                    });
                 let run = Assigned {
                     assignor: call.assignor,
                     target,
                     loads: call.loads,
                 };
-                self.finish(env, call.purpose, call.epoch, Ok(run));
+                self.finish(env, call.purpose, (call.epoch, stale), Ok(run));
             }
             Err(error) => {
                 env.failures.set(env.failures.get() + 1);
                 let default = default_assignor(env);
                 if call.assignor == default {
-                    self.finish(env, call.purpose, call.epoch, Err((call.assignor, error)));
+                    let run = Err((call.assignor, error));
+                    self.finish(env, call.purpose, (call.epoch, false), run);
                     return;
                 }
                 let assignor = call.assignor;
@@ -227,11 +244,18 @@ impl ConsumerGroup {
     ///   assignor) is installed at a new group epoch; the same target, or a failure,
     ///   changes nothing.
     ///
-    /// A target computed at an epoch the group has since left is installed all the
-    /// same for the members still there, and the group epoch bumped once more so that
+    /// `epoch` is the group epoch the call started at; `stale` says that the members
+    /// changed while it ran (only a call handed to the host can see that). A stale
+    /// target is installed all the same for the members still there, and the group epoch bumped once more so that
     /// a run over the members as they are is due next: a result that comes back late
     /// is as good as the target in force until then.
-    fn finish(&mut self, env: &Env<'_>, purpose: Purpose, epoch: i32, run: AssignorRun) {
+    fn finish(
+        &mut self,
+        env: &Env<'_>,
+        purpose: Purpose,
+        (epoch, stale): (i32, bool),
+        run: AssignorRun,
+    ) {
         match purpose {
             Purpose::Due => self.install(env, epoch, run),
             Purpose::Retry | Purpose::Drift => {
@@ -241,9 +265,6 @@ impl ConsumerGroup {
                     (Err(_), _) => false,
                 };
                 if wanted {
-                    // The members changed while the call ran (only a call handed to
-                    // the host can see that).
-                    let stale = self.epoch != epoch;
                     self.epoch = self.epoch.saturating_add(1);
                     if purpose == Purpose::Drift {
                         tracing::debug!(group = %self.id, epoch = self.epoch, "assignor inputs drifted: new target");

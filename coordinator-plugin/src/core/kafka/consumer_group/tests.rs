@@ -131,6 +131,27 @@ fn range(input: &AssignInput) -> Assignment {
 
 static ASSIGNORS: TestAssignors = TestAssignors;
 
+/// [`ASSIGNORS`] as the host runs plugins: their calls handed out
+/// (`Assignors::runner`), their results delivered later by the test ([`World::deliver`]).
+struct Threaded;
+
+impl Assignors for Threaded {
+    fn contains(&self, name: &str) -> bool {
+        ASSIGNORS.contains(name)
+    }
+
+    fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError> {
+        ASSIGNORS.assign(name, input)
+    }
+
+    fn runner(&self, name: &str) -> Option<crate::AssignorRunner> {
+        let name = name.to_owned();
+        Some(std::sync::Arc::new(move |input, _| ASSIGNORS.assign(&name, input)))
+    }
+}
+
+static THREADED: Threaded = Threaded;
+
 fn tp(topic: &str, partition: i32) -> TopicPartition {
     TopicPartition::new(topic, partition)
 }
@@ -215,6 +236,12 @@ struct World {
     settle_ms: u32,
     /// `Env::assignment_interval_ms`: 0 (every bump assigns at once) unless a test sets it.
     assignment_interval_ms: u32,
+    /// The assignors: [`ASSIGNORS`] (called inline) unless a test sets [`THREADED`].
+    assignors: &'static (dyn Assignors + Sync),
+    /// Assignor calls handed out, and those in flight.
+    calls: AssignorCalls,
+    /// Calls handed out whose results the test has not delivered yet.
+    jobs: Vec<crate::AssignorJob>,
 }
 
 impl World {
@@ -237,16 +264,52 @@ impl World {
             assignment_interval_ms: 0,
             default_assignor: "uniform",
             clients: Vec::new(),
+            assignors: &ASSIGNORS,
+            calls: AssignorCalls::default(),
+            jobs: Vec::new(),
         }
     }
 
-    fn hb(&mut self, req: HeartbeatRequest) -> HeartbeatResponse {
-        let calls = AssignorCalls::default();
+    /// Takes the assignor calls started by the last operation.
+    fn collect_jobs(&mut self) {
+        self.jobs.extend(self.calls.take_started());
+    }
+
+    /// Runs assignor call `k` (modulo those waiting) and delivers its result, as the
+    /// host would; nothing when none waits.
+    fn deliver(&mut self, k: usize) {
+        if self.jobs.is_empty() {
+            return;
+        }
+        let job = self.jobs.remove(k % self.jobs.len());
+        let result = job.run();
+        let group = self.calls.finished(job.id()).expect("a call handed out");
         let env = Env {
             now: self.now,
             topics: &self.topics,
             partition_stats: &self.stats,
-            assignors: GroupAssignors::new(&ASSIGNORS, &calls),
+            assignors: GroupAssignors::new(self.assignors, &self.calls),
+            default_assignor: self.default_assignor,
+            session_timeout_ms: SESSION,
+            heartbeat_interval_ms: self.heartbeat_interval_ms,
+            reconcile_heartbeat_interval_ms: 200,
+            rebalance_settle_ms: self.settle_ms,
+            assignment_interval_ms: self.assignment_interval_ms,
+            max_group_size: self.max_group_size,
+            fallbacks: std::cell::Cell::new(0),
+            failures: std::cell::Cell::new(0),
+        };
+        self.groups
+            .assignor_done(&mut self.table, &env, &group, job.id(), result);
+        self.collect_jobs();
+    }
+
+    fn hb(&mut self, req: HeartbeatRequest) -> HeartbeatResponse {
+        let env = Env {
+            now: self.now,
+            topics: &self.topics,
+            partition_stats: &self.stats,
+            assignors: GroupAssignors::new(self.assignors, &self.calls),
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: self.heartbeat_interval_ms,
@@ -262,6 +325,7 @@ impl World {
             .heartbeat(&mut self.table, &env, &mut self.timers, req);
         self.fallbacks += env.fallbacks.get();
         self.failures += env.failures.get();
+        self.collect_jobs();
         // Shorter than the reconciliation interval (200) only for a member waiting for
         // partitions others hold (a quarter of it at least) or for a target that
         // waits for the assignment interval.
@@ -287,12 +351,11 @@ impl World {
 
     fn set_topic(&mut self, topic: &str, partitions: u32) {
         self.topics.insert(TopicName::new(topic), partitions);
-        let calls = AssignorCalls::default();
         let env = Env {
             now: self.now,
             topics: &self.topics,
             partition_stats: &self.stats,
-            assignors: GroupAssignors::new(&ASSIGNORS, &calls),
+            assignors: GroupAssignors::new(self.assignors, &self.calls),
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: self.heartbeat_interval_ms,
@@ -304,18 +367,18 @@ impl World {
             failures: std::cell::Cell::new(0),
         };
         self.groups.topics_changed(&mut self.table, &env);
+        self.collect_jobs();
     }
 
     /// Advances time and expires; a fenced client stops consuming (its own timers
     /// would have stopped it) and rejoins.
     fn tick(&mut self, ms: u64) -> Vec<(GroupId, String, &'static str)> {
         self.now += ms;
-        let calls = AssignorCalls::default();
         let env = Env {
             now: self.now,
             topics: &self.topics,
             partition_stats: &self.stats,
-            assignors: GroupAssignors::new(&ASSIGNORS, &calls),
+            assignors: GroupAssignors::new(self.assignors, &self.calls),
             default_assignor: self.default_assignor,
             session_timeout_ms: SESSION,
             heartbeat_interval_ms: self.heartbeat_interval_ms,
@@ -336,6 +399,7 @@ impl World {
         let expired = self
             .groups
             .expire(&mut self.table, &env, &mut self.timers, due);
+        self.collect_jobs();
         for (_, id, _) in &expired {
             for c in self.clients.iter_mut().filter(|c| c.up && c.id == *id) {
                 c.owned.clear();
@@ -468,6 +532,9 @@ impl World {
     fn converge(&mut self, rounds: usize) {
         for _ in 0..rounds {
             self.tick(1_000);
+            while !self.jobs.is_empty() {
+                self.deliver(0);
+            }
             for i in 0..self.clients.len() {
                 self.step(i, true);
             }
@@ -1580,6 +1647,8 @@ enum Op {
     Tick(u64),
     AddPartition,
     CreateTopic,
+    /// The result of an assignor call handed out comes back (threaded assignors).
+    Deliver(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -1593,6 +1662,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0..4_000u64).prop_map(Op::Tick),
         1 => Just(Op::AddPartition),
         1 => Just(Op::CreateTopic),
+        3 => (0..4usize).prop_map(Op::Deliver),
     ]
 }
 
@@ -1604,12 +1674,21 @@ proptest! {
     })]
 
     /// Random joins, heartbeats (revoking promptly or not), leaves, crashes,
-    /// restarts, expiries and topic changes: after every step no partition is held
+    /// restarts, expiries, topic changes and (half the cases) assignor results that
+    /// come back late: after every step no partition is held
     /// by two members nor consumed by two clients, and in the end the group
     /// converges to a full, disjoint assignment at one epoch.
     #[test]
-    fn no_partition_is_ever_held_twice(ops in prop::collection::vec(op(), 1..120)) {
+    fn no_partition_is_ever_held_twice(
+        ops in prop::collection::vec(op(), 1..120),
+        threaded in prop::bool::ANY,
+    ) {
         let mut w = World::new(&[("t", 5)]);
+        if threaded {
+            // Assignor calls run as the host runs plugins': their results come back
+            // later, interleaved with everything else (coordinator ABI 3.6).
+            w.assignors = &THREADED;
+        }
         w.add_client("d0", false, &["t", "t2"], None);
         w.add_client("d1", false, &["t", "t2"], None);
         w.add_client("s0", true, &[], Some("t|t2"));
@@ -1637,6 +1716,7 @@ proptest! {
                     let n = w.topics.get(&TopicName::new("t2")).copied().unwrap_or(0);
                     w.set_topic("t2", n + 2);
                 }
+                Op::Deliver(k) => w.deliver(k),
             }
             w.check();
         }
