@@ -26,6 +26,11 @@
 //!   members before the leaver in id order each move one partition per topic, so the
 //!   debounce `Timer` also sends ~500 StopFetchers, whose answers and the commit of
 //!   their final offsets are timed with it, and ~5,000 partitions get start offsets.
+//! - `rebalance_1000x10000/{sticky,range}-inline`: the same with the assignor called
+//!   inside `handle` (as a coordinator before ABI 3.6 does); without `-inline` the call
+//!   is handed out (`RunAssignor`) and runs outside the timed `handle` calls, as it
+//!   runs on an assignor thread of the broker: the difference is what leaves the
+//!   coordinator's thread.
 //! - `assignor_1000x10000/{sticky,range}/{fresh,one-left}`: the assignor call alone,
 //!   through the plugin ABI, on the very inputs the coordinator built for the group's
 //!   first rebalance (1,000 members, nothing owned) and for the rebalance above (999
@@ -181,8 +186,42 @@ fn bench_rebalance(c: &mut Criterion) {
                 total
             })
         });
+        let inline = format!("{name}-inline");
+        g.bench_function(&inline, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let mut d = stable_group(Inline(set.clone()), &name);
+                    total += rebalance(&mut d).total;
+                }
+                total
+            })
+        });
     }
     g.finish();
+}
+
+/// The plugins called inside `handle`, on the coordinator's thread, as a coordinator
+/// before ABI 3.6 calls them (no runner: `Assignors::runner` is `None`).
+struct Inline(AssignorSet);
+
+impl Assignors for Inline {
+    fn contains(&self, name: &str) -> bool {
+        self.0.contains(name)
+    }
+
+    fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError> {
+        self.0.assign(name, input)
+    }
+
+    fn assign_with_context(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: drover_abi::assignor::AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        self.0.assign_with_context(name, input, context)
+    }
 }
 
 /// The plugins, recording the inputs the coordinator passes them.

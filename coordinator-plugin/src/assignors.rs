@@ -532,7 +532,12 @@ pub(crate) fn validate_against_input(
         .iter()
         .map(|m| {
             let set = *by_list.entry(m.topics.as_slice()).or_insert_with(|| {
-                sets.push(m.topics.iter().map(|t| TopicName::new(t.as_str())).collect());
+                sets.push(
+                    m.topics
+                        .iter()
+                        .map(|t| TopicName::new(t.as_str()))
+                        .collect(),
+                );
                 sets.len() - 1
             });
             (ConsumerId::new(m.member_id.as_str()), set)

@@ -5,7 +5,11 @@
 //! thread (as with `assignor_timeout_ms = 0`) and through the host's budgeted wrapper,
 //! which copies the input and the context and hands the call to the plugin's worker
 //! thread, waiting for its result. The difference is the hand-off; `copy-only` is the
-//! copy of the input and the context the wrapper makes, alone.
+//! copy of the input and the context the wrapper makes, alone. `handed-out` is the
+//! whole path of a coordinator of ABI 3.6: the call as a job (`RunAssignor`) queued to
+//! the assignor's thread of the host's driver (`coordination::driver::assignor_runs`),
+//! which makes the budgeted call and posts the result to the coordinator thread's
+//! mailbox, where the bench waits for it.
 //!
 //! Homogeneous groups: every member subscribes to every topic of (at most) 1,000
 //! partitions; every partition has a context entry (leader, log offsets, committed
@@ -16,12 +20,19 @@
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
+use abi_stable::sabi_trait::TD_Opaque;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use drover_abi::{
     assignor::{AssignContext, AssignorArc, PartitionContext, TopicContext},
     std_types::{RNone, RSlice, RSome, RString, RVec},
     AssignInput, AssignorMember, TopicInfo,
 };
+use drover_abi::{
+    coordinator::{AssignorJob, AssignorJob_TO},
+    std_types::{RArc, RResult},
+    Assignment, PluginError,
+};
+use drover_host::coordination::driver::{assignor_runs::AssignorRuns, client::Msg};
 use drover_host::{broker::Metrics, coordination::assignor_budget::AssignorBudgets};
 use drover_tests::load_assignor;
 
@@ -93,6 +104,34 @@ fn call(assignor: &AssignorArc, input: &AssignInput, topics: &[TopicContext]) ->
     })
 }
 
+/// One call as a coordinator of ABI 3.6 hands it to the host: the input and the
+/// context owned by the job (shared here, as the coordinator moves what it built).
+struct Job {
+    assignor: AssignorArc,
+    input: Arc<AssignInput>,
+    topics: Arc<Vec<TopicContext>>,
+}
+
+impl AssignorJob for Job {
+    fn run(&self) -> RResult<Assignment, PluginError> {
+        AssignContext {
+            members: RSlice::from_slice(&[]),
+            brokers: RSlice::from_slice(&[]),
+            topics: RSlice::from_slice(&self.topics),
+            partition_data_age_ms: drover_abi::std_types::ROption::RNone,
+        }
+        .lend(|context| self.assignor.assign_with_context(&self.input, context))
+    }
+
+    fn group(&self) -> RString {
+        "bench".into()
+    }
+
+    fn assignor(&self) -> RString {
+        "range".into()
+    }
+}
+
 fn handoff(c: &mut Criterion) {
     let (_, handle) = load_assignor("drover_assignor_range");
     let handle = Arc::new(handle);
@@ -113,6 +152,24 @@ fn handoff(c: &mut Criterion) {
         });
         g.bench_with_input(BenchmarkId::new("budgeted", &size), &input, |b, input| {
             b.iter(|| call(&budgeted, input, &context))
+        });
+        let (mailbox, results) = flume::unbounded::<Msg>();
+        let mut runs = AssignorRuns::new(mailbox.downgrade());
+        let (shared_input, shared_topics) = (Arc::new(input.clone()), Arc::new(context.clone()));
+        g.bench_function(BenchmarkId::new("handed-out", &size), |b| {
+            b.iter(|| {
+                let job = Job {
+                    assignor: budgeted.clone(),
+                    input: Arc::clone(&shared_input),
+                    topics: Arc::clone(&shared_topics),
+                };
+                let job = RArc::new(AssignorJob_TO::from_value(job, TD_Opaque));
+                assert!(runs.run(1, job).is_none());
+                match results.recv().expect("a result") {
+                    Msg::AssignorDone { result, .. } => result.unwrap().members.len(),
+                    _ => unreachable!("only assignor results are posted"),
+                }
+            })
         });
         // What the wrapper copies (and later drops) per call, alone, on one thread.
         g.bench_with_input(BenchmarkId::new("copy-only", &size), &input, |b, input| {

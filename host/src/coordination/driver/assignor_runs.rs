@@ -28,8 +28,9 @@ use super::client::Msg;
 /// One call waiting for its assignor's thread.
 type Queued = (u64, AssignorJobArc);
 
-/// The assignor threads and their queues.
-pub(super) struct AssignorRuns {
+/// The assignor threads and their queues (public for the hand-off benchmark,
+/// `tests/conformance/benches/assignor_handoff.rs`).
+pub struct AssignorRuns {
     /// Where results go: the coordinator thread's mailbox (weak: the driver owns it).
     mailbox: flume::WeakSender<Msg>,
     /// Per assignor name, its thread's queue.
@@ -37,7 +38,8 @@ pub(super) struct AssignorRuns {
 }
 
 impl AssignorRuns {
-    pub(super) fn new(mailbox: flume::WeakSender<Msg>) -> Self {
+    /// No thread yet; results go to `mailbox` (the coordinator thread's).
+    pub fn new(mailbox: flume::WeakSender<Msg>) -> Self {
         AssignorRuns {
             mailbox,
             queues: HashMap::new(),
@@ -46,7 +48,7 @@ impl AssignorRuns {
 
     /// Queues call `op` on its assignor's thread (started if it has none). When no
     /// thread can run it, returns its result at once: an `Unavailable` error.
-    pub(super) fn run(&mut self, op: u64, job: AssignorJobArc) -> Option<CoordinatorInput> {
+    pub fn run(&mut self, op: u64, job: AssignorJobArc) -> Option<CoordinatorInput> {
         let name = job.assignor().to_string();
         let mut queued = (op, job);
         // A thread that ended (it panicked, or could not start) is replaced once.

@@ -15,7 +15,7 @@
 //! Files: this one is the run loop and the messages' handling; [`client`] the mailbox
 //! and its handle; `outputs.rs` executes outputs; [`coordinator`] the interface.
 
-mod assignor_runs;
+pub mod assignor_runs;
 pub mod client;
 pub mod coordinator;
 mod outputs;

@@ -794,3 +794,58 @@ fn a_gained_slot_brings_its_staged_offsets() {
     }
     h.shutdown();
 }
+
+/// An assignor call that returns once the test opens its gate.
+struct GatedJob(flume::Receiver<()>);
+
+impl drover_abi::coordinator::AssignorJob for GatedJob {
+    fn run(&self) -> RResult<drover_abi::Assignment, drover_abi::PluginError> {
+        let _ = self.0.recv();
+        RResult::ROk(drover_abi::Assignment::default())
+    }
+    fn group(&self) -> RString {
+        "g".into()
+    }
+    fn assignor(&self) -> RString {
+        "gated".into()
+    }
+}
+
+/// An assignor call handed out (`RunAssignor`, coordinator ABI 3.6) runs on a thread of
+/// its own: while it runs, the coordinator keeps being fed (here a second topic list),
+/// and its result comes back as `AssignorDone` with the call's id once it returns.
+#[test]
+fn assignor_calls_run_off_the_coordinator_thread_and_their_results_come_back() {
+    let (open, gate) = flume::unbounded::<()>();
+    let mut gate = Some(gate);
+    let h = start(
+        Setup::default(),
+        Box::new(move |input| match (input, &gate) {
+            (CoordinatorInput::TopicsChanged { .. }, Some(_)) => {
+                let gate = gate.take().expect("checked");
+                let job = drover_abi::coordinator::AssignorJob_TO::from_value(
+                    GatedJob(gate),
+                    abi_stable::sabi_trait::TD_Opaque,
+                );
+                vec![CoordinatorOutput::RunAssignor {
+                    op: 41,
+                    job: abi_stable::std_types::RArc::new(job),
+                }]
+            }
+            _ => Vec::new(),
+        }),
+    );
+    h.send(Msg::TopicsChanged(RVec::new(), RVec::new()));
+    h.wait_for(|i| matches!(i, CoordinatorInput::TopicsChanged { .. }));
+    // The call is blocked; the coordinator thread is not.
+    h.send(Msg::TopicsChanged(RVec::new(), RVec::new()));
+    h.wait_for(|i| matches!(i, CoordinatorInput::TopicsChanged { .. }));
+    open.send(()).unwrap();
+    match h.wait_for(|i| matches!(i, CoordinatorInput::AssignorDone { .. })) {
+        CoordinatorInput::AssignorDone { op, result } => {
+            assert_eq!(op, 41);
+            assert!(result.is_ok(), "{result:?}");
+        }
+        _ => unreachable!(),
+    }
+}

@@ -201,7 +201,10 @@ impl ConsumerGroup {
                 // Members came, went or changed while a call handed out ran.
                 let stale = call.call != 0
                     && !self.with_views(|views| {
-                        same_members(&build_input(self.id.as_str(), views, env.topics), &call.input)
+                        same_members(
+                            &build_input(self.id.as_str(), views, env.topics),
+                            &call.input,
+                        )
                     });
                 let run = Assigned {
                     assignor: call.assignor,

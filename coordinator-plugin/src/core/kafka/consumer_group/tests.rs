@@ -146,7 +146,9 @@ impl Assignors for Threaded {
 
     fn runner(&self, name: &str) -> Option<crate::AssignorRunner> {
         let name = name.to_owned();
-        Some(std::sync::Arc::new(move |input, _| ASSIGNORS.assign(&name, input)))
+        Some(std::sync::Arc::new(move |input, _| {
+            ASSIGNORS.assign(&name, input)
+        }))
     }
 }
 
