@@ -580,6 +580,14 @@ impl Sim {
                 self.ready.push_back((Kind::Membership, self.now, input));
             }
             Output::Event(event) => self.on_core_event(event),
+            Output::RunAssignor(job) => {
+                // The broker runs it on an assignor thread; here at once, untimed.
+                let input = Input::AssignorDone {
+                    call: job.id(),
+                    result: job.run(),
+                };
+                self.ready.push_back((Kind::Membership, self.now, input));
+            }
             other => panic!("unexpected output {other:?}"),
         }
     }
