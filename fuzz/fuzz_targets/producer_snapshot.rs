@@ -1,11 +1,11 @@
 //! Fuzzes the producer state snapshot decoder
-//! (`drover_host::log::producer_state::snapshot::decode`) with fuzzer-chosen bytes
+//! (`drover_log::producer_state::snapshot::decode`) with fuzzer-chosen bytes
 //! behind a valid magic, version and CRC, so the count and length checks are reached:
 //! no panic, no more producers than the cap, at most five batches each, and what
 //! decodes encodes back to the same bytes.
 #![no_main]
 
-use drover_host::log::{
+use drover_log::{
     batch::{compute_crc, CRC_START},
     producer_state::snapshot::{decode, encode},
 };

@@ -1,4 +1,4 @@
-//! Fuzzes the produce-path record validator (`drover_host::log::validate`): a batch
+//! Fuzzes the produce-path record validator (`drover_log::validate`): a batch
 //! header with a correct CRC around fuzzer-chosen records, uncompressed, or compressed
 //! by the harness so the record walker sees fuzzer-chosen decompressed bytes, or given
 //! as a fuzzer-chosen compressed stream. Whatever the input: no panic, memory within
@@ -9,7 +9,7 @@
 use std::io::Write;
 
 use bytes::Bytes;
-use drover_host::log::{
+use drover_log::{
     batch::{check_batch, compute_crc},
     validate::{validate_produced, ValidationRules},
     LogConfig,

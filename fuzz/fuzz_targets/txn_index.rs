@@ -1,12 +1,12 @@
-//! Fuzzes the aborted-transactions index decoder (`drover_host::log::txn_index::decode`,
+//! Fuzzes the aborted-transactions index decoder (`drover_log::txn_index::decode`,
 //! the `.txnindex` files read when a partition opens) and the transaction marker
-//! decoder (`drover_host::log::txn_marker::decode_result`) with arbitrary bytes: no
+//! decoder (`drover_log::txn_marker::decode_result`) with arbitrary bytes: no
 //! panic, never more entries than the cap, every entry's offsets in order, whole
 //! entries encode back to the bytes they came from, and a marker built from the
 //! fuzzer's fields decodes to its own result.
 #![no_main]
 
-use drover_host::log::{
+use drover_log::{
     batch::check_batch,
     txn_index::{decode, ENTRY_LEN},
     txn_marker::decode_result,

@@ -26,11 +26,11 @@
 
 pub mod admin;
 pub mod broker;
-pub mod clock;
+pub use drover_log::clock;
 pub mod cluster;
 pub mod config;
 pub mod coordination;
-pub mod log;
+pub use drover_log as log;
 pub mod logging;
 pub mod offsets;
 pub mod plugin_test;

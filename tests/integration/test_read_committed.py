@@ -10,7 +10,7 @@ gets exactly the records below the last stable offset. The transactional produce
 get their ids from the transaction coordinator and add the partition to their
 transaction first (AddPartitionsToTxn), as the Produce handler verifies (KIP-890 part
 1: a transactional batch for a partition not added is INVALID_TXN_STATE). Markers are
-tested through the log's API in Rust (host/src/log/partition/txn_tests.rs) and end to
+tested through the log's API in Rust (log/src/partition/txn_tests.rs) and end to
 end with real clients in test_transactions.py.
 Before this change, a transactional batch was refused with INVALID_TXN_STATE and
 read_committed fetches read to the log end.

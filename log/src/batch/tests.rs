@@ -5,7 +5,7 @@ use kafka_protocol::records::{
 use proptest::prelude::*;
 
 use super::*;
-use crate::log::test_util::{batch, RawBatch};
+use crate::test_util::{batch, RawBatch};
 
 const MAX: usize = 1 << 20;
 

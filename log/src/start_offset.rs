@@ -79,7 +79,7 @@ mod tests {
     /// without a clean close (as after `kill -9`).
     #[test]
     fn delete_records_moves_the_start_durably() {
-        use crate::log::{test_util::batch, LogConfig, PartitionLog};
+        use crate::{test_util::batch, LogConfig, PartitionLog};
         let dir = tempfile::tempdir().unwrap();
         let config = LogConfig {
             segment_bytes: 1024,

@@ -6,7 +6,7 @@ use std::io::Write;
 use bytes::Bytes;
 
 use super::*;
-use crate::log::{
+use crate::{
     batch::check_batch,
     test_util::{put_varlong, RawBatch},
 };

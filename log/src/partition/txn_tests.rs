@@ -2,7 +2,7 @@
 //! producers, commit and abort markers, fencing, read_committed reads, and the
 //! aborted-transactions index across restarts, crashes, retention and DeleteRecords.
 
-use crate::log::{
+use crate::{
     batch,
     test_util::RawBatch,
     txn_index::{self, AbortedTxn},
@@ -340,7 +340,7 @@ fn a_strangers_plain_batch_cannot_freeze_an_open_transaction() {
 /// batch is a zombie's and refused.
 #[test]
 fn a_marker_is_fenced_only_by_the_epoch_that_opened_the_transaction() {
-    use crate::log::producer_state::{ProducerEntry, ProducerLimits, ProducerStates};
+    use crate::producer_state::{ProducerEntry, ProducerLimits, ProducerStates};
     let limits = ProducerLimits {
         expiration_ms: i64::MAX,
         max_producer_ids: 10,

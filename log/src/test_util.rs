@@ -1,28 +1,41 @@
-//! Test helpers: building valid v2 record batches (with correct CRC) by hand.
+//! Test helpers: building valid v2 record batches (with correct CRC) by hand. Built for
+//! this crate's tests and, with the `test-util` feature, for other crates' (the host's).
 
 use super::batch::{compute_crc, BATCH_HEADER_LEN, LOG_OVERHEAD};
 
 /// Header fields of a batch to build; `payload` is the records section, used as is
 /// (so it can stand for compressed data).
 #[derive(Debug, Clone)]
-pub(crate) struct RawBatch {
+pub struct RawBatch {
+    /// Base offset (the log assigns its own on append).
     pub base_offset: i64,
+    /// Partition leader epoch.
     pub leader_epoch: i32,
+    /// Attributes (compression in bits 0–2, timestamp type bit 3, transactional bit 4,
+    /// control bit 5).
     pub attributes: i16,
+    /// Offset of the last record, relative to the base offset.
     pub last_offset_delta: i32,
+    /// Timestamp of the first record, ms.
     pub base_timestamp: i64,
+    /// Largest record timestamp, ms.
     pub max_timestamp: i64,
+    /// Producer id (−1: none).
     pub producer_id: i64,
+    /// Producer epoch (−1: none).
     pub producer_epoch: i16,
+    /// Sequence of the first record (−1: none).
     pub base_sequence: i32,
+    /// Number of records.
     pub records_count: i32,
+    /// The records section, as is.
     pub payload: Vec<u8>,
 }
 
 impl RawBatch {
     /// A batch as a non-idempotent producer sends it, with `records` timestamps (ms) and
     /// values; records are encoded in the v2 record format.
-    pub(crate) fn from_records(records: &[(i64, Vec<u8>)]) -> RawBatch {
+    pub fn from_records(records: &[(i64, Vec<u8>)]) -> RawBatch {
         let base_timestamp = records.first().map_or(-1, |r| r.0);
         let max_timestamp = records.iter().map(|r| r.0).max().unwrap_or(-1);
         let mut payload = Vec::new();
@@ -53,7 +66,7 @@ impl RawBatch {
     }
 
     /// The encoded batch, CRC included.
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(BATCH_HEADER_LEN + self.payload.len());
         b.extend_from_slice(&self.base_offset.to_be_bytes());
         let length = (BATCH_HEADER_LEN - LOG_OVERHEAD + self.payload.len()) as i32;
@@ -78,7 +91,7 @@ impl RawBatch {
 
 /// A valid batch of `count` records with `value_len`-byte values and timestamps
 /// `timestamp`, `timestamp + 1`, ... (ms).
-pub(crate) fn batch(count: usize, value_len: usize, timestamp: i64) -> Vec<u8> {
+pub fn batch(count: usize, value_len: usize, timestamp: i64) -> Vec<u8> {
     let records: Vec<(i64, Vec<u8>)> = (0..count)
         .map(|i| (timestamp + i as i64, vec![b'a' + (i % 26) as u8; value_len]))
         .collect();
@@ -86,7 +99,7 @@ pub(crate) fn batch(count: usize, value_len: usize, timestamp: i64) -> Vec<u8> {
 }
 
 /// Zigzag varint, as in the v2 record format.
-pub(crate) fn put_varlong(out: &mut Vec<u8>, value: i64) {
+pub fn put_varlong(out: &mut Vec<u8>, value: i64) {
     let mut v = ((value << 1) ^ (value >> 63)) as u64;
     while v >= 0x80 {
         out.push((v as u8 & 0x7f) | 0x80);

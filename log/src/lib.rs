@@ -43,6 +43,7 @@
 //! tail is cut; see [`PartitionLog::open`].
 
 pub mod batch;
+pub mod clock;
 pub mod compression;
 mod config;
 mod error;
@@ -60,8 +61,8 @@ pub mod txn_marker;
 pub mod validate;
 pub mod walk;
 
-#[cfg(test)]
-pub(crate) mod test_util;
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util;
 
 pub use config::{LogConfig, MIN_SEGMENT_BYTES};
 pub use error::LogError;

@@ -1,5 +1,5 @@
 //! Loading, snapshotting and trimming a partition's producer state
-//! ([`crate::log::producer_state`]).
+//! ([`crate::producer_state`]).
 //!
 //! On open (and after a recovery from a storage error) the newest readable snapshot at
 //! or below the log end offset is loaded and the batch headers from its offset to the
@@ -20,7 +20,7 @@ use std::path::Path;
 use tracing::{info, warn};
 
 use super::{sync_dir, PartitionLog};
-use crate::log::{
+use crate::{
     config::MAX_PRODUCER_IDS_PER_PARTITION,
     producer_state::{snapshot, ProducerLimits, ProducerStates},
     segment::Segment,

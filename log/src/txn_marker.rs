@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Clients never write control batches (Produce refuses them); only
-//! [`crate::log::PartitionLog::append_txn_marker`] does.
+//! [`crate::PartitionLog::append_txn_marker`] does.
 
 use super::batch::{self, BatchHeader, BATCH_HEADER_LEN, LOG_OVERHEAD, MAGIC_V2};
 

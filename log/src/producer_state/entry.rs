@@ -41,7 +41,7 @@ pub struct ProducerEntry {
     /// The producer epoch of the batch that opened that transaction. Meaningful only
     /// while [`Self::txn_first_offset`] is set: a marker of this epoch or newer ends the
     /// transaction, an older one is a zombie's and is refused
-    /// ([`crate::log::PartitionLog::append_txn_marker`]).
+    /// ([`crate::PartitionLog::append_txn_marker`]).
     pub txn_epoch: i16,
 }
 

@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 
 use super::{snapshot, *};
-use crate::log::batch::BatchHeader;
+use crate::batch::BatchHeader;
 
 const LIMITS: ProducerLimits = ProducerLimits {
     expiration_ms: 1_000,

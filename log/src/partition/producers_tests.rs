@@ -2,7 +2,7 @@
 //! the rebuild after a crash, and a corrupt snapshot.
 
 use super::*;
-use crate::log::{
+use crate::{
     test_util::{batch, RawBatch},
     AppendInfo, LogConfig, LogError, PartitionLog,
 };

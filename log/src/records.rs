@@ -68,7 +68,7 @@ pub fn first_record_at_or_after(batch: Bytes, target_ms: i64, min_offset: i64) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::test_util::batch;
+    use crate::test_util::batch;
 
     #[test]
     fn the_search_skips_records_below_the_lower_bound() {

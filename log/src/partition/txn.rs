@@ -1,12 +1,12 @@
 //! Transactions in the partition log (KIP-98, as Kafka 4.x's `UnifiedLog` keeps them):
 //! writing a marker ([`PartitionLog::append_txn_marker`]), the last stable offset, the
 //! aborted transactions a read_committed fetch returns, and loading the `.txnindex`
-//! files ([`crate::log::txn_index`]) on open.
+//! files ([`crate::txn_index`]) on open.
 
 use tracing::warn;
 
 use super::{sync_dir, PartitionLog, PlannedRead};
-use crate::log::{
+use crate::{
     batch::{self, BATCH_HEADER_LEN},
     producer_state::ProducerError,
     txn_index::{self, AbortedTxn},
@@ -21,13 +21,13 @@ impl PartitionLog {
     /// segment's `.txnindex` (fsynced) with the last stable offset after it. A marker
     /// for a producer with no ongoing transaction here is written all the same (the
     /// coordinator may retry). The marker is fsynced like an append
-    /// ([`crate::log::LogConfig::flush_messages`]).
+    /// ([`crate::LogConfig::flush_messages`]).
     ///
     /// Errors: [`LogError::Producer`] with [`ProducerError::FencedEpoch`] when the
     /// marker's epoch is older than the epoch that opened the producer's ongoing
     /// transaction here, or than the producer's epoch when none is ongoing (Kafka's
     /// fencing of a zombie coordinator's marker; nothing written,
-    /// [`crate::log::producer_state::ProducerStates::marker_fenced`]); [`LogError::Io`],
+    /// [`crate::producer_state::ProducerStates::marker_fenced`]); [`LogError::Io`],
     /// [`LogError::Offline`].
     pub fn append_txn_marker(&mut self, marker: &TxnMarker, now_ms: i64) -> Result<i64, LogError> {
         self.check_online()?;

@@ -3,7 +3,7 @@ use std::{fs, os::unix::fs::FileExt, path::Path, time::Instant};
 use proptest::prelude::*;
 
 use super::*;
-use crate::log::{
+use crate::{
     batch::{parse_batches, BatchHeader},
     test_util::{batch, RawBatch},
 };
@@ -34,8 +34,8 @@ fn stamp(data: &mut [u8], base_offset: i64) {
     let mut next = base_offset;
     let mut at = 0;
     for h in headers(data) {
-        crate::log::batch::set_base_offset(&mut data[at..], next);
-        crate::log::batch::set_partition_leader_epoch(&mut data[at..], crate::log::LEADER_EPOCH);
+        crate::batch::set_base_offset(&mut data[at..], next);
+        crate::batch::set_partition_leader_epoch(&mut data[at..], crate::LEADER_EPOCH);
         next += h.offset_count();
         at += h.size();
     }

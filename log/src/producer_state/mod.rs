@@ -44,7 +44,7 @@
 //! honest producer's retry a duplicate. When every remembered producer wrote recently
 //! the newcomer's batch is refused with a retriable error ([`ProducerError::TableFull`])
 //! instead. Ids that were never handed out are refused before they reach the table
-//! (the Produce handler, [`crate::broker::producer_ids`]). A producer that has not
+//! (the Produce handler, `drover_host::broker::producer_ids`). A producer that has not
 //! written for [`ProducerLimits::expiration_ms`] (Kafka's `producer.id.expiration.ms`)
 //! is forgotten.
 
