@@ -130,13 +130,30 @@ if ((quick)); then
 fi
 
 # Three builds that share no artefacts (clippy's check build, the test build, the
-# sanitizer build of the fuzz targets in fuzz/target) overlap: clippy and the fuzz
+# sanitizer build of the fuzz targets in fuzz/target) overlap: clippy (then rustdoc)
+# and the fuzz
 # build run in the background at lower CPU priority (nice), so the test build and then
 # the tests get the CPU first and the background builds take what they leave. Clippy
 # has a target dir of its own (target/clippy): in the shared one, cargo's lock on the
 # build directory would make the builds wait for each other.
-bg_start_nice clippy env CARGO_TARGET_DIR=target/clippy \
-  cargo clippy --workspace --all-targets --timings -- -D warnings
+#
+# Rustdoc with -D warnings (broken intra-doc links, private items linked from public
+# docs, unclosed HTML in doc comments) runs after clippy in the same job and target dir:
+# it reuses clippy's checked dependencies (about 50 crates are checked again, where
+# dev-dependency features differ) and adds about 30 s of rustdoc; the job took 110 s
+# more on a loaded 2-core machine (docs/benchmarks.md, "CI stage times").
+lint() {
+  local t0=$SECONDS
+  CARGO_TARGET_DIR=target/clippy cargo clippy --workspace --all-targets --timings \
+    -- -D warnings || return
+  echo "== clippy: $((SECONDS - t0)) s"
+  t0=$SECONDS
+  CARGO_TARGET_DIR=target/clippy RUSTDOCFLAGS="-D warnings" \
+    cargo doc --workspace --no-deps || return
+  echo "== rustdoc -D warnings: $((SECONDS - t0)) s"
+}
+# `nice` runs a program, not a function: hand the function to a bash of its own.
+bg_start_nice clippy-rustdoc bash -c "$(declare -f lint); lint"
 bg_start_nice fuzz-build scripts/fuzz-smoke.sh --build
 
 # One build of every test binary, the broker and the plugins (the same command as
@@ -147,7 +164,7 @@ stage "cargo test" cargo test --workspace
 bg_check
 bg_wait install-test-deps
 stage "integration tests" scripts/integration-tests.sh --no-build
-bg_wait clippy
+bg_wait clippy-rustdoc
 bg_wait fuzz-build
 stage "fuzz smoke run" scripts/fuzz-smoke.sh --run
 summary

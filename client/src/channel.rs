@@ -7,7 +7,7 @@
 //! `anchor + session_timeout` (minus a safety margin), the consumer drops every
 //! partition — nothing more is delivered — before the coordinator may hand them to
 //! anyone else. A lost channel drops them at once. Either way the session ends and
-//! [`crate::consumer`] rediscovers the coordinator and registers again.
+//! `crate::consumer` rediscovers the coordinator and registers again.
 
 use std::{
     collections::{BTreeMap, BTreeSet},

@@ -1,9 +1,9 @@
 //! The latest partition table the host measured (coordinator ABI 3.3's
 //! `CoordinatorInput::PartitionStats`): state the core keeps between inputs and reads
-//! when it builds an assignor's context ([`crate::assignors::ContextParts`]).
+//! when it builds an assignor's context (`crate::assignors::ContextParts`).
 //!
 //! Each input replaces the whole table. Memory: one
-//! [`PartitionContext`](drover_abi::assignor::PartitionContext) (96 bytes on 64-bit
+//! [`PartitionContext`] (96 bytes on 64-bit
 //! targets) per partition the host reported, one map entry per topic and per broker;
 //! 1,000,000 partitions take about 96 MB.
 

@@ -2,7 +2,7 @@
 //! kept by the group for operators: DescribeGroups v1's `partition_loads`
 //! (docs/protocol.md §5.8) and the admin API's `GET /v1/groups/{group}`.
 //!
-//! Built from the assignor's context ([`crate::assignors::ContextParts::seen_loads`])
+//! Built from the assignor's context (`crate::assignors::ContextParts::seen_loads`)
 //! at each assignment and replaced by the next one. Memory: one [`SeenLoad`] (32 bytes)
 //! per partition the context had a rate or lag for.
 

@@ -8,12 +8,16 @@
 //! - [`plugin_test`]: `drover plugins test`, the conformance suites against a plugin file;
 //! - [`log`]: partition logs on disk (segments, indexes, record validation, retention,
 //!   recovery);
-//! - [`broker`]: shared state — topics, partitions, metrics, limits;
+//! - [`broker`]: shared state — configuration, topics and their configs, producer ids,
+//!   produce rates, auto-creation limits, metrics, loaded plugins, cluster membership
+//!   and the coordinator's client;
 //! - [`clock`]: the wall clock (Kafka timestamps) and the monotonic epoch (coordinator
 //!   time); local deadlines read `Instant::now()` where they are kept;
 //! - [`server`]: the Kafka wire server (connection, frame, request, handler);
 //! - [`coordination`]: the host side of the coordinator plugin — its driver, the
 //!   connection table of the coordinator contract, the offset-store worker;
+//! - [`txn`]: the transaction coordinator (transactional ids, their transactions,
+//!   markers and transactional offset commits; durable standalone and in ZooKeeper);
 //! - [`offsets`]: the active offset store, retention, and hot swap;
 //! - [`cluster`]: cluster mode through ZooKeeper (membership, coordinator slots, topic
 //!   metadata);
@@ -39,3 +43,6 @@ pub mod serve;
 pub mod server;
 pub mod startup;
 pub mod txn;
+
+#[cfg(test)]
+mod docs_drift;

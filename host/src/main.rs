@@ -72,7 +72,8 @@ struct ServeArgs {
     /// This broker's id (cluster mode: unique per broker; default 0).
     #[arg(long)]
     broker_id: Option<i32>,
-    /// Run in cluster mode with this ZooKeeper ensemble, HOST:PORT[,HOST:PORT][/chroot].
+    /// Run in cluster mode with this ZooKeeper ensemble: one or more HOST:PORT,
+    /// comma-separated, optionally followed by /chroot.
     #[arg(long)]
     zookeeper: Option<String>,
     /// Start on the offset store drover.toml names even when a swap made another store
@@ -102,7 +103,7 @@ struct ConsumeArgs {
     /// Streams for a whitelist or blacklist subscription.
     #[arg(long, default_value_t = 1)]
     streams: usize,
-    /// This consumer's id in the group (default: GROUP-<random>).
+    /// This consumer's id in the group (default: the group id, a dash and a random suffix).
     #[arg(long)]
     consumer_id: Option<String>,
     /// Session timeout, ms.

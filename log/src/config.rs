@@ -106,7 +106,7 @@ pub struct LogConfig {
     /// longest (whose retries are then no longer recognised as duplicates) if it has been
     /// idle for `producer_id_eviction_min_idle_ms`, so a client holding many producer ids
     /// cannot grow the broker's memory without bound (about 300 bytes per id). Range 1
-    /// ..= [`MAX_PRODUCER_IDS_PER_PARTITION`]. Default 10000.
+    /// ..= `MAX_PRODUCER_IDS_PER_PARTITION`. Default 10000.
     pub max_producer_ids_per_partition: usize,
     /// At `max_producer_ids_per_partition`, a producer is evicted only once it has not
     /// written for this long, in ms; while every remembered producer wrote more

@@ -33,7 +33,7 @@ use super::LogError;
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A bounded least-recently-used cache of open files, shared by every partition log of
-/// a broker (see the [module docs](self)). Thread-safe; one short mutex per access.
+/// a broker (see the module docs). Thread-safe; one short mutex per access.
 #[derive(Debug)]
 pub struct FileCache {
     capacity: usize,

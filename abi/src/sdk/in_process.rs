@@ -7,7 +7,9 @@
 //! and log bridge exactly as in a broker. The log bridge forwards the plugin's `tracing`
 //! events at `WARN` and above to standard error; like in a plugin library it installs
 //! itself as the process's global `tracing` subscriber (unless one is already set) and
-//! replaces the panic hook with one that logs the panic's location.
+//! logs panics inside plugin calls; any other panic of the test binary (a failed
+//! assertion, a conformance suite's failure) goes to the panic hook installed before, so
+//! the test fails with its plain message.
 
 use abi_stable::{
     sabi_trait::TD_Opaque,
@@ -44,6 +46,7 @@ pub fn offset_store<T: OffsetStorePlugin>(config: &str) -> Result<OffsetStoreArc
 /// What a host would hand the instance: a log sink to standard error, the config, no
 /// ZooKeeper session.
 fn services(config: &str) -> HostServices {
+    super::log_bridge::mark_in_process();
     HostServices {
         log: RArc::new(LogSink_TO::from_ptr(RBox::new(Stderr), TD_Opaque)),
         config: RString::from(config),

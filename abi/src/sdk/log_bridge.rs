@@ -4,10 +4,23 @@
 //! plugin's events go nowhere. On the first instantiation the SDK installs a global
 //! subscriber inside the plugin whose only layer formats each event and hands it to the
 //! host's [`LogSink`](crate::host::LogSink). The host's maximum level is read then, once:
-//! events below it are filtered inside the plugin for the rest of the process. The plugin's panic hook is replaced by one
-//! that logs the panic location through the same bridge.
+//! events below it are filtered inside the plugin for the rest of the process.
+//!
+//! The plugin's panic hook is replaced by one that logs the panic and its location
+//! through the same bridge, so a broker's log names the plugin that panicked. Built
+//! in-process ([`crate::sdk::in_process`], a plugin author's `cargo test`), the plugin
+//! shares the hook with the test binary: there the bridge logs only panics inside a
+//! plugin call (the SDK's guard), and leaves every other panic — a failed assertion, a
+//! conformance suite's failure — to the hook that was installed before, so the test
+//! fails with the usual `thread '…' panicked at …` message and not a log line.
 
-use std::{fmt::Write as _, sync::Once};
+use std::{
+    fmt::Write as _,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Once,
+    },
+};
 
 use tracing::{
     field::{Field, Visit},
@@ -22,6 +35,22 @@ use crate::host::{LogLevel, LogSinkArc};
 
 static INSTALL: Once = Once::new();
 
+/// Set by [`crate::sdk::in_process`] before it instantiates a plugin: the plugin runs in
+/// the caller's binary, not in a library of its own.
+static IN_PROCESS: AtomicBool = AtomicBool::new(false);
+
+/// Notes that plugins are instantiated in-process (see the module docs).
+pub(crate) fn mark_in_process() {
+    IN_PROCESS.store(true, Ordering::Relaxed);
+}
+
+/// Whether the bridge's panic hook logs a panic on the current thread, or leaves it to
+/// the hook installed before: in a plugin library always; in-process only inside a
+/// plugin call.
+fn logs_panic_here() -> bool {
+    !IN_PROCESS.load(Ordering::Relaxed) || super::panic_guard::in_guarded_call()
+}
+
 /// Installs the bridge to `sink` (once per plugin library; later calls do nothing).
 pub fn install(sink: &LogSinkArc) {
     INSTALL.call_once(|| {
@@ -33,7 +62,11 @@ pub fn install(sink: &LogSinkArc) {
         let subscriber = tracing_subscriber::registry().with(layer);
         // Fails only if the plugin installed its own subscriber first; then that wins.
         let _ = tracing::subscriber::set_global_default(subscriber);
-        std::panic::set_hook(Box::new(|info| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !logs_panic_here() {
+                return previous(info);
+            }
             let location = info
                 .location()
                 .map(|l| format!("{}:{}", l.file(), l.line()))

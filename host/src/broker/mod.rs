@@ -111,7 +111,7 @@ impl Broker {
     /// the shared state, without a coordinator. `node` is what clients are told to
     /// connect to; `cluster` is the membership in cluster mode (made before the plugins
     /// start, which get its ZooKeeper session). Startup then starts the coordinator
-    /// from this state ([`crate::coordination::start`]), adds it with
+    /// from this state ([`crate::coordination::start()`]), adds it with
     /// [`Broker::with_coordinator`], and only then shares the broker.
     pub fn open(
         config: Config,

@@ -52,7 +52,7 @@ impl Cluster {
     ///
     /// Errors: [`ClusterError::Unavailable`] without a ZooKeeper session,
     /// [`ClusterError::Zk`] for a node that does not parse, ids exhausted, or a race
-    /// lost [`MAX_ATTEMPTS`] times.
+    /// lost `MAX_ATTEMPTS` times.
     pub fn allocate_producer_id_block(&self, size: i64) -> Result<(i64, i64), ClusterError> {
         let client = self.client_blocking()?;
         self.block_on(async {

@@ -17,7 +17,7 @@
 //!   the plugin's call on a worker thread of that plugin (kept between calls: a hand-off,
 //!   not a thread start, per call; docs/benchmarks.md has its cost);
 //! - waits at most the budget. Past it the call is **abandoned**: the wrapper returns an
-//!   [`ErrorKind::Unavailable`] error, which the core treats as any assignor failure
+//!   [`ErrorKind::Unavailable`](drover_abi::ErrorKind::Unavailable) error, which the core treats as any assignor failure
 //!   (the rebalance runs the default assignor, counted as a fallback and a failure), and
 //!   the worker thread is left to finish on its own;
 //! - while a call of a plugin runs past its budget, the plugin is **slow**: further calls

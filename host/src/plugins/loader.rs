@@ -2,7 +2,7 @@
 //!
 //! Not abi_stable's caching `load_from_*` helpers, which keep one library per root-module
 //! type for the whole process. Instead, for each file:
-//! 1. [`checks`](super::checks): the file resolved through symlinks, then owner and mode
+//! 1. [`checks`]: the file resolved through symlinks, then owner and mode
 //!    of the real file and of every directory above it (and above its name), size cap,
 //!    ELF magic, allowlist — all before `dlopen`, because `dlopen` runs the library's
 //!    static constructors;

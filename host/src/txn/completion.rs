@@ -1,6 +1,6 @@
 //! The completion driver: for each transaction whose outcome is decided (Prepare*),
-//! writes its markers to every partition ([`MarkerWriter`]), completes its group
-//! offsets ([`GroupOffsetsCompleter`]), then records it as Complete*. Each transaction
+//! writes its markers to every partition (`MarkerWriter`), completes its group
+//! offsets (`GroupOffsetsCompleter`), then records it as Complete*. Each transaction
 //! completes in its own task, so a failing partition delays only its own transaction;
 //! failures are retried with a backoff from [`FIRST_BACKOFF_MS`] doubling up to
 //! [`MAX_BACKOFF_MS`], without limit on the number of tries (Kafka's marker channel

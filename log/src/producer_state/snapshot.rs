@@ -279,7 +279,7 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<(i64, PathBuf)>> {
     Ok(out)
 }
 
-/// Deletes the temporary files a crash during [`write`] left in `dir`.
+/// Deletes the temporary files a crash during [`write()`] left in `dir`.
 pub fn remove_temporaries(dir: &Path) -> std::io::Result<()> {
     let suffix = format!(".{EXTENSION}.tmp");
     for entry in fs::read_dir(dir)? {

@@ -74,7 +74,7 @@ fn config_mistake(what: &str, path: &Path, io: &std::io::Error) -> PluginError {
 }
 
 /// The [`PluginError`] for a failure to create `dir`, the parent directory of the
-/// database file `path`: a config mistake (see [`is_config_mistake`]) is
+/// database file `path`: a config mistake (see `is_config_mistake`) is
 /// `InvalidConfig`, anything else `Unavailable`.
 pub fn from_create_dir(dir: &Path, path: &Path, err: std::io::Error) -> PluginError {
     let what = format!("cannot create directory {}", dir.display());

@@ -21,4 +21,4 @@ pub mod assignor;
 pub mod offset_store;
 mod report;
 
-pub use report::{Outcome, Report, Verdict};
+pub use report::{Outcome, Report, Verdict, REPORT_ENV};

@@ -29,4 +29,16 @@ fn an_assignor_giving_a_partition_twice_fails_contract() {
         "{report}"
     );
     assert!(matches!(report.verdict("sticky"), Some(Verdict::Skip(_))));
+    // What the author's `assert_passed` panics with: the failed checks named first.
+    let message = report.panic_message();
+    let summary = message.lines().next().unwrap_or_default();
+    assert!(
+        summary.starts_with("assignor conformance suite: ")
+            && summary.contains(", 2 failed (contract, context_contract)"),
+        "{message}"
+    );
+    assert!(
+        message.contains("\n    FAIL contract: partition 0 of"),
+        "{message}"
+    );
 }

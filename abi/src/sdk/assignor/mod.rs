@@ -34,6 +34,15 @@
 //!
 //! The built-in assignors (`range`, `round-robin`, `sticky`) and
 //! `examples/custom-assignor` are written this way.
+//!
+//! These helpers are part of this release of `drover-abi`, and a plugin built with it
+//! declares this release's assignor ABI (3.2). A plugin for brokers serving an older
+//! minor is built against that release's `drover-abi`, with that release's helpers:
+//! [`run`] and [`GroupView`] since 3.1 (assignor 3.0); [`Context`] since 3.2 (assignor
+//! 3.1); [`Racks`] since 3.3; [`Context::partition_data_age_ms`], an unknown rather than
+//! clamped [`Context::lag`], [`MemberView::rack`]/[`MemberView::weight`] and lookups
+//! taking a `u32` since 3.5 (assignor 3.2). docs/plugins.md, "Targeting an older
+//! broker", says what each costs.
 
 mod config;
 mod context;

@@ -15,9 +15,9 @@
 //! OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch with INVALID_PRODUCER_EPOCH. A
 //! transactional batch is appended only if the transaction coordinator has its
 //! partition in the producer's open transaction (KIP-890 part 1,
-//! [`verify_in_transaction`]); otherwise INVALID_TXN_STATE. A partition
+//! `verify_in_transaction`); otherwise INVALID_TXN_STATE. A partition
 //! named twice in one request is appended and answered once, from its last entry, as
-//! Kafka does ([`superseded_entries`]). At most [`MAX_CONCURRENT_DECOMPRESSIONS`] compressed batches
+//! Kafka does (`superseded_entries`). At most [`MAX_CONCURRENT_DECOMPRESSIONS`] compressed batches
 //! are validated at once, broker-wide, each under its own permit, which bounds the
 //! memory decoders take and lets producers take turns.
 //! `acks` = 0 gets no response at all; 1 and −1 (all in-sync replicas, which on a
@@ -28,7 +28,7 @@
 //!
 //! Appends run on the connection's own task: an append is a write into the page cache,
 //! cheaper than a hop to the blocking pool (measured in docs/benchmarks.md). What can
-//! block for longer runs through [`off_the_runtime`]: creating a topic, and an append
+//! block for longer runs through `off_the_runtime`: creating a topic, and an append
 //! that rolls a segment (the old segment is fsynced). Fsyncs of acknowledged appends
 //! run on the blocking pool ([`Partition::wait_durable`],
 //! [`Partition::flush_in_background`]).

@@ -30,7 +30,7 @@ pub(super) fn run(assignor: &AssignorArc, options: &Options) -> Report {
             .map_err(|e| format!("assign refused a valid input: {e}"))
     };
     let cases = options.cases;
-    let mut report = Report::default();
+    let mut report = Report::new("assignor");
 
     report.record(
         "contract",

@@ -131,7 +131,7 @@ fn expect_records(
 }
 
 pub(super) fn run(open: &Opener<'_>, options: &Options) -> Report {
-    let mut report = Report::default();
+    let mut report = Report::new("offset-store");
     let prefix = unique_prefix();
     let group = |name: &str| format!("{prefix}-{name}");
     let store = match open() {

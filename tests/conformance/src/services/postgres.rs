@@ -265,7 +265,7 @@ impl PgServer {
     }
 
     /// Stops every process of the server (SIGSTOP): connections stay open, but nothing
-    /// answers. Returns once all of them are stopped; see [`freeze_tree`]. Undo with
+    /// answers. Returns once all of them are stopped; see `freeze_tree`. Undo with
     /// [`PgServer::thaw`] (so does [`PgServer::stop`] and drop).
     pub fn freeze(&self) {
         if let Some(child) = self.slot().as_ref() {

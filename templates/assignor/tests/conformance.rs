@@ -1,0 +1,42 @@
+//! The conformance suite Drover's own assignors pass, against this plugin in-process
+//! (no `.so` needed). On success `cargo test` prints the suite's PASS and SKIP lines;
+//! a failure names the failed properties.
+
+use drover_abi::{sdk::in_process, types::TopicInfo, AssignInput, AssignorMember};
+use drover_plugin_testkit::assignor::{run, Claim, Claims, Options};
+use my_assignor::MyAssignor;
+
+#[test]
+fn passes_the_conformance_suite() {
+    let instance = in_process::assignor::<MyAssignor>("").unwrap();
+    // Claim what the policy promises beyond the contract: `Balanced`, `Sticky`.
+    let claims = Claims::none().with(Claim::Balanced);
+    run(&instance, &Options::new(claims)).assert_passed();
+}
+
+#[test]
+fn three_partitions_over_two_members() {
+    let member = |id: &str| AssignorMember {
+        member_id: id.into(),
+        topics: vec!["orders".into()].into(),
+        owned: Default::default(),
+        rack: None.into(),
+        weight: 1,
+    };
+    let input = AssignInput {
+        group: "billing".into(),
+        members: vec![member("b"), member("a")].into(),
+        topics: vec![TopicInfo::new("orders", 3)].into(),
+    };
+    let instance = in_process::assignor::<MyAssignor>("").unwrap();
+    let out = instance.assign(&input).into_result().unwrap();
+    let got: Vec<(String, Vec<i32>)> = out
+        .members
+        .iter()
+        .map(|m| {
+            let partitions = m.partitions.iter().flat_map(|t| t.partitions.to_vec());
+            (m.member_id.to_string(), partitions.collect())
+        })
+        .collect();
+    assert_eq!(got, [("a".into(), vec![0, 2]), ("b".into(), vec![1])]);
+}
