@@ -202,7 +202,7 @@ pub enum CoordinatorInput {
     /// ABI 3.3: the host sends it only to a coordinator built against 3.3 or later (an
     /// older one would receive it as an unknown variant and skip it).
     ///
-    /// Size: one [`PartitionContext`] (96 bytes on 64-bit targets) per
+    /// Size: one [`PartitionContext`](crate::assignor::PartitionContext) (96 bytes on 64-bit targets) per
     /// partition the broker has data about, plus one [`TopicContext`] per topic.
     PartitionStats {
         /// Every live broker with its rack (`server.rack`): standalone, this broker

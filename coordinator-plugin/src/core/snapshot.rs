@@ -99,7 +99,7 @@ impl Coordinator {
     }
 
     /// The state, members, assignment and last seen loads of group `id`, native or
-    /// KIP-848 ([`Group::snapshot`]); `None` for an unknown or classic group.
+    /// KIP-848 (`Group::snapshot`); `None` for an unknown or classic group.
     pub fn snapshot(&self, id: &str) -> Option<GroupSnapshot> {
         self.groups.get(id)?.snapshot(&self.cx.config)
     }
