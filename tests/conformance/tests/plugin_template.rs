@@ -26,6 +26,12 @@ fn repo() -> PathBuf {
 
 /// The (name, version) of every registry or git package a `Cargo.lock` pins.
 fn pinned(lock: &Path) -> BTreeSet<(String, String)> {
+    packages(lock, true)
+}
+
+/// The (name, version) of the packages of `lock`: registry ones (`registry`) or the
+/// path ones (the template's own crate, drover-abi, the testkit).
+fn packages(lock: &Path, registry: bool) -> BTreeSet<(String, String)> {
     let text = std::fs::read_to_string(lock).unwrap_or_else(|e| panic!("{lock:?}: {e}"));
     let mut out = BTreeSet::new();
     for block in text.split("[[package]]").skip(1) {
@@ -36,7 +42,7 @@ fn pinned(lock: &Path) -> BTreeSet<(String, String)> {
                     .map(|v| v.trim_matches('"').to_owned())
             })
         };
-        if field("source").is_some() {
+        if field("source").is_some() == registry {
             out.insert((field("name").unwrap(), field("version").unwrap()));
         }
     }
@@ -62,6 +68,21 @@ fn the_template_pins_only_versions_the_workspace_builds_with() {
          Refresh it from the workspace's: cp Cargo.lock templates/assignor/ && cargo \
          metadata --offline --format-version 1 --manifest-path templates/assignor/Cargo.toml \
          >/dev/null"
+    );
+    // The checkout's own crates: a version bump of drover-abi or the testkit must be
+    // carried into the template's lock (`--locked` refuses to update it).
+    let ours = packages(&repo.join("Cargo.lock"), false);
+    let stale: Vec<String> = packages(&repo.join("templates/assignor/Cargo.lock"), false)
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("drover-"))
+        .filter(|p| !ours.contains(p))
+        .map(|(name, version)| format!("{name} {version}"))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "templates/assignor/Cargo.lock pins Drover crates at versions the checkout does not \
+         have: {stale:?}. Set them to the checkout's versions (abi/Cargo.toml, \
+         plugins/testkit/Cargo.toml) in templates/assignor/Cargo.lock"
     );
 }
 
