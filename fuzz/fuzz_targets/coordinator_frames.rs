@@ -105,6 +105,11 @@ fuzz_target!(|data: &[u8]| {
                     Output::StageTxnOffsets { op, .. } => {
                         inputs.push(Input::TxnOffsetsStaged { op, result: Ok(()) })
                     }
+                    // Run at once, as the broker would on an assignor thread.
+                    Output::RunAssignor(job) => inputs.push(Input::AssignorDone {
+                        call: job.id(),
+                        result: job.run(),
+                    }),
                     Output::Event(_)
                     | Output::Metric { .. }
                     | Output::TxnCompletionApplied { .. } => {}
