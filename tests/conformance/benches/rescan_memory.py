@@ -25,16 +25,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import socket
-import subprocess
-import tempfile
+import sys
 import threading
 import time
 import urllib.request
 
-PLUGINS = ["libdrover_coordinator.so", "libdrover_assignor_range.so",
-           "libdrover_offsets_embedded.so"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from memory_bench import Broker, create_topic, memory  # noqa: E402
+
 COORDINATOR = """
 [plugins.config.drover-coordinator]
 initial_rebalance_delay_ms = 300
@@ -42,44 +41,7 @@ min_session_timeout_ms = 1000
 consumer_session_timeout_ms = 3000
 consumer_heartbeat_interval_ms = 500
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def memory(pid: int, cache: str) -> dict[str, int]:
-    """kB of the broker's memory by where it is (module docs)."""
-    out = {"rss": 0, "anon": 0, "heap": 0, "anon_maps": 0, "lib_anon": 0, "lib_file": 0,
-           "threads": 0}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                out["rss"] = int(line.split()[1])
-            elif line.startswith("Threads:"):
-                out["threads"] = int(line.split()[1])
-    name = ""
-    with open(f"/proc/{pid}/smaps") as f:
-        for line in f:
-            first = line.split(maxsplit=5)
-            if "-" in first[0] and len(first) >= 5 and not first[0].endswith(":"):
-                name = first[5].strip() if len(first) > 5 else ""
-                continue
-            if first[0] == "Anonymous:":
-                kb = int(first[1])
-                out["anon"] += kb
-                if name == "[heap]":
-                    out["heap"] += kb
-                elif name.startswith(cache):
-                    out["lib_anon"] += kb
-                elif name == "" or name.startswith("[stack"):
-                    out["anon_maps"] += kb
-            elif first[0] == "Rss:" and name.startswith(cache):
-                out["lib_file"] += int(first[1])
-    out["lib_file"] -= out["lib_anon"]
-    return out
+TARGET = "libdrover_assignor_load_aware.so"
 
 
 def post(url: str) -> dict:
@@ -160,14 +122,6 @@ class Load:
             t.join(30)
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    a = AdminClient({"bootstrap.servers": bootstrap})
-    for f in a.create_topics([NewTopic(topic, partitions, 1)]).values():
-        f.result(30)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="dir with drover and the plugins")
@@ -190,57 +144,20 @@ def main() -> None:
     if missing:
         raise SystemExit(f"missing builds (scripts/build-plugin-versions.sh "
                          f"{args.versions + 1}): {missing[0]}")
-    work = tempfile.mkdtemp(prefix="drover-rescan-mem-")
-    plugins, data = os.path.join(work, "plugins"), os.path.join(work, "data")
-    os.makedirs(plugins)
-    os.chmod(work, 0o755)
-    os.chmod(plugins, 0o755)
-    for p in PLUGINS:
-        shutil.copy(os.path.join(args.bin, p), plugins)
-    target = os.path.join(plugins, "libdrover_assignor_load_aware.so")
-
-    def install(build: str) -> None:
-        tmp = os.path.join(plugins, ".new")
-        shutil.copy(build, tmp)
-        os.rename(tmp, target)
-
-    install(builds[0])
-    for f in os.listdir(plugins):
-        os.chmod(os.path.join(plugins, f), 0o644)
-    config = os.path.join(work, "drover.toml")
-    cache = os.path.join(work, "cache")
-    with open(config, "w") as f:
-        f.write(f'[plugins]\ncache_dir = "{cache}"\n' + COORDINATOR)
-    port, admin = free_port(), free_port()
-    env = dict(os.environ)
-    for kv in args.env:
-        k, v = kv.split("=", 1)
-        env[k] = v
-    log = open(os.path.join(work, "log"), "w")
-    broker = subprocess.Popen(
-        [os.path.join(args.bin, "drover"), "serve", "--config", config,
-         "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
-         "--data-dir", data, "--plugin-dir", plugins],
-        stdout=log, stderr=subprocess.STDOUT, env=env)
-    admin_url = f"http://127.0.0.1:{admin}"
-    bootstrap = f"127.0.0.1:{port}"
+    broker = Broker(args.bin, COORDINATOR, args.env)
+    broker.install(builds[0], TARGET)
     load = None
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"{admin_url}/v1/plugins", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.2)
+        broker.start()
         if args.load:
-            create_topic(bootstrap, "rescan-mem", 12)
-            load = Load(bootstrap, "rescan-mem", args.groups, args.members, args.churn_s)
+            create_topic(broker.bootstrap, "rescan-mem", 12)
+            load = Load(broker.bootstrap, "rescan-mem", args.groups, args.members, args.churn_s)
             load.start()
             time.sleep(10)
         rows = []
 
         def row(i: int) -> None:
-            m = memory(broker.pid, cache)
+            m = memory(broker.pid, broker.cache)
             rows.append((i, m))
             print(f"{i:3} versions: VmRSS {m['rss'] / 1024:6.1f} MB, anonymous "
                   f"{m['anon'] / 1024:6.1f} MB (heap {m['heap'] / 1024:5.1f}, other "
@@ -251,8 +168,8 @@ def main() -> None:
         time.sleep(settle)
         row(0)
         for i in range(1, args.versions + 1):
-            install(builds[i])
-            report = post(f"{admin_url}/v1/plugins/rescan")
+            broker.install(builds[i], TARGET)
+            report = post(f"{broker.admin_url}/v1/plugins/rescan")
             if not report.get("replaced"):
                 raise SystemExit(f"version {i} not replaced: {report}")
             time.sleep(settle)
@@ -275,14 +192,9 @@ def main() -> None:
     finally:
         if load is not None:
             load.stop.set()
-        broker.terminate()
-        try:
-            broker.wait(20)
-        except subprocess.TimeoutExpired:
-            broker.kill()
+        broker.stop()
         if load is not None:
             load.finish()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
