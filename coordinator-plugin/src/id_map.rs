@@ -96,6 +96,7 @@ impl<K: Ord + Hash + Clone, V> IdMap<K, V> {
     {
         let member = self.by_id.remove(id)?;
         self.order.remove(id);
+        crate::shrink::map(&mut self.by_id);
         Some(member)
     }
 

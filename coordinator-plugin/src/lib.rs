@@ -137,6 +137,7 @@ pub mod kafka_wire;
 mod log_limit;
 pub mod partition_stats;
 pub mod seen_loads;
+mod shrink;
 pub mod subscription;
 mod timers;
 pub mod types;

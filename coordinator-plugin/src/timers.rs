@@ -65,6 +65,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
             None => {
                 if let Some(old) = self.by_key.remove(&key) {
                     self.queue.remove(&old);
+                    crate::shrink::map(&mut self.by_key);
                 }
             }
         }
@@ -88,6 +89,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
         }
         let (_, key) = self.queue.pop_first()?;
         self.by_key.remove(&key);
+        crate::shrink::map(&mut self.by_key);
         Some(key)
     }
 

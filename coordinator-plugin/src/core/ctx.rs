@@ -364,6 +364,7 @@ impl Ctx {
             None => tracing::debug!(%conn, reason = message, "closing connection"),
         }
         self.conns.remove(&conn);
+        crate::shrink::map(&mut self.conns);
         self.closing.insert(conn);
         self.out.push(Output::CloseConnection { conn });
         self.event(Event::ConnectionRejected { conn, message });
@@ -379,9 +380,12 @@ impl Ctx {
     /// already).
     pub(super) fn connection_closed(&mut self, conn: ConnId) -> Option<ChannelOf> {
         if self.closing.remove(&conn) {
+            crate::shrink::set(&mut self.closing);
             return None;
         }
-        self.conns.remove(&conn).and_then(|c| c.channel)
+        let channel = self.conns.remove(&conn).and_then(|c| c.channel);
+        crate::shrink::map(&mut self.conns);
+        channel
     }
 
     /// Whether the coordinator closed `conn` (its frames are ignored until the host
@@ -407,6 +411,7 @@ impl Ctx {
     /// closed.
     pub(super) fn drop_connection(&mut self, conn: ConnId, close: bool) {
         self.conns.remove(&conn);
+        crate::shrink::map(&mut self.conns);
         if close {
             self.closing.insert(conn);
             self.out.push(Output::CloseConnection { conn });

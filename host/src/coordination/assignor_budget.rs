@@ -628,6 +628,24 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_worker_exits_when_its_instance_is_replaced() {
+        // What a rescan does to a replaced assignor: the coordinator and the budgets
+        // drop their wrapper of the old instance. Its idle worker must exit with it (and
+        // drop the plugin's instance), or every replaced version would keep a thread, its
+        // stack and its allocator arena (issue 28 item 4).
+        let (b, _, calls, a) = budget(5_000, 0);
+        assert!(call(&a, "g").is_ok());
+        assert_eq!(b.lock().threads, 1);
+        let before = Arc::strong_count(&calls);
+        assert_eq!(before, 2, "the test's and the instance's");
+        drop(a);
+        drop(b);
+        wait_until("the worker to exit and drop the instance", || {
+            Arc::strong_count(&calls) == 1
+        });
+    }
+
+    #[test]
     fn a_budget_of_zero_hands_the_plugin_as_is() {
         let budgets = AssignorBudgets::new(0, Arc::new(Metrics::new()));
         assert_eq!(budgets.budget_ms(), 0);

@@ -136,7 +136,9 @@ impl ConnTable {
     /// Unanswered slots are dropped, which closes the connection after the answers
     /// before them went out.
     pub fn close(&mut self, conn: ConnId) -> bool {
-        match self.conns.remove(&conn) {
+        let removed = self.conns.remove(&conn);
+        shrink_after_peak(&mut self.conns);
+        match removed {
             Some(entry) => {
                 if let Some(sink) = entry.sink {
                     sink.close.send_replace(true);
@@ -163,8 +165,15 @@ impl ConnTable {
     /// Forgets `conn`, which reported its end; returns whether it was open (not
     /// already closed by the driver).
     pub fn remove(&mut self, conn: ConnId) -> bool {
-        self.closing.remove(&conn);
-        self.conns.remove(&conn).is_some()
+        if self.closing.remove(&conn)
+            && self.closing.capacity() > KEEP_CAPACITY
+            && self.closing.len() < self.closing.capacity() / 4
+        {
+            self.closing.shrink_to(self.closing.len() * 2);
+        }
+        let known = self.conns.remove(&conn).is_some();
+        shrink_after_peak(&mut self.conns);
+        known
     }
 
     /// Every known connection id.
@@ -180,6 +189,19 @@ impl ConnTable {
     /// Whether no connection is known.
     pub fn is_empty(&self) -> bool {
         self.conns.is_empty()
+    }
+}
+
+/// Tables this small keep their room (entries).
+const KEEP_CAPACITY: usize = 64;
+
+/// Gives back the room `conns` grew to at a peak once it is less than a quarter full:
+/// a `HashMap` keeps its capacity when entries are removed, and 2,000 connections of a
+/// classic-group churn left this table with room for 2,000 (issue 28 item 7; the
+/// coordinator's tables do the same, coordinator-plugin/src/shrink.rs).
+fn shrink_after_peak(conns: &mut HashMap<ConnId, Entry>) {
+    if conns.capacity() > KEEP_CAPACITY && conns.len() < conns.capacity() / 4 {
+        conns.shrink_to(conns.len() * 2);
     }
 }
 
@@ -251,6 +273,31 @@ mod tests {
         assert_eq!(table.push(1, Bytes::from_static(b"c")), Delivery::Overflow);
         assert_eq!(table.push(2, Bytes::from_static(b"x")), Delivery::Gone);
         assert!(!table.open_channel(2));
+    }
+
+    #[test]
+    fn the_table_gives_back_the_room_a_peak_of_connections_left() {
+        // Issue 28 item 7: 2,000 connections of a classic-group churn left the table
+        // with room for 2,000 once they were gone.
+        let mut table = ConnTable::default();
+        let mut receivers = Vec::new();
+        for conn in 0..2_000 {
+            let (sink, queue, closed) = sink();
+            table.attach(conn, sink);
+            receivers.push((queue, closed));
+        }
+        let peak = table.conns.capacity();
+        for conn in 0..1_000 {
+            assert!(table.close(conn));
+            assert!(!table.remove(conn));
+        }
+        for conn in 1_000..1_995 {
+            assert!(table.remove(conn));
+        }
+        assert_eq!(table.len(), 5);
+        assert!(table.conns.capacity() <= 2 * KEEP_CAPACITY, "{peak}");
+        assert!(table.closing.capacity() <= 2 * KEEP_CAPACITY);
+        assert!(table.is_open(1_999));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use std::{
 
 use sha2::{Digest, Sha256};
 
-use super::error::LoadError;
+use super::{error::LoadError, file_bytes::FileBytes};
 
 const GROUP_OTHER_WRITE: u32 = 0o022;
 const STICKY: u32 = 0o1000;
@@ -43,8 +43,8 @@ pub struct CheckedFile {
     pub path: PathBuf,
     /// The real file: `path` with every symlink resolved.
     pub canonical: PathBuf,
-    /// Its contents.
-    pub bytes: Vec<u8>,
+    /// Its contents (in a mapping of their own, unmapped when dropped).
+    pub bytes: FileBytes,
     /// SHA-256 of `bytes`, lowercase hex.
     pub sha256: String,
 }
@@ -305,13 +305,10 @@ pub fn check_file(path: &Path, allowlist: &HashSet<String>) -> Result<CheckedFil
             found: describe(&head, meta.len()),
         });
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    bytes.extend_from_slice(&head);
-    // Bounded even if the file grows while we read it.
-    (&mut file)
-        .take(MAX_PLUGIN_BYTES + 1 - head.len() as u64)
-        .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
+    // Bounded even if the file grows while we read it; in memory of its own, not the
+    // allocator's (file_bytes.rs: issue 28 item 4).
+    let bytes =
+        FileBytes::read(&head, &mut file, meta.len(), MAX_PLUGIN_BYTES).map_err(unreadable)?;
     if bytes.len() as u64 > MAX_PLUGIN_BYTES {
         return Err(too_large(bytes.len() as u64));
     }
@@ -319,7 +316,7 @@ pub fn check_file(path: &Path, allowlist: &HashSet<String>) -> Result<CheckedFil
         path: path.to_owned(),
         detail,
     })?;
-    let sha256 = hex::encode(Sha256::digest(&bytes));
+    let sha256 = hex::encode(Sha256::digest(&bytes[..]));
     if !allowlist.is_empty() && !allowlist.contains(&sha256) {
         return Err(LoadError::NotAllowlisted {
             path: path.to_owned(),

@@ -25,7 +25,7 @@
 
 use std::{
     collections::HashSet,
-    io::Write as _,
+    io::{Read as _, Write as _},
     os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt},
     path::{Path, PathBuf},
     time::{Duration, SystemTime},
@@ -325,10 +325,8 @@ impl Loader {
             cached: target.clone(),
             source,
         };
-        if let Ok(existing) = std::fs::read(&target) {
-            if existing == file.bytes {
-                return Ok(target);
-            }
+        if same_contents(&target, &file.bytes) {
+            return Ok(target);
         }
         let tmp = dir.join(format!(".{}.{}.tmp", file.sha256, std::process::id()));
         // A crash can leave this name behind (mode 0500, so it cannot be reopened for
@@ -394,6 +392,33 @@ impl Loader {
             tracing::debug!(removed, cache = %dir.display(), "pruned unused plugin cache files");
         }
         removed
+    }
+}
+
+/// Whether the file at `path` holds exactly `bytes`, compared 64 KiB at a time (a cached
+/// copy is as large as its plugin: reading it whole would be one more file-sized
+/// allocation per load; file_bytes.rs says why that matters).
+fn same_contents(path: &Path, bytes: &[u8]) -> bool {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    if file.metadata().map(|m| m.len()).ok() != Some(bytes.len() as u64) {
+        return false;
+    }
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut at = 0;
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) => return at == bytes.len(),
+            Ok(n) => {
+                if bytes.get(at..at + n) != Some(&chunk[..n]) {
+                    return false;
+                }
+                at += n;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
     }
 }
 

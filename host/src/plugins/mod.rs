@@ -2,7 +2,8 @@
 //!
 //! - [`checks`]: what is verified about a file before it is ever `dlopen`ed (symlinks
 //!   resolved; owner and mode of the real file and of every directory above it; size
-//!   cap; ELF magic and a whole-file ELF layout check (`elf`); SHA-256 allowlist);
+//!   cap; ELF magic and a whole-file ELF layout check (`elf`); SHA-256 allowlist),
+//!   on the file's bytes read into a mapping of their own ([`file_bytes`]);
 //! - [`loader`]: loading one file — a content-addressed copy in a checked private cache,
 //!   the `abi_stable` header, kind and ABI version from the header, layout check,
 //!   manifest; pruning the cache;
@@ -17,6 +18,7 @@
 pub mod checks;
 mod elf;
 pub mod error;
+pub mod file_bytes;
 pub mod handle;
 mod instance;
 pub mod live;
