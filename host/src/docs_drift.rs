@@ -4,7 +4,7 @@
 //!   [`crate::config::Config`] itself, against the keys the tables of the
 //!   "Configuration file" section and its `[section]` subsections list;
 //! - **metrics**: every family `GET /metrics` serves (the broker's registry as
-//!   [`crate::broker::metrics::Metrics::render`] renders it, and the transaction
+//!   [`crate::metrics::Metrics::render`] renders it, and the transaction
 //!   coordinator's part, [`crate::txn::metrics::render`]), against the `drover_…` names
 //!   the "Admin HTTP API" section documents.
 //!
@@ -186,7 +186,7 @@ fn metric_names() -> BTreeSet<String> {
     let dir = tempfile::tempdir().unwrap();
     let limits = crate::config::TransactionsSection::default().limits();
     let txn = crate::txn::TxnCoordinator::open(dir.path(), limits).unwrap();
-    let mut text = crate::broker::metrics::Metrics::new().render(&[("t".into(), 0, 1, 1)]);
+    let mut text = crate::metrics::Metrics::new().render(&[("t".into(), 0, 1, 1)]);
     text.push_str(&crate::txn::metrics::render(&txn));
     text.lines()
         .filter_map(|line| line.strip_prefix("# TYPE "))
@@ -244,7 +244,7 @@ fn every_metric_is_documented_and_every_documented_metric_exists() {
     assert!(
         diff.is_empty(),
         "the metrics of docs/operations.md (\"Admin HTTP API\") and GET /metrics \
-         (host/src/broker/metrics.rs, host/src/txn/metrics.rs) differ:\n{}",
+         (host/src/metrics.rs, host/src/txn/metrics.rs) differ:\n{}",
         diff.join("\n")
     );
 }

@@ -7,10 +7,12 @@
 //!   (rescans), and plugin instances behind handles;
 //! - [`plugin_test`]: `drover plugins test`, the conformance suites against a plugin file;
 //! - [`log`]: partition logs on disk (segments, indexes, record validation, retention,
-//!   recovery);
+//!   recovery) — the `drover-log` crate, re-exported;
 //! - [`broker`]: shared state — configuration, topics and their configs, producer ids,
-//!   produce rates, auto-creation limits, metrics, loaded plugins, cluster membership
-//!   and the coordinator's client;
+//!   produce rates, auto-creation limits, loaded plugins, cluster membership and the
+//!   coordinator's client;
+//! - [`metrics`]: the Prometheus metrics every part counts into (the broker holds them;
+//!   the coordinator driver and the assignor budgets are handed them);
 //! - [`clock`]: the wall clock (Kafka timestamps) and the monotonic epoch (coordinator
 //!   time); local deadlines read `Instant::now()` where they are kept;
 //! - [`server`]: the Kafka wire server (connection, frame, request, handler);
@@ -36,6 +38,7 @@ pub mod config;
 pub mod coordination;
 pub use drover_log as log;
 pub mod logging;
+pub mod metrics;
 pub mod offsets;
 pub mod plugin_test;
 pub mod plugins;

@@ -1,5 +1,5 @@
 //! The admin HTTP API, on its own loopback listener:
-//! - `GET /metrics`: Prometheus text (see [`crate::broker::metrics`]);
+//! - `GET /metrics`: Prometheus text (see [`crate::metrics`]);
 //! - `GET /v1/plugins`: the plugin directory as it is now, as JSON (one object per
 //!   file); `POST /v1/plugins/rescan`: load files added or replaced since startup
 //!   ([`plugins`]);

@@ -6,7 +6,6 @@
 
 pub mod auto_create;
 pub mod descriptors;
-pub mod metrics;
 pub mod new_txn_ids;
 pub mod produce_rate;
 pub mod producer_ids;
@@ -14,6 +13,7 @@ pub mod topic_config;
 pub mod topic_config_store;
 pub mod topics;
 
+use crate::metrics::Metrics;
 use std::{path::Path, sync::Arc};
 
 use tokio::sync::watch;
@@ -26,7 +26,6 @@ use crate::{
     startup::StartedPlugins,
 };
 
-pub use metrics::Metrics;
 pub use topics::{Partition, Topic, TopicError, TopicLimits, TopicRegistry};
 
 /// How clients reach this broker (Metadata, FindCoordinator).

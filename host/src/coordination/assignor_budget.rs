@@ -52,7 +52,7 @@ use drover_abi::{
     PluginError,
 };
 
-use crate::{broker::metrics::Metrics, plugins::AssignorHandle};
+use crate::{metrics::Metrics, plugins::AssignorHandle};
 
 /// The most worker threads one assignor plugin instance gets, abandoned ones (still in
 /// a call past its budget) included. The coordinator calls from one thread, so one is

@@ -33,7 +33,7 @@ use drover_abi::{
     Assignment, PluginError,
 };
 use drover_host::coordination::driver::{assignor_runs::AssignorRuns, client::Msg};
-use drover_host::{broker::Metrics, coordination::assignor_budget::AssignorBudgets};
+use drover_host::{coordination::assignor_budget::AssignorBudgets, metrics::Metrics};
 use drover_tests::load_assignor;
 
 /// (members, partitions, partitions per topic): homogeneous groups over topics of 1,000

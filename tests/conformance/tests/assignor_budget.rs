@@ -17,7 +17,7 @@ use drover_abi::{
     AssignInput, AssignorMember, ErrorKind, PluginKind, TopicInfo,
 };
 use drover_host::{
-    broker::Metrics, coordination::assignor_budget::AssignorBudgets, plugins::AssignorHandle,
+    coordination::assignor_budget::AssignorBudgets, metrics::Metrics, plugins::AssignorHandle,
 };
 use drover_plugin_testkit::assignor;
 use drover_tests::{load_assignor, PluginDir};

@@ -39,7 +39,7 @@ use super::{
     store_worker::StoreOp,
     topic_deletion::{self, GroupOwner},
 };
-use crate::{broker::Metrics, clock::Epoch, plugins::CallError, server::dispatch::Outcome};
+use crate::{clock::Epoch, metrics::Metrics, plugins::CallError, server::dispatch::Outcome};
 
 use outputs::CloseReason;
 
