@@ -12,7 +12,8 @@
 //! A group has at most one call it waits for; a call it no longer waits for (the group
 //! started another, moved on, or is gone) is dropped when its result arrives. The table
 //! holds one entry per call handed to the host until its result arrives: the host
-//! answers every call within the budget, so it stays as small as the groups rebalancing.
+//! answers every call within about two budgets (a call waits at most one for a thread,
+//! then runs at most one), so it stays as small as the groups rebalancing.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

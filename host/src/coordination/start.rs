@@ -167,6 +167,7 @@ pub fn start(broker: &Broker) -> Result<Option<CoordinatorClient>, StartError> {
                 max_offsets: t.limits().max_offsets_per_transaction,
             }),
         }),
+        assignor_timeout_ms: broker.config.coordinator.assignor_timeout_ms,
     };
     let store = driver::StoreQueue {
         ops: store_tx,

@@ -154,7 +154,7 @@ fn handoff(c: &mut Criterion) {
             b.iter(|| call(&budgeted, input, &context))
         });
         let (mailbox, results) = flume::unbounded::<Msg>();
-        let mut runs = AssignorRuns::new(mailbox.downgrade());
+        let mut runs = AssignorRuns::new(mailbox.downgrade(), 60_000);
         let (shared_input, shared_topics) = (Arc::new(input.clone()), Arc::new(context.clone()));
         g.bench_function(BenchmarkId::new("handed-out", &size), |b| {
             b.iter(|| {

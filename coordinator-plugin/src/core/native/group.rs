@@ -719,8 +719,15 @@ impl NativeGroup {
             return;
         };
         let mode = *mode;
+        // At most one call per group: one in flight computes again, over the members
+        // as they are then, when its result arrives (`assignor_done`).
+        let in_flight = self
+            .assigning
+            .as_ref()
+            .is_some_and(|a| a.purpose == Purpose::Rebalance);
         let target = match mode {
             RebalanceMode::Eager => None,
+            RebalanceMode::Incremental if in_flight => None,
             RebalanceMode::Incremental => match self.compute_target(env, fx, Purpose::Rebalance) {
                 Computed::Ready(t) => Some(t),
                 // Planned when the result arrives (`assignor_done`).

@@ -65,6 +65,9 @@ pub struct DriverDeps {
     /// Where the coordinator's transactional offsets are recorded (the transaction
     /// coordinator); `None`: TxnOffsetCommit is answered COORDINATOR_NOT_AVAILABLE.
     pub txn_ledger: Option<Arc<dyn crate::coordination::TxnOffsetLedger>>,
+    /// `coordinator.assignor_timeout_ms`: also the longest an assignor call waits for a
+    /// thread of its assignor ([`assignor_runs`]); 0: no bound.
+    pub assignor_timeout_ms: u64,
 }
 
 /// The offset-store worker's queue ([`super::store_worker`]) and its thread, which the
@@ -108,7 +111,7 @@ pub fn spawn<C: Coordinator>(
     let txn = txn::TxnState::new(deps.txn_ledger.clone(), tx.downgrade());
     let driver = Driver {
         txn,
-        assignor_runs: assignor_runs::AssignorRuns::new(tx.downgrade()),
+        assignor_runs: assignor_runs::AssignorRuns::new(tx.downgrade(), deps.assignor_timeout_ms),
         coordinator,
         conns: ConnTable::default(),
         store,

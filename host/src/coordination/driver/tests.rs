@@ -88,6 +88,8 @@ struct Setup {
     abi_minor: Option<u32>,
     /// The transactional offset ledger.
     txn_ledger: Option<Arc<dyn crate::coordination::TxnOffsetLedger>>,
+    /// `assignor_timeout_ms` (default 60,000).
+    assignor_timeout_ms: Option<u64>,
 }
 
 fn start(setup: Setup, script: Script) -> Harness {
@@ -108,6 +110,7 @@ fn start(setup: Setup, script: Script) -> Harness {
         owner: GroupOwner::All,
         topic_ids: setup.topic_ids.into_iter().collect(),
         txn_ledger: setup.txn_ledger,
+        assignor_timeout_ms: setup.assignor_timeout_ms.unwrap_or(60_000),
     };
     let (ops, store) = flume::unbounded();
     let store = (!setup.store_gone).then_some(store);
@@ -848,4 +851,56 @@ fn assignor_calls_run_off_the_coordinator_thread_and_their_results_come_back() {
         }
         _ => unreachable!(),
     }
+}
+
+/// Calls of one assignor run on at most four threads; a call that waited longer than
+/// the budget for one is answered `Unavailable` without running, so groups behind a
+/// slow strategy fall back instead of waiting for every call before theirs.
+#[test]
+fn a_call_that_waits_past_the_budget_for_a_thread_is_answered_unrun() {
+    let (open, gate) = flume::unbounded::<()>();
+    let mut calls = 0u64;
+    let h = start(
+        Setup {
+            assignor_timeout_ms: Some(100),
+            ..Setup::default()
+        },
+        Box::new(move |input| match input {
+            CoordinatorInput::TopicsChanged { .. } => (0..5)
+                .map(|_| {
+                    calls += 1;
+                    let job = drover_abi::coordinator::AssignorJob_TO::from_value(
+                        GatedJob(gate.clone()),
+                        abi_stable::sabi_trait::TD_Opaque,
+                    );
+                    CoordinatorOutput::RunAssignor {
+                        op: calls,
+                        job: abi_stable::std_types::RArc::new(job),
+                    }
+                })
+                .collect(),
+            _ => Vec::new(),
+        }),
+    );
+    h.send(Msg::TopicsChanged(RVec::new(), RVec::new()));
+    h.wait_for(|i| matches!(i, CoordinatorInput::TopicsChanged { .. }));
+    // Four calls hold the four threads; the fifth waits past its 100 ms budget.
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..5 {
+        open.send(()).unwrap();
+    }
+    let mut results: Vec<(u64, bool)> = (0..5)
+        .map(
+            |_| match h.wait_for(|i| matches!(i, CoordinatorInput::AssignorDone { .. })) {
+                CoordinatorInput::AssignorDone { op, result } => (op, result.is_ok()),
+                _ => unreachable!(),
+            },
+        )
+        .collect();
+    results.sort();
+    assert_eq!(
+        results,
+        [(1, true), (2, true), (3, true), (4, true), (5, false)],
+        "four calls ran, the fifth was answered unrun"
+    );
 }

@@ -436,8 +436,12 @@ fn reconcile_and_answer(
     // A target not computed yet (the assignment interval): back when it is due.
     let interval = match g.target_due(env) {
         Some(due) => interval.min(due.saturating_sub(env.now).max(1)),
-        // The assignor runs on a host thread: back soon for its target.
-        None if g.assigning.is_some() => {
+        // The assignor runs on a host thread: a member that holds nothing yet comes
+        // back soon for its share (the others learn of the new target at their usual
+        // interval, as of any target change, so the heartbeat budget holds).
+        None if g.assigning.is_some()
+            && g.members.get(&id).is_some_and(|m| m.assigned.is_empty()) =>
+        {
             interval.min(u64::from(env.reconcile_heartbeat_interval_ms).max(1))
         }
         None => interval,
