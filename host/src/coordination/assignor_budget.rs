@@ -31,7 +31,11 @@
 //!
 //! Threads: at most [`MAX_THREADS_PER_PLUGIN`] per plugin instance, abandoned ones
 //! included; an idle worker exits when the plugin instance is replaced or removed and the
-//! coordinator no longer holds it.
+//! coordinator no longer holds it. Overdue calls are kept per assignor *name*, across its
+//! instances: an instance that replaces one with an abandoned call is slow from the
+//! start, so replacing a stuck plugin (a rescan, the file removed and added back) starts
+//! no further stuck threads, and `slow` and `drover_assignor_calls_overdue` count every
+//! instance's calls.
 
 use std::{
     collections::BTreeMap,
@@ -66,7 +70,30 @@ pub struct AssignorBudgets {
     metrics: Arc<Metrics>,
     /// Each assignor's instance (kept so that its address identifies it) and budget.
     plugins: Mutex<BTreeMap<String, Wrapped>>,
+    /// Per assignor name, its calls running past their budget, whichever instance made
+    /// them: an instance that replaces one with an abandoned call (a rescan, or the
+    /// file removed and added back) is slow too until that call returns, so replacing a
+    /// stuck plugin cannot start stuck threads past the cap.
+    overdue: Mutex<BTreeMap<String, Overdue>>,
 }
+
+/// The calls of one assignor name running past their budget, across its instances.
+type Overdue = Arc<Mutex<Vec<OverdueCall>>>;
+
+/// A call running past its budget.
+struct OverdueCall {
+    /// The instance's budget that made it ([`Budget::id`]).
+    instance: u64,
+    /// Its number in that instance.
+    call: u64,
+    /// The group it assigns.
+    group: String,
+    /// When it started.
+    started: Instant,
+}
+
+/// Numbers the budgets of the process, for [`OverdueCall::instance`].
+static NEXT_BUDGET: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// An assignor instance (kept so that its address identifies it) and its budget.
 type Wrapped = (Arc<AssignorHandle>, Arc<Budget>);
@@ -107,6 +134,7 @@ impl AssignorBudgets {
             budget: (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms)),
             metrics,
             plugins: Mutex::new(BTreeMap::new()),
+            overdue: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -116,8 +144,9 @@ impl AssignorBudgets {
 
     /// The assignors as the coordinator receives them (startup, `AssignorsChanged`):
     /// each wrapped in its budget. An instance wrapped before keeps its state (a call
-    /// overdue stays overdue); instances no longer in `assignors` are forgotten (their
-    /// overdue calls finish on their own).
+    /// overdue stays overdue); instances no longer in `assignors` are forgotten, but
+    /// their overdue calls still make the name slow (a new instance of it is refused
+    /// until they return).
     pub fn named(&self, assignors: &BTreeMap<String, Arc<AssignorHandle>>) -> RVec<NamedAssignor> {
         let Some(budget) = self.budget else {
             return assignors
@@ -140,6 +169,7 @@ impl AssignorBudgets {
                         handle.instance(),
                         budget,
                         Arc::clone(&self.metrics),
+                        self.overdue_of(name),
                     )),
                 };
                 kept.insert(name.clone(), (Arc::clone(handle), Arc::clone(&state)));
@@ -151,6 +181,12 @@ impl AssignorBudgets {
             .collect();
         *plugins = kept;
         named
+    }
+
+    /// The overdue calls of assignor name `name`, shared by its instances.
+    fn overdue_of(&self, name: &str) -> Overdue {
+        let mut all = self.overdue.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(all.entry(name.to_owned()).or_default())
     }
 
     /// Whether assignor `name` is slow now (a call of it runs past its budget), and why.
@@ -165,13 +201,17 @@ impl AssignorBudgets {
     }
 }
 
-/// One plugin instance's budget, workers and overdue calls.
+/// One plugin instance's budget and workers.
 struct Budget {
+    /// Unique in the process (numbers its overdue calls' instance).
+    id: u64,
     name: String,
     inner: AssignorArc,
     limit: Duration,
     metrics: Arc<Metrics>,
     state: Mutex<BudgetState>,
+    /// The overdue calls of every instance of this assignor name.
+    overdue: Overdue,
 }
 
 #[derive(Default)]
@@ -180,8 +220,6 @@ struct BudgetState {
     idle: Vec<mpsc::Sender<Job>>,
     /// Worker threads alive (idle, busy or abandoned).
     threads: usize,
-    /// Calls running past their budget: (call number, group, started).
-    overdue: Vec<(u64, String, Instant)>,
     /// Calls so far (numbers the overdue ones).
     calls: u64,
 }
@@ -248,15 +286,28 @@ impl Slot {
 }
 
 impl Budget {
-    fn new(name: &str, inner: AssignorArc, limit: Duration, metrics: Arc<Metrics>) -> Self {
-        metrics.assignor_overdue(name, 0);
+    fn new(
+        name: &str,
+        inner: AssignorArc,
+        limit: Duration,
+        metrics: Arc<Metrics>,
+        overdue: Overdue,
+    ) -> Self {
+        let now = overdue.lock().unwrap_or_else(|e| e.into_inner()).len();
+        metrics.assignor_overdue(name, now);
         Budget {
+            id: NEXT_BUDGET.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             name: name.to_owned(),
             inner,
             limit,
             metrics,
             state: Mutex::new(BudgetState::default()),
+            overdue,
         }
+    }
+
+    fn overdue(&self) -> MutexGuard<'_, Vec<OverdueCall>> {
+        self.overdue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock(&self) -> MutexGuard<'_, BudgetState> {
@@ -264,12 +315,12 @@ impl Budget {
     }
 
     fn slow(&self) -> Option<SlowReport> {
-        let state = self.lock();
-        let (_, group, started) = state.overdue.first()?;
+        let overdue = self.overdue();
+        let oldest = overdue.first()?;
         Some(SlowReport {
-            overdue: state.overdue.len(),
-            oldest_group: group.clone(),
-            oldest_running_ms: started.elapsed().as_millis() as u64,
+            overdue: overdue.len(),
+            oldest_group: oldest.group.clone(),
+            oldest_running_ms: oldest.started.elapsed().as_millis() as u64,
             budget_ms: self.limit.as_millis() as u64,
         })
     }
@@ -280,19 +331,20 @@ impl Budget {
         input: &AssignInput,
         context: Option<AssignContextRef<'_>>,
     ) -> RResult<Assignment, PluginError> {
+        if let Some(oldest) = self.overdue().first() {
+            self.metrics.assignor_refused(&self.name);
+            return RResult::RErr(PluginError::unavailable(format!(
+                "assignor `{}` is slow: its call for group `{}` has run {} ms, past its {} \
+                 ms budget (coordinator.assignor_timeout_ms), and has not returned; not \
+                 called",
+                self.name,
+                oldest.group,
+                oldest.started.elapsed().as_millis(),
+                self.limit.as_millis()
+            )));
+        }
         let (worker, call) = {
             let mut state = self.lock();
-            if let Some((_, group, started)) = state.overdue.first() {
-                self.metrics.assignor_refused(&self.name);
-                return RResult::RErr(PluginError::unavailable(format!(
-                    "assignor `{}` is slow: its call for group `{group}` has run {} ms, past \
-                     its {} ms budget (coordinator.assignor_timeout_ms), and has not \
-                     returned; not called",
-                    self.name,
-                    started.elapsed().as_millis(),
-                    self.limit.as_millis()
-                )));
-            }
             let worker = match state.idle.pop() {
                 Some(worker) => worker,
                 None if state.threads < MAX_THREADS_PER_PLUGIN => match self.spawn() {
@@ -364,9 +416,14 @@ impl Budget {
         drop(guard);
         let group = input.group.to_string();
         let overdue = {
-            let mut state = self.lock();
-            state.overdue.push((call, group.clone(), started));
-            state.overdue.len()
+            let mut overdue = self.overdue();
+            overdue.push(OverdueCall {
+                instance: self.id,
+                call,
+                group: group.clone(),
+                started,
+            });
+            overdue.len()
         };
         self.metrics.assignor_timeout(&self.name);
         self.metrics.assignor_overdue(&self.name, overdue);
@@ -401,11 +458,11 @@ impl Budget {
     /// An abandoned call returned after `took`: the plugin is no longer slow once none
     /// is left; the worker serves it again.
     fn returned_late(&self, call: u64, group: &str, took: Duration, home: mpsc::Sender<Job>) {
+        self.lock().idle.push(home);
         let left = {
-            let mut state = self.lock();
-            state.overdue.retain(|(c, _, _)| *c != call);
-            state.idle.push(home);
-            state.overdue.len()
+            let mut overdue = self.overdue();
+            overdue.retain(|o| o.instance != self.id || o.call != call);
+            overdue.len()
         };
         self.metrics.assignor_overdue(&self.name, left);
         tracing::warn!(
@@ -525,6 +582,7 @@ mod tests {
             inner,
             Duration::from_millis(limit_ms),
             Arc::new(Metrics::new()),
+            Overdue::default(),
         ));
         let wrapped = Budgeted::arc(Arc::clone(&b));
         (b, sleep, calls, wrapped)
@@ -591,6 +649,36 @@ mod tests {
         wait_until("the abandoned call to return", || b.slow().is_none());
         assert_eq!(call(&a, "g").unwrap().members[0].member_id.as_str(), "g");
         assert_eq!(b.lock().threads, 1);
+    }
+
+    /// An instance that replaces one whose call is overdue (a rescan, or the file
+    /// removed and added back) is slow too until that call returns: replacing a stuck
+    /// plugin again and again starts no more stuck threads (found by a review: six
+    /// remove/re-add cycles of a stuck assignor left six stuck threads).
+    #[test]
+    fn a_new_instance_of_a_name_with_an_overdue_call_is_slow_too() {
+        let (old, sleep, _, a) = budget(30, 300);
+        assert!(call(&a, "stuck-group").is_err());
+        let fresh = Arc::new(Budget::new(
+            "sleepy",
+            old.inner.clone(),
+            Duration::from_millis(30),
+            Arc::clone(&old.metrics),
+            Arc::clone(&old.overdue),
+        ));
+        let b = Budgeted::arc(Arc::clone(&fresh));
+        sleep.store(0, Ordering::SeqCst);
+        let e = call(&b, "other").unwrap_err();
+        assert!(e.message.contains("is slow"), "{}", e.message);
+        assert_eq!(
+            fresh.lock().threads,
+            0,
+            "no thread started for the refused call"
+        );
+        assert_eq!(fresh.slow().expect("slow").oldest_group, "stuck-group");
+        // The old instance's call returns: the new one serves.
+        wait_until("the abandoned call to return", || fresh.slow().is_none());
+        assert_eq!(call(&b, "g").unwrap().members[0].member_id.as_str(), "g");
     }
 
     #[test]
