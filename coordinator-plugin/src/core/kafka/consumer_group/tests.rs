@@ -197,6 +197,28 @@ fn beat(id: &str, epoch: i32, owned: Option<BTreeSet<TopicPartition>>) -> Heartb
     }
 }
 
+/// The [`Env`] of a call on world `$w`: a macro, not a method, so that the call can
+/// borrow the world's group table and timers mutably beside it.
+macro_rules! world_env {
+    ($w:expr) => {
+        Env {
+            now: $w.now,
+            topics: &$w.topics,
+            partition_stats: &$w.stats,
+            assignors: GroupAssignors::new($w.assignors, &$w.calls),
+            default_assignor: $w.default_assignor,
+            session_timeout_ms: SESSION,
+            heartbeat_interval_ms: $w.heartbeat_interval_ms,
+            reconcile_heartbeat_interval_ms: 200,
+            rebalance_settle_ms: $w.settle_ms,
+            assignment_interval_ms: $w.assignment_interval_ms,
+            max_group_size: $w.max_group_size,
+            fallbacks: std::cell::Cell::new(0),
+            failures: std::cell::Cell::new(0),
+        }
+    };
+}
+
 /// A simulated KIP-848 client.
 #[derive(Debug, Clone)]
 struct Client {
@@ -286,42 +308,14 @@ impl World {
         let job = self.jobs.remove(k % self.jobs.len());
         let result = job.run();
         let group = self.calls.finished(job.id()).expect("a call handed out");
-        let env = Env {
-            now: self.now,
-            topics: &self.topics,
-            partition_stats: &self.stats,
-            assignors: GroupAssignors::new(self.assignors, &self.calls),
-            default_assignor: self.default_assignor,
-            session_timeout_ms: SESSION,
-            heartbeat_interval_ms: self.heartbeat_interval_ms,
-            reconcile_heartbeat_interval_ms: 200,
-            rebalance_settle_ms: self.settle_ms,
-            assignment_interval_ms: self.assignment_interval_ms,
-            max_group_size: self.max_group_size,
-            fallbacks: std::cell::Cell::new(0),
-            failures: std::cell::Cell::new(0),
-        };
+        let env = world_env!(self);
         self.groups
             .assignor_done(&mut self.table, &env, &group, job.id(), result);
         self.collect_jobs();
     }
 
     fn hb(&mut self, req: HeartbeatRequest) -> HeartbeatResponse {
-        let env = Env {
-            now: self.now,
-            topics: &self.topics,
-            partition_stats: &self.stats,
-            assignors: GroupAssignors::new(self.assignors, &self.calls),
-            default_assignor: self.default_assignor,
-            session_timeout_ms: SESSION,
-            heartbeat_interval_ms: self.heartbeat_interval_ms,
-            reconcile_heartbeat_interval_ms: 200,
-            rebalance_settle_ms: self.settle_ms,
-            assignment_interval_ms: self.assignment_interval_ms,
-            max_group_size: self.max_group_size,
-            fallbacks: std::cell::Cell::new(0),
-            failures: std::cell::Cell::new(0),
-        };
+        let env = world_env!(self);
         let response = self
             .groups
             .heartbeat(&mut self.table, &env, &mut self.timers, req);
@@ -353,21 +347,7 @@ impl World {
 
     fn set_topic(&mut self, topic: &str, partitions: u32) {
         self.topics.insert(TopicName::new(topic), partitions);
-        let env = Env {
-            now: self.now,
-            topics: &self.topics,
-            partition_stats: &self.stats,
-            assignors: GroupAssignors::new(self.assignors, &self.calls),
-            default_assignor: self.default_assignor,
-            session_timeout_ms: SESSION,
-            heartbeat_interval_ms: self.heartbeat_interval_ms,
-            reconcile_heartbeat_interval_ms: 200,
-            rebalance_settle_ms: self.settle_ms,
-            assignment_interval_ms: self.assignment_interval_ms,
-            max_group_size: self.max_group_size,
-            fallbacks: std::cell::Cell::new(0),
-            failures: std::cell::Cell::new(0),
-        };
+        let env = world_env!(self);
         self.groups.topics_changed(&mut self.table, &env);
         self.collect_jobs();
     }
@@ -376,21 +356,7 @@ impl World {
     /// would have stopped it) and rejoins.
     fn tick(&mut self, ms: u64) -> Vec<(GroupId, String, &'static str)> {
         self.now += ms;
-        let env = Env {
-            now: self.now,
-            topics: &self.topics,
-            partition_stats: &self.stats,
-            assignors: GroupAssignors::new(self.assignors, &self.calls),
-            default_assignor: self.default_assignor,
-            session_timeout_ms: SESSION,
-            heartbeat_interval_ms: self.heartbeat_interval_ms,
-            reconcile_heartbeat_interval_ms: 200,
-            rebalance_settle_ms: self.settle_ms,
-            assignment_interval_ms: self.assignment_interval_ms,
-            max_group_size: self.max_group_size,
-            fallbacks: std::cell::Cell::new(0),
-            failures: std::cell::Cell::new(0),
-        };
+        let env = world_env!(self);
         let mut due = Vec::new();
         while let Some(key) = self.timers.pop_due(self.now) {
             match key {
