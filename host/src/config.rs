@@ -161,8 +161,8 @@ impl Default for TransactionsSection {
 
 impl TransactionsSection {
     /// The coordinator's bounds.
-    pub fn limits(&self) -> crate::txn::Limits {
-        crate::txn::Limits {
+    pub fn limits(&self) -> crate::txn::state::Limits {
+        crate::txn::state::Limits {
             max_timeout_ms: self.transaction_max_timeout_ms,
             id_expiration_ms: self.transactional_id_expiration_ms,
             unused_id_expiration_ms: self.unused_id_expiration_ms,

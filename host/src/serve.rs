@@ -25,7 +25,7 @@ pub enum ServeError {
     Broker(#[from] crate::broker::BrokerError),
     /// The coordinator plugin could not start.
     #[error(transparent)]
-    Coordinator(#[from] crate::coordination::StartError),
+    Coordinator(#[from] crate::coordination::start::StartError),
     /// The configuration cannot work (after command-line overrides).
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -173,7 +173,7 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
     let broker = Broker::open(config, node, plugins, cluster.clone())?;
     // The coordinator starts from the opened state; the broker is shared once it has
     // the coordinator's client, with the Kafka APIs it serves already probed.
-    let coordinator = match coordination::start(&broker)? {
+    let coordinator = match coordination::start::start(&broker)? {
         Some(coordinator) => Some(coordinator.probe_kafka_apis().await),
         None => None,
     };
@@ -208,11 +208,16 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
     if let Some(txn) = broker.transactions() {
         // Markers: in-process standalone; in cluster mode a remote leader's go through
         // its ZooKeeper queue (txn::marker_queue), which every broker follows.
+        let local = crate::txn::broker_ports::LogMarkers {
+            topics: Arc::clone(&broker.topics),
+            cluster: cluster.clone(),
+            transactions: Arc::clone(txn),
+        };
         let markers: Arc<dyn crate::txn::ports::MarkerWriter> = match &cluster {
-            None => Arc::new(crate::txn::broker_ports::LogMarkers(Arc::clone(&broker))),
+            None => Arc::new(local),
             Some(c) => {
                 tasks.push(tokio::spawn(crate::txn::marker_queue::run(
-                    Arc::clone(&broker),
+                    local.clone(),
                     Arc::clone(c),
                     stopped.clone(),
                 )));
@@ -222,7 +227,7 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
                     stopped.clone(),
                 )));
                 Arc::new(crate::txn::marker_queue::ClusterMarkers {
-                    broker: Arc::clone(&broker),
+                    local,
                     cluster: Arc::clone(c),
                 })
             }
@@ -265,7 +270,7 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
         )));
     }
     if let Some(cluster) = cluster {
-        tasks.push(tokio::spawn(crate::cluster::run(
+        tasks.push(tokio::spawn(crate::cluster::sync::run(
             Arc::clone(&broker),
             cluster,
         )));
@@ -312,7 +317,7 @@ impl Running {
                 Err(e) => tracing::warn!("closing the active offset store: {e}"),
             }
         }
-        if let Err(e) = broker.plugins.close() {
+        if let Err(e) = broker.plugins.started.close() {
             tracing::warn!("closing offset stores: {e}");
         }
         tracing::info!("stopped");

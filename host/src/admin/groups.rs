@@ -315,10 +315,10 @@ fn effective_assignor(broker: &Broker, named: Option<&str>) -> (Option<String>, 
         return (None, None);
     };
     let default = &broker.config.coordinator.default_assignor;
-    if broker.live.assignors().contains_key(named) {
+    if broker.plugins.live.assignors().contains_key(named) {
         // Loaded, but a call of it runs past its budget: its calls fail at once and
         // rebalances run the default (coordinator.assignor_timeout_ms).
-        if let Some(slow) = broker.assignor_budgets.slow(named) {
+        if let Some(slow) = broker.plugins.budgets.slow(named) {
             if named != default {
                 return (
                     Some(default.clone()),

@@ -23,11 +23,12 @@ use crate::{broker::Broker, plugins::table};
 /// An assignor whose call runs past its budget has `slow` set to why
 /// ([`crate::coordination::assignor_budget`]).
 pub async fn list(State(broker): State<Arc<Broker>>) -> Json<Vec<table::Row>> {
-    let mut rows = broker.live.rows();
+    let mut rows = broker.plugins.live.rows();
     for row in &mut rows {
         if row.kind == "assignor" && row.status == "ok" {
             row.slow = broker
-                .assignor_budgets
+                .plugins
+                .budgets
                 .slow(&row.name)
                 .map(|s| s.to_string());
         }
@@ -81,13 +82,14 @@ pub fn rescan_blocking(broker: &Broker) -> Result<crate::plugins::RescanReport, 
             if let Some(coordinator) = broker.coordinator() {
                 let default = &config.coordinator.default_assignor;
                 if let Err(e) =
-                    coordinator.assignors_changed(broker.assignor_budgets.named(assignors), default)
+                    coordinator.assignors_changed(broker.plugins.budgets.named(assignors), default)
                 {
                     tracing::warn!("telling the coordinator about the new assignors: {e}");
                 }
             }
         };
     let result = broker
+        .plugins
         .live
         .rescan(&config.coordinator.default_assignor, &start, &changed);
     // Every new or replaced file was read whole (to check and hash it) and copied: give

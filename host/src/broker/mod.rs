@@ -64,123 +64,40 @@ pub enum BrokerError {
     ProducerIds(#[from] producer_ids::ProducerIdError),
 }
 
-/// Everything the request handlers share.
+/// Everything the request handlers share, grouped by concern so that a handler or a
+/// task can be handed just the part it uses (`&TopicRegistry`, `&Producers`,
+/// `&Groups`) the way mini-redis hands a command `&Db`.
 pub struct Broker {
     /// The configuration the broker started with.
     pub config: Config,
-    /// This node.
+    /// This node, the cluster id and, in cluster mode, the membership.
+    pub identity: Identity,
+    /// Topics and partition logs (shared with the transaction markers' writer).
+    pub topics: Arc<TopicRegistry>,
+    /// Prometheus metrics (shared with the coordinator driver).
+    pub metrics: Arc<Metrics>,
+    /// Producer ids, the new-transactional-id bound and the transaction coordinator.
+    pub producers: Producers,
+    /// The plugins: started at startup, the directory as rescans leave it, and the
+    /// assignors' budgets.
+    pub plugins: Plugins,
+    /// The group coordinator's client and the active offset store.
+    pub groups: Groups,
+    /// Becomes true when shutdown starts; long polls answer early.
+    stopping: watch::Sender<bool>,
+}
+
+/// Who this broker is and which cluster it belongs to.
+pub struct Identity {
+    /// This node: how clients reach it (Metadata, FindCoordinator).
     pub node: NodeInfo,
     /// The cluster id (generated on first start, kept in `<data_dir>/cluster_id`).
     pub cluster_id: String,
-    /// Topics and partition logs.
-    pub topics: TopicRegistry,
-    /// Prometheus metrics (shared with the coordinator driver).
-    pub metrics: Arc<Metrics>,
-    /// Producer ids for InitProducerId (a block file in the data directory, or blocks
-    /// from ZooKeeper in cluster mode).
-    pub producer_ids: producer_ids::ProducerIds,
-    /// The bound on new transactional ids per client address and second
-    /// (`transactions.new_ids_per_sec_per_client`), checked by InitProducerId.
-    pub new_txn_ids: new_txn_ids::NewTxnIdLimiter,
-    /// The plugins loaded and started at startup.
-    pub plugins: StartedPlugins,
-    /// The plugin directory as it is now: startup's, changed by every rescan
-    /// (`POST /v1/plugins/rescan`). Assignors and swap targets are looked up here.
-    pub live: LivePlugins,
-    /// The assignors' time budgets and slow state (`coordinator.assignor_timeout_ms`):
-    /// the coordinator is handed the assignors through it.
-    pub assignor_budgets: crate::coordination::assignor_budget::AssignorBudgets,
-    /// Becomes true when shutdown starts; long polls answer early.
-    stopping: watch::Sender<bool>,
-    /// The running coordinator (see [`crate::coordination`]); set by
-    /// [`Broker::with_coordinator`] before the broker is shared.
-    coordinator: Option<CoordinatorClient>,
-    /// The active offset store (`coordinator.offset_store`, or the one a swap made
-    /// active before a restart), swappable.
-    offsets: Option<Arc<OffsetStores>>,
     /// Cluster membership, in cluster mode.
     cluster: Option<Arc<crate::cluster::Cluster>>,
-    /// The transaction coordinator: standalone over the data directory, in cluster
-    /// mode over ZooKeeper for the slots this broker owns.
-    transactions: Option<Arc<crate::txn::TxnCoordinator>>,
 }
 
-impl Broker {
-    /// Opens the data directory (topics, partition logs with crash recovery) and builds
-    /// the shared state, without a coordinator. `node` is what clients are told to
-    /// connect to; `cluster` is the membership in cluster mode (made before the plugins
-    /// start, which get its ZooKeeper session). Startup then starts the coordinator
-    /// from this state ([`crate::coordination::start()`]), adds it with
-    /// [`Broker::with_coordinator`], and only then shares the broker.
-    pub fn open(
-        config: Config,
-        node: NodeInfo,
-        plugins: StartedPlugins,
-        cluster: Option<Arc<crate::cluster::Cluster>>,
-    ) -> Result<Broker, BrokerError> {
-        let topics = TopicRegistry::open_with(
-            &config.data_dir,
-            config.log.clone(),
-            TopicLimits::from_config(&config),
-        )?;
-        let cluster_id = cluster_id(&config.data_dir)?;
-        let offsets = plugins.active_store.clone().map(OffsetStores::new);
-        let live = LivePlugins::new(
-            &plugins.registry,
-            &plugins.assignors,
-            Loader::new(crate::startup::loader_options(&config)),
-            config.plugins.max_loaded_libraries,
-        );
-        let metrics = Arc::new(Metrics::new());
-        metrics.plugin_libraries(live.libraries_loaded());
-        let producer_ids = producer_ids::ProducerIds::open(&config.data_dir, cluster.clone())?;
-        let transactions = Some(Arc::new(match &cluster {
-            None => {
-                crate::txn::TxnCoordinator::open(&config.data_dir, config.transactions.limits())?
-            }
-            Some(c) => crate::txn::TxnCoordinator::open_cluster(
-                Arc::new(crate::txn::zk_store::ZkTxnStore::new(Arc::clone(c))),
-                config.transactions.limits(),
-            ),
-        }));
-        let assignor_budgets = crate::coordination::assignor_budget::AssignorBudgets::new(
-            config.coordinator.assignor_timeout_ms,
-            Arc::clone(&metrics),
-        );
-        Ok(Broker {
-            transactions,
-            producer_ids,
-            new_txn_ids: new_txn_ids::NewTxnIdLimiter::new(
-                config.transactions.new_ids_per_sec_per_client,
-            ),
-            live,
-            assignor_budgets,
-            offsets,
-            config,
-            node,
-            cluster_id,
-            topics,
-            metrics,
-            plugins,
-            stopping: watch::channel(false).0,
-            coordinator: None,
-            cluster,
-        })
-    }
-
-    /// The broker with its coordinator (`None`: no coordinator runs).
-    pub fn with_coordinator(self, coordinator: Option<CoordinatorClient>) -> Broker {
-        Broker {
-            coordinator,
-            ..self
-        }
-    }
-
-    /// The active offset store, if one is open.
-    pub fn offsets(&self) -> Option<Arc<OffsetStores>> {
-        self.offsets.clone()
-    }
-
+impl Identity {
     /// Cluster membership, in cluster mode.
     pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
         self.cluster.as_ref()
@@ -205,6 +122,152 @@ impl Broker {
     pub fn serves(&self, topic: &str, partition: i32) -> bool {
         self.cluster().is_none_or(|c| c.leads(topic, partition))
     }
+}
+
+/// The producer side: ids for InitProducerId, the bound on new transactional ids, and
+/// the transaction coordinator.
+pub struct Producers {
+    /// Producer ids for InitProducerId (a block file in the data directory, or blocks
+    /// from ZooKeeper in cluster mode).
+    pub ids: producer_ids::ProducerIds,
+    /// The bound on new transactional ids per client address and second
+    /// (`transactions.new_ids_per_sec_per_client`), checked by InitProducerId.
+    pub new_txn_ids: new_txn_ids::NewTxnIdLimiter,
+    /// The transaction coordinator: standalone over the data directory, in cluster
+    /// mode over ZooKeeper for the slots this broker owns.
+    pub transactions: Arc<crate::txn::TxnCoordinator>,
+}
+
+/// The plugins as the broker holds them.
+pub struct Plugins {
+    /// The plugins loaded and started at startup.
+    pub started: StartedPlugins,
+    /// The plugin directory as it is now: startup's, changed by every rescan
+    /// (`POST /v1/plugins/rescan`). Assignors and swap targets are looked up here.
+    pub live: LivePlugins,
+    /// The assignors' time budgets and slow state (`coordinator.assignor_timeout_ms`):
+    /// the coordinator is handed the assignors through it.
+    pub budgets: crate::coordination::assignor_budget::AssignorBudgets,
+}
+
+/// Group coordination: the running coordinator and the active offset store.
+pub struct Groups {
+    /// The running coordinator (see [`crate::coordination`]); set by
+    /// [`Broker::with_coordinator`] before the broker is shared.
+    coordinator: Option<CoordinatorClient>,
+    /// The active offset store (`coordinator.offset_store`, or the one a swap made
+    /// active before a restart), swappable.
+    offsets: Option<Arc<OffsetStores>>,
+}
+
+impl Groups {
+    /// The running coordinator, if one started.
+    pub fn coordinator(&self) -> Option<&CoordinatorClient> {
+        self.coordinator.as_ref()
+    }
+
+    /// The active offset store, if one is open.
+    pub fn offsets(&self) -> Option<Arc<OffsetStores>> {
+        self.offsets.clone()
+    }
+}
+
+impl Broker {
+    /// Opens the data directory (topics, partition logs with crash recovery) and builds
+    /// the shared state, without a coordinator. `node` is what clients are told to
+    /// connect to; `cluster` is the membership in cluster mode (made before the plugins
+    /// start, which get its ZooKeeper session). Startup then starts the coordinator
+    /// from this state (`coordination::start::start`), adds it with
+    /// [`Broker::with_coordinator`], and only then shares the broker.
+    pub fn open(
+        config: Config,
+        node: NodeInfo,
+        plugins: StartedPlugins,
+        cluster: Option<Arc<crate::cluster::Cluster>>,
+    ) -> Result<Broker, BrokerError> {
+        let topics = Arc::new(TopicRegistry::open_with(
+            &config.data_dir,
+            config.log.clone(),
+            TopicLimits::from_config(&config),
+        )?);
+        let cluster_id = cluster_id(&config.data_dir)?;
+        let offsets = plugins.active_store.clone().map(OffsetStores::new);
+        let live = LivePlugins::new(
+            &plugins.registry,
+            &plugins.assignors,
+            Loader::new(crate::startup::loader_options(&config)),
+            config.plugins.max_loaded_libraries,
+        );
+        let metrics = Arc::new(Metrics::new());
+        metrics.plugin_libraries(live.libraries_loaded());
+        let ids = producer_ids::ProducerIds::open(&config.data_dir, cluster.clone())?;
+        let transactions = Arc::new(match &cluster {
+            None => {
+                crate::txn::TxnCoordinator::open(&config.data_dir, config.transactions.limits())?
+            }
+            Some(c) => crate::txn::TxnCoordinator::open_cluster(
+                Arc::new(crate::txn::zk_store::ZkTxnStore::new(Arc::clone(c))),
+                config.transactions.limits(),
+            ),
+        });
+        let budgets = crate::coordination::assignor_budget::AssignorBudgets::new(
+            config.coordinator.assignor_timeout_ms,
+            Arc::clone(&metrics),
+        );
+        Ok(Broker {
+            producers: Producers {
+                ids,
+                new_txn_ids: new_txn_ids::NewTxnIdLimiter::new(
+                    config.transactions.new_ids_per_sec_per_client,
+                ),
+                transactions,
+            },
+            plugins: Plugins {
+                started: plugins,
+                live,
+                budgets,
+            },
+            groups: Groups {
+                coordinator: None,
+                offsets,
+            },
+            identity: Identity {
+                node,
+                cluster_id,
+                cluster,
+            },
+            config,
+            topics,
+            metrics,
+            stopping: watch::channel(false).0,
+        })
+    }
+
+    /// The broker with its coordinator (`None`: no coordinator runs).
+    pub fn with_coordinator(self, coordinator: Option<CoordinatorClient>) -> Broker {
+        Broker {
+            groups: Groups {
+                coordinator,
+                ..self.groups
+            },
+            ..self
+        }
+    }
+
+    /// The active offset store, if one is open.
+    pub fn offsets(&self) -> Option<Arc<OffsetStores>> {
+        self.groups.offsets()
+    }
+
+    /// Cluster membership, in cluster mode.
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+        self.identity.cluster()
+    }
+
+    /// Whether this broker serves `topic`-`partition` ([`Identity::serves`]).
+    pub fn serves(&self, topic: &str, partition: i32) -> bool {
+        self.identity.serves(topic, partition)
+    }
 
     /// Whether topics may be created implicitly (Metadata, Produce): configured, and
     /// standalone only (in cluster mode topics are created with CreateTopics).
@@ -214,13 +277,13 @@ impl Broker {
 
     /// The running coordinator, if one started.
     pub fn coordinator(&self) -> Option<&CoordinatorClient> {
-        self.coordinator.as_ref()
+        self.groups.coordinator()
     }
 
-    /// The transaction coordinator (always runs; in cluster mode it serves the
-    /// transactional ids of the slots this broker owns).
+    /// The transaction coordinator (always runs, so always `Some`; in cluster mode it
+    /// serves the transactional ids of the slots this broker owns).
     pub fn transactions(&self) -> Option<&Arc<crate::txn::TxnCoordinator>> {
-        self.transactions.as_ref()
+        Some(&self.producers.transactions)
     }
 
     /// Starts shutdown: waiting fetches answer with what they have.

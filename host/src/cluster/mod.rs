@@ -33,7 +33,7 @@
 mod liveness;
 mod producer_ids;
 pub mod session;
-mod sync;
+pub mod sync;
 pub mod topic_configs;
 
 use std::{
@@ -48,8 +48,6 @@ use uuid::Uuid;
 use zookeeper_client as zk;
 
 use crate::config::ZookeeperSection;
-
-pub use sync::run;
 
 /// A live broker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -157,7 +157,7 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
             Err(e) => return Err(format!("creating {path}: {e}")),
         }
     }
-    cluster.set_cluster_id(agree_cluster_id(&client, &broker.cluster_id).await?);
+    cluster.set_cluster_id(agree_cluster_id(&client, &broker.identity.cluster_id).await?);
     let registered_at = Instant::now();
     register(&client, cluster).await?;
     tracing::info!(

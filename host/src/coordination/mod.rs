@@ -40,5 +40,5 @@ pub mod topic_deletion;
 pub mod txn_ledger;
 
 pub use driver::{CoordinatorClient, DriverError};
-pub use start::{start, StartError};
+
 pub use txn_ledger::{Staging, TxnOffsetLedger};

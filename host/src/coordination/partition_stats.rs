@@ -32,8 +32,8 @@ pub fn collect(broker: &Broker, now_ms: i64) -> (RVec<BrokerContext>, RVec<Topic
     let view = broker.cluster().map(|c| (c.me, c.view()));
     let brokers: RVec<BrokerContext> = match &view {
         None => vec![BrokerContext {
-            broker_id: broker.node.id,
-            rack: rack(broker.node.rack.as_deref()),
+            broker_id: broker.identity.node.id,
+            rack: rack(broker.identity.node.rack.as_deref()),
         }]
         .into(),
         Some((_, view)) => view
@@ -47,7 +47,7 @@ pub fn collect(broker: &Broker, now_ms: i64) -> (RVec<BrokerContext>, RVec<Topic
     };
     let leader_of = |topic: &str, partition: usize| -> Option<i32> {
         match &view {
-            None => Some(broker.node.id),
+            None => Some(broker.identity.node.id),
             Some((_, view)) => view
                 .topics
                 .get(topic)
@@ -55,7 +55,7 @@ pub fn collect(broker: &Broker, now_ms: i64) -> (RVec<BrokerContext>, RVec<Topic
                 .filter(|l| view.brokers.contains_key(l)),
         }
     };
-    let me = view.as_ref().map_or(broker.node.id, |(me, _)| *me);
+    let me = view.as_ref().map_or(broker.identity.node.id, |(me, _)| *me);
     let topics = broker
         .topics
         .list()

@@ -84,7 +84,7 @@ pub fn start(broker: &Broker) -> Result<Option<CoordinatorClient>, StartError> {
         tracing::info!("coordinator.plugin is empty: running without a group coordinator");
         return Ok(None);
     }
-    let plugins = &broker.plugins;
+    let plugins = &broker.plugins.started;
     let Some(plugin) = plugins
         .registry
         .of_kind(PluginKind::Coordinator)
@@ -120,7 +120,10 @@ pub fn start(broker: &Broker) -> Result<Option<CoordinatorClient>, StartError> {
     }
     let startup = CoordinatorStartup {
         broker_id: broker.config.server.broker_id,
-        assignors: broker.assignor_budgets.named(&broker.live.assignors()),
+        assignors: broker
+            .plugins
+            .budgets
+            .named(&broker.plugins.live.assignors()),
         default_assignor: RString::from(section.default_assignor.as_str()),
         topics: topic_infos(broker),
     };

@@ -130,16 +130,17 @@ pub fn start(broker: &Arc<Broker>, request: SwapRequest) -> Result<(), SwapError
 /// first (the same rescan as `drover plugins rescan`), so a file added since startup
 /// is a swap target.
 fn find_plugin(broker: &Broker, name: &str) -> Result<LoadedPlugin, String> {
-    if let Some(p) = broker.live.find(PluginKind::OffsetStore, name) {
+    if let Some(p) = broker.plugins.live.find(PluginKind::OffsetStore, name) {
         return Ok(p);
     }
     crate::admin::plugins::rescan_blocking(broker)
         .map_err(|e| format!("rescanning the plugin directory: {e}"))?;
     broker
+        .plugins
         .live
         .find(PluginKind::OffsetStore, name)
         .ok_or_else(|| {
-            let found = broker.live.names(PluginKind::OffsetStore);
+            let found = broker.plugins.live.names(PluginKind::OffsetStore);
             format!(
                 "no offset-store plugin `{name}` in {} (offset stores there: {})",
                 broker.config.plugins.dir.display(),

@@ -26,17 +26,37 @@ use super::{
     types::{ProducerIdEpoch, StagedOffset, TopicPartition},
 };
 use crate::{
-    broker::Broker,
+    broker::topics::TopicRegistry,
+    cluster::Cluster,
     coordination::{CoordinatorClient, Staging, TxnOffsetLedger},
     log::{producer_state::ProducerError, LogError, TxnMarker, TxnResult},
 };
 
-/// Transaction markers in the partition logs.
-pub struct LogMarkers(pub Arc<Broker>);
+/// Transaction markers in the partition logs: the partitions of `topics` this broker
+/// leads (every one standalone; in cluster mode those `cluster` says it leads), each
+/// marker written forgetting the producer's verified partition in `transactions`.
+#[derive(Clone)]
+pub struct LogMarkers {
+    /// The partition logs.
+    pub topics: Arc<TopicRegistry>,
+    /// Cluster membership, in cluster mode.
+    pub cluster: Option<Arc<Cluster>>,
+    /// The transaction coordinator whose verified partitions a marker ends.
+    pub transactions: Arc<TxnCoordinator>,
+}
+
+impl LogMarkers {
+    /// Whether this broker leads `tp` (always standalone).
+    fn leads(&self, tp: &TopicPartition) -> bool {
+        self.cluster
+            .as_ref()
+            .is_none_or(|c| c.leads(&tp.topic, tp.partition))
+    }
+}
 
 impl MarkerWriter for LogMarkers {
     fn write_markers(&self, request: MarkerRequest) -> BoxFuture<'static, Vec<TopicPartition>> {
-        let broker = Arc::clone(&self.0);
+        let this = self.clone();
         Box::pin(async move {
             let marker = TxnMarker {
                 producer_id: request.producer.id,
@@ -52,7 +72,7 @@ impl MarkerWriter for LogMarkers {
             let mut failed = Vec::new();
             for tp in request.partitions {
                 // A deleted topic or partition: nothing to end (Kafka skips it too).
-                let Some(partition) = broker.topics.get(&tp.topic).and_then(|t| {
+                let Some(partition) = this.topics.get(&tp.topic).and_then(|t| {
                     usize::try_from(tp.partition)
                         .ok()
                         .and_then(|i| t.partitions.get(i).cloned())
@@ -62,7 +82,7 @@ impl MarkerWriter for LogMarkers {
                 // Cluster mode: only a partition's leader writes to it. A partition this
                 // broker does not lead by its view (another broker's, or a view not
                 // read yet after a restart) is not written here; retried.
-                if !broker.serves(&tp.topic, tp.partition) {
+                if !this.leads(&tp) {
                     failed.push(tp);
                     continue;
                 }
@@ -90,9 +110,7 @@ impl MarkerWriter for LogMarkers {
                 };
                 if written {
                     // The transaction ended here: a later batch is verified again.
-                    if let Some(txn) = broker.transactions() {
-                        txn.verified.forget(request.producer.id, &tp);
-                    }
+                    this.transactions.verified.forget(request.producer.id, &tp);
                 } else {
                     failed.push(tp);
                 }

@@ -49,7 +49,7 @@ use super::{
     types::{ProducerIdEpoch, TopicPartition, TransactionalId},
     zk_store,
 };
-use crate::{broker::Broker, cluster::Cluster};
+use crate::cluster::Cluster;
 
 /// The root of the queues below the chroot.
 pub const ROOT: &str = "/txn_markers";
@@ -204,15 +204,15 @@ fn persistent() -> zk::CreateOptions<'static> {
 /// Markers in cluster mode: this broker's partitions in-process, the others through
 /// their leader's queue.
 pub struct ClusterMarkers {
-    /// This broker.
-    pub broker: Arc<Broker>,
+    /// This broker's own partitions.
+    pub local: LogMarkers,
     /// Its cluster membership.
     pub cluster: Arc<Cluster>,
 }
 
 impl MarkerWriter for ClusterMarkers {
     fn write_markers(&self, request: MarkerRequest) -> BoxFuture<'static, Vec<TopicPartition>> {
-        let broker = Arc::clone(&self.broker);
+        let local_markers = self.local.clone();
         let cluster = Arc::clone(&self.cluster);
         Box::pin(async move {
             let view = cluster.view();
@@ -236,7 +236,7 @@ impl MarkerWriter for ClusterMarkers {
                         partitions,
                         ..request.clone()
                     };
-                    failed.extend(LogMarkers(Arc::clone(&broker)).write_markers(local).await);
+                    failed.extend(local_markers.write_markers(local).await);
                 } else {
                     let node = MarkerNode {
                         slot: drover_protocol::coordinator_slot(
@@ -342,13 +342,13 @@ pub(crate) async fn wait_deleted(client: &zk::Client, path: &str, deadline: Inst
 }
 
 /// Follows this broker's queue until `stop` becomes true: writes each node's markers
-/// to the local partitions, then deletes it.
-pub async fn run(broker: Arc<Broker>, cluster: Arc<Cluster>, mut stop: watch::Receiver<bool>) {
+/// to the local partitions through `markers`, then deletes it.
+pub async fn run(markers: LogMarkers, cluster: Arc<Cluster>, mut stop: watch::Receiver<bool>) {
     let dir = queue_path(cluster.me);
     loop {
         let wait: BoxFuture<'static, ()> = match cluster.client() {
             Err(_) => Box::pin(tokio::time::sleep(POLL)),
-            Ok(client) => match pass(&broker, &client, &dir).await {
+            Ok(client) => match pass(&markers, &client, &dir).await {
                 Ok(Some(watcher)) => Box::pin(async move {
                     let _ = tokio::time::timeout(POLL, watcher.changed()).await;
                 }),
@@ -372,7 +372,7 @@ pub async fn run(broker: Arc<Broker>, cluster: Arc<Cluster>, mut stop: watch::Re
 /// One pass over the queue: `Some(watch)` when it is drained (wait for a change),
 /// `None` when more nodes wait than one pass takes.
 async fn pass(
-    broker: &Arc<Broker>,
+    markers: &LogMarkers,
     client: &zk::Client,
     dir: &str,
 ) -> Result<Option<zk::OneshotWatcher>, zk::Error> {
@@ -392,7 +392,7 @@ async fn pass(
     let mut all_done = true;
     for name in names.into_iter().take(MAX_BATCH) {
         let path = format!("{dir}/{name}");
-        all_done &= take_one(broker, client, &path).await?;
+        all_done &= take_one(markers, client, &path).await?;
     }
     Ok((!more && all_done).then_some(watcher))
 }
@@ -400,7 +400,7 @@ async fn pass(
 /// Writes the markers of the node at `path` and deletes it; `false` if some could
 /// not be written (the node stays for the next pass).
 async fn take_one(
-    broker: &Arc<Broker>,
+    markers: &LogMarkers,
     client: &zk::Client,
     path: &str,
 ) -> Result<bool, zk::Error> {
@@ -438,7 +438,7 @@ async fn take_one(
         timestamp_ms: node.timestamp_ms,
         partitions: node.partitions,
     };
-    let failed = LogMarkers(Arc::clone(broker)).write_markers(request).await;
+    let failed = markers.write_markers(request).await;
     if !failed.is_empty() {
         return Ok(false);
     }

@@ -43,12 +43,13 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: AddPartitionsToTxnReq
             topics: &request.v3_and_below_topics,
         };
         response.results_by_topic_v3_and_below = answer(broker, version, &one);
-        let error =
-            super::first_error(response.results_by_topic_v3_and_below.iter().flat_map(|t| {
+        let error = super::errors::first_error(
+            response.results_by_topic_v3_and_below.iter().flat_map(|t| {
                 t.results_by_partition
                     .iter()
                     .map(|p| p.partition_error_code)
-            }));
+            }),
+        );
         return Reply::new(response, error);
     }
     response.results_by_transaction = request
@@ -68,7 +69,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: AddPartitionsToTxnReq
             result
         })
         .collect();
-    let error = super::first_error(response.results_by_transaction.iter().flat_map(|t| {
+    let error = super::errors::first_error(response.results_by_transaction.iter().flat_map(|t| {
         t.topic_results.iter().flat_map(|r| {
             r.results_by_partition
                 .iter()

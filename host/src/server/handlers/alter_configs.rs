@@ -43,7 +43,7 @@ use super::{
     describe_configs::{
         check_broker_name, MAX_KEYS, MAX_RESOURCES, RESOURCE_BROKER, RESOURCE_TOPIC,
     },
-    first_error,
+    errors::first_error,
 };
 use crate::{
     broker::{
@@ -281,7 +281,7 @@ fn alter(
     let updated = match broker.cluster() {
         Some(cluster) if !validate_only => cluster
             .update_topic_configs(name, &change)
-            .map_err(super::cluster_refusal)??,
+            .map_err(super::errors::cluster_refusal)??,
         _ => change(&broker.topics.overrides(name))?,
     };
     if validate_only {

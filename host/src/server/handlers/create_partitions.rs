@@ -24,7 +24,7 @@ use kafka_protocol::{
     protocol::StrBytes,
 };
 
-use super::first_error;
+use super::errors::first_error;
 use crate::{
     broker::{Broker, TopicError},
     server::dispatch::Reply,
@@ -81,7 +81,7 @@ fn grow(
         .map_err(refusal)?;
     if let Some(assignments) = &t.assignments {
         let added = count - topic.partitions.len() as i64;
-        check_assignments(broker.node.id, added, assignments)
+        check_assignments(broker.identity.node.id, added, assignments)
             .map_err(|message| (ResponseError::InvalidReplicaAssignment, message))?;
     }
     if validate_only {
@@ -90,7 +90,7 @@ fn grow(
     if let Some(cluster) = broker.cluster() {
         cluster
             .add_partitions(name, count as u32)
-            .map_err(super::cluster_refusal)?;
+            .map_err(super::errors::cluster_refusal)?;
     }
     // Checked again under the registry lock: the topic may have changed meanwhile.
     broker

@@ -19,7 +19,7 @@ use kafka_protocol::{
     protocol::StrBytes,
 };
 
-use super::first_error;
+use super::errors::first_error;
 use crate::{
     broker::{
         topic_config::{self, Overrides},
@@ -80,7 +80,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) 
                 }
                 if t.assignments
                     .iter()
-                    .any(|a| a.broker_ids.iter().any(|b| b.0 != broker.node.id))
+                    .any(|a| a.broker_ids.iter().any(|b| b.0 != broker.identity.node.id))
                 {
                     return Err((
                         ResponseError::InvalidReplicaAssignment,
@@ -113,7 +113,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) 
                     Some(cluster) => {
                         match cluster.create_topic(&name, partitions as u32, &overrides) {
                             Ok(placement) => placement.id,
-                            Err(e) => return Err(super::cluster_refusal(e)),
+                            Err(e) => return Err(super::errors::cluster_refusal(e)),
                         }
                     }
                 };

@@ -23,7 +23,7 @@ use kafka_protocol::{
     },
 };
 
-use super::first_error;
+use super::errors::first_error;
 use crate::{broker::Broker, server::dispatch::Reply};
 
 /// The most partitions one DeleteRecords request may name.
@@ -124,6 +124,6 @@ fn delete(
                 "DeleteRecords failed: {e}"
             );
         }
-        super::log_error(&e)
+        super::errors::log_error(&e)
     })
 }

@@ -12,7 +12,7 @@ use kafka_protocol::{
 };
 use uuid::Uuid;
 
-use super::first_error;
+use super::errors::first_error;
 use crate::{
     broker::{Broker, TopicError},
     server::dispatch::Reply,
@@ -50,7 +50,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) 
                 Some(n) => match broker
                     .cluster()
                     .map_or(Ok(()), |c| {
-                        c.delete_topic(n).map_err(super::cluster_refusal)
+                        c.delete_topic(n).map_err(super::errors::cluster_refusal)
                     })
                     .map_err(|(code, _)| code)
                     .and_then(|()| {

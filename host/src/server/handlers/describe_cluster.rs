@@ -38,8 +38,8 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DescribeClusterReques
             return Reply::new(response, code);
         }
     }
-    response.cluster_id = StrBytes::from_string(broker.reported_cluster_id());
-    response.controller_id = BrokerId(broker.controller_id());
+    response.cluster_id = StrBytes::from_string(broker.identity.reported_cluster_id());
+    response.controller_id = BrokerId(broker.identity.controller_id());
     response.brokers = super::metadata::brokers(broker)
         .into_iter()
         .map(|b| {

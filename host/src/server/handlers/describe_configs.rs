@@ -35,7 +35,7 @@ use kafka_protocol::{
     protocol::StrBytes,
 };
 
-use super::first_error;
+use super::errors::first_error;
 use crate::{
     broker::{
         topic_config::{ConfigType, Overrides, KEYS},
@@ -155,13 +155,13 @@ pub fn broker_entries(broker: &Broker) -> Vec<Entry> {
     let mut out = vec![
         Entry {
             name: "broker.id",
-            value: broker.node.id.to_string(),
+            value: broker.identity.node.id.to_string(),
             source: Source::StaticBroker,
             read_only: true,
             kind: ConfigType::Int.code(),
             synonyms: vec![(
                 "broker.id",
-                broker.node.id.to_string(),
+                broker.identity.node.id.to_string(),
                 Source::StaticBroker,
             )],
         },
@@ -282,14 +282,14 @@ fn describe(
 
 /// Whether a broker resource's `name` is this broker's id (Kafka refuses another).
 pub fn check_broker_name(broker: &Broker, name: &str) -> Result<(), (ResponseError, String)> {
-    if name.trim().parse::<i32>().ok() == Some(broker.node.id) {
+    if name.trim().parse::<i32>().ok() == Some(broker.identity.node.id) {
         return Ok(());
     }
     Err((
         ResponseError::InvalidRequest,
         format!(
             "unexpected broker id, expected {} or an empty string, but received {}",
-            broker.node.id,
+            broker.identity.node.id,
             name.chars().take(64).collect::<String>()
         ),
     ))

@@ -64,6 +64,7 @@ pub fn handle(broker: &Arc<Broker>, request: DescribeTransactionsRequest) -> Rep
             state
         })
         .collect();
-    let error = super::first_error(response.transaction_states.iter().map(|s| s.error_code));
+    let error =
+        super::errors::first_error(response.transaction_states.iter().map(|s| s.error_code));
     Reply::new(response, error)
 }

@@ -28,7 +28,7 @@ use kafka_protocol::{
 };
 use tokio::time::Instant;
 
-use super::first_error;
+use super::errors::first_error;
 use crate::{
     broker::{Broker, Topic},
     log::LogError,
@@ -308,7 +308,7 @@ async fn read_all(
                         }
                     }
                     Err(e) => {
-                        data.error_code = super::log_error(&e).code();
+                        data.error_code = super::errors::log_error(&e).code();
                         if let LogError::OffsetOutOfRange { start, end, .. } = e {
                             data.log_start_offset = start;
                             data.high_watermark = end;

@@ -42,7 +42,7 @@ fn owner(cluster: &crate::cluster::Cluster, key: &str) -> (i16, i32, StrBytes, i
 
 /// Handles FindCoordinator v0–v6 (v4+ batches keys).
 pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorRequest) -> Reply {
-    let node = &broker.node;
+    let node = &broker.identity.node;
     let groups_served = broker.coordinator().is_some();
     let unavailable = || {
         (
@@ -97,7 +97,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorReques
                 c
             })
             .collect();
-        let error = super::first_error(response.coordinators.iter().map(|c| c.error_code));
+        let error = super::errors::first_error(response.coordinators.iter().map(|c| c.error_code));
         Reply::new(response, error)
     } else {
         let (error, id, host, port) = answer(request.key_type, request.key.as_str());

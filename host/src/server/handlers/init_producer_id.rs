@@ -50,7 +50,7 @@ pub fn handle(
     response.ongoing_txn_producer_id = ProducerId(-1);
     response.ongoing_txn_producer_epoch = -1;
     let fresh = || {
-        broker.producer_ids.next_id().map_err(|e| {
+        broker.producers.ids.next_id().map_err(|e| {
             crate::warn_limited!("init_producer_id.failed", "no producer id: {e}");
             match e {
                 // Retriable: the client asks again once ZooKeeper is back.
@@ -64,7 +64,7 @@ pub fn handle(
         // Every call without a transactional id hands out a new producer id: the same
         // per-client bound (a client holding many real ids could otherwise keep
         // partitions' producer tables full of recent producers).
-        None if !broker.new_txn_ids.try_take(peer) => {
+        None if !broker.producers.new_txn_ids.try_take(peer) => {
             if let Some(txn) = broker.transactions() {
                 txn.counters
                     .throttled
@@ -112,12 +112,12 @@ fn transactional(
         },
     };
     let fresh = || {
-        broker.producer_ids.next_id().map_err(|e| {
+        broker.producers.ids.next_id().map_err(|e| {
             crate::warn_limited!("init_producer_id.failed", "no producer id: {e}");
             TxnError::Storage
         })
     };
-    let admit_new = || broker.new_txn_ids.try_take(peer);
+    let admit_new = || broker.producers.new_txn_ids.try_take(peer);
     txn.init_producer_id(crate::clock::now_ms(), &request, &fresh, &admit_new)
         .map_err(|e| e.code_at(version, 4))
 }

@@ -14,7 +14,7 @@ use kafka_protocol::{
     },
 };
 
-use super::first_error;
+use super::errors::first_error;
 use crate::{
     broker::Broker,
     log::{
@@ -92,7 +92,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequ
                                     r.timestamp = found.timestamp;
                                 }
                                 Ok(_) => {}
-                                Err(e) => r.error_code = super::log_error(&e).code(),
+                                Err(e) => r.error_code = super::errors::log_error(&e).code(),
                             },
                             _ => r.error_code = ResponseError::InvalidRequest.code(),
                         }

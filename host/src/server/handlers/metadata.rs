@@ -46,11 +46,11 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> R
             })
             .collect(),
     };
-    let error = super::first_error(topics.iter().map(|t| t.error_code));
+    let error = super::errors::first_error(topics.iter().map(|t| t.error_code));
     let mut response = MetadataResponse::default();
     response.brokers = brokers(broker);
-    response.cluster_id = Some(StrBytes::from_string(broker.reported_cluster_id()));
-    response.controller_id = BrokerId(broker.controller_id());
+    response.cluster_id = Some(StrBytes::from_string(broker.identity.reported_cluster_id()));
+    response.controller_id = BrokerId(broker.identity.controller_id());
     response.topics = topics;
     Reply::new(response, error)
 }
@@ -66,7 +66,7 @@ pub(super) fn brokers(broker: &Arc<Broker>) -> Vec<MetadataResponseBroker> {
         node.rack = rack.map(|r| StrBytes::from_string(r.clone()));
         node
     };
-    let me = &broker.node;
+    let me = &broker.identity.node;
     match broker.cluster() {
         None => vec![entry(me.id, &me.host, me.port, me.rack.as_ref())],
         Some(cluster) => {
@@ -168,7 +168,7 @@ fn by_id(broker: &Arc<Broker>, version: i16, id: Uuid) -> MetadataResponseTopic 
 }
 
 fn describe(broker: &Arc<Broker>, version: i16, topic: &Topic) -> MetadataResponseTopic {
-    let me = BrokerId(broker.node.id);
+    let me = BrokerId(broker.identity.node.id);
     let mut t = MetadataResponseTopic::default();
     t.name = Some(TopicName(StrBytes::from_string(topic.name.clone())));
     if version >= 10 {

@@ -50,7 +50,7 @@ use kafka_protocol::{
 };
 use tokio::sync::Semaphore;
 
-use super::first_error;
+use super::errors::first_error;
 use crate::{
     broker::{auto_create::AutoCreateBudget, topics::validate_name, Broker, Partition, Topic},
     clock::now_ms,
@@ -104,7 +104,7 @@ impl From<ResponseError> for Refusal {
 impl From<&LogError> for Refusal {
     fn from(e: &LogError) -> Self {
         Refusal {
-            error: super::log_error(e),
+            error: super::errors::log_error(e),
             message: e.to_string(),
             record: match e {
                 LogError::InvalidBatch(b) => b.record_index(),
@@ -172,7 +172,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                                 let target = Target {
                                     topic,
                                     index: p.index,
-                                    producer_ids: &work.producer_ids,
+                                    producer_ids: &work.producers.ids,
                                     transactions: work.transactions().map(|t| &**t),
                                     transactional_id: transactional_id.as_deref(),
                                 };
