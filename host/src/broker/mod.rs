@@ -124,6 +124,24 @@ impl Identity {
     }
 }
 
+/// The partitions a request may name, and whether this broker leads each: what the
+/// handlers that read or delete by partition use (ListOffsets, DeleteRecords,
+/// DeleteTopics).
+#[derive(Clone, Copy)]
+pub struct Partitions<'a> {
+    /// The topics and their partition logs.
+    pub topics: &'a TopicRegistry,
+    /// Who this broker is, and in cluster mode the membership that says who leads.
+    pub identity: &'a Identity,
+}
+
+impl Partitions<'_> {
+    /// Whether this broker serves `topic`-`partition` ([`Identity::serves`]).
+    pub fn serves(&self, topic: &str, partition: i32) -> bool {
+        self.identity.serves(topic, partition)
+    }
+}
+
 /// The producer side: ids for InitProducerId, the bound on new transactional ids, and
 /// the transaction coordinator.
 pub struct Producers {
@@ -267,6 +285,14 @@ impl Broker {
     /// Whether this broker serves `topic`-`partition` ([`Identity::serves`]).
     pub fn serves(&self, topic: &str, partition: i32) -> bool {
         self.identity.serves(topic, partition)
+    }
+
+    /// The topics with who leads them ([`Partitions`]).
+    pub fn partitions(&self) -> Partitions<'_> {
+        Partitions {
+            topics: &self.topics,
+            identity: &self.identity,
+        }
     }
 
     /// Whether topics may be created implicitly (Metadata, Produce): configured, and

@@ -4,35 +4,31 @@
 //! In cluster mode the group's coordinator may be another broker: the offsets are
 //! staged there (`crate::txn::group_offsets`).
 
-use std::sync::Arc;
-
 use kafka_protocol::{
     error::ResponseError,
     messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse},
 };
 
 use super::txn_wire;
-use crate::{broker::Broker, server::dispatch::Reply};
+use crate::{server::dispatch::Reply, txn::TxnCoordinator};
 
 /// Longest group id accepted, bytes (Kafka sets none below the protocol's 32767).
 const MAX_GROUP_ID_BYTES: usize = 2048;
 
 /// Handles AddOffsetsToTxn v0–v4. Blocking (an fsync): runs on the blocking pool.
-pub fn handle(broker: &Arc<Broker>, version: i16, request: AddOffsetsToTxnRequest) -> Reply {
+pub fn handle(txn: &TxnCoordinator, version: i16, request: AddOffsetsToTxnRequest) -> Reply {
     let mut response = AddOffsetsToTxnResponse::default();
     let group = request.group_id.0.as_str();
-    response.error_code = match txn_wire::coordinator(broker) {
-        Err(e) => e.code(),
-        Ok(_) if group.is_empty() || group.len() > MAX_GROUP_ID_BYTES => {
-            ResponseError::InvalidGroupId.code()
-        }
-        Ok(txn) => txn_wire::caller(
+    response.error_code = if group.is_empty() || group.len() > MAX_GROUP_ID_BYTES {
+        ResponseError::InvalidGroupId.code()
+    } else {
+        txn_wire::caller(
             &request.transactional_id,
             request.producer_id,
             request.producer_epoch,
         )
         .and_then(|caller| txn.add_offsets(crate::clock::now_ms(), &caller, group))
-        .map_or_else(|e| e.code_at(version, 2), |()| 0),
+        .map_or_else(|e| e.code_at(version, 2), |()| 0)
     };
     let error = response.error_code;
     Reply::new(response, error)

@@ -10,8 +10,6 @@
 //! `transactions.max_partitions_per_transaction` are `POLICY_VIOLATION` without being
 //! looked at.
 
-use std::sync::Arc;
-
 use kafka_protocol::{
     error::ResponseError,
     messages::{
@@ -26,13 +24,23 @@ use kafka_protocol::{
 
 use super::txn_wire;
 use crate::{
-    broker::Broker,
+    broker::TopicRegistry,
     server::dispatch::Reply,
     txn::{TopicPartition, TxnCoordinator, TxnError},
 };
 
+/// What the handler reads: the transaction coordinator, and the topics a partition
+/// must exist in.
+#[derive(Clone, Copy)]
+pub struct State<'a> {
+    /// The transaction coordinator.
+    pub txn: &'a TxnCoordinator,
+    /// The topics.
+    pub topics: &'a TopicRegistry,
+}
+
 /// Handles AddPartitionsToTxn v0–v5. Blocking (an fsync): runs on the blocking pool.
-pub fn handle(broker: &Arc<Broker>, version: i16, request: AddPartitionsToTxnRequest) -> Reply {
+pub fn handle(state: State<'_>, version: i16, request: AddPartitionsToTxnRequest) -> Reply {
     let mut response = AddPartitionsToTxnResponse::default();
     if version <= 3 {
         let one = One {
@@ -42,7 +50,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: AddPartitionsToTxnReq
             verify_only: false,
             topics: &request.v3_and_below_topics,
         };
-        response.results_by_topic_v3_and_below = answer(broker, version, &one);
+        response.results_by_topic_v3_and_below = answer(state, version, &one);
         let error = super::errors::first_error(
             response.results_by_topic_v3_and_below.iter().flat_map(|t| {
                 t.results_by_partition
@@ -65,7 +73,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: AddPartitionsToTxnReq
             };
             let mut result = AddPartitionsToTxnResult::default();
             result.transactional_id = t.transactional_id.clone();
-            result.topic_results = answer(broker, version, &one);
+            result.topic_results = answer(state, version, &one);
             result
         })
         .collect();
@@ -89,9 +97,9 @@ struct One<'a> {
 }
 
 /// The per-partition codes for one transaction.
-fn answer(broker: &Broker, version: i16, one: &One<'_>) -> Vec<AddPartitionsToTxnTopicResult> {
+fn answer(state: State<'_>, version: i16, one: &One<'_>) -> Vec<AddPartitionsToTxnTopicResult> {
     let requested: usize = one.topics.iter().map(|t| t.partitions.len()).sum();
-    let codes: Vec<Vec<i16>> = match decide(broker, version, one, requested) {
+    let codes: Vec<Vec<i16>> = match decide(state, version, one, requested) {
         Decided::All(code) => one
             .topics
             .iter()
@@ -128,12 +136,9 @@ enum Decided {
     Each(Vec<Vec<i16>>),
 }
 
-fn decide(broker: &Broker, version: i16, one: &One<'_>, requested: usize) -> Decided {
-    let txn = match txn_wire::coordinator(broker) {
-        Ok(txn) => txn,
-        Err(e) => return Decided::All(e.code()),
-    };
-    if requested > broker.config.transactions.max_partitions_per_transaction {
+fn decide(state: State<'_>, version: i16, one: &One<'_>, requested: usize) -> Decided {
+    let txn = state.txn;
+    if requested > txn.limits().max_partitions_per_transaction {
         return Decided::All(TxnError::TooLarge.code_at(version, 2));
     }
     let caller = match txn_wire::caller(one.id, one.producer_id, one.producer_epoch) {
@@ -144,7 +149,7 @@ fn decide(broker: &Broker, version: i16, one: &One<'_>, requested: usize) -> Dec
     // and a transaction may add partitions other brokers lead); the others make the
     // whole transaction's part fail.
     let exists = |topic: &str, partition: i32| {
-        broker
+        state
             .topics
             .get(topic)
             .is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len())

@@ -13,8 +13,6 @@
 //! Bound: at most [`MAX_PARTITIONS`] partitions per request; beyond it every partition
 //! is answered `INVALID_REQUEST` without touching a log.
 
-use std::sync::Arc;
-
 use kafka_protocol::{
     error::ResponseError,
     messages::{
@@ -24,7 +22,7 @@ use kafka_protocol::{
 };
 
 use super::errors::first_error;
-use crate::{broker::Broker, server::dispatch::Reply};
+use crate::{broker::Partitions, server::dispatch::Reply};
 
 /// The most partitions one DeleteRecords request may name.
 pub const MAX_PARTITIONS: usize = 10_000;
@@ -33,7 +31,7 @@ pub const MAX_PARTITIONS: usize = 10_000;
 const HIGH_WATERMARK: i64 = -1;
 
 /// Handles DeleteRecords v0–v2 (on the blocking pool: it fsyncs and deletes files).
-pub fn handle(broker: &Arc<Broker>, _version: i16, request: DeleteRecordsRequest) -> Reply {
+pub fn handle(partitions: Partitions<'_>, _version: i16, request: DeleteRecordsRequest) -> Reply {
     let total: usize = request.topics.iter().map(|t| t.partitions.len()).sum();
     let too_many = total > MAX_PARTITIONS;
     if too_many {
@@ -47,7 +45,7 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: DeleteRecordsRequest
         .topics
         .into_iter()
         .map(|t| {
-            let topic = broker.topics.get(t.name.0.as_str());
+            let topic = partitions.topics.get(t.name.0.as_str());
             let mut out = DeleteRecordsTopicResult::default();
             out.partitions = t
                 .partitions
@@ -60,7 +58,7 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: DeleteRecordsRequest
                         Err(ResponseError::InvalidRequest)
                     } else {
                         delete(
-                            broker,
+                            partitions,
                             topic.as_deref(),
                             &t.name.0,
                             p.partition_index,
@@ -90,7 +88,7 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: DeleteRecordsRequest
 
 /// Deletes the records of one partition below `offset`; returns the new low watermark.
 fn delete(
-    broker: &Broker,
+    partitions: Partitions<'_>,
     topic: Option<&crate::broker::Topic>,
     name: &str,
     index: i32,
@@ -103,7 +101,7 @@ fn delete(
                 .and_then(|i| t.partitions.get(i))
         })
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
-    if !broker.serves(name, index) {
+    if !partitions.serves(name, index) {
         return Err(ResponseError::NotLeaderOrFollower);
     }
     let mut log = partition.lock_log();

@@ -1,7 +1,5 @@
 //! DeleteTopics: by name (v1–v5 `topic_names`; v6 `topics` with a name) or by id (v6).
 
-use std::sync::Arc;
-
 use kafka_protocol::{
     error::ResponseError,
     messages::{
@@ -14,12 +12,12 @@ use uuid::Uuid;
 
 use super::errors::first_error;
 use crate::{
-    broker::{Broker, TopicError},
+    broker::{Partitions, TopicError},
     server::dispatch::Reply,
 };
 
 /// Handles DeleteTopics v1–v6.
-pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) -> Reply {
+pub fn handle(partitions: Partitions<'_>, version: i16, request: DeleteTopicsRequest) -> Reply {
     let wanted: Vec<(Option<TopicName>, Uuid)> = if version >= 6 {
         request
             .topics
@@ -39,7 +37,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) 
             let mut r = DeletableTopicResult::default();
             let name = match name {
                 Some(n) => Some(n.0.to_string()),
-                None => broker.topics.get_by_id(id).map(|t| t.name.clone()),
+                None => partitions.topics.get_by_id(id).map(|t| t.name.clone()),
             };
             let outcome = match &name {
                 None => Err(ResponseError::UnknownTopicId),
@@ -47,14 +45,15 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) 
                 Some(n) if crate::broker::topics::is_internal(n) => {
                     Err(ResponseError::InvalidRequest)
                 }
-                Some(n) => match broker
+                Some(n) => match partitions
+                    .identity
                     .cluster()
                     .map_or(Ok(()), |c| {
                         c.delete_topic(n).map_err(super::errors::cluster_refusal)
                     })
                     .map_err(|(code, _)| code)
                     .and_then(|()| {
-                        broker.topics.delete(n).map_err(|e| match e {
+                        partitions.topics.delete(n).map_err(|e| match e {
                             TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition,
                             e => {
                                 tracing::warn!("deleting topic `{n}`: {e}");

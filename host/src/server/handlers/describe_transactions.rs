@@ -3,7 +3,7 @@
 //! an unknown id. Kafka lists the group's `__consumer_offsets` partition among the
 //! topics of a transaction with offsets; this broker has none to list.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::collections::BTreeMap;
 
 use kafka_protocol::{
     error::ResponseError,
@@ -14,27 +14,25 @@ use kafka_protocol::{
     protocol::StrBytes,
 };
 
-use super::txn_wire;
-use crate::{broker::Broker, server::dispatch::Reply, txn::TransactionalId};
+use crate::{
+    server::dispatch::Reply,
+    txn::{TransactionalId, TxnCoordinator},
+};
 
 /// Handles DescribeTransactions v0.
-pub fn handle(broker: &Arc<Broker>, request: DescribeTransactionsRequest) -> Reply {
+pub fn handle(txn: &TxnCoordinator, request: DescribeTransactionsRequest) -> Reply {
     let mut response = DescribeTransactionsResponse::default();
-    let txn = txn_wire::coordinator(broker);
     response.transaction_states = request
         .transactional_ids
         .into_iter()
         .map(|wire_id| {
             let mut state = TransactionState::default();
-            let found = match &txn {
-                Err(e) => Err(*e),
-                Ok(txn) => match TransactionalId::new(wire_id.0.as_str()) {
-                    None => Err(ResponseError::TransactionalIdNotFound),
-                    // Cluster mode: another broker's id is NOT_COORDINATOR.
-                    Some(id) => match txn.check_owner(&id) {
-                        Err(e) => Err(e.kafka()),
-                        Ok(()) => txn.get(&id).ok_or(ResponseError::TransactionalIdNotFound),
-                    },
+            let found = match TransactionalId::new(wire_id.0.as_str()) {
+                None => Err(ResponseError::TransactionalIdNotFound),
+                // Cluster mode: another broker's id is NOT_COORDINATOR.
+                Some(id) => match txn.check_owner(&id) {
+                    Err(e) => Err(e.kafka()),
+                    Ok(()) => txn.get(&id).ok_or(ResponseError::TransactionalIdNotFound),
                 },
             };
             state.transactional_id = wire_id;

@@ -7,26 +7,21 @@
 //! every commit and returned in the response), which this coordinator does not do
 //! (docs/operations.md, "Transactions").
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 
 use super::txn_wire;
-use crate::{broker::Broker, server::dispatch::Reply};
+use crate::{server::dispatch::Reply, txn::TxnCoordinator};
 
 /// Handles EndTxn v0–v4. Blocking (an fsync): runs on the blocking pool.
-pub fn handle(broker: &Arc<Broker>, version: i16, request: EndTxnRequest) -> Reply {
+pub fn handle(txn: &TxnCoordinator, version: i16, request: EndTxnRequest) -> Reply {
     let mut response = EndTxnResponse::default();
-    response.error_code = match txn_wire::coordinator(broker) {
-        Err(e) => e.code(),
-        Ok(txn) => txn_wire::caller(
-            &request.transactional_id,
-            request.producer_id,
-            request.producer_epoch,
-        )
-        .and_then(|caller| txn.end_txn(crate::clock::now_ms(), &caller, request.committed))
-        .map_or_else(|e| e.code_at(version, 2), |()| 0),
-    };
+    response.error_code = txn_wire::caller(
+        &request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+    )
+    .and_then(|caller| txn.end_txn(crate::clock::now_ms(), &caller, request.committed))
+    .map_or_else(|e| e.code_at(version, 2), |()| 0);
     let error = response.error_code;
     Reply::new(response, error)
 }

@@ -22,15 +22,13 @@
 //! ([`crate::broker::new_txn_ids`]); beyond it `COORDINATOR_LOAD_IN_PROGRESS`, which
 //! clients retry. At `transactions.max_transactional_ids` the new id evicts an idle one.
 
-use std::sync::Arc;
-
 use kafka_protocol::{
     error::ResponseError,
     messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId},
 };
 
 use crate::{
-    broker::{producer_ids::ProducerIdError, Broker},
+    broker::{producer_ids::ProducerIdError, Producers},
     server::dispatch::Reply,
     txn::{InitRequest, ProducerIdEpoch, TransactionalId, TxnError},
 };
@@ -39,7 +37,7 @@ use crate::{
 /// block is written to disk or ZooKeeper once per thousand ids; a transactional id's
 /// change is fsynced): runs on the blocking pool.
 pub fn handle(
-    broker: &Arc<Broker>,
+    producers: &Producers,
     version: i16,
     request: InitProducerIdRequest,
     peer: std::net::IpAddr,
@@ -50,7 +48,7 @@ pub fn handle(
     response.ongoing_txn_producer_id = ProducerId(-1);
     response.ongoing_txn_producer_epoch = -1;
     let fresh = || {
-        broker.producers.ids.next_id().map_err(|e| {
+        producers.ids.next_id().map_err(|e| {
             crate::warn_limited!("init_producer_id.failed", "no producer id: {e}");
             match e {
                 // Retriable: the client asks again once ZooKeeper is back.
@@ -60,16 +58,16 @@ pub fn handle(
         })
     };
     let result = match request.transactional_id.as_ref().map(|t| t.0.as_str()) {
-        Some(id) => transactional(broker, version, &request, id, peer),
+        Some(id) => transactional(producers, version, &request, id, peer),
         // Every call without a transactional id hands out a new producer id: the same
         // per-client bound (a client holding many real ids could otherwise keep
         // partitions' producer tables full of recent producers).
-        None if !broker.producers.new_txn_ids.try_take(peer) => {
-            if let Some(txn) = broker.transactions() {
-                txn.counters
-                    .throttled
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
+        None if !producers.new_txn_ids.try_take(peer) => {
+            producers
+                .transactions
+                .counters
+                .throttled
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             crate::info_limited!(
                 "init_producer_id.throttled",
                 %peer,
@@ -95,13 +93,13 @@ pub fn handle(
 
 /// The transaction coordinator's answer for transactional id `id`, or a Kafka code.
 fn transactional(
-    broker: &Broker,
+    producers: &Producers,
     version: i16,
     request: &InitProducerIdRequest,
     id: &str,
     peer: std::net::IpAddr,
 ) -> Result<ProducerIdEpoch, i16> {
-    let txn = super::txn_wire::coordinator(broker).map_err(|e| e.code())?;
+    let txn = &producers.transactions;
     let id = TransactionalId::new(id).ok_or(ResponseError::InvalidRequest.code())?;
     let request = InitRequest {
         id,
@@ -112,12 +110,12 @@ fn transactional(
         },
     };
     let fresh = || {
-        broker.producers.ids.next_id().map_err(|e| {
+        producers.ids.next_id().map_err(|e| {
             crate::warn_limited!("init_producer_id.failed", "no producer id: {e}");
             TxnError::Storage
         })
     };
-    let admit_new = || broker.producers.new_txn_ids.try_take(peer);
+    let admit_new = || producers.new_txn_ids.try_take(peer);
     txn.init_producer_id(crate::clock::now_ms(), &request, &fresh, &admit_new)
         .map_err(|e| e.code_at(version, 4))
 }

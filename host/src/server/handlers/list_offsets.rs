@@ -4,8 +4,6 @@
 //! local (v8+; equals earliest here: there is no tiered storage), −5 latest tiered
 //! (v9+; −1, nothing is tiered).
 
-use std::sync::Arc;
-
 use kafka_protocol::{
     error::ResponseError,
     messages::{
@@ -16,7 +14,7 @@ use kafka_protocol::{
 
 use super::errors::first_error;
 use crate::{
-    broker::Broker,
+    broker::Partitions,
     log::{
         records::{first_record_at_or_after, RecordSearch},
         PartitionLog, TimestampOffset,
@@ -30,18 +28,18 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 
-/// Handles ListOffsets v1–v10.
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -> Reply {
-    let broker = Arc::clone(broker);
+/// Handles ListOffsets v1–v10. Blocking (it reads the logs' time indexes): runs on the
+/// blocking pool.
+pub fn handle(partitions: Partitions<'_>, version: i16, request: ListOffsetsRequest) -> Reply {
     // Kafka's `ReplicaManager.fetchOffsetForTimestamp`: read_committed (isolation
     // level 1) sees the log up to its last stable offset.
     let committed = request.isolation_level == 1;
-    let topics = tokio::task::spawn_blocking(move || {
+    let topics = {
         request
             .topics
             .into_iter()
             .map(|t| {
-                let topic = broker.topics.get(t.name.0.as_str());
+                let topic = partitions.topics.get(t.name.0.as_str());
                 let name = t.name.0.to_string();
                 let mut out = ListOffsetsTopicResponse::default();
                 out.name = t.name;
@@ -63,7 +61,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequ
                             r.error_code = ResponseError::UnknownTopicOrPartition.code();
                             return r;
                         };
-                        if !broker.serves(&name, p.partition_index) {
+                        if !partitions.serves(&name, p.partition_index) {
                             r.error_code = ResponseError::NotLeaderOrFollower.code();
                             return r;
                         }
@@ -102,9 +100,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequ
                 out
             })
             .collect::<Vec<_>>()
-    })
-    .await
-    .unwrap_or_default();
+    };
     let error = first_error(
         topics
             .iter()

@@ -5,8 +5,6 @@
 //! transactions have one) and a regular expression the whole id must match (invalid:
 //! `INVALID_REGULAR_EXPRESSION`; longer than [`MAX_PATTERN_BYTES`]: refused the same).
 
-use std::sync::Arc;
-
 use kafka_protocol::{
     error::ResponseError,
     messages::{
@@ -16,22 +14,17 @@ use kafka_protocol::{
     protocol::StrBytes,
 };
 
-use super::txn_wire;
-use crate::{broker::Broker, server::dispatch::Reply, txn::TxnState};
+use crate::{
+    server::dispatch::Reply,
+    txn::{TxnCoordinator, TxnState},
+};
 
 /// Longest `transactional_id_pattern` accepted, bytes.
 pub const MAX_PATTERN_BYTES: usize = 1024;
 
 /// Handles ListTransactions v0–v2.
-pub fn handle(broker: &Arc<Broker>, request: ListTransactionsRequest) -> Reply {
+pub fn handle(txn: &TxnCoordinator, request: ListTransactionsRequest) -> Reply {
     let mut response = ListTransactionsResponse::default();
-    let txn = match txn_wire::coordinator(broker) {
-        Ok(txn) => txn,
-        Err(e) => {
-            response.error_code = e.code();
-            return Reply::new(response, e.code());
-        }
-    };
     let pattern = match request.transactional_id_pattern.as_deref() {
         None | Some("") => None,
         Some(p) => match (p.len() <= MAX_PATTERN_BYTES)

@@ -59,19 +59,30 @@ pub async fn handle(
                 fetch::handle(&broker, &budget, version, r).await
             }))
         }
-        RequestKind::ListOffsets(r) => list_offsets::handle(broker, version, r).await.into(),
+        RequestKind::ListOffsets(r) => {
+            blocking(broker, move |b| {
+                list_offsets::handle(b.partitions(), version, r)
+            })
+            .await
+        }
         RequestKind::CreateTopics(r) => {
             blocking(broker, move |b| create_topics::handle(b, version, r)).await
         }
         RequestKind::DeleteTopics(r) => {
-            blocking(broker, move |b| delete_topics::handle(b, version, r)).await
+            blocking(broker, move |b| {
+                delete_topics::handle(b.partitions(), version, r)
+            })
+            .await
         }
         RequestKind::CreatePartitions(r) => {
             blocking(broker, move |b| create_partitions::handle(b, version, r)).await
         }
         RequestKind::FindCoordinator(r) => find_coordinator::handle(broker, version, r).into(),
         RequestKind::DeleteRecords(r) => {
-            blocking(broker, move |b| delete_records::handle(b, version, r)).await
+            blocking(broker, move |b| {
+                delete_records::handle(b.partitions(), version, r)
+            })
+            .await
         }
         RequestKind::IncrementalAlterConfigs(r) => {
             blocking(broker, move |b| {
@@ -86,23 +97,39 @@ pub async fn handle(
         RequestKind::DescribeCluster(r) => describe_cluster::handle(broker, version, r).into(),
         RequestKind::InitProducerId(r) => {
             blocking(broker, move |b| {
-                init_producer_id::handle(b, version, r, peer)
+                init_producer_id::handle(&b.producers, version, r, peer)
             })
             .await
         }
         // Transaction state changes are fsynced: on the blocking pool.
         RequestKind::AddPartitionsToTxn(r) => {
             blocking(broker, move |b| {
-                add_partitions_to_txn::handle(b, version, r)
+                let state = add_partitions_to_txn::State {
+                    txn: &b.producers.transactions,
+                    topics: &b.topics,
+                };
+                add_partitions_to_txn::handle(state, version, r)
             })
             .await
         }
         RequestKind::AddOffsetsToTxn(r) => {
-            blocking(broker, move |b| add_offsets_to_txn::handle(b, version, r)).await
+            blocking(broker, move |b| {
+                add_offsets_to_txn::handle(&b.producers.transactions, version, r)
+            })
+            .await
         }
-        RequestKind::EndTxn(r) => blocking(broker, move |b| end_txn::handle(b, version, r)).await,
-        RequestKind::DescribeTransactions(r) => describe_transactions::handle(broker, r).into(),
-        RequestKind::ListTransactions(r) => list_transactions::handle(broker, r).into(),
+        RequestKind::EndTxn(r) => {
+            blocking(broker, move |b| {
+                end_txn::handle(&b.producers.transactions, version, r)
+            })
+            .await
+        }
+        RequestKind::DescribeTransactions(r) => {
+            describe_transactions::handle(&broker.producers.transactions, r).into()
+        }
+        RequestKind::ListTransactions(r) => {
+            list_transactions::handle(&broker.producers.transactions, r).into()
+        }
         // Reached only when the coordinator does not serve it (ABI before 3.4).
         RequestKind::TxnOffsetCommit(r) => txn_offset_commit::handle(r).into(),
         // Not reachable: dispatch only decodes APIs of its handler table.

@@ -1,23 +1,10 @@
-//! What the transaction handlers share: the coordinator (or
-//! `COORDINATOR_NOT_AVAILABLE` when none runs: cluster mode), and the conversion of a
-//! request's transactional id, producer id and epoch into the coordinator's domain
-//! types — the one boundary between wire and domain types for transactions.
+//! What the transaction handlers share: the conversion of a request's transactional
+//! id, producer id and epoch into the coordinator's domain types — the one boundary
+//! between wire and domain types for transactions.
 
-use std::sync::Arc;
+use kafka_protocol::messages;
 
-use kafka_protocol::{error::ResponseError, messages};
-
-use crate::{
-    broker::Broker,
-    txn::{Caller, ProducerIdEpoch, TransactionalId, TxnCoordinator, TxnError},
-};
-
-/// The transaction coordinator, or `COORDINATOR_NOT_AVAILABLE` (15) when none runs.
-pub fn coordinator(broker: &Broker) -> Result<&Arc<TxnCoordinator>, ResponseError> {
-    broker
-        .transactions()
-        .ok_or(ResponseError::CoordinatorNotAvailable)
-}
+use crate::txn::{Caller, ProducerIdEpoch, TransactionalId, TxnError};
 
 /// The caller of a transaction request.
 ///
