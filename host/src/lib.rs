@@ -2,15 +2,18 @@
 //!
 //! The binary `drover` is built from this crate (docs/design.md has the map):
 //! - [`config`]: `drover.toml`, its defaults and validation;
-//! - [`plugins`] and [`startup`]: the plugin loader (directory scan, per-file checks,
-//!   content-addressed loading through `abi_stable`), the live plugin directory
-//!   (rescans), and plugin instances behind handles;
+//! - [`plugins`], [`startup`] and [`rescan`]: the plugin loader (directory scan,
+//!   per-file checks, content-addressed loading through `abi_stable`), the live plugin
+//!   directory, plugin instances behind handles, and the broker's side of startup and of
+//!   a rescan;
 //! - [`plugin_test`]: `drover plugins test`, the conformance suites against a plugin file;
 //! - [`log`]: partition logs on disk (segments, indexes, record validation, retention,
 //!   recovery) — the `drover-log` crate, re-exported;
-//! - [`broker`]: shared state — configuration, topics and their configs, producer ids,
-//!   produce rates, auto-creation limits, loaded plugins, cluster membership and the
-//!   coordinator's client;
+//! - [`broker`]: shared state, grouped so a handler is handed the part it uses —
+//!   configuration, identity (node, cluster id, membership), topics and their configs,
+//!   producers (producer ids, the transaction coordinator), plugins, groups (the
+//!   coordinator's client, the active offset store); produce rates and auto-creation
+//!   limits;
 //! - [`metrics`]: the Prometheus metrics every part counts into (the broker holds them;
 //!   the coordinator driver and the assignor budgets are handed them);
 //! - [`clock`]: the wall clock (Kafka timestamps) and the monotonic epoch (coordinator
@@ -42,6 +45,7 @@ pub mod metrics;
 pub mod offsets;
 pub mod plugin_test;
 pub mod plugins;
+pub mod rescan;
 pub mod serve;
 pub mod server;
 pub mod startup;

@@ -133,8 +133,7 @@ fn find_plugin(broker: &Broker, name: &str) -> Result<LoadedPlugin, String> {
     if let Some(p) = broker.plugins.live.find(PluginKind::OffsetStore, name) {
         return Ok(p);
     }
-    crate::admin::plugins::rescan_blocking(broker)
-        .map_err(|e| format!("rescanning the plugin directory: {e}"))?;
+    crate::rescan::run(broker).map_err(|e| format!("rescanning the plugin directory: {e}"))?;
     broker
         .plugins
         .live

@@ -1,0 +1,93 @@
+//! The broker's side of a plugin directory rescan: load what was added or replaced
+//! since startup ([`crate::plugins::LivePlugins::rescan`]), start assignor instances
+//! with their config, hand the running coordinator the new set of assignors
+//! (`CoordinatorInput::AssignorsChanged`) when it changed, and log and count what it
+//! did. Called by the admin API (`POST /v1/plugins/rescan`, [`crate::admin`]) and by an
+//! offset-store swap naming a store not loaded yet ([`crate::offsets::swap`]).
+
+use std::sync::Arc;
+
+use crate::broker::Broker;
+
+/// Runs one rescan, tells the running coordinator when the assignors changed, and logs
+/// and counts what it did. Blocking: runs on a blocking thread (the admin handler, the
+/// offset-store swap thread).
+pub fn run(broker: &Broker) -> Result<crate::plugins::RescanReport, String> {
+    let config = &broker.config;
+    let start = |plugin: &crate::plugins::LoadedPlugin| {
+        plugin
+            .new_assignor(&config.plugin_config(&plugin.summary.name))
+            .map_err(|e| match e {
+                crate::plugins::LoadError::Instantiate { error, .. } => error.to_string(),
+                other => other.to_string(),
+            })
+    };
+    // Told under the rescan's lock, so overlapping rescans reach the coordinator in order.
+    let changed =
+        |assignors: &std::collections::BTreeMap<String, Arc<crate::plugins::AssignorHandle>>| {
+            if let Some(coordinator) = broker.coordinator() {
+                let default = &config.coordinator.default_assignor;
+                if let Err(e) =
+                    coordinator.assignors_changed(broker.plugins.budgets.named(assignors), default)
+                {
+                    tracing::warn!("telling the coordinator about the new assignors: {e}");
+                }
+            }
+        };
+    let result = broker
+        .plugins
+        .live
+        .rescan(&config.coordinator.default_assignor, &start, &changed);
+    // Every new or replaced file was read whole (to check and hash it) and copied: give
+    // those buffers back rather than keep the high-water mark of the largest rescan.
+    crate::server::trim::release_free_memory();
+    match result {
+        Ok(report) => {
+            for refusal in &report.refused {
+                tracing::warn!(
+                    file = refusal.file,
+                    "plugin rescan refused a file: {}",
+                    refusal.reason
+                );
+            }
+            for (what, changes) in [
+                ("added", &report.added),
+                ("replaced", &report.replaced),
+                ("removed", &report.removed),
+            ] {
+                for c in changes {
+                    if what == "removed" && c.name == config.coordinator.default_assignor {
+                        tracing::warn!(
+                            file = c.file,
+                            "the default assignor's file was removed: `{}` keeps running, but the broker will not start again until the file is back",
+                            c.name
+                        );
+                        continue;
+                    }
+                    tracing::info!(
+                        kind = c.kind,
+                        name = c.name,
+                        version = c.version,
+                        file = c.file,
+                        note = c.note.as_deref().unwrap_or(""),
+                        "plugin rescan: {what}"
+                    );
+                }
+            }
+            let changed = !(report.added.is_empty()
+                && report.replaced.is_empty()
+                && report.removed.is_empty());
+            broker.metrics.plugin_rescan(
+                if changed { "changed" } else { "unchanged" },
+                report.newly_refused,
+                report.libraries_loaded,
+            );
+            Ok(report)
+        }
+        Err(e) => {
+            broker.metrics.plugin_rescan("failed", 0, 0);
+            tracing::warn!("plugin rescan failed: {e}");
+            Err(e.to_string())
+        }
+    }
+}
