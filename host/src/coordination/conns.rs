@@ -24,8 +24,8 @@ use tokio::sync::{mpsc::error::TrySendError, oneshot};
 
 use crate::server::{
     conn_id::ConnId,
-    dispatch::Outcome,
     queue::{ConnSink, Pending},
+    reply::Outcome,
 };
 
 /// A reserved answer: the request's API key and version, and where the answer goes.

@@ -44,9 +44,10 @@ use super::{
     admission::Ticket,
     budget::ConnBudget,
     conn_id::{next_conn_id, ConnId},
-    dispatch::{handle_frame, Outcome, Step},
+    dispatch::{handle_frame, Step},
     frame::{FrameError, FrameLimits, FrameReader},
     queue::{ConnSink, Pending},
+    reply::Outcome,
 };
 use crate::broker::Broker;
 

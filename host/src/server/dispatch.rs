@@ -16,9 +16,11 @@ use kafka_protocol::{
     protocol::{Decodable, Encodable, VersionRange},
 };
 
+pub use super::api_name::api_name;
 use super::{
-    budget::{Charge, ConnBudget},
+    budget::ConnBudget,
     handlers,
+    reply::{Charged, Handled, Outcome, Reply},
 };
 use crate::broker::Broker;
 
@@ -68,17 +70,6 @@ pub fn supported_versions(key: ApiKey) -> Option<VersionRange> {
     })
 }
 
-/// What to do with one frame.
-#[derive(Debug)]
-pub enum Outcome {
-    /// Send this response frame body (header and message, without the size prefix).
-    Respond(Bytes),
-    /// Send nothing (Produce with acks = 0).
-    Silent,
-    /// Close the connection, for this reason (logged and counted).
-    Close(&'static str, String),
-}
-
 /// A decoded request handed to a handler.
 pub struct Request {
     /// The request header (correlation id, client id).
@@ -87,55 +78,6 @@ pub struct Request {
     pub version: i16,
     /// The decoded body.
     pub body: RequestKind,
-}
-
-/// What a handler returns: the response (or none, for acks = 0) and the error code that
-/// stands for the whole response in metrics (0 when everything succeeded).
-pub struct Reply {
-    /// The response message.
-    pub response: Option<ResponseKind>,
-    /// Summary error code for `drover_requests_total`.
-    pub error: i16,
-    /// Bytes of the connection's response budget the response holds already (a
-    /// Fetch's records); `None` for responses charged once encoded.
-    pub charge: Option<Charge>,
-}
-
-/// A handler's result: ready now, or after waiting (a produce waiting for its fsync, a
-/// fetch long-polling). A handler's side effects happen before it returns, in request
-/// order; only the waiting is deferred, so later requests on the connection proceed
-/// while it waits and responses still go out in request order.
-pub enum Handled {
-    /// The reply is ready (boxed: responses are large, the enum stays small).
-    Ready(Box<Reply>),
-    /// The reply comes when this future completes.
-    Deferred(std::pin::Pin<Box<dyn std::future::Future<Output = Reply> + Send>>),
-}
-
-impl From<Reply> for Handled {
-    fn from(reply: Reply) -> Self {
-        Handled::Ready(Box::new(reply))
-    }
-}
-
-impl Reply {
-    /// A response with summary error `error`.
-    pub fn new(response: impl Into<ResponseKind>, error: i16) -> Reply {
-        Reply {
-            response: Some(response.into()),
-            error,
-            charge: None,
-        }
-    }
-
-    /// No response (Produce with acks = 0), with summary error `error`.
-    pub fn silent(error: i16) -> Reply {
-        Reply {
-            response: None,
-            error,
-            charge: None,
-        }
-    }
 }
 
 /// Why a frame cannot be handed to a handler.
@@ -209,25 +151,6 @@ pub fn decode_request(frame: Bytes) -> Result<(ApiKey, Request), Rejection> {
             body,
         },
     ))
-}
-
-/// An outcome and the bytes of the connection's response budget it holds until it has
-/// been written (server/budget.rs).
-pub struct Charged {
-    /// What to do.
-    pub outcome: Outcome,
-    /// The response's charge; `None` for outcomes that hold no bytes.
-    pub charge: Option<Charge>,
-}
-
-impl Charged {
-    /// An outcome that holds no bytes of the budget.
-    pub fn free(outcome: Outcome) -> Charged {
-        Charged {
-            outcome,
-            charge: None,
-        }
-    }
 }
 
 /// What the connection does with one frame.
@@ -332,46 +255,6 @@ fn unsupported_api_versions(broker: &Arc<Broker>, correlation_id: i32) -> Outcom
     match encode_response(ApiKey::ApiVersions, 0, correlation_id, &response.into()) {
         Ok(bytes) => Outcome::Respond(bytes),
         Err(e) => Outcome::Close("encode_error", e.to_string()),
-    }
-}
-
-/// The API's name as used in metrics and logs.
-pub fn api_name(key: ApiKey) -> &'static str {
-    match key {
-        ApiKey::Produce => "Produce",
-        ApiKey::Fetch => "Fetch",
-        ApiKey::ListOffsets => "ListOffsets",
-        ApiKey::Metadata => "Metadata",
-        ApiKey::FindCoordinator => "FindCoordinator",
-        ApiKey::ApiVersions => "ApiVersions",
-        ApiKey::CreateTopics => "CreateTopics",
-        ApiKey::DeleteTopics => "DeleteTopics",
-        ApiKey::CreatePartitions => "CreatePartitions",
-        ApiKey::DeleteRecords => "DeleteRecords",
-        ApiKey::DescribeConfigs => "DescribeConfigs",
-        ApiKey::AlterConfigs => "AlterConfigs",
-        ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
-        ApiKey::DescribeCluster => "DescribeCluster",
-        ApiKey::InitProducerId => "InitProducerId",
-        ApiKey::AddPartitionsToTxn => "AddPartitionsToTxn",
-        ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
-        ApiKey::EndTxn => "EndTxn",
-        ApiKey::DescribeTransactions => "DescribeTransactions",
-        ApiKey::ListTransactions => "ListTransactions",
-        ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
-        ApiKey::OffsetCommit => "OffsetCommit",
-        ApiKey::OffsetFetch => "OffsetFetch",
-        ApiKey::JoinGroup => "JoinGroup",
-        ApiKey::Heartbeat => "Heartbeat",
-        ApiKey::LeaveGroup => "LeaveGroup",
-        ApiKey::SyncGroup => "SyncGroup",
-        ApiKey::DescribeGroups => "DescribeGroups",
-        ApiKey::ListGroups => "ListGroups",
-        ApiKey::DeleteGroups => "DeleteGroups",
-        ApiKey::OffsetDelete => "OffsetDelete",
-        ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
-        ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
-        _ => "Other",
     }
 }
 

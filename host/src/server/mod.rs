@@ -5,10 +5,12 @@
 //! table) → [`handlers`] (one module per API). Beside them: [`admission`] (who gets a
 //! connection slot) and [`budget`] (bytes of queued responses), [`conn_id`] (connection
 //! ids) and [`queue`] (a connection's outgoing queue and the handle the coordinator
-//! driver fills it through), [`trim`] (freed memory back to
-//! the OS).
+//! driver fills it through), [`reply`] (what a request turns into: a handler's reply,
+//! the connection's outcome), [`api_name`] (API names in metrics), [`trim`] (freed
+//! memory back to the OS).
 
 pub mod admission;
+pub mod api_name;
 pub mod budget;
 pub mod conn_id;
 pub mod connection;
@@ -17,6 +19,7 @@ pub mod frame;
 pub mod handlers;
 pub mod listener;
 pub mod queue;
+pub mod reply;
 pub mod trim;
 
 pub use listener::serve;

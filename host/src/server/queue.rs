@@ -10,7 +10,7 @@ use tokio::{
     task::JoinHandle,
 };
 
-use super::dispatch::{Charged, Outcome};
+use super::reply::{Charged, Outcome};
 
 /// An entry of a connection's outgoing queue, sent in queue order.
 pub enum Pending {

@@ -15,8 +15,8 @@ use tokio::sync::oneshot;
 
 use crate::server::{
     conn_id::{next_conn_id, ConnId},
-    dispatch::Outcome,
     queue::ConnSink,
+    reply::Outcome,
 };
 
 /// The coordinator thread has stopped (broker shutdown, or it never started).

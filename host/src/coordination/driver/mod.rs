@@ -39,7 +39,7 @@ use super::{
     store_worker::StoreOp,
     topic_deletion::{self, GroupOwner},
 };
-use crate::{clock::Epoch, metrics::Metrics, plugins::CallError, server::dispatch::Outcome};
+use crate::{clock::Epoch, metrics::Metrics, plugins::CallError, server::reply::Outcome};
 
 use outputs::CloseReason;
 
@@ -64,7 +64,7 @@ pub struct DriverDeps {
     pub topic_ids: RVec<TopicId>,
     /// Where the coordinator's transactional offsets are recorded (the transaction
     /// coordinator); `None`: TxnOffsetCommit is answered COORDINATOR_NOT_AVAILABLE.
-    pub txn_ledger: Option<Arc<dyn crate::coordination::TxnOffsetLedger>>,
+    pub txn_ledger: Option<Arc<dyn crate::coordination::txn_ledger::TxnOffsetLedger>>,
     /// `coordinator.assignor_timeout_ms`: also the longest an assignor call waits for a
     /// thread of its assignor ([`assignor_runs`]); 0: no bound.
     pub assignor_timeout_ms: u64,

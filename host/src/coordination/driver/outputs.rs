@@ -72,7 +72,7 @@ impl<C: Coordinator> Driver<C> {
             // Kafka group APIs count with the broker's own requests.
             let counts = answer_errors::kafka(key, api_version, answer);
             metrics.request_errors(
-                crate::server::dispatch::api_name(key),
+                crate::server::api_name::api_name(key),
                 &counts.unwrap_or_else(unknown_error),
             );
         }

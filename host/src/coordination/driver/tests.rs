@@ -87,7 +87,7 @@ struct Setup {
     /// The coordinator's ABI minor (default: this host's).
     abi_minor: Option<u32>,
     /// The transactional offset ledger.
-    txn_ledger: Option<Arc<dyn crate::coordination::TxnOffsetLedger>>,
+    txn_ledger: Option<Arc<dyn crate::coordination::txn_ledger::TxnOffsetLedger>>,
     /// `assignor_timeout_ms` (default 60,000).
     assignor_timeout_ms: Option<u64>,
 }
@@ -534,10 +534,10 @@ struct ScriptedLedger {
     staged: std::sync::Mutex<Vec<drover_abi::coordinator::PendingTxnOffsets>>,
 }
 
-impl crate::coordination::TxnOffsetLedger for ScriptedLedger {
+impl crate::coordination::txn_ledger::TxnOffsetLedger for ScriptedLedger {
     fn stage(
         &self,
-        staging: crate::coordination::Staging,
+        staging: crate::coordination::txn_ledger::Staging,
     ) -> crate::coordination::txn_ledger::BoxFuture<'static, i16> {
         let pending = staging.pending;
         let code = if pending.group.as_str() == "g" { 0 } else { 47 };
@@ -705,10 +705,10 @@ struct GatedLedger {
     gate: Arc<tokio::sync::Notify>,
 }
 
-impl crate::coordination::TxnOffsetLedger for GatedLedger {
+impl crate::coordination::txn_ledger::TxnOffsetLedger for GatedLedger {
     fn stage(
         &self,
-        _staging: crate::coordination::Staging,
+        _staging: crate::coordination::txn_ledger::Staging,
     ) -> crate::coordination::txn_ledger::BoxFuture<'static, i16> {
         let gate = Arc::clone(&self.gate);
         Box::pin(async move {

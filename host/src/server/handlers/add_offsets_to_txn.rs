@@ -10,7 +10,7 @@ use kafka_protocol::{
 };
 
 use super::txn_wire;
-use crate::{server::dispatch::Reply, txn::TxnCoordinator};
+use crate::{server::reply::Reply, txn::TxnCoordinator};
 
 /// Longest group id accepted, bytes (Kafka sets none below the protocol's 32767).
 const MAX_GROUP_ID_BYTES: usize = 2048;

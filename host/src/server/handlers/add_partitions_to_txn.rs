@@ -25,7 +25,7 @@ use kafka_protocol::{
 use super::txn_wire;
 use crate::{
     broker::TopicRegistry,
-    server::dispatch::Reply,
+    server::reply::Reply,
     txn::{TopicPartition, TxnCoordinator, TxnError},
 };
 

@@ -52,7 +52,7 @@ use crate::{
         Broker, TopicError,
     },
     log::LogConfig,
-    server::dispatch::Reply,
+    server::reply::Reply,
 };
 
 /// A refusal: the error code and its message.

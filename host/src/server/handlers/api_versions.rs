@@ -5,7 +5,10 @@
 use kafka_protocol::messages::{api_versions_response::ApiVersion, ApiVersionsResponse};
 
 use crate::broker::Broker;
-use crate::server::dispatch::{supported_versions, Reply, HANDLERS};
+use crate::server::{
+    dispatch::{supported_versions, HANDLERS},
+    reply::Reply,
+};
 
 /// The response listing every served API with its version range, in key order.
 pub fn response(broker: &Broker, _version: i16) -> ApiVersionsResponse {

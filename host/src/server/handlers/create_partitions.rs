@@ -27,7 +27,7 @@ use kafka_protocol::{
 use super::errors::first_error;
 use crate::{
     broker::{Broker, TopicError},
-    server::dispatch::Reply,
+    server::reply::Reply,
 };
 
 /// Handles CreatePartitions v0–v3 (the versions differ only in encoding).

@@ -26,7 +26,7 @@ use crate::{
         topics::validate_name,
         Broker, TopicError,
     },
-    server::dispatch::Reply,
+    server::reply::Reply,
 };
 
 /// Handles CreateTopics v2–v7.

@@ -22,7 +22,7 @@ use kafka_protocol::{
 };
 
 use super::errors::first_error;
-use crate::{broker::Partitions, server::dispatch::Reply};
+use crate::{broker::Partitions, server::reply::Reply};
 
 /// The most partitions one DeleteRecords request may name.
 pub const MAX_PARTITIONS: usize = 10_000;

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::errors::first_error;
 use crate::{
     broker::{Partitions, TopicError},
-    server::dispatch::Reply,
+    server::reply::Reply,
 };
 
 /// Handles DeleteTopics v1–v6.

@@ -17,7 +17,7 @@ use kafka_protocol::{
     protocol::StrBytes,
 };
 
-use crate::{broker::Broker, server::dispatch::Reply};
+use crate::{broker::Broker, server::reply::Reply};
 
 /// Endpoint type 1: brokers (DescribeCluster v1+).
 const ENDPOINT_BROKERS: i8 = 1;

@@ -44,7 +44,7 @@ use crate::{
     },
     config::TopicsConfig,
     log::LogConfig,
-    server::dispatch::Reply,
+    server::reply::Reply,
 };
 
 /// Kafka's `ConfigResource.Type` TOPIC.

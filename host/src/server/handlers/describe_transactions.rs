@@ -15,7 +15,7 @@ use kafka_protocol::{
 };
 
 use crate::{
-    server::dispatch::Reply,
+    server::reply::Reply,
     txn::{TransactionalId, TxnCoordinator},
 };
 

@@ -10,7 +10,7 @@
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 
 use super::txn_wire;
-use crate::{server::dispatch::Reply, txn::TxnCoordinator};
+use crate::{server::reply::Reply, txn::TxnCoordinator};
 
 /// Handles EndTxn v0–v4. Blocking (an fsync): runs on the blocking pool.
 pub fn handle(txn: &TxnCoordinator, version: i16, request: EndTxnRequest) -> Reply {

@@ -34,7 +34,7 @@ use crate::{
     log::LogError,
     server::{
         budget::{Charge, ConnBudget},
-        dispatch::Reply,
+        reply::Reply,
     },
 };
 

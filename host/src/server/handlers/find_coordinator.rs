@@ -21,7 +21,7 @@ use kafka_protocol::{
     protocol::StrBytes,
 };
 
-use crate::{broker::Broker, server::dispatch::Reply};
+use crate::{broker::Broker, server::reply::Reply};
 
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;

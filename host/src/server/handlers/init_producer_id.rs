@@ -29,7 +29,7 @@ use kafka_protocol::{
 
 use crate::{
     broker::{producer_ids::ProducerIdError, Producers},
-    server::dispatch::Reply,
+    server::reply::Reply,
     txn::{InitRequest, ProducerIdEpoch, TransactionalId, TxnError},
 };
 

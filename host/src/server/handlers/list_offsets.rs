@@ -19,7 +19,7 @@ use crate::{
         records::{first_record_at_or_after, RecordSearch},
         PartitionLog, TimestampOffset,
     },
-    server::dispatch::Reply,
+    server::reply::Reply,
 };
 
 const LATEST: i64 = -1;

@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 use crate::{
     broker::{auto_create::AutoCreateBudget, topics::validate_name, Broker, Topic, TopicError},
-    server::dispatch::Reply,
+    server::reply::Reply,
 };
 
 /// Handles Metadata v0–v13.

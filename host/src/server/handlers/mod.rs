@@ -30,7 +30,8 @@ use kafka_protocol::{error::ResponseError, messages::RequestKind};
 
 use super::{
     budget::ConnBudget,
-    dispatch::{Handled, Reply, Request},
+    dispatch::Request,
+    reply::{Handled, Reply},
 };
 use crate::broker::Broker;
 

@@ -59,7 +59,7 @@ use crate::{
         validate::{validate_produced, ValidatedBatch, ValidationRules},
         AppendInfo, LogError,
     },
-    server::dispatch::{Handled, Reply},
+    server::reply::{Handled, Reply},
 };
 
 /// How many compressed batches the broker validates at once, broker-wide: each holds a decoder (up to 128 MiB for a zstd window, or a snappy

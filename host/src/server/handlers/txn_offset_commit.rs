@@ -14,7 +14,7 @@ use kafka_protocol::{
     },
 };
 
-use crate::server::dispatch::Reply;
+use crate::server::reply::Reply;
 
 /// Answers every partition of `request` COORDINATOR_NOT_AVAILABLE. The decoder bounded
 /// the topic and partition counts by the frame's size.
