@@ -28,7 +28,9 @@
 //!   metadata);
 //! - [`admin`]: the admin HTTP API;
 //! - [`serve`]: `drover serve`, wiring it all together;
-//! - [`logging`]: the host's `tracing` subscriber and rate-limited warnings.
+//! - [`logging`]: the host's `tracing` subscriber and rate-limited warnings (the
+//!   `drover-rate-limit` crate, re-exported as `logging::rate_limit`, with
+//!   [`warn_limited!`] and [`info_limited!`] at this crate's root).
 //!
 //! The binary's client commands (`drover demo`, `drover consume`, `drover admin`,
 //! `drover plugins rescan`) live in the binary's own module tree (`src/cli/`), not here.
@@ -41,6 +43,7 @@ pub mod config;
 pub mod coordination;
 pub use drover_log as log;
 pub mod logging;
+pub use drover_rate_limit::{info_limited, warn_limited};
 pub mod metrics;
 pub mod offsets;
 pub mod plugin_test;
