@@ -4,8 +4,8 @@
 //! - [`config`]: `drover.toml`, its defaults and validation;
 //! - [`plugins`], [`startup`] and [`rescan`]: the plugin loader (directory scan,
 //!   per-file checks, content-addressed loading through `abi_stable`), the live plugin
-//!   directory, plugin instances behind handles, and the broker's side of startup and of
-//!   a rescan;
+//!   directory, plugin instances behind handles — the `drover-plugin-loader` crate,
+//!   re-exported — and the broker's side of startup and of a rescan;
 //! - [`plugin_test`]: `drover plugins test`, the conformance suites against a plugin file;
 //! - [`log`]: partition logs on disk (segments, indexes, record validation, retention,
 //!   recovery) — the `drover-log` crate, re-exported;
@@ -47,7 +47,7 @@ pub use drover_rate_limit::{info_limited, warn_limited};
 pub mod metrics;
 pub mod offsets;
 pub mod plugin_test;
-pub mod plugins;
+pub use drover_plugin_loader as plugins;
 pub mod rescan;
 pub mod serve;
 pub mod server;
