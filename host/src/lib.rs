@@ -18,7 +18,9 @@
 //!   the coordinator driver and the assignor budgets are handed them);
 //! - [`clock`]: the wall clock (Kafka timestamps) and the monotonic epoch (coordinator
 //!   time); local deadlines read `Instant::now()` where they are kept;
-//! - [`server`]: the Kafka wire server (connection, frame, request, handler);
+//! - [`server`]: the Kafka wire server (connection, frame, request, handler); request
+//!   decoding and the table of served APIs and versions are the `drover-kafka-wire`
+//!   crate, re-exported in `server::dispatch`;
 //! - [`coordination`]: the host side of the coordinator plugin — its driver, the
 //!   connection table of the coordinator contract, the offset-store worker;
 //! - [`txn`]: the transaction coordinator (transactional ids, their transactions,
