@@ -3,8 +3,8 @@
 //! Finding, checking, loading and calling Drover plugins (the coordinator, assignors,
 //! offset stores: `cdylib`s exporting one `drover-abi` root module). The broker host
 //! (`drover-host`) uses it as `drover_host::plugins`; it depends on the ABI and no
-//! other part of the host, so loader tests and tools build without the broker
-//! (docs/design.md, "Layout" and "Plugin ABI").
+//! part of the host, so it and its unit tests build without the broker (docs/design.md,
+//! "Layout" and "Plugin ABI").
 //!
 //! - [`checks`]: what is verified about a file before it is ever `dlopen`ed (symlinks
 //!   resolved; owner and mode of the real file and of every directory above it; size
