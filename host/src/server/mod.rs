@@ -7,7 +7,9 @@
 //! ids) and [`queue`] (a connection's outgoing queue and the handle the coordinator
 //! driver fills it through), [`reply`] (what a request turns into: a handler's reply,
 //! the connection's outcome), [`api_name`] (API names in metrics), [`trim`] (freed
-//! memory back to the OS).
+//! memory back to the OS). Listeners with Kafka's names and security protocols are
+//! [`listeners`] (configuration) and [`listener`] (accepting on all of them); TLS is
+//! [`tls`], and who a client is, [`principal`].
 
 pub mod admission;
 pub mod api_name;
@@ -18,8 +20,11 @@ pub mod dispatch;
 pub mod frame;
 pub mod handlers;
 pub mod listener;
+pub mod listeners;
+pub mod principal;
 pub mod queue;
 pub mod reply;
+pub mod tls;
 pub mod trim;
 
 pub use listener::serve;
