@@ -950,6 +950,49 @@ mod tests {
         }
     }
 
+    /// Listeners (server/listeners.rs has the rules): checked when the file is read,
+    /// with the file's path in the error; SASL refused until it is served.
+    #[test]
+    fn listeners_are_checked_when_the_file_is_read() {
+        let c = Config::parse(
+            Path::new("x"),
+            "[server]\nlisteners = ['PLAINTEXT://127.0.0.1:9092', 'SSL://127.0.0.1:9093']\n\
+             [server.ssl]\ncertificate_chain = 'c.pem'\nprivate_key = 'k.pem'\n",
+        )
+        .unwrap();
+        assert_eq!(c.server.listeners.len(), 2);
+        assert_eq!(c.server.ssl.client_auth, ClientAuth::None);
+        assert_eq!(c.server.ssl.principal_mapping_rules, "DEFAULT");
+        assert_eq!(c.server.ssl.enabled_protocols, ["TLSv1.3", "TLSv1.2"]);
+        for (text, wanted) in [
+            (
+                "[server]\nlisteners = ['SASL_PLAINTEXT://127.0.0.1:9092']\n",
+                "listener SASL_PLAINTEXT uses SASL_PLAINTEXT",
+            ),
+            (
+                "[server]\nlisteners = ['SSL://127.0.0.1:9093']\n",
+                "needs certificate_chain",
+            ),
+            (
+                "[server.ssl]\nclient_auth = 'sometimes'\n",
+                "unknown variant `sometimes`",
+            ),
+        ] {
+            let e = Config::parse(Path::new("drover.toml"), text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("drover.toml") && e.contains(wanted),
+                "{text}: {e}"
+            );
+        }
+        // The default file is still the one PLAINTEXT listener.
+        let c = Config::parse(Path::new("x"), "").unwrap();
+        let specs = crate::server::listeners::resolve(&c.server).unwrap();
+        assert_eq!(specs.len(), 1);
+        assert_eq!(specs[0].bind, c.server.listen);
+    }
+
     #[test]
     fn bad_digest_is_refused() {
         let e =

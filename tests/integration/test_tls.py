@@ -110,7 +110,8 @@ class TlsBroker(Broker):
     certificates required) at `mtls_port`. Its certificate files are copies in its work
     directory, so a test can replace them."""
 
-    def __init__(self, workdir: Path, certs: Certs, *, extra: str = ""):
+    def __init__(self, workdir: Path, certs: Certs, *, extra: str = "", tables: str = "",
+                 coordinator: bool = True):
         super().__init__(workdir)
         self.certs = certs
         self.ssl_port = free_port()
@@ -121,10 +122,8 @@ class TlsBroker(Broker):
         shutil.copyfile(certs.broker[1], self.key)
         os.chmod(self.key, 0o600)
         self.config_path = workdir / "drover.toml"
-        self.config_path.write_text(f"""\
-[plugins]
-required = ["drover-coordinator", "range", "embedded"]
-
+        plugins = '[plugins]\nrequired = ["drover-coordinator", "range", "embedded"]\n'
+        self.config_path.write_text((plugins if coordinator else "") + f"""
 [server]
 first_request_timeout_ms = {FIRST_REQUEST_TIMEOUT_MS}
 listeners = ["PLAINTEXT://127.0.0.1:{self.port}", "SSL://127.0.0.1:{self.ssl_port}",
@@ -142,7 +141,7 @@ private_key = "{self.key}"
 client_auth = "required"
 client_ca = "{certs.ca}"
 principal_mapping_rules = "RULE:^CN=([^,]*),OU=eng,.*$/$1@eng/U, DEFAULT"
-""")
+{tables}""")
 
     def command(self) -> list[str]:
         # No --listen: the listeners are the config's.
@@ -486,6 +485,51 @@ def test_metadata_describe_cluster_and_find_coordinator_answer_the_listeners_add
         assert c.find_coordinator("tls-native-group") == (0, 0, "127.0.0.1", b.port)
     finally:
         c.close()
+
+
+def test_cluster_brokers_register_every_listener_and_metadata_names_each_on_the_listener_asked(
+        tmp_path, certs, request):
+    from cluster_testlib import ZooKeeper, wait_until
+    zk = ZooKeeper(tmp_path / "zk").start()
+    brokers: list[TlsBroker] = []
+    try:
+        chroot = f"/drover-tls-{os.getpid()}-{free_port()}"
+        for i in (1, 2):
+            b = TlsBroker(tmp_path / f"b{i}", certs, extra=f"broker_id = {i}\n",
+                          coordinator=False, tables=(
+                              f"[zookeeper]\nenabled = true\nconnect = \"{zk.connect}\"\n"
+                              f"chroot = \"{chroot}\"\nsession_timeout_ms = 3000\n"))
+            brokers.append(b)
+            start_or_fail(b)
+
+        def both_registered():
+            for b in brokers:
+                status, _, body = http_get(f"{b.admin_url}/v1/cluster")
+                if status != 200 or len(json.loads(body)["view"]["brokers"]) != 2:
+                    return False
+            return True
+        wait_until(both_registered, 30, "2 brokers registered")
+        b1, b2 = brokers
+        with socket.create_connection(("127.0.0.1", b2.port), timeout=10) as s:
+            assert sorted(metadata_brokers_v1(s)) == [
+                (1, "127.0.0.1", b1.port), (2, "127.0.0.1", b2.port)]
+        ctx = ssl.create_default_context(cafile=str(certs.ca))
+        with socket.create_connection(("127.0.0.1", b2.ssl_port), timeout=10) as s:
+            with ctx.wrap_socket(s, server_hostname="localhost") as t:
+                assert sorted(metadata_brokers_v1(t)) == [
+                    (1, "localhost", b1.ssl_port), (2, "localhost", b2.ssl_port)]
+        ctx.load_cert_chain(str(certs.alice[0]), str(certs.alice[1]))
+        with socket.create_connection(("127.0.0.1", b1.mtls_port), timeout=10) as s:
+            with ctx.wrap_socket(s, server_hostname="localhost") as t:
+                assert sorted(metadata_brokers_v1(t)) == [
+                    (1, "127.0.0.1", b1.mtls_port), (2, "127.0.0.1", b2.mtls_port)]
+    finally:
+        rep = getattr(request.node, "rep_call", None)
+        for b in brokers:
+            b.kill9()
+            if rep is not None and rep.failed:
+                print(f"\n===== {b.workdir.name} =====\n" + b.all_logs()[-6000:])
+        zk.stop()
 
 
 # ---------------------------------------------------------------------------------

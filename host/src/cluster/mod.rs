@@ -415,3 +415,68 @@ pub async fn wait_for(
         .await
         .is_ok_and(|r| r.is_ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::listeners::ListenerName;
+
+    fn name(n: &str) -> ListenerName {
+        ListenerName::new(n).unwrap()
+    }
+
+    /// A registration from before named listeners (host and port only) is one
+    /// PLAINTEXT listener; a new one names every listener, and an older broker reading
+    /// it still finds the first listener's host and port.
+    #[test]
+    fn registrations_old_and_new_give_each_listener_its_address() {
+        let old: BrokerAddr = serde_json::from_str(r#"{"host":"b1","port":9092}"#).unwrap();
+        assert_eq!(
+            old.endpoint(&name("PLAINTEXT")),
+            Some(Endpoint {
+                host: "b1".into(),
+                port: 9092
+            })
+        );
+        assert_eq!(old.endpoint(&name("SSL")), None);
+        let new = BrokerAddr {
+            host: "b2".into(),
+            port: 9092,
+            rack: None,
+            endpoints: BTreeMap::from([
+                (
+                    "PLAINTEXT".to_owned(),
+                    Endpoint {
+                        host: "b2".into(),
+                        port: 9092,
+                    },
+                ),
+                (
+                    "SSL".to_owned(),
+                    Endpoint {
+                        host: "b2.example.com".into(),
+                        port: 9093,
+                    },
+                ),
+            ]),
+        };
+        let json = serde_json::to_string(&new).unwrap();
+        let back: BrokerAddr = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, new);
+        assert_eq!(back.endpoint(&name("ssl")).unwrap().port, 9093);
+        assert_eq!(back.endpoint(&name("INTERNAL")), None);
+        #[derive(Deserialize)]
+        struct OlderReader {
+            host: String,
+            port: i32,
+        }
+        let older: OlderReader = serde_json::from_str(&json).unwrap();
+        assert_eq!((older.host.as_str(), older.port), ("b2", 9092));
+        // Without endpoints the field is not written at all.
+        let plain = BrokerAddr {
+            endpoints: BTreeMap::new(),
+            ..new
+        };
+        assert!(!serde_json::to_string(&plain).unwrap().contains("endpoints"));
+    }
+}

@@ -313,9 +313,9 @@ pub enum ListenerError {
     },
     /// `listen`/`advertised_host` and `listeners` are both set.
     #[error(
-        "server.listen and server.advertised_host are the shorthand for one PLAINTEXT listener: \
-         with server.listeners set, give every listener there (and its address for clients in \
-         server.advertised_listeners)"
+        "server.listen (`--listen`) and server.advertised_host are the shorthand for one \
+         PLAINTEXT listener: with server.listeners set, give every listener there (and its \
+         address for clients in server.advertised_listeners)"
     )]
     ShorthandConflict,
     /// A TLS listener lacks a required TLS setting.
