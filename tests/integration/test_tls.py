@@ -357,8 +357,14 @@ def test_mtls_clients_get_their_mapped_principal_and_another_ca_is_refused(tls_b
     # The good clients keep working: a group over mTLS reads all 12 records.
     got = ck_group_consume(b, ck_ssl(b, alice), topic, 12, "mtls-ck")
     assert sorted(got) == sorted([b"ck-%d" % i for i in range(10)] + [b"kcat", b"kp"])
+    kcat_group = subprocess.Popen(
+        [kcat_path(), *kcat_ssl(b, alice), "-G", "mtls-kcat", "-o", "beginning", "-c", "12",
+         "-f", "%s\\n", "-q", topic], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     got = kp_group_consume(b, kp_ssl(b, alice), topic, 12, "mtls-kp")
     assert len(got) == 12
+    out, err = kcat_group.communicate(timeout=60)
+    assert kcat_group.returncode == 0, err[-2000:]
+    assert len(out.split()) == 12, out
     # The principal: the subject (RFC 2253, last RDN first) through the listener's rule.
     log = b.stderr_text()
     assert "principal=User:ALICE@ENG" in log, [l for l in log.splitlines() if "TLS" in l][-5:]
@@ -491,28 +497,33 @@ def test_cluster_brokers_register_every_listener_and_metadata_names_each_on_the_
         tmp_path, certs, request):
     from cluster_testlib import ZooKeeper, wait_until
     zk = ZooKeeper(tmp_path / "zk").start()
-    brokers: list[TlsBroker] = []
+    brokers: list[Broker] = []
     try:
         chroot = f"/drover-tls-{os.getpid()}-{free_port()}"
+        zk_table = (f"[zookeeper]\nenabled = true\nconnect = \"{zk.connect}\"\n"
+                    f"chroot = \"{chroot}\"\nsession_timeout_ms = 3000\n")
         for i in (1, 2):
             b = TlsBroker(tmp_path / f"b{i}", certs, extra=f"broker_id = {i}\n",
-                          coordinator=False, tables=(
-                              f"[zookeeper]\nenabled = true\nconnect = \"{zk.connect}\"\n"
-                              f"chroot = \"{chroot}\"\nsession_timeout_ms = 3000\n"))
+                          coordinator=False, tables=zk_table)
             brokers.append(b)
             start_or_fail(b)
+        # A third broker with only the PLAINTEXT listener of `--listen`.
+        b3 = Broker(tmp_path / "b3", config=f"[server]\nbroker_id = 3\n{zk_table}")
+        brokers.append(b3)
+        start_or_fail(b3)
 
-        def both_registered():
+        def all_registered():
             for b in brokers:
                 status, _, body = http_get(f"{b.admin_url}/v1/cluster")
-                if status != 200 or len(json.loads(body)["view"]["brokers"]) != 2:
+                if status != 200 or len(json.loads(body)["view"]["brokers"]) != 3:
                     return False
             return True
-        wait_until(both_registered, 30, "2 brokers registered")
-        b1, b2 = brokers
+        wait_until(all_registered, 30, "3 brokers registered")
+        b1, b2, b3 = brokers
         with socket.create_connection(("127.0.0.1", b2.port), timeout=10) as s:
             assert sorted(metadata_brokers_v1(s)) == [
-                (1, "127.0.0.1", b1.port), (2, "127.0.0.1", b2.port)]
+                (1, "127.0.0.1", b1.port), (2, "127.0.0.1", b2.port), (3, "127.0.0.1", b3.port)]
+        # On SSL and MTLS, the broker without those listeners is left out.
         ctx = ssl.create_default_context(cafile=str(certs.ca))
         with socket.create_connection(("127.0.0.1", b2.ssl_port), timeout=10) as s:
             with ctx.wrap_socket(s, server_hostname="localhost") as t:
