@@ -23,6 +23,8 @@ use std::{
 
 use serde::Deserialize;
 
+pub mod listeners;
+
 /// Errors reading or validating the config file.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -331,7 +333,7 @@ pub struct ServerConfig {
     /// Kafka's `listeners`: every listener, `NAME://HOST:PORT` (an IPv6 host in
     /// brackets, an empty host for every interface, port 0 for any free port). Its
     /// protocol comes from `listener_security_protocol_map`. Empty (the default): the
-    /// one PLAINTEXT listener of `listen` ([`crate::server::listeners`]).
+    /// one PLAINTEXT listener of `listen` ([`crate::config::listeners`]).
     pub listeners: Vec<String>,
     /// Kafka's `advertised.listeners`: the address clients are told for listeners
     /// named here, `NAME://HOST:PORT`; a listener not named is advertised at its own
@@ -484,7 +486,7 @@ impl Default for SslSection {
             client_auth: ClientAuth::None,
             client_ca: None,
             principal_mapping_rules: "DEFAULT".into(),
-            enabled_protocols: crate::server::listeners::TLS_VERSIONS
+            enabled_protocols: crate::config::listeners::TLS_VERSIONS
                 .iter()
                 .map(|v| (*v).to_owned())
                 .collect(),
@@ -746,8 +748,8 @@ impl Config {
                 server.listen
             )));
         }
-        crate::server::listeners::resolve(server)
-            .and_then(|specs| crate::server::listeners::check_supported(&specs))
+        crate::config::listeners::resolve(server)
+            .and_then(|specs| crate::config::listeners::check_supported(&specs))
             .map_err(|e| invalid(e.to_string()))?;
         if config.topics.default_partitions == 0
             || config.topics.default_partitions > config.topics.max_partitions
@@ -950,7 +952,7 @@ mod tests {
         }
     }
 
-    /// Listeners (server/listeners.rs has the rules): checked when the file is read,
+    /// Listeners (config/listeners.rs has the rules): checked when the file is read,
     /// with the file's path in the error; SASL refused until it is served.
     #[test]
     fn listeners_are_checked_when_the_file_is_read() {
@@ -988,7 +990,7 @@ mod tests {
         }
         // The default file is still the one PLAINTEXT listener.
         let c = Config::parse(Path::new("x"), "").unwrap();
-        let specs = crate::server::listeners::resolve(&c.server).unwrap();
+        let specs = crate::config::listeners::resolve(&c.server).unwrap();
         assert_eq!(specs.len(), 1);
         assert_eq!(specs[0].bind, c.server.listen);
     }

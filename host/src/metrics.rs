@@ -541,7 +541,7 @@ impl Metrics {
     }
 
     /// A connection on `listener` closed before its TLS handshake finished, for
-    /// `reason` ([`crate::server::tls::HandshakeFailure::reason`]).
+    /// `reason` (server/tls.rs, `HandshakeFailure::reason`).
     pub fn tls_handshake_failed(&self, listener: &str, reason: &'static str) {
         self.tls_handshake_failures
             .get_or_create(&ListenerReasonLabels {
@@ -560,13 +560,14 @@ impl Metrics {
             .inc();
     }
 
-    /// The certificate a TLS listener serves now.
-    pub fn tls_certificate(&self, info: &crate::server::tls::CertificateInfo) {
+    /// TLS listener `listener` serves a certificate that expires at `not_after_unix_s`
+    /// (seconds since the Unix epoch).
+    pub fn tls_certificate(&self, listener: &str, not_after_unix_s: i64) {
         self.tls_certificate_expiry
             .get_or_create(&ListenerLabels {
-                listener: info.listener.clone(),
+                listener: listener.to_owned(),
             })
-            .set(info.not_after_unix_s);
+            .set(not_after_unix_s);
     }
 
     /// A frame was refused before decoding, for `reason`.

@@ -10,13 +10,10 @@ use tokio::{net::TcpListener, sync::watch};
 use crate::{
     admin,
     broker::{Broker, NodeInfo},
+    config::listeners::ListenerName,
     config::Config,
     coordination, server,
-    server::{
-        listener::{Bound, ListenerHandle},
-        listeners::ListenerName,
-        tls::TlsListeners,
-    },
+    server::{context::ListenerHandle, listener::Bound, tls::TlsListeners},
     startup,
 };
 
@@ -135,8 +132,8 @@ fn choose_offset_store(
 pub async fn start_with(config: Config, options: StartOptions) -> Result<Running, ServeError> {
     // The listeners as configured (checked again: command-line flags may have changed
     // server.listen since the file was read), then their TLS material.
-    let specs = server::listeners::resolve(&config.server)
-        .and_then(|specs| server::listeners::check_supported(&specs).map(|()| specs))
+    let specs = crate::config::listeners::resolve(&config.server)
+        .and_then(|specs| crate::config::listeners::check_supported(&specs).map(|()| specs))
         .map_err(|e| ServeError::Config(e.to_string()))?;
     let tls = TlsListeners::load(&specs)?;
     let active_store = choose_offset_store(&config, options)?;
@@ -229,7 +226,9 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
     }
     let (stop, stopped) = watch::channel(false);
     for info in tls.infos() {
-        broker.metrics.tls_certificate(&info);
+        broker
+            .metrics
+            .tls_certificate(&info.listener, info.not_after_unix_s);
     }
     let tasks = vec![
         tokio::spawn(server::serve(Arc::clone(&broker), bound, stopped.clone())),

@@ -39,7 +39,7 @@ pub struct NodeInfo {
     pub port: i32,
     /// Rack (`server.rack`, Kafka's `broker.rack`), if configured.
     pub rack: Option<String>,
-    /// The advertised address of every listener, by name (server/listeners.rs); empty:
+    /// The advertised address of every listener, by name (config/listeners.rs); empty:
     /// one PLAINTEXT listener at `host`:`port`.
     pub endpoints: std::collections::BTreeMap<String, crate::cluster::Endpoint>,
 }
@@ -48,7 +48,7 @@ impl NodeInfo {
     /// This broker's address on `listener` (the listener a request came in on).
     pub fn endpoint(
         &self,
-        listener: &crate::server::listeners::ListenerName,
+        listener: &crate::config::listeners::ListenerName,
     ) -> Option<crate::cluster::Endpoint> {
         crate::cluster::endpoint_on(&self.host, self.port, &self.endpoints, listener)
     }

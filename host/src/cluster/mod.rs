@@ -79,7 +79,7 @@ pub struct BrokerAddr {
 
 impl BrokerAddr {
     /// Its address on `listener`, if it has that listener.
-    pub fn endpoint(&self, listener: &crate::server::listeners::ListenerName) -> Option<Endpoint> {
+    pub fn endpoint(&self, listener: &crate::config::listeners::ListenerName) -> Option<Endpoint> {
         endpoint_on(&self.host, self.port, &self.endpoints, listener)
     }
 }
@@ -91,10 +91,10 @@ pub fn endpoint_on(
     host: &str,
     port: i32,
     endpoints: &BTreeMap<String, Endpoint>,
-    listener: &crate::server::listeners::ListenerName,
+    listener: &crate::config::listeners::ListenerName,
 ) -> Option<Endpoint> {
     if endpoints.is_empty() {
-        return (listener.as_str() == crate::server::listeners::ListenerName::PLAINTEXT).then(
+        return (listener.as_str() == crate::config::listeners::ListenerName::PLAINTEXT).then(
             || Endpoint {
                 host: host.to_owned(),
                 port,
@@ -419,7 +419,7 @@ pub async fn wait_for(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::listeners::ListenerName;
+    use crate::config::listeners::ListenerName;
 
     fn name(n: &str) -> ListenerName {
         ListenerName::new(n).unwrap()

@@ -51,35 +51,14 @@ use super::{
     admission::Ticket,
     budget::ConnBudget,
     conn_id::{next_conn_id, ConnId},
+    context::{ConnContext, ListenerHandle},
     dispatch::{handle_frame, Step},
     frame::{FrameError, FrameLimits, FrameReader},
-    listener::ListenerHandle,
-    listeners::ListenerName,
     principal::Principal,
     queue::{ConnSink, Pending},
     reply::Outcome,
 };
 use crate::broker::Broker;
-
-/// What a request knows of its connection, handed to the handlers beside it.
-#[derive(Debug, Clone)]
-pub struct ConnContext {
-    /// The listener the connection came in on.
-    pub listener: ListenerName,
-    /// Who the client is: from its certificate on an mTLS listener, else
-    /// `User:ANONYMOUS` (server/principal.rs). Kept for the authorizer (issue 23).
-    pub principal: Principal,
-}
-
-impl ConnContext {
-    /// A connection on the default PLAINTEXT listener, anonymous (tests, tools).
-    pub fn plaintext() -> ConnContext {
-        ConnContext {
-            listener: ListenerName::plaintext(),
-            principal: Principal::anonymous(),
-        }
-    }
-}
 
 /// A connection's read side, in the clear or inside TLS.
 type Reader = Box<dyn AsyncRead + Send + Unpin>;

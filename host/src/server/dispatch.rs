@@ -170,7 +170,7 @@ pub async fn handle_frame(
     broker: &Arc<Broker>,
     budget: &Arc<ConnBudget>,
     peer: std::net::IpAddr,
-    ctx: &super::connection::ConnContext,
+    ctx: &super::context::ConnContext,
     frame: Bytes,
 ) -> Step {
     let (key, request) = match decode_request(frame) {

@@ -1,4 +1,4 @@
-//! Accepting connections on every listener (server/listeners.rs): at most
+//! Accepting connections on every listener (config/listeners.rs): at most
 //! `server.max_connections` are served at once over all of them, and shutdown stops
 //! accepting, tells every connection to finish, and waits for them (bounded).
 //!
@@ -21,20 +21,8 @@ use tokio::{
     task::JoinSet,
 };
 
-use super::{
-    admission::Admission, budget::ResponseBudget, connection, listeners::ListenerName,
-    tls::TlsListener,
-};
+use super::{admission::Admission, budget::ResponseBudget, connection, context::ListenerHandle};
 use crate::broker::Broker;
-
-/// A listener as a connection sees it: its name, and its TLS material when it has TLS.
-#[derive(Debug, Clone)]
-pub struct ListenerHandle {
-    /// The listener's name.
-    pub name: ListenerName,
-    /// Its TLS material (SSL listeners), reloadable.
-    pub tls: Option<Arc<TlsListener>>,
-}
 
 /// A bound listener socket and what its connections are told of it.
 #[derive(Debug)]

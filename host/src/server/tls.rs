@@ -37,11 +37,11 @@ use serde::Serialize;
 use tokio::{net::TcpStream, time::Instant};
 use tokio_rustls::{server::TlsStream, TlsAcceptor};
 
-use super::{
+use super::principal::{subject_rfc2253, Principal, PrincipalMapper};
+use crate::config::{
     listeners::{ListenerName, ListenerSpec},
-    principal::{subject_rfc2253, Principal, PrincipalMapper},
+    ClientAuth, SslSection,
 };
-use crate::config::{ClientAuth, SslSection};
 
 /// The first byte of every TLS connection: a handshake record (RFC 8446 §5.1,
 /// `ContentType.handshake`).
@@ -219,7 +219,7 @@ impl TlsListeners {
             .map(|l| match l.reload() {
                 Ok(info) => {
                     metrics.tls_reload(true);
-                    metrics.tls_certificate(&info);
+                    metrics.tls_certificate(&info.listener, info.not_after_unix_s);
                     tracing::info!(
                         listener = %l.name(),
                         subject = %info.subject,

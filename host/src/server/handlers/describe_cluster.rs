@@ -18,10 +18,7 @@ use kafka_protocol::{
     protocol::StrBytes,
 };
 
-use crate::{
-    broker::Broker,
-    server::{listeners::ListenerName, reply::Reply},
-};
+use crate::{broker::Broker, config::listeners::ListenerName, server::reply::Reply};
 
 /// Endpoint type 1: brokers (DescribeCluster v1+).
 const ENDPOINT_BROKERS: i8 = 1;

@@ -23,10 +23,7 @@ use kafka_protocol::{
     protocol::StrBytes,
 };
 
-use crate::{
-    broker::Broker,
-    server::{listeners::ListenerName, reply::Reply},
-};
+use crate::{broker::Broker, config::listeners::ListenerName, server::reply::Reply};
 
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;

@@ -33,7 +33,8 @@ use uuid::Uuid;
 
 use crate::{
     broker::{auto_create::AutoCreateBudget, topics::validate_name, Broker, Topic, TopicError},
-    server::{listeners::ListenerName, reply::Reply},
+    config::listeners::ListenerName,
+    server::reply::Reply,
 };
 
 /// What a Metadata answer is built with: the request's version and the live brokers

@@ -42,7 +42,7 @@ pub async fn handle(
     broker: &Arc<Broker>,
     budget: &Arc<ConnBudget>,
     peer: std::net::IpAddr,
-    ctx: &super::connection::ConnContext,
+    ctx: &super::context::ConnContext,
     request: Request,
 ) -> Handled {
     let version = request.version;

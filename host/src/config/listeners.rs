@@ -29,7 +29,7 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ServerConfig, SslSection};
+use super::{ServerConfig, SslSection};
 
 /// Kafka's security protocols (Kafka's `SecurityProtocol`): whether a listener speaks
 /// TLS and whether clients authenticate with SASL on it.
@@ -355,7 +355,7 @@ pub enum ListenerError {
         /// `server.ssl` or `server.listener_ssl.<NAME>`.
         table: String,
         /// The rule error.
-        error: super::principal::RuleError,
+        error: crate::server::principal::RuleError,
     },
     /// A SASL listener before SASL is served.
     #[error(
@@ -584,7 +584,7 @@ fn ssl_for(
             value: ssl.enabled_protocols.join(","),
         });
     }
-    super::principal::PrincipalMapper::parse(&ssl.principal_mapping_rules)
+    crate::server::principal::PrincipalMapper::parse(&ssl.principal_mapping_rules)
         .map_err(|error| ListenerError::Rules { table, error })?;
     Ok(Some(ssl.clone()))
 }
