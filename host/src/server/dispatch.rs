@@ -38,13 +38,15 @@ pub enum Step {
     Later(std::pin::Pin<Box<dyn std::future::Future<Output = Charged> + Send>>),
 }
 
-/// Handles one request frame from the client at address `peer`: decoding and the
-/// handler's ordered part happen now; a deferred wait is returned as [`Step::Later`].
-/// Every response is charged to `budget` by its encoded size until it has been written.
+/// Handles one request frame from the client at address `peer`, on the connection
+/// `ctx` describes: decoding and the handler's ordered part happen now; a deferred
+/// wait is returned as [`Step::Later`]. Every response is charged to `budget` by its
+/// encoded size until it has been written.
 pub async fn handle_frame(
     broker: &Arc<Broker>,
     budget: &Arc<ConnBudget>,
     peer: std::net::IpAddr,
+    ctx: &super::context::ConnContext,
     frame: Bytes,
 ) -> Step {
     let (key, request) = match decode_request(frame) {
@@ -87,7 +89,7 @@ pub async fn handle_frame(
             }
         }
     };
-    match handlers::handle(broker, budget, peer, request).await {
+    match handlers::handle(broker, budget, peer, ctx, request).await {
         Handled::Ready(reply) => Step::Now(finish(*reply)),
         Handled::Deferred(wait) => Step::Later(Box::pin(async move { finish(wait.await) })),
     }
