@@ -209,7 +209,8 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
         None => None,
     };
     let broker = Arc::new(broker.with_coordinator(coordinator));
-    if let (Some(txn), Some(coordinator)) = (broker.transactions(), broker.coordinator()) {
+    if let Some(coordinator) = broker.coordinator() {
+        let txn = broker.transactions();
         // Offsets staged by transactions still open go back to the group coordinator
         // before any client request and before any transaction is completed.
         crate::txn::broker_ports::restore_offsets(txn, coordinator).await;
@@ -242,7 +243,8 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
         tokio::spawn(crate::offsets::retention::run(Arc::clone(&broker))),
     ];
     let mut tasks = tasks;
-    if let Some(txn) = broker.transactions() {
+    {
+        let txn = broker.transactions();
         // Markers: in-process standalone; in cluster mode a remote leader's go through
         // its ZooKeeper queue (txn::marker_queue), which every broker follows.
         let local = crate::txn::broker_ports::LogMarkers {

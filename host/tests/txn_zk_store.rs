@@ -55,7 +55,7 @@ fn start_broker(rt: &tokio::runtime::Runtime, server: &ZkServer, root: &Path) ->
         v.connected
     }));
     assert!(connected, "the broker did not connect to ZooKeeper");
-    let txn = Arc::clone(running.broker.transactions().unwrap());
+    let txn = Arc::clone(running.broker.transactions());
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while txn.slots().len() < SLOTS as usize {
         assert!(std::time::Instant::now() < deadline, "slots not taken over");

@@ -105,9 +105,7 @@ async fn reload_tls(
 
 /// `text` with the transaction coordinator's samples before its `# EOF`.
 fn with_transactions(broker: &Broker, text: String) -> String {
-    let Some(txn) = broker.transactions() else {
-        return text;
-    };
+    let txn = broker.transactions();
     let mut body = text.strip_suffix("# EOF\n").unwrap_or(&text).to_owned();
     body.push_str(&crate::txn::metrics::render(txn));
     body.push_str("# EOF\n");

@@ -59,9 +59,7 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
 
 fn open_transactions(broker: &Broker) -> Vec<Open> {
     let now = crate::clock::now_ms();
-    let max_timeout_ms = broker
-        .transactions()
-        .map_or(i64::MAX, |t| i64::from(t.limits().max_timeout_ms));
+    let max_timeout_ms = i64::from(broker.transactions().limits().max_timeout_ms);
     let mut out = Vec::new();
     let mut topics = broker.topics.list();
     topics.sort_by(|a, b| a.name.cmp(&b.name));
@@ -123,9 +121,7 @@ fn hanging(
     Option<(crate::txn::TransactionalId, crate::txn::TxnState, bool)>,
     bool,
 ) {
-    let known = broker
-        .transactions()
-        .and_then(|t| t.open_in(producer_id, tp));
+    let known = broker.transactions().open_in(producer_id, tp);
     let hanging = match &known {
         Some((_, _, open)) => !open,
         None if broker.cluster().is_none() => true,
@@ -182,9 +178,7 @@ pub async fn abort(
     // cluster mode possibly on another broker, until it is older than the longest
     // transaction timeout) would lose an acknowledged commit's records here.
     let now = crate::clock::now_ms();
-    let max_timeout_ms = broker
-        .transactions()
-        .map_or(i64::MAX, |t| i64::from(t.limits().max_timeout_ms));
+    let max_timeout_ms = i64::from(broker.transactions().limits().max_timeout_ms);
     let last_write_ms = partition
         .lock_log()
         .producer_states()
@@ -254,9 +248,7 @@ pub async fn abort(
             format!("abort marker written at {marker_offset} but not made durable: {e}"),
         );
     }
-    if let Some(txn) = broker.transactions() {
-        txn.verified.forget(producer_id, &tp);
-    }
+    broker.transactions().verified.forget(producer_id, &tp);
     tracing::warn!(
         topic = %request.topic,
         partition = request.partition,

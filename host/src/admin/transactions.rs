@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use axum::{extract::State, http::StatusCode, response::IntoResponse, Json};
+use axum::{extract::State, response::IntoResponse, Json};
 use serde::Serialize;
 
 use crate::broker::Broker;
@@ -44,13 +44,7 @@ struct Transactions {
 
 /// `GET /v1/transactions`.
 pub async fn list(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
-    let Some(txn) = broker.transactions() else {
-        return (
-            StatusCode::NOT_FOUND,
-            "no transaction coordinator runs (cluster mode)\n",
-        )
-            .into_response();
-    };
+    let txn = broker.transactions();
     let transactions = txn
         .snapshot()
         .into_iter()

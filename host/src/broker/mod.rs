@@ -319,10 +319,10 @@ impl Broker {
         self.groups.coordinator()
     }
 
-    /// The transaction coordinator (always runs, so always `Some`; in cluster mode it
-    /// serves the transactional ids of the slots this broker owns).
-    pub fn transactions(&self) -> Option<&Arc<crate::txn::TxnCoordinator>> {
-        Some(&self.producers.transactions)
+    /// The transaction coordinator (always runs; in cluster mode it serves the
+    /// transactional ids of the slots this broker owns).
+    pub fn transactions(&self) -> &Arc<crate::txn::TxnCoordinator> {
+        &self.producers.transactions
     }
 
     /// Starts shutdown: waiting fetches answer with what they have.

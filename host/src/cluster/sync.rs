@@ -81,7 +81,7 @@ async fn give_up_slots(broker: &Broker, cluster: &Cluster, why: &str) {
 async fn stop_slot(broker: &Broker, cluster: &Cluster, slot: u32) {
     // The transaction coordinator stops serving the slot's transactional ids at once
     // (its state is dropped by `txn::slots` shortly after).
-    let zk = broker.transactions().and_then(|t| t.zk_store());
+    let zk = broker.transactions().zk_store();
     let _handover = match zk {
         Some(zk) => Some(zk.offsets_slots.handover().await),
         None => None,
@@ -627,7 +627,7 @@ async fn sync_slots(
     // plugin gets them with the slot (txn::group_offsets::slot_states). The wait is
     // bounded: a slot not taken over by then is deferred, and handed to the plugin by
     // the outcome follower once it is.
-    let txn_zk = broker.transactions().and_then(|t| t.zk_store()).cloned();
+    let txn_zk = broker.transactions().zk_store().cloned();
     if let Some(zk) = &txn_zk {
         let deadline = Instant::now() + std::time::Duration::from_secs(2);
         while gained.iter().any(|s| zk.epoch(*s).is_none()) && Instant::now() < deadline {

@@ -162,12 +162,13 @@ pub fn start(broker: &Broker) -> Result<Option<CoordinatorClient>, StartError> {
         // The transaction coordinator records staged offsets standalone; in cluster
         // mode (the group's and the transaction's coordinators may be two brokers)
         // they go to ZooKeeper beside the transaction's record (txn::group_offsets).
-        txn_ledger: broker.transactions().map(|t| match t.zk_store() {
-            None => Arc::new(crate::txn::broker_ports::TxnLedger(Arc::clone(t)))
-                as Arc<dyn super::TxnOffsetLedger>,
+        txn_ledger: Some(match broker.transactions().zk_store() {
+            None => Arc::new(crate::txn::broker_ports::TxnLedger(Arc::clone(
+                broker.transactions(),
+            ))) as Arc<dyn super::TxnOffsetLedger>,
             Some(zk) => Arc::new(crate::txn::group_offsets::stage::ZkTxnLedger {
                 store: Arc::clone(zk),
-                max_offsets: t.limits().max_offsets_per_transaction,
+                max_offsets: broker.transactions().limits().max_offsets_per_transaction,
             }),
         }),
         assignor_timeout_ms: broker.config.coordinator.assignor_timeout_ms,

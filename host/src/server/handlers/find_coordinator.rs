@@ -85,7 +85,7 @@ pub fn handle(
     };
     let answer = |key_type: i8, key: &str| -> (i16, i32, StrBytes, i32) {
         match key_type {
-            TRANSACTION if broker.transactions().is_some() => {
+            TRANSACTION => {
                 if crate::txn::TransactionalId::new(key).is_none() {
                     (
                         ResponseError::InvalidRequest.code(),

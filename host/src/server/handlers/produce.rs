@@ -173,7 +173,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                                     topic,
                                     index: p.index,
                                     producer_ids: &work.producers.ids,
-                                    transactions: work.transactions().map(|t| &**t),
+                                    transactions: Some(&**work.transactions()),
                                     transactional_id: transactional_id.as_deref(),
                                 };
                                 append(&target, p.records, checked, &rules[ti], acks)
