@@ -43,7 +43,11 @@
 //!   budget (`coordinator.assignor_timeout_ms`), `drover_assignor_calls_overdue{assignor}`
 //!   (gauge): abandoned calls still running now (the plugin is *slow* while it is above
 //!   0), and `drover_assignor_calls_refused_total{assignor}`: calls refused at once
-//!   while the plugin was slow ([`crate::coordination::assignor_budget`]).
+//!   while the plugin was slow ([`crate::coordination::assignor_budget`]);
+//! - `drover_sasl_authentications_total{mechanism,outcome}`: SASL authentications
+//!   ended, by mechanism (`plain`, `scram-sha-256`, `scram-sha-512`) and outcome
+//!   (`success`, `failure`, `rate_limited`: refused unchecked while the client address
+//!   was over `sasl.failures_per_minute_per_client`) ([`crate::auth`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -77,6 +81,12 @@ struct AssignorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SaslLabels {
+    mechanism: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     reason: String,
 }
@@ -107,6 +117,7 @@ pub struct Metrics {
     assignor_timeouts: Family<AssignorLabels, Counter>,
     assignor_overdue: Family<AssignorLabels, Gauge>,
     assignor_refused: Family<AssignorLabels, Counter>,
+    sasl_authentications: Family<SaslLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -259,7 +270,15 @@ impl Metrics {
              its budget (or all its worker threads were busy), by assignor",
             assignor_refused.clone(),
         );
+        let sasl_authentications = Family::<SaslLabels, Counter>::default();
+        registry.register(
+            "sasl_authentications",
+            "SASL authentications ended, by mechanism (plain, scram-sha-256, scram-sha-512) \
+             and outcome (success, failure, rate_limited)",
+            sasl_authentications.clone(),
+        );
         Metrics {
+            sasl_authentications,
             assignor_timeouts,
             assignor_overdue,
             assignor_refused,
@@ -291,6 +310,17 @@ impl Metrics {
         self.connections_closed
             .get_or_create(&ReasonLabels {
                 reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one SASL authentication that ended with `outcome` (`success`, `failure`,
+    /// `rate_limited`) for `mechanism` (its metrics label).
+    pub fn sasl_authentication(&self, mechanism: &str, outcome: &'static str) {
+        self.sasl_authentications
+            .get_or_create(&SaslLabels {
+                mechanism: mechanism.to_owned(),
+                outcome: outcome.to_owned(),
             })
             .inc();
     }
