@@ -16,7 +16,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use super::{credentials::CredentialTable, store::StoreError};
+use super::{credentials::CredentialTable, error::StoreError};
 
 /// The document's file name in the data directory.
 pub const FILE_NAME: &str = "scram_credentials.json";

@@ -10,7 +10,7 @@
 //!   never a password) and its document format;
 //! - [`kip554`]: DescribeUserScramCredentials and AlterUserScramCredentials as pure
 //!   functions over a table;
-//! - [`store`], [`file_store`], [`zk_store`]: where the table lives (the data
+//! - [`store`], [`file_store`], [`zk_store`], [`error`]: where the table lives (the data
 //!   directory; a ZooKeeper node every broker watches) and how it changes;
 //! - [`decoy`]: the same work and the same answers for unknown users;
 //! - [`scram_messages`], [`scram`], [`plain`]: the mechanisms' messages and exchanges;
@@ -24,6 +24,7 @@
 
 pub mod credentials;
 pub mod decoy;
+pub mod error;
 pub mod file_store;
 pub mod keys;
 pub mod kip554;

@@ -17,11 +17,7 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 use tokio::sync::watch;
 use zookeeper_client as zk;
 
-use super::{
-    credentials::CredentialTable,
-    kip554::Altered,
-    store::{CredentialStore, StoreError},
-};
+use super::{credentials::CredentialTable, error::StoreError, kip554::Altered};
 use crate::cluster::{Cluster, ClusterError};
 
 /// The node's path below the chroot.
@@ -123,11 +119,13 @@ pub(crate) fn alter(
     })
 }
 
-/// Follows the node until `stop` becomes true: reads it with a data watch, installs
-/// each newer version in `store`, and reads again when the watch fires (or every
-/// 10 s, or after a new session).
+/// Follows the node until `stop` becomes true: reads it with a data watch, hands each
+/// version to `install` (the credential store's
+/// [`super::store::CredentialStore::install`], which keeps the newest and says whether
+/// it changed anything), and reads again when the watch fires (or every 10 s, or after
+/// a new session).
 pub async fn follow(
-    store: Arc<CredentialStore>,
+    install: impl Fn(CredentialTable, i64) -> bool,
     cluster: Arc<Cluster>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -135,7 +133,7 @@ pub async fn follow(
         let wait: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
             match cluster.client() {
                 Err(_) => Box::pin(tokio::time::sleep(RETRY)),
-                Ok(client) => match watch_once(&store, &client).await {
+                Ok(client) => match watch_once(&install, &client).await {
                     Ok(watcher) => Box::pin(async move {
                         let _ = tokio::time::timeout(POLL, watcher.changed()).await;
                     }),
@@ -153,18 +151,19 @@ pub async fn follow(
 }
 
 /// One read of the node with a watch (creating the node if missing); installs it in
-/// `store` if newer.
+/// `install`.
 async fn watch_once(
-    store: &CredentialStore,
+    install: &impl Fn(CredentialTable, i64) -> bool,
     client: &zk::Client,
 ) -> Result<zk::OneshotWatcher, StoreError> {
     for _ in 0..2 {
         match client.get_and_watch_data(NODE).await {
             Ok((data, stat, watcher)) => {
                 let table = decode(&data)?;
-                if store.install(table, i64::from(stat.version)) {
+                let users = table.user_count();
+                if install(table, i64::from(stat.version)) {
                     tracing::info!(
-                        users = store.snapshot().table().user_count(),
+                        users,
                         version = stat.version,
                         "SCRAM credentials loaded from ZooKeeper"
                     );
