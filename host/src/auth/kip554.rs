@@ -362,10 +362,10 @@ mod tests {
             .collect()
     }
 
-    fn describe_names(
-        table: &CredentialTable,
-        names: Option<&[&str]>,
-    ) -> Vec<(String, i16, Vec<(i8, i32)>)> {
+    /// A described user: name, error code, (mechanism, iterations) per credential.
+    type Described = (String, i16, Vec<(i8, i32)>);
+
+    fn describe_names(table: &CredentialTable, names: Option<&[&str]>) -> Vec<Described> {
         let mut request = DescribeUserScramCredentialsRequest::default();
         request.users = names.map(|names| {
             names

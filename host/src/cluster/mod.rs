@@ -150,7 +150,7 @@ pub(crate) const SLOTS: &str = "/coordinator/slots";
 pub(crate) const CLUSTER_ID: &str = "/cluster/id";
 
 impl Cluster {
-    /// A cluster member; [`run`] connects it. Call inside the tokio runtime.
+    /// A cluster member; [`sync::run`] connects it. Call inside the tokio runtime.
     pub fn new(me: i32, addr: BrokerAddr, settings: ZookeeperSection) -> Arc<Cluster> {
         Arc::new(Cluster {
             me,
