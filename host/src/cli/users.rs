@@ -88,6 +88,14 @@ pub fn parse_mechanism(name: &str) -> Result<ScramMechanism, String> {
 
 /// Runs `drover admin users ...`.
 pub fn run(target: Target, action: Action) -> Result<(), String> {
+    if let (Target::DataDir(dir), Action::List { .. } | Action::Delete { .. }) = (&target, &action)
+    {
+        // Only `add` may start a data directory (the first credential before the first
+        // start); a mistyped path is not made into one.
+        if !dir.is_dir() {
+            return Err(format!("no data directory at {}", dir.display()));
+        }
+    }
     match action {
         Action::Add {
             user,
@@ -425,6 +433,19 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("error 91"), "{e}");
+    }
+
+    #[test]
+    fn only_add_makes_a_data_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("typo");
+        let e = run(
+            Target::DataDir(missing.clone()),
+            Action::List { users: vec![] },
+        )
+        .unwrap_err();
+        assert!(e.contains("no data directory"), "{e}");
+        assert!(!missing.exists());
     }
 
     #[test]
