@@ -11,9 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${SECONDS_PER_TARGET:-10}"
 # The smoke run builds the targets unoptimised (`cargo fuzz build --dev`: the sanitizer
-# and debug assertions stay, the build of the whole host takes a fraction of the
-# optimised one's time, and a 10 s run still executes tens of thousands of inputs per
-# target); FUZZ_RELEASE=1 builds them optimised, for long runs.
+# and debug assertions stay, the build of the crates under test (not the broker host:
+# fuzz/Cargo.toml) takes a fraction of the optimised one's time, and a 10 s run still
+# executes tens of thousands of inputs per target); FUZZ_RELEASE=1 builds them
+# optimised, for long runs.
 profile=(--dev)
 if [[ "${FUZZ_RELEASE:-0}" == 1 ]]; then profile=(); fi
 build=1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the real-client integration tests (tests/integration) need:
-#   - Debian packages kcat and netcat-openbsd (only when missing);
+#   - Debian packages kcat, openssl and netcat-openbsd (only when missing);
 #   - a Python virtualenv at target/test-venv with pinned Kafka clients, pytest and
 #     the compression libraries kafka-python uses for snappy/lz4/zstd;
 #   - Node.js and npm (Debian packages, when missing) and the pinned kafkajs client
@@ -29,6 +29,8 @@ PY_REQS=(
 # --- Debian packages -------------------------------------------------------------
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+# The openssl CLI makes the TLS tests' certificates (tests/integration/test_tls.py).
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # netcat-openbsd specifically (nc -z, -q); another netcat does not count.
 dpkg-query -W -f='${Status}' netcat-openbsd 2>/dev/null | grep -q "install ok installed" \
   || missing+=(netcat-openbsd)

@@ -115,6 +115,9 @@ trap 'jobs -p | xargs -r kill 2>/dev/null || true' EXIT
 bg_start install-test-deps scripts/install-test-deps.sh
 
 stage "cargo fmt --check" cargo fmt --all -- --check
+# The host's seams (issue 27 item 4): no import circle through its layers.
+stage "import circles (host, log)" bash -c \
+  'python3 scripts/import-circles.py host/src && python3 scripts/import-circles.py log/src'
 
 if ((quick)); then
   # In the shared target dir here (nothing runs beside it): clippy re-checks only the

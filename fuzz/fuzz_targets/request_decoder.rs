@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = drover_host::server::dispatch::decode_request(bytes::Bytes::copy_from_slice(data));
+    let _ = drover_kafka_wire::decode_request(bytes::Bytes::copy_from_slice(data));
 });

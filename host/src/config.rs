@@ -23,6 +23,8 @@ use std::{
 
 use serde::Deserialize;
 
+pub mod listeners;
+
 /// Errors reading or validating the config file.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -372,11 +374,30 @@ impl Default for CoordinatorSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
-    /// The Kafka listener, `HOST:PORT`. Default `127.0.0.1:9092`.
+    /// The Kafka listener, `HOST:PORT`: the shorthand for one PLAINTEXT listener, used
+    /// when `listeners` is not set. Default `127.0.0.1:9092`.
     pub listen: SocketAddr,
-    /// The host name advertised to clients in Metadata and FindCoordinator; default: the
-    /// listener's IP address.
+    /// The host name advertised to clients in Metadata and FindCoordinator for
+    /// `listen`; default: the listener's IP address. Not with `listeners`.
     pub advertised_host: Option<String>,
+    /// Kafka's `listeners`: every listener, `NAME://HOST:PORT` (an IPv6 host in
+    /// brackets, an empty host for every interface, port 0 for any free port). Its
+    /// protocol comes from `listener_security_protocol_map`. Empty (the default): the
+    /// one PLAINTEXT listener of `listen` ([`crate::config::listeners`]).
+    pub listeners: Vec<String>,
+    /// Kafka's `advertised.listeners`: the address clients are told for listeners
+    /// named here, `NAME://HOST:PORT`; a listener not named is advertised at its own
+    /// address. Default empty.
+    pub advertised_listeners: Vec<String>,
+    /// Kafka's `listener.security.protocol.map`: listener name → `PLAINTEXT`, `SSL`,
+    /// `SASL_PLAINTEXT` or `SASL_SSL`. Default: each protocol's name maps to itself; a
+    /// map that is set replaces that default, as in Kafka.
+    pub listener_security_protocol_map: BTreeMap<String, String>,
+    /// TLS settings of the SSL (and, later, SASL_SSL) listeners: Kafka's `ssl.*`.
+    pub ssl: SslSection,
+    /// TLS settings of one listener, by listener name, replacing `ssl` for it as a
+    /// whole (Kafka's `listener.name.<name>.ssl.*`). Default none.
+    pub listener_ssl: BTreeMap<String, SslSection>,
     /// The admin HTTP listener (metrics, plugins, topics). Default `127.0.0.1:9644`.
     pub admin_listen: SocketAddr,
     /// This broker's id, reported in Metadata. Default 0.
@@ -439,6 +460,11 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
             advertised_host: None,
+            listeners: Vec::new(),
+            advertised_listeners: Vec::new(),
+            listener_security_protocol_map: BTreeMap::new(),
+            ssl: SslSection::default(),
+            listener_ssl: BTreeMap::new(),
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 9644)),
             broker_id: 0,
             rack: None,
@@ -455,6 +481,65 @@ impl Default for ServerConfig {
             max_connections_per_ip_overrides: BTreeMap::new(),
             queued_max_response_bytes: 256 * 1024 * 1024,
             queued_max_response_bytes_per_connection: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// Kafka's `ssl.client.auth`: whether a TLS listener asks clients for a certificate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    /// No client certificate is asked for; every client is `User:ANONYMOUS`.
+    #[default]
+    None,
+    /// A certificate is asked for: one that `client_ca` does not vouch for fails the
+    /// handshake, none at all is `User:ANONYMOUS`.
+    Requested,
+    /// A certificate `client_ca` vouches for is required (mTLS).
+    Required,
+}
+
+/// TLS settings of a listener (`[server.ssl]`, `[server.listener_ssl.<NAME>]`), after
+/// Kafka's `ssl.*` broker settings, with PEM files in place of key stores. Files are
+/// read when the broker starts and again at each reload (SIGHUP, `POST
+/// /v1/tls/reload`); their contents never reach a log line or an error.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SslSection {
+    /// PEM file with the broker's certificate first, then its intermediates (Kafka's
+    /// `ssl.keystore.location` with `ssl.keystore.type=PEM`). Required on a TLS
+    /// listener.
+    pub certificate_chain: Option<PathBuf>,
+    /// PEM file with the certificate's private key, unencrypted: PKCS#8, PKCS#1 (RSA)
+    /// or SEC1 (EC). Required on a TLS listener. Keep it readable by the broker's user
+    /// only.
+    pub private_key: Option<PathBuf>,
+    /// Kafka's `ssl.client.auth`: `none` (default), `requested` or `required`.
+    pub client_auth: ClientAuth,
+    /// PEM file with the CA certificates that vouch for client certificates (Kafka's
+    /// `ssl.truststore.location`). Required unless `client_auth` is `none`.
+    pub client_ca: Option<PathBuf>,
+    /// Kafka's `ssl.principal.mapping.rules`: how a client certificate's subject (RFC
+    /// 2253 form, as Java prints it) becomes the principal's name, `RULE:pattern/
+    /// replacement/[LU]` entries and `DEFAULT`, comma-separated, first match wins.
+    /// Default `DEFAULT` (the whole subject).
+    pub principal_mapping_rules: String,
+    /// Kafka's `ssl.enabled.protocols`: `TLSv1.3` and/or `TLSv1.2`. Default both.
+    pub enabled_protocols: Vec<String>,
+}
+
+impl Default for SslSection {
+    fn default() -> Self {
+        SslSection {
+            certificate_chain: None,
+            private_key: None,
+            client_auth: ClientAuth::None,
+            client_ca: None,
+            principal_mapping_rules: "DEFAULT".into(),
+            enabled_protocols: crate::config::listeners::TLS_VERSIONS
+                .iter()
+                .map(|v| (*v).to_owned())
+                .collect(),
         }
     }
 }
@@ -713,7 +798,10 @@ impl Config {
                 )));
             }
         }
-        if server.listen.ip().is_unspecified() && server.advertised_host.is_none() {
+        if server.listeners.is_empty()
+            && server.listen.ip().is_unspecified()
+            && server.advertised_host.is_none()
+        {
             return Err(invalid(format!(
                 "server.listen is {}, which clients cannot connect to: set server.advertised_host \
                  to the address clients should use",
@@ -745,6 +833,9 @@ impl Config {
                 sasl.failed_authentication_delay_ms, server.idle_timeout_ms
             )));
         }
+        crate::config::listeners::resolve(server)
+            .and_then(|specs| crate::config::listeners::check_supported(&specs))
+            .map_err(|e| invalid(e.to_string()))?;
         if config.topics.default_partitions == 0
             || config.topics.default_partitions > config.topics.max_partitions
         {
@@ -944,6 +1035,49 @@ mod tests {
             let e = Config::parse(Path::new("x"), &format!("[server]\n{text}\n")).unwrap_err();
             assert!(e.to_string().contains(key), "{text}: {e}");
         }
+    }
+
+    /// Listeners (config/listeners.rs has the rules): checked when the file is read,
+    /// with the file's path in the error; SASL refused until it is served.
+    #[test]
+    fn listeners_are_checked_when_the_file_is_read() {
+        let c = Config::parse(
+            Path::new("x"),
+            "[server]\nlisteners = ['PLAINTEXT://127.0.0.1:9092', 'SSL://127.0.0.1:9093']\n\
+             [server.ssl]\ncertificate_chain = 'c.pem'\nprivate_key = 'k.pem'\n",
+        )
+        .unwrap();
+        assert_eq!(c.server.listeners.len(), 2);
+        assert_eq!(c.server.ssl.client_auth, ClientAuth::None);
+        assert_eq!(c.server.ssl.principal_mapping_rules, "DEFAULT");
+        assert_eq!(c.server.ssl.enabled_protocols, ["TLSv1.3", "TLSv1.2"]);
+        for (text, wanted) in [
+            (
+                "[server]\nlisteners = ['SASL_PLAINTEXT://127.0.0.1:9092']\n",
+                "listener SASL_PLAINTEXT uses SASL_PLAINTEXT",
+            ),
+            (
+                "[server]\nlisteners = ['SSL://127.0.0.1:9093']\n",
+                "needs certificate_chain",
+            ),
+            (
+                "[server.ssl]\nclient_auth = 'sometimes'\n",
+                "unknown variant `sometimes`",
+            ),
+        ] {
+            let e = Config::parse(Path::new("drover.toml"), text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("drover.toml") && e.contains(wanted),
+                "{text}: {e}"
+            );
+        }
+        // The default file is still the one PLAINTEXT listener.
+        let c = Config::parse(Path::new("x"), "").unwrap();
+        let specs = crate::config::listeners::resolve(&c.server).unwrap();
+        assert_eq!(specs.len(), 1);
+        assert_eq!(specs[0].bind, c.server.listen);
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! - [`config`]: `drover.toml`, its defaults and validation;
 //! - [`plugins`], [`startup`] and [`rescan`]: the plugin loader (directory scan,
 //!   per-file checks, content-addressed loading through `abi_stable`), the live plugin
-//!   directory, plugin instances behind handles, and the broker's side of startup and of
-//!   a rescan;
+//!   directory, plugin instances behind handles — the `drover-plugin-loader` crate,
+//!   re-exported — and the broker's side of startup and of a rescan;
 //! - [`plugin_test`]: `drover plugins test`, the conformance suites against a plugin file;
 //! - [`log`]: partition logs on disk (segments, indexes, record validation, retention,
 //!   recovery) — the `drover-log` crate, re-exported;
@@ -18,7 +18,9 @@
 //!   the coordinator driver and the assignor budgets are handed them);
 //! - [`clock`]: the wall clock (Kafka timestamps) and the monotonic epoch (coordinator
 //!   time); local deadlines read `Instant::now()` where they are kept;
-//! - [`server`]: the Kafka wire server (connection, frame, request, handler);
+//! - [`server`]: the Kafka wire server (connection, frame, request, handler); request
+//!   decoding and the table of served APIs and versions are the `drover-kafka-wire`
+//!   crate, re-exported in `server::dispatch`;
 //! - [`coordination`]: the host side of the coordinator plugin — its driver, the
 //!   connection table of the coordinator contract, the offset-store worker;
 //! - [`txn`]: the transaction coordinator (transactional ids, their transactions,
@@ -31,7 +33,9 @@
 //!   connection, and the SCRAM credential store (data directory, or ZooKeeper in
 //!   cluster mode) behind DescribeUserScramCredentials and AlterUserScramCredentials;
 //! - [`serve`]: `drover serve`, wiring it all together;
-//! - [`logging`]: the host's `tracing` subscriber and rate-limited warnings.
+//! - [`logging`]: the host's `tracing` subscriber and rate-limited warnings (the
+//!   `drover-rate-limit` crate, re-exported as `logging::rate_limit`, with
+//!   [`warn_limited!`] and [`info_limited!`] at this crate's root).
 //!
 //! The binary's client commands (`drover demo`, `drover consume`, `drover admin`,
 //! `drover plugins rescan`) live in the binary's own module tree (`src/cli/`), not here.
@@ -45,10 +49,11 @@ pub mod config;
 pub mod coordination;
 pub use drover_log as log;
 pub mod logging;
+pub use drover_rate_limit::{info_limited, warn_limited};
 pub mod metrics;
 pub mod offsets;
 pub mod plugin_test;
-pub mod plugins;
+pub use drover_plugin_loader as plugins;
 pub mod rescan;
 pub mod serve;
 pub mod server;

@@ -1,11 +1,12 @@
 //! The host's `tracing` subscriber: human-readable lines on stderr, filtered by
 //! `RUST_LOG` (default `info`), coloured only on a terminal. Plugin events arrive through
 //! [`crate::plugins::log_sink`] and are printed inside a `plugin{name,version}` span.
-//! [`rate_limit`] bounds the log lines a client can cause.
+//! [`rate_limit`] bounds the log lines a client can cause (the `drover-rate-limit` crate,
+//! re-exported; its macros are at the crate root: `crate::warn_limited!`).
 
 use std::io::IsTerminal;
 
-pub mod rate_limit;
+pub use drover_rate_limit as rate_limit;
 
 use tracing_subscriber::EnvFilter;
 

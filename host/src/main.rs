@@ -57,7 +57,8 @@ struct ServeArgs {
     /// The config file (`drover.toml`); flags below override it.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Kafka listener, HOST:PORT (default 127.0.0.1:9092).
+    /// Kafka listener, HOST:PORT (default 127.0.0.1:9092): sets `server.listen`, the
+    /// one PLAINTEXT listener; not with `server.listeners` in the config.
     #[arg(long)]
     listen: Option<std::net::SocketAddr>,
     /// Admin HTTP listener, HOST:PORT (default 127.0.0.1:9644).

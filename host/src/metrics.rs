@@ -44,6 +44,18 @@
 //!   (gauge): abandoned calls still running now (the plugin is *slow* while it is above
 //!   0), and `drover_assignor_calls_refused_total{assignor}`: calls refused at once
 //!   while the plugin was slow ([`crate::coordination::assignor_budget`]);
+//! - `drover_tls_handshakes_total{listener}`: TLS handshakes completed, and
+//!   `drover_tls_handshake_failures_total{listener,reason}`: connections closed before
+//!   their handshake finished (`timeout`: not within `server.first_request_timeout_ms`;
+//!   `not_tls`: plaintext to a TLS listener; `closed`: the client left;
+//!   `client_certificate`: none, or not from `client_ca`; `alert`: the client refused
+//!   the handshake, e.g. it does not trust the broker's certificate; `incompatible`: no
+//!   TLS version or cipher suite in common; `no_principal`: no mapping rule applies to
+//!   the certificate's subject; `protocol`: any other TLS error) (server/tls.rs);
+//! - `drover_tls_reloads_total{outcome}` (`reloaded`, `failed`: one per listener per
+//!   SIGHUP or `POST /v1/tls/reload`) and
+//!   `drover_tls_certificate_expiry_timestamp_seconds{listener}` (gauge): when each TLS
+//!   listener's certificate in use expires;
 //! - `drover_sasl_authentications_total{mechanism,outcome}`: SASL authentications
 //!   ended, by mechanism (`plain`, `scram-sha-256`, `scram-sha-512`) and outcome
 //!   (`success`, `failure`, `rate_limited`: refused unchecked while the client address
@@ -91,6 +103,17 @@ struct ReasonLabels {
     reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabels {
+    listener: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerReasonLabels {
+    listener: String,
+    reason: String,
+}
+
 /// The broker's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -117,6 +140,10 @@ pub struct Metrics {
     assignor_timeouts: Family<AssignorLabels, Counter>,
     assignor_overdue: Family<AssignorLabels, Gauge>,
     assignor_refused: Family<AssignorLabels, Counter>,
+    tls_handshakes: Family<ListenerLabels, Counter>,
+    tls_handshake_failures: Family<ListenerReasonLabels, Counter>,
+    tls_reloads: Family<OutcomeLabels, Counter>,
+    tls_certificate_expiry: Family<ListenerLabels, Gauge>,
     sasl_authentications: Family<SaslLabels, Counter>,
 }
 
@@ -270,6 +297,33 @@ impl Metrics {
              its budget (or all its worker threads were busy), by assignor",
             assignor_refused.clone(),
         );
+        let tls_handshakes = Family::<ListenerLabels, Counter>::default();
+        registry.register(
+            "tls_handshakes",
+            "TLS handshakes completed, by listener",
+            tls_handshakes.clone(),
+        );
+        let tls_handshake_failures = Family::<ListenerReasonLabels, Counter>::default();
+        registry.register(
+            "tls_handshake_failures",
+            "Connections closed before their TLS handshake finished, by listener and reason \
+             (timeout, not_tls, closed, client_certificate, alert, incompatible, no_principal, \
+             protocol)",
+            tls_handshake_failures.clone(),
+        );
+        let tls_reloads = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "tls_reloads",
+            "Reloads of a TLS listener's certificate files (SIGHUP, POST /v1/tls/reload), by \
+             outcome (reloaded, failed)",
+            tls_reloads.clone(),
+        );
+        let tls_certificate_expiry = Family::<ListenerLabels, Gauge>::default();
+        registry.register(
+            "tls_certificate_expiry_timestamp_seconds",
+            "When the certificate a TLS listener serves expires, seconds since the Unix epoch",
+            tls_certificate_expiry.clone(),
+        );
         let sasl_authentications = Family::<SaslLabels, Counter>::default();
         registry.register(
             "sasl_authentications",
@@ -279,6 +333,10 @@ impl Metrics {
         );
         Metrics {
             sasl_authentications,
+            tls_handshakes,
+            tls_handshake_failures,
+            tls_reloads,
+            tls_certificate_expiry,
             assignor_timeouts,
             assignor_overdue,
             assignor_refused,
@@ -501,6 +559,45 @@ impl Metrics {
     /// Records whether the ZooKeeper session is connected.
     pub fn zookeeper_connected(&self, connected: bool) {
         self.zookeeper_connected.set(i64::from(connected));
+    }
+
+    /// A TLS handshake on `listener` finished.
+    pub fn tls_handshake(&self, listener: &str) {
+        self.tls_handshakes
+            .get_or_create(&ListenerLabels {
+                listener: listener.to_owned(),
+            })
+            .inc();
+    }
+
+    /// A connection on `listener` closed before its TLS handshake finished, for
+    /// `reason` (server/tls.rs, `HandshakeFailure::reason`).
+    pub fn tls_handshake_failed(&self, listener: &str, reason: &'static str) {
+        self.tls_handshake_failures
+            .get_or_create(&ListenerReasonLabels {
+                listener: listener.to_owned(),
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// One TLS listener's files were reloaded, or failed to.
+    pub fn tls_reload(&self, reloaded: bool) {
+        self.tls_reloads
+            .get_or_create(&OutcomeLabels {
+                outcome: if reloaded { "reloaded" } else { "failed" }.to_owned(),
+            })
+            .inc();
+    }
+
+    /// TLS listener `listener` serves a certificate that expires at `not_after_unix_s`
+    /// (seconds since the Unix epoch).
+    pub fn tls_certificate(&self, listener: &str, not_after_unix_s: i64) {
+        self.tls_certificate_expiry
+            .get_or_create(&ListenerLabels {
+                listener: listener.to_owned(),
+            })
+            .set(not_after_unix_s);
     }
 
     /// A frame was refused before decoding, for `reason`.

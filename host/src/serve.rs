@@ -1,6 +1,7 @@
-//! `drover serve`: start the broker — plugins, topics and logs, the Kafka listener, the
+//! `drover serve`: start the broker — plugins, topics and logs, the Kafka listeners, the
 //! admin API, background log maintenance — and run until SIGTERM or Ctrl-C, then shut
-//! down gracefully with a final flush.
+//! down gracefully with a final flush. With TLS listeners, SIGHUP reloads their
+//! certificate files (server/tls.rs).
 
 use std::{sync::Arc, time::Duration};
 
@@ -9,8 +10,11 @@ use tokio::{net::TcpListener, sync::watch};
 use crate::{
     admin,
     broker::{Broker, NodeInfo},
+    config::listeners::ListenerName,
     config::Config,
-    coordination, server, startup,
+    coordination, server,
+    server::{context::ListenerHandle, listener::Bound, tls::TlsListeners},
+    startup,
 };
 
 /// Why the broker could not start.
@@ -41,10 +45,13 @@ pub enum ServeError {
         /// The address.
         addr: std::net::SocketAddr,
         /// Which listener.
-        what: &'static str,
+        what: String,
         /// The socket error.
         source: std::io::Error,
     },
+    /// A TLS listener's certificate, key or client CA could not be loaded.
+    #[error(transparent)]
+    Tls(#[from] crate::server::tls::TlsError),
 }
 
 /// How often the maintenance task runs (flush policy by time, retention), ms.
@@ -55,8 +62,12 @@ const MAINTENANCE_TICK_MS: u64 = 1_000;
 pub struct Running {
     /// The shared broker state.
     pub broker: Arc<Broker>,
-    /// The Kafka listener's address.
+    /// The first Kafka listener's address.
     pub listen: std::net::SocketAddr,
+    /// Every Kafka listener's name and bound address, in configuration order.
+    pub listeners: Vec<(ListenerName, std::net::SocketAddr)>,
+    /// The TLS listeners' material, for reloads.
+    pub tls: TlsListeners,
     /// The admin listener's address.
     pub admin: std::net::SocketAddr,
     stop: watch::Sender<bool>,
@@ -119,35 +130,54 @@ fn choose_offset_store(
 /// Starts the broker — plugins, topics and logs, the coordinator, the Kafka listener,
 /// the admin API and log maintenance — and logs the `drover ready` line.
 pub async fn start_with(config: Config, options: StartOptions) -> Result<Running, ServeError> {
-    if config.server.listen.ip().is_unspecified() && config.server.advertised_host.is_none() {
-        return Err(ServeError::Config(format!(
-            "listening on {} needs server.advertised_host: clients cannot connect to an unspecified address",
-            config.server.listen
-        )));
-    }
+    // The listeners as configured (checked again: command-line flags may have changed
+    // server.listen since the file was read), then their TLS material.
+    let specs = crate::config::listeners::resolve(&config.server)
+        .and_then(|specs| crate::config::listeners::check_supported(&specs).map(|()| specs))
+        .map_err(|e| ServeError::Config(e.to_string()))?;
+    let tls = TlsListeners::load(&specs)?;
     let active_store = choose_offset_store(&config, options)?;
     raise_open_file_limit(&config);
-    let kafka = bind(config.server.listen, "Kafka listener").await?;
+    let mut bound = Vec::with_capacity(specs.len());
+    let mut endpoints = std::collections::BTreeMap::new();
+    let mut listeners = Vec::with_capacity(specs.len());
+    for spec in &specs {
+        let what = format!("Kafka listener {} ({})", spec.name, spec.protocol);
+        let socket = bind(spec.bind, &what).await?;
+        let addr = addr_of(&socket, &what, spec.bind)?;
+        endpoints.insert(
+            spec.name.to_string(),
+            crate::cluster::Endpoint {
+                host: spec
+                    .advertised_host
+                    .clone()
+                    .unwrap_or_else(|| addr.ip().to_string()),
+                port: i32::from(spec.advertised_port.unwrap_or(addr.port())),
+            },
+        );
+        listeners.push((spec.name.clone(), addr));
+        bound.push(Bound {
+            socket,
+            handle: ListenerHandle {
+                name: spec.name.clone(),
+                tls: tls.get(&spec.name),
+            },
+        });
+    }
     let admin_listener = bind(config.server.admin_listen, "admin listener").await?;
-    let addr_of = |l: &TcpListener, what: &'static str, addr| {
-        l.local_addr()
-            .map_err(|source| ServeError::Bind { addr, what, source })
-    };
-    let listen = addr_of(&kafka, "Kafka listener", config.server.listen)?;
+    let listen = listeners[0].1;
     let admin = addr_of(
         &admin_listener,
         "admin listener",
         config.server.admin_listen,
     )?;
+    let first = &endpoints[specs[0].name.as_str()];
     let node = NodeInfo {
         id: config.server.broker_id,
-        host: config
-            .server
-            .advertised_host
-            .clone()
-            .unwrap_or_else(|| listen.ip().to_string()),
-        port: i32::from(listen.port()),
+        host: first.host.clone(),
+        port: first.port,
         rack: config.server.rack.clone(),
+        endpoints,
     };
     // In cluster mode the cluster (and the session it lends to plugins) exists before
     // the plugins start: offset stores get the broker's ZooKeeper session in their
@@ -160,6 +190,7 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
                 host: node.host.clone(),
                 port: node.port,
                 rack: node.rack.clone(),
+                endpoints: node.endpoints.clone(),
             },
             config.zookeeper.clone(),
         )
@@ -194,11 +225,17 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
         ));
     }
     let (stop, stopped) = watch::channel(false);
+    for info in tls.infos() {
+        broker
+            .metrics
+            .tls_certificate(&info.listener, info.not_after_unix_s);
+    }
     let tasks = vec![
-        tokio::spawn(server::serve(Arc::clone(&broker), kafka, stopped.clone())),
+        tokio::spawn(server::serve(Arc::clone(&broker), bound, stopped.clone())),
         tokio::spawn(admin::serve(
             Arc::clone(&broker),
             admin_listener,
+            tls.clone(),
             stopped.clone(),
         )),
         tokio::spawn(maintain(Arc::clone(&broker), stopped.clone())),
@@ -282,6 +319,25 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
             cluster,
         )));
     }
+    if !tls.is_empty() {
+        // Only with TLS listeners: otherwise SIGHUP keeps its default (the broker
+        // stops), as before listeners had TLS.
+        tasks.push(tokio::spawn(reload_on_sighup(
+            Arc::clone(&broker),
+            tls.clone(),
+            stopped.clone(),
+        )));
+    }
+    for (spec, (_, addr)) in specs.iter().zip(&listeners) {
+        let at = broker.identity.node.endpoint(&spec.name);
+        tracing::info!(
+            listener = %spec.name,
+            protocol = %spec.protocol,
+            bound = %addr,
+            advertised = %at.map(|e| format!("{}:{}", e.host, e.port)).unwrap_or_default(),
+            "Kafka listener"
+        );
+    }
     tracing::info!(
         listen = %listen,
         admin = %admin,
@@ -292,6 +348,8 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
     Ok(Running {
         broker,
         listen,
+        listeners,
+        tls,
         admin,
         stop,
         tasks,
@@ -342,10 +400,60 @@ fn raise_open_file_limit(config: &Config) {
     crate::broker::descriptors::DescriptorBudget::current(config).log(config.topics.max_partitions);
 }
 
-async fn bind(addr: std::net::SocketAddr, what: &'static str) -> Result<TcpListener, ServeError> {
+async fn bind(addr: std::net::SocketAddr, what: &str) -> Result<TcpListener, ServeError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| ServeError::Bind { addr, what, source })
+        .map_err(|source| ServeError::Bind {
+            addr,
+            what: what.to_owned(),
+            source,
+        })
+}
+
+fn addr_of(
+    listener: &TcpListener,
+    what: &str,
+    addr: std::net::SocketAddr,
+) -> Result<std::net::SocketAddr, ServeError> {
+    listener.local_addr().map_err(|source| ServeError::Bind {
+        addr,
+        what: what.to_owned(),
+        source,
+    })
+}
+
+/// Reloads the TLS listeners' certificate files at every SIGHUP until `stopped`.
+async fn reload_on_sighup(
+    broker: Arc<Broker>,
+    tls: TlsListeners,
+    mut stopped: watch::Receiver<bool>,
+) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hangup = match signal(SignalKind::hangup()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(
+                    "cannot watch SIGHUP (TLS certificates reload only through the admin API): {e}"
+                );
+                return;
+            }
+        };
+        loop {
+            tokio::select! {
+                got = hangup.recv() => if got.is_none() { return },
+                _ = stopped.changed() => return,
+            }
+            tracing::info!("SIGHUP: reloading TLS certificates");
+            let (broker, tls) = (Arc::clone(&broker), tls.clone());
+            let _ = tokio::task::spawn_blocking(move || tls.reload(&broker.metrics)).await;
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (broker, tls, stopped.changed().await);
+    }
 }
 
 async fn wait_for_signal() {

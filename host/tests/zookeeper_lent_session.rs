@@ -338,6 +338,7 @@ fn a_session_not_connected_yet_fails_calls_within_the_session_timeout() {
                 host: "127.0.0.1".into(),
                 port: 9092,
                 rack: None,
+                endpoints: Default::default(),
             },
             ZookeeperSection {
                 enabled: true,

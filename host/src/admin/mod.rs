@@ -12,7 +12,11 @@
 //!   broker's partitions, hanging ones marked, and `POST /v1/transactions/abort` to end
 //!   a hanging one ([`open_transactions`]);
 //! - `GET /v1/cluster`: cluster mode — this broker, live brokers, slot owners, topic
-//!   placement (404 when standalone).
+//!   placement (404 when standalone);
+//! - `GET /v1/tls`: what each TLS listener serves (subject, expiry); `POST
+//!   /v1/tls/reload`: read every TLS listener's certificate files again, as SIGHUP does
+//!   (200 when every listener reloaded, 500 with each listener's error otherwise; a
+//!   listener that failed keeps its previous certificate) (server/tls.rs).
 
 pub mod groups;
 pub mod offset_store;
@@ -34,13 +38,30 @@ use tokio::{net::TcpListener, sync::watch};
 
 use crate::broker::Broker;
 
-/// Serves the admin API on `listener` until `shutdown` becomes true.
+/// Serves the admin API on `listener` until `shutdown` becomes true; `tls` is what
+/// `POST /v1/tls/reload` reloads.
 pub async fn serve(
     broker: Arc<Broker>,
     listener: TcpListener,
+    tls: crate::server::tls::TlsListeners,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let tls_reload = tls.clone();
     let app = Router::new()
+        .route(
+            "/v1/tls",
+            get(move || {
+                let infos = tls.infos();
+                async move { Json(serde_json::json!({ "listeners": infos })) }
+            }),
+        )
+        .route(
+            "/v1/tls/reload",
+            post(move |State(broker): State<Arc<Broker>>| {
+                let tls = tls_reload.clone();
+                async move { reload_tls(broker, tls).await }
+            }),
+        )
         .route("/metrics", get(metrics))
         .route("/v1/plugins", get(plugins::list))
         .route("/v1/plugins/rescan", post(plugins::rescan))
@@ -64,6 +85,22 @@ pub async fn serve(
     if let Err(e) = result {
         tracing::error!("admin API stopped: {e}");
     }
+}
+
+/// `POST /v1/tls/reload`.
+async fn reload_tls(
+    broker: Arc<Broker>,
+    tls: crate::server::tls::TlsListeners,
+) -> axum::response::Response {
+    let outcomes = tokio::task::spawn_blocking(move || tls.reload(&broker.metrics))
+        .await
+        .unwrap_or_default();
+    let status = if outcomes.iter().all(|o| o.reloaded) {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::INTERNAL_SERVER_ERROR
+    };
+    (status, Json(serde_json::json!({ "listeners": outcomes }))).into_response()
 }
 
 /// `text` with the transaction coordinator's samples before its `# EOF`.

@@ -33,12 +33,25 @@ pub use topics::{Partition, Topic, TopicError, TopicLimits, TopicRegistry};
 pub struct NodeInfo {
     /// Broker id.
     pub id: i32,
-    /// Advertised host.
+    /// Advertised host of the first listener.
     pub host: String,
-    /// Advertised port.
+    /// Advertised port of the first listener.
     pub port: i32,
     /// Rack (`server.rack`, Kafka's `broker.rack`), if configured.
     pub rack: Option<String>,
+    /// The advertised address of every listener, by name (config/listeners.rs); empty:
+    /// one PLAINTEXT listener at `host`:`port`.
+    pub endpoints: std::collections::BTreeMap<String, crate::cluster::Endpoint>,
+}
+
+impl NodeInfo {
+    /// This broker's address on `listener` (the listener a request came in on).
+    pub fn endpoint(
+        &self,
+        listener: &crate::config::listeners::ListenerName,
+    ) -> Option<crate::cluster::Endpoint> {
+        crate::cluster::endpoint_on(&self.host, self.port, &self.endpoints, listener)
+    }
 }
 
 /// Errors starting the broker.

@@ -3,14 +3,17 @@
 //! Layout below `zookeeper.chroot`:
 //!
 //! ```text
-//! /brokers/ids/<id>          ephemeral: {"host": .., "port": ..}      live brokers
+//! /brokers/ids/<id>          ephemeral: {"host": .., "port": .., "endpoints": {..}}
 //! /brokers/topics/<topic>    {"id": uuid, "leaders": [broker id per partition]}
 //! /coordinator/slots/<n>     ephemeral: {"broker": id}               slot owners
 //! /latest_producer_id_block  {"broker": id, "block_start": .., ..}   producer ids
 //! ```
 //!
-//! - **Brokers** register an ephemeral node with their advertised address; Metadata
-//!   lists every live broker.
+//! - **Brokers** register an ephemeral node with their advertised address on every
+//!   listener (`endpoints`, by listener name; `host` and `port` are the first
+//!   listener's, which is all a broker from before named listeners wrote); Metadata lists
+//!   every live broker that has the listener the request came in on, at its address on
+//!   that listener, as Kafka does.
 //! - **Topics** live in ZooKeeper: creating one through any broker places each
 //!   partition on a live broker (round robin from a hash of the name) and records the
 //!   placement; every broker keeps a local copy of every topic (same id and partition
@@ -49,16 +52,56 @@ use zookeeper_client as zk;
 
 use crate::config::ZookeeperSection;
 
+/// A broker's advertised address on one listener.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// Advertised host.
+    pub host: String,
+    /// Advertised port.
+    pub port: i32,
+}
+
 /// A live broker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerAddr {
-    /// Advertised host.
+    /// Advertised host of its first listener.
     pub host: String,
-    /// Kafka port.
+    /// Port of its first listener.
     pub port: i32,
     /// Rack, if the broker has one (absent in registrations of older brokers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rack: Option<String>,
+    /// Its advertised address on each listener, by listener name (issue 29; absent in
+    /// registrations of brokers from before named listeners: see [`endpoint_on`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub endpoints: BTreeMap<String, Endpoint>,
+}
+
+impl BrokerAddr {
+    /// Its address on `listener`, if it has that listener.
+    pub fn endpoint(&self, listener: &crate::config::listeners::ListenerName) -> Option<Endpoint> {
+        endpoint_on(&self.host, self.port, &self.endpoints, listener)
+    }
+}
+
+/// A broker's address on `listener`: from `endpoints`, or, when a broker registered
+/// none (one from before named listeners, whose only listener was PLAINTEXT),
+/// `host`:`port` for the PLAINTEXT listener only.
+pub fn endpoint_on(
+    host: &str,
+    port: i32,
+    endpoints: &BTreeMap<String, Endpoint>,
+    listener: &crate::config::listeners::ListenerName,
+) -> Option<Endpoint> {
+    if endpoints.is_empty() {
+        return (listener.as_str() == crate::config::listeners::ListenerName::PLAINTEXT).then(
+            || Endpoint {
+                host: host.to_owned(),
+                port,
+            },
+        );
+    }
+    endpoints.get(listener.as_str()).cloned()
 }
 
 /// Where a topic's partitions live.
@@ -257,7 +300,8 @@ impl Cluster {
             .is_some_and(|l| *l == self.me)
     }
 
-    /// The coordinator of `group`: the owner of its slot and its address.
+    /// The coordinator of `group`: the owner of its slot and its address (on every
+    /// listener).
     pub fn coordinator_of(&self, group: &str) -> Option<(i32, BrokerAddr)> {
         let slot = drover_protocol::coordinator_slot(group, self.settings.slots);
         let view = self.view.borrow();
@@ -370,4 +414,69 @@ pub async fn wait_for(
     tokio::time::timeout(timeout, rx.wait_for(|v| ready(v)))
         .await
         .is_ok_and(|r| r.is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::listeners::ListenerName;
+
+    fn name(n: &str) -> ListenerName {
+        ListenerName::new(n).unwrap()
+    }
+
+    /// A registration from before named listeners (host and port only) is one
+    /// PLAINTEXT listener; a new one names every listener, and an older broker reading
+    /// it still finds the first listener's host and port.
+    #[test]
+    fn registrations_old_and_new_give_each_listener_its_address() {
+        let old: BrokerAddr = serde_json::from_str(r#"{"host":"b1","port":9092}"#).unwrap();
+        assert_eq!(
+            old.endpoint(&name("PLAINTEXT")),
+            Some(Endpoint {
+                host: "b1".into(),
+                port: 9092
+            })
+        );
+        assert_eq!(old.endpoint(&name("SSL")), None);
+        let new = BrokerAddr {
+            host: "b2".into(),
+            port: 9092,
+            rack: None,
+            endpoints: BTreeMap::from([
+                (
+                    "PLAINTEXT".to_owned(),
+                    Endpoint {
+                        host: "b2".into(),
+                        port: 9092,
+                    },
+                ),
+                (
+                    "SSL".to_owned(),
+                    Endpoint {
+                        host: "b2.example.com".into(),
+                        port: 9093,
+                    },
+                ),
+            ]),
+        };
+        let json = serde_json::to_string(&new).unwrap();
+        let back: BrokerAddr = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, new);
+        assert_eq!(back.endpoint(&name("ssl")).unwrap().port, 9093);
+        assert_eq!(back.endpoint(&name("INTERNAL")), None);
+        #[derive(Deserialize)]
+        struct OlderReader {
+            host: String,
+            port: i32,
+        }
+        let older: OlderReader = serde_json::from_str(&json).unwrap();
+        assert_eq!((older.host.as_str(), older.port), ("b2", 9092));
+        // Without endpoints the field is not written at all.
+        let plain = BrokerAddr {
+            endpoints: BTreeMap::new(),
+            ..new
+        };
+        assert!(!serde_json::to_string(&plain).unwrap().contains("endpoints"));
+    }
 }

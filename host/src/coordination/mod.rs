@@ -22,7 +22,7 @@
 //!   for the admin API.
 //! - [`partition_stats`]: the partition table for assignors (leaders, racks, log
 //!   offsets, produce rates), sent periodically to coordinators of ABI 3.3 or later.
-//! - [`start::start`]: starts the configured coordinator plugin with the loaded assignors and
+//! - [`mod@start`]: starts the configured coordinator plugin with the loaded assignors and
 //!   the topic metadata, and the threads above.
 //!
 //! Time given to the coordinator is milliseconds since the driver started, on the

@@ -164,6 +164,7 @@ mod tests {
             host: "127.0.0.1".into(),
             port: 9092,
             rack: config.server.rack.clone(),
+            endpoints: Default::default(),
         };
         Broker::open(config, node, plugins, None).unwrap()
     }

@@ -244,8 +244,7 @@ pub(super) fn delete(
 fn to_abi(e: CallError) -> PluginError {
     match e {
         CallError::Plugin { error, .. } => error,
-        other @ CallError::OutOfService { .. } => {
-            PluginError::new(ErrorKind::Unavailable, other.to_string())
-        }
+        // Out of service (`CallError` is non-exhaustive: so is any kind added later).
+        other => PluginError::new(ErrorKind::Unavailable, other.to_string()),
     }
 }

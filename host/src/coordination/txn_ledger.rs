@@ -57,7 +57,7 @@ impl TxnIds {
     /// if it decodes.
     pub fn note_request(&mut self, frame: &bytes::Bytes) {
         use kafka_protocol::messages::RequestKind;
-        let Ok((_, request)) = crate::server::dispatch::decode_request(frame.clone()) else {
+        let Ok((_, request)) = drover_kafka_wire::decode_request(frame.clone()) else {
             return;
         };
         if let RequestKind::TxnOffsetCommit(r) = request.body {

@@ -22,6 +22,13 @@
 //! be complete within `server.first_request_timeout_ms` of the accept, however slowly
 //! its bytes trickle in; and the listener may evict the connection when it is idle and
 //! the broker is at `server.max_connections` (server/admission.rs).
+//!
+//! On a TLS listener the handshake comes first (server/tls.rs), under the same
+//! first-request deadline and admission ticket; the frames then run inside TLS exactly
+//! as they do in the clear, native coordinator requests included (they are told apart
+//! by API key, after framing). Each request is handed its connection's
+//! [`ConnContext`]: the listener it came in on (Metadata, DescribeCluster and
+//! FindCoordinator answer with that listener's addresses) and the client's principal.
 
 use std::{
     net::SocketAddr,
@@ -34,8 +41,8 @@ use std::{
 use bytes::Bytes;
 use drover_protocol::api_key::{NATIVE_API_KEY_FIRST, NATIVE_API_KEY_LAST};
 use tokio::{
-    io::{AsyncWriteExt, BufWriter},
-    net::{tcp::OwnedReadHalf, tcp::OwnedWriteHalf, TcpStream},
+    io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter},
+    net::TcpStream,
     sync::{mpsc, oneshot, watch},
     time::Instant,
 };
@@ -44,12 +51,19 @@ use super::{
     admission::Ticket,
     budget::ConnBudget,
     conn_id::{next_conn_id, ConnId},
+    context::{ConnContext, ListenerHandle},
     dispatch::{handle_frame, Step},
     frame::{FrameError, FrameLimits, FrameReader},
+    principal::Principal,
     queue::{ConnSink, Pending},
     reply::Outcome,
 };
 use crate::broker::Broker;
+
+/// A connection's read side, in the clear or inside TLS.
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+/// A connection's write side, in the clear or inside TLS.
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// The connection's side of the coordinator routing.
 struct Native {
@@ -63,8 +77,9 @@ struct Native {
     peer: SocketAddr,
 }
 
-/// Serves one connection until the peer leaves, an unanswerable frame arrives, it is
-/// evicted (`ticket`), or shutdown. Its responses are charged to `budget`.
+/// Serves one connection, accepted on `listener`, until the peer leaves, an
+/// unanswerable frame arrives, it is evicted (`ticket`), or shutdown. Its responses
+/// are charged to `budget`.
 pub async fn run(
     broker: Arc<Broker>,
     socket: TcpStream,
@@ -72,12 +87,103 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
     budget: Arc<ConnBudget>,
     ticket: Ticket,
+    listener: ListenerHandle,
 ) {
     let accepted = Instant::now();
     let ticket = Arc::new(ticket);
     broker.metrics.connection_opened();
     let _ = socket.set_nodelay(true);
-    let (reader, writer) = socket.into_split();
+    if let Some((reader, writer, ctx)) = open(
+        &broker, socket, peer, &shutdown, &ticket, accepted, listener,
+    )
+    .await
+    {
+        serve(
+            broker.clone(),
+            reader,
+            writer,
+            peer,
+            shutdown,
+            Conn {
+                budget,
+                ticket,
+                accepted,
+                ctx,
+            },
+        )
+        .await;
+    }
+    broker.metrics.connection_closed();
+}
+
+/// The connection's streams and context: the socket's halves, or on a TLS listener the
+/// TLS stream's once the handshake finished within the first-request deadline. `None`
+/// when the handshake failed (counted and logged here), or the connection was evicted
+/// or the broker stops meanwhile.
+async fn open(
+    broker: &Arc<Broker>,
+    socket: TcpStream,
+    peer: SocketAddr,
+    shutdown: &watch::Receiver<bool>,
+    ticket: &Ticket,
+    accepted: Instant,
+    listener: ListenerHandle,
+) -> Option<(Reader, Writer, ConnContext)> {
+    let Some(tls) = listener.tls else {
+        let (reader, writer) = socket.into_split();
+        let ctx = ConnContext {
+            listener: listener.name,
+            principal: Principal::anonymous(),
+        };
+        return Some((Box::new(reader), Box::new(writer), ctx));
+    };
+    let server = &broker.config.server;
+    let deadline = accepted + std::time::Duration::from_millis(server.first_request_timeout_ms);
+    let mut shutdown = shutdown.clone();
+    let result = tokio::select! {
+        result = super::tls::handshake(&tls, socket, deadline) => result,
+        _ = ticket.evicted() => {
+            broker.metrics.connection_closed_by_broker("evicted");
+            return None;
+        }
+        _ = shutdown.changed() => return None,
+    };
+    match result {
+        Ok((stream, principal)) => {
+            broker.metrics.tls_handshake(listener.name.as_str());
+            tracing::debug!(%peer, listener = %listener.name, %principal, "TLS connection");
+            let (reader, writer) = tokio::io::split(stream);
+            let ctx = ConnContext {
+                listener: listener.name,
+                principal,
+            };
+            Some((Box::new(reader), Box::new(writer), ctx))
+        }
+        Err(failure) => {
+            broker
+                .metrics
+                .tls_handshake_failed(listener.name.as_str(), failure.reason());
+            crate::info_limited!(
+                "conn.tls_handshake_failed",
+                %peer,
+                listener = %listener.name,
+                reason = failure.reason(),
+                "closing connection: {failure}"
+            );
+            None
+        }
+    }
+}
+
+/// Runs the reader and the writer of an open connection until it ends.
+async fn serve(
+    broker: Arc<Broker>,
+    reader: Reader,
+    writer: Writer,
+    peer: SocketAddr,
+    shutdown: watch::Receiver<bool>,
+    conn: Conn,
+) {
     let (queue, pending) = mpsc::channel(broker.config.server.max_in_flight.max(1));
     let (close, closed) = watch::channel(false);
     let mut native = Native {
@@ -93,13 +199,8 @@ pub async fn run(
         pending,
         peer,
         closed.clone(),
-        Arc::clone(&ticket),
+        Arc::clone(&conn.ticket),
     ));
-    let conn = Conn {
-        budget,
-        ticket,
-        accepted,
-    };
     read_loop(
         &broker,
         reader,
@@ -118,21 +219,21 @@ pub async fn run(
     }
     // The queue is closed: the writer sends what is pending, then stops.
     let _ = writer.await;
-    broker.metrics.connection_closed();
 }
 
-/// What the read loop needs beyond the socket: the budget, the admission ticket, and
-/// when the connection was accepted.
+/// What the read loop needs beyond the socket: the budget, the admission ticket, when
+/// the connection was accepted, and the context its requests are handled in.
 struct Conn {
     budget: Arc<ConnBudget>,
     ticket: Arc<Ticket>,
     accepted: Instant,
+    ctx: ConnContext,
 }
 
 #[allow(clippy::too_many_arguments)]
 async fn read_loop(
     broker: &Arc<Broker>,
-    reader: OwnedReadHalf,
+    reader: Reader,
     queue: mpsc::Sender<Pending>,
     peer: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
@@ -220,13 +321,14 @@ async fn read_loop(
             }
             continue;
         }
-        let (slot, last) = match handle_frame(broker, &conn.budget, peer.ip(), frame).await {
-            Step::Now(charged) => {
-                let close = matches!(charged.outcome, Outcome::Close(..));
-                (Pending::Ready(charged), close)
-            }
-            Step::Later(wait) => (Pending::Later(tokio::spawn(wait)), false),
-        };
+        let (slot, last) =
+            match handle_frame(broker, &conn.budget, peer.ip(), &conn.ctx, frame).await {
+                Step::Now(charged) => {
+                    let close = matches!(charged.outcome, Outcome::Close(..));
+                    (Pending::Ready(charged), close)
+                }
+                Step::Later(wait) => (Pending::Later(tokio::spawn(wait)), false),
+            };
         if queue.send(slot).await.is_err() || last {
             return;
         }
@@ -292,7 +394,7 @@ async fn to_coordinator(
 
 async fn write_loop(
     broker: Arc<Broker>,
-    writer: OwnedWriteHalf,
+    writer: Writer,
     mut pending: mpsc::Receiver<Pending>,
     peer: SocketAddr,
     mut closed: watch::Receiver<bool>,

@@ -1,22 +1,37 @@
-//! Accepting connections: at most `server.max_connections` are served at once, and
-//! shutdown stops accepting, tells every connection to finish, and waits for them
-//! (bounded).
+//! Accepting connections on every listener (config/listeners.rs): at most
+//! `server.max_connections` are served at once over all of them, and shutdown stops
+//! accepting, tells every connection to finish, and waits for them (bounded).
 //!
 //! Admission (server/admission.rs): a connection over its address's limit is closed at
 //! once; at the cap, the connection idle longest is evicted to make room for the new
 //! one, and only when every connection is busy does the new one wait (and the ones
 //! behind it in the kernel's accept queue).
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    future::poll_fn,
+    net::SocketAddr,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Duration,
+};
 
 use tokio::{
-    net::TcpListener,
+    net::{TcpListener, TcpStream},
     sync::{watch, OwnedSemaphorePermit, Semaphore},
     task::JoinSet,
 };
 
-use super::{admission::Admission, budget::ResponseBudget, connection};
+use super::{admission::Admission, budget::ResponseBudget, connection, context::ListenerHandle};
 use crate::broker::Broker;
+
+/// A bound listener socket and what its connections are told of it.
+#[derive(Debug)]
+pub struct Bound {
+    /// The socket.
+    pub socket: TcpListener,
+    /// The listener.
+    pub handle: ListenerHandle,
+}
 
 /// How long shutdown waits for connections to finish their current request.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -27,10 +42,12 @@ const BUSY_RETRY: Duration = Duration::from_millis(100);
 /// At the cap after an eviction: when to evict another if no slot came free.
 const EVICTED_RETRY: Duration = Duration::from_secs(1);
 
-/// Serves Kafka clients on `listener` until `shutdown` becomes true.
+/// Serves Kafka clients on `listeners` until `shutdown` becomes true. The connection
+/// bounds (`server.max_connections`, per address, queued response bytes) hold for all
+/// listeners together.
 pub async fn serve(
     broker: Arc<Broker>,
-    listener: TcpListener,
+    listeners: Vec<Bound>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let server = &broker.config.server;
@@ -45,9 +62,10 @@ pub async fn serve(
     );
     let trim = tokio::spawn(super::trim::run(Arc::clone(&budget), shutdown.clone()));
     let mut connections = JoinSet::new();
+    let mut next = 0;
     loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+        let (accepted, index) = tokio::select! {
+            accepted = poll_fn(|cx| accept_any(&listeners, &mut next, cx)) => accepted,
             _ = shutdown.changed() => break,
         };
         // Reap finished connection tasks so the set does not grow.
@@ -80,12 +98,13 @@ pub async fn serve(
         let broker = Arc::clone(&broker);
         let shutdown = shutdown.clone();
         let budget = budget.connection();
+        let handle = listeners[index].handle.clone();
         connections.spawn(async move {
-            connection::run(broker, socket, peer, shutdown, budget, ticket).await;
+            connection::run(broker, socket, peer, shutdown, budget, ticket, handle).await;
             drop(permit);
         });
     }
-    drop(listener);
+    drop(listeners);
     trim.abort();
     let open = connections.len();
     if open > 0 {
@@ -99,6 +118,25 @@ pub async fn serve(
         tracing::warn!("connections still open after {DRAIN:?}; closing them");
         connections.shutdown().await;
     }
+}
+
+/// The next connection on any of `listeners`, and which listener it came in on; the
+/// listeners are polled in turn from `next`, so that a busy one does not starve the
+/// others.
+fn accept_any(
+    listeners: &[Bound],
+    next: &mut usize,
+    cx: &mut Context<'_>,
+) -> Poll<(std::io::Result<(TcpStream, SocketAddr)>, usize)> {
+    let n = listeners.len();
+    for i in 0..n {
+        let index = (*next + i) % n;
+        if let Poll::Ready(accepted) = listeners[index].socket.poll_accept(cx) {
+            *next = (index + 1) % n;
+            return Poll::Ready((accepted, index));
+        }
+    }
+    Poll::Pending
 }
 
 /// At the cap: evicts the connection idle longest and waits for its slot; when every

@@ -7,19 +7,25 @@
 //! ids) and [`queue`] (a connection's outgoing queue and the handle the coordinator
 //! driver fills it through), [`reply`] (what a request turns into: a handler's reply,
 //! the connection's outcome), [`api_name`] (API names in metrics), [`trim`] (freed
-//! memory back to the OS).
+//! memory back to the OS). Listeners with Kafka's names and security protocols are
+//! configured in [`crate::config::listeners`] and accepted on in [`listener`]; TLS is
+//! [`tls`], who a client is [`principal`], and what a connection carries beside its
+//! bytes (its listener, its principal) [`context`].
 
 pub mod admission;
 pub mod api_name;
 pub mod budget;
 pub mod conn_id;
 pub mod connection;
+pub mod context;
 pub mod dispatch;
 pub mod frame;
 pub mod handlers;
 pub mod listener;
+pub mod principal;
 pub mod queue;
 pub mod reply;
+pub mod tls;
 pub mod trim;
 
 pub use listener::serve;

@@ -181,6 +181,7 @@ mod tests {
             host: "127.0.0.1".into(),
             port: 9092,
             rack: None,
+            endpoints: Default::default(),
         };
         Arc::new(Broker::open(config, node, plugins, None).unwrap())
     }

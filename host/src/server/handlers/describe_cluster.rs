@@ -1,5 +1,6 @@
 //! DescribeCluster (API 60, v0–v2, KIP-700): the brokers Metadata lists (this one, or
-//! in cluster mode every live broker), the cluster id, and the controller id Metadata
+//! in cluster mode every live broker, at their addresses on the listener the request
+//! came in on), the cluster id, and the controller id Metadata
 //! reports (this broker: Drover has no controller quorum). Each broker's rack is its
 //! `server.rack` (null if unset); no broker is fenced. Only endpoint type 1 (brokers) is served;
 //! 2 (controllers, KIP-919) is answered `UNSUPPORTED_ENDPOINT_TYPE`, as a Kafka broker
@@ -17,13 +18,18 @@ use kafka_protocol::{
     protocol::StrBytes,
 };
 
-use crate::{broker::Broker, server::reply::Reply};
+use crate::{broker::Broker, config::listeners::ListenerName, server::reply::Reply};
 
 /// Endpoint type 1: brokers (DescribeCluster v1+).
 const ENDPOINT_BROKERS: i8 = 1;
 
-/// Handles DescribeCluster v0–v2.
-pub fn handle(broker: &Arc<Broker>, version: i16, request: DescribeClusterRequest) -> Reply {
+/// Handles DescribeCluster v0–v2 that came in on `listener`.
+pub fn handle(
+    broker: &Arc<Broker>,
+    listener: &ListenerName,
+    version: i16,
+    request: DescribeClusterRequest,
+) -> Reply {
     let mut response = DescribeClusterResponse::default();
     response.cluster_authorized_operations = i32::MIN;
     if version >= 1 {
@@ -40,7 +46,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DescribeClusterReques
     }
     response.cluster_id = StrBytes::from_string(broker.identity.reported_cluster_id());
     response.controller_id = BrokerId(broker.identity.controller_id());
-    response.brokers = super::metadata::brokers(broker)
+    response.brokers = super::metadata::brokers(broker, listener)
         .into_iter()
         .map(|b| {
             let mut out = DescribeClusterBroker::default();

@@ -9,6 +9,8 @@
 //! owns), or `COORDINATOR_NOT_AVAILABLE` while it has none; an empty or too long
 //! transactional id is `INVALID_REQUEST`.
 //! Share-group coordinators are not offered (`COORDINATOR_NOT_AVAILABLE`).
+//! The coordinator is named by its address on the listener the request came in on; an
+//! owner without that listener is `COORDINATOR_NOT_AVAILABLE`, as in Kafka.
 
 use std::sync::Arc;
 
@@ -21,16 +23,24 @@ use kafka_protocol::{
     protocol::StrBytes,
 };
 
-use crate::{broker::Broker, server::reply::Reply};
+use crate::{broker::Broker, config::listeners::ListenerName, server::reply::Reply};
 
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
 
-/// The owner of `key`'s coordinator slot, or COORDINATOR_NOT_AVAILABLE while it has
-/// none: (error code, broker id, host, port).
-fn owner(cluster: &crate::cluster::Cluster, key: &str) -> (i16, i32, StrBytes, i32) {
-    match cluster.coordinator_of(key) {
-        Some((id, addr)) => (0, id, StrBytes::from_string(addr.host), addr.port),
+/// The owner of `key`'s coordinator slot at its address on `listener`, or
+/// COORDINATOR_NOT_AVAILABLE while it has none (or not that listener): (error code,
+/// broker id, host, port).
+fn owner(
+    cluster: &crate::cluster::Cluster,
+    listener: &ListenerName,
+    key: &str,
+) -> (i16, i32, StrBytes, i32) {
+    match cluster
+        .coordinator_of(key)
+        .and_then(|(id, addr)| Some((id, addr.endpoint(listener)?)))
+    {
+        Some((id, at)) => (0, id, StrBytes::from_string(at.host), at.port),
         None => (
             ResponseError::CoordinatorNotAvailable.code(),
             -1,
@@ -40,9 +50,19 @@ fn owner(cluster: &crate::cluster::Cluster, key: &str) -> (i16, i32, StrBytes, i
     }
 }
 
-/// Handles FindCoordinator v0–v6 (v4+ batches keys).
-pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorRequest) -> Reply {
+/// Handles FindCoordinator v0–v6 (v4+ batches keys) that came in on `listener`.
+pub fn handle(
+    broker: &Arc<Broker>,
+    listener: &ListenerName,
+    version: i16,
+    request: FindCoordinatorRequest,
+) -> Reply {
     let node = &broker.identity.node;
+    // The request came in on `listener`, so this broker has it.
+    let here = node.endpoint(listener).unwrap_or(crate::cluster::Endpoint {
+        host: node.host.clone(),
+        port: node.port,
+    });
     let groups_served = broker.coordinator().is_some();
     let unavailable = || {
         (
@@ -58,10 +78,10 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorReques
         None => (
             0,
             node.id,
-            StrBytes::from_string(node.host.clone()),
-            node.port,
+            StrBytes::from_string(here.host.clone()),
+            here.port,
         ),
-        Some(cluster) => owner(cluster, key),
+        Some(cluster) => owner(cluster, listener, key),
     };
     let answer = |key_type: i8, key: &str| -> (i16, i32, StrBytes, i32) {
         match key_type {

@@ -1,5 +1,10 @@
 //! Metadata: brokers (this one), and topics with partitions led by this broker.
 //!
+//! Brokers are named by their address on the listener the request came in on (Kafka's
+//! `MetadataCache.getAliveBrokerNodes(listenerName)`): in cluster mode a broker without
+//! that listener is left out, and a partition it leads is answered with leader −1 and
+//! `LISTENER_NOT_FOUND` (v6+; `LEADER_NOT_AVAILABLE` before), as Kafka does.
+//!
 //! Rules (Kafka protocol guide, Metadata): a null topic list (v1+) or an empty one (v0)
 //! means every topic; v10+ requests may name topics by id. An unknown topic is created
 //! when auto-creation is enabled and the request allows it (always for v0–v3), else
@@ -12,7 +17,7 @@
 //! open-file limit leaves room for; names beyond a bound are answered
 //! `UNKNOWN_TOPIC_OR_PARTITION`, which clients retry.
 
-use std::sync::Arc;
+use std::{collections::BTreeSet, sync::Arc};
 
 use kafka_protocol::{
     error::ResponseError,
@@ -28,36 +33,70 @@ use uuid::Uuid;
 
 use crate::{
     broker::{auto_create::AutoCreateBudget, topics::validate_name, Broker, Topic, TopicError},
+    config::listeners::ListenerName,
     server::reply::Reply,
 };
 
-/// Handles Metadata v0–v13.
-pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> Reply {
+/// What a Metadata answer is built with: the request's version and the live brokers
+/// that have no address on its listener.
+struct Ask<'a> {
+    broker: &'a Arc<Broker>,
+    version: i16,
+    unreachable: BTreeSet<i32>,
+}
+
+/// Handles Metadata v0–v13 that came in on `listener`.
+pub fn handle(
+    broker: &Arc<Broker>,
+    listener: &ListenerName,
+    version: i16,
+    request: MetadataRequest,
+) -> Reply {
     let allow_create = broker.auto_create() && (version < 4 || request.allow_auto_topic_creation);
     let mut budget = allow_create.then(|| broker.topics.auto_create_budget());
+    let unreachable = broker
+        .cluster()
+        .map(|c| {
+            c.view()
+                .brokers
+                .iter()
+                .filter(|(_, a)| a.endpoint(listener).is_none())
+                .map(|(id, _)| *id)
+                .collect()
+        })
+        .unwrap_or_default();
+    let ask = Ask {
+        broker,
+        version,
+        unreachable,
+    };
     let topics: Vec<MetadataResponseTopic> = match request.topics {
-        None => all(broker, version),
-        Some(list) if list.is_empty() && version == 0 => all(broker, version),
+        None => all(&ask),
+        Some(list) if list.is_empty() && version == 0 => all(&ask),
         Some(list) => list
             .into_iter()
             .map(|t| match t.name {
-                Some(name) => by_name(broker, version, name.0.as_str(), budget.as_mut()),
-                None => by_id(broker, version, t.topic_id),
+                Some(name) => by_name(&ask, name.0.as_str(), budget.as_mut()),
+                None => by_id(&ask, t.topic_id),
             })
             .collect(),
     };
     let error = super::errors::first_error(topics.iter().map(|t| t.error_code));
     let mut response = MetadataResponse::default();
-    response.brokers = brokers(broker);
+    response.brokers = brokers(broker, listener);
     response.cluster_id = Some(StrBytes::from_string(broker.identity.reported_cluster_id()));
     response.controller_id = BrokerId(broker.identity.controller_id());
     response.topics = topics;
     Reply::new(response, error)
 }
 
-/// This broker, or in cluster mode every live broker, with racks where configured
-/// (Metadata v1+ and DescribeCluster carry them).
-pub(super) fn brokers(broker: &Arc<Broker>) -> Vec<MetadataResponseBroker> {
+/// This broker, or in cluster mode every live broker that has `listener`, at its
+/// address on `listener`, with racks where configured (Metadata v1+ and
+/// DescribeCluster carry them).
+pub(super) fn brokers(
+    broker: &Arc<Broker>,
+    listener: &ListenerName,
+) -> Vec<MetadataResponseBroker> {
     let entry = |id: i32, host: &str, port: i32, rack: Option<&String>| {
         let mut node = MetadataResponseBroker::default();
         node.node_id = BrokerId(id);
@@ -67,42 +106,50 @@ pub(super) fn brokers(broker: &Arc<Broker>) -> Vec<MetadataResponseBroker> {
         node
     };
     let me = &broker.identity.node;
+    // The request came in on `listener`, so this broker has it.
+    let mine = me.endpoint(listener).unwrap_or(crate::cluster::Endpoint {
+        host: me.host.clone(),
+        port: me.port,
+    });
     match broker.cluster() {
-        None => vec![entry(me.id, &me.host, me.port, me.rack.as_ref())],
+        None => vec![entry(me.id, &mine.host, mine.port, me.rack.as_ref())],
         Some(cluster) => {
             let view = cluster.view();
             let mut out: Vec<MetadataResponseBroker> = view
                 .brokers
                 .iter()
-                .map(|(id, a)| entry(*id, &a.host, a.port, a.rack.as_ref()))
+                .filter_map(|(id, a)| {
+                    let at = a.endpoint(listener)?;
+                    Some(entry(*id, &at.host, at.port, a.rack.as_ref()))
+                })
                 .collect();
             if !view.brokers.contains_key(&me.id) {
-                out.push(entry(me.id, &me.host, me.port, me.rack.as_ref()));
+                out.push(entry(me.id, &mine.host, mine.port, me.rack.as_ref()));
             }
             out
         }
     }
 }
 
-fn all(broker: &Arc<Broker>, version: i16) -> Vec<MetadataResponseTopic> {
-    broker
+fn all(ask: &Ask<'_>) -> Vec<MetadataResponseTopic> {
+    ask.broker
         .topics
         .list()
         .iter()
-        .map(|t| describe(broker, version, t))
+        .map(|t| describe(ask, t))
         .collect()
 }
 
 /// A topic by name; an unknown one is created if `budget` (auto-creation allowed) has
 /// room left.
 fn by_name(
-    broker: &Arc<Broker>,
-    version: i16,
+    ask: &Ask<'_>,
     name: &str,
     budget: Option<&mut AutoCreateBudget<'_>>,
 ) -> MetadataResponseTopic {
+    let broker = ask.broker;
     if let Some(topic) = broker.topics.get(name) {
-        return describe(broker, version, &topic);
+        return describe(ask, &topic);
     }
     let error = if let Err(e) = validate_name(name) {
         tracing::debug!("metadata: {e}");
@@ -118,9 +165,9 @@ fn by_name(
                 i64::from(topics.default_partitions),
                 topics.max_partitions,
             ) {
-                Ok(topic) => return describe(broker, version, &topic),
+                Ok(topic) => return describe(ask, &topic),
                 Err(TopicError::AlreadyExists(_)) => match broker.topics.get(name) {
-                    Some(topic) => return describe(broker, version, &topic),
+                    Some(topic) => return describe(ask, &topic),
                     None => ResponseError::UnknownTopicOrPartition,
                 },
                 Err(e @ TopicError::PartitionLimit { .. }) => {
@@ -155,9 +202,9 @@ fn by_name(
     t
 }
 
-fn by_id(broker: &Arc<Broker>, version: i16, id: Uuid) -> MetadataResponseTopic {
-    match broker.topics.get_by_id(id) {
-        Some(topic) => describe(broker, version, &topic),
+fn by_id(ask: &Ask<'_>, id: Uuid) -> MetadataResponseTopic {
+    match ask.broker.topics.get_by_id(id) {
+        Some(topic) => describe(ask, &topic),
         None => {
             let mut t = MetadataResponseTopic::default();
             t.topic_id = id;
@@ -167,7 +214,8 @@ fn by_id(broker: &Arc<Broker>, version: i16, id: Uuid) -> MetadataResponseTopic 
     }
 }
 
-fn describe(broker: &Arc<Broker>, version: i16, topic: &Topic) -> MetadataResponseTopic {
+fn describe(ask: &Ask<'_>, topic: &Topic) -> MetadataResponseTopic {
+    let (broker, version) = (ask.broker, ask.version);
     let me = BrokerId(broker.identity.node.id);
     let mut t = MetadataResponseTopic::default();
     t.name = Some(TopicName(StrBytes::from_string(topic.name.clone())));
@@ -184,11 +232,19 @@ fn describe(broker: &Arc<Broker>, version: i16, topic: &Topic) -> MetadataRespon
                 None => me,
                 Some(c) => BrokerId(c.leader(&topic.name, p.index).unwrap_or(-1)),
             };
-            mp.leader_id = leader;
             mp.leader_epoch = 0;
-            if leader.0 < 0 {
+            if ask.unreachable.contains(&leader.0) {
+                mp.leader_id = BrokerId(-1);
+                mp.error_code = if version >= 6 {
+                    ResponseError::ListenerNotFound.code()
+                } else {
+                    ResponseError::LeaderNotAvailable.code()
+                };
+            } else if leader.0 < 0 {
+                mp.leader_id = leader;
                 mp.error_code = ResponseError::LeaderNotAvailable.code();
             } else {
+                mp.leader_id = leader;
                 mp.replica_nodes = vec![leader];
                 mp.isr_nodes = vec![leader];
             }

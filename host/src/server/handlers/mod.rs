@@ -37,12 +37,14 @@ use super::{
 };
 use crate::broker::Broker;
 
-/// Routes a request from the client at address `peer` to its handler. A Fetch reads no
-/// more than `budget` allows.
+/// Routes a request from the client at address `peer`, on the connection `ctx`
+/// describes, to its handler. A Fetch reads no more than `budget` allows. The APIs
+/// that name brokers answer with the addresses of `ctx`'s listener.
 pub async fn handle(
     broker: &Arc<Broker>,
     budget: &Arc<ConnBudget>,
     peer: std::net::IpAddr,
+    ctx: &super::context::ConnContext,
     request: Request,
 ) -> Handled {
     let version = request.version;
@@ -51,7 +53,8 @@ pub async fn handle(
         // Metadata may auto-create topics, and topic changes do file I/O and fsyncs:
         // they run on the blocking pool, never on the async workers.
         RequestKind::Metadata(r) => {
-            blocking(broker, move |b| metadata::handle(b, version, r)).await
+            let listener = ctx.listener.clone();
+            blocking(broker, move |b| metadata::handle(b, &listener, version, r)).await
         }
         RequestKind::Produce(r) => produce::handle(broker, version, r).await,
         RequestKind::Fetch(r) => {
@@ -80,7 +83,9 @@ pub async fn handle(
         RequestKind::CreatePartitions(r) => {
             blocking(broker, move |b| create_partitions::handle(b, version, r)).await
         }
-        RequestKind::FindCoordinator(r) => find_coordinator::handle(broker, version, r).into(),
+        RequestKind::FindCoordinator(r) => {
+            find_coordinator::handle(broker, &ctx.listener, version, r).into()
+        }
         RequestKind::DeleteRecords(r) => {
             blocking(broker, move |b| {
                 delete_records::handle(b.partitions(), version, r)
@@ -97,7 +102,9 @@ pub async fn handle(
             blocking(broker, move |b| alter_configs::handle_legacy(b, version, r)).await
         }
         RequestKind::DescribeConfigs(r) => describe_configs::handle(broker, version, r).into(),
-        RequestKind::DescribeCluster(r) => describe_cluster::handle(broker, version, r).into(),
+        RequestKind::DescribeCluster(r) => {
+            describe_cluster::handle(broker, &ctx.listener, version, r).into()
+        }
         RequestKind::InitProducerId(r) => {
             blocking(broker, move |b| {
                 init_producer_id::handle(&b.producers, version, r, peer)

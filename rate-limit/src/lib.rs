@@ -1,14 +1,22 @@
-//! Rate-limited log lines for events a client can repeat at will (refused frames,
-//! refused connections, failed appends under a disk-full or descriptor storm): at most
-//! one line per kind of event per [`INTERVAL`], and the line that is written says how
-//! many were left out since the previous one (`suppressed = N`).
+//! # drover-rate-limit — rate-limited log lines
+//!
+//! Log lines for events a client (or a misbehaving plugin) can repeat at will (refused
+//! frames, refused connections, failed appends under a disk-full or descriptor storm,
+//! coordinator outputs of an unknown variant): at most one line per kind of event per
+//! [`INTERVAL`], and the line that is written says how many were left out since the
+//! previous one (`suppressed = N`).
+//!
+//! A crate of its own so that the broker host (`drover-host`, which re-exports it as
+//! `logging::rate_limit` and the macros at its root) and the plugin loader
+//! (`drover-plugin-loader`) share one table.
 //!
 //! Kinds are `&'static str` keys chosen at the call site, so the table holds one entry
-//! per call site and cannot grow with what clients send. Use the macros:
+//! per call site and cannot grow with what clients send. Use the macros (the calling
+//! crate depends on `tracing`):
 //!
 //! ```
-//! drover_host::warn_limited!("produce.append_failed", topic = "t", "append failed: {}", "EMFILE");
-//! drover_host::info_limited!("conn.refused", "connection refused: over the per-address limit");
+//! drover_rate_limit::warn_limited!("produce.append_failed", topic = "t", "append failed: {}", "EMFILE");
+//! drover_rate_limit::info_limited!("conn.refused", "connection refused: over the per-address limit");
 //! ```
 
 use std::{
@@ -65,7 +73,7 @@ pub fn allow_at(key: &'static str, now: Instant) -> Option<u64> {
 #[macro_export]
 macro_rules! warn_limited {
     ($key:expr, $($arg:tt)+) => {
-        if let Some(suppressed) = $crate::logging::rate_limit::allow($key) {
+        if let Some(suppressed) = $crate::allow($key) {
             ::tracing::warn!(suppressed, $($arg)+);
         }
     };
@@ -75,7 +83,7 @@ macro_rules! warn_limited {
 #[macro_export]
 macro_rules! info_limited {
     ($key:expr, $($arg:tt)+) => {
-        if let Some(suppressed) = $crate::logging::rate_limit::allow($key) {
+        if let Some(suppressed) = $crate::allow($key) {
             ::tracing::info!(suppressed, $($arg)+);
         }
     };

@@ -97,8 +97,8 @@ impl LoadedPlugin {
     }
 
     /// Opens an offset-store instance with `config` and, in cluster mode, the broker's
-    /// ZooKeeper session (`HostServices.zookeeper`; see
-    /// [`crate::cluster::session::for_plugins`]). Errors: [`LoadError::WrongKind`] when
+    /// ZooKeeper session (`HostServices.zookeeper`; see the host's
+    /// `drover_host::cluster::session::for_plugins`). Errors: [`LoadError::WrongKind`] when
     /// the plugin is not an offset store, [`LoadError::Instantiate`] with the plugin's
     /// error when it refuses to open.
     pub fn open_offset_store_with(

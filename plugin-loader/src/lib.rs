@@ -1,4 +1,10 @@
-//! Plugins on the host side: finding, checking, loading and calling them.
+//! # drover-plugin-loader — plugins on the host side
+//!
+//! Finding, checking, loading and calling Drover plugins (the coordinator, assignors,
+//! offset stores: `cdylib`s exporting one `drover-abi` root module). The broker host
+//! (`drover-host`) uses it as `drover_host::plugins`; it depends on the ABI and no
+//! part of the host, so it and its unit tests build without the broker (docs/design.md,
+//! "Layout" and "Plugin ABI").
 //!
 //! - [`checks`]: what is verified about a file before it is ever `dlopen`ed (symlinks
 //!   resolved; owner and mode of the real file and of every directory above it; size
@@ -13,7 +19,8 @@
 //!   files added or replaced since startup;
 //! - [`handle`]: instances (an assignor, an offset store) behind handles that take an
 //!   instance out of service when it panics;
-//! - [`log_sink`]: the host end of the plugin log bridge.
+//! - [`log_sink`]: the host end of the plugin log bridge;
+//! - [`table`]: `drover plugins list` output (an aligned table or JSON lines).
 
 pub mod checks;
 mod elf;

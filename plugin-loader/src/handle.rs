@@ -219,7 +219,7 @@ fn known_outputs(outputs: RVec<CoordinatorOutputNE>) -> Vec<CoordinatorOutput> {
         .filter_map(|output| match output.into_enum() {
             Ok(output) => Some(output),
             Err(unknown) => {
-                crate::warn_limited!(
+                drover_rate_limit::warn_limited!(
                     "coordinator-unknown-output",
                     "skipping a coordinator output of a variant this broker does not know: {:?}",
                     unknown.into_inner()
