@@ -79,6 +79,8 @@ pub struct Config {
     pub zookeeper: ZookeeperSection,
     /// The `[transactions]` table: the transaction coordinator.
     pub transactions: TransactionsSection,
+    /// The `[sasl]` table: SASL authentication and the SCRAM credential store.
+    pub sasl: SaslSection,
 }
 
 impl Default for Config {
@@ -93,6 +95,54 @@ impl Default for Config {
             offsets: OffsetsSection::default(),
             zookeeper: ZookeeperSection::default(),
             transactions: TransactionsSection::default(),
+            sasl: SaslSection::default(),
+        }
+    }
+}
+
+/// The `[sasl]` table: SASL authentication (issue 29 item 3; the mechanisms of KIP-84
+/// and RFC 4616) and the SCRAM credential store (KIP-554). docs/security.md, "SASL/SCRAM".
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SaslSection {
+    /// The mechanisms SaslHandshake offers, by SASL name: `SCRAM-SHA-512`,
+    /// `SCRAM-SHA-256`, `PLAIN` (Kafka's `sasl.enabled.mechanisms`). Default
+    /// `["SCRAM-SHA-512", "SCRAM-SHA-256"]`; PLAIN only when listed.
+    pub mechanisms: Vec<String>,
+    /// Offer PLAIN on listeners without TLS too (the password crosses the network in
+    /// the clear). Default false: PLAIN is offered on TLS listeners only.
+    pub plain_on_plaintext: bool,
+    /// The session lifetime, ms (Kafka's `connections.max.reauth.ms`, KIP-368): a
+    /// client is told it in SaslAuthenticate (v1+) and must authenticate again within
+    /// it; a connection past it that sends anything but SaslHandshake is closed. 0:
+    /// sessions do not expire. Default 0.
+    pub connections_max_reauth_ms: u64,
+    /// How long a failed authentication's answer is held back before the connection is
+    /// closed, ms (Kafka's `connection.failed.authentication.delay.ms`, KIP-306).
+    /// Default 100; at most `server.idle_timeout_ms`.
+    pub failed_authentication_delay_ms: u64,
+    /// Failed authentications one client address may make per minute, as a token
+    /// bucket holding a minute's worth; beyond them its authentications are refused
+    /// without a credential being looked at. An IPv6 client is its /64. This broker's
+    /// (Kafka has none). Default 30, at least 1.
+    pub failures_per_minute_per_client: u32,
+    /// Most users with SCRAM credentials; an AlterUserScramCredentials upsertion that
+    /// would add one more is refused (`POLICY_VIOLATION`). In cluster mode the
+    /// credentials are one ZooKeeper node, which must stay under ZooKeeper's
+    /// `jute.maxbuffer` (1 MiB: about 1,500 users with both mechanisms). Default 1000,
+    /// at least 1.
+    pub max_scram_users: usize,
+}
+
+impl Default for SaslSection {
+    fn default() -> Self {
+        SaslSection {
+            mechanisms: vec!["SCRAM-SHA-512".into(), "SCRAM-SHA-256".into()],
+            plain_on_plaintext: false,
+            connections_max_reauth_ms: 0,
+            failed_authentication_delay_ms: 100,
+            failures_per_minute_per_client: 30,
+            max_scram_users: 1000,
         }
     }
 }
@@ -694,6 +744,16 @@ impl Config {
                 1,
             ),
             ("server.max_in_flight", server.max_in_flight as u64, 1),
+            (
+                "sasl.failures_per_minute_per_client",
+                u64::from(config.sasl.failures_per_minute_per_client),
+                1,
+            ),
+            (
+                "sasl.max_scram_users",
+                config.sasl.max_scram_users as u64,
+                1,
+            ),
             ("server.idle_timeout_ms", server.idle_timeout_ms, 1000),
             ("server.frame_timeout_ms", server.frame_timeout_ms, 100),
             (
@@ -746,6 +806,31 @@ impl Config {
                 "server.listen is {}, which clients cannot connect to: set server.advertised_host \
                  to the address clients should use",
                 server.listen
+            )));
+        }
+        let sasl = &config.sasl;
+        if sasl.mechanisms.is_empty() {
+            return Err(invalid(
+                "sasl.mechanisms: name at least one mechanism".into(),
+            ));
+        }
+        for (i, name) in sasl.mechanisms.iter().enumerate() {
+            if crate::auth::mechanism::Mechanism::from_name(name).is_none() {
+                return Err(invalid(format!(
+                    "sasl.mechanisms: `{name}` is not a mechanism this broker serves \
+                     (SCRAM-SHA-512, SCRAM-SHA-256, PLAIN)"
+                )));
+            }
+            if sasl.mechanisms[..i].contains(name) {
+                return Err(invalid(format!(
+                    "sasl.mechanisms: `{name}` is listed twice"
+                )));
+            }
+        }
+        if sasl.failed_authentication_delay_ms > server.idle_timeout_ms {
+            return Err(invalid(format!(
+                "sasl.failed_authentication_delay_ms ({}) must be at most server.idle_timeout_ms ({})",
+                sasl.failed_authentication_delay_ms, server.idle_timeout_ms
             )));
         }
         crate::config::listeners::resolve(server)
@@ -993,6 +1078,31 @@ mod tests {
         let specs = crate::config::listeners::resolve(&c.server).unwrap();
         assert_eq!(specs.len(), 1);
         assert_eq!(specs[0].bind, c.server.listen);
+    }
+
+    #[test]
+    fn sasl_settings_have_defaults_and_are_checked() {
+        let c = Config::parse(Path::new("x"), "").unwrap();
+        assert_eq!(c.sasl.mechanisms, vec!["SCRAM-SHA-512", "SCRAM-SHA-256"]);
+        assert!(!c.sasl.plain_on_plaintext);
+        assert_eq!(c.sasl.connections_max_reauth_ms, 0);
+        for (text, key) in [
+            ("mechanisms = []", "sasl.mechanisms"),
+            ("mechanisms = ['GSSAPI']", "GSSAPI"),
+            ("mechanisms = ['PLAIN', 'PLAIN']", "twice"),
+            (
+                "failures_per_minute_per_client = 0",
+                "failures_per_minute_per_client",
+            ),
+            ("max_scram_users = 0", "max_scram_users"),
+            (
+                "failed_authentication_delay_ms = 99999999",
+                "failed_authentication_delay_ms",
+            ),
+        ] {
+            let e = Config::parse(Path::new("x"), &format!("[sasl]\n{text}\n")).unwrap_err();
+            assert!(e.to_string().contains(key), "{text}: {e}");
+        }
     }
 
     #[test]

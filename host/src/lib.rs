@@ -29,6 +29,9 @@
 //! - [`cluster`]: cluster mode through ZooKeeper (membership, coordinator slots, topic
 //!   metadata);
 //! - [`admin`]: the admin HTTP API;
+//! - [`auth`]: SASL (PLAIN, SCRAM-SHA-256/512) as a sans-IO state machine per
+//!   connection, and the SCRAM credential store (data directory, or ZooKeeper in
+//!   cluster mode) behind DescribeUserScramCredentials and AlterUserScramCredentials;
 //! - [`serve`]: `drover serve`, wiring it all together;
 //! - [`logging`]: the host's `tracing` subscriber and rate-limited warnings (the
 //!   `drover-rate-limit` crate, re-exported as `logging::rate_limit`, with
@@ -38,6 +41,7 @@
 //! `drover plugins rescan`) live in the binary's own module tree (`src/cli/`), not here.
 
 pub mod admin;
+pub mod auth;
 pub mod broker;
 pub use drover_log::clock;
 pub mod cluster;

@@ -193,6 +193,52 @@ enum AdminCommand {
         #[command(subcommand)]
         command: Option<TransactionsCommand>,
     },
+    /// SCRAM credentials (KIP-554): offline on a stopped broker's data directory
+    /// (`--data-dir`, how the first one is made), or through a running broker's Kafka
+    /// listener (`--bootstrap`, also in cluster mode). Passwords are read from
+    /// `--password-file` or standard input, never from the command line.
+    Users {
+        /// A stopped standalone broker's data directory.
+        #[arg(long, global = true, conflicts_with = "bootstrap")]
+        data_dir: Option<PathBuf>,
+        /// A running broker's Kafka listener, HOST:PORT (PLAINTEXT).
+        #[arg(long, global = true)]
+        bootstrap: Option<String>,
+        #[command(subcommand)]
+        command: UsersCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum UsersCommand {
+    /// Add or replace a user's credential for one mechanism.
+    Add {
+        /// The user name.
+        user: String,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512.
+        #[arg(long, default_value = "SCRAM-SHA-512")]
+        mechanism: String,
+        /// PBKDF2 iterations, 4096 to 16384. Use one value for every user: an unusual
+        /// count tells a user apart from unknown ones.
+        #[arg(long, default_value_t = 8192)]
+        iterations: i32,
+        /// Read the password from the first line of this file instead of standard input.
+        #[arg(long)]
+        password_file: Option<PathBuf>,
+    },
+    /// Delete a user's credential for one mechanism.
+    Delete {
+        /// The user name.
+        user: String,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512.
+        #[arg(long)]
+        mechanism: String,
+    },
+    /// List users with their mechanisms and iterations (all users when none is named).
+    List {
+        /// Users to describe.
+        users: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -433,6 +479,43 @@ fn admin_command(admin: std::net::SocketAddr, command: AdminCommand) -> Result<(
                 producer_id,
             }) => admin_cli::abort_transaction(admin, &topic, partition, producer_id),
         },
+        AdminCommand::Users {
+            data_dir,
+            bootstrap,
+            command,
+        } => {
+            use cli::users::{self, Action, Target};
+            let target = match (data_dir, bootstrap) {
+                (Some(dir), None) => Target::DataDir(dir),
+                (None, Some(addr)) => Target::Broker(addr),
+                _ => {
+                    return Err(
+                        "name the credentials: --data-dir DIR (a stopped broker) or \
+                         --bootstrap HOST:PORT (a running one)"
+                            .into(),
+                    )
+                }
+            };
+            let action = match command {
+                UsersCommand::Add {
+                    user,
+                    mechanism,
+                    iterations,
+                    password_file,
+                } => Action::Add {
+                    user,
+                    mechanism: users::parse_mechanism(&mechanism)?,
+                    iterations,
+                    password_file,
+                },
+                UsersCommand::Delete { user, mechanism } => Action::Delete {
+                    user,
+                    mechanism: users::parse_mechanism(&mechanism)?,
+                },
+                UsersCommand::List { users } => Action::List { users },
+            };
+            users::run(target, action)
+        }
         AdminCommand::Cluster | AdminCommand::Groups { .. } => {
             let path = match command {
                 AdminCommand::Groups { group: Some(g) } => {

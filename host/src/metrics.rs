@@ -55,7 +55,11 @@
 //! - `drover_tls_reloads_total{outcome}` (`reloaded`, `failed`: one per listener per
 //!   SIGHUP or `POST /v1/tls/reload`) and
 //!   `drover_tls_certificate_expiry_timestamp_seconds{listener}` (gauge): when each TLS
-//!   listener's certificate in use expires.
+//!   listener's certificate in use expires;
+//! - `drover_sasl_authentications_total{mechanism,outcome}`: SASL authentications
+//!   ended, by mechanism (`plain`, `scram-sha-256`, `scram-sha-512`) and outcome
+//!   (`success`, `failure`, `rate_limited`: refused unchecked while the client address
+//!   was over `sasl.failures_per_minute_per_client`) ([`crate::auth`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -86,6 +90,12 @@ struct OutcomeLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AssignorLabels {
     assignor: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SaslLabels {
+    mechanism: String,
+    outcome: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -134,6 +144,7 @@ pub struct Metrics {
     tls_handshake_failures: Family<ListenerReasonLabels, Counter>,
     tls_reloads: Family<OutcomeLabels, Counter>,
     tls_certificate_expiry: Family<ListenerLabels, Gauge>,
+    sasl_authentications: Family<SaslLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -313,7 +324,15 @@ impl Metrics {
             "When the certificate a TLS listener serves expires, seconds since the Unix epoch",
             tls_certificate_expiry.clone(),
         );
+        let sasl_authentications = Family::<SaslLabels, Counter>::default();
+        registry.register(
+            "sasl_authentications",
+            "SASL authentications ended, by mechanism (plain, scram-sha-256, scram-sha-512) \
+             and outcome (success, failure, rate_limited)",
+            sasl_authentications.clone(),
+        );
         Metrics {
+            sasl_authentications,
             tls_handshakes,
             tls_handshake_failures,
             tls_reloads,
@@ -349,6 +368,17 @@ impl Metrics {
         self.connections_closed
             .get_or_create(&ReasonLabels {
                 reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one SASL authentication that ended with `outcome` (`success`, `failure`,
+    /// `rate_limited`) for `mechanism` (its metrics label).
+    pub fn sasl_authentication(&self, mechanism: &str, outcome: &'static str) {
+        self.sasl_authentications
+            .get_or_create(&SaslLabels {
+                mechanism: mechanism.to_owned(),
+                outcome: outcome.to_owned(),
             })
             .inc();
     }

@@ -49,6 +49,9 @@ pub const HANDLERS: &[ApiKey] = &[
     // Routed to the coordinator plugin when it serves it (coordinator ABI 3.4+);
     // answered COORDINATOR_NOT_AVAILABLE by the host's handler otherwise.
     ApiKey::TxnOffsetCommit,
+    // SCRAM credentials (KIP-554; drover_host::auth::kip554).
+    ApiKey::DescribeUserScramCredentials,
+    ApiKey::AlterUserScramCredentials,
 ];
 
 /// The versions of `key` this broker serves, if it serves it.
@@ -284,6 +287,12 @@ mod tests {
             }
             ApiKey::ListTransactions => ListTransactionsRequest::default().encode(out, version),
             ApiKey::TxnOffsetCommit => TxnOffsetCommitRequest::default().encode(out, version),
+            ApiKey::DescribeUserScramCredentials => {
+                DescribeUserScramCredentialsRequest::default().encode(out, version)
+            }
+            ApiKey::AlterUserScramCredentials => {
+                AlterUserScramCredentialsRequest::default().encode(out, version)
+            }
             _ => Ok(()),
         };
         result.unwrap();

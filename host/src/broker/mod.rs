@@ -75,6 +75,9 @@ pub enum BrokerError {
     /// The producer id block file is unreadable or damaged (standalone).
     #[error(transparent)]
     ProducerIds(#[from] producer_ids::ProducerIdError),
+    /// The SCRAM credential file is unreadable, damaged or locked (standalone).
+    #[error(transparent)]
+    Credentials(#[from] crate::auth::store::StoreError),
 }
 
 /// Everything the request handlers share, grouped by concern so that a handler or a
@@ -96,6 +99,9 @@ pub struct Broker {
     pub plugins: Plugins,
     /// The group coordinator's client and the active offset store.
     pub groups: Groups,
+    /// SASL: the SCRAM credential store and the authentication state machine's shared
+    /// part (settings, failure limiter), [`crate::auth`].
+    pub auth: Arc<crate::auth::session::SaslServer>,
     /// Becomes true when shutdown starts; long polls answer early.
     stopping: watch::Sender<bool>,
 }
@@ -241,6 +247,21 @@ impl Broker {
                 config.transactions.limits(),
             ),
         });
+        let credentials = Arc::new(match &cluster {
+            None => crate::auth::store::CredentialStore::open_file(
+                &config.data_dir,
+                config.sasl.max_scram_users,
+            )?,
+            Some(c) => crate::auth::store::CredentialStore::open_cluster(
+                Arc::clone(c),
+                config.sasl.max_scram_users,
+            )?,
+        });
+        let auth = Arc::new(crate::auth::session::SaslServer::new(
+            crate::auth::session::SaslSettings::from_config(&config.sasl),
+            credentials,
+            Arc::clone(&metrics),
+        ));
         let budgets = crate::coordination::assignor_budget::AssignorBudgets::new(
             config.coordinator.assignor_timeout_ms,
             Arc::clone(&metrics),
@@ -270,6 +291,7 @@ impl Broker {
             config,
             topics,
             metrics,
+            auth,
             stopping: watch::channel(false).0,
         })
     }

@@ -8,3 +8,4 @@
 pub mod admin;
 pub mod consume;
 pub mod demo;
+pub mod users;

@@ -263,7 +263,7 @@ impl Cluster {
 
     /// The connected client, waiting up to a session timeout for a reconnection.
     /// Blocking: call from a blocking thread.
-    fn client_blocking(&self) -> Result<zk::Client, ClusterError> {
+    pub(crate) fn client_blocking(&self) -> Result<zk::Client, ClusterError> {
         let deadline =
             std::time::Instant::now() + Duration::from_millis(self.settings.session_timeout_ms);
         loop {

@@ -38,6 +38,10 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
         ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
+        ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
+        ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
+        ApiKey::SaslHandshake => "SaslHandshake",
+        ApiKey::SaslAuthenticate => "SaslAuthenticate",
         _ => "Other",
     }
 }

@@ -4,6 +4,7 @@
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -12,6 +13,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_transactions;
+pub mod describe_user_scram_credentials;
 pub mod end_txn;
 pub mod errors;
 pub mod fetch;
@@ -137,6 +139,19 @@ pub async fn handle(
         }
         RequestKind::ListTransactions(r) => {
             list_transactions::handle(&broker.producers.transactions, r).into()
+        }
+        // SCRAM credentials (KIP-554): a ZooKeeper read or an fsynced write.
+        RequestKind::DescribeUserScramCredentials(r) => {
+            blocking(broker, move |b| {
+                describe_user_scram_credentials::handle(b.auth.credentials(), r)
+            })
+            .await
+        }
+        RequestKind::AlterUserScramCredentials(r) => {
+            blocking(broker, move |b| {
+                alter_user_scram_credentials::handle(b.auth.credentials(), r)
+            })
+            .await
         }
         // Reached only when the coordinator does not serve it (ABI before 3.4).
         RequestKind::TxnOffsetCommit(r) => txn_offset_commit::handle(r).into(),

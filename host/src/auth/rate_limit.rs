@@ -1,0 +1,173 @@
+//! The bound on failed authentications per client address (issue 29 item 3): a token
+//! bucket per client holding `sasl.failures_per_minute_per_client` tokens and refilled
+//! at that rate. A failed authentication takes a token; while a client's bucket is
+//! empty its authentications are refused at their first token, before any credential
+//! is looked at, with the same answer as a wrong password. Successful authentications
+//! take nothing, so an honest client that fails a few times and then succeeds is never
+//! held up, and clients at other addresses are not affected by one that guesses.
+//!
+//! A client is an IPv4 address, or an IPv6 address's /64 (one host usually has a whole
+//! /64 to pick addresses from); an IPv4-mapped IPv6 address counts as its IPv4 address.
+//!
+//! Memory: a full bucket is the same as none, so full buckets are dropped whenever the
+//! table has grown past [`PRUNE_AT`]; at most [`MAX_TRACKED`] clients are tracked, and
+//! failures of clients beyond that are not limited (their count is in the metrics).
+
+use std::{
+    collections::HashMap,
+    net::{IpAddr, Ipv6Addr},
+    sync::Mutex,
+    time::Instant,
+};
+
+/// Table size past which full buckets are dropped (at the next new client).
+pub const PRUNE_AT: usize = 4096;
+/// Most clients tracked at once.
+pub const MAX_TRACKED: usize = 65_536;
+
+/// Per-client token buckets of failed authentications.
+#[derive(Debug)]
+pub struct FailureLimiter {
+    per_minute: u32,
+    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn at(self, now: Instant, capacity: f64) -> Bucket {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        Bucket {
+            tokens: (self.tokens + elapsed * capacity / 60.0).min(capacity),
+            at: self.at.max(now),
+        }
+    }
+}
+
+/// The client an address belongs to (see the module docs).
+pub fn client_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
+impl FailureLimiter {
+    /// At most `per_minute` failures per minute per client (at least 1), in bursts of
+    /// up to `per_minute`.
+    pub fn new(per_minute: u32) -> FailureLimiter {
+        FailureLimiter {
+            per_minute: per_minute.max(1),
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `ip`'s client may try to authenticate at `now` (its bucket holds a
+    /// token). Takes nothing.
+    pub fn allows(&self, ip: IpAddr, now: Instant) -> bool {
+        let capacity = f64::from(self.per_minute);
+        let buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        buckets
+            .get(&client_of(ip))
+            .is_none_or(|b| b.at(now, capacity).tokens >= 1.0)
+    }
+
+    /// Takes a token from `ip`'s client for a failure at `now`. Returns false when
+    /// the client is not tracked (the table is full).
+    pub fn record_failure(&self, ip: IpAddr, now: Instant) -> bool {
+        let capacity = f64::from(self.per_minute);
+        let client = client_of(ip);
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if !buckets.contains_key(&client) {
+            if buckets.len() >= PRUNE_AT {
+                buckets.retain(|_, b| b.at(now, capacity).tokens < capacity);
+            }
+            if buckets.len() >= MAX_TRACKED {
+                return false;
+            }
+        }
+        let bucket = buckets.entry(client).or_insert(Bucket {
+            tokens: capacity,
+            at: now,
+        });
+        *bucket = bucket.at(now, capacity);
+        bucket.tokens = (bucket.tokens - 1.0).max(0.0);
+        true
+    }
+
+    /// Clients tracked (for tests and diagnostics).
+    pub fn tracked(&self) -> usize {
+        self.buckets.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([10, 0, 0, last])
+    }
+
+    #[test]
+    fn a_guessing_client_is_held_back_and_others_are_not() {
+        let limiter = FailureLimiter::new(6);
+        let t0 = Instant::now();
+        for _ in 0..6 {
+            assert!(limiter.allows(ip(1), t0));
+            limiter.record_failure(ip(1), t0);
+        }
+        assert!(!limiter.allows(ip(1), t0));
+        // 1,000 more failures change nothing for anybody else.
+        for _ in 0..1000 {
+            limiter.record_failure(ip(1), t0);
+        }
+        assert!(limiter.allows(ip(2), t0));
+        assert!(!limiter.allows(ip(1), t0 + Duration::from_secs(9)));
+        // Six per minute: one token every ten seconds.
+        assert!(limiter.allows(ip(1), t0 + Duration::from_secs(10)));
+        assert!(limiter.allows(ip(1), t0 + Duration::from_secs(3600)));
+    }
+
+    #[test]
+    fn ipv6_clients_are_their_slash_64() {
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(client_of(a), client_of(b));
+        assert_ne!(client_of(a), client_of(c));
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert_eq!(client_of(mapped), ip(1));
+        let limiter = FailureLimiter::new(1);
+        let t0 = Instant::now();
+        limiter.record_failure(a, t0);
+        assert!(!limiter.allows(b, t0));
+        assert!(limiter.allows(c, t0));
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let limiter = FailureLimiter::new(1);
+        let t0 = Instant::now();
+        for i in 0..PRUNE_AT {
+            let client = IpAddr::from([10, 1, (i / 256) as u8, (i % 256) as u8]);
+            assert!(limiter.record_failure(client, t0));
+        }
+        assert_eq!(limiter.tracked(), PRUNE_AT);
+        // A minute later every bucket is full again: a new client prunes them.
+        limiter.record_failure(ip(9), t0 + Duration::from_secs(60));
+        assert_eq!(limiter.tracked(), 1);
+    }
+}

@@ -1,0 +1,64 @@
+//! AlterUserScramCredentials (API 51, v0; KIP-554): upsertions carry a salt, an
+//! iteration count and the *salted* password (the client ran PBKDF2; the password never
+//! reaches the broker), from which the broker keeps the StoredKey and ServerKey;
+//! deletions name a user and mechanism ([`crate::auth::kip554::alter`] has the rules
+//! and error codes). Answered once the change is durable: fsynced in the data
+//! directory, or written to ZooKeeper, whose watch carries it to every broker. A store
+//! that cannot be written answers every named user with the store's error
+//! (`REQUEST_TIMED_OUT` while ZooKeeper is unreachable; `UNKNOWN_SERVER_ERROR`).
+//!
+//! No authorization yet (issue 23): any client of the listener may change credentials.
+
+use kafka_protocol::{
+    messages::{
+        alter_user_scram_credentials_response::AlterUserScramCredentialsResult,
+        AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+    },
+    protocol::StrBytes,
+};
+
+use super::describe_user_scram_credentials::store_error_code;
+use crate::{auth::store::CredentialStore, server::reply::Reply};
+
+/// Handles AlterUserScramCredentials v0. Blocking (an fsync or ZooKeeper round trips):
+/// run it on the blocking pool.
+pub fn handle(store: &CredentialStore, request: AlterUserScramCredentialsRequest) -> Reply {
+    match store.alter(&request) {
+        Ok(response) => {
+            let error = response
+                .results
+                .iter()
+                .map(|r| r.error_code)
+                .find(|c| *c != 0)
+                .unwrap_or(0);
+            Reply::new(response, error)
+        }
+        Err(e) => {
+            crate::warn_limited!("handlers.alter_user_scram_credentials", "{e}");
+            let code = store_error_code(&e).code();
+            let mut users: Vec<&StrBytes> = Vec::new();
+            for name in request
+                .deletions
+                .iter()
+                .map(|d| &d.name)
+                .chain(request.upsertions.iter().map(|u| &u.name))
+            {
+                if !users.contains(&name) {
+                    users.push(name);
+                }
+            }
+            let mut response = AlterUserScramCredentialsResponse::default();
+            response.results = users
+                .into_iter()
+                .map(|user| {
+                    let mut result = AlterUserScramCredentialsResult::default();
+                    result.user = user.clone();
+                    result.error_code = code;
+                    result.error_message = Some(StrBytes::from_string(e.to_string()));
+                    result
+                })
+                .collect();
+            Reply::new(response, code)
+        }
+    }
+}
