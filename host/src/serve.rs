@@ -310,7 +310,7 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
     }
     if let Some(cluster) = cluster {
         // Every broker follows the SCRAM credentials' node (auth::zk_store).
-        let credentials = Arc::clone(broker.auth.credentials());
+        let credentials = Arc::clone(broker.identity.sasl.credentials());
         tasks.push(tokio::spawn(crate::auth::zk_store::follow(
             move |table, version| credentials.install(table, version),
             Arc::clone(&cluster),

@@ -99,14 +99,11 @@ pub struct Broker {
     pub plugins: Plugins,
     /// The group coordinator's client and the active offset store.
     pub groups: Groups,
-    /// SASL: the SCRAM credential store and the authentication state machine's shared
-    /// part (settings, failure limiter), [`crate::auth`].
-    pub auth: Arc<crate::auth::session::SaslServer>,
     /// Becomes true when shutdown starts; long polls answer early.
     stopping: watch::Sender<bool>,
 }
 
-/// Who this broker is and which cluster it belongs to.
+/// Who this broker is, which cluster it belongs to, and who its clients may be.
 pub struct Identity {
     /// This node: how clients reach it (Metadata, FindCoordinator).
     pub node: NodeInfo,
@@ -114,6 +111,9 @@ pub struct Identity {
     pub cluster_id: String,
     /// Cluster membership, in cluster mode.
     cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// SASL: the SCRAM credential store and the authentication state machine's shared
+    /// part (settings, failure limiter), [`crate::auth`].
+    pub sasl: Arc<crate::auth::session::SaslServer>,
 }
 
 impl Identity {
@@ -287,11 +287,11 @@ impl Broker {
                 node,
                 cluster_id,
                 cluster,
+                sasl: auth,
             },
             config,
             topics,
             metrics,
-            auth,
             stopping: watch::channel(false).0,
         })
     }

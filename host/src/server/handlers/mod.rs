@@ -143,13 +143,13 @@ pub async fn handle(
         // SCRAM credentials (KIP-554): a ZooKeeper read or an fsynced write.
         RequestKind::DescribeUserScramCredentials(r) => {
             blocking(broker, move |b| {
-                describe_user_scram_credentials::handle(b.auth.credentials(), r)
+                describe_user_scram_credentials::handle(b.identity.sasl.credentials(), r)
             })
             .await
         }
         RequestKind::AlterUserScramCredentials(r) => {
             blocking(broker, move |b| {
-                alter_user_scram_credentials::handle(b.auth.credentials(), r)
+                alter_user_scram_credentials::handle(b.identity.sasl.credentials(), r)
             })
             .await
         }
