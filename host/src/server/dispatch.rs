@@ -127,7 +127,7 @@ pub fn encode_response(
 /// ApiVersions with a version this broker does not know: answer in v0 with
 /// `UNSUPPORTED_VERSION` and the supported ranges (KIP-511).
 fn unsupported_api_versions(broker: &Arc<Broker>, correlation_id: i32) -> Outcome {
-    let mut response = handlers::api_versions::response(broker, 0);
+    let mut response = handlers::api_versions::response(broker.coordinator(), 0);
     response.error_code = ResponseError::UnsupportedVersion.code();
     broker.metrics.request("ApiVersions", response.error_code);
     match encode_response(ApiKey::ApiVersions, 0, correlation_id, &response.into()) {

@@ -4,14 +4,15 @@
 
 use kafka_protocol::messages::{api_versions_response::ApiVersion, ApiVersionsResponse};
 
-use crate::broker::Broker;
+use crate::coordination::CoordinatorClient;
 use crate::server::{
     dispatch::{supported_versions, HANDLERS},
     reply::Reply,
 };
 
-/// The response listing every served API with its version range, in key order.
-pub fn response(broker: &Broker, _version: i16) -> ApiVersionsResponse {
+/// The response listing every served API with its version range, in key order: the
+/// handler table's, and the Kafka group APIs `coordinator` serves (none without one).
+pub fn response(coordinator: Option<&CoordinatorClient>, _version: i16) -> ApiVersionsResponse {
     let mut response = ApiVersionsResponse::default();
     response.api_keys = HANDLERS
         .iter()
@@ -24,7 +25,7 @@ pub fn response(broker: &Broker, _version: i16) -> ApiVersionsResponse {
             Some(v)
         })
         .collect();
-    if let Some(coordinator) = broker.coordinator() {
+    if let Some(coordinator) = coordinator {
         for &(key, min, max) in coordinator.kafka_apis() {
             // TxnOffsetCommit is in the handler table too (answered there when the
             // coordinator does not serve it), with the same range.
@@ -44,6 +45,6 @@ pub fn response(broker: &Broker, _version: i16) -> ApiVersionsResponse {
 
 /// Handles ApiVersions (any supported version; the request body carries only the
 /// client's software name and version).
-pub fn handle(broker: &Broker, version: i16) -> Reply {
-    Reply::new(response(broker, version), 0)
+pub fn handle(coordinator: Option<&CoordinatorClient>, version: i16) -> Reply {
+    Reply::new(response(coordinator, version), 0)
 }

@@ -49,7 +49,7 @@ pub async fn handle(
 ) -> Handled {
     let version = request.version;
     match request.body {
-        RequestKind::ApiVersions(_) => api_versions::handle(broker, version).into(),
+        RequestKind::ApiVersions(_) => api_versions::handle(broker.coordinator(), version).into(),
         // Metadata may auto-create topics, and topic changes do file I/O and fsyncs:
         // they run on the blocking pool, never on the async workers.
         RequestKind::Metadata(r) => {
