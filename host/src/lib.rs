@@ -14,6 +14,8 @@
 //!   producers (producer ids, the transaction coordinator), plugins, groups (the
 //!   coordinator's client, the active offset store); produce rates and auto-creation
 //!   limits;
+//! - [`address_buckets`]: token buckets per client address, behind the per-client
+//!   rate bounds (new transactional ids, failed authentications);
 //! - [`metrics`]: the Prometheus metrics every part counts into (the broker holds them;
 //!   the coordinator driver and the assignor budgets are handed them);
 //! - [`clock`]: the wall clock (Kafka timestamps) and the monotonic epoch (coordinator
@@ -40,6 +42,7 @@
 //! The binary's client commands (`drover demo`, `drover consume`, `drover admin`,
 //! `drover plugins rescan`) live in the binary's own module tree (`src/cli/`), not here.
 
+pub mod address_buckets;
 pub mod admin;
 pub mod auth;
 pub mod broker;

@@ -14,11 +14,11 @@
 //! failures of clients beyond that are not limited (their count is in the metrics).
 
 use std::{
-    collections::HashMap,
     net::{IpAddr, Ipv6Addr},
-    sync::Mutex,
     time::Instant,
 };
+
+use crate::address_buckets::{AddressBuckets, BucketShape, Take};
 
 /// Table size past which full buckets are dropped (at the next new client).
 pub const PRUNE_AT: usize = 4096;
@@ -28,24 +28,7 @@ pub const MAX_TRACKED: usize = 65_536;
 /// Per-client token buckets of failed authentications.
 #[derive(Debug)]
 pub struct FailureLimiter {
-    per_minute: u32,
-    buckets: Mutex<HashMap<IpAddr, Bucket>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
-impl Bucket {
-    fn at(self, now: Instant, capacity: f64) -> Bucket {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        Bucket {
-            tokens: (self.tokens + elapsed * capacity / 60.0).min(capacity),
-            at: self.at.max(now),
-        }
-    }
+    buckets: AddressBuckets,
 }
 
 /// The client an address belongs to (see the module docs).
@@ -66,48 +49,33 @@ impl FailureLimiter {
     /// At most `per_minute` failures per minute per client (at least 1), in bursts of
     /// up to `per_minute`.
     pub fn new(per_minute: u32) -> FailureLimiter {
+        let per_minute = f64::from(per_minute.max(1));
         FailureLimiter {
-            per_minute: per_minute.max(1),
-            buckets: Mutex::new(HashMap::new()),
+            buckets: AddressBuckets::new(BucketShape {
+                capacity: per_minute,
+                per_sec: per_minute / 60.0,
+                prune_at: PRUNE_AT,
+                max_tracked: MAX_TRACKED,
+            }),
         }
     }
 
     /// Whether `ip`'s client may try to authenticate at `now` (its bucket holds a
     /// token). Takes nothing.
     pub fn allows(&self, ip: IpAddr, now: Instant) -> bool {
-        let capacity = f64::from(self.per_minute);
-        let buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        buckets
-            .get(&client_of(ip))
-            .is_none_or(|b| b.at(now, capacity).tokens >= 1.0)
+        self.buckets.has_token(client_of(ip), now)
     }
 
-    /// Takes a token from `ip`'s client for a failure at `now`. Returns false when
-    /// the client is not tracked (the table is full).
+    /// Takes a token from `ip`'s client for a failure at `now` (none when its bucket
+    /// is empty already). Returns false when the client is not tracked (the table is
+    /// full).
     pub fn record_failure(&self, ip: IpAddr, now: Instant) -> bool {
-        let capacity = f64::from(self.per_minute);
-        let client = client_of(ip);
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        if !buckets.contains_key(&client) {
-            if buckets.len() >= PRUNE_AT {
-                buckets.retain(|_, b| b.at(now, capacity).tokens < capacity);
-            }
-            if buckets.len() >= MAX_TRACKED {
-                return false;
-            }
-        }
-        let bucket = buckets.entry(client).or_insert(Bucket {
-            tokens: capacity,
-            at: now,
-        });
-        *bucket = bucket.at(now, capacity);
-        bucket.tokens = (bucket.tokens - 1.0).max(0.0);
-        true
+        self.buckets.take(client_of(ip), now) != Take::Untracked
     }
 
     /// Clients tracked (for tests and diagnostics).
     pub fn tracked(&self) -> usize {
-        self.buckets.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.buckets.tracked()
     }
 }
 

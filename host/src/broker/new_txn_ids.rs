@@ -19,7 +19,9 @@
 //! such entries are dropped whenever the table has grown past [`PRUNE_AT`]; what stays
 //! is the addresses that created ids within the last second.
 
-use std::{collections::HashMap, net::IpAddr, sync::Mutex, time::Instant};
+use std::{net::IpAddr, time::Instant};
+
+use crate::address_buckets::{AddressBuckets, BucketShape, Take};
 
 /// Table size past which refilled buckets are dropped (at the next call).
 pub const PRUNE_AT: usize = 4096;
@@ -27,59 +29,28 @@ pub const PRUNE_AT: usize = 4096;
 /// Per-address token buckets for new transactional ids.
 #[derive(Debug)]
 pub struct NewTxnIdLimiter {
-    per_sec: u32,
-    buckets: Mutex<HashMap<IpAddr, Bucket>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    /// New ids the address may create now (fractional while refilling).
-    tokens: f64,
-    /// When `tokens` was last brought up to date.
-    at: Instant,
-}
-
-impl Bucket {
-    /// The bucket brought up to `now`, refilled at `per_sec` per second up to `per_sec`.
-    fn at(self, now: Instant, per_sec: f64) -> Bucket {
-        let elapsed = now.saturating_duration_since(self.at);
-        Bucket {
-            tokens: (self.tokens + elapsed.as_secs_f64() * per_sec).min(per_sec),
-            at: self.at.max(now),
-        }
-    }
+    buckets: AddressBuckets,
 }
 
 impl NewTxnIdLimiter {
     /// At most `per_sec` new ids per second per address (at least 1); every bucket
     /// starts full.
     pub fn new(per_sec: u32) -> NewTxnIdLimiter {
+        let per_sec = f64::from(per_sec.max(1));
         NewTxnIdLimiter {
-            per_sec: per_sec.max(1),
-            buckets: Mutex::new(HashMap::new()),
+            buckets: AddressBuckets::new(BucketShape {
+                capacity: per_sec,
+                per_sec,
+                prune_at: PRUNE_AT,
+                max_tracked: usize::MAX,
+            }),
         }
     }
 
     /// Takes one token from `client`'s bucket at `now` if it has one: whether the
     /// client may create a new transactional id now.
     pub fn try_take_at(&self, client: IpAddr, now: Instant) -> bool {
-        let per_sec = f64::from(self.per_sec);
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        if buckets.len() >= PRUNE_AT && !buckets.contains_key(&client) {
-            buckets.retain(|_, b| b.at(now, per_sec).tokens < per_sec);
-        }
-        let full = Bucket {
-            tokens: per_sec,
-            at: now,
-        };
-        let bucket = buckets.entry(client).or_insert(full);
-        *bucket = bucket.at(now, per_sec);
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
+        self.buckets.take(client, now) != Take::Empty
     }
 
     /// [`NewTxnIdLimiter::try_take_at`] now.
@@ -89,7 +60,7 @@ impl NewTxnIdLimiter {
 
     /// Addresses tracked (for tests and diagnostics).
     pub fn tracked(&self) -> usize {
-        self.buckets.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.buckets.tracked()
     }
 }
 

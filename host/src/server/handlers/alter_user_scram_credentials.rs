@@ -25,12 +25,7 @@ use crate::{auth::store::CredentialStore, server::reply::Reply};
 pub fn handle(store: &CredentialStore, request: AlterUserScramCredentialsRequest) -> Reply {
     match store.alter(&request) {
         Ok(response) => {
-            let error = response
-                .results
-                .iter()
-                .map(|r| r.error_code)
-                .find(|c| *c != 0)
-                .unwrap_or(0);
+            let error = super::errors::first_error(response.results.iter().map(|r| r.error_code));
             Reply::new(response, error)
         }
         Err(e) => {

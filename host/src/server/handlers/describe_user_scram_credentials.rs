@@ -32,12 +32,7 @@ pub fn store_error_code(e: &StoreError) -> ResponseError {
 pub fn handle(store: &CredentialStore, request: DescribeUserScramCredentialsRequest) -> Reply {
     match store.describe(&request) {
         Ok(response) => {
-            let error = response
-                .results
-                .iter()
-                .map(|r| r.error_code)
-                .find(|c| *c != 0)
-                .unwrap_or(0);
+            let error = super::errors::first_error(response.results.iter().map(|r| r.error_code));
             Reply::new(response, error)
         }
         Err(e) => {
