@@ -193,7 +193,8 @@ impl AdminSection {
                 ));
             }
         }
-        if !listen.ip().is_loopback() && !(self.tls() && self.authenticates()) {
+        let secured = self.tls() && self.authenticates();
+        if !(listen.ip().is_loopback() || secured) {
             return Err(format!(
                 "server.admin_listen is {listen}, not a loopback address: the admin API \
                  there needs TLS (admin.ssl.certificate_chain and admin.ssl.private_key) and \

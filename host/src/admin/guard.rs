@@ -450,7 +450,7 @@ mod tests {
             Some("application/jsonx"),
             None,
         ] {
-            let mut h = headers(&[host.clone()]);
+            let mut h = headers(std::slice::from_ref(&host));
             if let Some(ct) = ct {
                 h.insert(header::CONTENT_TYPE, HeaderValue::from_str(ct).unwrap());
             }
