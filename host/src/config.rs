@@ -360,6 +360,12 @@ pub struct ZookeeperSection {
     /// of a cluster must use the same value. Default: a third of the session timeout,
     /// at most 500; at least 300 and below `session_timeout_ms`.
     pub slot_guard_ms: Option<u64>,
+    /// A file holding `user:password` (one line, mode 0600 or stricter): the broker's
+    /// sessions authenticate with ZooKeeper's `digest` scheme as that user, and every
+    /// node the broker creates may be changed by that identity only (anyone may read
+    /// it). Every broker of a cluster uses the same file. Default none: no
+    /// authentication, nodes open to anyone. docs/security.md, "ZooKeeper".
+    pub auth_digest_file: Option<PathBuf>,
 }
 
 impl Default for ZookeeperSection {
@@ -372,6 +378,7 @@ impl Default for ZookeeperSection {
             slots: 16,
             slot_claim_delay_ms: 2_000,
             slot_guard_ms: None,
+            auth_digest_file: None,
         }
     }
 }

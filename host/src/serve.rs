@@ -214,6 +214,11 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
     // the plugins start: offset stores get the broker's ZooKeeper session in their
     // HostServices. It connects once the cluster task runs (below); until then calls
     // on the lent session wait for it, within the session timeout.
+    if let (true, Some(path)) = (config.zookeeper.enabled, &config.zookeeper.auth_digest_file) {
+        crate::cluster::acl::read_digest_file(path)
+            .and_then(crate::cluster::acl::authenticate_with)
+            .map_err(ServeError::Config)?;
+    }
     let cluster = config.zookeeper.enabled.then(|| {
         crate::cluster::Cluster::new(
             node.id,
