@@ -81,6 +81,8 @@ pub struct Config {
     pub transactions: TransactionsSection,
     /// The `[sasl]` table: SASL authentication and the SCRAM credential store.
     pub sasl: SaslSection,
+    /// The `[admin]` table: who may use the admin HTTP API and how it is reached.
+    pub admin: AdminSection,
 }
 
 impl Default for Config {
@@ -96,7 +98,111 @@ impl Default for Config {
             zookeeper: ZookeeperSection::default(),
             transactions: TransactionsSection::default(),
             sasl: SaslSection::default(),
+            admin: AdminSection::default(),
         }
+    }
+}
+
+/// The `[admin]` table: who may use the admin HTTP API (`server.admin_listen`) and by
+/// which names it is reached (issue 29 item 6; docs/security.md, "The admin API").
+///
+/// With none of it set, the API keeps its loopback behaviour: no TLS, no credentials,
+/// and only the loopback names in the `Host` header. A non-loopback `admin_listen`
+/// needs TLS (`ssl.certificate_chain`) and an authentication method (`token_file`, or
+/// `ssl.client_auth` with `ssl.client_ca`), or the broker refuses to start.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminSection {
+    /// A file holding the bearer token (one line, at least 16 characters, no spaces;
+    /// mode 0600 or stricter): every request not opened by `public_read` must then
+    /// carry `Authorization: Bearer <token>` (or a client certificate, with mTLS).
+    /// Enforced on loopback too. Read at startup; never logged.
+    pub token_file: Option<PathBuf>,
+    /// TLS for the admin listener, as a Kafka listener's `[server.ssl]`: TLS is on
+    /// when `certificate_chain` is set; `client_auth` with `client_ca` authenticates
+    /// clients by certificate (mTLS), named by `principal_mapping_rules`. Reloaded with
+    /// the Kafka listeners' (SIGHUP, `POST /v1/tls/reload`).
+    pub ssl: SslSection,
+    /// With mTLS: the principals (`User:<name>`, after `ssl.principal_mapping_rules`)
+    /// whose certificates authenticate; others are refused (403). Empty (the default):
+    /// every certificate `ssl.client_ca` vouches for.
+    pub principals: Vec<String>,
+    /// Names the API is reached by, besides its own address (and `localhost`,
+    /// `127.0.0.1`, `[::1]` on loopback): a request whose `Host` header names anything
+    /// else is refused (421), so a web page cannot reach the API by DNS rebinding.
+    /// Host names or IP addresses, without the port.
+    pub host_names: Vec<String>,
+    /// Read-only endpoints open without credentials (`GET`/`HEAD` only, exact paths),
+    /// e.g. `["/metrics", "/v1/health"]` for a Prometheus scraper. Default none.
+    pub public_read: Vec<String>,
+}
+
+impl AdminSection {
+    /// Whether the admin listener serves TLS.
+    pub fn tls(&self) -> bool {
+        self.ssl.certificate_chain.is_some()
+    }
+
+    /// Whether requests must authenticate (a token file or client certificates).
+    pub fn authenticates(&self) -> bool {
+        self.token_file.is_some() || self.ssl.client_auth != ClientAuth::None
+    }
+
+    /// Checks the table against the admin listener's address `listen`: what a
+    /// non-loopback address needs, and each key's form.
+    pub fn check(&self, listen: SocketAddr) -> Result<(), String> {
+        let ssl = &self.ssl;
+        if ssl.certificate_chain.is_some() != ssl.private_key.is_some() {
+            return Err("admin.ssl: certificate_chain and private_key go together".into());
+        }
+        if ssl.client_auth != ClientAuth::None && ssl.client_ca.is_none() {
+            return Err("admin.ssl.client_auth needs admin.ssl.client_ca".into());
+        }
+        if ssl.client_auth != ClientAuth::None && !self.tls() {
+            return Err(
+                "admin.ssl.client_auth needs TLS: set admin.ssl.certificate_chain and \
+                 private_key"
+                    .into(),
+            );
+        }
+        if !self.principals.is_empty() && ssl.client_auth == ClientAuth::None {
+            return Err("admin.principals needs admin.ssl.client_auth".into());
+        }
+        for p in &self.principals {
+            if !p.starts_with("User:") || p.len() == "User:".len() {
+                return Err(format!(
+                    "admin.principals: `{p}` is not a principal (`User:<name>`)"
+                ));
+            }
+        }
+        for name in &self.host_names {
+            if name.is_empty()
+                || name
+                    .bytes()
+                    .any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b == b'/')
+            {
+                return Err(format!(
+                    "admin.host_names: `{name}` is not a host name or IP address"
+                ));
+            }
+        }
+        for path in &self.public_read {
+            if !path.starts_with('/') || path.contains(['?', '#']) {
+                return Err(format!(
+                    "admin.public_read: `{path}` is not a path (`/metrics`, `/v1/health`)"
+                ));
+            }
+        }
+        let secured = self.tls() && self.authenticates();
+        if !(listen.ip().is_loopback() || secured) {
+            return Err(format!(
+                "server.admin_listen is {listen}, not a loopback address: the admin API \
+                 there needs TLS (admin.ssl.certificate_chain and admin.ssl.private_key) and \
+                 an authentication method (admin.token_file, or admin.ssl.client_auth with \
+                 admin.ssl.client_ca); see docs/security.md, \"The admin API\""
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -254,6 +360,12 @@ pub struct ZookeeperSection {
     /// of a cluster must use the same value. Default: a third of the session timeout,
     /// at most 500; at least 300 and below `session_timeout_ms`.
     pub slot_guard_ms: Option<u64>,
+    /// A file holding `user:password` (one line, mode 0600 or stricter): the broker's
+    /// sessions authenticate with ZooKeeper's `digest` scheme as that user, and every
+    /// node the broker creates may be changed by that identity only (anyone may read
+    /// it). Every broker of a cluster uses the same file. Default none: no
+    /// authentication, nodes open to anyone. docs/security.md, "ZooKeeper".
+    pub auth_digest_file: Option<PathBuf>,
 }
 
 impl Default for ZookeeperSection {
@@ -266,6 +378,7 @@ impl Default for ZookeeperSection {
             slots: 16,
             slot_claim_delay_ms: 2_000,
             slot_guard_ms: None,
+            auth_digest_file: None,
         }
     }
 }
@@ -836,6 +949,10 @@ impl Config {
         crate::config::listeners::resolve(server)
             .and_then(|specs| crate::config::listeners::check_supported(&specs))
             .map_err(|e| invalid(e.to_string()))?;
+        config
+            .admin
+            .check(config.server.admin_listen)
+            .map_err(invalid)?;
         if config.topics.default_partitions == 0
             || config.topics.default_partitions > config.topics.max_partitions
         {
@@ -1102,6 +1219,65 @@ mod tests {
         ] {
             let e = Config::parse(Path::new("x"), &format!("[sasl]\n{text}\n")).unwrap_err();
             assert!(e.to_string().contains(key), "{text}: {e}");
+        }
+    }
+
+    /// `[admin]`: loopback needs nothing; any other address needs TLS and an
+    /// authentication method; each key's form is checked.
+    #[test]
+    fn admin_settings_are_checked() {
+        let c = Config::parse(Path::new("x"), "").unwrap();
+        assert_eq!(c.admin, AdminSection::default());
+        assert!(!c.admin.tls() && !c.admin.authenticates());
+        let tls = "[admin.ssl]\ncertificate_chain = 'c.pem'\nprivate_key = 'k.pem'\n";
+        let ok = [
+            "[server]\nadmin_listen = '[::1]:9644'\n".to_owned(),
+            "[admin]\ntoken_file = 't'\n".to_owned(),
+            format!("[server]\nadmin_listen = '0.0.0.0:9644'\n[admin]\ntoken_file = 't'\n{tls}"),
+            format!(
+                "[server]\nadmin_listen = '10.0.0.1:9644'\n[admin]\n\
+                 principals = ['User:ops']\n{tls}client_auth = 'required'\nclient_ca = 'ca.pem'\n"
+            ),
+        ];
+        for text in &ok {
+            Config::parse(Path::new("x"), text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
+        for (text, wanted) in [
+            (
+                "[server]\nadmin_listen = '0.0.0.0:9644'\n".to_owned(),
+                "not a loopback address",
+            ),
+            (
+                "[server]\nadmin_listen = '0.0.0.0:9644'\n[admin]\ntoken_file = 't'\n".into(),
+                "needs TLS",
+            ),
+            (
+                format!("[server]\nadmin_listen = '10.1.1.1:9644'\n{tls}"),
+                "an authentication method",
+            ),
+            (
+                "[admin.ssl]\ncertificate_chain = 'c.pem'\n".into(),
+                "go together",
+            ),
+            (
+                format!("{tls}client_auth = 'required'\n"),
+                "needs admin.ssl.client_ca",
+            ),
+            (
+                "[admin]\nprincipals = ['User:ops']\n".into(),
+                "needs admin.ssl.client_auth",
+            ),
+            (
+                format!("[admin]\nprincipals = ['ops']\n{tls}client_auth = 'required'\nclient_ca = 'ca.pem'\n"),
+                "`ops` is not a principal",
+            ),
+            ("[admin]\nhost_names = ['a b']\n".into(), "host_names"),
+            ("[admin]\npublic_read = ['metrics']\n".into(), "public_read"),
+        ] {
+            let e = Config::parse(Path::new("drover.toml"), &text)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(wanted), "{text}: {e}");
         }
     }
 

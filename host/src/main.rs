@@ -39,9 +39,11 @@ enum Command {
     Demo(DemoArgs),
     /// Talk to a running broker's admin API.
     Admin {
-        /// The admin listener, HOST:PORT.
+        /// The admin listener: HOST:PORT, or https://HOST:PORT for TLS (with --ca-file).
         #[arg(long, default_value = "127.0.0.1:9644", global = true)]
-        admin: std::net::SocketAddr,
+        admin: String,
+        #[command(flatten)]
+        credentials: cli::admin::Credentials,
         #[command(subcommand)]
         command: AdminCommand,
     },
@@ -297,11 +299,13 @@ enum PluginsCommand {
     List {
         #[command(flatten)]
         source: PluginSource,
-        /// Ask a running broker instead (its admin API, `GET /v1/plugins`, HOST:PORT):
-        /// the directory as that broker has it, with each assignor's `slow` state (a
-        /// call running past `coordinator.assignor_timeout_ms`).
+        /// Ask a running broker instead (its admin API, `GET /v1/plugins`, HOST:PORT or
+        /// https://HOST:PORT): the directory as that broker has it, with each assignor's
+        /// `slow` state (a call running past `coordinator.assignor_timeout_ms`).
         #[arg(long)]
-        admin: Option<std::net::SocketAddr>,
+        admin: Option<String>,
+        #[command(flatten)]
+        credentials: cli::admin::Credentials,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
@@ -328,9 +332,12 @@ enum PluginsCommand {
     /// rescan ran (even if files were refused: nothing changed because of them), 1 when
     /// it could not (the broker is unreachable, the directory unreadable).
     Rescan {
-        /// The broker's admin listener, HOST:PORT.
+        /// The broker's admin listener: HOST:PORT, or https://HOST:PORT for TLS (with
+        /// --ca-file).
         #[arg(long, default_value = "127.0.0.1:9644")]
-        admin: std::net::SocketAddr,
+        admin: String,
+        #[command(flatten)]
+        credentials: cli::admin::Credentials,
         /// Output format: a readable summary, or the admin API's JSON.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
@@ -383,14 +390,21 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve(args),
         Command::Consume(args) => consume(args),
         Command::Demo(args) => demo(args),
-        Command::Admin { admin, command } => admin_command(admin, command),
+        Command::Admin {
+            admin,
+            credentials,
+            command,
+        } => admin_command(&admin, &credentials, command),
         Command::Plugins { command } => match command {
             PluginsCommand::List {
                 source,
                 admin,
+                credentials,
                 format,
             } => match admin {
-                Some(addr) => cli::admin::plugins_list(addr, matches!(format, Format::Json)),
+                Some(admin) => cli::admin::Target::new(&admin, &credentials).and_then(|target| {
+                    cli::admin::plugins_list(&target, matches!(format, Format::Json))
+                }),
                 None => list(source, format),
             },
             PluginsCommand::Check { source } => check(source),
@@ -398,9 +412,13 @@ fn main() -> ExitCode {
             PluginsCommand::TestCrashChild(args) => {
                 return drover_host::plugin_test::crash_child(args)
             }
-            PluginsCommand::Rescan { admin, format } => {
-                cli::admin::plugins_rescan(admin, matches!(format, Format::Json))
-            }
+            PluginsCommand::Rescan {
+                admin,
+                credentials,
+                format,
+            } => cli::admin::Target::new(&admin, &credentials).and_then(|target| {
+                cli::admin::plugins_rescan(&target, matches!(format, Format::Json))
+            }),
         },
     };
     match result {
@@ -450,11 +468,17 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-fn admin_command(admin: std::net::SocketAddr, command: AdminCommand) -> Result<(), String> {
+fn admin_command(
+    admin: &str,
+    credentials: &cli::admin::Credentials,
+    command: AdminCommand,
+) -> Result<(), String> {
     use cli::admin as admin_cli;
+    // Made when a command talks to the admin API (`users` does not).
+    let target = || admin_cli::Target::new(admin, credentials);
     match command {
         AdminCommand::OffsetStore { command } => match command {
-            OffsetStoreCommand::Status => admin_cli::offset_store_status(admin),
+            OffsetStoreCommand::Status => admin_cli::offset_store_status(&target()?),
             OffsetStoreCommand::Swap {
                 to,
                 config,
@@ -465,19 +489,21 @@ fn admin_command(admin: std::net::SocketAddr, command: AdminCommand) -> Result<(
                         .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
                     None => String::new(),
                 };
-                admin_cli::offset_store_swap(admin, &to, &text, !no_wait)
+                admin_cli::offset_store_swap(&target()?, &to, &text, !no_wait)
             }
         },
         AdminCommand::Transactions { command } => match command {
-            None | Some(TransactionsCommand::List) => admin_cli::get(admin, "/v1/transactions"),
+            None | Some(TransactionsCommand::List) => {
+                admin_cli::get(&target()?, "/v1/transactions")
+            }
             Some(TransactionsCommand::Partitions { hanging }) => {
-                admin_cli::transactions_in_partitions(admin, hanging)
+                admin_cli::transactions_in_partitions(&target()?, hanging)
             }
             Some(TransactionsCommand::Abort {
                 topic,
                 partition,
                 producer_id,
-            }) => admin_cli::abort_transaction(admin, &topic, partition, producer_id),
+            }) => admin_cli::abort_transaction(&target()?, &topic, partition, producer_id),
         },
         AdminCommand::Users {
             data_dir,
@@ -524,7 +550,7 @@ fn admin_command(admin: std::net::SocketAddr, command: AdminCommand) -> Result<(
                 AdminCommand::Groups { group: None } => "/v1/groups".to_owned(),
                 _ => "/v1/cluster".to_owned(),
             };
-            let (status, body) = admin_cli::http(admin, "GET", &path, None)?;
+            let (status, body) = admin_cli::http(&target()?, "GET", &path, None)?;
             println!("{body}");
             if status == 200 {
                 Ok(())

@@ -59,7 +59,12 @@
 //! - `drover_sasl_authentications_total{mechanism,outcome}`: SASL authentications
 //!   ended, by mechanism (`plain`, `scram-sha-256`, `scram-sha-512`) and outcome
 //!   (`success`, `failure`, `rate_limited`: refused unchecked while the client address
-//!   was over `sasl.failures_per_minute_per_client`) ([`crate::auth`]).
+//!   was over `sasl.failures_per_minute_per_client`) ([`crate::auth`]);
+//! - `drover_admin_requests_refused_total{reason}`: admin API requests refused before
+//!   their endpoint (`host`: a `Host` header that does not name the listener;
+//!   `unauthenticated`; `forbidden`: a client certificate not in `admin.principals`;
+//!   `content_type`: a mutation without `Content-Type: application/json`)
+//!   ([`crate::admin::guard`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -145,6 +150,7 @@ pub struct Metrics {
     tls_reloads: Family<OutcomeLabels, Counter>,
     tls_certificate_expiry: Family<ListenerLabels, Gauge>,
     sasl_authentications: Family<SaslLabels, Counter>,
+    admin_refused: Family<ReasonLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -331,7 +337,15 @@ impl Metrics {
              and outcome (success, failure, rate_limited)",
             sasl_authentications.clone(),
         );
+        let admin_refused = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "admin_requests_refused",
+            "Admin API requests refused before their endpoint, by reason (host, \
+             unauthenticated, forbidden, content_type)",
+            admin_refused.clone(),
+        );
         Metrics {
+            admin_refused,
             sasl_authentications,
             tls_handshakes,
             tls_handshake_failures,
@@ -598,6 +612,15 @@ impl Metrics {
                 listener: listener.to_owned(),
             })
             .set(not_after_unix_s);
+    }
+
+    /// An admin API request was refused for `reason` (admin/guard.rs).
+    pub fn admin_request_refused(&self, reason: &'static str) {
+        self.admin_refused
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     /// A frame was refused before decoding, for `reason`.

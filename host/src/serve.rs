@@ -136,6 +136,23 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
         .and_then(|specs| crate::config::listeners::check_supported(&specs).map(|()| specs))
         .map_err(|e| ServeError::Config(e.to_string()))?;
     let tls = TlsListeners::load(&specs)?;
+    // The admin listener's rules (checked again: --admin-listen may have moved it off
+    // loopback) and its TLS, which reloads with the Kafka listeners'.
+    config
+        .admin
+        .check(config.server.admin_listen)
+        .map_err(ServeError::Config)?;
+    let admin_tls = match config.admin.tls() {
+        true => Some(Arc::new(crate::server::tls::TlsListener::load(
+            ListenerName::admin_api(),
+            config.admin.ssl.clone(),
+        )?)),
+        false => None,
+    };
+    let tls = match &admin_tls {
+        Some(listener) => tls.with(Arc::clone(listener)),
+        None => tls,
+    };
     let active_store = choose_offset_store(&config, options)?;
     raise_open_file_limit(&config);
     let mut bound = Vec::with_capacity(specs.len());
@@ -171,6 +188,20 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
         "admin listener",
         config.server.admin_listen,
     )?;
+    let admin_access = admin::Access {
+        guard: admin::guard::Guard::load(&config.admin, admin).map_err(ServeError::Config)?,
+        tls: admin_tls,
+    };
+    let admin_auth = match (
+        config.admin.token_file.is_some(),
+        config.admin.ssl.client_auth != crate::config::ClientAuth::None,
+    ) {
+        (false, false) => "none",
+        (true, false) => "token",
+        (false, true) => "client_certificate",
+        (true, true) => "token_or_client_certificate",
+    };
+    let admin_tls_on = config.admin.tls();
     let first = &endpoints[specs[0].name.as_str()];
     let node = NodeInfo {
         id: config.server.broker_id,
@@ -183,6 +214,11 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
     // the plugins start: offset stores get the broker's ZooKeeper session in their
     // HostServices. It connects once the cluster task runs (below); until then calls
     // on the lent session wait for it, within the session timeout.
+    if let (true, Some(path)) = (config.zookeeper.enabled, &config.zookeeper.auth_digest_file) {
+        crate::cluster::acl::read_digest_file(path)
+            .and_then(crate::cluster::acl::authenticate_with)
+            .map_err(ServeError::Config)?;
+    }
     let cluster = config.zookeeper.enabled.then(|| {
         crate::cluster::Cluster::new(
             node.id,
@@ -237,6 +273,7 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
             Arc::clone(&broker),
             admin_listener,
             tls.clone(),
+            admin_access,
             stopped.clone(),
         )),
         tokio::spawn(maintain(Arc::clone(&broker), stopped.clone())),
@@ -343,6 +380,8 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
     tracing::info!(
         listen = %listen,
         admin = %admin,
+        admin_tls = admin_tls_on,
+        admin_auth,
         data_dir = %broker.config.data_dir.display(),
         topics = broker.topics.list().len(),
         "drover ready"

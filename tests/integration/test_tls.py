@@ -592,7 +592,8 @@ def test_reload_by_sighup_and_admin_call_serves_the_new_chain_while_a_consumer_k
         chain, key = certs.issue(f"again-{b.ssl_port}", "/O=Again/CN=localhost", kind="server")
         replace(b.key, key)
         replace(b.chain, chain)
-        req = urllib.request.Request(f"{b.admin_url}/v1/tls/reload", method="POST", data=b"")
+        req = urllib.request.Request(f"{b.admin_url}/v1/tls/reload", method="POST", data=b"",
+                                     headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=10) as resp:
             outcome = json.load(resp)
         assert all(o["reloaded"] for o in outcome["listeners"]), outcome
@@ -600,7 +601,8 @@ def test_reload_by_sighup_and_admin_call_serves_the_new_chain_while_a_consumer_k
         assert served_subject(b.ssl_port, certs.ca)["organizationName"] == "Again"
         # A reload that fails (a key that is not PEM) keeps the chain in use.
         b.key.write_text("not a key\n")
-        req = urllib.request.Request(f"{b.admin_url}/v1/tls/reload", method="POST", data=b"")
+        req = urllib.request.Request(f"{b.admin_url}/v1/tls/reload", method="POST", data=b"",
+                                     headers={"Content-Type": "application/json"})
         with pytest.raises(urllib.error.HTTPError) as failed:
             urllib.request.urlopen(req, timeout=10)
         assert failed.value.code == 500

@@ -1,5 +1,8 @@
-//! The admin HTTP API, on its own loopback listener:
+//! The admin HTTP API, on its own listener (loopback by default; TLS, credentials and
+//! the `Host` and content-type rules of [`guard`], over the connections of
+//! [`listener`]):
 //! - `GET /metrics`: Prometheus text (see [`crate::metrics`]);
+//! - `GET /v1/health`: `{"status": "ok"}` while the broker serves;
 //! - `GET /v1/plugins`: the plugin directory as it is now, as JSON (one object per
 //!   file); `POST /v1/plugins/rescan`: load files added or replaced since startup
 //!   ([`plugins`]);
@@ -19,6 +22,8 @@
 //!   listener that failed keeps its previous certificate) (server/tls.rs).
 
 pub mod groups;
+pub mod guard;
+pub mod listener;
 pub mod offset_store;
 pub mod open_transactions;
 pub mod plugins;
@@ -27,26 +32,43 @@ pub mod transactions;
 use std::sync::Arc;
 
 use axum::{
-    extract::State,
+    extract::{ConnectInfo, Request, State},
     http::header,
-    response::IntoResponse,
+    middleware::Next,
+    response::{IntoResponse, Response},
     routing::{get, post},
     Json, Router,
 };
 use serde::Serialize;
 use tokio::{net::TcpListener, sync::watch};
 
-use crate::broker::Broker;
+use crate::{broker::Broker, metrics::Metrics, server::tls::TlsListener};
+
+use guard::{AdminPeer, Guard};
+
+/// How the admin listener is reached and who may use it, made at startup.
+pub struct Access {
+    /// The access rules (`[admin]`).
+    pub guard: Guard,
+    /// TLS, when `admin.ssl.certificate_chain` is set (also in the broker's
+    /// `TlsListeners`, so it reloads with them).
+    pub tls: Option<Arc<TlsListener>>,
+}
 
 /// Serves the admin API on `listener` until `shutdown` becomes true; `tls` is what
-/// `POST /v1/tls/reload` reloads.
+/// `POST /v1/tls/reload` reloads; `access` decides who may use it.
 pub async fn serve(
     broker: Arc<Broker>,
     listener: TcpListener,
     tls: crate::server::tls::TlsListeners,
-    mut shutdown: watch::Receiver<bool>,
+    access: Access,
+    shutdown: watch::Receiver<bool>,
 ) {
     let tls_reload = tls.clone();
+    let guarded = Arc::new((access.guard, Arc::clone(&broker.metrics)));
+    let handshake_timeout =
+        std::time::Duration::from_millis(broker.config.server.first_request_timeout_ms);
+    let tls_metrics = Arc::clone(&broker.metrics);
     let app = Router::new()
         .route(
             "/v1/tls",
@@ -63,6 +85,10 @@ pub async fn serve(
             }),
         )
         .route("/metrics", get(metrics))
+        .route(
+            "/v1/health",
+            get(|| async { Json(serde_json::json!({ "status": "ok" })) }),
+        )
         .route("/v1/plugins", get(plugins::list))
         .route("/v1/plugins/rescan", post(plugins::rescan))
         .route("/v1/topics", get(topics))
@@ -76,14 +102,91 @@ pub async fn serve(
             "/v1/offset-store",
             get(offset_store::get).post(offset_store::post),
         )
-        .with_state(broker);
-    let result = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            let _ = shutdown.wait_for(|stop| *stop).await;
+        .fallback(|| async {
+            (
+                axum::http::StatusCode::NOT_FOUND,
+                Json(serde_json::json!({ "error": "no such endpoint" })),
+            )
         })
-        .await;
+        .with_state(broker)
+        .layer(axum::middleware::from_fn_with_state(guarded, check));
+    let app = app.into_make_service_with_connect_info::<AdminPeer>();
+    let stop = {
+        let mut shutdown = shutdown.clone();
+        async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        }
+    };
+    let result = match access.tls {
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+        }
+        Some(tls) => {
+            let incoming = match listener::tls_incoming(
+                listener,
+                tls,
+                tls_metrics,
+                handshake_timeout,
+                shutdown.clone(),
+            ) {
+                Ok(incoming) => incoming,
+                Err(e) => {
+                    tracing::error!("admin API stopped: {e}");
+                    return;
+                }
+            };
+            axum::serve(incoming, app)
+                .with_graceful_shutdown(stop)
+                .await
+        }
+    };
     if let Err(e) = result {
         tracing::error!("admin API stopped: {e}");
+    }
+}
+
+/// The [`guard`] in front of every endpoint: refused requests are answered here,
+/// counted and logged (rate-limited; the method and path, never a header's value).
+async fn check(
+    State(guarded): State<Arc<(Guard, Arc<Metrics>)>>,
+    ConnectInfo(peer): ConnectInfo<AdminPeer>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (guard, metrics) = &*guarded;
+    match guard.check(
+        request.method(),
+        request.uri().path(),
+        request.headers(),
+        &peer,
+    ) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => {
+            metrics.admin_request_refused(refusal.reason());
+            crate::warn_limited!(
+                refusal.log_key(),
+                remote = %peer.remote,
+                method = %request.method(),
+                path = request.uri().path(),
+                reason = refusal.reason(),
+                "admin API: request refused: {}",
+                refusal.message()
+            );
+            let mut response = (
+                refusal.status(),
+                Json(serde_json::json!({ "error": refusal.message() })),
+            )
+                .into_response();
+            if refusal == guard::Refusal::Unauthenticated {
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static("Bearer realm=\"drover-admin\""),
+                );
+            }
+            response
+        }
     }
 }
 

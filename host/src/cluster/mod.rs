@@ -33,6 +33,7 @@
 //!   competes again. Meanwhile it keeps serving its partitions and says so in its log
 //!   and in `drover_zookeeper_connected`.
 
+pub mod acl;
 mod liveness;
 mod producer_ids;
 pub mod session;
@@ -342,7 +343,7 @@ impl Cluster {
                 .create(
                     &path,
                     &data,
-                    &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+                    &zk::CreateMode::Persistent.with_acls(crate::cluster::acl::nodes()),
                 )
                 .await
         })

@@ -86,7 +86,7 @@ impl Cluster {
                         .create(
                             PRODUCER_ID_BLOCK,
                             &data,
-                            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+                            &zk::CreateMode::Persistent.with_acls(crate::cluster::acl::nodes()),
                         )
                         .await
                         .map(|_| ()),

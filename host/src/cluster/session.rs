@@ -254,7 +254,7 @@ impl ZkSession for BrokerSession {
         let data = data.to_vec();
         guard(|| {
             self.call(move |c| async move {
-                let options = mode(create_mode).with_acls(zk::Acls::anyone_all());
+                let options = mode(create_mode).with_acls(crate::cluster::acl::nodes());
                 let (_, sequence) = c.create(&path, &data, &options).await?;
                 let created = if matches!(
                     create_mode,
@@ -298,7 +298,7 @@ impl ZkSession for BrokerSession {
                             data,
                             mode: m,
                         } => {
-                            let options = mode(*m).with_acls(zk::Acls::anyone_all());
+                            let options = mode(*m).with_acls(crate::cluster::acl::nodes());
                             writer.add_create(path.as_str(), data.as_slice(), &options)?;
                         }
                         ZkOp::SetData {

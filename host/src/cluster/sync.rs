@@ -22,11 +22,11 @@ use crate::broker::Broker;
 const REFRESH: Duration = Duration::from_millis(500);
 
 fn options() -> zk::CreateOptions<'static> {
-    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
+    zk::CreateMode::Persistent.with_acls(crate::cluster::acl::nodes())
 }
 
 fn ephemeral() -> zk::CreateOptions<'static> {
-    zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all())
+    zk::CreateMode::Ephemeral.with_acls(crate::cluster::acl::nodes())
 }
 
 /// Connects, registers, follows the cluster; reconnects with a new session after an
@@ -136,9 +136,14 @@ const GUARD_MARGIN_MS: u64 = 100;
 /// One session: connect, register, then follow until it expires.
 async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), String> {
     let settings = &cluster.settings;
-    let root = zk::Client::connector()
+    let mut connector = zk::Client::connector()
         .with_session_timeout(Duration::from_millis(settings.session_timeout_ms))
-        .with_connection_timeout(Duration::from_millis(settings.session_timeout_ms))
+        .with_connection_timeout(Duration::from_millis(settings.session_timeout_ms));
+    if let Some(digest) = super::acl::digest() {
+        // zookeeper.auth_digest_file: the session's identity, which owns its nodes.
+        connector = connector.with_auth("digest", digest);
+    }
+    let root = connector
         .connect(&settings.connect)
         .await
         .map_err(|e| format!("connecting to {}: {e}", settings.connect))?;

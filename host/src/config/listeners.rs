@@ -107,6 +107,12 @@ impl ListenerName {
     /// registered before listeners had names.
     pub const PLAINTEXT: &'static str = "PLAINTEXT";
 
+    /// The admin API's TLS listener, as `/v1/tls`, reloads and the TLS metrics name it:
+    /// `admin`, lower case, which no Kafka listener's (upper-cased) name can be.
+    pub fn admin_api() -> ListenerName {
+        ListenerName(Arc::from("admin"))
+    }
+
     /// `name` normalised (upper case), if it is a valid name: 1 to 64 ASCII letters,
     /// digits, `_` or `-`.
     pub fn new(name: &str) -> Option<ListenerName> {

@@ -195,6 +195,12 @@ impl TlsListeners {
         Ok(TlsListeners { listeners })
     }
 
+    /// These listeners and `listener` (the admin API's), which then reloads with them.
+    pub fn with(mut self, listener: Arc<TlsListener>) -> TlsListeners {
+        self.listeners.push(listener);
+        self
+    }
+
     /// The listener named `name`, if it has TLS.
     pub fn get(&self, name: &ListenerName) -> Option<Arc<TlsListener>> {
         self.listeners.iter().find(|l| l.name() == name).cloned()

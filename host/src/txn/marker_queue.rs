@@ -198,7 +198,7 @@ pub fn queue_path(broker: i32) -> String {
 }
 
 fn persistent() -> zk::CreateOptions<'static> {
-    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
+    zk::CreateMode::Persistent.with_acls(crate::cluster::acl::nodes())
 }
 
 /// Markers in cluster mode: this broker's partitions in-process, the others through

@@ -161,7 +161,7 @@ impl ZkTxnStore {
             match client
                 .mkdir(
                     &path,
-                    &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+                    &zk::CreateMode::Persistent.with_acls(crate::cluster::acl::nodes()),
                 )
                 .await
             {
@@ -279,7 +279,7 @@ impl ZkTxnStore {
                         .add_create(
                             &path,
                             &data,
-                            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+                            &zk::CreateMode::Persistent.with_acls(crate::cluster::acl::nodes()),
                         )
                         .map_err(zk_error)?;
                 } else {

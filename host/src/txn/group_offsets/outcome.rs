@@ -39,7 +39,7 @@ pub const POLL: Duration = Duration::from_secs(1);
 pub const MAX_BATCH: usize = 1_000;
 
 fn persistent() -> zk::CreateOptions<'static> {
-    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
+    zk::CreateMode::Persistent.with_acls(crate::cluster::acl::nodes())
 }
 
 /// The transaction coordinator's [`GroupOffsetsCompleter`] in cluster mode: an

@@ -147,7 +147,7 @@ impl Write<'_> {
                 None => multi.add_create(
                     &self.path,
                     &data,
-                    &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+                    &zk::CreateMode::Persistent.with_acls(crate::cluster::acl::nodes()),
                 ),
             }
             .map_err(storage)?;
@@ -166,7 +166,7 @@ impl Write<'_> {
                         .client
                         .mkdir(
                             &self.dir,
-                            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+                            &zk::CreateMode::Persistent.with_acls(crate::cluster::acl::nodes()),
                         )
                         .await
                     {

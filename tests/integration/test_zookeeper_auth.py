@@ -1,0 +1,69 @@
+"""ZooKeeper digest authentication and ACLs (issue 29 item 7; docs/security.md,
+"ZooKeeper"): brokers with `zookeeper.auth_digest_file` authenticate as its user and
+create their nodes with an ACL that gives that identity every right and anyone else
+read only. A second broker with the same file joins (it writes under nodes the first
+created); a client without the credentials reads the chroot but cannot change, add or
+delete a node (ZooKeeper's own CLI, ZooKeeperMain, against the real server)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+
+import pytest
+
+from cluster_testlib import ZK_JARS, ZooKeeper, cluster_config, wait_until
+from drover_testlib import ck_create_topic, http_get
+
+
+@pytest.fixture
+def zookeeper(tmp_path):
+    zk = ZooKeeper(tmp_path / "zookeeper").start()
+    yield zk
+    zk.stop()
+
+
+def zk_cli(zk: ZooKeeper, commands: list[str]) -> str:
+    """Runs `commands` in one unauthenticated ZooKeeperMain session; its output."""
+    r = subprocess.run(
+        ["java", "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+         "-cp", ":".join(ZK_JARS), "org.apache.zookeeper.ZooKeeperMain",
+         "-server", zk.connect],
+        input="\n".join(commands + ["quit"]) + "\n", capture_output=True, text=True,
+        timeout=60)
+    return r.stdout + r.stderr
+
+
+def test_nodes_belong_to_the_brokers_identity(tmp_path, zookeeper, broker_factory):
+    digest = tmp_path / "zk.digest"
+    password = secrets.token_urlsafe(18)
+    digest.write_text(f"drover:{password}\n")
+    digest.chmod(0o600)
+    chroot = f"/drover-acl-{secrets.token_hex(4)}"
+    extra = f'auth_digest_file = "{digest}"\n'
+    brokers = [broker_factory(cluster_config(zookeeper, chroot, i, coordinator=False,
+                                             extra=extra)) for i in (1, 2)]
+
+    def registered() -> bool:
+        status, _, body = http_get(brokers[0].admin_url + "/v1/cluster")
+        return status == 200 and len(json.loads(body)["view"]["brokers"]) == 2
+
+    wait_until(registered, 20, "both brokers registered")
+    ck_create_topic(brokers[0], "acl-topic", 2)
+    out = zk_cli(zookeeper, [
+        f"getAcl {chroot}/brokers/ids",
+        f"getAcl {chroot}/brokers/topics/acl-topic",
+        f"ls {chroot}/brokers/ids",
+        f"set {chroot}/cluster/id stolen",
+        f"create {chroot}/brokers/topics/evil x",
+        f"delete {chroot}/brokers/topics/acl-topic",
+        f"setAcl {chroot}/brokers/topics world:anyone:cdrwa",
+        f"get {chroot}/cluster/id",
+    ])
+    assert out.count("'digest,'drover:") >= 2, out
+    assert out.count("'world,'anyone\n: r") >= 2, out
+    assert "[1, 2]" in out, out
+    assert out.count("Insufficient permission") + out.count("NoAuth") >= 4, out
+    assert "stolen" not in out.split(f"get {chroot}/cluster/id")[-1], out
+    assert password not in "\n".join(b.all_logs() for b in brokers)
