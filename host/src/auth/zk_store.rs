@@ -32,7 +32,7 @@ const POLL: Duration = Duration::from_secs(10);
 const RETRY: Duration = Duration::from_millis(500);
 
 fn persistent() -> zk::CreateOptions<'static> {
-    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
+    zk::CreateMode::Persistent.with_acls(crate::cluster::acl::nodes())
 }
 
 fn node_path() -> PathBuf {
