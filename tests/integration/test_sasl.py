@@ -12,7 +12,8 @@ password and an unknown user (the same answer), a mechanism not offered, PLAIN o
 SASL_PLAINTEXT (unless `plain_on_plaintext`), a request after the session expired
 (KIP-368, while librdkafka re-authenticates in time), re-authentication as another
 user. A Produce (or a native request) before authenticating closes the connection
-without an answer and writes nothing. 1,000 failed authentications from one address
+without an answer and writes nothing; after authenticating, native requests are served
+on the connection; off SASL listeners the SASL requests are ILLEGAL_SASL_STATE. 1,000 failed authentications from one address
 while an honest client keeps connecting and producing."""
 
 from __future__ import annotations
@@ -585,6 +586,25 @@ def test_a_request_before_authenticating_closes_and_writes_nothing(sasl_broker):
         c.send_raw(frame(request_header(20000, 0, 1) + kstr("g") + kstr("c")))
         closed_without_answer(c)
     assert closed_metric(b, "sasl_unauthenticated_request") == 5
+    # Authenticated first, the same native request is served on the same connection.
+    import native_protocol as native
+    authed = SaslConn(b.ssl_port, ca=b.certs.ca)
+    assert authed.plain("bob", PASSWORDS["bob"])[0] == 0
+    n = native.Conn("127.0.0.1", b.port)
+    n.sock.close()
+    n.sock = authed.sock
+    try:
+        resp = n.request(native.DescribeGroupsRequest(["sasl-native-group"]))
+        assert [g.group_id for g in resp.groups] == ["sasl-native-group"], resp
+    finally:
+        n.close()
+    # On the PLAINTEXT listener the SASL requests are answered ILLEGAL_SASL_STATE (34),
+    # as Kafka does, and the connection goes on.
+    with RawConn(b) as c:
+        body = c.recv_response(c.request(SASL_HANDSHAKE, 1, kstr("SCRAM-SHA-512")))
+        assert struct.unpack_from(">h", body, 0)[0] == 34
+        c.send_raw(frame(request_header(API_VERSIONS, 0, 9)))
+        assert len(c.recv_frame()) > 10
     # Nothing was written: ListOffsets through the PLAINTEXT listener, and a consumer.
     assert ck_watermarks(b, topic, [0]) == {0: (0, 0)}
     ck_produce(None, topic, [Msg(None, b"honest")], producer=ck_producer(b, **ck_sasl(b)))
