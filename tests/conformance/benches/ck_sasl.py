@@ -4,12 +4,13 @@ PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL (certificates made here with the ope
 CLI, tests/integration/tls_testlib.py; a SCRAM-SHA-512 user made with `drover admin
 users` before the start) — then, in the same run:
 
-1. **Data**: per round, the same records produced with confluent-kafka over PLAINTEXT
-   and over SASL_SSL (SCRAM-SHA-512), alternating, each into a fresh topic, then read
+1. **Data**: per round, the same records produced with confluent-kafka over PLAINTEXT,
+   SSL and SASL_SSL (SCRAM-SHA-512), in turn, each into a fresh topic, then read
    back by a confluent-kafka consumer (assign, no group) over the same listener; the
    broker's CPU seconds (utime + stime of every thread, /proc/<pid>/stat) per GB
-   produced and per GB consumed, the throughput, and the median ratios SASL_SSL /
-   PLAINTEXT.
+   produced and per GB consumed, the throughput, and the median ratios SSL /
+   PLAINTEXT and SASL_SSL / PLAINTEXT (SASL's own cost is the difference between the
+   two).
 2. **Connection set-up**: `--handshakes` new connections from `--clients` threads,
    each a TLS handshake and a whole SCRAM-SHA-512 exchange (SaslHandshake v1, two
    SaslAuthenticate) then one Metadata request, and the same over SSL (TLS only),
@@ -254,6 +255,8 @@ private_key = "{key}"
                 time.sleep(0.1)
         confs = {
             "PLAINTEXT": {"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"},
+            "SSL": {"bootstrap.servers": f"127.0.0.1:{ports['SSL']}",
+                    "security.protocol": "SSL", "ssl.ca.location": str(certs.ca)},
             "SASL_SSL": {"bootstrap.servers": f"127.0.0.1:{ports['SASL_SSL']}",
                          "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
                          "sasl.username": USER, "sasl.password": PASSWORD,
@@ -281,14 +284,16 @@ private_key = "{key}"
         for name, (ps, pc, cs, cc) in med.items():
             print(f"median {name:9}: produce {gb * 1000 / ps:6.1f} MB/s, {pc / gb:5.2f} s/GB; "
                   f"consume {gb * 1000 / cs:6.1f} MB/s, {cc / gb:5.2f} s/GB")
-        pl, ss = med["PLAINTEXT"], med["SASL_SSL"]
-        ratios = {k: [r_s[i] / r_p[i] for r_p, r_s in zip(results["PLAINTEXT"],
-                                                          results["SASL_SSL"])]
-                  for k, i in (("produce", 1), ("consume", 3))}
-        print(f"ratio SASL_SSL/PLAINTEXT broker CPU per GB: produce {ss[1] / pl[1]:.2f} "
-              f"(per round {', '.join(f'{x:.2f}' for x in ratios['produce'])}), "
-              f"consume {ss[3] / pl[3]:.2f} "
-              f"(per round {', '.join(f'{x:.2f}' for x in ratios['consume'])})")
+        pl = med["PLAINTEXT"]
+        for name in ("SSL", "SASL_SSL"):
+            ss = med[name]
+            ratios = {k: [r_s[i] / r_p[i] for r_p, r_s in zip(results["PLAINTEXT"],
+                                                              results[name])]
+                      for k, i in (("produce", 1), ("consume", 3))}
+            print(f"ratio {name}/PLAINTEXT broker CPU per GB: produce {ss[1] / pl[1]:.2f} "
+                  f"(per round {', '.join(f'{x:.2f}' for x in ratios['produce'])}), "
+                  f"consume {ss[3] / pl[3]:.2f} "
+                  f"(per round {', '.join(f'{x:.2f}' for x in ratios['consume'])})")
 
         ctx = ssl.create_default_context(cafile=str(certs.ca))
         for name, tls, sasl in (("PLAINTEXT", False, False), ("SSL", True, False),
