@@ -20,6 +20,7 @@ PY_REQS=(
   "lz4==4.4.5"             # kafka-python imports `lz4.frame`
   "zstandard==0.25.0"      # kafka-python imports `zstandard`
   "crc32c==2.9.post0"      # optional: fast CRC-32C for kafka-python's record batches
+  "aiokafka==0.14.0"       # asyncio client (tests/integration/test_sasl.py: SASL_PLAINTEXT)
   "pytest==9.2.0"
   "pytest-timeout==2.4.0"
   "pytest-xdist==3.8.0"    # scripts/integration-tests.sh runs the tests in several processes
@@ -74,7 +75,7 @@ PYTHON=${PYTHON:-python3}
 stamp="$VENV/.drover-reqs"
 want="$(printf '%s\n' "${PY_REQS[@]}")"
 if [[ -x $VENV/bin/python && -f $stamp && "$(cat "$stamp")" == "$want" ]] \
-   && "$VENV/bin/python" -c 'import confluent_kafka, kafka, pytest, pytest_timeout, xdist, snappy, lz4.frame, zstandard, crc32c' 2>/dev/null; then
+   && "$VENV/bin/python" -c 'import confluent_kafka, kafka, aiokafka, pytest, pytest_timeout, xdist, snappy, lz4.frame, zstandard, crc32c' 2>/dev/null; then
   exit 0
 fi
 echo "== setting up Python virtualenv $VENV"
@@ -92,5 +93,5 @@ if [[ ! -x $VENV/bin/python ]]; then
   fi
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${PY_REQS[@]}"
-"$VENV/bin/python" -c 'import confluent_kafka, kafka, pytest, pytest_timeout, xdist, snappy, lz4.frame, zstandard, crc32c'
+"$VENV/bin/python" -c 'import confluent_kafka, kafka, aiokafka, pytest, pytest_timeout, xdist, snappy, lz4.frame, zstandard, crc32c'
 printf '%s\n' "$want" >"$stamp"

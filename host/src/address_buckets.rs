@@ -104,6 +104,17 @@ impl AddressBuckets {
         }
     }
 
+    /// Gives one token back to `address`'s bucket at `now` (up to its capacity), for a
+    /// take that turned out not to count; nothing for an address not tracked.
+    pub fn give_back(&self, address: IpAddr, now: Instant) {
+        let shape = &self.shape;
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(bucket) = buckets.get_mut(&address) {
+            *bucket = bucket.at(now, shape);
+            bucket.tokens = (bucket.tokens + 1.0).min(shape.capacity);
+        }
+    }
+
     /// Addresses tracked (for tests and diagnostics).
     pub fn tracked(&self) -> usize {
         self.buckets.lock().unwrap_or_else(|e| e.into_inner()).len()

@@ -205,7 +205,10 @@ impl Metrics {
             "Connections refused or closed by the broker, by reason (per_ip, evicted, \
              first_request_timeout, write_timeout, coordinator_closed, \
              coordinator_contract_violation, coordinator_channel_overflow, \
-             coordinator_out_of_service)",
+             coordinator_out_of_service, and SASL's: sasl_unauthenticated_request, \
+             sasl_session_expired, sasl_reauthentication_interrupted, \
+             sasl_authentication_failed, sasl_unsupported_mechanism, sasl_illegal_state, \
+             sasl_credentials_not_loaded, sasl_failed)",
             connections_closed.clone(),
         );
         let native_requests = Family::<RequestLabels, Counter>::default();

@@ -133,7 +133,6 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
     // The listeners as configured (checked again: command-line flags may have changed
     // server.listen since the file was read), then their TLS material.
     let specs = crate::config::listeners::resolve(&config.server)
-        .and_then(|specs| crate::config::listeners::check_supported(&specs).map(|()| specs))
         .map_err(|e| ServeError::Config(e.to_string()))?;
     let tls = TlsListeners::load(&specs)?;
     // The admin listener's rules (checked again: --admin-listen may have moved it off
@@ -178,6 +177,7 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
             handle: ListenerHandle {
                 name: spec.name.clone(),
                 tls: tls.get(&spec.name),
+                sasl: spec.protocol.uses_sasl(),
             },
         });
     }

@@ -52,6 +52,11 @@ pub const HANDLERS: &[ApiKey] = &[
     // SCRAM credentials (KIP-554; drover_host::auth::kip554).
     ApiKey::DescribeUserScramCredentials,
     ApiKey::AlterUserScramCredentials,
+    // SASL (Kafka 4.1: SaslHandshake v0–1, SaslAuthenticate v0–2). A SASL listener's
+    // connection answers them itself (drover_host::server::sasl); on other listeners
+    // the host answers ILLEGAL_SASL_STATE, as Kafka does.
+    ApiKey::SaslHandshake,
+    ApiKey::SaslAuthenticate,
 ];
 
 /// The versions of `key` this broker serves, if it serves it.
@@ -293,6 +298,8 @@ mod tests {
             ApiKey::AlterUserScramCredentials => {
                 AlterUserScramCredentialsRequest::default().encode(out, version)
             }
+            ApiKey::SaslHandshake => SaslHandshakeRequest::default().encode(out, version),
+            ApiKey::SaslAuthenticate => SaslAuthenticateRequest::default().encode(out, version),
             _ => Ok(()),
         };
         result.unwrap();

@@ -15,12 +15,14 @@ KAFKA_41_RANGES = {
     2: (1, 10),   # ListOffsets
     3: (0, 13),   # Metadata
     10: (0, 6),   # FindCoordinator: librdkafka looks for a coordinator only if v0 is in
+    17: (0, 1),   # SaslHandshake (issue 29; answered ILLEGAL_SASL_STATE off SASL listeners)
     18: (0, 4),   # ApiVersions
     19: (2, 7),   # CreateTopics
     20: (1, 6),   # DeleteTopics
     21: (0, 2),   # DeleteRecords
     32: (1, 4),   # DescribeConfigs
     33: (0, 2),   # AlterConfigs
+    36: (0, 2),   # SaslAuthenticate
     44: (0, 1),   # IncrementalAlterConfigs
     60: (0, 2),   # DescribeCluster
 }

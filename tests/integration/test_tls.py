@@ -44,50 +44,12 @@ from drover_testlib import (
     unique_topic,
 )
 from test_native_group import PLUGIN_LIBS
+from tls_testlib import OPENSSL, Certs
 
-OPENSSL = shutil.which("openssl")
 pytestmark = pytest.mark.skipif(OPENSSL is None, reason="the openssl CLI is needed")
 
 # The handshake and first-request deadline of these brokers, ms (default 10000).
 FIRST_REQUEST_TIMEOUT_MS = 1500
-
-
-# ---------------------------------------------------------------------------------
-# Certificates (the openssl CLI; keys live in the test's temp directory only)
-# ---------------------------------------------------------------------------------
-def openssl(*args: str, cwd: Path) -> None:
-    r = subprocess.run([OPENSSL, *args], cwd=cwd, capture_output=True, timeout=30)
-    assert r.returncode == 0, f"openssl {' '.join(args)}: {r.stderr.decode(errors='replace')}"
-
-
-class Certs:
-    """Two CAs, the broker's certificate (SAN localhost and 127.0.0.1) from the first,
-    client certificates from either."""
-
-    def __init__(self, d: Path):
-        self.dir = d
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "ext.cnf").write_text(
-            "[server]\nsubjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
-            "[client]\nextendedKeyUsage=clientAuth\n")
-        self.ca = self._ca("ca", "/O=Drover Test/CN=Test CA")
-        self.other_ca = self._ca("other-ca", "/O=Elsewhere/CN=Other CA")
-
-    def _ca(self, name: str, subject: str) -> Path:
-        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-                "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "2",
-                "-subj", subject, cwd=self.dir)
-        return self.dir / f"{name}.pem"
-
-    def issue(self, name: str, subject: str, *, kind: str, ca: str = "ca") -> tuple[Path, Path]:
-        """-> (certificate, key) signed by `ca`."""
-        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject, cwd=self.dir)
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
-                "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", "ext.cnf",
-                "-extensions", kind, cwd=self.dir)
-        os.chmod(self.dir / f"{name}.key", 0o600)
-        return self.dir / f"{name}.pem", self.dir / f"{name}.key"
 
 
 @pytest.fixture(scope="module")
@@ -619,21 +581,3 @@ def test_reload_by_sighup_and_admin_call_serves_the_new_chain_while_a_consumer_k
     assert m['drover_tls_reloads_total{outcome="reloaded"}'] == 4, m
     assert m['drover_tls_reloads_total{outcome="failed"}'] == 2, m
     b.assert_alive()
-
-
-def test_a_sasl_listener_is_refused_at_startup_with_its_name(tmp_path, certs):
-    b = Broker(tmp_path / "sasl", config=f"""\
-[server]
-listeners = ["PLAINTEXT://127.0.0.1:{free_port()}", "CLIENTS://127.0.0.1:{free_port()}"]
-listener_security_protocol_map = {{ PLAINTEXT = "PLAINTEXT", CLIENTS = "SASL_SSL" }}
-[server.ssl]
-certificate_chain = "{certs.broker[0]}"
-private_key = "{certs.broker[1]}"
-""")
-    b.command = lambda: [str(conftest.drover_bin()), "serve", "--config", str(b.config_path),
-                         "--data-dir", str(b.data_dir), "--admin-listen",
-                         f"127.0.0.1:{b.admin_port}"]
-    r = subprocess.run(b.command(), capture_output=True, timeout=30, cwd=b.workdir)
-    assert r.returncode != 0
-    err = r.stderr.decode()
-    assert "listener CLIENTS uses SASL_SSL" in err, err

@@ -19,8 +19,8 @@
 //!   connection, what an unauthenticated connection may send, KIP-368's session
 //!   lifetime.
 //!
-//! The credential APIs are served (server::handlers); the state machine is not yet
-//! called by connections: docs/security.md says what wiring it takes.
+//! The credential APIs are served (server::handlers); the state machine is driven by
+//! each connection of a SASL listener through its gate (server::sasl).
 
 pub mod credentials;
 pub mod decoy;

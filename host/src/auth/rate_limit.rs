@@ -1,10 +1,15 @@
 //! The bound on failed authentications per client address (issue 29 item 3): a token
 //! bucket per client holding `sasl.failures_per_minute_per_client` tokens and refilled
-//! at that rate. A failed authentication takes a token; while a client's bucket is
-//! empty its authentications are refused at their first token, before any credential
-//! is looked at, with the same answer as a wrong password. Successful authentications
-//! take nothing, so an honest client that fails a few times and then succeeds is never
-//! held up, and clients at other addresses are not affected by one that guesses.
+//! at that rate. An authentication takes a token at its first message
+//! ([`FailureLimiter::reserve`]) and gives it back when it succeeds
+//! ([`FailureLimiter::refund`]), so a failed (or abandoned) one keeps it; while a
+//! client's bucket is empty its authentications are refused at their first token,
+//! before any credential is looked at, with the same answer as a wrong password.
+//! Taking the token up front, not at the failure, bounds a client that runs many
+//! exchanges at once: a bucket with one token left admits one exchange, not one per
+//! connection. Successful authentications cost nothing in the end, so an honest client
+//! that fails a few times and then succeeds is never held up, and clients at other
+//! addresses are not affected by one that guesses.
 //!
 //! A client is an IPv4 address, or an IPv6 address's /64 (one host usually has a whole
 //! /64 to pick addresses from); an IPv4-mapped IPv6 address counts as its IPv4 address.
@@ -73,6 +78,21 @@ impl FailureLimiter {
         self.buckets.take(client_of(ip), now) != Take::Untracked
     }
 
+    /// Takes a token from `ip`'s client for an authentication starting at `now`, if its
+    /// bucket holds one; false (refuse the authentication unchecked) when it is empty.
+    /// A client that is not tracked (the table is full) is let through without one.
+    /// Give the token back with [`FailureLimiter::refund`] when the authentication
+    /// succeeds.
+    pub fn reserve(&self, ip: IpAddr, now: Instant) -> bool {
+        self.buckets.take(client_of(ip), now) != Take::Empty
+    }
+
+    /// Gives back the token [`FailureLimiter::reserve`] took, for an authentication of
+    /// `ip`'s client that succeeded at `now`.
+    pub fn refund(&self, ip: IpAddr, now: Instant) {
+        self.buckets.give_back(client_of(ip), now);
+    }
+
     /// Clients tracked (for tests and diagnostics).
     pub fn tracked(&self) -> usize {
         self.buckets.tracked()
@@ -107,6 +127,31 @@ mod tests {
         // Six per minute: one token every ten seconds.
         assert!(limiter.allows(ip(1), t0 + Duration::from_secs(10)));
         assert!(limiter.allows(ip(1), t0 + Duration::from_secs(3600)));
+    }
+
+    #[test]
+    fn a_reserved_token_is_kept_by_a_failure_and_given_back_by_a_success() {
+        let limiter = FailureLimiter::new(3);
+        let t0 = Instant::now();
+        // Three exchanges at once take the three tokens; a fourth is refused.
+        for _ in 0..3 {
+            assert!(limiter.reserve(ip(1), t0));
+        }
+        assert!(!limiter.reserve(ip(1), t0));
+        // One succeeds: its token comes back, and one more exchange may start.
+        limiter.refund(ip(1), t0);
+        assert!(limiter.reserve(ip(1), t0));
+        assert!(!limiter.reserve(ip(1), t0));
+        // Never more than the bucket holds.
+        for _ in 0..10 {
+            limiter.refund(ip(1), t0);
+        }
+        assert!(limiter.allows(ip(1), t0));
+        for _ in 0..3 {
+            assert!(limiter.reserve(ip(1), t0));
+        }
+        assert!(!limiter.reserve(ip(1), t0));
+        assert!(limiter.reserve(ip(2), t0));
     }
 
     #[test]

@@ -641,7 +641,9 @@ impl SaslServer {
                 framing,
                 previous,
             } => {
-                if !self.limiter.allows(conn.peer, now) {
+                // The exchange holds a token of the client's failure budget until it
+                // succeeds (rate_limit.rs): concurrent exchanges cannot all pass on one.
+                if !self.limiter.reserve(conn.peer, now) {
                     self.metrics
                         .sasl_authentication(mechanism.label(), "rate_limited");
                     return TokenResult::Failed(
@@ -666,12 +668,12 @@ impl SaslServer {
                             Ok(user) => {
                                 self.succeed(conn, mechanism, user, previous, Vec::new(), now)
                             }
-                            Err(why) => self.fail(conn, mechanism, why, now),
+                            Err(why) => self.fail(conn, mechanism, why),
                         }
                     }
                     Mechanism::Scram(scram) => {
                         let Some(nonce) = self.nonces.server_nonce() else {
-                            return self.fail(conn, mechanism, AuthFailure::NoRandomness, now);
+                            return self.fail(conn, mechanism, AuthFailure::NoRandomness);
                         };
                         match ScramExchange::start(scram, &snapshot, token, &nonce) {
                             Ok((exchange, server_first)) => TokenResult::Challenge(
@@ -685,7 +687,7 @@ impl SaslServer {
                                     },
                                 },
                             ),
-                            Err(why) => self.fail(conn, mechanism, AuthFailure::Scram(why), now),
+                            Err(why) => self.fail(conn, mechanism, AuthFailure::Scram(why)),
                         }
                     }
                 }
@@ -698,7 +700,7 @@ impl SaslServer {
                     Ok((user, server_final)) => {
                         self.succeed(conn, mechanism, user, previous, server_final, now)
                     }
-                    Err(why) => self.fail(conn, mechanism, AuthFailure::Scram(why), now),
+                    Err(why) => self.fail(conn, mechanism, AuthFailure::Scram(why)),
                 }
             }
             state => TokenResult::Illegal(SaslSession { conn, state }),
@@ -715,8 +717,9 @@ impl SaslServer {
         now: Instant,
     ) -> TokenResult {
         if previous.as_ref().is_some_and(|p| p.user != user) {
-            return self.fail(conn, mechanism, AuthFailure::PrincipalChanged, now);
+            return self.fail(conn, mechanism, AuthFailure::PrincipalChanged);
         }
+        self.limiter.refund(conn.peer, now);
         self.metrics
             .sasl_authentication(mechanism.label(), "success");
         let lifetime = self.settings.session_lifetime;
@@ -734,14 +737,8 @@ impl SaslServer {
         )
     }
 
-    fn fail(
-        &self,
-        conn: ConnectionInfo,
-        mechanism: Mechanism,
-        why: AuthFailure,
-        now: Instant,
-    ) -> TokenResult {
-        self.limiter.record_failure(conn.peer, now);
+    fn fail(&self, conn: ConnectionInfo, mechanism: Mechanism, why: AuthFailure) -> TokenResult {
+        // The failure keeps the token its exchange took at its first message.
         self.metrics
             .sasl_authentication(mechanism.label(), "failure");
         tracing::debug!(peer = %conn.peer, %mechanism, reason = %why, "SASL authentication failed");

@@ -416,6 +416,78 @@ fn a_guessing_address_is_rate_limited_and_others_are_not() {
 }
 
 #[test]
+fn concurrent_exchanges_from_one_address_share_its_failure_budget() {
+    // Three tokens: five exchanges started at once (each to its server-first message)
+    // get three through; the other two are refused unchecked, before any has failed.
+    let (server, metrics) = server();
+    let now = Instant::now();
+    let m = ScramMechanism::Sha256;
+    let bare = "n=user,r=rOprNGfwEbeRWgbNEkqO";
+    let mut open = Vec::new();
+    for _ in 0..5 {
+        let step = handshake(&server, SaslSession::new(conn(11, false)), m.name(), 1);
+        let step = token(&server, step.session, format!("n,,{bare}").as_bytes(), now);
+        let answer = step.response.unwrap();
+        if answer.error_code == 0 {
+            open.push((step.session, answer.auth_bytes));
+        }
+    }
+    assert_eq!(open.len(), 3);
+    assert_eq!(count(&metrics, "scram-sha-256", "rate_limited"), 2);
+    // One of them succeeds and gives its token back: one new exchange may start.
+    let (session, first) = open.pop().unwrap();
+    let last = client_final(m, b"pencil", bare, &first);
+    assert_eq!(
+        token(&server, session, &last, now)
+            .response
+            .unwrap()
+            .error_code,
+        0
+    );
+    let ok = scram(
+        &server,
+        SaslSession::new(conn(11, false)),
+        m,
+        "user",
+        b"pencil",
+        now,
+    );
+    assert_eq!(ok.response.unwrap().error_code, 0);
+    // The other two fail and keep theirs, as does one more wrong guess ...
+    for (session, first) in open {
+        let last = client_final(m, b"guess", bare, &first);
+        assert_eq!(
+            token(&server, session, &last, now)
+                .response
+                .unwrap()
+                .error_code,
+            ResponseError::SaslAuthenticationFailed.code()
+        );
+    }
+    let guess = scram(
+        &server,
+        SaslSession::new(conn(11, false)),
+        m,
+        "user",
+        b"guess",
+        now,
+    );
+    assert_eq!(
+        guess.response.unwrap().error_code,
+        ResponseError::SaslAuthenticationFailed.code()
+    );
+    assert_eq!(count(&metrics, "scram-sha-256", "failure"), 3);
+    // ... so the bucket is empty: refused unchecked, even with the right password.
+    let step = handshake(&server, SaslSession::new(conn(11, false)), m.name(), 1);
+    let step = token(&server, step.session, format!("n,,{bare}").as_bytes(), now);
+    assert_eq!(
+        step.response.unwrap().error_code,
+        ResponseError::SaslAuthenticationFailed.code()
+    );
+    assert_eq!(count(&metrics, "scram-sha-256", "rate_limited"), 3);
+}
+
+#[test]
 fn plain_is_checked_against_the_scram_credential_and_needs_tls() {
     let (server, metrics) = server();
     let now = Instant::now();

@@ -12,8 +12,9 @@
 //!
 //! [`resolve`] turns the `[server]` table into [`ListenerSpec`]s, or a
 //! [`ListenerError`] naming the key and the listener. It reads no file: certificates
-//! are loaded when the broker starts (server/tls.rs). [`check_supported`] refuses the
-//! SASL protocols until SASL is served (issue 29 item 3).
+//! are loaded when the broker starts (server/tls.rs). Every protocol is served: a
+//! SASL listener's connections authenticate through server/sasl.rs with the `[sasl]`
+//! settings.
 //!
 //! Where Drover differs from Kafka: a listener that `advertised_listeners` does not
 //! name is advertised at its own address (Kafka advertises only what the key names,
@@ -363,17 +364,6 @@ pub enum ListenerError {
         /// The rule error.
         error: crate::server::principal::RuleError,
     },
-    /// A SASL listener before SASL is served.
-    #[error(
-        "listener {listener} uses {protocol}, and this build of Drover does not serve SASL yet \
-         (issue 29): use PLAINTEXT or SSL (with client certificates for authentication)"
-    )]
-    SaslNotServed {
-        /// The listener.
-        listener: ListenerName,
-        /// Its protocol.
-        protocol: SecurityProtocol,
-    },
 }
 
 /// The TLS protocol versions `ssl.enabled_protocols` may name (Kafka's names).
@@ -496,17 +486,6 @@ pub fn resolve(server: &ServerConfig) -> Result<Vec<ListenerSpec>, ListenerError
     Ok(specs)
 }
 
-/// Refuses what is configured but not served yet: SASL listeners (issue 29 item 3).
-pub fn check_supported(specs: &[ListenerSpec]) -> Result<(), ListenerError> {
-    match specs.iter().find(|s| s.protocol.uses_sasl()) {
-        Some(s) => Err(ListenerError::SaslNotServed {
-            listener: s.name.clone(),
-            protocol: s.protocol,
-        }),
-        None => Ok(()),
-    }
-}
-
 /// The protocol map, normalised; `None` when not set (Kafka's default then: each
 /// protocol's name maps to itself).
 fn protocol_map(
@@ -610,10 +589,7 @@ mod tests {
     }
 
     fn err(text: &str) -> String {
-        resolve(&server(text))
-            .and_then(|s| check_supported(&s).map(|()| s))
-            .unwrap_err()
-            .to_string()
+        resolve(&server(text)).unwrap_err().to_string()
     }
 
     const TLS: &str = "[server.ssl]\ncertificate_chain = 'c.pem'\nprivate_key = 'k.pem'\n";
@@ -773,14 +749,14 @@ mod tests {
             ),
             ("[server.listener_ssl.OTHER]\n", "server.listeners is not set"),
             (
-                "listeners = ['SASL_SSL://127.0.0.1:1']\n[server.ssl]\ncertificate_chain = 'c'\n\
-                 private_key = 'k'\n",
-                "listener SASL_SSL uses SASL_SSL",
+                "listeners = ['SASL_SSL://127.0.0.1:1']\n",
+                "certificate_chain",
             ),
             (
-                "listeners = ['PLAINTEXT://127.0.0.1:1', 'CLIENTS://127.0.0.1:2']\n\
-                 listener_security_protocol_map = { PLAINTEXT = 'PLAINTEXT', CLIENTS = 'SASL_PLAINTEXT' }\n",
-                "listener CLIENTS uses SASL_PLAINTEXT",
+                "listeners = ['CLIENTS://127.0.0.1:2']\n\
+                 listener_security_protocol_map = { CLIENTS = 'SASL_PLAINTEXT' }\n\
+                 [server.listener_ssl.CLIENTS]\n",
+                "listener CLIENTS is SASL_PLAINTEXT, which has no TLS",
             ),
         ] {
             let e = err(text);
@@ -789,13 +765,16 @@ mod tests {
     }
 
     #[test]
-    fn sasl_listeners_resolve_and_are_refused_only_as_not_served() {
+    fn sasl_listeners_resolve() {
         let specs = resolve(&server("listeners = ['SASL_PLAINTEXT://127.0.0.1:1']\n")).unwrap();
         assert_eq!(specs[0].protocol, SecurityProtocol::SaslPlaintext);
-        assert!(matches!(
-            check_supported(&specs),
-            Err(ListenerError::SaslNotServed { .. })
-        ));
+        assert!(specs[0].ssl.is_none());
+        let specs = resolve(&server(&format!(
+            "listeners = ['SASL_SSL://127.0.0.1:1']\n{TLS}"
+        )))
+        .unwrap();
+        assert_eq!(specs[0].protocol, SecurityProtocol::SaslSsl);
+        assert!(specs[0].ssl.is_some());
     }
 
     #[test]

@@ -29,6 +29,14 @@
 //! by API key, after framing). Each request is handed its connection's
 //! [`ConnContext`]: the listener it came in on (Metadata, DescribeCluster and
 //! FindCoordinator answer with that listener's addresses) and the client's principal.
+//!
+//! On a SASL listener every frame goes through the connection's SASL gate
+//! (server/sasl.rs) first: until the client has authenticated only ApiVersions,
+//! SaslHandshake and SaslAuthenticate pass, and anything else — a Kafka request or a
+//! native coordinator request alike — closes the connection without a word; the
+//! SASL requests are answered by the gate; afterwards the principal is the
+//! authenticated user's, and a session past `sasl.connections_max_reauth_ms` may only
+//! re-authenticate (a coordinator channel's frames close it then).
 
 use std::{
     net::SocketAddr,
@@ -56,9 +64,13 @@ use super::{
     frame::{FrameError, FrameLimits, FrameReader},
     principal::Principal,
     queue::{ConnSink, Pending},
-    reply::Outcome,
+    reply::{Charged, Outcome},
+    sasl::{Answer, SaslGate, Verdict},
 };
-use crate::broker::Broker;
+use crate::{
+    auth::session::{ConnectionInfo, Next},
+    broker::Broker,
+};
 
 /// A connection's read side, in the clear or inside TLS.
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
@@ -93,6 +105,16 @@ pub async fn run(
     let ticket = Arc::new(ticket);
     broker.metrics.connection_opened();
     let _ = socket.set_nodelay(true);
+    let sasl = listener.sasl.then(|| {
+        SaslGate::new(
+            Arc::clone(&broker.identity.sasl),
+            Arc::clone(&broker.metrics),
+            ConnectionInfo {
+                peer: peer.ip(),
+                tls: listener.tls.is_some(),
+            },
+        )
+    });
     if let Some((reader, writer, ctx)) = open(
         &broker, socket, peer, &shutdown, &ticket, accepted, listener,
     )
@@ -109,6 +131,7 @@ pub async fn run(
                 ticket,
                 accepted,
                 ctx,
+                sasl,
             },
         )
         .await;
@@ -182,7 +205,7 @@ async fn serve(
     writer: Writer,
     peer: SocketAddr,
     shutdown: watch::Receiver<bool>,
-    conn: Conn,
+    mut conn: Conn,
 ) {
     let (queue, pending) = mpsc::channel(broker.config.server.max_in_flight.max(1));
     let (close, closed) = watch::channel(false);
@@ -209,7 +232,7 @@ async fn serve(
         shutdown,
         &mut native,
         closed,
-        &conn,
+        &mut conn,
     )
     .await;
     if native.attached {
@@ -222,12 +245,14 @@ async fn serve(
 }
 
 /// What the read loop needs beyond the socket: the budget, the admission ticket, when
-/// the connection was accepted, and the context its requests are handled in.
+/// the connection was accepted, the context its requests are handled in, and on a SASL
+/// listener its SASL gate.
 struct Conn {
     budget: Arc<ConnBudget>,
     ticket: Arc<Ticket>,
     accepted: Instant,
     ctx: ConnContext,
+    sasl: Option<SaslGate>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -239,7 +264,7 @@ async fn read_loop(
     mut shutdown: watch::Receiver<bool>,
     native: &mut Native,
     mut closed: watch::Receiver<bool>,
-    conn: &Conn,
+    conn: &mut Conn,
 ) {
     let server = &broker.config.server;
     let limits = FrameLimits {
@@ -307,6 +332,16 @@ async fn read_loop(
         }
         broker.metrics.bytes_in(frame.len() + 4);
         if native.channel.load(Ordering::Acquire) {
+            // A channel's frames are answers, not requests: an expired SASL session
+            // cannot re-authenticate on it, and ends it.
+            if conn
+                .sasl
+                .as_ref()
+                .is_some_and(|g| g.expired(std::time::Instant::now()))
+            {
+                sasl_close(broker, peer, "sasl_session_expired");
+                return;
+            }
             // The consumer's answer to the coordinator: nothing goes back for it.
             conn.ticket.touch();
             if !to_coordinator(broker, &queue, native, frame).await {
@@ -315,6 +350,28 @@ async fn read_loop(
             continue;
         }
         conn.ticket.request_read();
+        let frame = match conn.sasl.as_mut() {
+            None => frame,
+            Some(gate) => match gate.frame(frame, std::time::Instant::now()).await {
+                Verdict::Pass(frame) => frame,
+                Verdict::Close(reason) => {
+                    sasl_close(broker, peer, reason);
+                    return;
+                }
+                Verdict::Answered(answer) => {
+                    if !sasl_answer(broker, &queue, &mut shutdown, peer, answer).await {
+                        return;
+                    }
+                    if let Some(principal) = gate.principal() {
+                        if principal != conn.ctx.principal {
+                            tracing::debug!(%peer, %principal, "SASL authenticated");
+                            conn.ctx.principal = principal;
+                        }
+                    }
+                    continue;
+                }
+            },
+        };
         if to_coordinator_key(broker, &frame) {
             if !to_coordinator(broker, &queue, native, frame).await {
                 return;
@@ -331,6 +388,59 @@ async fn read_loop(
             };
         if queue.send(slot).await.is_err() || last {
             return;
+        }
+    }
+}
+
+/// Closes a SASL connection without answering, for `reason` (counted, logged at a
+/// bounded rate).
+fn sasl_close(broker: &Broker, peer: SocketAddr, reason: &'static str) {
+    broker.metrics.connection_closed_by_broker(reason);
+    crate::info_limited!(
+        "conn.sasl_closed",
+        %peer,
+        reason,
+        "closing SASL connection without an answer (a request before authentication, \
+         or after the session expired)"
+    );
+}
+
+/// Queues the gate's answer to a SASL request; on a failure waits its delay first
+/// (KIP-306) and then ends the connection. Returns false when the connection must end.
+async fn sasl_answer(
+    broker: &Broker,
+    queue: &mpsc::Sender<Pending>,
+    shutdown: &mut watch::Receiver<bool>,
+    peer: SocketAddr,
+    answer: Answer,
+) -> bool {
+    let close = match answer.next {
+        Next::Continue => None,
+        Next::Close { delay, reason } => {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = shutdown.changed() => return false,
+            }
+            Some(reason)
+        }
+    };
+    if let Some(body) = answer.response {
+        let slot = Pending::Ready(Charged::free(Outcome::Respond(body)));
+        if queue.send(slot).await.is_err() {
+            return false;
+        }
+    }
+    match close {
+        None => true,
+        Some(reason) => {
+            broker.metrics.connection_closed_by_broker(reason);
+            crate::info_limited!(
+                "conn.sasl_failed",
+                %peer,
+                reason,
+                "closing SASL connection after its answer"
+            );
+            false
         }
     }
 }

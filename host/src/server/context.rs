@@ -14,8 +14,11 @@ use crate::config::listeners::ListenerName;
 pub struct ListenerHandle {
     /// The listener's name.
     pub name: ListenerName,
-    /// Its TLS material (SSL listeners), reloadable.
+    /// Its TLS material (SSL and SASL_SSL listeners), reloadable.
     pub tls: Option<Arc<TlsListener>>,
+    /// Whether clients authenticate with SASL on it (SASL_PLAINTEXT, SASL_SSL):
+    /// its connections go through a SASL gate (server/sasl.rs).
+    pub sasl: bool,
 }
 
 /// What a request knows of its connection, handed to the handlers beside it.
@@ -23,8 +26,9 @@ pub struct ListenerHandle {
 pub struct ConnContext {
     /// The listener the connection came in on.
     pub listener: ListenerName,
-    /// Who the client is: from its certificate on an mTLS listener, else
-    /// `User:ANONYMOUS` (server/principal.rs). Kept for the authorizer (issue 23).
+    /// Who the client is: the SASL user once authenticated on a SASL listener (set
+    /// again after each re-authentication), from its certificate on an mTLS listener,
+    /// else `User:ANONYMOUS` (server/principal.rs). Kept for the authorizer (issue 23).
     pub principal: Principal,
 }
 

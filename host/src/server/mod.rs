@@ -10,7 +10,8 @@
 //! memory back to the OS). Listeners with Kafka's names and security protocols are
 //! configured in [`crate::config::listeners`] and accepted on in [`listener`]; TLS is
 //! [`tls`], who a client is [`principal`], and what a connection carries beside its
-//! bytes (its listener, its principal) [`context`].
+//! bytes (its listener, its principal) [`context`]; on SASL listeners each connection's
+//! frames pass its SASL gate first, [`sasl`].
 
 pub mod admission;
 pub mod api_name;
@@ -25,6 +26,7 @@ pub mod listener;
 pub mod principal;
 pub mod queue;
 pub mod reply;
+pub mod sasl;
 pub mod tls;
 pub mod trim;
 

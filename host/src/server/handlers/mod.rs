@@ -23,6 +23,7 @@ pub mod list_offsets;
 pub mod list_transactions;
 pub mod metadata;
 pub mod produce;
+pub mod sasl;
 pub mod txn_offset_commit;
 pub mod txn_wire;
 
@@ -153,6 +154,9 @@ pub async fn handle(
             })
             .await
         }
+        // Only on a listener without SASL: a SASL listener's connection answers these.
+        RequestKind::SaslHandshake(_) => sasl::handshake().into(),
+        RequestKind::SaslAuthenticate(_) => sasl::authenticate().into(),
         // Reached only when the coordinator does not serve it (ABI before 3.4).
         RequestKind::TxnOffsetCommit(r) => txn_offset_commit::handle(r).into(),
         // Not reachable: dispatch only decodes APIs of its handler table.
