@@ -71,11 +71,15 @@ impl fmt::Debug for SaslCredentials {
     }
 }
 
-/// TLS settings: the CA file the broker's certificate must chain to.
+/// TLS settings: the CA file the broker's certificate must chain to, and optionally the
+/// client's own certificate (mTLS listeners, `client_auth`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsSettings {
     /// PEM file of the CA certificates to trust.
     pub ca_file: PathBuf,
+    /// The client's certificate chain and private key (PEM files), for listeners that
+    /// ask for one.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
 }
 
 /// The connector's security settings (Kafka's `security.protocol` is which of the two
@@ -107,11 +111,30 @@ impl Security {
         // The ring provider, as the broker's listeners (host/src/server/tls.rs).
         #[allow(deprecated)]
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| bad(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            .with_root_certificates(roots);
+        let config = match &tls.client_cert {
+            None => builder.with_no_client_auth(),
+            Some((chain, key)) => {
+                use rustls::pki_types::PrivateKeyDer;
+                // Errors name the files, never the key's contents.
+                let file = |path: &PathBuf, why: String| {
+                    ClientError::Config(format!("TLS client file {}: {why}", path.display()))
+                };
+                let bytes = std::fs::read(chain).map_err(|e| file(chain, e.to_string()))?;
+                let certs = CertificateDer::pem_slice_iter(&bytes)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| file(chain, "not PEM certificates".into()))?;
+                let bytes = std::fs::read(key).map_err(|e| file(key, e.kind().to_string()))?;
+                let key_der = PrivateKeyDer::from_pem_slice(&bytes)
+                    .map_err(|_| file(key, "no PEM private key in it".into()))?;
+                builder
+                    .with_client_auth_cert(certs, key_der)
+                    .map_err(|e| file(chain, e.to_string()))?
+            }
+        };
         Ok(Arc::new(config))
     }
 }

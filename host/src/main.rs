@@ -160,6 +160,13 @@ struct ConsumeArgs {
     /// PEM file of the CA the brokers' certificates chain to (SSL, SASL_SSL).
     #[arg(long)]
     ssl_ca_location: Option<PathBuf>,
+    /// PEM file of this client's certificate chain, for listeners that ask for one
+    /// (mTLS); with --ssl-key-location.
+    #[arg(long, requires = "ssl_key_location")]
+    ssl_certificate_location: Option<PathBuf>,
+    /// PEM file of this client's private key.
+    #[arg(long, requires = "ssl_certificate_location")]
+    ssl_key_location: Option<PathBuf>,
     /// SASL mechanism: SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN (SASL_PLAINTEXT, SASL_SSL).
     #[arg(long, default_value = "SCRAM-SHA-512")]
     sasl_mechanism: String,
@@ -596,6 +603,10 @@ fn consume(args: ConsumeArgs) -> Result<(), String> {
     config.security = consume::parse_security(consume::SecurityArgs {
         protocol: &args.security_protocol,
         ca: args.ssl_ca_location.as_deref(),
+        client_cert: args
+            .ssl_certificate_location
+            .as_deref()
+            .zip(args.ssl_key_location.as_deref()),
         mechanism: &args.sasl_mechanism,
         username: args.sasl_username.as_deref(),
         password_file: args.sasl_password_file.as_deref(),

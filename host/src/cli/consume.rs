@@ -96,6 +96,8 @@ pub struct SecurityArgs<'a> {
     pub protocol: &'a str,
     /// The CA file (SSL, SASL_SSL).
     pub ca: Option<&'a std::path::Path>,
+    /// The client's certificate chain and key files (mTLS listeners).
+    pub client_cert: Option<(&'a std::path::Path, &'a std::path::Path)>,
     /// The SASL mechanism's name.
     pub mechanism: &'a str,
     /// The SASL user.
@@ -121,10 +123,18 @@ pub fn parse_security(args: SecurityArgs<'_>) -> Result<Security, String> {
     let tls = match (tls, args.ca) {
         (true, Some(ca)) => Some(TlsSettings {
             ca_file: ca.to_path_buf(),
+            client_cert: args
+                .client_cert
+                .map(|(chain, key)| (chain.to_path_buf(), key.to_path_buf())),
         }),
         (true, None) => return Err("--ssl-ca-location is needed with TLS".into()),
         (false, Some(_)) => {
             return Err("--ssl-ca-location needs --security-protocol SSL or SASL_SSL".into())
+        }
+        (false, None) if args.client_cert.is_some() => {
+            return Err(
+                "--ssl-certificate-location needs --security-protocol SSL or SASL_SSL".into(),
+            )
         }
         (false, None) => None,
     };
@@ -358,6 +368,7 @@ mod tests {
         let args = SecurityArgs {
             protocol: "sasl_ssl",
             ca: Some(&ca),
+            client_cert: None,
             mechanism: "scram-sha-256",
             username: Some("app"),
             password_file: Some(&pw),
