@@ -90,10 +90,11 @@ pub(crate) async fn session(
         },
         _ = shutdown.wait_for(|s| *s) => return SessionEnd::Shutdown,
     };
-    let mut conn = match Conn::connect(&coordinator, config.request_timeout()).await {
-        Ok(c) => c,
-        Err(e) => return SessionEnd::Retry(e.to_string()),
-    };
+    let mut conn =
+        match Conn::connect(&coordinator, config.request_timeout(), &config.security).await {
+            Ok(c) => c,
+            Err(e) => return SessionEnd::Retry(e.to_string()),
+        };
     let request = NativeRequest::RegisterConsumer(RegisterConsumerRequest {
         group_id: config.group.clone(),
         consumer_id: config.consumer_id.clone(),
@@ -168,7 +169,7 @@ async fn serve(
     let addr = conn.addr().to_owned();
     let session_timeout = Duration::from_millis(config.session_timeout_ms.max(1) as u64);
     let margin = lease_margin(session_timeout);
-    let (mut reader, mut writer) = conn.into_stream().into_split();
+    let (mut reader, mut writer) = tokio::io::split(conn.into_stream());
     // The register answer arrived: the anchor is the start of the RegisterConsumer.
     let mut anchor = sent_register;
     let mut last_sent = sent_register;

@@ -65,7 +65,9 @@ impl Cluster {
         let mut last = String::from("none tried");
         loop {
             for broker in &self.config.brokers {
-                match Conn::connect(broker, self.config.request_timeout()).await {
+                match Conn::connect(broker, self.config.request_timeout(), &self.config.security)
+                    .await
+                {
                     Ok(conn) => match attempt(conn).await {
                         Ok(value) => return Ok(value),
                         Err(e @ ClientError::UnknownTopic(_)) => return Err(e),

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use drover_protocol::{Label, MemberData};
 
-use crate::error::ClientError;
+use crate::{error::ClientError, security::Security};
 
 /// Where a partition without a committed offset starts (Kafka's `auto.offset.reset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -99,6 +99,9 @@ pub struct ConsumerConfig {
     pub fetcher_failure_backoff_ms: u64,
     /// Cap of `fetcher_failure_backoff_ms`, ms; at least it. Default 60,000.
     pub fetcher_failure_backoff_max_ms: u64,
+    /// TLS and SASL to the brokers' listeners (SSL, SASL_PLAINTEXT, SASL_SSL). Default:
+    /// neither (PLAINTEXT).
+    pub security: Security,
 }
 
 impl ConsumerConfig {
@@ -127,6 +130,7 @@ impl ConsumerConfig {
             retry_backoff_ms: 100,
             fetcher_failure_backoff_ms: 1_000,
             fetcher_failure_backoff_max_ms: 60_000,
+            security: Security::default(),
         }
     }
 

@@ -6,16 +6,25 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use drover_protocol::{NativeRequest, NativeResponse};
+use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use kafka_protocol::{
     messages::{RequestHeader, ResponseHeader},
     protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes},
 };
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
+    io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
     net::TcpStream,
 };
 
-use crate::error::ClientError;
+use crate::{
+    error::ClientError,
+    security::{Exchange, SaslCredentials, Security},
+};
+
+/// A connection's byte stream: TCP, or TLS over TCP.
+pub(crate) trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
 
 /// Largest response accepted, bytes (a fetch response is bounded by `fetch_max_bytes`).
 pub(crate) const MAX_RESPONSE_BYTES: usize = 128 * 1024 * 1024;
@@ -25,7 +34,7 @@ pub(crate) const CLIENT_ID: &str = "drover-client";
 
 /// A connection to one broker.
 pub(crate) struct Conn {
-    stream: TcpStream,
+    stream: Box<dyn Stream>,
     addr: String,
     next_correlation: i32,
     timeout: Duration,
@@ -36,19 +45,91 @@ fn io(addr: &str, what: &str, e: impl std::fmt::Display) -> ClientError {
 }
 
 impl Conn {
-    /// Connects to `addr` within `timeout`.
-    pub(crate) async fn connect(addr: &str, timeout: Duration) -> Result<Conn, ClientError> {
-        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+    /// Connects to `addr` within `timeout`, with TLS and SASL as `security` says
+    /// (each within `timeout` too).
+    pub(crate) async fn connect(
+        addr: &str,
+        timeout: Duration,
+        security: &Security,
+    ) -> Result<Conn, ClientError> {
+        let tcp = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| io(addr, "connect", "timed out"))?
             .map_err(|e| io(addr, "connect", e))?;
-        let _ = stream.set_nodelay(true);
-        Ok(Conn {
+        let _ = tcp.set_nodelay(true);
+        let stream: Box<dyn Stream> = match &security.tls {
+            None => Box::new(tcp),
+            Some(tls) => {
+                let config = Security::tls_config(tls)?;
+                // The name the broker's certificate must carry: the host connected to.
+                let host = addr
+                    .rsplit_once(':')
+                    .map_or(addr, |(h, _)| h)
+                    .trim_start_matches('[')
+                    .trim_end_matches(']');
+                let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+                    .map_err(|e| io(addr, "TLS server name", e))?;
+                let connector = tokio_rustls::TlsConnector::from(config);
+                let tls = tokio::time::timeout(timeout, connector.connect(name, tcp))
+                    .await
+                    .map_err(|_| io(addr, "TLS handshake", "timed out"))?
+                    .map_err(|e| io(addr, "TLS handshake", e))?;
+                Box::new(tls)
+            }
+        };
+        let mut conn = Conn {
             stream,
             addr: addr.to_owned(),
             next_correlation: 0,
             timeout,
-        })
+        };
+        if let Some(creds) = &security.sasl {
+            conn.authenticate(creds).await?;
+        }
+        Ok(conn)
+    }
+
+    /// SaslHandshake v1, then SaslAuthenticate until the exchange is done.
+    async fn authenticate(&mut self, creds: &SaslCredentials) -> Result<(), ClientError> {
+        let mut handshake = SaslHandshakeRequest::default();
+        handshake.mechanism = StrBytes::from_static_str(creds.mechanism.name());
+        let answer = self.send(1, &handshake).await?;
+        if answer.error_code != 0 {
+            let offered: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(io(
+                &self.addr,
+                "SASL handshake",
+                format!(
+                    "error {}: the broker offers {} (not {})",
+                    answer.error_code,
+                    offered.join(", "),
+                    creds.mechanism.name()
+                ),
+            ));
+        }
+        let (mut exchange, mut token) = Exchange::start(creds)?;
+        loop {
+            let mut request = SaslAuthenticateRequest::default();
+            request.auth_bytes = Bytes::from(token);
+            let answer = self.send(2, &request).await?;
+            if answer.error_code != 0 {
+                // The broker's message names the mechanism only.
+                let message = answer.error_message.map(|m| m.to_string());
+                return Err(io(
+                    &self.addr,
+                    "SASL authentication",
+                    format!(
+                        "error {}: {}",
+                        answer.error_code,
+                        message.unwrap_or_default()
+                    ),
+                ));
+            }
+            match exchange.step(creds, &answer.auth_bytes)? {
+                Some(next) => token = next,
+                None => return Ok(()),
+            }
+        }
     }
 
     /// The broker address.
@@ -131,8 +212,8 @@ impl Conn {
         .map_err(|_| io(&addr, "request", format!("no response within {timeout:?}")))?
     }
 
-    /// Splits the connection for the coordinator channel.
-    pub(crate) fn into_stream(self) -> TcpStream {
+    /// The connection's stream, for the coordinator channel to split.
+    pub(crate) fn into_stream(self) -> Box<dyn Stream> {
         self.stream
     }
 }

@@ -265,7 +265,8 @@ impl Consumer {
         });
         let left = async {
             let addr = self.cluster.find_coordinator().await?;
-            let mut conn = Conn::connect(&addr, self.config.request_timeout()).await?;
+            let mut conn =
+                Conn::connect(&addr, self.config.request_timeout(), &self.config.security).await?;
             match conn.native(&leave).await? {
                 NativeResponse::LeaveGroup(r) if r.error_code.is_none() => Ok(()),
                 NativeResponse::LeaveGroup(r) => Err(ClientError::Response {
@@ -317,7 +318,9 @@ impl Committer {
         let mut conn = self.conn.lock().await;
         if conn.is_none() {
             let addr = self.cluster.find_coordinator().await?;
-            *conn = Some(Conn::connect(&addr, self.config.request_timeout()).await?);
+            *conn = Some(
+                Conn::connect(&addr, self.config.request_timeout(), &self.config.security).await?,
+            );
         }
         let Some(c) = conn.as_mut() else {
             return Err(ClientError::Shutdown);

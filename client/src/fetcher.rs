@@ -129,7 +129,7 @@ async fn fetch_loop(ctx: Arc<FetchContext>, addr: String) {
             continue;
         }
         if conn.is_none() {
-            match Conn::connect(&addr, ctx.config.request_timeout()).await {
+            match Conn::connect(&addr, ctx.config.request_timeout(), &ctx.config.security).await {
                 Ok(c) => conn = Some(c),
                 Err(e) => {
                     tracing::warn!("fetcher for {addr}: {e}; retrying in {backoff:?}");

@@ -21,7 +21,10 @@
 //!   earliest, latest or none;
 //! - **failure handling**: a lost channel, lease expiry or a dead fetcher (offset out
 //!   of range) drops every partition, and the consumer rediscovers the coordinator and
-//!   registers again; [`Consumer::shutdown`] commits and leaves.
+//!   registers again; [`Consumer::shutdown`] commits and leaves;
+//! - **security** ([`security`]): TLS and SASL (SCRAM-SHA-512/256, PLAIN) on every
+//!   connection, for SSL, SASL_PLAINTEXT and SASL_SSL listeners
+//!   ([`ConsumerConfig::security`]).
 //!
 //! Delivery is at least once: a message is consumed when a stream returns it, and
 //! consumed offsets are what gets committed.
@@ -48,11 +51,13 @@ mod conn;
 mod consumer;
 mod error;
 pub mod fetcher;
+pub mod security;
 mod state;
 mod stream;
 
 pub use config::{ConsumerConfig, OffsetReset};
 pub use consumer::{Consumer, TopicFilter};
 pub use error::ClientError;
+pub use security::{SaslCredentials, SaslMechanism, Security, TlsSettings};
 pub use state::{ConsumerEvent, TopicPartition};
 pub use stream::{Message, MessageStream};

@@ -30,7 +30,7 @@ enum Command {
     /// Join a consumer group with the native protocol (drover-client) and print every
     /// message read, one line each; Ctrl-C or SIGTERM commits and leaves the group.
     /// Membership events go to stderr.
-    Consume(ConsumeArgs),
+    Consume(Box<ConsumeArgs>),
     /// The main job: a broker with the coordinator, sticky assignor and embedded offset
     /// store; the lines of real files produced with a Kafka client; a group of three
     /// `drover consume` processes, one killed midway; a live progress line and a
@@ -155,6 +155,29 @@ struct ConsumeArgs {
     /// Exit (commit and leave) after this long without a message, ms.
     #[arg(long)]
     idle_exit_ms: Option<u64>,
+    /// The brokers' listener protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+    /// (Kafka's security.protocol).
+    #[arg(long, default_value = "PLAINTEXT")]
+    security_protocol: String,
+    /// PEM file of the CA the brokers' certificates chain to (SSL, SASL_SSL).
+    #[arg(long)]
+    ssl_ca_location: Option<PathBuf>,
+    /// PEM file of this client's certificate chain, for listeners that ask for one
+    /// (mTLS); with --ssl-key-location.
+    #[arg(long, requires = "ssl_key_location")]
+    ssl_certificate_location: Option<PathBuf>,
+    /// PEM file of this client's private key.
+    #[arg(long, requires = "ssl_certificate_location")]
+    ssl_key_location: Option<PathBuf>,
+    /// SASL mechanism: SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN (SASL_PLAINTEXT, SASL_SSL).
+    #[arg(long, default_value = "SCRAM-SHA-512")]
+    sasl_mechanism: String,
+    /// SASL user name.
+    #[arg(long)]
+    sasl_username: Option<String>,
+    /// A file whose first line is the SASL password (never on the command line).
+    #[arg(long)]
+    sasl_password_file: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -388,7 +411,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Serve(args) => serve(args),
-        Command::Consume(args) => consume(args),
+        Command::Consume(args) => consume(*args),
         Command::Demo(args) => demo(args),
         Command::Admin {
             admin,
@@ -603,6 +626,17 @@ fn consume(args: ConsumeArgs) -> Result<(), String> {
     config.enable_auto_commit = !args.no_auto_commit;
     config.fetcher_failure_backoff_ms = args.fetcher_failure_backoff_ms;
     config.fetcher_failure_backoff_max_ms = args.fetcher_failure_backoff_max_ms;
+    config.security = consume::parse_security(consume::SecurityArgs {
+        protocol: &args.security_protocol,
+        ca: args.ssl_ca_location.as_deref(),
+        client_cert: args
+            .ssl_certificate_location
+            .as_deref()
+            .zip(args.ssl_key_location.as_deref()),
+        mechanism: &args.sasl_mechanism,
+        username: args.sasl_username.as_deref(),
+        password_file: args.sasl_password_file.as_deref(),
+    })?;
     let subscribe = match (args.whitelist, args.blacklist) {
         (Some(p), _) => Subscribe::Filter(drover_client::TopicFilter::Whitelist(p), args.streams),
         (_, Some(p)) => Subscribe::Filter(drover_client::TopicFilter::Blacklist(p), args.streams),

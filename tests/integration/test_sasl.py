@@ -13,7 +13,9 @@ SASL_PLAINTEXT (unless `plain_on_plaintext`), a request after the session expire
 (KIP-368, while librdkafka re-authenticates in time), re-authentication as another
 user. A Produce (or a native request) before authenticating closes the connection
 without an answer and writes nothing; after authenticating, native requests are served
-on the connection; off SASL listeners the SASL requests are ILLEGAL_SASL_STATE. 1,000 failed authentications from one address
+on the connection; off SASL listeners the SASL requests are ILLEGAL_SASL_STATE.
+`drover consume` (drover-client) consumes in a native group over SASL_SSL and
+SASL_PLAINTEXT. 1,000 failed authentications from one address
 while an honest client keeps connecting and producing."""
 
 from __future__ import annotations
@@ -649,3 +651,36 @@ def test_a_thousand_failures_from_one_address_while_an_honest_client_connects(sa
     assert failed <= 30 + elapsed / 2 + 2, (failed, limited, elapsed)
     assert sasl_metric(b, "scram-sha-512", "success") >= honest
     b.assert_alive()
+
+
+# ---------------------------------------------------------------------------------
+# The native protocol's connector (issue 29 item 5)
+# ---------------------------------------------------------------------------------
+def test_drover_consume_over_sasl_ssl_and_sasl_plaintext(sasl_broker, tmp_path):
+    b = sasl_broker
+    topic = unique_topic("sasl-native")
+    ck_create_topic(b, topic, 2)
+    msgs = [Msg(None, b"native-%02d" % i) for i in range(20)]
+    ck_produce(None, topic, msgs, producer=ck_producer(b, **ck_sasl(b)))
+    files = {}
+    for user, password in PASSWORDS.items():
+        files[user] = tmp_path / f"{user}.pw"
+        files[user].write_text(password + "\n")
+        os.chmod(files[user], 0o600)
+    for protocol, port, mechanism, user in (
+            ("SASL_SSL", b.ssl_port, "SCRAM-SHA-512", "bob"),
+            ("SASL_PLAINTEXT", b.plain_port, "SCRAM-SHA-256", "alice")):
+        args = [str(conftest.drover_bin()), "consume", "--brokers", f"127.0.0.1:{port}",
+                "--group", f"native-{protocol}", "--topic", topic, "--format", "values",
+                "--max-messages", "20", "--security-protocol", protocol,
+                "--sasl-mechanism", mechanism, "--sasl-username", user,
+                "--sasl-password-file", str(files[user])]
+        if protocol == "SASL_SSL":
+            args += ["--ssl-ca-location", str(b.certs.ca)]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert sorted(r.stdout.split()) == sorted(m.value.decode() for m in msgs), r.stdout
+        assert PASSWORDS["alice"] not in r.stderr and PASSWORDS["bob"] not in r.stderr
+    log = b.all_logs()
+    assert "principal=User:bob" in log and "principal=User:alice" in log
+    assert sasl_metric(b, "scram-sha-256", "success") >= 2

@@ -581,3 +581,24 @@ def test_reload_by_sighup_and_admin_call_serves_the_new_chain_while_a_consumer_k
     assert m['drover_tls_reloads_total{outcome="reloaded"}'] == 4, m
     assert m['drover_tls_reloads_total{outcome="failed"}'] == 2, m
     b.assert_alive()
+
+
+def test_drover_consume_over_ssl_and_mtls(tls_broker):
+    """The native connector (drover-client, issue 29 item 5) over TLS: the SSL listener
+    with the CA only, the mTLS listener with alice's certificate too."""
+    b = tls_broker
+    topic = unique_topic("tls-native")
+    msgs = [Msg(None, b"tn-%02d" % i) for i in range(10)]
+    ck_produce(None, topic, msgs, producer=ck_producer(b, **ck_ssl(b)))
+    alice = ["--ssl-certificate-location", str(b.certs.alice[0]),
+             "--ssl-key-location", str(b.certs.alice[1])]
+    for name, boot, extra in (("ssl", b.ssl_bootstrap, []), ("mtls", b.mtls_bootstrap, alice)):
+        r = subprocess.run(
+            [str(conftest.drover_bin()), "consume", "--brokers", boot, "--group",
+             f"tls-native-{name}", "--topic", topic, "--format", "values", "--max-messages",
+             "10", "--security-protocol", "SSL", "--ssl-ca-location", str(b.certs.ca),
+             *extra], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert sorted(r.stdout.split()) == sorted(m.value.decode() for m in msgs), r.stdout
+    assert "principal=User:ALICE@ENG" in b.all_logs()
+    assert "-----BEGIN" not in b.all_logs()

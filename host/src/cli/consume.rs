@@ -14,7 +14,7 @@ use std::{
 
 use drover_client::{
     ClientError, Consumer, ConsumerConfig, ConsumerEvent, Message, MessageStream, OffsetReset,
-    TopicFilter,
+    SaslCredentials, SaslMechanism, Security, TlsSettings, TopicFilter,
 };
 
 /// What to subscribe to.
@@ -86,6 +86,92 @@ pub fn parse_label(text: &str) -> Result<(String, String), String> {
             "--label `{text}`: expected KEY=VALUE with a non-empty KEY"
         )),
     }
+}
+
+/// The security flags of `drover consume` (Kafka's `security.protocol`,
+/// `ssl.ca.location`, `sasl.mechanism`, `sasl.username`, and the password from a file).
+#[derive(Debug, Clone, Copy)]
+pub struct SecurityArgs<'a> {
+    /// PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+    pub protocol: &'a str,
+    /// The CA file (SSL, SASL_SSL).
+    pub ca: Option<&'a std::path::Path>,
+    /// The client's certificate chain and key files (mTLS listeners).
+    pub client_cert: Option<(&'a std::path::Path, &'a std::path::Path)>,
+    /// The SASL mechanism's name.
+    pub mechanism: &'a str,
+    /// The SASL user.
+    pub username: Option<&'a str>,
+    /// The file whose first line is the SASL password.
+    pub password_file: Option<&'a std::path::Path>,
+}
+
+/// The connector's security settings from the flags; the password is read from its
+/// file (its first line). Errors name flags and files, never the password.
+pub fn parse_security(args: SecurityArgs<'_>) -> Result<Security, String> {
+    let (tls, sasl) = match args.protocol.to_ascii_uppercase().as_str() {
+        "PLAINTEXT" => (false, false),
+        "SSL" => (true, false),
+        "SASL_PLAINTEXT" => (false, true),
+        "SASL_SSL" => (true, true),
+        other => {
+            return Err(format!(
+                "--security-protocol {other}: expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+            ))
+        }
+    };
+    let tls = match (tls, args.ca) {
+        (true, Some(ca)) => Some(TlsSettings {
+            ca_file: ca.to_path_buf(),
+            client_cert: args
+                .client_cert
+                .map(|(chain, key)| (chain.to_path_buf(), key.to_path_buf())),
+        }),
+        (true, None) => return Err("--ssl-ca-location is needed with TLS".into()),
+        (false, Some(_)) => {
+            return Err("--ssl-ca-location needs --security-protocol SSL or SASL_SSL".into())
+        }
+        (false, None) if args.client_cert.is_some() => {
+            return Err(
+                "--ssl-certificate-location needs --security-protocol SSL or SASL_SSL".into(),
+            )
+        }
+        (false, None) => None,
+    };
+    let sasl = match (sasl, args.username, args.password_file) {
+        (true, Some(username), Some(file)) => {
+            let mechanism = SaslMechanism::from_name(args.mechanism).ok_or_else(|| {
+                format!(
+                    "--sasl-mechanism {}: expected SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN",
+                    args.mechanism
+                )
+            })?;
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| format!("--sasl-password-file {}: {}", file.display(), e.kind()))?;
+            let password = text.lines().next().unwrap_or_default().to_owned();
+            if password.is_empty() {
+                return Err(format!(
+                    "--sasl-password-file {}: the first line is empty",
+                    file.display()
+                ));
+            }
+            Some(SaslCredentials {
+                mechanism,
+                username: username.to_owned(),
+                password,
+            })
+        }
+        (true, _, _) => return Err("SASL needs --sasl-username and --sasl-password-file".into()),
+        (false, None, None) => None,
+        (false, _, _) => {
+            return Err(
+                "--sasl-username and --sasl-password-file need --security-protocol \
+                 SASL_PLAINTEXT or SASL_SSL"
+                    .into(),
+            )
+        }
+    };
+    Ok(Security { tls, sasl })
 }
 
 fn line(output: Output, m: &Message) -> String {
@@ -270,5 +356,68 @@ mod tests {
         assert_eq!(parse_label("k="), Ok(("k".into(), String::new())));
         assert!(parse_label("=v").is_err());
         assert!(parse_label("novalue").is_err());
+    }
+
+    #[test]
+    fn security_flags_make_the_connector_settings_and_never_show_the_password() {
+        let dir = std::env::temp_dir().join(format!("drover-consume-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pw = dir.join("pw");
+        std::fs::write(&pw, "s3cret\nignored\n").unwrap();
+        let ca = dir.join("ca.pem");
+        let args = SecurityArgs {
+            protocol: "sasl_ssl",
+            ca: Some(&ca),
+            client_cert: None,
+            mechanism: "scram-sha-256",
+            username: Some("app"),
+            password_file: Some(&pw),
+        };
+        let security = parse_security(args).unwrap();
+        assert_eq!(security.tls.unwrap().ca_file, ca);
+        let sasl = security.sasl.unwrap();
+        assert_eq!(sasl.mechanism, SaslMechanism::ScramSha256);
+        assert_eq!(
+            (sasl.username.as_str(), sasl.password.as_str()),
+            ("app", "s3cret")
+        );
+        assert!(!format!("{sasl:?}").contains("s3cret"));
+        let plain = SecurityArgs {
+            protocol: "PLAINTEXT",
+            ca: None,
+            username: None,
+            password_file: None,
+            ..args
+        };
+        assert_eq!(parse_security(plain).unwrap(), Security::default());
+        for bad in [
+            SecurityArgs {
+                protocol: "TLS",
+                ..args
+            },
+            SecurityArgs { ca: None, ..args },
+            SecurityArgs {
+                username: None,
+                ..args
+            },
+            SecurityArgs {
+                mechanism: "GSSAPI",
+                ..args
+            },
+            SecurityArgs {
+                protocol: "SSL",
+                ..args
+            },
+            SecurityArgs {
+                protocol: "PLAINTEXT",
+                username: None,
+                password_file: None,
+                ..args
+            },
+        ] {
+            let e = parse_security(bad).unwrap_err();
+            assert!(!e.contains("s3cret"), "{e}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
