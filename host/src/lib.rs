@@ -16,6 +16,8 @@
 //!   limits;
 //! - [`address_buckets`]: token buckets per client address, behind the per-client
 //!   rate bounds (new transactional ids, failed authentications);
+//! - [`secret_file`]: one-line secrets read from files only their owner may read
+//!   (the admin token, the ZooKeeper digest);
 //! - [`metrics`]: the Prometheus metrics every part counts into (the broker holds them;
 //!   the coordinator driver and the assignor budgets are handed them);
 //! - [`clock`]: the wall clock (Kafka timestamps) and the monotonic epoch (coordinator
@@ -58,6 +60,7 @@ pub mod offsets;
 pub mod plugin_test;
 pub use drover_plugin_loader as plugins;
 pub mod rescan;
+pub mod secret_file;
 pub mod serve;
 pub mod server;
 pub mod startup;

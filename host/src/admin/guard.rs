@@ -142,25 +142,7 @@ impl std::fmt::Debug for Guard {
 /// Errors name the file and what is wrong, never its contents.
 pub fn read_token_file(path: &Path) -> Result<String, String> {
     let what = |why: &str| format!("admin.token_file {}: {why}", path.display());
-    let text = std::fs::read(path).map_err(|e| what(&e.to_string()))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path)
-            .map_err(|e| what(&e.to_string()))?
-            .permissions()
-            .mode();
-        if mode & 0o077 != 0 {
-            return Err(what(&format!(
-                "mode {:o} lets group or others read it: chmod 600",
-                mode & 0o777
-            )));
-        }
-    }
-    let token = text
-        .strip_suffix(b"\n")
-        .map(|t| t.strip_suffix(b"\r").unwrap_or(t))
-        .unwrap_or(&text);
+    let token = crate::secret_file::read_secret_line("admin.token_file", path)?;
     if token.len() < MIN_TOKEN_LEN {
         return Err(what(&format!(
             "the token must be at least {MIN_TOKEN_LEN} characters"
@@ -171,7 +153,7 @@ pub fn read_token_file(path: &Path) -> Result<String, String> {
             "the token must be one line of visible ASCII characters (no spaces)",
         ));
     }
-    Ok(String::from_utf8_lossy(token).into_owned())
+    Ok(String::from_utf8_lossy(&token).into_owned())
 }
 
 impl Guard {

@@ -30,25 +30,7 @@ static RESTRICTED: [zk::Acl; 2] = [
 /// group or others may read is refused). Errors name the file, never its contents.
 pub fn read_digest_file(path: &Path) -> Result<Vec<u8>, String> {
     let what = |why: &str| format!("zookeeper.auth_digest_file {}: {why}", path.display());
-    let text = std::fs::read(path).map_err(|e| what(&e.to_string()))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path)
-            .map_err(|e| what(&e.to_string()))?
-            .permissions()
-            .mode();
-        if mode & 0o077 != 0 {
-            return Err(what(&format!(
-                "mode {:o} lets group or others read it: chmod 600",
-                mode & 0o777
-            )));
-        }
-    }
-    let line = text
-        .strip_suffix(b"\n")
-        .map(|t| t.strip_suffix(b"\r").unwrap_or(t))
-        .unwrap_or(&text);
+    let line = crate::secret_file::read_secret_line("zookeeper.auth_digest_file", path)?;
     let Some(colon) = line.iter().position(|&b| b == b':') else {
         return Err(what("expected one line `user:password`"));
     };
@@ -57,7 +39,7 @@ pub fn read_digest_file(path: &Path) -> Result<Vec<u8>, String> {
             "expected one line `user:password`, both non-empty, no control characters",
         ));
     }
-    Ok(line.to_vec())
+    Ok(line)
 }
 
 /// Makes this process's ZooKeeper sessions authenticate with `digest` (`user:password`)
