@@ -45,7 +45,7 @@ from drover_testlib import (Msg, RawConn, ck_consume, ck_consumer, ck_create_top
                             kcat_path, kp_consumer, kp_producer, kstr, produce_v3_request,
                             record_batch, request_header, unique_topic)
 from kafka_groups_testlib import PLUGIN_LIBS, group_config
-from tls_testlib import OPENSSL, Certs
+from tls_testlib import OPENSSL, Certs, ConfigListenersBroker
 
 pytestmark = pytest.mark.skipif(OPENSSL is None, reason="the openssl CLI is needed")
 
@@ -65,7 +65,7 @@ def certs(tmp_path_factory) -> Certs:
 # ---------------------------------------------------------------------------------
 # A broker with PLAINTEXT, SASL_SSL and SASL_PLAINTEXT listeners
 # ---------------------------------------------------------------------------------
-class SaslBroker(Broker):
+class SaslBroker(ConfigListenersBroker):
     """PLAINTEXT at `port` (set-up and checks), SASL_SSL at `ssl_port`, SASL_PLAINTEXT
     at `plain_port`, the coordinator and the assignors installed, `sasl` lines in
     `[sasl]` (PLAIN is offered besides SCRAM)."""
@@ -89,11 +89,6 @@ private_key = "{certs.broker[1]}"
 mechanisms = ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
 {sasl}
 """)
-
-    def command(self) -> list[str]:
-        return [str(conftest.drover_bin()), "serve", "--admin-listen",
-                f"{self.host}:{self.admin_port}", "--data-dir", str(self.data_dir),
-                "--plugin-dir", str(self.plugin_dir), "--config", str(self.config_path)]
 
     @property
     def ssl_bootstrap(self) -> str:

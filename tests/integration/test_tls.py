@@ -44,7 +44,7 @@ from drover_testlib import (
     unique_topic,
 )
 from test_native_group import PLUGIN_LIBS
-from tls_testlib import OPENSSL, Certs
+from tls_testlib import OPENSSL, Certs, ConfigListenersBroker
 
 pytestmark = pytest.mark.skipif(OPENSSL is None, reason="the openssl CLI is needed")
 
@@ -65,7 +65,7 @@ def certs(tmp_path_factory) -> Certs:
 # ---------------------------------------------------------------------------------
 # A broker with three listeners
 # ---------------------------------------------------------------------------------
-class TlsBroker(Broker):
+class TlsBroker(ConfigListenersBroker):
     """A broker whose listeners are `server.listeners`: PLAINTEXT at `port` (what the
     fixtures' checks connect to), SSL at `ssl_port` (advertised as `localhost`, so a
     client can tell which listener's address it was given), MTLS (protocol SSL, client
@@ -104,12 +104,6 @@ client_auth = "required"
 client_ca = "{certs.ca}"
 principal_mapping_rules = "RULE:^CN=([^,]*),OU=eng,.*$/$1@eng/U, DEFAULT"
 {tables}""")
-
-    def command(self) -> list[str]:
-        # No --listen: the listeners are the config's.
-        return [str(conftest.drover_bin()), "serve", "--admin-listen",
-                f"{self.host}:{self.admin_port}", "--data-dir", str(self.data_dir),
-                "--plugin-dir", str(self.plugin_dir), "--config", str(self.config_path)]
 
     @property
     def ssl_bootstrap(self) -> str:

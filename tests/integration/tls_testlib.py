@@ -9,6 +9,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import conftest
+from conftest import Broker
+
 OPENSSL = shutil.which("openssl")
 
 
@@ -45,3 +48,13 @@ class Certs:
                 "-extensions", kind, cwd=self.dir)
         os.chmod(self.dir / f"{name}.key", 0o600)
         return self.dir / f"{name}.pem", self.dir / f"{name}.key"
+
+
+class ConfigListenersBroker(Broker):
+    """A broker whose listeners are its config file's (no --listen on the command
+    line); subclasses write `config_path`."""
+
+    def command(self) -> list[str]:
+        return [str(conftest.drover_bin()), "serve", "--admin-listen",
+                f"{self.host}:{self.admin_port}", "--data-dir", str(self.data_dir),
+                "--plugin-dir", str(self.plugin_dir), "--config", str(self.config_path)]
