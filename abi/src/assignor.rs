@@ -124,7 +124,7 @@ pub type AssignorArc = RArc<Assignor_TO<'static, RBox<()>>>;
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = AssignorModRef)))]
 pub struct AssignorMod {
-    /// What the plugin is; `kind` is [`crate::PluginKind::Assignor`].
+    /// What the plugin is; `kind` is [`crate::ManifestKind::Assignor`].
     pub manifest: Manifest,
     /// Creates an instance with the host's services and the plugin's config. Errors:
     /// [`crate::ErrorKind::InvalidConfig`].

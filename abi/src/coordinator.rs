@@ -471,7 +471,7 @@ pub type CoordinatorBox = Coordinator_TO<'static, RBox<()>>;
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = CoordinatorModRef)))]
 pub struct CoordinatorMod {
-    /// What the plugin is; `kind` is [`crate::PluginKind::Coordinator`].
+    /// What the plugin is; `kind` is [`crate::ManifestKind::Coordinator`].
     pub manifest: Manifest,
     /// Starts a standalone coordinator (no ZooKeeper): it owns every group.
     pub startup:

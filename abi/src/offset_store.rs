@@ -127,7 +127,7 @@ pub type OffsetStoreArc = RArc<OffsetStore_TO<'static, RBox<()>>>;
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = OffsetStoreModRef)))]
 pub struct OffsetStoreMod {
-    /// What the plugin is; `kind` is [`crate::PluginKind::OffsetStore`].
+    /// What the plugin is; `kind` is [`crate::ManifestKind::OffsetStore`].
     pub manifest: Manifest,
     /// Opens a store with the host's services and the plugin's config. Errors:
     /// [`crate::ErrorKind::InvalidConfig`], [`crate::ErrorKind::Unavailable`].

@@ -13,6 +13,9 @@
 //!   cross the boundary are non-exhaustive). A plugin newer than the host is refused,
 //!   since it may call or expect what the host does not have.
 //!
+//! A kind added later starts at 1.0 (the authorizer); the three original kinds started
+//! at 3.0, from drover-abi 2.0.
+//!
 //! The crate's own semver moves with the union of the kinds (its minor goes up when any
 //! kind gains something). Its major is fixed at 3: abi_stable compares the major of the
 //! crate that defined every boundary type, so changing it would break every kind at
@@ -80,6 +83,12 @@ const ASSIGNOR_VERSION: &str = "3.2.0";
 /// open set). 3.1 — optional method `OffsetStore::delete_partitions` (OffsetDelete in
 /// one atomic step; stores without it get `Unsupported` and the host's fallback).
 const OFFSET_STORE_VERSION: &str = "3.1.0";
+/// The authorizer interface's version.
+///
+/// History: 1.0 — the kind's first version (drover-abi 3.7): `authorize`,
+/// `authorize_any`, `acls`, `create_acls`, `delete_acls`; its root module starts with
+/// an [`crate::manifest::OpenManifest`].
+const AUTHORIZER_VERSION: &str = "1.0.0";
 
 /// Version of the coordinator interface ([`crate::coordinator`]); history above
 /// `COORDINATOR_VERSION` in this file.
@@ -89,12 +98,17 @@ pub const ASSIGNOR_ABI: KindVersion = parse(ASSIGNOR_VERSION);
 /// Version of the offset-store interface ([`crate::offset_store`]).
 pub const OFFSET_STORE_ABI: KindVersion = parse(OFFSET_STORE_VERSION);
 
+/// Version of the authorizer interface ([`crate::authorizer`]).
+pub const AUTHORIZER_ABI: KindVersion = parse(AUTHORIZER_VERSION);
+
 /// [`COORDINATOR_ABI`] as the coordinator root module's library header carries it.
 pub const COORDINATOR_VERSION_STRINGS: VersionStrings = VersionStrings::new(COORDINATOR_VERSION);
 /// [`ASSIGNOR_ABI`] as the assignor root module's library header carries it.
 pub const ASSIGNOR_VERSION_STRINGS: VersionStrings = VersionStrings::new(ASSIGNOR_VERSION);
 /// [`OFFSET_STORE_ABI`] as the offset-store root module's library header carries it.
 pub const OFFSET_STORE_VERSION_STRINGS: VersionStrings = VersionStrings::new(OFFSET_STORE_VERSION);
+/// [`AUTHORIZER_ABI`] as the authorizer root module's library header carries it.
+pub const AUTHORIZER_VERSION_STRINGS: VersionStrings = VersionStrings::new(AUTHORIZER_VERSION);
 
 impl PluginKind {
     /// The interface version of this kind that this build of drover-abi serves.
@@ -103,6 +117,7 @@ impl PluginKind {
             PluginKind::Coordinator => COORDINATOR_ABI,
             PluginKind::Assignor => ASSIGNOR_ABI,
             PluginKind::OffsetStore => OFFSET_STORE_ABI,
+            PluginKind::Authorizer => AUTHORIZER_ABI,
         }
     }
 }

@@ -130,8 +130,11 @@ pub fn run(args: TestArgs) -> ExitCode {
             }
             report
         }
-        PluginKind::Coordinator => {
-            println!("coordinator plugins have no conformance suite yet; the file passed the loader's checks");
+        PluginKind::Coordinator | PluginKind::Authorizer => {
+            println!(
+                "{} plugins have no conformance suite yet; the file passed the loader's checks",
+                summary.kind
+            );
             return ExitCode::from(NO_SUITE);
         }
     };

@@ -175,13 +175,14 @@ pub enum LoadError {
         reason: String,
     },
     /// The library exports no `abi_stable` root module.
-    #[error("{path}: not a Drover plugin: expected the abi_stable root module symbol, found none; hint: export one with drover_abi::export_assignor!, export_offset_store! or export_coordinator!")]
+    #[error("{path}: not a Drover plugin: expected the abi_stable root module symbol, found none; hint: export one with drover_abi::export_assignor!, export_offset_store!, export_coordinator! or export_authorizer!")]
     MissingRootModule {
         /// The file.
         path: PathBuf,
     },
-    /// The root module is not one of the three Drover kinds.
-    #[error("{path}: unknown plugin kind: expected a root module named drover_coordinator, drover_assignor or drover_offset_store, found `{found}`")]
+    /// The root module is not one of the kinds this broker knows (a kind added by a
+    /// later Drover release, or not a Drover plugin).
+    #[error("{path}: unknown plugin kind: expected a root module named drover_coordinator, drover_assignor, drover_offset_store or drover_authorizer, found `{found}`; hint: a plugin of a kind added by a later Drover release needs that release")]
     UnknownKind {
         /// The file.
         path: PathBuf,

@@ -16,6 +16,10 @@ use abi_stable::{
 };
 use drover_abi::{
     assignor::AssignorArc,
+    authorizer::{
+        AclBinding, AclBindingFilter, AclCreateResult, AclDeleteResult, AclOperation, Action,
+        AuthorizerArc, Decision, RequestContext, ResourceType,
+    },
     coordinator::{CoordinatorOutput, CoordinatorOutputNE},
     offset_store::OffsetStoreArc,
     AssignInput, Assignment, ErrorKind, OffsetKey, OffsetRecord, PluginError, TopicPartitions,
@@ -58,7 +62,8 @@ impl Guard {
 }
 
 /// A plugin instance `I` behind its panic guard. The kind-specific methods are on
-/// [`AssignorHandle`], [`OffsetStoreHandle`] and [`CoordinatorHandle`].
+/// [`AssignorHandle`], [`OffsetStoreHandle`], [`CoordinatorHandle`] and
+/// [`AuthorizerHandle`].
 pub struct PluginHandle<I> {
     guard: Guard,
     inner: I,
@@ -110,6 +115,78 @@ impl AssignorHandle {
     /// The instance itself, for handing to the coordinator plugin.
     pub fn instance(&self) -> AssignorArc {
         self.inner.clone()
+    }
+}
+
+/// An authorizer instance. Methods may be called from several threads at once. The
+/// handle passes errors on; the host denies on any of them (fails closed).
+pub type AuthorizerHandle = PluginHandle<AuthorizerArc>;
+
+impl AuthorizerHandle {
+    /// One decision per action, in order (see `drover_abi::authorizer`). A plugin that
+    /// answers with another number of decisions is an error here
+    /// ([`ErrorKind::Internal`]), so callers can zip decisions with actions.
+    pub fn authorize(
+        &self,
+        context: &RequestContext,
+        actions: &[Action],
+    ) -> Result<Vec<Decision>, CallError> {
+        let decisions = self
+            .guard
+            .call(|| self.inner.authorize(context, RSlice::from_slice(actions)))?;
+        if decisions.len() != actions.len() {
+            return Err(CallError::Plugin {
+                plugin: self.summary().name.clone(),
+                error: PluginError::new(
+                    ErrorKind::Internal,
+                    format!(
+                        "authorize answered {} decisions for {} actions",
+                        decisions.len(),
+                        actions.len()
+                    ),
+                ),
+            });
+        }
+        Ok(decisions.into_vec())
+    }
+
+    /// Whether the principal may do `operation` on some resource of `resource_type`
+    /// (KIP-679).
+    pub fn authorize_any(
+        &self,
+        context: &RequestContext,
+        resource_type: ResourceType,
+        operation: AclOperation,
+    ) -> Result<Decision, CallError> {
+        self.guard
+            .call(|| self.inner.authorize_any(context, resource_type, operation))
+    }
+
+    /// The bindings `filter` selects (`Unsupported` from an authorizer without ACLs).
+    pub fn acls(&self, filter: &AclBindingFilter) -> Result<Vec<AclBinding>, CallError> {
+        self.guard
+            .call(|| self.inner.acls(filter))
+            .map(RVec::into_vec)
+    }
+
+    /// Creates bindings durably; one result per binding.
+    pub fn create_acls(
+        &self,
+        bindings: Vec<AclBinding>,
+    ) -> Result<Vec<AclCreateResult>, CallError> {
+        self.guard
+            .call(|| self.inner.create_acls(RVec::from(bindings)))
+            .map(RVec::into_vec)
+    }
+
+    /// Deletes what each filter selects, durably; one result per filter.
+    pub fn delete_acls(
+        &self,
+        filters: Vec<AclBindingFilter>,
+    ) -> Result<Vec<AclDeleteResult>, CallError> {
+        self.guard
+            .call(|| self.inner.delete_acls(RVec::from(filters)))
+            .map(RVec::into_vec)
     }
 }
 

@@ -8,7 +8,7 @@ use drover_abi::{host::ZkSessionArc, HostServices, PluginKind};
 
 use super::{
     error::LoadError,
-    handle::{AssignorHandle, CoordinatorHandle, OffsetStoreHandle},
+    handle::{AssignorHandle, AuthorizerHandle, CoordinatorHandle, OffsetStoreHandle},
     loader::{LoadedPlugin, PluginModule},
     log_sink,
 };
@@ -116,5 +116,23 @@ impl LoadedPlugin {
             Arc::new(self.summary.clone()),
             inner,
         ))
+    }
+
+    /// Creates an authorizer instance with `config` and, in cluster mode, the broker's
+    /// ZooKeeper session (where an authorizer keeps ACLs every broker shares). Errors:
+    /// [`LoadError::WrongKind`] when the plugin is not an authorizer,
+    /// [`LoadError::Instantiate`] with the plugin's error when it refuses to start.
+    pub fn new_authorizer(
+        &self,
+        config: &str,
+        zookeeper: Option<ZkSessionArc>,
+    ) -> Result<AuthorizerHandle, LoadError> {
+        let PluginModule::Authorizer(module) = self.module else {
+            return Err(self.wrong_kind(PluginKind::Authorizer));
+        };
+        let inner = (module.new())(self.services_with(config, zookeeper))
+            .into_result()
+            .map_err(|e| self.instantiate_error(e))?;
+        Ok(AuthorizerHandle::new(Arc::new(self.summary.clone()), inner))
     }
 }

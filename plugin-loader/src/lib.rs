@@ -35,7 +35,9 @@ pub mod registry;
 pub mod table;
 
 pub use error::{CallError, LoadError};
-pub use handle::{AssignorHandle, CoordinatorHandle, OffsetStoreHandle, PluginHandle};
+pub use handle::{
+    AssignorHandle, AuthorizerHandle, CoordinatorHandle, OffsetStoreHandle, PluginHandle,
+};
 pub use live::{LivePlugins, RescanReport};
 pub use loader::{LoadedPlugin, Loader, LoaderOptions, PluginModule, PluginSummary};
 pub use registry::{PluginRegistry, ScanEntry};

@@ -345,6 +345,9 @@ impl LivePlugins {
                 }
                 PluginKind::OffsetStore => "a swap target (POST /v1/offset-store)",
                 PluginKind::Coordinator => "takes effect when the broker restarts",
+                PluginKind::Authorizer => {
+                    "decides requests from the next one if it is the configured authorizer ([authorizer] plugin)"
+                }
             };
             let change = change(plugin, Some(note.to_owned()));
             if replaced {

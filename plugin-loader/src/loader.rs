@@ -38,8 +38,8 @@ use abi_stable::{
     StableAbi,
 };
 use drover_abi::{
-    coordinator::CoordinatorModRef, AssignorModRef, KindVersion, Manifest, OffsetStoreModRef,
-    PluginKind,
+    authorizer::AuthorizerModRef, coordinator::CoordinatorModRef, manifest::ManifestView,
+    AssignorModRef, KindVersion, OffsetStoreModRef, PluginKind,
 };
 
 use super::{checks, error::LoadError};
@@ -85,10 +85,11 @@ pub struct PluginSummary {
     pub description: String,
 }
 
-impl From<&Manifest> for PluginSummary {
-    fn from(m: &Manifest) -> Self {
+impl PluginSummary {
+    /// The summary of a manifest whose kind the loader already checked (`kind`).
+    fn new(kind: PluginKind, m: &ManifestView) -> Self {
         PluginSummary {
-            kind: m.kind,
+            kind,
             name: m.name.as_str().to_owned(),
             version: m.version.as_str().to_owned(),
             abi: format!("{}.{}", m.abi_major, m.abi_minor),
@@ -106,14 +107,19 @@ pub enum PluginModule {
     Assignor(AssignorModRef),
     /// An offset store.
     OffsetStore(OffsetStoreModRef),
+    /// An authorizer.
+    Authorizer(AuthorizerModRef),
 }
 
 impl PluginModule {
-    fn manifest(&self) -> Manifest {
+    /// The manifest, of either shape (the three original kinds carry the frozen
+    /// `Manifest`, later kinds an `OpenManifest`).
+    fn manifest(&self) -> ManifestView {
         match self {
-            PluginModule::Coordinator(m) => m.manifest(),
-            PluginModule::Assignor(m) => m.manifest(),
-            PluginModule::OffsetStore(m) => m.manifest(),
+            PluginModule::Coordinator(m) => m.manifest().into(),
+            PluginModule::Assignor(m) => m.manifest().into(),
+            PluginModule::OffsetStore(m) => m.manifest().into(),
+            PluginModule::Authorizer(m) => m.manifest().into(),
         }
     }
 }
@@ -249,6 +255,7 @@ impl Loader {
             PluginKind::Coordinator => <CoordinatorModRef as StableAbi>::LAYOUT,
             PluginKind::Assignor => <AssignorModRef as StableAbi>::LAYOUT,
             PluginKind::OffsetStore => <OffsetStoreModRef as StableAbi>::LAYOUT,
+            PluginKind::Authorizer => <AuthorizerModRef as StableAbi>::LAYOUT,
         };
         // A fresh set of checking globals per file: abi_stable's process-wide set merges
         // every prefix type it has seen across checks, so after a coordinator built
@@ -284,19 +291,28 @@ impl Loader {
                         .init_root_module_with_unchecked_layout::<OffsetStoreModRef>()
                         .map_err(init_error)?,
                 ),
+                PluginKind::Authorizer => PluginModule::Authorizer(
+                    header
+                        .init_root_module_with_unchecked_layout::<AuthorizerModRef>()
+                        .map_err(init_error)?,
+                ),
             }
         };
         let manifest = module.manifest();
-        if manifest.kind != kind
+        if manifest.kind != Ok(kind)
             || manifest.abi_major != found.major
             || manifest.abi_minor != found.minor
         {
+            let manifest_kind = match manifest.kind {
+                Ok(kind) => kind.to_string(),
+                Err(code) => format!("unknown kind {code}"),
+            };
             return Err(LoadError::Manifest {
                 path: path.to_owned(),
                 expected: format!("kind {kind}, {kind} ABI {found} (from the library header)"),
                 found: format!(
-                    "kind {}, ABI {}.{}",
-                    manifest.kind, manifest.abi_major, manifest.abi_minor
+                    "kind {manifest_kind}, ABI {}.{}",
+                    manifest.abi_major, manifest.abi_minor
                 ),
             });
         }
@@ -310,7 +326,7 @@ impl Loader {
         Ok(LoadedPlugin {
             path: path.to_owned(),
             sha256: file.sha256,
-            summary: PluginSummary::from(&manifest),
+            summary: PluginSummary::new(kind, &manifest),
             module,
         })
     }

@@ -23,13 +23,18 @@ use abi_stable::{
 };
 
 use super::{
-    guard, log_bridge, manifest, AssignorPlugin, CoordinatorPlugin, OffsetStorePlugin,
-    PluginContext,
+    guard, log_bridge, manifest, open_manifest, AssignorPlugin, AuthorizerPlugin,
+    CoordinatorPlugin, OffsetStorePlugin, PluginContext,
 };
 use crate::{
     assignor::{
         AssignContextRef, AssignInput, Assignment, Assignor, AssignorArc, AssignorMod,
         AssignorModRef, Assignor_TO,
+    },
+    authorizer::{
+        AclBinding, AclBindingFilter, AclCreateResult, AclDeleteResult, AclOperation, Action,
+        Authorizer, AuthorizerArc, AuthorizerMod, AuthorizerModRef, Authorizer_TO, Decision,
+        RequestContext, ResourceType,
     },
     coordinator::{
         Coordinator, CoordinatorBox, CoordinatorInputNE, CoordinatorMod, CoordinatorModRef,
@@ -38,7 +43,7 @@ use crate::{
     },
     error::{ErrorKind, PluginError},
     host::HostServices,
-    manifest::PluginKind,
+    manifest::{ManifestKind, PluginKind},
     offset_store::{
         OffsetKey, OffsetRecord, OffsetStore, OffsetStoreArc, OffsetStoreMod, OffsetStoreModRef,
         OffsetStore_TO,
@@ -131,7 +136,7 @@ fn poisoned() -> PluginError {
 /// The root module of assignor `T` (called by [`crate::export_assignor!`]).
 pub fn assignor_root_module<T: AssignorPlugin>() -> AssignorModRef {
     AssignorMod {
-        manifest: manifest::<T>(PluginKind::Assignor),
+        manifest: manifest::<T>(ManifestKind::Assignor),
         new: new_assignor::<T>,
     }
     .leak_into_prefix()
@@ -168,7 +173,7 @@ impl<T: AssignorPlugin> Assignor for Adapter<T> {
 /// The root module of offset store `T` (called by [`crate::export_offset_store!`]).
 pub fn offset_store_root_module<T: OffsetStorePlugin>() -> OffsetStoreModRef {
     OffsetStoreMod {
-        manifest: manifest::<T>(PluginKind::OffsetStore),
+        manifest: manifest::<T>(ManifestKind::OffsetStore),
         open: open_offset_store::<T>,
     }
     .leak_into_prefix()
@@ -247,7 +252,7 @@ impl<T: OffsetStorePlugin> OffsetStore for Adapter<T> {
 /// The root module of coordinator `T` (called by [`crate::export_coordinator!`]).
 pub fn coordinator_root_module<T: CoordinatorPlugin>() -> CoordinatorModRef {
     CoordinatorMod {
-        manifest: manifest::<T>(PluginKind::Coordinator),
+        manifest: manifest::<T>(ManifestKind::Coordinator),
         startup: startup::<T>,
         startup_zookeeper: startup_zookeeper::<T>,
     }
@@ -329,6 +334,66 @@ impl<T: CoordinatorPlugin> Coordinator for Adapter<T> {
 
     fn shutdown(&mut self, now_ms: u64) -> Outputs {
         self.call_mut(|t| t.shutdown(now_ms).map(wrap))
+    }
+}
+
+/// The root module of authorizer `T` (called by [`crate::export_authorizer!`]).
+pub fn authorizer_root_module<T: AuthorizerPlugin>() -> AuthorizerModRef {
+    AuthorizerMod {
+        manifest: open_manifest::<T>(PluginKind::Authorizer),
+        new: new_authorizer::<T>,
+    }
+    .leak_into_prefix()
+}
+
+extern "C" fn new_authorizer<T: AuthorizerPlugin>(
+    host: HostServices,
+) -> RResult<AuthorizerArc, PluginError> {
+    guard(|| {
+        let ctx = context(host);
+        let inner = T::new(&ctx)?;
+        Ok(RArc::new(Authorizer_TO::from_ptr(
+            RBox::new(Adapter::new(inner)),
+            TD_Opaque,
+        )))
+    })
+    .into()
+}
+
+impl<T: AuthorizerPlugin> Authorizer for Adapter<T> {
+    fn authorize(
+        &self,
+        context: &RequestContext,
+        actions: RSlice<'_, Action>,
+    ) -> RResult<RVec<Decision>, PluginError> {
+        self.call(|t| t.authorize(context, actions.as_slice()).map(RVec::from))
+    }
+
+    fn authorize_any(
+        &self,
+        context: &RequestContext,
+        resource_type: ResourceType,
+        operation: AclOperation,
+    ) -> RResult<Decision, PluginError> {
+        self.call(|t| t.authorize_any(context, resource_type, operation))
+    }
+
+    fn acls(&self, filter: &AclBindingFilter) -> RResult<RVec<AclBinding>, PluginError> {
+        self.call(|t| t.acls(filter).map(RVec::from))
+    }
+
+    fn create_acls(
+        &self,
+        bindings: RVec<AclBinding>,
+    ) -> RResult<RVec<AclCreateResult>, PluginError> {
+        self.call(|t| t.create_acls(bindings.into_vec()).map(RVec::from))
+    }
+
+    fn delete_acls(
+        &self,
+        filters: RVec<AclBindingFilter>,
+    ) -> RResult<RVec<AclDeleteResult>, PluginError> {
+        self.call(|t| t.delete_acls(filters.into_vec()).map(RVec::from))
     }
 }
 
@@ -500,3 +565,4 @@ mod tests {
         assert!(e.message.contains("out of service"), "{e}");
     }
 }
+

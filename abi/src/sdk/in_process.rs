@@ -16,9 +16,13 @@ use abi_stable::{
     std_types::{RArc, RBox, RNone, RStr, RString},
 };
 
-use super::{assignor_root_module, offset_store_root_module, AssignorPlugin, OffsetStorePlugin};
+use super::{
+    assignor_root_module, authorizer_root_module, offset_store_root_module, AssignorPlugin,
+    AuthorizerPlugin, OffsetStorePlugin,
+};
 use crate::{
     assignor::AssignorArc,
+    authorizer::AuthorizerArc,
     host::{LogLevel, LogSink, LogSink_TO},
     offset_store::OffsetStoreArc,
     HostServices, PluginError,
@@ -41,6 +45,13 @@ pub fn assignor<T: AssignorPlugin>(config: &str) -> Result<AssignorArc, PluginEr
 pub fn offset_store<T: OffsetStorePlugin>(config: &str) -> Result<OffsetStoreArc, PluginError> {
     let module = offset_store_root_module::<T>();
     (module.open())(services(config)).into_result()
+}
+
+/// Creates an instance of authorizer `T` with `config`, through its exported root
+/// module. Errors: whatever `T::new` returns, or [`crate::ErrorKind::Panicked`].
+pub fn authorizer<T: AuthorizerPlugin>(config: &str) -> Result<AuthorizerArc, PluginError> {
+    let module = authorizer_root_module::<T>();
+    (module.new())(services(config)).into_result()
 }
 
 /// What a host would hand the instance: a log sink to standard error, the config, no

@@ -1,7 +1,7 @@
 //! The plugin author's side of the ABI.
 //!
-//! Implement [`PluginInfo`] and one of [`AssignorPlugin`], [`OffsetStorePlugin`] or
-//! [`CoordinatorPlugin`] on a plain Rust type, then export it:
+//! Implement [`PluginInfo`] and one of [`AssignorPlugin`], [`OffsetStorePlugin`],
+//! [`CoordinatorPlugin`] or [`AuthorizerPlugin`] on a plain Rust type, then export it:
 //!
 //! ```ignore
 //! struct Mine;
@@ -34,20 +34,26 @@ pub mod in_process;
 pub mod log_bridge;
 mod panic_guard;
 
-pub use adapters::{assignor_root_module, coordinator_root_module, offset_store_root_module};
+pub use adapters::{
+    assignor_root_module, authorizer_root_module, coordinator_root_module, offset_store_root_module,
+};
 pub use panic_guard::guard;
 
 use abi_stable::std_types::RStr;
 
 use crate::{
     assignor::{AssignInput, Assignment},
+    authorizer::{
+        AclBinding, AclBindingFilter, AclCreateResult, AclDeleteResult, AclOperation, Action,
+        Decision, RequestContext, ResourceType,
+    },
     coordinator::{
         CoordinatorInput, CoordinatorInputNE, CoordinatorOutput, CoordinatorStartup,
         ZkCoordinatorStartup,
     },
     error::PluginError,
     host::ZkSessionArc,
-    manifest::{Manifest, PluginKind},
+    manifest::{Manifest, ManifestKind, OpenManifest, PluginKind},
     offset_store::{OffsetKey, OffsetRecord},
     types::TopicPartitions,
 };
@@ -67,15 +73,31 @@ pub trait PluginInfo {
     const DESCRIPTION: &'static str;
 }
 
-/// The manifest of plugin `T` of `kind`, stamped with the version of `kind`'s interface
-/// this crate serves ([`PluginKind::abi_version`]).
-pub fn manifest<T: PluginInfo>(kind: PluginKind) -> Manifest {
+/// The manifest of plugin `T` of one of the three original kinds, stamped with the
+/// version of `kind`'s interface this crate serves ([`PluginKind::abi_version`]).
+pub fn manifest<T: PluginInfo>(kind: ManifestKind) -> Manifest {
+    let version = PluginKind::from(kind).abi_version();
     Manifest {
         kind,
         name: RStr::from_str(T::NAME),
         version: RStr::from_str(T::VERSION),
-        abi_major: kind.abi_version().major,
-        abi_minor: kind.abi_version().minor,
+        abi_major: version.major,
+        abi_minor: version.minor,
+        description: RStr::from_str(T::DESCRIPTION),
+    }
+}
+
+/// The manifest of plugin `T` of a kind added after the first three (its root module
+/// starts with an [`OpenManifest`]), stamped with the version of `kind`'s interface this
+/// crate serves.
+pub fn open_manifest<T: PluginInfo>(kind: PluginKind) -> OpenManifest {
+    let version = kind.abi_version();
+    OpenManifest {
+        kind: kind.id(),
+        name: RStr::from_str(T::NAME),
+        version: RStr::from_str(T::VERSION),
+        abi_major: version.major,
+        abi_minor: version.minor,
         description: RStr::from_str(T::DESCRIPTION),
     }
 }
@@ -153,6 +175,70 @@ pub trait OffsetStorePlugin: PluginInfo + Send + Sync + Sized + 'static {
             Self::NAME
         )))
     }
+}
+
+/// An authorizer; see [`crate::authorizer`] for the contract. Methods are called
+/// concurrently from several host threads, on the request path: answer from memory.
+pub trait AuthorizerPlugin: PluginInfo + Send + Sync + Sized + 'static {
+    /// Creates an instance (reading its ACLs, if it keeps any). Errors: `InvalidConfig`,
+    /// `Unavailable`.
+    fn new(ctx: &PluginContext) -> Result<Self, PluginError>;
+
+    /// One decision per action, in order.
+    fn authorize(
+        &self,
+        context: &RequestContext,
+        actions: &[Action],
+    ) -> Result<Vec<Decision>, PluginError>;
+
+    /// Whether the principal may do `operation` on some resource of `resource_type`
+    /// (KIP-679). The default asks [`authorize`](Self::authorize) about the wildcard
+    /// resource `*` of the type, which is right for an authorizer without prefixes or
+    /// per-name rules and conservative otherwise.
+    fn authorize_any(
+        &self,
+        context: &RequestContext,
+        resource_type: ResourceType,
+        operation: AclOperation,
+    ) -> Result<Decision, PluginError> {
+        let action = Action {
+            resource_type,
+            resource_name: crate::authorizer::WILDCARD.into(),
+            pattern_type: crate::authorizer::PatternType::Literal,
+            operation,
+            reference_count: 1,
+            log_if_allowed: false,
+            log_if_denied: false,
+        };
+        let decisions = self.authorize(context, std::slice::from_ref(&action))?;
+        Ok(decisions.first().copied().unwrap_or(Decision::DENIED))
+    }
+
+    /// The bindings `filter` selects. The default: `Unsupported` (no ACLs kept).
+    fn acls(&self, filter: &AclBindingFilter) -> Result<Vec<AclBinding>, PluginError> {
+        let _ = filter;
+        Err(no_acls::<Self>())
+    }
+
+    /// Creates bindings durably; one result per binding. The default: `Unsupported`.
+    fn create_acls(&self, bindings: Vec<AclBinding>) -> Result<Vec<AclCreateResult>, PluginError> {
+        let _ = bindings;
+        Err(no_acls::<Self>())
+    }
+
+    /// Deletes what each filter selects, durably; one result per filter. The default:
+    /// `Unsupported`.
+    fn delete_acls(
+        &self,
+        filters: Vec<AclBindingFilter>,
+    ) -> Result<Vec<AclDeleteResult>, PluginError> {
+        let _ = filters;
+        Err(no_acls::<Self>())
+    }
+}
+
+fn no_acls<T: PluginInfo>() -> PluginError {
+    PluginError::unsupported(format!("authorizer `{}` keeps no ACLs", T::NAME))
 }
 
 /// A group coordinator as a sans-IO state machine; see [`crate::coordinator`].
@@ -255,6 +341,17 @@ macro_rules! export_offset_store {
         $crate::__export_root_module!(
             $crate::offset_store::OffsetStoreModRef,
             $crate::sdk::offset_store_root_module::<$ty>
+        );
+    };
+}
+
+/// Exports `$ty` (an [`AuthorizerPlugin`]) as this library's authorizer root module.
+#[macro_export]
+macro_rules! export_authorizer {
+    ($ty:ty) => {
+        $crate::__export_root_module!(
+            $crate::authorizer::AuthorizerModRef,
+            $crate::sdk::authorizer_root_module::<$ty>
         );
     };
 }
