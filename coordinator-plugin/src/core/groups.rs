@@ -11,6 +11,7 @@
 //! they share in `commits`.
 
 use std::borrow::Borrow;
+use std::collections::BTreeSet;
 use std::hash::Hash;
 
 use kafka_protocol::ResponseError;
@@ -19,7 +20,7 @@ use super::commits::{validate_commit_without_group, CommitAuthor};
 use super::kafka::{ClassicGroup, ConsumerGroup};
 use super::native::{Member, NativeGroup};
 use crate::id_map::IdMap;
-use crate::types::GroupId;
+use crate::types::{GroupId, TopicName};
 
 /// Which protocol a group id belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +58,17 @@ pub(crate) enum Group {
     Classic(ClassicGroup),
     /// A KIP-848 group.
     Consumer(ConsumerGroup),
+}
+
+/// The topics a group consumes, which OffsetDelete keeps (Kafka's
+/// GROUP_SUBSCRIBED_TO_TOPIC).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Subscribed {
+    /// These topics.
+    Topics(BTreeSet<TopicName>),
+    /// Every topic: a classic group whose members' subscriptions cannot be read
+    /// (a protocol type other than `consumer`, or metadata that does not parse).
+    Every,
 }
 
 /// A group as ListGroups reports it: protocol type, state (Kafka's names) and type.
@@ -127,6 +139,27 @@ impl Group {
             Group::Native(g) => Ok(g.validate_offset_commit(author)?.map(|m| (g, m))),
             Group::Classic(g) => g.validate_offset_commit(author).map(|()| None),
             Group::Consumer(g) => g.validate_offset_commit(author).map(|()| None),
+        }
+    }
+
+    /// The topics the group's members consume: a native group's resolved
+    /// subscriptions, a classic group's from its members' `consumer` protocol metadata,
+    /// a KIP-848 group's subscribed names and assigned topics.
+    pub(crate) fn subscribed_topics(&self) -> Subscribed {
+        match self {
+            Group::Native(g) => Subscribed::Topics(
+                g.members
+                    .values()
+                    .flat_map(|m| m.topics.iter().cloned())
+                    .collect(),
+            ),
+            Group::Classic(g) => match g.subscribed_topics() {
+                Some(topics) => {
+                    Subscribed::Topics(topics.into_iter().map(TopicName::from).collect())
+                }
+                None => Subscribed::Every,
+            },
+            Group::Consumer(g) => Subscribed::Topics(g.subscribed_topics()),
         }
     }
 

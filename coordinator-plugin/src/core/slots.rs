@@ -148,39 +148,50 @@ impl Coordinator {
         }
         let count = *count;
         self.takeover_until.remove(&slot);
+        // Every group of the slot, whatever its type: each type decides here what
+        // leaving with its slot means (a new type fails to compile until it does).
         let ids: Vec<GroupId> = self
             .groups
-            .ids_of(GroupKind::Native)
-            .into_iter()
-            .filter(|g| proto::coordinator_slot(g.as_str(), count) == slot)
+            .iter()
+            .filter(|(id, _)| proto::coordinator_slot(id.as_str(), count) == slot)
+            .map(|(id, _)| id.clone())
             .collect();
         let (mut consumers, mut discarded) = (0, 0);
-        let cx = &mut self.cx;
+        let mut natives: BTreeSet<&GroupId> = BTreeSet::new();
         for id in &ids {
-            let Some(Group::Native(g)) = self.groups.remove(id) else {
-                continue;
-            };
-            tracing::info!(group = %id, slot, members = g.members.len(), "group dropped with its slot");
-            for m in g.members.values() {
-                cx.timers
-                    .set(TimerKey::Member(g.id.clone(), m.id.clone()), None);
-                cx.close_if_open(m.conn);
-                consumers += 1;
-            }
-            cx.timers.set(TimerKey::Group(g.id.clone()), None);
-            cx.set_pending(&g.id, false);
-            discarded += g.commits.pending.len();
-            for w in g.commits.pending_waiters {
-                cx.answer_waiter(w, Some(ResponseError::NotCoordinator));
+            match self.groups.remove(id) {
+                Some(Group::Native(g)) => {
+                    tracing::info!(group = %id, slot, members = g.members.len(), "group dropped with its slot");
+                    let cx = &mut self.cx;
+                    for m in g.members.values() {
+                        cx.timers
+                            .set(TimerKey::Member(g.id.clone(), m.id.clone()), None);
+                        cx.close_if_open(m.conn);
+                        consumers += 1;
+                    }
+                    cx.timers.set(TimerKey::Group(g.id.clone()), None);
+                    cx.set_pending(&g.id, false);
+                    discarded += g.commits.pending.len();
+                    for w in g.commits.pending_waiters {
+                        cx.answer_waiter(w, Some(ResponseError::NotCoordinator));
+                    }
+                    natives.insert(id);
+                }
+                Some(Group::Classic(g)) => self.drop_classic_with_slot(g, slot),
+                Some(Group::Consumer(g)) => {
+                    tracing::info!(group = %id, slot, empty = g.is_empty(), "KIP-848 group dropped with its slot");
+                    g.unschedule_all(&mut self.cx.timers);
+                }
+                None => {}
             }
         }
-        if !ids.is_empty() {
-            let dropped: BTreeSet<&GroupId> = ids.iter().collect();
-            cx.forget_ops_of(&dropped);
+        // A native group's store operations in flight are forgotten; a Kafka group's
+        // commits in flight still get the store's answer.
+        if !natives.is_empty() {
+            self.cx.forget_ops_of(&natives);
         }
         // The tick stays armed only for the groups left with offsets waiting.
-        cx.rearm_commit_tick();
-        self.drop_kafka_groups_of(slot, count);
+        self.cx.rearm_commit_tick();
         self.drop_queued_commits_of(|g| proto::coordinator_slot(g.as_str(), count) == slot);
         // Pending transactional offsets stay in their transactions' durable records;
         // the slot's new owner gets them back (`Input::TxnOffsetsPending`).

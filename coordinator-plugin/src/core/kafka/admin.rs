@@ -25,7 +25,7 @@ use kafka_protocol::ResponseError;
 
 use super::offsets::DeleteWait;
 use crate::core::conn::SlotRef;
-use crate::core::groups::NATIVE_PROTOCOL_TYPE;
+use crate::core::groups::{Group, NATIVE_PROTOCOL_TYPE};
 use crate::core::{Coordinator, Op};
 use crate::io::{FetchScope, Output};
 use crate::kafka_wire::KafkaReplyTo;
@@ -145,36 +145,57 @@ impl Coordinator {
             );
             return d;
         }
-        if let Some(g) = self.groups.classic(id) {
-            d.group_state = s(g.state.name());
-            d.protocol_type = s(g.protocol_type.clone().unwrap_or_default());
-            let protocol = g.protocol_name.clone().unwrap_or_default();
-            d.protocol_data = s(protocol.clone());
-            for m in g.members.values() {
-                let mut dm = DescribedGroupMember::default();
-                dm.member_id = s(m.member_id.clone());
-                dm.group_instance_id = if version >= 4 {
-                    m.instance_id.clone().map(s)
-                } else {
-                    None
-                };
-                dm.client_id = s(m.client_id.clone());
-                dm.client_host = s(m.client_host.clone());
-                dm.member_metadata = m.metadata(&protocol).cloned().unwrap_or_default();
-                dm.member_assignment = m.assignment.clone();
-                d.members.push(dm);
+        // Each group type decides how DescribeGroups shows it.
+        let g = match self.groups.get(id) {
+            Some(Group::Classic(g)) => g,
+            Some(Group::Consumer(_)) => {
+                // Kafka 4: DescribeGroups describes classic groups only.
+                error(
+                    &mut d,
+                    ResponseError::GroupIdNotFound,
+                    format!("group {id} is not a classic group"),
+                );
+                return d;
             }
-            return d;
+            Some(Group::Native(_)) => return self.describe_native(d, id),
+            None => {
+                // Kafka 4: an unknown group is GROUP_ID_NOT_FOUND from v6, `Dead` before.
+                if version >= 6 {
+                    error(
+                        &mut d,
+                        ResponseError::GroupIdNotFound,
+                        format!("group {id} not found"),
+                    );
+                } else {
+                    d.group_state = s("Dead");
+                }
+                return d;
+            }
+        };
+        d.group_state = s(g.state.name());
+        d.protocol_type = s(g.protocol_type.clone().unwrap_or_default());
+        let protocol = g.protocol_name.clone().unwrap_or_default();
+        d.protocol_data = s(protocol.clone());
+        for m in g.members.values() {
+            let mut dm = DescribedGroupMember::default();
+            dm.member_id = s(m.member_id.clone());
+            dm.group_instance_id = if version >= 4 {
+                m.instance_id.clone().map(s)
+            } else {
+                None
+            };
+            dm.client_id = s(m.client_id.clone());
+            dm.client_host = s(m.client_host.clone());
+            dm.member_metadata = m.metadata(&protocol).cloned().unwrap_or_default();
+            dm.member_assignment = m.assignment.clone();
+            d.members.push(dm);
         }
-        if self.groups.consumer(id).is_some() {
-            // Kafka 4: DescribeGroups describes classic groups only.
-            error(
-                &mut d,
-                ResponseError::GroupIdNotFound,
-                format!("group {id} is not a classic group"),
-            );
-            return d;
-        }
+        d
+    }
+
+    /// DescribeGroups of native group `id`: its consumers as a `consumer` protocol
+    /// group's members.
+    fn describe_native(&self, mut d: DescribedGroup, id: &str) -> DescribedGroup {
         if let Some(snapshot) = self.group(id) {
             let state = self.groups.get(id).map_or("Empty", |g| g.summary().state);
             d.group_state = s(state);
@@ -205,17 +226,6 @@ impl Coordinator {
                 dm.member_assignment = consumer_protocol(&assignment);
                 d.members.push(dm);
             }
-            return d;
-        }
-        // Kafka 4: an unknown group is GROUP_ID_NOT_FOUND from v6, `Dead` before.
-        if version >= 6 {
-            error(
-                &mut d,
-                ResponseError::GroupIdNotFound,
-                format!("group {id} not found"),
-            );
-        } else {
-            d.group_state = s("Dead");
         }
         d
     }

@@ -6,7 +6,7 @@
 //! deferred ones included, in order, and counts). Also the coordinator's other entry
 //! points into classic groups: their timers firing (`on_classic_timer`), and dropping
 //! the Kafka groups, classic and KIP-848, of a lost coordinator slot
-//! (`drop_kafka_groups_of`).
+//! (`drop_classic_with_slot`).
 
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
@@ -22,7 +22,7 @@ use super::classic::{
     JoinParams, JoinResult, Pending,
 };
 use crate::core::conn::SlotRef;
-use crate::core::groups::{Group, GroupKind};
+use crate::core::groups::GroupKind;
 use crate::core::{Coordinator, Ctx};
 use crate::io::CoordinatorCounter;
 use crate::kafka_wire::KafkaReplyTo;
@@ -364,36 +364,16 @@ impl Coordinator {
             .respond_kafka(slot, to, ResponseKind::LeaveGroup(out));
     }
 
-    /// Drops the Kafka groups of a lost slot: members waiting for an answer get
-    /// NOT_COORDINATOR and find the slot's new owner (offset commits in flight still
-    /// get the store's answer).
-    pub(crate) fn drop_kafka_groups_of(&mut self, slot: u32, count: u32) {
-        let ids: Vec<GroupId> = self
-            .groups
-            .ids_of(GroupKind::Classic)
-            .into_iter()
-            .filter(|g| drover_protocol::coordinator_slot(g.as_str(), count) == slot)
-            .collect();
-        for id in ids {
-            if let Some(Group::Classic(mut g)) = self.groups.remove(&id) {
-                tracing::info!(group = %id, slot, members = g.members.len(), "classic group dropped with its slot");
-                let outcome = g.drop_all(
-                    &mut classic_env(&mut self.cx),
-                    ResponseError::NotCoordinator,
-                );
-                apply(&mut self.cx, outcome);
-            }
-        }
-        for id in self.groups.ids_of(GroupKind::Consumer) {
-            if drover_protocol::coordinator_slot(id.as_str(), count) == slot
-                && self
-                    .kafka
-                    .consumer
-                    .remove(&mut self.groups, &mut self.cx.timers, id.as_str())
-            {
-                tracing::info!(group = %id, slot, "KIP-848 group dropped with its slot");
-            }
-        }
+    /// Drops classic group `g` (already out of the table) with its lost slot: members
+    /// waiting for an answer get NOT_COORDINATOR and find the slot's new owner (offset
+    /// commits in flight still get the store's answer).
+    pub(crate) fn drop_classic_with_slot(&mut self, mut g: ClassicGroup, slot: u32) {
+        tracing::info!(group = %g.id, slot, members = g.members.len(), "classic group dropped with its slot");
+        let outcome = g.drop_all(
+            &mut classic_env(&mut self.cx),
+            ResponseError::NotCoordinator,
+        );
+        apply(&mut self.cx, outcome);
     }
 
     /// A classic group's deadline passed.

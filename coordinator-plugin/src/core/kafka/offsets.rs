@@ -39,6 +39,7 @@ use kafka_protocol::ResponseError;
 
 use crate::core::commits::{CommitApi, CommitAuthor};
 use crate::core::conn::SlotRef;
+use crate::core::groups::{Group, Subscribed};
 use crate::core::{Coordinator, Op};
 use crate::io::{FetchScope, Output};
 use crate::kafka_wire::KafkaReplyTo;
@@ -479,7 +480,15 @@ impl Coordinator {
                 .respond_kafka(slot, to, ResponseKind::OffsetDelete(response));
         }
         // Offsets of a topic the group consumes stay (Kafka: GROUP_SUBSCRIBED_TO_TOPIC).
-        let subscribed = self.subscribed_topics(&group);
+        let subscribed = match self
+            .groups
+            .get(group.as_str())
+            .map(Group::subscribed_topics)
+        {
+            Some(Subscribed::Topics(topics)) => topics,
+            Some(Subscribed::Every) => self.cx.topics.keys().cloned().collect(),
+            None => Default::default(),
+        };
         let mut delete = Vec::new();
         for t in r.topics {
             let topic = TopicName::new(t.name.as_str());
@@ -517,30 +526,5 @@ impl Coordinator {
             group: GroupId::new(&group),
             scope: FetchScope::Partitions(delete),
         });
-    }
-
-    /// The topics the members of `group` consume: a native group's resolved
-    /// subscriptions, a classic `consumer` group's subscriptions from its members'
-    /// protocol metadata (every topic, when a member's metadata does not parse).
-    fn subscribed_topics(&self, group: &str) -> std::collections::BTreeSet<TopicName> {
-        let mut out = std::collections::BTreeSet::new();
-        if let Some(g) = self.groups.native(group) {
-            for m in g.members.values() {
-                out.extend(m.topics.iter().cloned());
-            }
-        }
-        if let Some(d) = self.kafka.consumer.describe(&self.groups, group) {
-            for m in d.members {
-                out.extend(m.subscribed_topic_names);
-                out.extend(m.assignment.into_iter().map(|tp| tp.topic));
-            }
-        }
-        if let Some(g) = self.groups.classic(group) {
-            match g.subscribed_topics() {
-                Some(topics) => out.extend(topics.into_iter().map(TopicName::from)),
-                None => out.extend(self.cx.topics.keys().cloned()),
-            }
-        }
-        out
     }
 }

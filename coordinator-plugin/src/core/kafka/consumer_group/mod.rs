@@ -92,7 +92,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::ResponseError;
 
 use crate::core::assigning::GroupAssignors;
-use crate::core::groups::{Group, Groups};
+use crate::core::groups::Groups;
 use crate::core::TimerKey;
 use crate::seen_loads::TopicSeenLoads;
 use crate::timers::Timers;
@@ -405,26 +405,26 @@ impl ConsumerGroups {
         groups.remove(group);
         Ok(())
     }
+}
 
-    /// Drops `group` with its members (its coordinator slot moved to another broker):
-    /// their entries in `timers` go; the members find the new coordinator on their
-    /// next heartbeat. Returns whether the group existed.
-    pub(crate) fn remove(
-        &mut self,
-        groups: &mut Groups,
-        timers: &mut Timers<TimerKey>,
-        group: &str,
-    ) -> bool {
-        if groups.consumer(group).is_none() {
-            return false;
+impl ConsumerGroup {
+    /// The topics its members subscribe to by name and those of the partitions they
+    /// are assigned (a regex subscription's topics are the assigned ones).
+    pub(crate) fn subscribed_topics(&self) -> BTreeSet<TopicName> {
+        let mut out = BTreeSet::new();
+        for m in self.members.values() {
+            out.extend(m.names.iter().cloned());
+            out.extend(m.assigned.iter().map(|tp| tp.topic.clone()));
         }
-        let Some(Group::Consumer(g)) = groups.remove(group) else {
-            return false;
-        };
-        for id in g.members.keys() {
-            unschedule(timers, &g.id, id);
+        out
+    }
+
+    /// Removes the timers of every member (the group left the table: deleted, or
+    /// dropped with its slot).
+    pub(crate) fn unschedule_all(&self, timers: &mut Timers<TimerKey>) {
+        for id in self.members.keys() {
+            unschedule(timers, &self.id, id);
         }
-        true
     }
 }
 

@@ -546,7 +546,7 @@ impl World {
             .table
             .iter()
             .map(|(_, g)| match g {
-                Group::Consumer(g) => g.members.len(),
+                crate::core::groups::Group::Consumer(g) => g.members.len(),
                 _ => 0,
             })
             .sum();
