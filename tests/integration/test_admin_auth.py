@@ -93,12 +93,7 @@ def started(request):
         return conftest.start_or_fail(b)
 
     yield start
-    rep = getattr(request.node, "rep_call", None)
-    for b in made:
-        b.kill9()
-        if rep is not None and rep.failed and b.starts:
-            print(f"\n===== {b.workdir.name} logs (tail) =====\n"
-                  + "\n".join(b.all_logs().splitlines()[-80:]))
+    conftest.stop_and_show_logs(request, made, 80)
 
 
 def test_a_non_loopback_admin_address_without_tls_and_authentication_refuses_to_start(tmp_path):
