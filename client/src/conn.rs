@@ -1,8 +1,14 @@
 //! One connection to a broker: Kafka framing, one request at a time, Kafka APIs through
 //! `kafka-protocol` and the native APIs through `drover-protocol`. Every read is bounded
 //! by the response size limit and every exchange by the request timeout.
+//!
+//! On a SASL listener the connection authenticates first, and again (KIP-368) before
+//! the session lifetime the broker answered runs out: a request due after
+//! [`REAUTH_AT_PERCENT`] of the lifetime is preceded by a new SaslHandshake and
+//! SaslAuthenticate on the same connection. A coordinator channel, which sends no
+//! requests of its own, is renewed by the broker instead (docs/security.md).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use drover_protocol::{NativeRequest, NativeResponse};
@@ -32,12 +38,20 @@ pub(crate) const MAX_RESPONSE_BYTES: usize = 128 * 1024 * 1024;
 /// The client id sent in every request header.
 pub(crate) const CLIENT_ID: &str = "drover-client";
 
+/// How far into the session lifetime the broker answered the connection
+/// re-authenticates (KIP-368 suggests 85–95 %): early enough that the request it
+/// precedes arrives before the session ends.
+pub(crate) const REAUTH_AT_PERCENT: u32 = 85;
+
 /// A connection to one broker.
 pub(crate) struct Conn {
     stream: Box<dyn Stream>,
     addr: String,
     next_correlation: i32,
     timeout: Duration,
+    /// The SASL credentials it authenticated with, and when it re-authenticates
+    /// (`None`: the session does not expire).
+    sasl: Option<(SaslCredentials, Option<Instant>)>,
 }
 
 fn io(addr: &str, what: &str, e: impl std::fmt::Display) -> ClientError {
@@ -82,18 +96,40 @@ impl Conn {
             addr: addr.to_owned(),
             next_correlation: 0,
             timeout,
+            sasl: None,
         };
         if let Some(creds) = &security.sasl {
-            conn.authenticate(creds).await?;
+            let reauth_at = conn.authenticate(creds).await?;
+            conn.sasl = Some((creds.clone(), reauth_at));
         }
         Ok(conn)
     }
 
-    /// SaslHandshake v1, then SaslAuthenticate until the exchange is done.
-    async fn authenticate(&mut self, creds: &SaslCredentials) -> Result<(), ClientError> {
+    /// Re-authenticates (KIP-368) if the session is due for it.
+    async fn reauthenticate_if_due(&mut self) -> Result<(), ClientError> {
+        let Some((creds, Some(at))) = &self.sasl else {
+            return Ok(());
+        };
+        if Instant::now() < *at {
+            return Ok(());
+        }
+        let creds = creds.clone();
+        let reauth_at = self.authenticate(&creds).await?;
+        tracing::debug!(broker = %self.addr, "re-authenticated (KIP-368)");
+        self.sasl = Some((creds, reauth_at));
+        Ok(())
+    }
+
+    /// SaslHandshake v1, then SaslAuthenticate (v2) until the exchange is done; when
+    /// to re-authenticate, if the broker answered a session lifetime.
+    async fn authenticate(
+        &mut self,
+        creds: &SaslCredentials,
+    ) -> Result<Option<Instant>, ClientError> {
+        let started = Instant::now();
         let mut handshake = SaslHandshakeRequest::default();
         handshake.mechanism = StrBytes::from_static_str(creds.mechanism.name());
-        let answer = self.send(1, &handshake).await?;
+        let answer = self.send_now(1, &handshake).await?;
         if answer.error_code != 0 {
             let offered: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
             return Err(io(
@@ -111,7 +147,7 @@ impl Conn {
         loop {
             let mut request = SaslAuthenticateRequest::default();
             request.auth_bytes = Bytes::from(token);
-            let answer = self.send(2, &request).await?;
+            let answer = self.send_now(2, &request).await?;
             if answer.error_code != 0 {
                 // The broker's message names the mechanism only.
                 let message = answer.error_message.map(|m| m.to_string());
@@ -127,7 +163,12 @@ impl Conn {
             }
             match exchange.step(creds, &answer.auth_bytes)? {
                 Some(next) => token = next,
-                None => return Ok(()),
+                None => {
+                    let lifetime = u64::try_from(answer.session_lifetime_ms).unwrap_or(0);
+                    return Ok((lifetime > 0).then(|| {
+                        started + Duration::from_millis(lifetime) * REAUTH_AT_PERCENT / 100
+                    }));
+                }
             }
         }
     }
@@ -142,8 +183,18 @@ impl Conn {
         self.next_correlation
     }
 
-    /// Sends a Kafka request at `version` and reads its response.
+    /// Sends a Kafka request at `version` and reads its response (re-authenticating
+    /// first when the session is due for it).
     pub(crate) async fn send<R: Request>(
+        &mut self,
+        version: i16,
+        request: &R,
+    ) -> Result<R::Response, ClientError> {
+        self.reauthenticate_if_due().await?;
+        self.send_now(version, request).await
+    }
+
+    async fn send_now<R: Request>(
         &mut self,
         version: i16,
         request: &R,
@@ -184,6 +235,7 @@ impl Conn {
         &mut self,
         request: &NativeRequest,
     ) -> Result<NativeResponse, ClientError> {
+        self.reauthenticate_if_due().await?;
         let correlation = self.correlation();
         let mut frame = BytesMut::new();
         drover_protocol::encode_request_frame(&mut frame, correlation, Some(CLIENT_ID), request)

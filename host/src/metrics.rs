@@ -59,7 +59,9 @@
 //! - `drover_sasl_authentications_total{mechanism,outcome}`: SASL authentications
 //!   ended, by mechanism (`plain`, `scram-sha-256`, `scram-sha-512`) and outcome
 //!   (`success`, `failure`, `rate_limited`: refused unchecked while the client address
-//!   was over `sasl.failures_per_minute_per_client`) ([`crate::auth`]);
+//!   was over `sasl.failures_per_minute_per_client`; `channel_renewed`: a coordinator
+//!   channel's expired session renewed because its credential is unchanged)
+//!   ([`crate::auth`]);
 //! - `drover_admin_requests_refused_total{reason}`: admin API requests refused before
 //!   their endpoint (`host`: a `Host` header that does not name the listener;
 //!   `unauthenticated`; `forbidden`: a client certificate not in `admin.principals`;
@@ -337,7 +339,7 @@ impl Metrics {
         registry.register(
             "sasl_authentications",
             "SASL authentications ended, by mechanism (plain, scram-sha-256, scram-sha-512) \
-             and outcome (success, failure, rate_limited)",
+             and outcome (success, failure, rate_limited, channel_renewed)",
             sasl_authentications.clone(),
         );
         let admin_refused = Family::<ReasonLabels, Counter>::default();

@@ -188,8 +188,10 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
         "admin listener",
         config.server.admin_listen,
     )?;
+    let admin_guard =
+        Arc::new(admin::guard::Guard::load(&config.admin, admin).map_err(ServeError::Config)?);
     let admin_access = admin::Access {
-        guard: admin::guard::Guard::load(&config.admin, admin).map_err(ServeError::Config)?,
+        guard: Arc::clone(&admin_guard),
         tls: admin_tls,
     };
     let admin_auth = match (
@@ -358,12 +360,13 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
             cluster,
         )));
     }
-    if !tls.is_empty() {
-        // Only with TLS listeners: otherwise SIGHUP keeps its default (the broker
-        // stops), as before listeners had TLS.
+    if !tls.is_empty() || broker.config.admin.token_file.is_some() {
+        // Only with TLS listeners or an admin token file: otherwise SIGHUP keeps its
+        // default (the broker stops), as before listeners had TLS.
         tasks.push(tokio::spawn(reload_on_sighup(
             Arc::clone(&broker),
             tls.clone(),
+            admin_guard,
             stopped.clone(),
         )));
     }
@@ -463,10 +466,12 @@ fn addr_of(
     })
 }
 
-/// Reloads the TLS listeners' certificate files at every SIGHUP until `stopped`.
+/// Reloads the TLS listeners' certificate files and the admin token file at every
+/// SIGHUP until `stopped`.
 async fn reload_on_sighup(
     broker: Arc<Broker>,
     tls: TlsListeners,
+    admin_guard: Arc<admin::guard::Guard>,
     mut stopped: watch::Receiver<bool>,
 ) {
     #[cfg(unix)]
@@ -486,14 +491,18 @@ async fn reload_on_sighup(
                 got = hangup.recv() => if got.is_none() { return },
                 _ = stopped.changed() => return,
             }
-            tracing::info!("SIGHUP: reloading TLS certificates");
-            let (broker, tls) = (Arc::clone(&broker), tls.clone());
-            let _ = tokio::task::spawn_blocking(move || tls.reload(&broker.metrics)).await;
+            tracing::info!("SIGHUP: reloading TLS certificates and the admin token");
+            let (broker, tls, guard) = (Arc::clone(&broker), tls.clone(), Arc::clone(&admin_guard));
+            let _ = tokio::task::spawn_blocking(move || {
+                tls.reload(&broker.metrics);
+                admin::reload_admin_token(&guard);
+            })
+            .await;
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = (broker, tls, stopped.changed().await);
+        let _ = (broker, tls, admin_guard, stopped.changed().await);
     }
 }
 

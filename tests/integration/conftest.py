@@ -352,6 +352,21 @@ def install_plugins(broker: Broker, libs: list[str]) -> None:
         link_plugin(src / n, broker.plugin_dir / n)
 
 
+def stop_and_show_logs(request, brokers: list[Broker], lines: int = 150) -> None:
+    """A broker fixture's teardown: kills every broker and, when the test failed, prints
+    the tail of each one's logs (a failed start already shows them)."""
+    rep = getattr(request.node, "rep_call", None)
+    failed = rep is not None and rep.failed
+    for b in brokers:
+        try:
+            b.kill9()
+        except BrokerError:
+            pass
+        if failed and b.starts:
+            tail = "\n".join(b.all_logs().splitlines()[-lines:])
+            print(f"\n===== broker {b.workdir.name} logs (tail) =====\n{tail}")
+
+
 def start_or_fail(broker: Broker) -> Broker:
     """Starts the broker, or fails the test with its log."""
     err = None
@@ -387,17 +402,8 @@ def broker_factory(tmp_path, request):
     # Destroy client objects the test left behind while their broker is still up, so
     # librdkafka does not log reconnect failures into later tests' output.
     gc.collect()
-    # On a failed test, show the broker's logs (a failed start already shows them).
-    rep = getattr(request.node, "rep_call", None)
-    failed = rep is not None and rep.failed
-    for b in made:
-        try:
-            b.kill9()
-        except BrokerError:
-            pass
-        if failed and b.starts:
-            tail = "\n".join(b.all_logs().splitlines()[-150:])
-            print(f"\n===== broker {b.workdir.name} logs (tail) =====\n{tail}")
+    # On a failed test, show the broker's logs.
+    stop_and_show_logs(request, made)
 
 
 @pytest.fixture

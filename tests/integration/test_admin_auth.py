@@ -93,12 +93,7 @@ def started(request):
         return conftest.start_or_fail(b)
 
     yield start
-    rep = getattr(request.node, "rep_call", None)
-    for b in made:
-        b.kill9()
-        if rep is not None and rep.failed and b.starts:
-            print(f"\n===== {b.workdir.name} logs (tail) =====\n"
-                  + "\n".join(b.all_logs().splitlines()[-80:]))
+    conftest.stop_and_show_logs(request, made, 80)
 
 
 def test_a_non_loopback_admin_address_without_tls_and_authentication_refuses_to_start(tmp_path):
@@ -244,3 +239,57 @@ principal_mapping_rules = "RULE:^CN=([^,]*),.*$/$1/, DEFAULT"
     seen = counters(body)
     assert seen['drover_tls_handshake_failures_total{listener="admin",reason="client_certificate"}'] >= 2
     assert seen['drover_admin_requests_refused_total{reason="forbidden"}'] == 1
+
+
+def test_the_token_file_is_read_again_at_sighup_and_reload(tmp_path, started):
+    """Rotating the token without a restart: the token file is read again at SIGHUP and
+    at `POST /v1/tls/reload` (there is no TLS listener here: it reloads the token
+    alone). The new token works and the old one stops working; a reload that finds a
+    bad file keeps the token in force and says so, naming the file, not a token."""
+    import signal
+    import time
+
+    tokens = [secrets.token_urlsafe(24) for _ in range(3)]
+    token_file = tmp_path / "admin.token"
+
+    def write(text: str) -> None:
+        tmp = tmp_path / "admin.token.new"
+        tmp.write_text(text)
+        tmp.chmod(0o600)
+        tmp.rename(token_file)
+
+    write(tokens[0] + "\n")
+    b = started(make_broker(tmp_path, "broker", f'[admin]\ntoken_file = "{token_file}"\n'))
+    url = f"http://127.0.0.1:{b.admin_port}"
+
+    def works(token: str) -> bool:
+        return request(url + "/v1/topics", token=token)[0] == 200
+
+    assert works(tokens[0]) and not works(tokens[1])
+    # SIGHUP: the broker keeps running (it does not take SIGHUP's default) and serves
+    # the new token.
+    write(tokens[1] + "\n")
+    assert works(tokens[0])
+    b.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while not works(tokens[1]):
+        assert time.monotonic() < deadline, "the new token was not read at SIGHUP"
+        time.sleep(0.05)
+    assert not works(tokens[0])
+    b.assert_alive()
+    # POST /v1/tls/reload (JSON, authenticated with the token in force).
+    write(tokens[2] + "\n")
+    status, _, body = request(url + "/v1/tls/reload", method="POST", token=tokens[1],
+                              headers={"Content-Type": "application/json"}, body=b"{}")
+    assert status == 200 and '"admin_token":{"reloaded":true}' in body, (status, body)
+    assert works(tokens[2]) and not works(tokens[1])
+    # A bad file (too short a token): 500, naming the file; the token in force stays.
+    write("short\n")
+    status, _, body = request(url + "/v1/tls/reload", method="POST", token=tokens[2],
+                              headers={"Content-Type": "application/json"}, body=b"{}")
+    assert status == 500 and str(token_file) in body and "short" not in body, body
+    assert works(tokens[2])
+    logs = b.all_logs()
+    assert "admin token not reloaded" in logs
+    for t in tokens:
+        assert t not in logs

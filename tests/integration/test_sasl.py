@@ -39,7 +39,8 @@ from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechan
                                    UserScramCredentialUpsertion)
 
 import conftest
-from conftest import Broker, free_port, install_plugins, start_or_fail
+from conftest import (Broker, free_port, install_plugins, start_or_fail,
+                      stop_and_show_logs)
 from drover_testlib import (Msg, RawConn, ck_consume, ck_consumer, ck_create_topic,
                             ck_produce, ck_producer, ck_watermarks, frame, http_get,
                             kcat_path, kp_consumer, kp_producer, kstr, produce_v3_request,
@@ -134,12 +135,7 @@ def sasl_broker_factory(tmp_path, request, certs, monkeypatch):
         return b
 
     yield make
-    rep = getattr(request.node, "rep_call", None)
-    for b in made:
-        b.kill9()
-        if rep is not None and rep.failed and b.starts:
-            print(f"\n===== {b.workdir.name} logs (tail) =====\n"
-                  + "\n".join(b.all_logs().splitlines()[-150:]))
+    stop_and_show_logs(request, made)
 
 
 @pytest.fixture
@@ -679,3 +675,65 @@ def test_drover_consume_over_sasl_ssl_and_sasl_plaintext(sasl_broker, tmp_path):
     log = b.all_logs()
     assert "principal=User:bob" in log and "principal=User:alice" in log
     assert sasl_metric(b, "scram-sha-256", "success") >= 2
+
+
+def test_clients_keep_working_across_reauthentications(sasl_broker_factory, tmp_path):
+    """KIP-368 with a short session lifetime: `drover consume` (drover-client
+    re-authenticates its bootstrap, fetch and offset connections before the lifetime
+    the broker answered runs out; its coordinator channel, which sends no requests, is
+    renewed by the broker while bob's credential is unchanged) and a confluent-kafka
+    producer and group consumer (librdkafka re-authenticates from the same lifetime)
+    keep producing and consuming over several lifetimes, and no connection is closed
+    for an expired session."""
+    b = sasl_broker_factory("connections_max_reauth_ms = 2000")
+    topic = unique_topic("sasl-reauth-clients")
+    ck_create_topic(b, topic, 2)
+    pw = tmp_path / "bob.pw"
+    pw.write_text(PASSWORDS["bob"] + "\n")
+    os.chmod(pw, 0o600)
+    total = 36
+    native = subprocess.Popen(
+        [str(conftest.drover_bin()), "consume", "--brokers", b.ssl_bootstrap,
+         "--group", "reauth-native", "--topic", topic, "--format", "values",
+         "--max-messages", str(total), "--security-protocol", "SASL_SSL",
+         "--ssl-ca-location", str(b.certs.ca), "--sasl-mechanism", "SCRAM-SHA-512",
+         "--sasl-username", "bob", "--sasl-password-file", str(pw)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, RUST_LOG="drover_client=debug"))
+    errors: list = []
+    p = ck_producer(b, **ck_sasl(b), error_cb=errors.append)
+    c = ck_consumer(b, **ck_sasl(b, "bob"), **{"group.id": "reauth-ck",
+                                               "auto.offset.reset": "earliest"},
+                    error_cb=errors.append)
+    got: list[bytes] = []
+    try:
+        c.subscribe([topic])
+        # Three records a second for 12 s: six session lifetimes.
+        for i in range(total):
+            ck_produce(None, topic, [Msg(None, b"reauth-%02d" % i)], producer=p,
+                       flush_timeout=TIMEOUT)
+            for m in c.consume(num_messages=100, timeout=0.33):
+                assert m.error() is None, m.error()
+                got.append(m.value())
+        deadline = time.monotonic() + TIMEOUT
+        while len(got) < total and time.monotonic() < deadline:
+            got += [m.value() for m in c.consume(num_messages=100, timeout=0.5)]
+        out, err = native.communicate(timeout=TIMEOUT)
+    finally:
+        c.close()
+        if native.poll() is None:
+            native.kill()
+    want = sorted(b"reauth-%02d" % i for i in range(total))
+    assert sorted(got) == want
+    assert native.returncode == 0, err[-3000:]
+    assert sorted(out.split()) == sorted(v.decode() for v in want), out
+    assert not errors, errors
+    # The native consumer's connections re-authenticated, its channel was renewed, and
+    # nothing was closed for an expired session.
+    assert "re-authenticated (KIP-368)" in err, err[-3000:]
+    assert PASSWORDS["bob"] not in err
+    assert closed_metric(b, "sasl_session_expired") == 0
+    assert sasl_metric(b, "scram-sha-512", "channel_renewed") >= 1
+    # Each client's connections authenticated several times over.
+    assert sasl_metric(b, "scram-sha-512", "success") >= 12
+    assert_no_secrets(b)

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 import conftest
-from conftest import Broker, free_port, start_or_fail
+from conftest import Broker, free_port, start_or_fail, stop_and_show_logs
 from drover_testlib import (
     API_METADATA,
     Msg,
@@ -129,12 +129,7 @@ def tls_broker_factory(tmp_path, request, certs, monkeypatch):
         return start_or_fail(b)
 
     yield make
-    rep = getattr(request.node, "rep_call", None)
-    for b in made:
-        b.kill9()
-        if rep is not None and rep.failed and b.starts:
-            print(f"\n===== {b.workdir.name} logs (tail) =====\n"
-                  + "\n".join(b.all_logs().splitlines()[-150:]))
+    stop_and_show_logs(request, made)
 
 
 @pytest.fixture

@@ -27,7 +27,8 @@
 
 use std::{
     net::{IpAddr, SocketAddr},
-    path::Path,
+    path::{Path, PathBuf},
+    sync::RwLock,
 };
 
 use axum::http::{header, HeaderMap, Method, StatusCode};
@@ -111,10 +112,14 @@ impl Refusal {
     }
 }
 
-/// The admin API's access rules, built once at startup from `[admin]`.
+/// The admin API's access rules, built once at startup from `[admin]`; the token is
+/// read again from its file at SIGHUP and `POST /v1/tls/reload`
+/// ([`Guard::reload_token`]).
 pub struct Guard {
     /// SHA-256 of the token, when a token file is configured.
-    token: Option<[u8; 32]>,
+    token: RwLock<Option<[u8; 32]>>,
+    /// `admin.token_file`.
+    token_file: Option<PathBuf>,
     /// Whether a verified client certificate authenticates.
     certificates: bool,
     /// With certificates: the principals allowed (empty: all).
@@ -130,7 +135,7 @@ pub struct Guard {
 impl std::fmt::Debug for Guard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Guard")
-            .field("token", &self.token.map(|_| "<set>"))
+            .field("token", &self.token_digest().map(|_| "<set>"))
             .field("certificates", &self.certificates)
             .field("bound", &self.bound)
             .finish_non_exhaustive()
@@ -166,6 +171,21 @@ impl Guard {
         Ok(Guard::new(section, bound, token))
     }
 
+    /// Reads the token file again and serves its token from now on; `None` when no
+    /// token file is configured. A file that cannot be read or holds no acceptable
+    /// token leaves the previous token in force; the error names the file, never its
+    /// contents. Blocking (a file read).
+    pub fn reload_token(&self) -> Option<Result<(), String>> {
+        let path = self.token_file.as_ref()?;
+        Some(read_token_file(path).map(|token| {
+            *self.token.write().unwrap_or_else(|e| e.into_inner()) = Some(digest(token.as_bytes()));
+        }))
+    }
+
+    fn token_digest(&self) -> Option<[u8; 32]> {
+        *self.token.read().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn new(section: &AdminSection, bound: SocketAddr, token: Option<[u8; 32]>) -> Guard {
         let mut names = Vec::new();
         let mut ips = Vec::new();
@@ -176,7 +196,8 @@ impl Guard {
             }
         }
         Guard {
-            token,
+            token: RwLock::new(token),
+            token_file: section.token_file.clone(),
             certificates: section.ssl.client_auth != ClientAuth::None,
             principals: section.principals.clone(),
             names,
@@ -188,7 +209,7 @@ impl Guard {
 
     /// Whether requests need credentials.
     fn authenticates(&self) -> bool {
-        self.token.is_some() || self.certificates
+        self.token_digest().is_some() || self.certificates
     }
 
     /// Whether `host` (the `Host` header's value, `None` without one) names this
@@ -227,8 +248,8 @@ impl Guard {
                 refusal = Refusal::Forbidden;
             }
         }
-        if let (Some(token), Some(offered)) = (&self.token, bearer(headers)) {
-            if bool::from(digest(offered.as_bytes()).ct_eq(token)) {
+        if let (Some(token), Some(offered)) = (self.token_digest(), bearer(headers)) {
+            if bool::from(digest(offered.as_bytes()).ct_eq(&token)) {
                 return Ok(());
             }
         }

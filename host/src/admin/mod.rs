@@ -48,8 +48,9 @@ use guard::{AdminPeer, Guard};
 
 /// How the admin listener is reached and who may use it, made at startup.
 pub struct Access {
-    /// The access rules (`[admin]`).
-    pub guard: Guard,
+    /// The access rules (`[admin]`), shared with the SIGHUP handler that reloads the
+    /// token.
+    pub guard: Arc<Guard>,
     /// TLS, when `admin.ssl.certificate_chain` is set (also in the broker's
     /// `TlsListeners`, so it reloads with them).
     pub tls: Option<Arc<TlsListener>>,
@@ -65,6 +66,7 @@ pub async fn serve(
     shutdown: watch::Receiver<bool>,
 ) {
     let tls_reload = tls.clone();
+    let guard_reload = Arc::clone(&access.guard);
     let guarded = Arc::new((access.guard, Arc::clone(&broker.metrics)));
     let handshake_timeout =
         std::time::Duration::from_millis(broker.config.server.first_request_timeout_ms);
@@ -80,8 +82,8 @@ pub async fn serve(
         .route(
             "/v1/tls/reload",
             post(move |State(broker): State<Arc<Broker>>| {
-                let tls = tls_reload.clone();
-                async move { reload_tls(broker, tls).await }
+                let (tls, guard) = (tls_reload.clone(), Arc::clone(&guard_reload));
+                async move { reload_tls(broker, tls, guard).await }
             }),
         )
         .route("/metrics", get(metrics))
@@ -150,7 +152,7 @@ pub async fn serve(
 /// The [`guard`] in front of every endpoint: refused requests are answered here,
 /// counted and logged (rate-limited; the method and path, never a header's value).
 async fn check(
-    State(guarded): State<Arc<(Guard, Arc<Metrics>)>>,
+    State(guarded): State<Arc<(Arc<Guard>, Arc<Metrics>)>>,
     ConnectInfo(peer): ConnectInfo<AdminPeer>,
     request: Request,
     next: Next,
@@ -190,20 +192,44 @@ async fn check(
     }
 }
 
-/// `POST /v1/tls/reload`.
+/// `POST /v1/tls/reload`: the TLS listeners' certificate files and the admin token
+/// file (when configured), as SIGHUP.
 async fn reload_tls(
     broker: Arc<Broker>,
     tls: crate::server::tls::TlsListeners,
+    guard: Arc<Guard>,
 ) -> axum::response::Response {
-    let outcomes = tokio::task::spawn_blocking(move || tls.reload(&broker.metrics))
-        .await
-        .unwrap_or_default();
-    let status = if outcomes.iter().all(|o| o.reloaded) {
+    let (outcomes, token) = tokio::task::spawn_blocking(move || {
+        (tls.reload(&broker.metrics), reload_admin_token(&guard))
+    })
+    .await
+    .unwrap_or_default();
+    let status = if outcomes.iter().all(|o| o.reloaded) && token.as_ref().is_none_or(Result::is_ok)
+    {
         axum::http::StatusCode::OK
     } else {
         axum::http::StatusCode::INTERNAL_SERVER_ERROR
     };
-    (status, Json(serde_json::json!({ "listeners": outcomes }))).into_response()
+    let mut body = serde_json::json!({ "listeners": outcomes });
+    if let Some(token) = token {
+        body["admin_token"] = match token {
+            Ok(()) => serde_json::json!({ "reloaded": true }),
+            Err(e) => serde_json::json!({ "reloaded": false, "error": e }),
+        };
+    }
+    (status, Json(body)).into_response()
+}
+
+/// Reads the admin token file again (SIGHUP, `POST /v1/tls/reload`) and logs the
+/// outcome; `None` without a token file. A failure keeps the previous token; its
+/// message names the file, never a token. Blocking.
+pub fn reload_admin_token(guard: &Guard) -> Option<Result<(), String>> {
+    let outcome = guard.reload_token()?;
+    match &outcome {
+        Ok(()) => tracing::info!("admin token file read again"),
+        Err(e) => tracing::warn!("admin token not reloaded, the previous one stays: {e}"),
+    }
+    Some(outcome)
 }
 
 /// `text` with the transaction coordinator's samples before its `# EOF`.

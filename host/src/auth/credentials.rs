@@ -28,7 +28,7 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const SECRET_LEN: usize = 32;
 /// Longest user name accepted, in bytes (this broker's bound; Kafka has none). Names
 /// travel in SCRAM's client-first message, which is capped
-/// ([`super::scram_messages::MAX_MESSAGE_BYTES`]).
+/// (drover-sasl-messages' `scram::MAX_MESSAGE_BYTES`).
 pub const MAX_USER_NAME_BYTES: usize = 512;
 /// Longest salt accepted, in bytes (this broker's bound; clients send 16 to 64).
 pub const MAX_SALT_BYTES: usize = 256;

@@ -13,7 +13,8 @@
 //! - [`store`], [`file_store`], [`zk_store`], [`error`]: where the table lives (the data
 //!   directory; a ZooKeeper node every broker watches) and how it changes;
 //! - [`decoy`]: the same work and the same answers for unknown users;
-//! - [`scram_messages`], [`scram`], [`plain`]: the mechanisms' messages and exchanges;
+//! - [`scram`], [`plain`]: the mechanisms' exchanges, over their client messages as the
+//!   `drover-sasl-messages` crate parses them (the `sasl_messages` fuzz target's crate);
 //! - [`rate_limit`]: failed authentications per client address;
 //! - [`session`]: SaslHandshake/SaslAuthenticate as a sans-IO state machine per
 //!   connection, what an unauthenticated connection may send, KIP-368's session
@@ -32,7 +33,6 @@ pub mod mechanism;
 pub mod plain;
 pub mod rate_limit;
 pub mod scram;
-pub mod scram_messages;
 pub mod session;
 pub mod store;
 pub mod zk_store;

@@ -16,12 +16,12 @@
 //! `tokenauth` extension (delegation tokens) is refused, since this broker issues none.
 
 use base64::{engine::general_purpose::STANDARD, Engine};
+use drover_sasl_messages::scram::{ClientFinal, ClientFirst, MessageError};
 
 use super::{
     decoy::{Lookup, Snapshot},
     keys,
     mechanism::ScramMechanism,
-    scram_messages::{ClientFinal, ClientFirst, MessageError},
 };
 
 /// Which check of an exchange failed. Its `Display` holds no credential or input.
@@ -120,6 +120,12 @@ impl ScramExchange {
     /// The mechanism.
     pub fn mechanism(&self) -> ScramMechanism {
         self.mechanism
+    }
+
+    /// The credential the final message is checked against (a decoy for an unknown
+    /// user).
+    pub fn credential(&self) -> &crate::auth::credentials::ScramCredential {
+        &self.lookup.credential
     }
 
     /// Handles the client-final message: checks channel binding, nonce and proof and

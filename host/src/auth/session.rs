@@ -52,8 +52,9 @@ use kafka_protocol::{
 };
 
 use super::{
-    mechanism::Mechanism,
-    plain::PlainMessage,
+    credentials::ScramCredential,
+    mechanism::{Mechanism, ScramMechanism},
+    plain::{self, PlainMessage},
     rate_limit::FailureLimiter,
     scram::{ScramExchange, ScramFailure},
     store::CredentialStore,
@@ -158,6 +159,10 @@ pub struct Authenticated {
     /// When the session expires (`sasl.connections_max_reauth_ms` after the
     /// authentication), if it does.
     pub expires_at: Option<Instant>,
+    /// The stored credential the client proved it knows (SCRAM's, or the one a PLAIN
+    /// password was checked against), for renewing a coordinator channel's session
+    /// while it is unchanged ([`SaslServer::renew_channel`]).
+    pub credential: (ScramMechanism, ScramCredential),
 }
 
 /// How the tokens of an authentication travel.
@@ -625,6 +630,36 @@ impl SaslServer {
         }
     }
 
+    /// Renews the session of a coordinator channel that has expired at `now`, when the
+    /// credential it authenticated with is still stored unchanged; whether it did.
+    ///
+    /// A channel carries only the consumer's answers to the coordinator, never a
+    /// request of its own, so it cannot re-authenticate (KIP-368) as other
+    /// connections do (docs/protocol.md, section 4). What a successful
+    /// re-authentication would establish for SCRAM and PLAIN — the client still holds
+    /// the secret of the credential the store holds now — follows from the client
+    /// having proved it for the same credential, while that credential is unchanged.
+    /// A changed or deleted credential (or a failed session) is not renewed, and the
+    /// connection closes as an expired one does.
+    pub fn renew_channel(&self, session: &mut SaslSession, now: Instant) -> bool {
+        let State::Authenticated(a) = &mut session.state else {
+            return false;
+        };
+        let (scram, credential) = &a.credential;
+        let snapshot = self.credentials.snapshot();
+        let unchanged = snapshot
+            .table()
+            .get(&a.user, *scram)
+            .is_some_and(|stored| stored == credential);
+        if !unchanged {
+            return false;
+        }
+        a.expires_at = self.settings.session_lifetime.map(|l| now + l);
+        self.metrics
+            .sasl_authentication(a.mechanism.label(), "channel_renewed");
+        true
+    }
+
     fn failure_close(&self) -> Next {
         Next::Close {
             delay: self.settings.failed_authentication_delay,
@@ -660,14 +695,23 @@ impl SaslServer {
                     Mechanism::Plain => {
                         let checked = PlainMessage::parse(token)
                             .map_err(AuthFailure::Plain)
-                            .and_then(|message| match message.verify(&snapshot) {
-                                (true, _) => Ok(message.username),
+                            .and_then(|message| match plain::verify(&message, &snapshot) {
+                                (true, scram) => snapshot
+                                    .table()
+                                    .get(&message.username, scram)
+                                    .map(|c| (message.username.clone(), (scram, c.clone())))
+                                    .ok_or(AuthFailure::PlainPassword),
                                 (false, _) => Err(AuthFailure::PlainPassword),
                             });
                         match checked {
-                            Ok(user) => {
-                                self.succeed(conn, mechanism, user, previous, Vec::new(), now)
-                            }
+                            Ok((user, credential)) => self.succeed(
+                                conn,
+                                mechanism,
+                                (user, credential),
+                                previous,
+                                Vec::new(),
+                                now,
+                            ),
                             Err(why) => self.fail(conn, mechanism, why),
                         }
                     }
@@ -696,10 +740,16 @@ impl SaslServer {
                 exchange, previous, ..
             } => {
                 let mechanism = Mechanism::Scram(exchange.mechanism());
+                let credential = (exchange.mechanism(), exchange.credential().clone());
                 match exchange.finish(token) {
-                    Ok((user, server_final)) => {
-                        self.succeed(conn, mechanism, user, previous, server_final, now)
-                    }
+                    Ok((user, server_final)) => self.succeed(
+                        conn,
+                        mechanism,
+                        (user, credential),
+                        previous,
+                        server_final,
+                        now,
+                    ),
                     Err(why) => self.fail(conn, mechanism, AuthFailure::Scram(why)),
                 }
             }
@@ -711,7 +761,7 @@ impl SaslServer {
         &self,
         conn: ConnectionInfo,
         mechanism: Mechanism,
-        user: String,
+        (user, credential): (String, (ScramMechanism, ScramCredential)),
         previous: Option<Authenticated>,
         answer: Vec<u8>,
         now: Instant,
@@ -731,6 +781,7 @@ impl SaslServer {
                     user,
                     mechanism,
                     expires_at: lifetime.map(|l| now + l),
+                    credential,
                 }),
             },
             lifetime,

@@ -741,3 +741,53 @@ fn before_the_credentials_are_loaded_the_client_is_disconnected_to_retry() {
     );
     assert_eq!(step.next, Next::Continue);
 }
+
+#[test]
+fn a_channel_is_renewed_while_its_credential_is_unchanged() {
+    let store = store();
+    let (server, metrics) = server_with(settings(), Arc::clone(&store));
+    let t0 = Instant::now();
+    let t1 = t0 + Duration::from_secs(61);
+    let m = ScramMechanism::Sha512;
+    let mut scram_session = scram(
+        &server,
+        SaslSession::new(conn(1, false)),
+        m,
+        "user",
+        b"pencil",
+        t0,
+    )
+    .session;
+    let step = handshake(&server, SaslSession::new(conn(2, true)), "PLAIN", 1);
+    let mut plain_session = token(&server, step.session, b"\0user\0pencil", t0).session;
+    assert!(plain_session.principal().is_some());
+    for session in [&mut scram_session, &mut plain_session] {
+        assert!(session.must_reauthenticate(t1));
+        assert!(server.renew_channel(session, t1));
+        assert_eq!(
+            session.reauthenticate_by(),
+            Some(t1 + Duration::from_secs(60))
+        );
+    }
+    assert_eq!(count(&metrics, "scram-sha-512", "channel_renewed"), 1);
+    assert_eq!(count(&metrics, "plain", "channel_renewed"), 1);
+    // The user's SCRAM-SHA-512 credential changes (a new password): neither renews.
+    let mut table = store.snapshot().table().clone();
+    let salted = keys::salted_password(m, b"new", b"salt", 4096);
+    table.insert(
+        "user",
+        m,
+        ScramCredential::from_salted_password(m, b"salt", &salted, 4096),
+    );
+    store.install(table.clone(), 1);
+    let t2 = t1 + Duration::from_secs(61);
+    for session in [&mut scram_session, &mut plain_session] {
+        assert!(!server.renew_channel(session, t2));
+        assert!(session.must_reauthenticate(t2));
+    }
+    // A deleted credential neither; nor a session that never authenticated.
+    table.remove("user", m);
+    store.install(table, 2);
+    assert!(!server.renew_channel(&mut scram_session, t2));
+    assert!(!server.renew_channel(&mut SaslSession::new(conn(3, false)), t2));
+}

@@ -333,11 +333,13 @@ async fn read_loop(
         broker.metrics.bytes_in(frame.len() + 4);
         if native.channel.load(Ordering::Acquire) {
             // A channel's frames are answers, not requests: an expired SASL session
-            // cannot re-authenticate on it, and ends it.
+            // cannot re-authenticate on it. It is renewed while its credential is
+            // stored unchanged, and ends it otherwise (server::sasl).
+            let now = std::time::Instant::now();
             if conn
                 .sasl
-                .as_ref()
-                .is_some_and(|g| g.expired(std::time::Instant::now()))
+                .as_mut()
+                .is_some_and(|g| g.expired(now) && !g.renew_channel(now))
             {
                 sasl_close(broker, peer, "sasl_session_expired");
                 return;

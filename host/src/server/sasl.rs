@@ -99,6 +99,15 @@ impl SaslGate {
             .is_none_or(|s| s.must_reauthenticate(now))
     }
 
+    /// A coordinator channel's session that expired at `now` is renewed when its
+    /// credential is stored unchanged ([`SaslServer::renew_channel`]); whether the
+    /// channel may go on.
+    pub fn renew_channel(&mut self, now: Instant) -> bool {
+        self.session
+            .as_mut()
+            .is_some_and(|s| self.server.renew_channel(s, now))
+    }
+
     /// Looks at one frame read at `now`: passes it on, answers it, or closes.
     pub async fn frame(&mut self, frame: Bytes, now: Instant) -> Verdict {
         let Some(session) = self.session.take() else {
