@@ -26,7 +26,7 @@
 //! Bound: at most [`MAX_TOPICS`] named topics; beyond it every topic is answered
 //! `INVALID_REQUEST` without looking anything up.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, ops::Range};
 
 use kafka_protocol::{
     error::ResponseError,
@@ -76,43 +76,43 @@ pub fn handle(
         .cursor
         .as_ref()
         .map(|c| (c.topic_name.0.as_str(), c.partition_index));
-    let from = cursor.map_or("", |(name, _)| name);
-    let names: BTreeSet<String> = if fetch_all {
+    let names: Vec<String> = if fetch_all {
         partitions
             .topics
             .list()
             .iter()
-            .filter(|t| t.name.as_str() >= from)
             .map(|t| t.name.clone())
             .collect()
     } else {
         request
             .topics
             .iter()
-            .map(|t| t.name.0.as_str())
-            .filter(|name| *name >= from)
-            .map(str::to_owned)
+            .map(|t| t.name.0.to_string())
             .collect()
     };
-    if let Some((name, index)) = cursor {
-        // The cursor's topic must be one of those named, its partition valid.
-        if (!fetch_all && !names.contains(name)) || index < 0 {
-            return refused(&request, ResponseError::InvalidRequest);
-        }
-    }
+    let limit = request.response_partition_limit;
+    let lookup = |name: &str| {
+        let topic = partitions.topics.get(name)?;
+        let count = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+        Some((topic, count))
+    };
+    let Some(plan) = plan(names, !fetch_all, cursor, limit, lookup) else {
+        return refused(&request, ResponseError::InvalidRequest);
+    };
     let placement = Placement::new(partitions, listener);
-    let mut remaining = request
-        .response_partition_limit
-        .clamp(1, MAX_RESPONSE_PARTITIONS);
     let mut response = DescribeTopicPartitionsResponse::default();
-    for name in names {
-        if remaining == 0 {
-            // The limit stops the answer before this topic.
-            response.next_cursor = Some(cursor_at(&name, 0));
-            break;
-        }
-        let Some(topic) = partitions.topics.get(&name) else {
-            if !fetch_all {
+    for (name, listed) in plan.topics {
+        match listed {
+            Some((topic, range)) => {
+                let mut entry = topic_entry(&name, topic.id, 0);
+                entry.partitions = range
+                    .map(|index| placement.partition(&topic, index))
+                    .collect();
+                response.topics.push(entry);
+            }
+            // With every topic, one deleted meanwhile is left out, as Kafka does.
+            None if fetch_all => {}
+            None => {
                 let error = match validate_name(&name) {
                     Ok(()) => ResponseError::UnknownTopicOrPartition,
                     Err(_) => ResponseError::InvalidTopicException,
@@ -121,28 +121,76 @@ pub fn handle(
                     .topics
                     .push(topic_entry(&name, Uuid::nil(), error.code()));
             }
+        }
+    }
+    response.next_cursor = plan.next.map(|(name, index)| cursor_at(&name, index));
+    let error = super::errors::first_error(response.topics.iter().map(|t| t.error_code));
+    Reply::new(response, error)
+}
+
+/// A topic and the range of its partitions an answer lists.
+type Listed<T> = (T, Range<i32>);
+
+/// What one answer lists: each topic (in name order) with the range of partitions
+/// listed, or None when it does not exist; and the cursor of the next answer.
+struct Plan<T> {
+    topics: Vec<(String, Option<Listed<T>>)>,
+    next: Option<(String, i32)>,
+}
+
+/// Kafka's paging (`KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse`): the
+/// topics of `names` taken once each in name order from the cursor's topic on, the
+/// cursor's topic from its partition, until `limit` partitions (clamped to
+/// 1..=[`MAX_RESPONSE_PARTITIONS`]) are listed. `lookup` gives a topic and its partition
+/// count. None when the cursor is invalid: its partition is negative or, when the
+/// topics were `named`, its topic is not one of them.
+fn plan<T>(
+    names: Vec<String>,
+    named: bool,
+    cursor: Option<(&str, i32)>,
+    limit: i32,
+    lookup: impl Fn(&str) -> Option<(T, i32)>,
+) -> Option<Plan<T>> {
+    let from = cursor.map_or("", |(name, _)| name);
+    let names: BTreeSet<String> = names
+        .into_iter()
+        .filter(|name| name.as_str() >= from)
+        .collect();
+    if let Some((name, index)) = cursor {
+        if (named && !names.contains(name)) || index < 0 {
+            return None;
+        }
+    }
+    let mut remaining = limit.clamp(1, MAX_RESPONSE_PARTITIONS);
+    let mut plan = Plan {
+        topics: Vec::new(),
+        next: None,
+    };
+    for name in names {
+        if remaining == 0 {
+            // The limit stops the answer before this topic.
+            plan.next = Some((name, 0));
+            break;
+        }
+        let Some((topic, count)) = lookup(&name) else {
+            plan.topics.push((name, None));
             continue;
         };
         let start = match cursor {
             Some((cursor_topic, index)) if cursor_topic == name => index,
             _ => 0,
         };
-        let count = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
         let upper = count.min(start.saturating_add(remaining));
-        let mut entry = topic_entry(&name, topic.id, 0);
-        entry.partitions = (start..upper)
-            .map(|index| placement.partition(&topic, index))
-            .collect();
-        let listed = i32::try_from(entry.partitions.len()).unwrap_or(i32::MAX);
-        response.topics.push(entry);
-        if upper < count {
-            response.next_cursor = Some(cursor_at(&name, upper));
+        remaining -= (upper - start).max(0);
+        let stop = upper < count;
+        plan.topics
+            .push((name.clone(), Some((topic, start..upper))));
+        if stop {
+            plan.next = Some((name, upper));
             break;
         }
-        remaining -= listed;
     }
-    let error = super::errors::first_error(response.topics.iter().map(|t| t.error_code));
-    Reply::new(response, error)
+    Some(plan)
 }
 
 /// Kafka's error response for the whole request: every topic named, with `error`.
@@ -241,5 +289,126 @@ impl Placement {
             }
         }
         p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Follows the cursor from the first answer to the last over topics of `counts`
+    /// (name → partition count) asking for `names`; the pages as
+    /// (name, listed partitions or None).
+    fn follow(
+        counts: &BTreeMap<String, i32>,
+        names: &[String],
+        named: bool,
+        limit: i32,
+    ) -> Vec<Vec<(String, Option<Range<i32>>)>> {
+        let lookup = |name: &str| counts.get(name).map(|c| ((), *c));
+        let mut pages = Vec::new();
+        let mut cursor: Option<(String, i32)> = None;
+        for _ in 0..10_000 {
+            let at = cursor.as_ref().map(|(n, i)| (n.as_str(), *i));
+            let plan = plan(names.to_vec(), named, at, limit, lookup).expect("valid cursor");
+            pages.push(
+                plan.topics
+                    .into_iter()
+                    .map(|(name, listed)| (name, listed.map(|((), r)| r)))
+                    .collect(),
+            );
+            match plan.next {
+                Some(next) => cursor = Some(next),
+                None => return pages,
+            }
+        }
+        panic!("the cursor never ran out");
+    }
+
+    #[test]
+    fn the_limit_stops_inside_a_topic_and_before_the_next() {
+        let counts: BTreeMap<String, i32> = [("a".to_owned(), 3), ("b".to_owned(), 2)].into();
+        let names = vec!["b".to_owned(), "a".to_owned(), "zz".to_owned()];
+        let pages = follow(&counts, &names, true, 2);
+        assert_eq!(
+            pages,
+            vec![
+                vec![("a".to_owned(), Some(0..2))],
+                // a's last partition fills the page only partly; b does not fit.
+                vec![("a".to_owned(), Some(2..3)), ("b".to_owned(), Some(0..1))],
+                vec![("b".to_owned(), Some(1..2)), ("zz".to_owned(), None)],
+            ]
+        );
+        // Exactly full: the next answer starts at the next topic's partition 0.
+        let plan = plan(names.clone(), true, None, 3, |n: &str| {
+            counts.get(n).map(|c| ((), *c))
+        })
+        .unwrap();
+        assert_eq!(plan.next, Some(("b".to_owned(), 0)));
+    }
+
+    #[test]
+    fn invalid_cursors_are_refused() {
+        let lookup = |_: &str| Some(((), 1));
+        let names = vec!["a".to_owned()];
+        assert!(plan(names.clone(), true, Some(("b", 0)), 5, lookup).is_none());
+        assert!(plan(names.clone(), true, Some(("a", -1)), 5, lookup).is_none());
+        // With every topic the cursor's topic need not exist.
+        assert!(plan(names.clone(), false, Some(("0", 0)), 5, lookup).is_some());
+        // A cursor past the topic's partitions lists none of them.
+        let past = plan(names, true, Some(("a", 9)), 5, lookup).unwrap();
+        assert_eq!(past.topics[0].1.as_ref().map(|(_, r)| r.len()), Some(0));
+        assert!(past.next.is_none());
+    }
+
+    proptest! {
+        /// Following the cursor lists every partition of every topic asked for exactly
+        /// once, in (name, partition) order, at most `limit` per answer, and every
+        /// missing topic once.
+        #[test]
+        fn paging_lists_every_partition_once_in_order(
+            counts in prop::collection::btree_map("[a-e]{1,2}", 1i32..30, 0..8),
+            missing in prop::collection::vec("[f-g]{1,2}", 0..3),
+            limit in -5i32..40,
+            named in any::<bool>(),
+        ) {
+            let names: Vec<String> = if named {
+                counts.keys().cloned().chain(missing.iter().cloned()).collect()
+            } else {
+                counts.keys().cloned().collect()
+            };
+            let pages = follow(&counts, &names, named, limit);
+            let per_page = limit.clamp(1, MAX_RESPONSE_PARTITIONS);
+            let mut listed = Vec::new();
+            let mut absent = BTreeSet::new();
+            for page in &pages {
+                let mut on_page = 0;
+                for (name, range) in page {
+                    match range {
+                        Some(r) => {
+                            on_page += r.len();
+                            listed.extend(r.clone().map(|i| (name.clone(), i)));
+                        }
+                        None => prop_assert!(absent.insert(name.clone())),
+                    }
+                }
+                prop_assert!(on_page <= per_page as usize);
+            }
+            let expected: Vec<(String, i32)> = counts
+                .iter()
+                .flat_map(|(name, c)| (0..*c).map(move |i| (name.clone(), i)))
+                .collect();
+            prop_assert_eq!(listed, expected);
+            let expected_absent: BTreeSet<String> = if named {
+                missing.into_iter().filter(|m| !counts.contains_key(m)).collect()
+            } else {
+                BTreeSet::new()
+            };
+            prop_assert_eq!(absent, expected_absent);
+        }
     }
 }
