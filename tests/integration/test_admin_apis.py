@@ -249,3 +249,62 @@ def test_features_with_the_coordinator_finalize_group_version_1(broker_factory):
     admin.close()
     assert features["group.version"]["finalized"] == (1, 1)
     assert features["metadata.version"]["finalized"] == (27, 27)
+
+
+# ---- Cluster mode --------------------------------------------------------------------
+
+
+def test_cluster_mode_answers_for_the_partitions_each_broker_leads(broker_factory, zookeeper):
+    from confluent_kafka import Producer  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+    from kafka import TopicPartition  # noqa: PLC0415
+    from kafka.protocol.admin.transactions import DescribeProducersRequest  # noqa: PLC0415
+
+    from cluster_testlib import start_cluster, wait_until  # noqa: PLC0415
+
+    b1, b2 = start_cluster(broker_factory, zookeeper, n=2)
+    topic = unique_topic("cluster-admin")
+    ck = AdminClient({"bootstrap.servers": b1.bootstrap})
+    ck.create_topics([NewTopic(topic, 4, 1)])[topic].result(timeout=TIMEOUT)
+    admin = kp_admin(b1)
+    try:
+        # DescribeTopicPartitions names each partition's leader, both brokers among them.
+        def leaders():
+            page = admin.describe_topic_partitions([topic])
+            [t] = page["topics"]
+            found = {p["partition_index"]: p["leader_id"] for p in t["partitions"]}
+            return found if len(found) == 4 and -1 not in found.values() else None
+        leader = wait_until(leaders, 15, "the partitions' leaders")
+        assert set(leader.values()) == {1, 2}
+
+        # One idempotent producer writes to every partition.
+        p = Producer(ck_conf(b1, **{"enable.idempotence": True, "linger.ms": 0}))
+        ck_produce(b1, topic, [Msg(key=None, value=b"x" * 100, partition=i % 4)
+                               for i in range(40)], producer=p)
+
+        # DescribeLogDirs asks every broker: each lists the partitions it leads.
+        by_broker = {r["broker"]: r["log_dirs"] for r in admin.describe_log_dirs([topic])}
+        assert set(by_broker) == {1, 2}
+        for broker_id, [log_dir] in by_broker.items():
+            listed = {p["partition_index"]: p["partition_size"]
+                      for t in log_dir["topics"] if t["name"] == topic for p in t["partitions"]}
+            mine = {i for i, b in leader.items() if b == broker_id}
+            assert set(listed) == mine, (broker_id, listed, leader)
+            assert all(size >= 10 * 100 for size in listed.values())
+
+        # DescribeProducers: the leaders describe the producer; another broker answers
+        # NOT_LEADER_OR_FOLLOWER.
+        tps = [TopicPartition(topic, i) for i in range(4)]
+        states = admin.describe_producers(tps)
+        ids = {s.producer_id for tp in tps for s in states[tp].active_producers}
+        assert len(ids) == 1
+        other = {1: 2, 2: 1}[leader[0]]
+        T = DescribeProducersRequest.TopicRequest
+        response = admin._manager.run(
+            admin._manager.send,
+            DescribeProducersRequest(topics=[T(name=topic, partition_indexes=[0])]),
+            other)
+        [[part]] = [t.partitions for t in response.topics]
+        assert part.error_code == 6  # NOT_LEADER_OR_FOLLOWER
+    finally:
+        admin.close()
