@@ -57,6 +57,12 @@ pub const HANDLERS: &[ApiKey] = &[
     // the host answers ILLEGAL_SASL_STATE, as Kafka does.
     ApiKey::SaslHandshake,
     ApiKey::SaslAuthenticate,
+    // The admin APIs tools call (issue 32): log directory sizes, a partition's active
+    // producers, client quotas (none), and topics with paged partitions (KIP-966).
+    ApiKey::DescribeLogDirs,
+    ApiKey::DescribeProducers,
+    ApiKey::DescribeClientQuotas,
+    ApiKey::DescribeTopicPartitions,
 ];
 
 /// The versions of `key` this broker serves, if it serves it.
@@ -271,7 +277,19 @@ mod tests {
         }
     }
 
-    fn encode_default(key: ApiKey, version: i16, out: &mut BytesMut) {
+    #[test]
+    fn every_served_api_is_encoded() {
+        for &key in HANDLERS {
+            let version = supported_versions(key).expect("served").max;
+            assert!(
+                encode_default(key, version, &mut BytesMut::new()),
+                "{key:?} has no arm in encode_default"
+            );
+        }
+    }
+
+    /// Encodes a default request of `key`; false for an API this table does not know.
+    fn encode_default(key: ApiKey, version: i16, out: &mut BytesMut) -> bool {
         use kafka_protocol::messages::*;
         let result = match key {
             ApiKey::Produce => ProduceRequest::default().encode(out, version),
@@ -300,8 +318,25 @@ mod tests {
             }
             ApiKey::SaslHandshake => SaslHandshakeRequest::default().encode(out, version),
             ApiKey::SaslAuthenticate => SaslAuthenticateRequest::default().encode(out, version),
-            _ => Ok(()),
+            ApiKey::DeleteRecords => DeleteRecordsRequest::default().encode(out, version),
+            ApiKey::DescribeConfigs => DescribeConfigsRequest::default().encode(out, version),
+            ApiKey::AlterConfigs => AlterConfigsRequest::default().encode(out, version),
+            ApiKey::IncrementalAlterConfigs => {
+                IncrementalAlterConfigsRequest::default().encode(out, version)
+            }
+            ApiKey::DescribeCluster => DescribeClusterRequest::default().encode(out, version),
+            ApiKey::DescribeLogDirs => DescribeLogDirsRequest::default().encode(out, version),
+            ApiKey::DescribeProducers => DescribeProducersRequest::default().encode(out, version),
+            ApiKey::DescribeClientQuotas => {
+                DescribeClientQuotasRequest::default().encode(out, version)
+            }
+            ApiKey::DescribeTopicPartitions => {
+                DescribeTopicPartitionsRequest::default().encode(out, version)
+            }
+            // Every served API has its arm above (`every_served_api_is_encoded`).
+            _ => return false,
         };
         result.unwrap();
+        true
     }
 }

@@ -407,6 +407,16 @@ def broker_factory(tmp_path, request):
 
 
 @pytest.fixture
+def zookeeper(tmp_path):
+    """A ZooKeeper server of the test's own (cluster_testlib.ZooKeeper), stopped at the end."""
+    from cluster_testlib import ZooKeeper  # cluster_testlib imports this module
+
+    zk = ZooKeeper(tmp_path / "zookeeper").start()
+    yield zk
+    zk.stop()
+
+
+@pytest.fixture
 def broker(broker_factory) -> Broker:
     """A running broker with the default configuration."""
     return broker_factory()

@@ -11,17 +11,10 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    NewTopic, ResourceType)
 
-from cluster_testlib import ZooKeeper, start_cluster, wait_until
+from cluster_testlib import start_cluster, wait_until
 from drover_testlib import Msg, RawConn, ck_produce, kstr
 
 TIMEOUT = 20
-
-
-@pytest.fixture
-def zookeeper(tmp_path):
-    zk = ZooKeeper(tmp_path / "zookeeper").start()
-    yield zk
-    zk.stop()
 
 
 def admin(b) -> AdminClient:

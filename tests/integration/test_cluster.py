@@ -13,15 +13,8 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster_testlib import ZooKeeper, start_cluster, wait_until
+from cluster_testlib import start_cluster, wait_until
 from drover_testlib import (Msg, RawConn, ck_consume, ck_produce, http_get, kstr)
-
-
-@pytest.fixture
-def zookeeper(tmp_path):
-    zk = ZooKeeper(tmp_path / "zookeeper").start()
-    yield zk
-    zk.stop()
 
 
 def admin(b) -> AdminClient:

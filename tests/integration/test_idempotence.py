@@ -31,7 +31,7 @@ from drover_testlib import (
     unique_topic,
 )
 from test_record_validation import encode_record, produce_v8
-from cluster_testlib import ZooKeeper, start_cluster
+from cluster_testlib import start_cluster
 
 API_INIT_PRODUCER_ID = 22
 NONE = 0
@@ -409,13 +409,6 @@ def test_kafka_python_default_idempotent_producer(broker):
     for q in (0, 1):
         assert [r.value for r in got[q]] == [b"v%d" % i for i in range(q, n, 2)]
     assert ck_watermarks(broker, topic, [0, 1]) == {0: (0, n // 2), 1: (0, n // 2)}
-
-
-@pytest.fixture
-def zookeeper(tmp_path):
-    zk = ZooKeeper(tmp_path / "zookeeper").start()
-    yield zk
-    zk.stop()
 
 
 def test_producer_ids_are_unique_across_a_cluster(broker_factory, zookeeper):

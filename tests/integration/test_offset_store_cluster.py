@@ -49,13 +49,6 @@ TOPIC_SETTLE_S = 10
 STORE_LOG = "zookeeper offset store opened over the broker's ZooKeeper session"
 
 
-@pytest.fixture
-def zookeeper(tmp_path):
-    zk = ZooKeeper(tmp_path / "zookeeper").start()
-    yield zk
-    zk.stop()
-
-
 # ---------------------------------------------------------------------------------
 # A minimal ZooKeeper client: connect, getData, getChildren (jute over TCP)
 # ---------------------------------------------------------------------------------

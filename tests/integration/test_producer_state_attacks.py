@@ -26,7 +26,6 @@ import time
 
 import pytest
 
-from cluster_testlib import ZooKeeper
 from conftest import drover_bin
 from drover_testlib import (RawConn, ck_conf, ck_create_topic, kstr, unique_topic,
                             wait_topic_partitions)
@@ -217,13 +216,6 @@ def test_issued_ids_past_the_cap_never_evict_a_recent_producer(broker_factory):
         assert (retry["error"], retry["base_offset"]) == (NONE, 0), retry
     assert metric(broker, "drover_producer_ids") == cap
     assert metric(broker, "drover_producer_ids_evicted_total") == 0
-
-
-@pytest.fixture
-def zookeeper(tmp_path):
-    zk = ZooKeeper(tmp_path / "zookeeper").start()
-    yield zk
-    zk.stop()
 
 
 def test_in_cluster_mode_ids_from_any_broker_are_taken_made_up_ones_refused(broker_factory,

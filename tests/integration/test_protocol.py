@@ -22,9 +22,13 @@ KAFKA_41_RANGES = {
     21: (0, 2),   # DeleteRecords
     32: (1, 4),   # DescribeConfigs
     33: (0, 2),   # AlterConfigs
+    35: (1, 4),   # DescribeLogDirs (issue 32)
     36: (0, 2),   # SaslAuthenticate
     44: (0, 1),   # IncrementalAlterConfigs
+    48: (0, 1),   # DescribeClientQuotas (issue 32)
     60: (0, 2),   # DescribeCluster
+    61: (0, 0),   # DescribeProducers (issue 32)
+    75: (0, 0),   # DescribeTopicPartitions (issue 32)
 }
 
 

@@ -18,7 +18,7 @@ from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechan
                                    UserScramCredentialDeletion,
                                    UserScramCredentialUpsertion)
 
-from cluster_testlib import ZooKeeper, start_cluster, wait_until
+from cluster_testlib import start_cluster, wait_until
 from conftest import drover_bin
 
 TIMEOUT = 20
@@ -173,13 +173,6 @@ def test_a_damaged_credential_file_stops_the_broker_with_its_name(broker_factory
     proc = subprocess.run(b.command(), capture_output=True, timeout=60)
     assert proc.returncode != 0
     assert b"scram_credentials.json is damaged" in proc.stderr
-
-
-@pytest.fixture
-def zookeeper(tmp_path):
-    zk = ZooKeeper(tmp_path / "zookeeper").start()
-    yield zk
-    zk.stop()
 
 
 def test_cluster_an_alteration_through_one_broker_reaches_the_other(broker_factory, zookeeper):

@@ -35,7 +35,7 @@ import time
 
 import pytest
 
-from cluster_testlib import SLOTS_IN_TEST, ZooKeeper, start_cluster, wait_until
+from cluster_testlib import SLOTS_IN_TEST, start_cluster, wait_until
 from drover_testlib import RawConn, ck_create_topic, http_get, kstr, parse_produce_v3, unique_topic
 from test_offset_store_cluster import ZkClient
 from test_read_committed import txn_batch
@@ -50,13 +50,6 @@ transaction_abort_timed_out_transaction_cleanup_interval_ms = 200
 """
 API_PRODUCE = 0
 NOT_COORDINATOR = 16
-
-
-@pytest.fixture
-def zookeeper(tmp_path):
-    zk = ZooKeeper(tmp_path / "zookeeper").start()
-    yield zk
-    zk.stop()
 
 
 def coordinator_of(brokers, tid: str) -> int | None:

@@ -39,7 +39,7 @@ from drover_testlib import ck_conf, unique_topic
 from test_offset_store_cluster import ZkClient
 from test_transactions import consume_all
 from test_transactions_cluster import (CONFIG, chroot_of, coordinator_of, create_topic,
-                                       fnv1a32, txn_producer, wait_complete, zookeeper)  # noqa: F401
+                                       fnv1a32, txn_producer, wait_complete)
 
 N_IN = 3  # input partitions
 API_OFFSET_FETCH = 9

@@ -17,13 +17,6 @@ from cluster_testlib import ZK_JARS, ZooKeeper, cluster_config, wait_until
 from drover_testlib import ck_create_topic, http_get
 
 
-@pytest.fixture
-def zookeeper(tmp_path):
-    zk = ZooKeeper(tmp_path / "zookeeper").start()
-    yield zk
-    zk.stop()
-
-
 def zk_cli(zk: ZooKeeper, commands: list[str]) -> str:
     """Runs `commands` in one unauthenticated ZooKeeperMain session; its output."""
     r = subprocess.run(

@@ -145,7 +145,7 @@ impl Identity {
 
 /// The partitions a request may name, and whether this broker leads each: what the
 /// handlers that read or delete by partition use (ListOffsets, DeleteRecords,
-/// DeleteTopics).
+/// DeleteTopics, DescribeLogDirs, DescribeProducers, DescribeTopicPartitions).
 #[derive(Clone, Copy)]
 pub struct Partitions<'a> {
     /// The topics and their partition logs.

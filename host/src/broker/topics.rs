@@ -471,7 +471,9 @@ impl TopicRegistry {
         self.data_dir.join("topics")
     }
 
-    fn logs_dir(&self) -> PathBuf {
+    /// The directory of the partition logs, `<data_dir>/logs` (DescribeLogDirs' one log
+    /// directory).
+    pub fn logs_dir(&self) -> PathBuf {
         self.data_dir.join("logs")
     }
 

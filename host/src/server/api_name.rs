@@ -42,6 +42,10 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
         ApiKey::SaslHandshake => "SaslHandshake",
         ApiKey::SaslAuthenticate => "SaslAuthenticate",
+        ApiKey::DescribeLogDirs => "DescribeLogDirs",
+        ApiKey::DescribeProducers => "DescribeProducers",
+        ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
+        ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
         _ => "Other",
     }
 }

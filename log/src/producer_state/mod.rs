@@ -321,6 +321,15 @@ impl ProducerStates {
         self.producers.iter()
     }
 
+    /// The producers not expired by `now_ms` (Kafka's `activeProducers`, which
+    /// DescribeProducers lists), in no particular order.
+    pub fn active(&self, now_ms: i64) -> impl Iterator<Item = (i64, &ProducerEntry)> {
+        self.producers
+            .iter()
+            .filter(move |(_, e)| !self.expired(e, now_ms))
+            .map(|(id, e)| (*id, e))
+    }
+
     /// Whether `entry` expired by `now_ms`; a producer in a transaction never does (as
     /// Kafka's `isProducerExpired`: the transaction coordinator's timeout ends it).
     fn expired(&self, entry: &ProducerEntry, now_ms: i64) -> bool {

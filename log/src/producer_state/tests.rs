@@ -135,6 +135,23 @@ fn expired_producers_are_unknown() {
 }
 
 #[test]
+fn active_producers_leave_out_the_expired() {
+    let mut s = ProducerStates::new(LIMITS);
+    append(&mut s, &header(1, 0, 0, 1), 0, 0).unwrap();
+    append(&mut s, &header(2, 3, 0, 4), 1, 500).unwrap();
+    let mut active: Vec<(i64, i16, Option<i32>)> = s
+        .active(999)
+        .map(|(id, e)| (id, e.epoch, e.last_seq()))
+        .collect();
+    active.sort();
+    assert_eq!(active, vec![(1, 0, Some(0)), (2, 3, Some(3))]);
+    // Producer 1 expired at 1000 (it is still in the table until a sweep).
+    let active: Vec<i64> = s.active(1_000).map(|(id, _)| id).collect();
+    assert_eq!(active, vec![2]);
+    assert_eq!(s.len(), 2);
+}
+
+#[test]
 fn at_the_cap_the_producer_idle_longest_is_evicted() {
     let mut s = ProducerStates::new(LIMITS);
     for id in 0..3 {

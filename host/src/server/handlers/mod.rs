@@ -10,8 +10,12 @@ pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_log_dirs;
+pub mod describe_producers;
+pub mod describe_topic_partitions;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod end_txn;
@@ -153,6 +157,24 @@ pub async fn handle(
                 alter_user_scram_credentials::handle(b.identity.sasl.credentials(), r)
             })
             .await
+        }
+        // The admin APIs tools call (issue 32). DescribeLogDirs and DescribeProducers lock
+        // partition logs (and read the file system): on the blocking pool.
+        RequestKind::DescribeLogDirs(r) => {
+            blocking(broker, move |b| {
+                describe_log_dirs::handle(b.partitions(), r)
+            })
+            .await
+        }
+        RequestKind::DescribeProducers(r) => {
+            blocking(broker, move |b| {
+                describe_producers::handle(b.partitions(), r)
+            })
+            .await
+        }
+        RequestKind::DescribeClientQuotas(r) => describe_client_quotas::handle(r).into(),
+        RequestKind::DescribeTopicPartitions(r) => {
+            describe_topic_partitions::handle(broker.partitions(), &ctx.listener, r).into()
         }
         // Only on a listener without SASL: a SASL listener's connection answers these.
         RequestKind::SaslHandshake(_) => sasl::handshake().into(),
