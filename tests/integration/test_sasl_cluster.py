@@ -83,13 +83,6 @@ def certs(tmp_path_factory) -> Certs:
 
 
 @pytest.fixture
-def zookeeper(tmp_path):
-    zk = ZooKeeper(tmp_path / "zookeeper").start()
-    yield zk
-    zk.stop()
-
-
-@pytest.fixture
 def cluster(tmp_path, certs, zookeeper, request):
     """make(n_started) -> the brokers 1..n of one chroot, each started once all are
     made (`start=False` leaves them for the test)."""
