@@ -632,7 +632,7 @@ fn acl_round_trip(authz: &Authz<'_>, me: &str, prefix: &str) -> Result<(), Strin
     let result = (|| {
         for b in &bindings {
             let got = authz.acls(&exact(b))?;
-            if got != [b.clone()] {
+            if got.as_slice() != std::slice::from_ref(b) {
                 return Err(format!("acls for exactly {} returned {got:?}", show(b)));
             }
         }
@@ -661,7 +661,7 @@ fn acl_round_trip(authz: &Authz<'_>, me: &str, prefix: &str) -> Result<(), Strin
     let deleted = authz.delete(&bindings)?;
     result?;
     for (b, d) in bindings.iter().zip(&deleted) {
-        if d != &[b.clone()] {
+        if d.as_slice() != std::slice::from_ref(b) {
             return Err(format!("delete_acls for exactly {} deleted {d:?}", show(b)));
         }
     }
