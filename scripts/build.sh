@@ -20,6 +20,7 @@ plugins=(
   drover_offsets_postgres
   drover_coordinator
   drover_example_weighted_assignor
+  drover_example_policy_authorizer
 )
 dir="$target_dir/release/plugins"
 mkdir -p "$dir"
