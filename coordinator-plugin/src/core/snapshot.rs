@@ -85,7 +85,7 @@ impl Coordinator {
     pub fn described_group_ids(&self) -> Vec<GroupId> {
         self.groups
             .iter()
-            .filter(|(_, g)| g.kind() != GroupKind::Classic)
+            .filter(|(_, g)| g.has_snapshot())
             .map(|(id, _)| id.clone())
             .collect()
     }
@@ -106,6 +106,14 @@ impl Coordinator {
 }
 
 impl Group {
+    /// Whether [`Group::snapshot`] describes the group (native and KIP-848 groups).
+    pub(crate) fn has_snapshot(&self) -> bool {
+        match self {
+            Group::Native(_) | Group::Consumer(_) => true,
+            Group::Classic(_) => false,
+        }
+    }
+
     /// The group as operators see it, whatever its protocol: a native group's
     /// registered consumers, a KIP-848 group's members. `None` for a classic group (it
     /// assigns on the client; Kafka's DescribeGroups describes it).
