@@ -9,11 +9,7 @@
 //! - a new instance (a restarted broker) reads every ACL back;
 //! - a node it cannot read refuses a new instance, naming the node.
 
-use std::{
-    path::Path,
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use drover_abi::{
     authorizer::{
@@ -23,13 +19,9 @@ use drover_abi::{
     std_types::RNone,
     PluginKind,
 };
-use drover_host::{
-    cluster::{self, session},
-    config::Config,
-    plugins::AuthorizerHandle,
-    serve::{self, Running},
-};
+use drover_host::{cluster::session, plugins::AuthorizerHandle, serve::Running};
 use drover_tests::{
+    cluster_broker,
     services::zookeeper::{unique_chroot, ZkServer},
     PluginDir,
 };
@@ -43,35 +35,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-/// Broker `id` in cluster mode in `chroot`, connected.
-fn start_broker(
-    rt: &tokio::runtime::Runtime,
-    server: &ZkServer,
-    root: &Path,
-    chroot: &str,
-    id: u32,
-) -> Running {
-    let text = format!(
-        "data_dir = {data:?}\n\
-         [server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nbroker_id = {id}\n\
-         [plugins]\ndir = {plugins:?}\n\
-         [coordinator]\nplugin = \"\"\n\
-         [zookeeper]\nenabled = true\nconnect = {connect:?}\nchroot = {chroot:?}\n\
-         session_timeout_ms = 4000\n",
-        data = root.join(format!("data-{id}")),
-        plugins = root.join("no-plugins"),
-        connect = server.connect(),
-    );
-    let config = Config::parse(Path::new("test.toml"), &text).unwrap();
-    let running = rt.block_on(serve::start(config)).unwrap();
-    let cluster = Arc::clone(running.broker.cluster().expect("cluster mode"));
-    let connected = rt.block_on(cluster::wait_for(&cluster, Duration::from_secs(30), |v| {
-        v.connected
-    }));
-    assert!(connected, "broker {id} did not connect to ZooKeeper");
-    running
 }
 
 fn authorizer(dir: &PluginDir, running: &Running) -> Result<AuthorizerHandle, String> {
@@ -162,8 +125,8 @@ fn acls_are_shared_by_brokers_through_zookeeper() {
     let rt = runtime();
     let root = tempfile::tempdir().unwrap();
     let chroot = unique_chroot("acl");
-    let b1 = start_broker(&rt, server, root.path(), &chroot, 1);
-    let b2 = start_broker(&rt, server, root.path(), &chroot, 2);
+    let b1 = cluster_broker::start(&rt, &server.connect(), root.path(), &chroot, 1, "");
+    let b2 = cluster_broker::start(&rt, &server.connect(), root.path(), &chroot, 2, "");
     let dir = PluginDir::new();
     let a1 = authorizer(&dir, &b1).unwrap();
     let a2 = authorizer(&dir, &b2).unwrap();
