@@ -13,8 +13,8 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use drover_abi::{
     authorizer::{
-        AccessControlEntry, AclBinding, AclOperation, AclPermission, Action, PatternType,
-        RequestContext, ResourcePattern, ResourceType,
+        AccessControlEntry, AclBinding, AclBindingFilter, AclOperation, AclPermission, Action,
+        PatternType, RequestContext, ResourcePattern, ResourceType,
     },
     std_types::RNone,
     PluginKind,
@@ -51,7 +51,7 @@ fn bindings(n: usize) -> Vec<AclBinding> {
     while out.len() < n {
         let who = format!("User:u{}", (i / 10) % 1000);
         let (t, name, pt, op, perm) = match i % 10 {
-            0..=4 => (
+            0 | 2..=4 => (
                 ResourceType::Topic,
                 format!("topic-{i}"),
                 PatternType::Literal,
@@ -60,9 +60,13 @@ fn bindings(n: usize) -> Vec<AclBinding> {
             ),
             5 | 6 => (
                 ResourceType::Topic,
-                format!("team-{}-", (i / 10) % 500),
+                format!("team-{}-", i / 10),
                 PatternType::Prefixed,
-                AclOperation::Read,
+                if i % 10 == 5 {
+                    AclOperation::Read
+                } else {
+                    AclOperation::Write
+                },
                 AclPermission::Allow,
             ),
             7 => (
@@ -74,7 +78,7 @@ fn bindings(n: usize) -> Vec<AclBinding> {
             ),
             8 => (
                 ResourceType::Topic,
-                format!("team-{}-secret", (i / 10) % 500),
+                format!("team-{}-secret", i / 10),
                 PatternType::Prefixed,
                 AclOperation::Read,
                 AclPermission::Deny,
@@ -91,6 +95,18 @@ fn bindings(n: usize) -> Vec<AclBinding> {
         i += 1;
     }
     out
+}
+
+fn all() -> AclBindingFilter {
+    AclBindingFilter {
+        resource_type: ResourceType::Any,
+        name: RNone,
+        pattern_type: PatternType::Any,
+        principal: RNone,
+        host: RNone,
+        operation: AclOperation::Any,
+        permission: AclPermission::Any,
+    }
 }
 
 fn context(principal: &str) -> RequestContext {
@@ -138,7 +154,9 @@ fn authorize(c: &mut Criterion) {
         for r in authorizer.create_acls(bindings(n)).unwrap() {
             assert!(r.is_none(), "{r:?}");
         }
-        // u0: WRITE on topic-0, READ on topic-9 and on team-0-*, but not team-0-secret*.
+        let count = authorizer.acls(&all()).unwrap().len();
+        assert_eq!(count, n, "distinct bindings");
+        // u0: WRITE on topic-0, READ on topic-1 and on team-0-*, but not team-0-secret*.
         let alice = context("User:u0");
         let produce = [action("topic-0", AclOperation::Write)];
         assert!(authorizer.authorize(&alice, &produce).unwrap()[0].is_allowed());
@@ -150,7 +168,7 @@ fn authorize(c: &mut Criterion) {
                 let name = if k % 2 == 0 {
                     format!("team-0-part-{k}")
                 } else {
-                    "topic-9".to_owned()
+                    "topic-1".to_owned()
                 };
                 action(&name, AclOperation::Read)
             })
