@@ -2,6 +2,7 @@
 //! `cargo test` built for this run, lays out private plugin directories, and loads
 //! plugins through the host's real loader (never the rlibs).
 
+pub mod cluster_broker;
 pub mod native;
 pub mod proc_stat;
 pub mod services;
@@ -31,6 +32,9 @@ pub const OFFSET_STORES: &[(&str, &str)] = &[
     ("drover_offsets_zookeeper", "zookeeper"),
     ("drover_offsets_postgres", "postgres"),
 ];
+
+/// The library names of every authorizer under conformance test, with plugin names.
+pub const AUTHORIZERS: &[(&str, &str)] = &[("drover_authorizer_acl", "acl")];
 
 /// The built `lib<lib_name>.so`. Looks next to the running test binary
 /// (`<target dir>/<profile>/deps`, where cargo puts the cdylibs of dependencies, so this
