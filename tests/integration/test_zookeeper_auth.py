@@ -15,6 +15,7 @@ import pytest
 
 from cluster_testlib import ZK_JARS, ZooKeeper, cluster_config, wait_until
 from drover_testlib import ck_create_topic, http_get
+from test_offset_store_backends import store_broker, swap_ok  # noqa: F401
 
 
 @pytest.fixture
@@ -110,3 +111,22 @@ def test_nodes_made_before_the_digest_get_its_acl_at_restart(tmp_path, zookeeper
     assert "stolen" not in out.split(f"get {chroot}/cluster/id")[-1], out
     assert "existing nodes checked against the digest ACL" in b.all_logs()
     assert password not in b.all_logs()
+
+
+def test_the_standalone_zookeeper_offset_store_authenticates(tmp_path, zookeeper, store_broker):
+    """The `zookeeper` offset store on its own session (a standalone broker) with
+    `auth_digest_file`: its session authenticates and its nodes get the digest ACL, so
+    an unauthenticated client cannot change them."""
+    digest = tmp_path / "store.digest"
+    password = secrets.token_urlsafe(18)
+    digest.write_text(f"offsets:{password}\n")
+    digest.chmod(0o600)
+    chroot = f"/offsets-acl-{secrets.token_hex(4)}"
+    swap_ok(store_broker, "zookeeper", f'connect = "{zookeeper.connect}"\nchroot = "{chroot}"\n'
+            f'auth_digest_file = "{digest}"\n')
+    out = zk_cli(zookeeper, [f"ls -R {chroot}", f"getAcl {chroot}",
+                             f"create {chroot}/evil x", f"setAcl {chroot} world:anyone:cdrwa"])
+    assert out.count("'digest,'offsets:") >= 1, out
+    assert "'world,'anyone\n: cdrwa" not in out, out
+    assert out.count("Insufficient permission") + out.count("NoAuth") >= 2, out
+    assert password not in store_broker.all_logs()
