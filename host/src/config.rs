@@ -110,7 +110,7 @@ impl Default for Config {
 /// and only the loopback names in the `Host` header. A non-loopback `admin_listen`
 /// needs TLS (`ssl.certificate_chain`) and an authentication method (`token_file`, or
 /// `ssl.client_auth` with `ssl.client_ca`), or the broker refuses to start.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminSection {
     /// A file holding the bearer token (one line, at least 16 characters, no spaces;
@@ -135,6 +135,29 @@ pub struct AdminSection {
     /// Read-only endpoints open without credentials (`GET`/`HEAD` only, exact paths),
     /// e.g. `["/metrics", "/v1/health"]` for a Prometheus scraper. Default none.
     pub public_read: Vec<String>,
+    /// Admin connections served at once (TLS handshakes in progress included); one
+    /// more is closed as soon as it is accepted and counted in
+    /// `drover_admin_connections_refused_total{reason="limit"}`. Default 64.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's head (request line and
+    /// headers), measured from when the listener starts waiting for it: a client that
+    /// dribbles or never finishes its headers (slowloris), or a keep-alive connection
+    /// idle this long, is closed (`reason="header_timeout"`). Default 10 000 ms.
+    pub header_timeout_ms: u64,
+}
+
+impl Default for AdminSection {
+    fn default() -> Self {
+        AdminSection {
+            token_file: None,
+            ssl: SslSection::default(),
+            principals: Vec::new(),
+            host_names: Vec::new(),
+            public_read: Vec::new(),
+            max_connections: 64,
+            header_timeout_ms: 10_000,
+        }
+    }
 }
 
 impl AdminSection {
@@ -192,6 +215,12 @@ impl AdminSection {
                     "admin.public_read: `{path}` is not a path (`/metrics`, `/v1/health`)"
                 ));
             }
+        }
+        if self.max_connections == 0 {
+            return Err("admin.max_connections must be at least 1".into());
+        }
+        if self.header_timeout_ms == 0 {
+            return Err("admin.header_timeout_ms must be at least 1".into());
         }
         let secured = self.tls() && self.authenticates();
         if !(listen.ip().is_loopback() || secured) {

@@ -66,7 +66,11 @@
 //!   their endpoint (`host`: a `Host` header that does not name the listener;
 //!   `unauthenticated`; `forbidden`: a client certificate not in `admin.principals`;
 //!   `content_type`: a mutation without `Content-Type: application/json`)
-//!   ([`crate::admin::guard`]).
+//!   ([`crate::admin::guard`]);
+//! - `drover_admin_connections_refused_total{reason}`: admin connections closed by the
+//!   listener's bounds (`limit`: accepted at `admin.max_connections`; `header_timeout`:
+//!   a request head not complete within `admin.header_timeout_ms`, or a keep-alive
+//!   connection idle that long) ([`crate::admin::listener`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -153,6 +157,7 @@ pub struct Metrics {
     tls_certificate_expiry: Family<ListenerLabels, Gauge>,
     sasl_authentications: Family<SaslLabels, Counter>,
     admin_refused: Family<ReasonLabels, Counter>,
+    admin_connections_refused: Family<ReasonLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -349,8 +354,17 @@ impl Metrics {
              unauthenticated, forbidden, content_type)",
             admin_refused.clone(),
         );
+        let admin_connections_refused = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "admin_connections_refused",
+            "Admin API connections closed by the listener's bounds, by reason (limit: \
+             admin.max_connections reached; header_timeout: no complete request head \
+             within admin.header_timeout_ms)",
+            admin_connections_refused.clone(),
+        );
         Metrics {
             admin_refused,
+            admin_connections_refused,
             sasl_authentications,
             tls_handshakes,
             tls_handshake_failures,
@@ -622,6 +636,16 @@ impl Metrics {
     /// An admin API request was refused for `reason` (admin/guard.rs).
     pub fn admin_request_refused(&self, reason: &'static str) {
         self.admin_refused
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// An admin API connection was closed by the listener's bounds, for `reason`
+    /// (admin/listener.rs).
+    pub fn admin_connection_refused(&self, reason: &'static str) {
+        self.admin_connections_refused
             .get_or_create(&ReasonLabels {
                 reason: reason.to_owned(),
             })

@@ -71,6 +71,11 @@ pub async fn serve(
     let handshake_timeout =
         std::time::Duration::from_millis(broker.config.server.first_request_timeout_ms);
     let tls_metrics = Arc::clone(&broker.metrics);
+    let bounds = listener::Bounds {
+        max_connections: broker.config.admin.max_connections,
+        header_timeout: std::time::Duration::from_millis(broker.config.admin.header_timeout_ms),
+        handshake_timeout,
+    };
     let app = Router::new()
         .route(
             "/v1/tls",
@@ -112,41 +117,7 @@ pub async fn serve(
         })
         .with_state(broker)
         .layer(axum::middleware::from_fn_with_state(guarded, check));
-    let app = app.into_make_service_with_connect_info::<AdminPeer>();
-    let stop = {
-        let mut shutdown = shutdown.clone();
-        async move {
-            let _ = shutdown.wait_for(|stop| *stop).await;
-        }
-    };
-    let result = match access.tls {
-        None => {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stop)
-                .await
-        }
-        Some(tls) => {
-            let incoming = match listener::tls_incoming(
-                listener,
-                tls,
-                tls_metrics,
-                handshake_timeout,
-                shutdown.clone(),
-            ) {
-                Ok(incoming) => incoming,
-                Err(e) => {
-                    tracing::error!("admin API stopped: {e}");
-                    return;
-                }
-            };
-            axum::serve(incoming, app)
-                .with_graceful_shutdown(stop)
-                .await
-        }
-    };
-    if let Err(e) = result {
-        tracing::error!("admin API stopped: {e}");
-    }
+    listener::serve(listener, app, access.tls, tls_metrics, bounds, shutdown).await;
 }
 
 /// The [`guard`] in front of every endpoint: refused requests are answered here,

@@ -12,8 +12,20 @@
 //!
 //! The identity is set once per process, at startup ([`authenticate_with`]), before
 //! the cluster connects.
+//!
+//! Nodes that exist already — made before the digest was configured — get the same ACL
+//! when the first session of the process connects ([`restrict_existing`]): every node
+//! below the chroot, and the chroot itself, that is still open (any right beyond read
+//! for `world:anyone`). Nodes with any other ACL (an operator's, another identity's)
+//! are left as they are.
 
-use std::{path::Path, sync::OnceLock};
+use std::{
+    path::Path,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        OnceLock,
+    },
+};
 
 use zookeeper_client as zk;
 
@@ -68,9 +80,106 @@ pub fn nodes() -> zk::Acls<'static> {
     }
 }
 
+/// Whether [`restrict_existing`] has gone through the tree once in this process.
+static EXISTING_RESTRICTED: AtomicBool = AtomicBool::new(false);
+
+/// Whether `acl` gives anyone more than read.
+fn open(acl: &[zk::Acl]) -> bool {
+    acl.iter().any(|a| {
+        a.scheme() == "world"
+            && a.id() == "anyone"
+            && (a.permission() | zk::Permission::READ) != zk::Permission::READ
+    })
+}
+
+/// What [`restrict_existing`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Restricted {
+    /// Nodes seen.
+    pub nodes: usize,
+    /// Open nodes given the digest ACL.
+    pub changed: usize,
+    /// Open nodes whose ACL could not be changed (NoAuth: another identity's).
+    pub refused: usize,
+}
+
+/// With `zookeeper.auth_digest_file`, once per process: gives every open node (any
+/// right beyond read for anyone) at and below the chroot of `client` the ACL of
+/// [`nodes`]. `None` without a digest, when done before, or when the chroot is `/`
+/// (the whole ensemble, other applications' nodes too: left alone, logged). Nodes
+/// that disappear meanwhile, or whose ACL changes meanwhile, are skipped; an error of
+/// the session stops it (the next session tries again).
+pub async fn restrict_existing(
+    client: &zk::Client,
+    chroot: &str,
+) -> Result<Option<Restricted>, String> {
+    if DIGEST.get().is_none() || EXISTING_RESTRICTED.load(Ordering::Acquire) {
+        return Ok(None);
+    }
+    if chroot == "/" {
+        tracing::warn!(
+            "zookeeper.chroot is `/`: nodes created before zookeeper.auth_digest_file keep \
+             their ACL (docs/security.md, \"ZooKeeper\")"
+        );
+        EXISTING_RESTRICTED.store(true, Ordering::Release);
+        return Ok(None);
+    }
+    let mut done = Restricted::default();
+    let mut pending = vec!["/".to_owned()];
+    while let Some(path) = pending.pop() {
+        let (acl, stat) = match client.get_acl(&path).await {
+            Ok(found) => found,
+            Err(zk::Error::NoNode) => continue,
+            Err(e) => return Err(format!("reading the ACL of {chroot}{path}: {e}")),
+        };
+        done.nodes += 1;
+        if open(&acl) {
+            match client
+                .set_acl(&path, &RESTRICTED, Some(stat.aversion))
+                .await
+            {
+                Ok(_) => done.changed += 1,
+                Err(zk::Error::NoNode | zk::Error::BadVersion) => {}
+                Err(zk::Error::NoAuth) => {
+                    done.refused += 1;
+                    tracing::warn!(
+                        node = %format!("{chroot}{path}"),
+                        "zookeeper: cannot restrict an open node (NoAuth)"
+                    );
+                }
+                Err(e) => return Err(format!("setting the ACL of {chroot}{path}: {e}")),
+            }
+        }
+        match client.get_children(&path).await {
+            Ok((children, _)) => {
+                let parent = if path == "/" { "" } else { path.as_str() };
+                pending.extend(children.into_iter().map(|c| format!("{parent}/{c}")));
+            }
+            Err(zk::Error::NoNode | zk::Error::NoAuth) => {}
+            Err(e) => return Err(format!("listing {chroot}{path}: {e}")),
+        }
+    }
+    EXISTING_RESTRICTED.store(true, Ordering::Release);
+    Ok(Some(done))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_acls_are_those_granting_anyone_more_than_read() {
+        assert!(open(&zk::Acls::anyone_all()));
+        assert!(!open(&RESTRICTED));
+        assert!(!open(&zk::Acls::anyone_read()));
+        assert!(!open(&zk::Acls::creator_all()));
+        let write_for_anyone = [zk::Acl::new_const(
+            zk::Permission::READ | zk::Permission::WRITE,
+            "world",
+            "anyone",
+        )];
+        assert!(open(&write_for_anyone));
+    }
 
     #[test]
     fn digest_files_are_checked_and_never_quoted() {

@@ -162,6 +162,16 @@ async fn session(broker: &Arc<Broker>, cluster: &Arc<Cluster>) -> Result<(), Str
             Err(e) => return Err(format!("creating {path}: {e}")),
         }
     }
+    // zookeeper.auth_digest_file: nodes made before it was configured get its ACL.
+    if let Some(done) = super::acl::restrict_existing(&client, &settings.chroot).await? {
+        tracing::info!(
+            nodes = done.nodes,
+            changed = done.changed,
+            refused = done.refused,
+            chroot = %settings.chroot,
+            "zookeeper: existing nodes checked against the digest ACL"
+        );
+    }
     cluster.set_cluster_id(agree_cluster_id(&client, &broker.identity.cluster_id).await?);
     let registered_at = Instant::now();
     register(&client, cluster).await?;

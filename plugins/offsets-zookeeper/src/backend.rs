@@ -54,10 +54,22 @@ const NO_NODE: i32 = -101;
 const NODE_EXISTS: i32 = -110;
 const NOT_EMPTY: i32 = -111;
 
-/// Nodes are created persistent and open to everyone, like Kafka's ZooKeeper nodes
-/// without `zookeeper.set.acl`; restrict access with ACLs on the chroot's parent or
-/// network policy. (The broker's session creates nodes with the same open ACL.)
+/// Without `auth_digest_file`, nodes are created persistent and open to everyone, like
+/// Kafka's ZooKeeper nodes without `zookeeper.set.acl`; restrict access with ACLs on
+/// the chroot's parent or network policy.
 pub const PERSISTENT: CreateOptions<'static> = CreateMode::Persistent.with_acls(Acls::anyone_all());
+
+/// All rights for the session's authenticated identity, read for anyone.
+static RESTRICTED_ACL: [zookeeper_client::Acl; 2] = [
+    zookeeper_client::Acl::new_const(zookeeper_client::Permission::ALL, "auth", ""),
+    zookeeper_client::Acl::new_const(zookeeper_client::Permission::READ, "world", "anyone"),
+];
+
+/// With `auth_digest_file` (its own session): nodes are created persistent with
+/// [`RESTRICTED_ACL`], as the broker's are with `zookeeper.auth_digest_file`.
+pub fn restricted() -> CreateOptions<'static> {
+    CreateMode::Persistent.with_acls(Acls::new(&RESTRICTED_ACL))
+}
 
 /// One read of a batched read.
 #[derive(Debug, Clone, Copy)]
@@ -218,7 +230,7 @@ impl Backend {
         match self {
             Backend::Own(conn) => conn.block_on(async {
                 let client = conn.client().await.map_err(Fault::Described)?;
-                match conn.io(client.mkdir(path, &PERSISTENT)).await {
+                match conn.io(client.mkdir(path, &conn.create_options())).await {
                     Ok(()) | Err(ZkError::NodeExists) => Ok(()),
                     Err(e) => Err(Fault::Zk(e)),
                 }
@@ -305,8 +317,8 @@ async fn multi_own(conn: &Connection, ops: &[Op]) -> Result<MultiOutcome, Fault>
     let mut writer = client.new_multi_writer();
     for op in ops {
         match op {
-            Op::Dir(path) => writer.add_create(path, &[], &PERSISTENT)?,
-            Op::Create(path, data) => writer.add_create(path, data, &PERSISTENT)?,
+            Op::Dir(path) => writer.add_create(path, &[], &conn.create_options())?,
+            Op::Create(path, data) => writer.add_create(path, data, &conn.create_options())?,
             Op::Set(path, data) => writer.add_set_data(path, data, None)?,
             Op::Delete(path) => writer.add_delete(path, None)?,
         }

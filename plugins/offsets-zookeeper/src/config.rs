@@ -72,6 +72,12 @@ pub struct Config {
     pub max_metadata_bytes: usize,
     /// The largest encoded size of one multi-operation; larger batches are split.
     pub max_multi_bytes: usize,
+    /// With its own session: a file holding `user:password` (one line, mode 0600 or
+    /// stricter): the session authenticates with the `digest` scheme as that user and
+    /// every node the store creates gets "all rights for that identity, read for
+    /// anyone". Read when the store opens (and at each new session); never logged.
+    /// Over the broker's session it is ignored (`zookeeper.auth_digest_file` applies).
+    pub auth_digest_file: Option<std::path::PathBuf>,
 }
 
 /// The TOML shape; every field optional so that a missing `connect` gets our own message.
@@ -84,6 +90,7 @@ struct RawConfig {
     request_timeout_ms: Option<u64>,
     max_metadata_bytes: Option<usize>,
     max_multi_bytes: Option<usize>,
+    auth_digest_file: Option<std::path::PathBuf>,
 }
 
 fn invalid(message: impl std::fmt::Display) -> PluginError {
@@ -167,7 +174,40 @@ impl Config {
             request_timeout: Duration::from_millis(request_timeout_ms),
             max_metadata_bytes,
             max_multi_bytes,
+            auth_digest_file: match session {
+                SessionSource::Own => raw.auth_digest_file,
+                SessionSource::Broker => None,
+            },
         })
+    }
+}
+
+/// Reads `user:password` from `path` (one line, the final newline dropped; a file group
+/// or others may read is refused). Errors name the file, never its contents.
+pub fn read_digest_file(path: &std::path::Path) -> Result<Vec<u8>, PluginError> {
+    use std::os::unix::fs::PermissionsExt;
+    let what = |why: &dyn std::fmt::Display| {
+        invalid(format_args!("`auth_digest_file` {}: {why}", path.display()))
+    };
+    let meta = std::fs::metadata(path).map_err(|e| what(&e))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(what(&"group or others may read it; chmod 600 it"));
+    }
+    let mut line = std::fs::read(path).map_err(|e| what(&e))?;
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    }
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    let colon = line.iter().position(|&b| b == b':');
+    match colon {
+        Some(c) if c > 0 && c + 1 < line.len() && !line.iter().any(|b| b.is_ascii_control()) => {
+            Ok(line)
+        }
+        _ => Err(what(
+            &"expected one line `user:password`, both non-empty, no control characters",
+        )),
     }
 }
 
@@ -244,6 +284,40 @@ mod tests {
         assert_eq!(c.request_timeout, Duration::from_millis(500));
         assert_eq!(c.max_metadata_bytes, 10);
         assert_eq!(c.max_multi_bytes, 65536);
+    }
+
+    #[test]
+    fn auth_digest_file_only_with_its_own_session_and_never_quoted() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("zk.digest");
+        let text = format!(
+            "connect = '127.0.0.1:2181'\nauth_digest_file = {:?}\n",
+            path
+        );
+        let own = Config::parse(&text).unwrap();
+        assert_eq!(own.auth_digest_file.as_deref(), Some(path.as_path()));
+        let lent = Config::parse_for(&text, SessionSource::Broker).unwrap();
+        assert_eq!(lent.auth_digest_file, None);
+        // (contents, mode) -> what reading it gives.
+        let read = |contents: &str, mode: u32| {
+            std::fs::write(&path, contents).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            read_digest_file(&path).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            read("drover:pa55word\n", 0o600).unwrap(),
+            b"drover:pa55word"
+        );
+        let refusals = [
+            read("drover:pa55word", 0o640).unwrap_err(),
+            read("droverpa55word", 0o600).unwrap_err(),
+            read("drover:", 0o600).unwrap_err(),
+            read("drover:pa55\nword", 0o600).unwrap_err(),
+        ];
+        assert!(refusals[0].contains("chmod 600"), "{}", refusals[0]);
+        assert!(refusals[1..].iter().all(|e| e.contains("`user:password`")));
+        assert!(!refusals.iter().any(|e| e.contains("pa55")), "{refusals:?}");
     }
 
     #[test]

@@ -41,12 +41,18 @@ pub struct Connection {
     client: Mutex<Option<Client>>,
     /// Serialises (re)connecting, so concurrent callers open one session, not many.
     connecting: tokio::sync::Mutex<()>,
+    /// `auth_digest_file`'s `user:password`, read at open.
+    digest: Option<Vec<u8>>,
 }
 
 impl Connection {
     /// Starts the runtime and connects. Errors: `Unavailable` when no session can be
     /// established within `request_timeout_ms`, `Internal` when the runtime cannot start.
     pub fn open(config: &Config) -> Result<Connection, PluginError> {
+        let digest = match &config.auth_digest_file {
+            Some(path) => Some(crate::config::read_digest_file(path)?),
+            None => None,
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("drover-zk-offsets")
@@ -63,6 +69,7 @@ impl Connection {
             config: config.clone(),
             client: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
+            digest,
         };
         connection.block_on(connection.client())?;
         Ok(connection)
@@ -71,6 +78,15 @@ impl Connection {
     /// Runs `future` to completion on the calling (non-tokio) thread.
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         self.runtime.block_on(future)
+    }
+
+    /// How the store's nodes are created: open to anyone, or with `auth_digest_file`
+    /// all rights for the session's identity and read for anyone.
+    pub fn create_options(&self) -> zookeeper_client::CreateOptions<'static> {
+        match self.digest {
+            Some(_) => crate::backend::restricted(),
+            None => crate::backend::PERSISTENT,
+        }
     }
 
     /// How errors are described.
@@ -91,7 +107,12 @@ impl Connection {
             if let Some(client) = self.live() {
                 return Ok(client);
             }
-            let connector = Client::connector().with_session_timeout(self.config.session_timeout);
+            let mut connector =
+                Client::connector().with_session_timeout(self.config.session_timeout);
+            if let Some(digest) = &self.digest {
+                // auth_digest_file: the session's identity, which owns the store's nodes.
+                connector = connector.with_auth("digest", digest);
+            }
             let client = connector.connect(&self.config.connect).await?;
             tracing::info!(
                 connect = %self.config.connect,
