@@ -565,4 +565,3 @@ mod tests {
         assert!(e.message.contains("out of service"), "{e}");
     }
 }
-

@@ -152,11 +152,14 @@ async fn open(
     accepted: Instant,
     listener: ListenerHandle,
 ) -> Option<(Reader, Writer, ConnContext)> {
+    let security_protocol = listener.security_protocol();
     let Some(tls) = listener.tls else {
         let (reader, writer) = socket.into_split();
         let ctx = ConnContext {
             listener: listener.name,
             principal: Principal::anonymous(),
+            security_protocol,
+            sasl_mechanism: None,
         };
         return Some((Box::new(reader), Box::new(writer), ctx));
     };
@@ -179,6 +182,8 @@ async fn open(
             let ctx = ConnContext {
                 listener: listener.name,
                 principal,
+                security_protocol,
+                sasl_mechanism: None,
             };
             Some((Box::new(reader), Box::new(writer), ctx))
         }
@@ -367,6 +372,7 @@ async fn read_loop(
                             tracing::debug!(%peer, %principal, "SASL authenticated");
                             conn.ctx.principal = principal;
                         }
+                        conn.ctx.sasl_mechanism = gate.mechanism();
                     }
                     continue;
                 }
