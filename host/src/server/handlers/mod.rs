@@ -46,29 +46,34 @@ pub async fn handle(
     budget: &Arc<ConnBudget>,
     peer: std::net::IpAddr,
     ctx: &super::context::ConnContext,
+    authz: &crate::authz::RequestAuthz,
     request: Request,
 ) -> Handled {
     let version = request.version;
+    let checks = authz.clone();
     match request.body {
         RequestKind::ApiVersions(_) => api_versions::handle(broker.coordinator(), version).into(),
         // Metadata may auto-create topics, and topic changes do file I/O and fsyncs:
         // they run on the blocking pool, never on the async workers.
         RequestKind::Metadata(r) => {
             let listener = ctx.listener.clone();
-            blocking(broker, move |b| metadata::handle(b, &listener, version, r)).await
+            blocking(broker, move |b| {
+                metadata::handle(b, &checks, &listener, version, r)
+            })
+            .await
         }
-        RequestKind::Produce(r) => produce::handle(broker, version, r).await,
+        RequestKind::Produce(r) => produce::handle(broker, authz, version, r).await,
         RequestKind::Fetch(r) => {
             // A long poll must not hold up later requests on the connection.
             let broker = Arc::clone(broker);
             let budget = Arc::clone(budget);
             Handled::Deferred(Box::pin(async move {
-                fetch::handle(&broker, &budget, version, r).await
+                fetch::handle(&broker, &checks, &budget, version, r).await
             }))
         }
         RequestKind::ListOffsets(r) => {
             blocking(broker, move |b| {
-                list_offsets::handle(b.partitions(), version, r)
+                list_offsets::handle(b.partitions(), &checks, version, r)
             })
             .await
         }
@@ -85,7 +90,7 @@ pub async fn handle(
             blocking(broker, move |b| create_partitions::handle(b, version, r)).await
         }
         RequestKind::FindCoordinator(r) => {
-            find_coordinator::handle(broker, &ctx.listener, version, r).into()
+            find_coordinator::handle(broker, authz, &ctx.listener, version, r).into()
         }
         RequestKind::DeleteRecords(r) => {
             blocking(broker, move |b| {
@@ -108,7 +113,7 @@ pub async fn handle(
         }
         RequestKind::InitProducerId(r) => {
             blocking(broker, move |b| {
-                init_producer_id::handle(&b.producers, version, r, peer)
+                init_producer_id::handle(&b.producers, &checks, version, r, peer)
             })
             .await
         }
@@ -118,6 +123,7 @@ pub async fn handle(
                 let state = add_partitions_to_txn::State {
                     txn: &b.producers.transactions,
                     topics: &b.topics,
+                    authz: &checks,
                 };
                 add_partitions_to_txn::handle(state, version, r)
             })
@@ -125,21 +131,21 @@ pub async fn handle(
         }
         RequestKind::AddOffsetsToTxn(r) => {
             blocking(broker, move |b| {
-                add_offsets_to_txn::handle(&b.producers.transactions, version, r)
+                add_offsets_to_txn::handle(&b.producers.transactions, &checks, version, r)
             })
             .await
         }
         RequestKind::EndTxn(r) => {
             blocking(broker, move |b| {
-                end_txn::handle(&b.producers.transactions, version, r)
+                end_txn::handle(&b.producers.transactions, &checks, version, r)
             })
             .await
         }
         RequestKind::DescribeTransactions(r) => {
-            describe_transactions::handle(&broker.producers.transactions, r).into()
+            describe_transactions::handle(&broker.producers.transactions, authz, r).into()
         }
         RequestKind::ListTransactions(r) => {
-            list_transactions::handle(&broker.producers.transactions, r).into()
+            list_transactions::handle(&broker.producers.transactions, authz, r).into()
         }
         // SCRAM credentials (KIP-554): a ZooKeeper read or an fsynced write.
         RequestKind::DescribeUserScramCredentials(r) => {
