@@ -379,6 +379,12 @@ async fn read_loop(
             },
         };
         if to_coordinator_key(broker, &frame) {
+            if let Some(refusal) = group_refusal(broker, peer, &conn.ctx, &frame) {
+                if queue.send(Pending::Ready(refusal)).await.is_err() {
+                    return;
+                }
+                continue;
+            }
             if !to_coordinator(broker, &queue, native, frame).await {
                 return;
             }
@@ -447,6 +453,55 @@ async fn sasl_answer(
                 "closing SASL connection after its answer"
             );
             false
+        }
+    }
+}
+
+/// With an authorizer, the host's answer to a Kafka group API request the principal may
+/// not make (server/group_authz.rs): the coordinator never sees it. `None`: hand it on.
+fn group_refusal(
+    broker: &Broker,
+    peer: SocketAddr,
+    ctx: &ConnContext,
+    frame: &Bytes,
+) -> Option<Charged> {
+    use super::group_authz::{check, decode, GroupCheck};
+    if !broker.identity.authz.is_enabled() {
+        return None;
+    }
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    if (NATIVE_API_KEY_FIRST..=NATIVE_API_KEY_LAST).contains(&key) {
+        return None;
+    }
+    let decoded = decode(frame)?;
+    let api = super::api_name::api_name(decoded.key);
+    let authz = broker.identity.authz.request(api, || {
+        ctx.authz_context(
+            peer.ip(),
+            &crate::authz::context::RequestHead {
+                client_id: decoded.header.client_id.as_deref(),
+                api_key: key,
+                api_version: decoded.version,
+                correlation_id: decoded.header.correlation_id,
+            },
+        )
+    });
+    match check(&authz, decoded) {
+        GroupCheck::Forward => None,
+        GroupCheck::Refuse {
+            key,
+            version,
+            correlation_id,
+            response,
+            error,
+        } => {
+            broker.metrics.request(api, error);
+            let outcome =
+                match super::dispatch::encode_response(key, version, correlation_id, &response) {
+                    Ok(bytes) => Outcome::Respond(bytes),
+                    Err(e) => Outcome::Close("encode_error", format!("{key:?} v{version}: {e}")),
+                };
+            Some(Charged::free(outcome))
         }
     }
 }
