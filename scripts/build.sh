@@ -18,6 +18,7 @@ plugins=(
   drover_offsets_embedded
   drover_offsets_zookeeper
   drover_offsets_postgres
+  drover_authorizer_acl
   drover_coordinator
   drover_example_weighted_assignor
 )

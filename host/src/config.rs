@@ -1047,13 +1047,19 @@ impl Config {
     /// or an empty string.
     ///
     /// The embedded offset store (`embedded`) gets `path = "<data_dir>/offsets.redb"`
-    /// when its table sets no `path`, so the standalone defaults need no config.
+    /// and the ACL authorizer (`acl`) `path = "<data_dir>/acls"` when their table sets no
+    /// `path`, so the standalone defaults need no config.
     pub fn plugin_config(&self, name: &str) -> String {
         let mut table = self.plugins.config.get(name).cloned().unwrap_or_default();
-        if name == EMBEDDED_STORE && !table.contains_key("path") {
+        let default_file = match name {
+            EMBEDDED_STORE => Some("offsets.redb"),
+            ACL_AUTHORIZER => Some("acls"),
+            _ => None,
+        };
+        if let Some(file) = default_file.filter(|_| !table.contains_key("path")) {
             table.insert(
                 "path".into(),
-                toml::Value::String(self.data_dir.join("offsets.redb").display().to_string()),
+                toml::Value::String(self.data_dir.join(file).display().to_string()),
             );
         }
         if table.is_empty() {
@@ -1065,6 +1071,10 @@ impl Config {
 
 /// The name of the embedded offset store plugin, which gets a default `path`.
 pub const EMBEDDED_STORE: &str = "embedded";
+
+/// The name of the built-in ACL authorizer plugin, which gets a default `path` (its ACL
+/// file, used standalone).
+pub const ACL_AUTHORIZER: &str = "acl";
 
 /// The parser's message on one line, prefixed with the line and column it points at
 /// (the error's `Display` draws the offending line with a caret under it, which is
@@ -1333,5 +1343,12 @@ mod tests {
             "path = \"d/offsets.redb\""
         );
         assert_eq!(c.coordinator.offset_store, "embedded");
+        assert_eq!(c.plugin_config("acl").trim(), "path = \"d/acls\"");
+        let c = Config::parse(
+            Path::new("x"),
+            "[plugins.config.acl]\npath = '/a'\nsuper_users = ['User:admin']\n",
+        )
+        .unwrap();
+        assert!(c.plugin_config("acl").contains("path = \"/a\""));
     }
 }

@@ -32,6 +32,9 @@ pub const OFFSET_STORES: &[(&str, &str)] = &[
     ("drover_offsets_postgres", "postgres"),
 ];
 
+/// The library names of every authorizer under conformance test, with plugin names.
+pub const AUTHORIZERS: &[(&str, &str)] = &[("drover_authorizer_acl", "acl")];
+
 /// The built `lib<lib_name>.so`. Looks next to the running test binary
 /// (`<target dir>/<profile>/deps`, where cargo puts the cdylibs of dependencies, so this
 /// follows `CARGO_TARGET_DIR`) and one level up. When `DROVER_PLUGIN_BUILD_DIR` is set,
