@@ -21,6 +21,7 @@ plugins=(
   drover_authorizer_acl
   drover_coordinator
   drover_example_weighted_assignor
+  drover_example_policy_authorizer
 )
 dir="$target_dir/release/plugins"
 mkdir -p "$dir"

@@ -281,6 +281,53 @@ mod tests {
         assert_eq!(KindId::from_code(4).kind(), None);
     }
 
+    /// What freezing `ManifestKind` protects: a `Manifest` whose kind enum gained a
+    /// fourth variant (the change adding the authorizer would have been without the
+    /// `OpenManifest`) fails abi_stable's layout check — the check the loader runs on
+    /// every plugin — against today's `Manifest` in both directions, while an unchanged
+    /// copy passes. So an old plugin would be refused by a host with the grown enum, and
+    /// a plugin built with it by every host before.
+    #[test]
+    fn a_manifest_whose_kind_enum_grew_is_refused_by_the_layout_check() {
+        use abi_stable::{abi_stability::abi_checking::check_layout_compatibility, StableAbi};
+
+        // Copies in this crate, named as the real ones (the check compares the names
+        // and the package), differing from them in the kind's variants only.
+        macro_rules! manifest_with {
+            ($module:ident: $($variant:ident = $code:literal),*) => {
+                mod $module {
+                    use abi_stable::{std_types::RStr, StableAbi};
+                    #[repr(u8)]
+                    #[derive(StableAbi)]
+                    #[allow(dead_code)]
+                    pub enum PluginKind { $($variant = $code),* }
+                    #[repr(C)]
+                    #[derive(StableAbi)]
+                    pub struct Manifest {
+                        pub kind: PluginKind,
+                        pub name: RStr<'static>,
+                        pub version: RStr<'static>,
+                        pub abi_major: u32,
+                        pub abi_minor: u32,
+                        pub description: RStr<'static>,
+                    }
+                }
+            };
+        }
+        manifest_with!(same: Coordinator = 0, Assignor = 1, OffsetStore = 2);
+        manifest_with!(grown: Coordinator = 0, Assignor = 1, OffsetStore = 2, Authorizer = 3);
+
+        let today = <Manifest as StableAbi>::LAYOUT;
+        let copy = <same::Manifest as StableAbi>::LAYOUT;
+        let grown = <grown::Manifest as StableAbi>::LAYOUT;
+        check_layout_compatibility(copy, today).expect("an unchanged copy passes");
+        for (interface, implementation) in [(today, grown), (grown, today)] {
+            let err = check_layout_compatibility(interface, implementation)
+                .expect_err("another variant count is refused");
+            assert!(err.to_string().contains("too many variants"), "{err}");
+        }
+    }
+
     #[test]
     fn the_frozen_kind_keeps_its_abi_name_and_three_variants() {
         use abi_stable::{type_layout::TLData, StableAbi};

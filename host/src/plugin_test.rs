@@ -11,11 +11,16 @@
 //!   instance (so a reopen sees the same data); then crash safety: `drover` runs itself
 //!   as a child (`plugins test-crash-child`) that commits until it is killed with
 //!   SIGKILL, and the store must hold the last acknowledged batch after a fresh open;
-//! - a coordinator: no suite yet (exit status 3; 2 is a usage error).
+//! - an authorizer: one instance with `--config`, the authorizer suite. The suite cannot
+//!   read a config, so the caller tells it what the config means: `--super-user P`, a
+//!   principal the config makes a super user (without it `super_user` is skipped), and
+//!   `--principal P`, one it leaves ordinary (default `User:drover-testkit`). The ACL
+//!   properties run only when the authorizer keeps ACLs;
+//! - a coordinator: no suite yet (exit status 3).
 //!
 //! One line per property on standard output, `PASS name`, `FAIL name: why` or
 //! `SKIP name: why`. Exit status 0 when nothing failed, 1 on a failure or a refused
-//! file, 2 for a kind without a suite. In `--config`, `{tmp}` stands for a fresh
+//! file, 2 on a usage error, 3 for a kind without a suite. In `--config`, `{tmp}` stands for a fresh
 //! temporary directory, removed afterwards (`path = "{tmp}/offsets.redb"`).
 
 use std::{
@@ -28,6 +33,7 @@ use std::{
 use drover_abi::{offset_store::OffsetStoreArc, PluginError, PluginKind};
 use drover_plugin_testkit::{
     assignor::{self, Claims},
+    authorizer,
     offset_store::{self, crash},
     Report, Verdict,
 };
@@ -57,13 +63,22 @@ pub struct TestArgs {
     /// stay where balance allows). Unclaimed properties are skipped.
     #[arg(long, default_value = "")]
     pub claims: Claims,
-    /// Generated inputs per assignor property (proptest cases).
+    /// Generated inputs per assignor property, and generated action lists per
+    /// authorizer property (proptest cases).
     #[arg(long, default_value_t = 64)]
     pub cases: u32,
     /// An offset store's metadata limit in bytes (Kafka's `offset.metadata.max.bytes`),
     /// if its config changes it.
     #[arg(long, default_value_t = 4096)]
     pub max_metadata_bytes: usize,
+    /// An authorizer's super user: a principal (`User:admin`) that the given `--config`
+    /// makes a super user. Without it the `super_user` property is skipped.
+    #[arg(long, value_name = "PRINCIPAL")]
+    pub super_user: Option<String>,
+    /// An authorizer's ordinary principal: one the given `--config` does not make a
+    /// super user (nor allow everything).
+    #[arg(long, value_name = "PRINCIPAL", default_value = authorizer::DEFAULT_PRINCIPAL)]
+    pub principal: String,
 }
 
 /// Options of the hidden `drover plugins test-crash-child` (the crash-safety child).
@@ -130,7 +145,19 @@ pub fn run(args: TestArgs) -> ExitCode {
             }
             report
         }
-        PluginKind::Coordinator | PluginKind::Authorizer => {
+        PluginKind::Authorizer => match plugin.new_authorizer(&config, None) {
+            Ok(handle) => {
+                let mut options = authorizer::Options::default()
+                    .principal(args.principal)
+                    .cases(args.cases);
+                if let Some(su) = args.super_user {
+                    options = options.super_user(su);
+                }
+                authorizer::run(&handle.instance(), &options)
+            }
+            Err(e) => return refuse(e.to_string()),
+        },
+        PluginKind::Coordinator => {
             println!(
                 "{} plugins have no conformance suite yet; the file passed the loader's checks",
                 summary.kind

@@ -194,3 +194,90 @@ fn a_coordinator_has_no_suite_yet() {
     assert_eq!(code, Some(3), "{stdout}");
     assert!(stdout.contains("no conformance suite yet"), "{stdout}");
 }
+
+/// The example authorizer (no ACLs) with a policy file, told its super user.
+#[test]
+fn the_example_authorizer_passes_with_its_super_user() {
+    let dir = PluginDir::new();
+    let policy = dir.scratch("policy");
+    std::fs::write(&policy, "super User:admin\nlabel topic orders-* sales\n").unwrap();
+    let config = format!("policy = {:?}", policy.display().to_string());
+    let args = ["--config", &config, "--super-user", "User:admin"];
+    let (code, stdout, stderr) = plugins_test(&dir, "drover_example_policy_authorizer", &args);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout
+            .lines()
+            .next()
+            .unwrap()
+            .contains("authorizer `policy-file`"),
+        "{stdout}"
+    );
+    let lines = verdicts(&stdout);
+    for property in [
+        "one_decision_per_action",
+        "in_order",
+        "denies_unknown_codes",
+        "super_user",
+    ] {
+        assert!(
+            lines.contains(&format!("PASS {property}").as_str()),
+            "{stdout}"
+        );
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("SKIP deny_beats_allow: the authorizer keeps no ACLs")),
+        "{stdout}"
+    );
+
+    // Without --super-user, that property is skipped and says how to run it.
+    let (code, stdout, _) = plugins_test(&dir, "drover_example_policy_authorizer", &args[..2]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        verdicts(&stdout)
+            .iter()
+            .any(|l| l.starts_with("SKIP super_user: no super user given")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn an_acl_authorizer_passes_every_property_and_a_wrong_one_fails() {
+    let dir = PluginDir::new();
+    let lib = "drover_fixture_faulty_authorizer";
+    let config = "super_user = \"User:admin\"";
+    let args = [
+        "--config",
+        config,
+        "--super-user",
+        "User:admin",
+        "--cases",
+        "16",
+    ];
+    let (code, stdout, stderr) = plugins_test(&dir, lib, &args);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let lines = verdicts(&stdout);
+    assert_eq!(lines.len(), 7, "{stdout}");
+    assert!(lines.iter().all(|l| l.starts_with("PASS ")), "{stdout}");
+
+    let (code, stdout, _) = plugins_test(&dir, lib, &["--config", "fault = \"too_few\""]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        verdicts(&stdout).contains(
+            &"FAIL one_decision_per_action: authorize answered 0 decisions for 1 actions"
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn an_authorizer_refusing_its_config_exits_1() {
+    let dir = PluginDir::new();
+    let lib = "drover_example_policy_authorizer";
+    let (code, stdout, stderr) =
+        plugins_test(&dir, lib, &["--config", "policy = \"/nonexistent\""]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("/nonexistent"), "{stderr}");
+}

@@ -188,6 +188,12 @@ impl AuthorizerHandle {
             .call(|| self.inner.delete_acls(RVec::from(filters)))
             .map(RVec::into_vec)
     }
+
+    /// The instance itself, without this handle's guard (for `drover plugins test`,
+    /// which runs the test kit's suite against the ABI trait object).
+    pub fn instance(&self) -> AuthorizerArc {
+        self.inner.clone()
+    }
 }
 
 /// An offset-store instance. Methods may be called from several threads at once.

@@ -6,7 +6,9 @@
 //! - [`assignor::run`] against a [`drover_abi::assignor::AssignorArc`];
 //! - [`offset_store::run`] against an opener of [`drover_abi::offset_store::OffsetStoreArc`]s
 //!   (called again with the same config to check that acknowledged commits survive a
-//!   reopen), and [`offset_store::crash`] for crash safety with a child process.
+//!   reopen), and [`offset_store::crash`] for crash safety with a child process;
+//! - [`authorizer::run`] against a [`drover_abi::authorizer::AuthorizerArc`] (the ACL
+//!   properties only for an authorizer that keeps ACLs).
 //!
 //! Where the instance comes from is the caller's business: `drover plugins test FILE.so`
 //! loads a `.so` through the broker's loader; an author's `cargo test` builds one
@@ -18,6 +20,8 @@
 //! This crate depends on `drover-abi` and `proptest` only, nothing of the host.
 
 pub mod assignor;
+pub mod authorizer;
+mod check;
 pub mod offset_store;
 mod report;
 

@@ -4,7 +4,10 @@
 //! this broker's interfaces have grown since (coordinator 3.1: a new input variant;
 //! offset store 3.1 and assignor 3.1: a new optional method).
 
-use std::{collections::BTreeMap, path::Path};
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
 
 use drover_abi::{
     coordinator::{CoordinatorInput, CoordinatorOutput, CoordinatorStartup, NamedAssignor},
@@ -12,9 +15,9 @@ use drover_abi::{
     AssignInput, AssignorMember, ErrorKind, OffsetRecord, PluginKind, TopicInfo, TopicPartitions,
 };
 use drover_abi::{offset_store::OffsetStoreArc, PluginError};
-use drover_host::plugins::{CallError, LoadError, LoadedPlugin};
+use drover_host::plugins::{CallError, LivePlugins, LoadError, LoadedPlugin, PluginRegistry};
 use drover_plugin_testkit::{assignor, offset_store};
-use drover_tests::{compat_library, load_assignor, PluginDir};
+use drover_tests::{compat_library, compat_library_3_4, load_assignor, PluginDir};
 use sha2::{Digest, Sha256};
 
 fn load(dir: &PluginDir, lib: &str, kind: PluginKind) -> LoadedPlugin {
@@ -416,4 +419,109 @@ fn the_frozen_3_4_abi_and_fixture_are_unchanged() {
         recorded.trim(),
         "tests/compat-3.4 is frozen"
     );
+}
+
+/// The plugins of the frozen trees, as users already built them: file, kind, name, ABI.
+fn frozen_plugins() -> [(PathBuf, PluginKind, &'static str, &'static str); 4] {
+    use PluginKind::{Assignor, Coordinator, OffsetStore};
+    [
+        (
+            compat_library("drover_compat_assignor_3_0"),
+            Assignor,
+            "compat-round-robin",
+            "3.0",
+        ),
+        (
+            compat_library("drover_compat_offset_store_3_0"),
+            OffsetStore,
+            "compat-journal",
+            "3.0",
+        ),
+        (
+            compat_library("drover_compat_coordinator_3_0"),
+            Coordinator,
+            "compat-echo",
+            "3.0",
+        ),
+        (
+            compat_library_3_4("drover_compat_assignor_3_1"),
+            Assignor,
+            "compat-lag-deal",
+            "3.1",
+        ),
+    ]
+}
+
+/// Checks that `find` finds every frozen plugin, loaded from `dir`, of its ABI.
+fn assert_frozen_loaded(dir: &PluginDir, find: impl Fn(PluginKind, &str) -> Option<LoadedPlugin>) {
+    for (source, kind, name, abi) in frozen_plugins() {
+        let plugin = find(kind, name).unwrap_or_else(|| panic!("{kind} `{name}` not loaded"));
+        assert_eq!(plugin.path, dir.path().join(source.file_name().unwrap()));
+        assert_eq!(plugin.summary.abi, abi, "{name}");
+    }
+}
+
+/// Open plugin kinds, proven with the frozen fixtures: the plugins built against
+/// drover-abi 3.0 and 3.4 — whose manifests carry the frozen three-kind enum — load in
+/// the same scan as an authorizer (a kind added since, with an `OpenManifest`), and a
+/// plugin of a kind this broker does not know is refused alone.
+#[test]
+fn the_frozen_plugins_load_in_one_scan_beside_an_authorizer_and_a_future_kind_is_refused() {
+    let dir = PluginDir::new();
+    for (source, ..) in frozen_plugins() {
+        dir.add_file(&source);
+    }
+    let authorizer = dir.add_built("drover_fixture_panicking_authorizer");
+    let future = dir.add_built("drover_fixture_future_kind");
+    let registry = PluginRegistry::scan(&dir.loader(), &dir.path()).unwrap();
+    let refused: Vec<String> = registry.refused().map(|e| e.to_string()).collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].starts_with(&future.display().to_string()),
+        "{refused:?}"
+    );
+    assert!(refused[0].contains("`drover_quota`"), "{refused:?}");
+    assert_eq!(registry.loaded().count(), 5);
+    assert_frozen_loaded(&dir, |kind, name| registry.find(kind, name).cloned());
+    let authz = registry.find(PluginKind::Authorizer, "panicking").unwrap();
+    assert_eq!(authz.path, authorizer);
+    authz.new_authorizer("", None).unwrap();
+}
+
+/// The same through a live rescan: a broker running the frozen plugins gains an
+/// authorizer, and a plugin of an unknown kind changes nothing.
+#[test]
+fn a_rescan_adds_an_authorizer_beside_the_frozen_plugins_and_refuses_a_future_kind() {
+    let dir = PluginDir::new();
+    for (source, ..) in frozen_plugins() {
+        dir.add_file(&source);
+    }
+    let registry = PluginRegistry::scan(&dir.loader(), &dir.path()).unwrap();
+    assert_eq!(registry.refused().count(), 0);
+    let live = LivePlugins::new(&registry, &Default::default(), dir.loader(), 64);
+    dir.add_built("drover_fixture_panicking_authorizer");
+    dir.add_built("drover_fixture_future_kind");
+    let start = |p: &LoadedPlugin| p.new_assignor("").map_err(|e| e.to_string());
+    let report = live
+        .rescan("compat-round-robin", &start, &|_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    let added: Vec<(&str, &str)> = report
+        .added
+        .iter()
+        .map(|c| (c.kind.as_str(), c.name.as_str()))
+        .collect();
+    assert_eq!(added, [("authorizer", "panicking")], "{report:?}");
+    assert!(
+        report.removed.is_empty() && report.replaced.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.refused.len(), 1, "{report:?}");
+    assert_eq!(report.refused[0].file, "libdrover_fixture_future_kind.so");
+    assert!(
+        report.refused[0].reason.contains("later Drover release"),
+        "{report:?}"
+    );
+    assert_eq!(report.unchanged, 4, "{report:?}");
+    assert_frozen_loaded(&dir, |kind, name| live.find(kind, name));
+    assert!(live.find(PluginKind::Authorizer, "panicking").is_some());
 }

@@ -555,3 +555,58 @@ fn a_dlopen_failure_names_the_plugin_file_not_the_cached_copy() {
     assert!(text.contains("expected a shared object"), "{text}");
     assert!(text.contains("hint:"), "{text}");
 }
+
+/// A plugin of a kind a later release adds (tests/fixtures/future-kind: root module
+/// `drover_quota`, an `OpenManifest` of kind 4) is refused from its library header,
+/// naming what it found and what it needs; the rest of the directory loads, an
+/// authorizer (a kind added after the first three) beside the original kinds.
+#[test]
+fn a_plugin_of_a_kind_this_broker_does_not_know_is_refused_and_the_rest_loads() {
+    let dir = PluginDir::new();
+    let future = dir.add_built("drover_fixture_future_kind");
+    dir.add_built("drover_assignor_range");
+    dir.add_built("drover_offsets_embedded");
+    dir.add_built("drover_fixture_panicking_authorizer");
+    let registry = PluginRegistry::scan(&dir.loader(), &dir.path()).unwrap();
+    let refused: Vec<&LoadError> = registry.refused().collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    let text = refused[0].to_string();
+    assert!(
+        matches!(refused[0], LoadError::UnknownKind { .. }),
+        "{text}"
+    );
+    assert!(
+        text.starts_with(&format!("{}: ", future.display())),
+        "{text}"
+    );
+    assert!(text.contains("found `drover_quota`"), "{text}");
+    assert!(
+        text.contains("drover_authorizer"),
+        "the kinds it knows: {text}"
+    );
+    assert!(text.contains("later Drover release"), "{text}");
+    assert!(!text.contains('\n'), "one line: {text}");
+    let kinds: Vec<PluginKind> = registry.loaded().map(|p| p.summary.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            PluginKind::Assignor,
+            PluginKind::Authorizer,
+            PluginKind::OffsetStore
+        ]
+    );
+}
+
+/// The kind is the root module's name; a manifest that names another kind is refused by
+/// the manifest check (tests/fixtures/kind-mismatch: an authorizer root module whose
+/// `OpenManifest` says assignor), and the module's constructor never runs.
+#[test]
+fn an_open_manifest_whose_kind_disagrees_with_its_root_module_is_refused() {
+    let dir = PluginDir::new();
+    let path = dir.add_built("drover_fixture_kind_mismatch");
+    let err = dir.loader().load(&path, None).err().expect("refused");
+    let text = err.to_string();
+    assert!(matches!(err, LoadError::Manifest { .. }), "{text}");
+    assert!(text.contains("expected kind authorizer"), "{text}");
+    assert!(text.contains("found kind assignor"), "{text}");
+}

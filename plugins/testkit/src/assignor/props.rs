@@ -7,11 +7,7 @@ use drover_abi::{
     std_types::{RString, RVec},
     AssignInput, Assignment, ErrorKind, TopicInfo,
 };
-use proptest::{
-    sample::Index,
-    strategy::Strategy,
-    test_runner::{Config, TestCaseError, TestError, TestRunner},
-};
+use proptest::sample::Index;
 
 use super::{
     builders::{holders, loads, member, permutation, reordered, with_owned, without},
@@ -20,7 +16,7 @@ use super::{
     generate::{describe, group, homogeneous},
     Claim, Options,
 };
-use crate::{Report, Verdict};
+use crate::{check::check, Report, Verdict};
 
 pub(super) fn run(assignor: &AssignorArc, options: &Options) -> Report {
     let assign = |input: &AssignInput| -> Result<Assignment, String> {
@@ -130,34 +126,6 @@ pub(super) fn run(assignor: &AssignorArc, options: &Options) -> Report {
         report.push("sticky", not_claimed(Claim::Sticky));
     }
     report
-}
-
-/// Runs `property` over `cases` inputs of `strategy`; on failure, the reason for the
-/// smallest failing input proptest found, and that input (`describe`d).
-fn check<S>(
-    cases: u32,
-    strategy: S,
-    describe: impl Fn(&S::Value) -> String,
-    property: impl Fn(&S::Value) -> Result<(), String>,
-) -> Result<(), String>
-where
-    S: Strategy,
-{
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        // The nested group strategies shrink slowly; allow more steps than the 256
-        // default so a failure names a small input.
-        max_shrink_iters: 4096,
-        ..Config::default()
-    });
-    match runner.run(&strategy, |value| {
-        property(&value).map_err(TestCaseError::fail)
-    }) {
-        Ok(()) => Ok(()),
-        Err(TestError::Fail(why, value)) => Err(format!("{why}; input: {}", describe(&value))),
-        Err(TestError::Abort(why)) => Err(format!("gave up: {why}")),
-    }
 }
 
 fn not_claimed(claim: Claim) -> Verdict {
