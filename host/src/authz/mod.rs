@@ -27,8 +27,8 @@ use std::{
 };
 
 pub use drover_abi::authorizer::{
-    AclBinding, AclBindingFilter, AclOperation, AclPermission, Action, Decision, PatternType,
-    RequestContext, ResourceType, CLUSTER_RESOURCE_NAME,
+    AccessControlEntry, AclBinding, AclBindingFilter, AclOperation, AclPermission, Action,
+    Decision, PatternType, RequestContext, ResourcePattern, ResourceType, CLUSTER_RESOURCE_NAME,
 };
 use drover_abi::{
     authorizer::{AclCreateResult, AclDeleteResult},

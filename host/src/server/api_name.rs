@@ -42,6 +42,9 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
         ApiKey::SaslHandshake => "SaslHandshake",
         ApiKey::SaslAuthenticate => "SaslAuthenticate",
+        ApiKey::DescribeAcls => "DescribeAcls",
+        ApiKey::CreateAcls => "CreateAcls",
+        ApiKey::DeleteAcls => "DeleteAcls",
         _ => "Other",
     }
 }

@@ -83,8 +83,11 @@ impl Op {
 }
 
 /// Handles IncrementalAlterConfigs v0–v1.
+///
+/// Authorization: AlterConfigs on each resource (`describe_configs::config_refusal`).
 pub fn handle_incremental(
     broker: &Arc<Broker>,
+    authz: &crate::authz::RequestAuthz,
     _version: i16,
     request: IncrementalAlterConfigsRequest,
 ) -> Reply {
@@ -105,6 +108,17 @@ pub fn handle_incremental(
                 resource.resource_type,
                 &resource.resource_name,
             )
+            .and_then(|()| {
+                match super::describe_configs::config_refusal(
+                    authz,
+                    resource.resource_type,
+                    resource.resource_name.as_str(),
+                    crate::authz::AclOperation::AlterConfigs,
+                ) {
+                    Some(refused) => Err(refused),
+                    None => Ok(()),
+                }
+            })
             .and_then(|()| {
                 let changes: Vec<(&str, i8, Option<&str>)> = resource
                     .configs
@@ -137,7 +151,14 @@ pub fn handle_incremental(
 }
 
 /// Handles AlterConfigs v0–v2 (the whole override set is replaced).
-pub fn handle_legacy(broker: &Arc<Broker>, _version: i16, request: AlterConfigsRequest) -> Reply {
+///
+/// Authorization: AlterConfigs on each resource (`describe_configs::config_refusal`).
+pub fn handle_legacy(
+    broker: &Arc<Broker>,
+    authz: &crate::authz::RequestAuthz,
+    _version: i16,
+    request: AlterConfigsRequest,
+) -> Reply {
     let count = request.resources.len();
     let dups = duplicates(
         request
@@ -155,6 +176,17 @@ pub fn handle_legacy(broker: &Arc<Broker>, _version: i16, request: AlterConfigsR
                 resource.resource_type,
                 &resource.resource_name,
             )
+            .and_then(|()| {
+                match super::describe_configs::config_refusal(
+                    authz,
+                    resource.resource_type,
+                    resource.resource_name.as_str(),
+                    crate::authz::AclOperation::AlterConfigs,
+                ) {
+                    Some(refused) => Err(refused),
+                    None => Ok(()),
+                }
+            })
             .and_then(|()| {
                 alter(
                     broker,

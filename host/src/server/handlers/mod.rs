@@ -1,6 +1,7 @@
 //! One module per Kafka API. Each handler turns a decoded request into a response;
 //! Kafka error codes are response values, never `Err`.
 
+pub mod acls;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
@@ -78,38 +79,49 @@ pub async fn handle(
             .await
         }
         RequestKind::CreateTopics(r) => {
-            blocking(broker, move |b| create_topics::handle(b, version, r)).await
+            blocking(broker, move |b| {
+                create_topics::handle(b, &checks, version, r)
+            })
+            .await
         }
         RequestKind::DeleteTopics(r) => {
             blocking(broker, move |b| {
-                delete_topics::handle(b.partitions(), version, r)
+                delete_topics::handle(b.partitions(), &checks, version, r)
             })
             .await
         }
         RequestKind::CreatePartitions(r) => {
-            blocking(broker, move |b| create_partitions::handle(b, version, r)).await
+            blocking(broker, move |b| {
+                create_partitions::handle(b, &checks, version, r)
+            })
+            .await
         }
         RequestKind::FindCoordinator(r) => {
             find_coordinator::handle(broker, authz, &ctx.listener, version, r).into()
         }
         RequestKind::DeleteRecords(r) => {
             blocking(broker, move |b| {
-                delete_records::handle(b.partitions(), version, r)
+                delete_records::handle(b.partitions(), &checks, version, r)
             })
             .await
         }
         RequestKind::IncrementalAlterConfigs(r) => {
             blocking(broker, move |b| {
-                alter_configs::handle_incremental(b, version, r)
+                alter_configs::handle_incremental(b, &checks, version, r)
             })
             .await
         }
         RequestKind::AlterConfigs(r) => {
-            blocking(broker, move |b| alter_configs::handle_legacy(b, version, r)).await
+            blocking(broker, move |b| {
+                alter_configs::handle_legacy(b, &checks, version, r)
+            })
+            .await
         }
-        RequestKind::DescribeConfigs(r) => describe_configs::handle(broker, version, r).into(),
+        RequestKind::DescribeConfigs(r) => {
+            describe_configs::handle(broker, authz, version, r).into()
+        }
         RequestKind::DescribeCluster(r) => {
-            describe_cluster::handle(broker, &ctx.listener, version, r).into()
+            describe_cluster::handle(broker, authz, &ctx.listener, version, r).into()
         }
         RequestKind::InitProducerId(r) => {
             blocking(broker, move |b| {
@@ -150,16 +162,22 @@ pub async fn handle(
         // SCRAM credentials (KIP-554): a ZooKeeper read or an fsynced write.
         RequestKind::DescribeUserScramCredentials(r) => {
             blocking(broker, move |b| {
-                describe_user_scram_credentials::handle(b.identity.sasl.credentials(), r)
+                describe_user_scram_credentials::handle(b.identity.sasl.credentials(), &checks, r)
             })
             .await
         }
         RequestKind::AlterUserScramCredentials(r) => {
             blocking(broker, move |b| {
-                alter_user_scram_credentials::handle(b.identity.sasl.credentials(), r)
+                alter_user_scram_credentials::handle(b.identity.sasl.credentials(), &checks, r)
             })
             .await
         }
+        // ACLs (issue 30 item 5): the plugin's calls run on the blocking pool, budgeted.
+        RequestKind::DescribeAcls(r) => acls::describe(&broker.identity.authz, authz, r)
+            .await
+            .into(),
+        RequestKind::CreateAcls(r) => acls::create(&broker.identity.authz, authz, r).await.into(),
+        RequestKind::DeleteAcls(r) => acls::delete(&broker.identity.authz, authz, r).await.into(),
         // Only on a listener without SASL: a SASL listener's connection answers these.
         RequestKind::SaslHandshake(_) => sasl::handshake().into(),
         RequestKind::SaslAuthenticate(_) => sasl::authenticate().into(),
