@@ -134,3 +134,56 @@ fn swap_authorizer(broker: &Broker, report: &crate::plugins::RescanReport) {
         ),
     }
 }
+
+/// Cluster mode: starts the configured authorizer once the broker's ZooKeeper session
+/// is connected (the ACL authorizer reads its ACLs through it when it starts), and
+/// makes it the one every request asks; until then every request is denied. A start
+/// that fails is retried every two seconds, logged each time.
+pub async fn start_authorizer(broker: std::sync::Arc<Broker>) {
+    let Some(name) = broker.config.authorizer.plugin.clone() else {
+        return;
+    };
+    let Some(cluster) = broker.cluster().cloned() else {
+        return;
+    };
+    let mut stopping = broker.stopping();
+    loop {
+        let b = std::sync::Arc::clone(&broker);
+        let (n, c) = (name.clone(), std::sync::Arc::clone(&cluster));
+        let started = tokio::task::spawn_blocking(move || {
+            let plugin = b
+                .plugins
+                .live
+                .find(drover_abi::PluginKind::Authorizer, &n)
+                .ok_or_else(|| format!("authorizer `{n}` is no longer in the plugin directory"))?;
+            let handle = plugin
+                .new_authorizer(
+                    &b.config.plugin_config(&n),
+                    Some(crate::cluster::session::for_plugins(&c)),
+                )
+                .map_err(|e| e.to_string())?;
+            b.identity.authz.replace(Arc::new(handle));
+            Ok::<_, String>(plugin.summary.version.clone())
+        })
+        .await;
+        match started {
+            Ok(Ok(version)) => {
+                tracing::info!(
+                    plugin = %name,
+                    %version,
+                    "authorizer started: every request is authorized by it"
+                );
+                return;
+            }
+            Ok(Err(e)) => tracing::warn!(
+                plugin = %name,
+                "the authorizer did not start, every request is denied meanwhile; retrying: {e}"
+            ),
+            Err(e) => tracing::warn!(plugin = %name, "starting the authorizer: {e}"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+            _ = stopping.changed() => return,
+        }
+    }
+}

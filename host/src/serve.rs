@@ -357,6 +357,10 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
             Arc::clone(&broker),
             cluster,
         )));
+        // The authorizer starts once the session it reads its ACLs through is up.
+        tasks.push(tokio::spawn(crate::rescan::start_authorizer(Arc::clone(
+            &broker,
+        ))));
     }
     if !tls.is_empty() {
         // Only with TLS listeners: otherwise SIGHUP keeps its default (the broker

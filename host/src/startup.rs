@@ -49,7 +49,8 @@ pub struct StartedPlugins {
     /// Loaded plugins that are not required and failed to start, by name, with why.
     pub failed: BTreeMap<String, String>,
     /// The configured authorizer (`[authorizer] plugin`), started; `None` when none is
-    /// configured.
+    /// configured, and in cluster mode, where it starts once the broker's ZooKeeper
+    /// session is connected (`crate::rescan::start_authorizer`).
     pub authorizer: Option<Arc<AuthorizerHandle>>,
 }
 
@@ -285,6 +286,12 @@ fn start_authorizer(
         return Ok(None);
     };
     let plugin = registry.require(Some(PluginKind::Authorizer), name)?;
+    if zookeeper.is_some() {
+        // Cluster mode: the broker's ZooKeeper session connects only once the broker
+        // runs, and an authorizer reads its ACLs through it when it starts; the broker
+        // starts it then (`crate::rescan::start_authorizer`), denying everything until.
+        return Ok(None);
+    }
     let handle = plugin.new_authorizer(&config.plugin_config(name), zookeeper)?;
     tracing::info!(
         plugin = %name,

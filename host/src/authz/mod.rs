@@ -97,14 +97,19 @@ impl Authorizer for AuthorizerHandle {
     }
 }
 
-/// A configured authorizer that did not start: every call fails, so everything is
-/// denied.
+/// A configured authorizer that has not started (cluster mode, until the broker's
+/// ZooKeeper session is connected): every call fails, so everything is denied.
 struct NotStarted(String);
 
 impl NotStarted {
     fn error(&self) -> CallError {
-        CallError::OutOfService {
+        CallError::Plugin {
             plugin: self.0.clone(),
+            error: drover_abi::PluginError::new(
+                ErrorKind::Unavailable,
+                "the authorizer has not started yet (cluster mode: it starts once the \
+                 broker's ZooKeeper session is connected)",
+            ),
         }
     }
 }
@@ -173,8 +178,8 @@ impl Authz {
     }
 
     /// The authorizer `[authorizer] plugin` names, with the instance startup started.
-    /// A name without an instance (startup refuses that; a tool that built its plugins
-    /// otherwise) denies everything rather than allow it.
+    /// A name without an instance (cluster mode until the instance is started and
+    /// [`Authz::replace`]d in) denies everything rather than allow it.
     pub fn configured(
         name: Option<&str>,
         instance: Option<Arc<AuthorizerHandle>>,

@@ -360,7 +360,12 @@ mod tests {
             let mut bytes = bytes::BytesMut::new();
             request.encode(&mut bytes, version).unwrap();
             let decoded = CreatePartitionsRequest::decode(&mut bytes.freeze(), version).unwrap();
-            let reply = handle(&b, &crate::authz::RequestAuthz::allow_all(), version, decoded);
+            let reply = handle(
+                &b,
+                &crate::authz::RequestAuthz::allow_all(),
+                version,
+                decoded,
+            );
             let response = reply.response.unwrap();
             encode_response(ApiKey::CreatePartitions, version, 1, &response).unwrap();
         }
