@@ -44,10 +44,10 @@ use kafka_protocol::{
             TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
         },
         ApiKey, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse,
-        DeleteGroupsResponse, DescribeGroupsResponse, HeartbeatResponse, JoinGroupResponse,
-        LeaveGroupResponse, ListGroupsResponse, OffsetCommitResponse, OffsetDeleteResponse,
-        OffsetFetchResponse, RequestHeader, RequestKind, ResponseKind, SyncGroupResponse,
-        TxnOffsetCommitResponse,
+        DeleteGroupsResponse, DescribeGroupsResponse, GroupId, HeartbeatResponse,
+        JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse, OffsetCommitResponse,
+        OffsetDeleteResponse, OffsetFetchResponse, RequestHeader, RequestKind, ResponseKind,
+        SyncGroupResponse, TxnOffsetCommitResponse,
     },
     protocol::Decodable,
 };
@@ -115,6 +115,60 @@ const NOT_ATTEMPTED: ResponseError = ResponseError::OperationNotAttempted;
 /// refused, OPERATION_NOT_ATTEMPTED.
 fn item(refusal: Option<ResponseError>) -> i16 {
     refusal.unwrap_or(NOT_ATTEMPTED).code()
+}
+
+/// The answer to a request about several groups, `$codes` from [`group_codes`]:
+/// forwarded when `None`, else refused with a `$response` whose `$field` lists each
+/// group as an `$item` (its id and code, then `$more`).
+macro_rules! refuse_groups {
+    ($refuse:ident, $codes:expr, $response:ident . $field:ident, |$d:ident: $item:ty| $more:expr) => {
+        match $codes {
+            None => GroupCheck::Forward,
+            Some(codes) => {
+                let mut out = $response::default();
+                out.$field = codes
+                    .into_iter()
+                    .map(|(group_id, error_code)| {
+                        let mut $d = <$item>::default();
+                        $d.group_id = group_id;
+                        $d.error_code = error_code;
+                        $more;
+                        $d
+                    })
+                    .collect();
+                $refuse(out.into(), GROUP_DENIED)
+            }
+        }
+    };
+}
+
+/// `operation` on each of `groups`: `None` when every one is allowed, else each group
+/// with its code (GROUP_AUTHORIZATION_FAILED, or OPERATION_NOT_ATTEMPTED for the
+/// allowed ones).
+fn group_codes(
+    authz: &RequestAuthz,
+    operation: AclOperation,
+    groups: &[GroupId],
+) -> Option<Vec<(GroupId, i16)>> {
+    let allowed = authz.allowed_names(
+        ResourceType::Group,
+        operation,
+        groups.iter().map(|g| g.0.as_str()),
+    );
+    if groups.iter().all(|g| allowed.contains(g)) {
+        return None;
+    }
+    Some(
+        groups
+            .iter()
+            .map(|g| {
+                (
+                    g.clone(),
+                    item((!allowed.contains(g)).then_some(GROUP_DENIED)),
+                )
+            })
+            .collect(),
+    )
 }
 
 /// Checks a decoded group API request (module docs).
@@ -414,74 +468,24 @@ pub fn check(authz: &RequestAuthz, request: Decoded) -> GroupCheck {
                 .collect();
             refuse(out.into(), TOPIC_DENIED)
         }
-        RequestKind::DescribeGroups(r) => {
-            let allowed = authz.allowed_names(
-                ResourceType::Group,
-                AclOperation::Describe,
-                r.groups.iter().map(|g| g.0.as_str()),
-            );
-            if r.groups.iter().all(|g| allowed.contains(g)) {
-                return GroupCheck::Forward;
-            }
-            let mut out = DescribeGroupsResponse::default();
-            out.groups = r
-                .groups
-                .iter()
-                .map(|g| {
-                    let mut d = ClassicDescribed::default();
-                    d.group_id = g.clone();
-                    d.error_code = item((!allowed.contains(g)).then_some(GROUP_DENIED));
-                    d.authorized_operations = i32::MIN;
-                    d
-                })
-                .collect();
-            refuse(out.into(), GROUP_DENIED)
-        }
-        RequestKind::ConsumerGroupDescribe(r) => {
-            let allowed = authz.allowed_names(
-                ResourceType::Group,
-                AclOperation::Describe,
-                r.group_ids.iter().map(|g| g.0.as_str()),
-            );
-            if r.group_ids.iter().all(|g| allowed.contains(g)) {
-                return GroupCheck::Forward;
-            }
-            let mut out = ConsumerGroupDescribeResponse::default();
-            out.groups = r
-                .group_ids
-                .iter()
-                .map(|g| {
-                    let mut d = DescribedGroup::default();
-                    d.group_id = g.clone();
-                    d.error_code = item((!allowed.contains(g)).then_some(GROUP_DENIED));
-                    d.authorized_operations = i32::MIN;
-                    d
-                })
-                .collect();
-            refuse(out.into(), GROUP_DENIED)
-        }
-        RequestKind::DeleteGroups(r) => {
-            let allowed = authz.allowed_names(
-                ResourceType::Group,
-                AclOperation::Delete,
-                r.groups_names.iter().map(|g| g.0.as_str()),
-            );
-            if r.groups_names.iter().all(|g| allowed.contains(g)) {
-                return GroupCheck::Forward;
-            }
-            let mut out = DeleteGroupsResponse::default();
-            out.results = r
-                .groups_names
-                .iter()
-                .map(|g| {
-                    let mut d = DeletableGroupResult::default();
-                    d.group_id = g.clone();
-                    d.error_code = item((!allowed.contains(g)).then_some(GROUP_DENIED));
-                    d
-                })
-                .collect();
-            refuse(out.into(), GROUP_DENIED)
-        }
+        RequestKind::DescribeGroups(r) => refuse_groups!(
+            refuse,
+            group_codes(authz, AclOperation::Describe, &r.groups),
+            DescribeGroupsResponse.groups,
+            |d: ClassicDescribed| d.authorized_operations = i32::MIN
+        ),
+        RequestKind::ConsumerGroupDescribe(r) => refuse_groups!(
+            refuse,
+            group_codes(authz, AclOperation::Describe, &r.group_ids),
+            ConsumerGroupDescribeResponse.groups,
+            |d: DescribedGroup| d.authorized_operations = i32::MIN
+        ),
+        RequestKind::DeleteGroups(r) => refuse_groups!(
+            refuse,
+            group_codes(authz, AclOperation::Delete, &r.groups_names),
+            DeleteGroupsResponse.results,
+            |_d: DeletableGroupResult| ()
+        ),
         RequestKind::ListGroups(_)
             if !authz.allows_quietly(
                 ResourceType::Cluster,

@@ -105,20 +105,10 @@ pub fn handle_incremental(
             let outcome = precheck(
                 count,
                 &dups,
+                authz,
                 resource.resource_type,
                 &resource.resource_name,
             )
-            .and_then(|()| {
-                match super::describe_configs::config_refusal(
-                    authz,
-                    resource.resource_type,
-                    resource.resource_name.as_str(),
-                    crate::authz::AclOperation::AlterConfigs,
-                ) {
-                    Some(refused) => Err(refused),
-                    None => Ok(()),
-                }
-            })
             .and_then(|()| {
                 let changes: Vec<(&str, i8, Option<&str>)> = resource
                     .configs
@@ -173,20 +163,10 @@ pub fn handle_legacy(
             let outcome = precheck(
                 count,
                 &dups,
+                authz,
                 resource.resource_type,
                 &resource.resource_name,
             )
-            .and_then(|()| {
-                match super::describe_configs::config_refusal(
-                    authz,
-                    resource.resource_type,
-                    resource.resource_name.as_str(),
-                    crate::authz::AclOperation::AlterConfigs,
-                ) {
-                    Some(refused) => Err(refused),
-                    None => Ok(()),
-                }
-            })
             .and_then(|()| {
                 alter(
                     broker,
@@ -241,9 +221,18 @@ fn duplicates<'a>(resources: impl Iterator<Item = (i8, &'a str)>) -> BTreeSet<(i
 fn precheck(
     count: usize,
     dups: &BTreeSet<(i8, String)>,
+    authz: &crate::authz::RequestAuthz,
     resource_type: i8,
     name: &str,
 ) -> Result<(), Refusal> {
+    if let Some(refused) = super::describe_configs::config_refusal(
+        authz,
+        resource_type,
+        name,
+        crate::authz::AclOperation::AlterConfigs,
+    ) {
+        return Err(refused);
+    }
     if count > MAX_RESOURCES {
         return Err((
             ResponseError::InvalidRequest,
