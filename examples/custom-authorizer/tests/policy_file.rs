@@ -3,15 +3,13 @@
 use std::time::{Duration, Instant};
 
 use drover_abi::{
-    authorizer::{
-        AclOperation as Op, Action, AuthorizerArc, PatternType, RequestContext, ResourceType,
-    },
+    authorizer::{AclOperation as Op, Action, AuthorizerArc, PatternType, ResourceType},
     sdk::in_process,
-    std_types::{RNone, RSlice},
+    std_types::RSlice,
     ErrorKind,
 };
 use drover_example_policy_authorizer::{Policy, PolicyFile};
-use drover_plugin_testkit::authorizer::{run, Options};
+use drover_plugin_testkit::authorizer::{action, context, run, Options};
 
 const POLICY: &str = "
 super  User:admin
@@ -22,18 +20,6 @@ grant  User:alice  sales   read,write
 grant  User:*      public  read
 deny   User:bob    public  all
 ";
-
-fn action(resource_type: ResourceType, name: &str, operation: Op) -> Action {
-    Action {
-        resource_type,
-        resource_name: name.into(),
-        pattern_type: PatternType::Literal,
-        operation,
-        reference_count: 1,
-        log_if_allowed: false,
-        log_if_denied: false,
-    }
-}
 
 fn allows(policy: &Policy, who: &str, rt: ResourceType, name: &str, op: Op) -> bool {
     policy.allows(who, &action(rt, name, op))
@@ -130,20 +116,9 @@ fn a_bad_config_or_policy_is_invalid_config() {
 }
 
 fn alice_reads(authz: &AuthorizerArc, topic: &str) -> bool {
-    let context = RequestContext {
-        principal: "User:alice".into(),
-        listener: "PLAINTEXT".into(),
-        security_protocol: "PLAINTEXT".into(),
-        sasl_mechanism: RNone,
-        client_address: "127.0.0.1".into(),
-        client_id: "test".into(),
-        api_key: 1,
-        api_version: 12,
-        correlation_id: 1,
-    };
     let read = [action(ResourceType::Topic, topic, Op::Read)];
     let decisions = authz
-        .authorize(&context, RSlice::from_slice(&read))
+        .authorize(&context("User:alice"), RSlice::from_slice(&read))
         .unwrap();
     decisions[0].is_allowed()
 }

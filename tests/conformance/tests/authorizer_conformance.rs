@@ -5,13 +5,12 @@
 //! call fails (the host denies on any failure).
 
 use drover_abi::{
-    authorizer::{AclOperation, Action, PatternType, RequestContext, ResourceType},
-    std_types::RNone,
+    authorizer::{AclOperation, Action, ResourceType},
     ErrorKind, PluginKind,
 };
 use drover_host::plugins::{AuthorizerHandle, CallError, LoadError, PluginRegistry};
 use drover_plugin_testkit::{
-    authorizer::{run, Options},
+    authorizer::{action, context, run, Options},
     Verdict,
 };
 use drover_tests::PluginDir;
@@ -98,30 +97,8 @@ fn an_acl_authorizer_passes_every_property_and_a_faulty_one_fails() {
     );
 }
 
-fn context(principal: &str) -> RequestContext {
-    RequestContext {
-        principal: principal.into(),
-        listener: "PLAINTEXT".into(),
-        security_protocol: "PLAINTEXT".into(),
-        sasl_mechanism: RNone,
-        client_address: "127.0.0.1".into(),
-        client_id: "test".into(),
-        api_key: 0,
-        api_version: 9,
-        correlation_id: 7,
-    }
-}
-
 fn read(topic: &str) -> Action {
-    Action {
-        resource_type: ResourceType::Topic,
-        resource_name: topic.into(),
-        pattern_type: PatternType::Literal,
-        operation: AclOperation::Read,
-        reference_count: 1,
-        log_if_allowed: true,
-        log_if_denied: true,
-    }
+    action(ResourceType::Topic, topic, AclOperation::Read)
 }
 
 #[test]

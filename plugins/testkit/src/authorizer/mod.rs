@@ -46,6 +46,8 @@
 
 mod props;
 
+pub use props::{action, context};
+
 use drover_abi::authorizer::AuthorizerArc;
 
 use crate::Report;

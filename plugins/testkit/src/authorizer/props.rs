@@ -244,7 +244,8 @@ fn with_acls(
     result.and(cleanup.map(drop))
 }
 
-fn context(principal: &str) -> RequestContext {
+/// A request context of `principal` from 127.0.0.1 on a PLAINTEXT listener (Produce v9).
+pub fn context(principal: &str) -> RequestContext {
     RequestContext {
         principal: principal.into(),
         listener: "PLAINTEXT".into(),
@@ -258,7 +259,8 @@ fn context(principal: &str) -> RequestContext {
     }
 }
 
-fn action(resource_type: ResourceType, name: &str, operation: AclOperation) -> Action {
+/// The action `operation` on the resource `name` of `resource_type` (a literal name).
+pub fn action(resource_type: ResourceType, name: &str, operation: AclOperation) -> Action {
     Action {
         resource_type,
         resource_name: name.into(),
@@ -630,7 +632,7 @@ fn acl_round_trip(authz: &Authz<'_>, me: &str, prefix: &str) -> Result<(), Strin
     let result = (|| {
         for b in &bindings {
             let got = authz.acls(&exact(b))?;
-            if got != [b.clone()] {
+            if got.as_slice() != std::slice::from_ref(b) {
                 return Err(format!("acls for exactly {} returned {got:?}", show(b)));
             }
         }
@@ -659,7 +661,7 @@ fn acl_round_trip(authz: &Authz<'_>, me: &str, prefix: &str) -> Result<(), Strin
     let deleted = authz.delete(&bindings)?;
     result?;
     for (b, d) in bindings.iter().zip(&deleted) {
-        if d != &[b.clone()] {
+        if d.as_slice() != std::slice::from_ref(b) {
             return Err(format!("delete_acls for exactly {} deleted {d:?}", show(b)));
         }
     }
