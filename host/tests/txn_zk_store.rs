@@ -11,16 +11,17 @@
 use std::{collections::BTreeMap, path::Path, sync::Arc, time::Duration};
 
 use drover_host::{
-    cluster,
-    config::Config,
-    serve::{self, Running},
+    serve::Running,
     txn::{
         store::{StoreError, TxnStore},
         types::{ProducerIdEpoch, TopicPartition, TransactionalId, TxnMetadata, TxnState},
         zk_store::{self, ZkTxnStore},
     },
 };
-use drover_tests::services::zookeeper::{unique_chroot, ZkServer};
+use drover_tests::{
+    cluster_broker,
+    services::zookeeper::{unique_chroot, ZkServer},
+};
 use zookeeper_client as zk;
 
 const SLOTS: u32 = 4;
@@ -37,24 +38,8 @@ fn runtime() -> tokio::runtime::Runtime {
 /// every slot over (so it writes nothing during the test); returns it with its chroot.
 fn start_broker(rt: &tokio::runtime::Runtime, server: &ZkServer, root: &Path) -> (Running, String) {
     let chroot = unique_chroot("txn");
-    let text = format!(
-        "data_dir = {data:?}\n\
-         [server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nbroker_id = 1\n\
-         [plugins]\ndir = {plugins:?}\n\
-         [coordinator]\nplugin = \"\"\n\
-         [zookeeper]\nenabled = true\nconnect = {connect:?}\nchroot = {chroot:?}\n\
-         session_timeout_ms = 2000\nslots = {SLOTS}\n",
-        data = root.join("data"),
-        plugins = root.join("no-plugins"),
-        connect = server.connect(),
-    );
-    let config = Config::parse(Path::new("test.toml"), &text).unwrap();
-    let running = rt.block_on(serve::start(config)).unwrap();
-    let c = Arc::clone(running.broker.cluster().expect("cluster mode"));
-    let connected = rt.block_on(cluster::wait_for(&c, Duration::from_secs(30), |v| {
-        v.connected
-    }));
-    assert!(connected, "the broker did not connect to ZooKeeper");
+    let extra = format!("session_timeout_ms = 2000\nslots = {SLOTS}\n");
+    let running = cluster_broker::start(rt, &server.connect(), root, &chroot, 1, &extra);
     let txn = Arc::clone(running.broker.transactions());
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while txn.slots().len() < SLOTS as usize {

@@ -30,12 +30,13 @@ use drover_abi::{
     TopicPartitions,
 };
 use drover_host::{
-    cluster::{self, session, BrokerAddr, Cluster},
-    config::{Config, ZookeeperSection},
+    cluster::{session, BrokerAddr, Cluster},
+    config::ZookeeperSection,
     plugins::{CallError, OffsetStoreHandle},
-    serve::{self, Running},
+    serve::Running,
 };
 use drover_tests::{
+    cluster_broker,
     services::zookeeper::{unique_chroot, ZkServer},
     PluginDir,
 };
@@ -69,24 +70,8 @@ fn runtime() -> tokio::runtime::Runtime {
 /// coordinator; returns it once its ZooKeeper session is up, with its chroot.
 fn start_broker(rt: &tokio::runtime::Runtime, server: &ZkServer, root: &Path) -> (Running, String) {
     let chroot = unique_chroot("lent");
-    let text = format!(
-        "data_dir = {data:?}\n\
-         [server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nbroker_id = 1\n\
-         [plugins]\ndir = {plugins:?}\n\
-         [coordinator]\nplugin = \"\"\n\
-         [zookeeper]\nenabled = true\nconnect = {connect:?}\nchroot = {chroot:?}\n\
-         session_timeout_ms = {SESSION_TIMEOUT_MS}\n",
-        data = root.join("data"),
-        plugins = root.join("no-plugins"),
-        connect = server.connect(),
-    );
-    let config = Config::parse(Path::new("test.toml"), &text).unwrap();
-    let running = rt.block_on(serve::start(config)).unwrap();
-    let cluster = Arc::clone(running.broker.cluster().expect("cluster mode"));
-    let connected = rt.block_on(cluster::wait_for(&cluster, Duration::from_secs(30), |v| {
-        v.connected
-    }));
-    assert!(connected, "the broker did not connect to ZooKeeper");
+    let extra = format!("session_timeout_ms = {SESSION_TIMEOUT_MS}\n");
+    let running = cluster_broker::start(rt, &server.connect(), root, &chroot, 1, &extra);
     (running, chroot)
 }
 

@@ -28,6 +28,13 @@ fn open(dir: &Path, extra: &str) -> AuthorizerArc {
     open_in(dir, extra).expect("open")
 }
 
+/// An authorizer on a file in a new temporary directory (kept as long as the first).
+fn fresh(extra: &str) -> (tempfile::TempDir, AuthorizerArc) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path(), extra);
+    (dir, a)
+}
+
 fn ctx(principal: &str, host: &str) -> RequestContext {
     RequestContext {
         principal: principal.into(),
@@ -128,11 +135,9 @@ fn any_of(a: &AuthorizerArc, principal: &str, t: Rt, op: Op) -> bool {
 
 #[test]
 fn no_acl_denies_unless_allow_everyone() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path(), "");
+    let (_dir, a) = fresh("");
     assert!(!alice_may(&a, "t", Op::Read));
-    let dir2 = tempfile::tempdir().unwrap();
-    let b = open(dir2.path(), "allow_everyone_if_no_acl_found = true");
+    let (_dir2, b) = fresh("allow_everyone_if_no_acl_found = true");
     assert!(alice_may(&b, "t", Op::Read));
     // An ACL naming the resource, for someone else: no longer "no ACL found".
     create_ok(
@@ -151,8 +156,7 @@ fn no_acl_denies_unless_allow_everyone() {
 
 #[test]
 fn one_decision_per_action_in_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path(), "");
+    let (_dir, a) = fresh("");
     create_ok(
         &a,
         vec![topic(
@@ -182,8 +186,7 @@ fn one_decision_per_action_in_order() {
 
 #[test]
 fn implications_follow_kafka() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path(), "");
+    let (_dir, a) = fresh("");
     for (op, name) in [
         (Op::Read, "r"),
         (Op::Write, "w"),
@@ -236,8 +239,7 @@ fn implications_follow_kafka() {
 
 #[test]
 fn patterns_principals_and_hosts() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path(), "");
+    let (_dir, a) = fresh("");
     create_ok(
         &a,
         vec![
@@ -365,8 +367,7 @@ fn patterns_principals_and_hosts() {
 
 #[test]
 fn deny_beats_allow() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path(), "");
+    let (_dir, a) = fresh("");
     create_ok(
         &a,
         vec![
@@ -380,8 +381,7 @@ fn deny_beats_allow() {
 
 #[test]
 fn super_users_and_unknown_codes() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path(), "super_users = ['User:admin']");
+    let (_dir, a) = fresh("super_users = ['User:admin']");
     create_ok(
         &a,
         vec![topic("*", Pt::Literal, "User:*", Op::All, Perm::Deny)],
@@ -409,8 +409,7 @@ fn super_users_and_unknown_codes() {
         .unwrap();
     assert!(!d[0].is_allowed());
     // Types this authorizer keeps no ACLs for: super users only.
-    let dir2 = tempfile::tempdir().unwrap();
-    let open_all = open(dir2.path(), "allow_everyone_if_no_acl_found = true");
+    let (_dir2, open_all) = fresh("allow_everyone_if_no_acl_found = true");
     assert!(!allowed(
         &open_all,
         "User:bob",
@@ -431,8 +430,7 @@ fn super_users_and_unknown_codes() {
 
 #[test]
 fn authorize_any_follows_kip_679() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path(), "super_users = ['User:admin']");
+    let (_dir, a) = fresh("super_users = ['User:admin']");
     assert!(any_of(&a, "User:admin", Rt::Topic, Op::Write));
     assert!(!any_of(&a, "User:alice", Rt::Topic, Op::Write));
     create_ok(
@@ -498,8 +496,7 @@ fn authorize_any_follows_kip_679() {
 
 #[test]
 fn invalid_bindings_are_refused_one_by_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path(), "max_name_bytes = 20");
+    let (_dir, a) = fresh("max_name_bytes = 20");
     let good = topic("t", Pt::Literal, "User:alice", Op::Read, Perm::Allow);
     let with = |f: &dyn Fn(&mut AclBinding)| {
         let mut b = good.clone();
@@ -547,8 +544,7 @@ fn invalid_bindings_are_refused_one_by_one() {
 
 #[test]
 fn filters_select_as_kafka() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path(), "");
+    let (_dir, a) = fresh("");
     let lit = topic("foo", Pt::Literal, "User:alice", Op::Read, Perm::Allow);
     let star = topic("*", Pt::Literal, "User:bob", Op::Write, Perm::Deny);
     let pre = topic("fo", Pt::Prefixed, "User:alice", Op::Read, Perm::Allow);
@@ -765,8 +761,7 @@ fn path_is_required_standalone() {
 
 #[test]
 fn limits_are_enforced_per_binding() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path(), "max_acls = 3\nmax_entries_per_resource = 2");
+    let (_dir, a) = fresh("max_acls = 3\nmax_entries_per_resource = 2");
     let r = create(
         &a,
         vec![
@@ -875,8 +870,7 @@ proptest! {
         acls in prop::collection::vec(binding_strategy(), 0..24),
         allow_everyone in prop::bool::ANY,
     ) {
-        let dir = tempfile::tempdir().unwrap();
-        let a = open(dir.path(), &format!("allow_everyone_if_no_acl_found = {allow_everyone}"));
+        let (_dir, a) = fresh(&format!("allow_everyone_if_no_acl_found = {allow_everyone}"));
         create_ok(&a, acls.clone());
         let mut actions = Vec::new();
         let mut queries = Vec::new();
@@ -907,8 +901,7 @@ proptest! {
         deny in binding_strategy(),
         name_suffix in prop::sample::select(vec!["", "x", "yz"]),
     ) {
-        let dir = tempfile::tempdir().unwrap();
-        let a = open(dir.path(), "allow_everyone_if_no_acl_found = true");
+        let (_dir, a) = fresh("allow_everyone_if_no_acl_found = true");
         let mut deny = deny;
         deny.entry.permission = Perm::Deny;
         let mut all = acls;

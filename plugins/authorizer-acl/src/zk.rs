@@ -340,3 +340,32 @@ fn corrupt(path: &str, why: &str) -> PluginError {
          delete it (the ACLs are not loaded without it)"
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{escape, unescape};
+
+    #[test]
+    fn names_round_trip_as_node_names() {
+        for name in [
+            "orders",
+            "a.b-c_d*",
+            ".",
+            "..",
+            ".hidden",
+            "a/b",
+            "x y%",
+            "na\u{ef}ve",
+            "*",
+        ] {
+            let node = escape(name);
+            assert!(!node.contains('/') && node != "." && node != "..", "{node}");
+            assert_eq!(unescape(&node).as_deref(), Some(name), "{node}");
+        }
+        assert_eq!(escape("a/b"), "a%2Fb");
+        // Only what `escape` writes reads back: no lower-case or needless escapes.
+        for node in ["a%2fb", "%61", "%", "%G1", "a/b", ".x"] {
+            assert_eq!(unescape(node), None, "{node}");
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! `cargo test` built for this run, lays out private plugin directories, and loads
 //! plugins through the host's real loader (never the rlibs).
 
+pub mod cluster_broker;
 pub mod native;
 pub mod proc_stat;
 pub mod services;
