@@ -29,6 +29,7 @@ use std::{
 pub use drover_abi::authorizer::{
     AccessControlEntry, AclBinding, AclBindingFilter, AclOperation, AclPermission, Action,
     Decision, PatternType, RequestContext, ResourcePattern, ResourceType, CLUSTER_RESOURCE_NAME,
+    WILDCARD,
 };
 use drover_abi::{
     authorizer::{AclCreateResult, AclDeleteResult},

@@ -137,11 +137,10 @@ pub fn run(bootstrap: &str, action: Action) -> Result<(), String> {
             for resource in response.resources {
                 for a in resource.acls {
                     println!(
-                        "{} {} {} {} {} on {} {} ({})",
+                        "{} {} {} from {} on {} {} ({})",
                         name_of(AclPermission::from_code(a.permission_type)),
                         a.principal.as_str(),
                         name_of(AclOperation::from_code(a.operation)),
-                        "from",
                         a.host.as_str(),
                         name_of(ResourceType::from_code(resource.resource_type)),
                         resource.resource_name.as_str(),

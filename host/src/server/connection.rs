@@ -471,7 +471,7 @@ fn group_refusal(
     }
     let key = i16::from_be_bytes([frame[0], frame[1]]);
     if (NATIVE_API_KEY_FIRST..=NATIVE_API_KEY_LAST).contains(&key) {
-        return None;
+        return native_refusal(broker, peer, ctx, frame);
     }
     let decoded = decode(frame)?;
     let api = super::api_name::api_name(decoded.key);
@@ -504,6 +504,36 @@ fn group_refusal(
             Some(Charged::free(outcome))
         }
     }
+}
+
+/// With an authorizer, the host's answer to a native coordinator request the principal
+/// may not make (server/native_authz.rs). `None`: hand it on.
+fn native_refusal(
+    broker: &Broker,
+    peer: SocketAddr,
+    ctx: &ConnContext,
+    frame: &Bytes,
+) -> Option<Charged> {
+    use super::native_authz::{check, decode};
+    let decoded = decode(frame)?;
+    let api =
+        drover_protocol::api_key::ApiKey::from_code(decoded.api_key).map_or("Native", |k| k.name());
+    let authz = broker.identity.authz.request(api, || {
+        ctx.authz_context(
+            peer.ip(),
+            &crate::authz::context::RequestHead {
+                client_id: decoded.client_id.as_deref(),
+                api_key: decoded.api_key,
+                api_version: decoded.version,
+                correlation_id: decoded.correlation_id,
+            },
+        )
+    });
+    let (body, error) = check(&authz, &decoded)?;
+    broker
+        .metrics
+        .native_request(decoded.api_key, &std::iter::once((error, 1)).collect());
+    Some(Charged::free(Outcome::Respond(body)))
 }
 
 /// Whether `frame` is a request for the coordinator: a native API key (answered with a

@@ -67,7 +67,7 @@ pub enum GroupCheck {
         /// The correlation id to answer.
         correlation_id: i32,
         /// The response.
-        response: ResponseKind,
+        response: Box<ResponseKind>,
         /// Its summary error for the metrics.
         error: i16,
     },
@@ -121,7 +121,7 @@ fn item(refusal: Option<ResponseError>) -> i16 {
 /// forwarded when `None`, else refused with a `$response` whose `$field` lists each
 /// group as an `$item` (its id and code, then `$more`).
 macro_rules! refuse_groups {
-    ($refuse:ident, $codes:expr, $response:ident . $field:ident, |$d:ident: $item:ty| $more:expr) => {
+    ($refuse:ident, $codes:expr, $response:ident . $field:ident, |$d:ident: $item:ty| $($more:expr)?) => {
         match $codes {
             None => GroupCheck::Forward,
             Some(codes) => {
@@ -132,7 +132,7 @@ macro_rules! refuse_groups {
                         let mut $d = <$item>::default();
                         $d.group_id = group_id;
                         $d.error_code = error_code;
-                        $more;
+                        $($more;)?
                         $d
                     })
                     .collect();
@@ -182,7 +182,7 @@ pub fn check(authz: &RequestAuthz, request: Decoded) -> GroupCheck {
         key,
         version,
         correlation_id: request.header.correlation_id,
-        response,
+        response: Box::new(response),
         error: error.code(),
     };
     match request.body {
@@ -484,7 +484,7 @@ pub fn check(authz: &RequestAuthz, request: Decoded) -> GroupCheck {
             refuse,
             group_codes(authz, AclOperation::Delete, &r.groups_names),
             DeleteGroupsResponse.results,
-            |_d: DeletableGroupResult| ()
+            |d: DeletableGroupResult|
         ),
         RequestKind::ListGroups(_)
             if !authz.allows_quietly(
@@ -497,7 +497,7 @@ pub fn check(authz: &RequestAuthz, request: Decoded) -> GroupCheck {
                 key,
                 version,
                 correlation_id: request.header.correlation_id,
-                response: ListGroupsResponse::default().into(),
+                response: Box::new(ListGroupsResponse::default().into()),
                 error: 0,
             }
         }

@@ -13,7 +13,7 @@
 //! bytes (its listener, its principal) [`context`]; on SASL listeners each connection's
 //! frames pass its SASL gate first, [`sasl`]. With an authorizer, the group APIs the
 //! coordinator serves are checked by the host before the plugin sees them,
-//! [`group_authz`].
+//! [`group_authz`], and so are the native protocol's, [`native_authz`].
 
 pub mod admission;
 pub mod api_name;
@@ -26,6 +26,7 @@ pub mod frame;
 pub mod group_authz;
 pub mod handlers;
 pub mod listener;
+pub mod native_authz;
 pub mod principal;
 pub mod queue;
 pub mod reply;
