@@ -459,3 +459,37 @@ def test_drover_admin_acls_adds_lists_and_removes(make_broker):
     r = subprocess.run([str(conftest.drover_bin()), "admin", "acls", "--bootstrap",
                         plain.bootstrap, "list"], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "SecurityDisabled" in r.stderr, r.stderr
+
+
+def test_native_consumers_need_read_on_their_group_and_topics(make_broker, tmp_path):
+    b = make_broker()
+    topic = unique_topic("authz-native")
+    ck_create_topic(b, topic, 1)
+    assert produce_error({"bootstrap.servers": b.bootstrap}, topic) is None
+    pw = tmp_path / "bob.pw"
+    pw.write_text(PASSWORDS["bob"] + "\n")
+    os.chmod(pw, 0o600)
+    args = [str(conftest.drover_bin()), "consume", "--brokers", b.ssl_bootstrap,
+            "--group", "native-authz", "--topic", topic, "--format", "values",
+            "--max-messages", "3", "--security-protocol", "SASL_SSL",
+            "--ssl-ca-location", str(b.certs.ca), "--sasl-mechanism", "SCRAM-SHA-512",
+            "--sasl-username", "bob", "--sasl-password-file", str(pw)]
+    # Describe on the group (FindCoordinator finds it), not Read (RegisterConsumer).
+    create_acls(b.bootstrap, [
+        acl(ResourceType.GROUP, "native-authz", "User:bob", AclOperation.DESCRIBE),
+        acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.DESCRIBE)])
+    try:
+        r = subprocess.run(args, capture_output=True, text=True, timeout=10)
+        out = r.stdout
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+    assert out.split() == [], "consumed without Read on the group"
+    _, _, metrics = http_get(f"{b.admin_url}/metrics")
+    assert 'drover_native_requests_total{api="RegisterConsumer",error="GroupAuthorizationFailed"}' \
+        in metrics, [l for l in metrics.splitlines() if "native_requests" in l]
+    create_acls(b.bootstrap, [
+        acl(ResourceType.GROUP, "native-authz", "User:bob", AclOperation.READ),
+        acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.READ)])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(r.stdout.split()) == ["v0", "v1", "v2"], r.stdout
