@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
                                    AclPermissionType, AdminClient, ResourcePatternType,
                                    ResourceType, ScramCredentialInfo, ScramMechanism,
@@ -493,3 +493,25 @@ def test_native_consumers_need_read_on_their_group_and_topics(make_broker, tmp_p
     r = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr[-3000:]
     assert sorted(r.stdout.split()) == ["v0", "v1", "v2"], r.stdout
+
+
+def test_list_groups_shows_only_describable_groups(make_broker):
+    b = make_broker()
+    topic = unique_topic("authz-list")
+    ck_create_topic(b, topic, 1)
+    assert produce_error({"bootstrap.servers": b.bootstrap}, topic) is None
+    # Two groups made by the (super user) administration listener.
+    for group in ("listed-mine", "listed-other"):
+        c = ck_consumer(b, **{"group.id": group})
+        c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+        c.close()
+    create_acls(b.bootstrap, [acl(ResourceType.GROUP, "listed-mine", "User:alice",
+                                  AclOperation.DESCRIBE)])
+    mine = AdminClient(b.conf("alice"))
+    groups = {g.group_id for g in mine.list_consumer_groups(request_timeout=TIMEOUT)
+              .result(TIMEOUT).valid}
+    assert groups == {"listed-mine"}, groups
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    everything = {g.group_id for g in admin.list_consumer_groups(request_timeout=TIMEOUT)
+                  .result(TIMEOUT).valid}
+    assert {"listed-mine", "listed-other"} <= everything, everything

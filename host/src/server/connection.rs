@@ -379,13 +379,16 @@ async fn read_loop(
             },
         };
         if to_coordinator_key(broker, &frame) {
-            if let Some(refusal) = group_refusal(broker, peer, &conn.ctx, &frame) {
-                if queue.send(Pending::Ready(refusal)).await.is_err() {
-                    return;
+            let answer = match group_refusal(broker, peer, &conn.ctx, &frame) {
+                GroupRoute::Refused(refusal) => {
+                    if queue.send(Pending::Ready(refusal)).await.is_err() {
+                        return;
+                    }
+                    continue;
                 }
-                continue;
-            }
-            if !to_coordinator(broker, &queue, native, frame).await {
+                GroupRoute::Forward(answer) => answer,
+            };
+            if !to_coordinator_with(broker, &queue, native, frame, answer).await {
                 return;
             }
             continue;
@@ -457,23 +460,49 @@ async fn sasl_answer(
     }
 }
 
+/// What becomes of a request for the coordinator once authorized.
+enum GroupRoute {
+    /// Answered by the host: the coordinator never sees it.
+    Refused(Charged),
+    /// Handed on; the coordinator's answer passes through this first, if any.
+    Forward(Option<AnswerFilter>),
+}
+
+/// Rewrites the coordinator's answer before it is sent (ListGroups' filter).
+type AnswerFilter = Box<dyn FnOnce(Bytes) -> Bytes + Send>;
+
 /// With an authorizer, the host's answer to a Kafka group API request the principal may
-/// not make (server/group_authz.rs): the coordinator never sees it. `None`: hand it on.
+/// not make (server/group_authz.rs, server/native_authz.rs): the coordinator never sees
+/// it; or the filter of its answer.
 fn group_refusal(
     broker: &Broker,
     peer: SocketAddr,
     ctx: &ConnContext,
     frame: &Bytes,
-) -> Option<Charged> {
-    use super::group_authz::{check, decode, GroupCheck};
+) -> GroupRoute {
+    match group_check(broker, peer, ctx, frame) {
+        Ok(route) => route,
+        Err(()) => GroupRoute::Forward(None),
+    }
+}
+
+fn group_check(
+    broker: &Broker,
+    peer: SocketAddr,
+    ctx: &ConnContext,
+    frame: &Bytes,
+) -> Result<GroupRoute, ()> {
+    use super::group_authz::{check, decode, filter_list_groups, GroupCheck};
     if !broker.identity.authz.is_enabled() {
-        return None;
+        return Err(());
     }
     let key = i16::from_be_bytes([frame[0], frame[1]]);
     if (NATIVE_API_KEY_FIRST..=NATIVE_API_KEY_LAST).contains(&key) {
-        return native_refusal(broker, peer, ctx, frame);
+        return native_refusal(broker, peer, ctx, frame)
+            .map(GroupRoute::Refused)
+            .ok_or(());
     }
-    let decoded = decode(frame)?;
+    let decoded = decode(frame).ok_or(())?;
     let api = super::api_name::api_name(decoded.key);
     let authz = broker.identity.authz.request(api, || {
         ctx.authz_context(
@@ -487,7 +516,12 @@ fn group_refusal(
         )
     });
     match check(&authz, decoded) {
-        GroupCheck::Forward => None,
+        GroupCheck::Forward => Err(()),
+        GroupCheck::FilterListGroups(version) => {
+            Ok(GroupRoute::Forward(Some(Box::new(move |answer| {
+                filter_list_groups(&authz, version, answer)
+            }))))
+        }
         GroupCheck::Refuse {
             key,
             version,
@@ -501,7 +535,7 @@ fn group_refusal(
                     Ok(bytes) => Outcome::Respond(bytes),
                     Err(e) => Outcome::Close("encode_error", format!("{key:?} v{version}: {e}")),
                 };
-            Some(Charged::free(outcome))
+            Ok(GroupRoute::Refused(Charged::free(outcome)))
         }
     }
 }
@@ -556,6 +590,18 @@ async fn to_coordinator(
     native: &mut Native,
     frame: Bytes,
 ) -> bool {
+    to_coordinator_with(broker, queue, native, frame, None).await
+}
+
+/// [`to_coordinator`], with the coordinator's answer to the request passed through
+/// `filter` first.
+async fn to_coordinator_with(
+    broker: &Arc<Broker>,
+    queue: &mpsc::Sender<Pending>,
+    native: &mut Native,
+    frame: Bytes,
+    filter: Option<AnswerFilter>,
+) -> bool {
     let Some(coordinator) = broker.coordinator() else {
         let _ = queue
             .send(Pending::Now(Outcome::Close(
@@ -584,6 +630,22 @@ async fn to_coordinator(
     // The answer's place in the response order is taken before the coordinator sees
     // the request.
     let (reply, answer) = oneshot::channel();
+    let answer = match filter {
+        None => answer,
+        Some(filter) => {
+            // The filtered answer takes the request's place in the response order.
+            let (filtered, out) = oneshot::channel();
+            tokio::spawn(async move {
+                if let Ok(outcome) = answer.await {
+                    let _ = filtered.send(match outcome {
+                        Outcome::Respond(body) => Outcome::Respond(filter(body)),
+                        other => other,
+                    });
+                }
+            });
+            out
+        }
+    };
     if queue.send(Pending::Reply(answer)).await.is_err() {
         return false;
     }

@@ -16,9 +16,9 @@
 //! - OffsetDelete: Delete on the group, Read on each topic;
 //! - DescribeGroups, ConsumerGroupDescribe: Describe on each group; DeleteGroups: Delete
 //!   on each group;
-//! - ListGroups: served as is with Describe on the cluster; without it, answered with
-//!   no groups (Kafka lists the groups the principal may describe; filtering the
-//!   coordinator's answer is not done yet).
+//! - ListGroups: served as is with Describe on the cluster; without it, the
+//!   coordinator's answer keeps only the groups the principal may describe (Kafka's
+//!   `handleListGroupsRequest`).
 //!
 //! **Partly refused requests**: where Kafka serves the allowed part of a request and
 //! refuses the rest (a commit to an allowed and a denied topic, DeleteGroups of an
@@ -58,6 +58,10 @@ use crate::authz::{AclOperation, Allowed, RequestAuthz, ResourceType};
 pub enum GroupCheck {
     /// Hand it to the coordinator unchanged.
     Forward,
+    /// ListGroups (this version) without Describe on the cluster: hand it on, then
+    /// keep in the coordinator's answer only the groups the principal may describe
+    /// ([`filter_list_groups`]).
+    FilterListGroups(i16),
     /// Answer with this response; the coordinator never sees the request.
     Refuse {
         /// The API.
@@ -493,14 +497,204 @@ pub fn check(authz: &RequestAuthz, request: Decoded) -> GroupCheck {
                 AclOperation::Describe,
             ) =>
         {
-            GroupCheck::Refuse {
-                key,
-                version,
-                correlation_id: request.header.correlation_id,
-                response: Box::new(ListGroupsResponse::default().into()),
-                error: 0,
-            }
+            GroupCheck::FilterListGroups(version)
         }
         _ => GroupCheck::Forward,
+    }
+}
+
+/// The coordinator's ListGroups answer `frame` (response header and body, `version`)
+/// with only the groups `authz` allows to describe; an answer that does not decode is
+/// passed on as is.
+pub fn filter_list_groups(authz: &RequestAuthz, version: i16, frame: Bytes) -> Bytes {
+    use kafka_protocol::{messages::ResponseHeader, protocol::Decodable};
+    let key = ApiKey::ListGroups;
+    let mut buf = frame.clone();
+    let Ok(header) = ResponseHeader::decode(&mut buf, key.response_header_version(version)) else {
+        return frame;
+    };
+    let Ok(mut response) = ListGroupsResponse::decode(&mut buf, version) else {
+        return frame;
+    };
+    let allowed = authz.allowed_names_quietly(
+        ResourceType::Group,
+        AclOperation::Describe,
+        response.groups.iter().map(|g| g.group_id.0.as_str()),
+    );
+    response.groups.retain(|g| allowed.contains(&g.group_id));
+    super::dispatch::encode_response(key, version, header.correlation_id, &response.into())
+        .unwrap_or(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use kafka_protocol::{
+        messages::{
+            offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
+            GroupId, JoinGroupRequest, OffsetCommitRequest, TopicName,
+        },
+        protocol::StrBytes,
+    };
+
+    use super::*;
+    use crate::{
+        authz::{
+            AclBinding, AclBindingFilter, Action, Authorizer, Authz, Decision, RequestContext,
+        },
+        plugins::CallError,
+    };
+
+    /// Allows every action on a resource whose name starts with `ok`.
+    struct Names;
+
+    impl Authorizer for Names {
+        fn authorize(&self, _: &RequestContext, a: &[Action]) -> Result<Vec<Decision>, CallError> {
+            Ok(a.iter()
+                .map(|a| Decision::allowed_if(a.resource_name.starts_with("ok")))
+                .collect())
+        }
+        fn authorize_any(
+            &self,
+            _: &RequestContext,
+            _: ResourceType,
+            _: AclOperation,
+        ) -> Result<Decision, CallError> {
+            Ok(Decision::DENIED)
+        }
+        fn acls(&self, _: &AclBindingFilter) -> Result<Vec<AclBinding>, CallError> {
+            Ok(Vec::new())
+        }
+        fn create_acls(
+            &self,
+            _: Vec<AclBinding>,
+        ) -> Result<Vec<drover_abi::authorizer::AclCreateResult>, CallError> {
+            Ok(Vec::new())
+        }
+        fn delete_acls(
+            &self,
+            _: Vec<AclBindingFilter>,
+        ) -> Result<Vec<drover_abi::authorizer::AclDeleteResult>, CallError> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn checks() -> RequestAuthz {
+        let authz = Authz::new(
+            "names",
+            Arc::new(Names),
+            Arc::new(crate::metrics::Metrics::new()),
+            1000,
+        );
+        authz.request("test", || crate::authz::RequestContext {
+            principal: "User:a".into(),
+            listener: "L".into(),
+            security_protocol: "PLAINTEXT".into(),
+            sasl_mechanism: None.into(),
+            client_address: "127.0.0.1".into(),
+            client_id: "".into(),
+            api_key: 0,
+            api_version: 0,
+            correlation_id: 1,
+        })
+    }
+
+    fn decoded(key: ApiKey, version: i16, body: RequestKind) -> Decoded {
+        let mut header = RequestHeader::default();
+        header.correlation_id = 9;
+        Decoded {
+            key,
+            version,
+            header,
+            body,
+        }
+    }
+
+    fn join(group: &str) -> Decoded {
+        let mut r = JoinGroupRequest::default();
+        r.group_id = GroupId(StrBytes::from_string(group.into()));
+        decoded(ApiKey::JoinGroup, 9, RequestKind::JoinGroup(r))
+    }
+
+    fn commit(group: &str, topics: &[&str]) -> Decoded {
+        let mut r = OffsetCommitRequest::default();
+        r.group_id = GroupId(StrBytes::from_string(group.into()));
+        r.topics = topics
+            .iter()
+            .map(|t| {
+                let mut topic = OffsetCommitRequestTopic::default();
+                topic.name = TopicName(StrBytes::from_string((*t).into()));
+                topic.partitions = vec![OffsetCommitRequestPartition::default()];
+                topic
+            })
+            .collect();
+        decoded(ApiKey::OffsetCommit, 9, RequestKind::OffsetCommit(r))
+    }
+
+    fn refused(check: GroupCheck) -> (ResponseKind, i16) {
+        match check {
+            GroupCheck::Refuse {
+                response,
+                error,
+                correlation_id,
+                ..
+            } => {
+                assert_eq!(correlation_id, 9);
+                (*response, error)
+            }
+            GroupCheck::Forward | GroupCheck::FilterListGroups(_) => panic!("forwarded"),
+        }
+    }
+
+    #[test]
+    fn without_an_authorizer_everything_is_forwarded() {
+        let none = RequestAuthz::allow_all();
+        assert!(matches!(check(&none, join("g")), GroupCheck::Forward));
+        assert!(matches!(
+            check(&none, commit("g", &["t"])),
+            GroupCheck::Forward
+        ));
+    }
+
+    #[test]
+    fn a_join_without_read_on_the_group_is_answered_by_the_host() {
+        assert!(matches!(
+            check(&checks(), join("ok-g")),
+            GroupCheck::Forward
+        ));
+        let (response, error) = refused(check(&checks(), join("g")));
+        assert_eq!(error, GROUP_DENIED.code());
+        let ResponseKind::JoinGroup(r) = response else {
+            panic!("{response:?}")
+        };
+        assert_eq!((r.error_code, r.generation_id), (GROUP_DENIED.code(), -1));
+    }
+
+    #[test]
+    fn a_commit_with_a_denied_topic_is_refused_whole() {
+        assert!(matches!(
+            check(&checks(), commit("ok-g", &["ok-a", "ok-b"])),
+            GroupCheck::Forward
+        ));
+        let codes = |d| {
+            let (response, _) = refused(check(&checks(), d));
+            let ResponseKind::OffsetCommit(r) = response else {
+                panic!("{response:?}")
+            };
+            r.topics
+                .iter()
+                .map(|t| t.partitions[0].error_code)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            codes(commit("ok-g", &["ok-a", "secret"])),
+            [NOT_ATTEMPTED.code(), TOPIC_DENIED.code()]
+        );
+        assert_eq!(
+            codes(commit("g", &["ok-a"])),
+            [GROUP_DENIED.code()],
+            "the group's refusal covers every partition"
+        );
     }
 }

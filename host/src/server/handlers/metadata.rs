@@ -106,6 +106,7 @@ pub fn handle(
         .topics
         .iter()
         .flatten()
+        .filter(|_| authz.is_enabled())
         .filter_map(|t| match &t.name {
             Some(name) => Some(name.0.to_string()),
             None => broker.topics.get_by_id(t.topic_id).map(|t| t.name.clone()),
