@@ -583,4 +583,4 @@ impl Asking {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

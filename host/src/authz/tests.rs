@@ -115,6 +115,13 @@ fn authz(fake: &Arc<Fake>) -> (Authz, Arc<Metrics>) {
     )
 }
 
+/// A request's checks by an authorizer that allows every action on a resource whose
+/// name starts with `ok` (for other modules' tests).
+pub(crate) fn ok_prefix_checks() -> RequestAuthz {
+    let (authz, _) = authz(&Fake::new(Mode::Names));
+    authz.request("test", context)
+}
+
 fn rendered(metrics: &Metrics) -> String {
     metrics.render(&[])
 }

@@ -528,8 +528,6 @@ pub fn filter_list_groups(authz: &RequestAuthz, version: i16, frame: Bytes) -> B
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use kafka_protocol::{
         messages::{
             offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
@@ -539,65 +537,9 @@ mod tests {
     };
 
     use super::*;
-    use crate::{
-        authz::{
-            AclBinding, AclBindingFilter, Action, Authorizer, Authz, Decision, RequestContext,
-        },
-        plugins::CallError,
-    };
-
-    /// Allows every action on a resource whose name starts with `ok`.
-    struct Names;
-
-    impl Authorizer for Names {
-        fn authorize(&self, _: &RequestContext, a: &[Action]) -> Result<Vec<Decision>, CallError> {
-            Ok(a.iter()
-                .map(|a| Decision::allowed_if(a.resource_name.starts_with("ok")))
-                .collect())
-        }
-        fn authorize_any(
-            &self,
-            _: &RequestContext,
-            _: ResourceType,
-            _: AclOperation,
-        ) -> Result<Decision, CallError> {
-            Ok(Decision::DENIED)
-        }
-        fn acls(&self, _: &AclBindingFilter) -> Result<Vec<AclBinding>, CallError> {
-            Ok(Vec::new())
-        }
-        fn create_acls(
-            &self,
-            _: Vec<AclBinding>,
-        ) -> Result<Vec<drover_abi::authorizer::AclCreateResult>, CallError> {
-            Ok(Vec::new())
-        }
-        fn delete_acls(
-            &self,
-            _: Vec<AclBindingFilter>,
-        ) -> Result<Vec<drover_abi::authorizer::AclDeleteResult>, CallError> {
-            Ok(Vec::new())
-        }
-    }
 
     fn checks() -> RequestAuthz {
-        let authz = Authz::new(
-            "names",
-            Arc::new(Names),
-            Arc::new(crate::metrics::Metrics::new()),
-            1000,
-        );
-        authz.request("test", || crate::authz::RequestContext {
-            principal: "User:a".into(),
-            listener: "L".into(),
-            security_protocol: "PLAINTEXT".into(),
-            sasl_mechanism: None.into(),
-            client_address: "127.0.0.1".into(),
-            client_id: "".into(),
-            api_key: 0,
-            api_version: 0,
-            correlation_id: 1,
-        })
+        crate::authz::tests::ok_prefix_checks()
     }
 
     fn decoded(key: ApiKey, version: i16, body: RequestKind) -> Decoded {
