@@ -83,6 +83,35 @@ pub struct Config {
     pub sasl: SaslSection,
     /// The `[admin]` table: who may use the admin HTTP API and how it is reached.
     pub admin: AdminSection,
+    /// The `[authorizer]` table: which authorizer plugin decides what clients may do
+    /// (none: every client may do everything, as before issue 30).
+    pub authorizer: AuthorizerSection,
+}
+
+/// The `[authorizer]` table (issue 30; docs/security.md, "Authorization"). Without
+/// `plugin` nothing is authorized: every request is served as it was before, and the
+/// ACL APIs answer SECURITY_DISABLED.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthorizerSection {
+    /// The authorizer plugin's name (e.g. `acl`, the built-in ACL authorizer). Its
+    /// config is `[plugins.config.<name>]`; in cluster mode it gets the broker's
+    /// ZooKeeper session. The broker does not start when it does not load or start.
+    pub plugin: Option<String>,
+    /// The time budget of one ACL management call (DescribeAcls, CreateAcls,
+    /// DeleteAcls), which may write to disk or ZooKeeper, ms. Past it the request is
+    /// answered with an error (`REQUEST_TIMED_OUT`); the call may still complete.
+    /// Default 10000.
+    pub acl_call_timeout_ms: u64,
+}
+
+impl Default for AuthorizerSection {
+    fn default() -> Self {
+        AuthorizerSection {
+            plugin: None,
+            acl_call_timeout_ms: 10_000,
+        }
+    }
 }
 
 impl Default for Config {
@@ -99,6 +128,7 @@ impl Default for Config {
             transactions: TransactionsSection::default(),
             sasl: SaslSection::default(),
             admin: AdminSection::default(),
+            authorizer: AuthorizerSection::default(),
         }
     }
 }

@@ -36,6 +36,9 @@
 //! - [`auth`]: SASL (PLAIN, SCRAM-SHA-256/512) as a sans-IO state machine per
 //!   connection, and the SCRAM credential store (data directory, or ZooKeeper in
 //!   cluster mode) behind DescribeUserScramCredentials and AlterUserScramCredentials;
+//! - [`authz`]: authorization — the configured authorizer plugin (swapped by rescans),
+//!   each request's checks built from its connection, failing closed, and the ACL
+//!   management calls run off the request path within a budget;
 //! - [`serve`]: `drover serve`, wiring it all together;
 //! - [`logging`]: the host's `tracing` subscriber and rate-limited warnings (the
 //!   `drover-rate-limit` crate, re-exported as `logging::rate_limit`, with
@@ -47,6 +50,7 @@
 pub mod address_buckets;
 pub mod admin;
 pub mod auth;
+pub mod authz;
 pub mod broker;
 pub use drover_log::clock;
 pub mod cluster;

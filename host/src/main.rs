@@ -232,6 +232,80 @@ enum AdminCommand {
         #[command(subcommand)]
         command: UsersCommand,
     },
+    /// ACLs of the configured authorizer (issue 30) through a running broker's Kafka
+    /// listener (DescribeAcls, CreateAcls, DeleteAcls, as kafka-acls.sh): list, add,
+    /// remove. The listener must be PLAINTEXT and its principal allowed Describe/Alter
+    /// on the cluster (a super user: User:ANONYMOUS on a loopback admin listener).
+    Acls {
+        /// A running broker's Kafka listener, HOST:PORT (PLAINTEXT).
+        #[arg(long, global = true)]
+        bootstrap: Option<String>,
+        #[command(subcommand)]
+        command: AclsCommand,
+    },
+}
+
+/// The resource and entry of an ACL on the command line.
+#[derive(clap::Args)]
+struct AclArgs {
+    /// A topic (name or, with --pattern prefixed, prefix; `*` for every topic).
+    #[arg(long)]
+    topic: Option<String>,
+    /// A consumer group.
+    #[arg(long)]
+    group: Option<String>,
+    /// A transactional id.
+    #[arg(long)]
+    transactional_id: Option<String>,
+    /// The cluster (`kafka-cluster`).
+    #[arg(long)]
+    cluster: bool,
+    /// literal (default for add and remove), prefixed; any or match for list.
+    #[arg(long)]
+    pattern: Option<String>,
+    /// The principal, `User:NAME` (`User:*`: everyone).
+    #[arg(long)]
+    principal: Option<String>,
+    /// The client host (`*`: any, the default for add).
+    #[arg(long)]
+    host: Option<String>,
+    /// read, write, create, delete, alter, describe, cluster-action, describe-configs,
+    /// alter-configs, idempotent-write, all.
+    #[arg(long)]
+    operation: Option<String>,
+    /// A DENY entry (default ALLOW).
+    #[arg(long)]
+    deny: bool,
+}
+
+impl AclArgs {
+    fn split(self) -> (cli::acls::Resource, cli::acls::Entry) {
+        (
+            cli::acls::Resource {
+                topic: self.topic,
+                group: self.group,
+                transactional_id: self.transactional_id,
+                cluster: self.cluster,
+                pattern: self.pattern,
+            },
+            cli::acls::Entry {
+                principal: self.principal,
+                host: self.host,
+                operation: self.operation,
+                deny: self.deny,
+            },
+        )
+    }
+}
+
+#[derive(Subcommand)]
+enum AclsCommand {
+    /// List the ACLs matching what is given (all when nothing is).
+    List(AclArgs),
+    /// Add one ACL.
+    Add(AclArgs),
+    /// Remove the ACLs matching what is given.
+    Remove(AclArgs),
 }
 
 #[derive(Subcommand)]
@@ -528,6 +602,25 @@ fn admin_command(
                 producer_id,
             }) => admin_cli::abort_transaction(&target()?, &topic, partition, producer_id),
         },
+        AdminCommand::Acls { bootstrap, command } => {
+            use cli::acls::{run, Action};
+            let bootstrap = bootstrap.ok_or("--bootstrap HOST:PORT is required")?;
+            let action = match command {
+                AclsCommand::List(a) => {
+                    let (r, e) = a.split();
+                    Action::List(r, e)
+                }
+                AclsCommand::Add(a) => {
+                    let (r, e) = a.split();
+                    Action::Add(r, e)
+                }
+                AclsCommand::Remove(a) => {
+                    let (r, e) = a.split();
+                    Action::Remove(r, e)
+                }
+            };
+            run(&bootstrap, action)
+        }
         AdminCommand::Users {
             data_dir,
             bootstrap,

@@ -70,7 +70,12 @@
 //! - `drover_admin_connections_refused_total{reason}`: admin connections closed by the
 //!   listener's bounds (`limit`: accepted at `admin.max_connections`; `header_timeout`:
 //!   a request head not complete within `admin.header_timeout_ms`, or a keep-alive
-//!   connection idle that long) ([`crate::admin::listener`]).
+//!   connection idle that long) ([`crate::admin::listener`]);
+//! - `drover_authorizer_decisions_total{api,decision}`: the configured authorizer's
+//!   decisions (`allowed`, `denied`), one per action asked about, by the Kafka API (or
+//!   native API) of the request, and `drover_authorizer_errors_total{reason}`: calls
+//!   that failed and so denied (`error`, `panicked`, `out_of_service`) or ACL
+//!   management calls past their budget (`timeout`) ([`crate::authz`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -112,6 +117,12 @@ struct SaslLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    api: &'static str,
+    decision: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -158,6 +169,8 @@ pub struct Metrics {
     sasl_authentications: Family<SaslLabels, Counter>,
     admin_refused: Family<ReasonLabels, Counter>,
     admin_connections_refused: Family<ReasonLabels, Counter>,
+    authorizer_decisions: Family<DecisionLabels, Counter>,
+    authorizer_errors: Family<ReasonLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -362,7 +375,24 @@ impl Metrics {
              within admin.header_timeout_ms)",
             admin_connections_refused.clone(),
         );
+        let authorizer_decisions = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "authorizer_decisions",
+            "Decisions of the configured authorizer, one per action asked about, by API and \
+             decision (allowed, denied; a failed call counts as denied)",
+            authorizer_decisions.clone(),
+        );
+        let authorizer_errors = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "authorizer_errors",
+            "Authorizer calls that failed, by reason (error, panicked, out_of_service: the \
+             request's actions were denied; timeout: an ACL management call past \
+             authorizer.acl_call_timeout_ms)",
+            authorizer_errors.clone(),
+        );
         Metrics {
+            authorizer_decisions,
+            authorizer_errors,
             admin_refused,
             admin_connections_refused,
             sasl_authentications,
@@ -394,6 +424,26 @@ impl Metrics {
             frames_rejected,
             connections_closed,
         }
+    }
+
+    /// Counts `allowed` and `denied` decisions of the authorizer for a request of `api`.
+    pub fn authorizer_decisions(&self, api: &'static str, allowed: u64, denied: u64) {
+        for (decision, n) in [("allowed", allowed), ("denied", denied)] {
+            if n > 0 {
+                self.authorizer_decisions
+                    .get_or_create(&DecisionLabels { api, decision })
+                    .inc_by(n);
+            }
+        }
+    }
+
+    /// Counts an authorizer call that failed, for `reason` (module docs).
+    pub fn authorizer_error(&self, reason: &'static str) {
+        self.authorizer_errors
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     /// The broker refused or closed a connection, for `reason` (module docs).

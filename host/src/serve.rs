@@ -359,6 +359,10 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
             Arc::clone(&broker),
             cluster,
         )));
+        // The authorizer starts once the session it reads its ACLs through is up.
+        tasks.push(tokio::spawn(crate::rescan::start_authorizer(Arc::clone(
+            &broker,
+        ))));
     }
     if !tls.is_empty() || broker.config.admin.token_file.is_some() {
         // Only with TLS listeners or an admin token file: otherwise SIGHUP keeps its

@@ -12,7 +12,8 @@ use crate::{
     config::Config,
     offsets::{active, NamedStore},
     plugins::{
-        AssignorHandle, LoadError, Loader, LoaderOptions, OffsetStoreHandle, PluginRegistry,
+        AssignorHandle, AuthorizerHandle, LoadError, Loader, LoaderOptions, OffsetStoreHandle,
+        PluginRegistry,
     },
 };
 
@@ -47,6 +48,10 @@ pub struct StartedPlugins {
     pub active_store: Option<NamedStore>,
     /// Loaded plugins that are not required and failed to start, by name, with why.
     pub failed: BTreeMap<String, String>,
+    /// The configured authorizer (`[authorizer] plugin`), started; `None` when none is
+    /// configured, and in cluster mode, where it starts once the broker's ZooKeeper
+    /// session is connected (`crate::rescan::start_authorizer`).
+    pub authorizer: Option<Arc<AuthorizerHandle>>,
 }
 
 impl StartedPlugins {
@@ -71,6 +76,14 @@ impl StartedPlugins {
             let state = match s.kind {
                 PluginKind::Assignor if self.assignors.contains_key(&s.name) => {
                     "started".to_owned()
+                }
+                PluginKind::Authorizer
+                    if self
+                        .authorizer
+                        .as_ref()
+                        .is_some_and(|a| a.summary().name == s.name) =>
+                {
+                    "started, the configured authorizer".to_owned()
                 }
                 PluginKind::OffsetStore
                     if self.offset_stores.contains_key(&s.name)
@@ -185,6 +198,7 @@ pub fn load_plugins_with_active(
             }
         }
     }
+    let authorizer = start_authorizer(config, &registry, zookeeper.clone())?;
     let mut offset_stores = BTreeMap::new();
     for plugin in registry.of_kind(PluginKind::OffsetStore) {
         let name = &plugin.summary.name;
@@ -256,7 +270,35 @@ pub fn load_plugins_with_active(
         active,
         active_store,
         failed,
+        authorizer,
     })
+}
+
+/// Starts the authorizer `[authorizer] plugin` names, with its `[plugins.config.<name>]`
+/// and, in cluster mode, the broker's ZooKeeper session. Errors (startup stops): the
+/// plugin is not loaded, is not an authorizer, or refuses to start.
+fn start_authorizer(
+    config: &Config,
+    registry: &PluginRegistry,
+    zookeeper: Option<ZkSessionArc>,
+) -> Result<Option<Arc<AuthorizerHandle>>, LoadError> {
+    let Some(name) = &config.authorizer.plugin else {
+        return Ok(None);
+    };
+    let plugin = registry.require(Some(PluginKind::Authorizer), name)?;
+    if zookeeper.is_some() {
+        // Cluster mode: the broker's ZooKeeper session connects only once the broker
+        // runs, and an authorizer reads its ACLs through it when it starts; the broker
+        // starts it then (`crate::rescan::start_authorizer`), denying everything until.
+        return Ok(None);
+    }
+    let handle = plugin.new_authorizer(&config.plugin_config(name), zookeeper)?;
+    tracing::info!(
+        plugin = %name,
+        version = %plugin.summary.version,
+        "authorizer started: every request is authorized by it"
+    );
+    Ok(Some(Arc::new(handle)))
 }
 
 /// The checks `drover serve` makes when it starts the coordinator, for `drover plugins

@@ -63,6 +63,11 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::DescribeProducers,
     ApiKey::DescribeClientQuotas,
     ApiKey::DescribeTopicPartitions,
+    // ACLs (issue 30; Kafka 4.1: v1–3): SECURITY_DISABLED without an authorizer
+    // (drover_host::server::handlers::acls).
+    ApiKey::DescribeAcls,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
 ];
 
 /// The versions of `key` this broker serves, if it serves it.

@@ -114,6 +114,8 @@ pub struct Identity {
     /// SASL: the SCRAM credential store and the authentication state machine's shared
     /// part (settings, failure limiter), [`crate::auth`].
     pub sasl: Arc<crate::auth::session::SaslServer>,
+    /// What clients may do: the configured authorizer, or none ([`crate::authz`]).
+    pub authz: Arc<crate::authz::Authz>,
 }
 
 impl Identity {
@@ -262,6 +264,12 @@ impl Broker {
             credentials,
             Arc::clone(&metrics),
         ));
+        let authz = Arc::new(crate::authz::Authz::configured(
+            config.authorizer.plugin.as_deref(),
+            plugins.authorizer.clone(),
+            Arc::clone(&metrics),
+            config.authorizer.acl_call_timeout_ms,
+        ));
         let budgets = crate::coordination::assignor_budget::AssignorBudgets::new(
             config.coordinator.assignor_timeout_ms,
             Arc::clone(&metrics),
@@ -288,6 +296,7 @@ impl Broker {
                 cluster_id,
                 cluster,
                 sasl: auth,
+                authz,
             },
             config,
             topics,

@@ -248,7 +248,7 @@ fn describe(
 }
 
 /// One request to the Kafka listener at `addr`; returns the response body.
-fn call(addr: &str, key: ApiKey, version: i16, body: &impl Encodable) -> Result<Bytes, String> {
+pub fn call(addr: &str, key: ApiKey, version: i16, body: &impl Encodable) -> Result<Bytes, String> {
     let err = |e: std::io::Error| format!("broker at {addr}: {e}");
     let socket = addr
         .to_socket_addrs()

@@ -46,6 +46,9 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DescribeProducers => "DescribeProducers",
         ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
         ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
+        ApiKey::DescribeAcls => "DescribeAcls",
+        ApiKey::CreateAcls => "CreateAcls",
+        ApiKey::DeleteAcls => "DeleteAcls",
         _ => "Other",
     }
 }

@@ -152,11 +152,14 @@ async fn open(
     accepted: Instant,
     listener: ListenerHandle,
 ) -> Option<(Reader, Writer, ConnContext)> {
+    let security_protocol = listener.security_protocol();
     let Some(tls) = listener.tls else {
         let (reader, writer) = socket.into_split();
         let ctx = ConnContext {
             listener: listener.name,
             principal: Principal::anonymous(),
+            security_protocol,
+            sasl_mechanism: None,
         };
         return Some((Box::new(reader), Box::new(writer), ctx));
     };
@@ -179,6 +182,8 @@ async fn open(
             let ctx = ConnContext {
                 listener: listener.name,
                 principal,
+                security_protocol,
+                sasl_mechanism: None,
             };
             Some((Box::new(reader), Box::new(writer), ctx))
         }
@@ -369,13 +374,23 @@ async fn read_loop(
                             tracing::debug!(%peer, %principal, "SASL authenticated");
                             conn.ctx.principal = principal;
                         }
+                        conn.ctx.sasl_mechanism = gate.mechanism();
                     }
                     continue;
                 }
             },
         };
         if to_coordinator_key(broker, &frame) {
-            if !to_coordinator(broker, &queue, native, frame).await {
+            let answer = match group_refusal(broker, peer, &conn.ctx, &frame) {
+                GroupRoute::Refused(refusal) => {
+                    if queue.send(Pending::Ready(refusal)).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                GroupRoute::Forward(answer) => answer,
+            };
+            if !to_coordinator_with(broker, &queue, native, frame, answer).await {
                 return;
             }
             continue;
@@ -447,6 +462,116 @@ async fn sasl_answer(
     }
 }
 
+/// What becomes of a request for the coordinator once authorized.
+enum GroupRoute {
+    /// Answered by the host: the coordinator never sees it.
+    Refused(Charged),
+    /// Handed on; the coordinator's answer passes through this first, if any.
+    Forward(Option<AnswerFilter>),
+}
+
+/// Rewrites the coordinator's answer before it is sent (ListGroups' filter).
+type AnswerFilter = Box<dyn FnOnce(Bytes) -> Bytes + Send>;
+
+/// With an authorizer, the host's answer to a Kafka group API request the principal may
+/// not make (server/group_authz.rs, server/native_authz.rs): the coordinator never sees
+/// it; or the filter of its answer.
+fn group_refusal(
+    broker: &Broker,
+    peer: SocketAddr,
+    ctx: &ConnContext,
+    frame: &Bytes,
+) -> GroupRoute {
+    match group_check(broker, peer, ctx, frame) {
+        Ok(route) => route,
+        Err(()) => GroupRoute::Forward(None),
+    }
+}
+
+fn group_check(
+    broker: &Broker,
+    peer: SocketAddr,
+    ctx: &ConnContext,
+    frame: &Bytes,
+) -> Result<GroupRoute, ()> {
+    use super::group_authz::{check, decode, filter_list_groups, GroupCheck};
+    if !broker.identity.authz.is_enabled() {
+        return Err(());
+    }
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    if (NATIVE_API_KEY_FIRST..=NATIVE_API_KEY_LAST).contains(&key) {
+        return native_refusal(broker, peer, ctx, frame)
+            .map(GroupRoute::Refused)
+            .ok_or(());
+    }
+    let decoded = decode(frame).ok_or(())?;
+    let api = super::api_name::api_name(decoded.key);
+    let authz = broker.identity.authz.request(api, || {
+        ctx.authz_context(
+            peer.ip(),
+            &crate::authz::context::RequestHead {
+                client_id: decoded.header.client_id.as_deref(),
+                api_key: key,
+                api_version: decoded.version,
+                correlation_id: decoded.header.correlation_id,
+            },
+        )
+    });
+    match check(&authz, decoded) {
+        GroupCheck::Forward => Err(()),
+        GroupCheck::FilterListGroups(version) => {
+            Ok(GroupRoute::Forward(Some(Box::new(move |answer| {
+                filter_list_groups(&authz, version, answer)
+            }))))
+        }
+        GroupCheck::Refuse {
+            key,
+            version,
+            correlation_id,
+            response,
+            error,
+        } => {
+            broker.metrics.request(api, error);
+            let outcome =
+                match super::dispatch::encode_response(key, version, correlation_id, &response) {
+                    Ok(bytes) => Outcome::Respond(bytes),
+                    Err(e) => Outcome::Close("encode_error", format!("{key:?} v{version}: {e}")),
+                };
+            Ok(GroupRoute::Refused(Charged::free(outcome)))
+        }
+    }
+}
+
+/// With an authorizer, the host's answer to a native coordinator request the principal
+/// may not make (server/native_authz.rs). `None`: hand it on.
+fn native_refusal(
+    broker: &Broker,
+    peer: SocketAddr,
+    ctx: &ConnContext,
+    frame: &Bytes,
+) -> Option<Charged> {
+    use super::native_authz::{check, decode};
+    let decoded = decode(frame)?;
+    let api =
+        drover_protocol::api_key::ApiKey::from_code(decoded.api_key).map_or("Native", |k| k.name());
+    let authz = broker.identity.authz.request(api, || {
+        ctx.authz_context(
+            peer.ip(),
+            &crate::authz::context::RequestHead {
+                client_id: decoded.client_id.as_deref(),
+                api_key: decoded.api_key,
+                api_version: decoded.version,
+                correlation_id: decoded.correlation_id,
+            },
+        )
+    });
+    let (body, error) = check(&authz, &decoded)?;
+    broker
+        .metrics
+        .native_request(decoded.api_key, &std::iter::once((error, 1)).collect());
+    Some(Charged::free(Outcome::Respond(body)))
+}
+
 /// Whether `frame` is a request for the coordinator: a native API key (answered with a
 /// clear refusal when no coordinator runs), or a Kafka group API the running
 /// coordinator serves.
@@ -466,6 +591,18 @@ async fn to_coordinator(
     queue: &mpsc::Sender<Pending>,
     native: &mut Native,
     frame: Bytes,
+) -> bool {
+    to_coordinator_with(broker, queue, native, frame, None).await
+}
+
+/// [`to_coordinator`], with the coordinator's answer to the request passed through
+/// `filter` first.
+async fn to_coordinator_with(
+    broker: &Arc<Broker>,
+    queue: &mpsc::Sender<Pending>,
+    native: &mut Native,
+    frame: Bytes,
+    filter: Option<AnswerFilter>,
 ) -> bool {
     let Some(coordinator) = broker.coordinator() else {
         let _ = queue
@@ -495,6 +632,22 @@ async fn to_coordinator(
     // The answer's place in the response order is taken before the coordinator sees
     // the request.
     let (reply, answer) = oneshot::channel();
+    let answer = match filter {
+        None => answer,
+        Some(filter) => {
+            // The filtered answer takes the request's place in the response order.
+            let (filtered, out) = oneshot::channel();
+            tokio::spawn(async move {
+                if let Ok(outcome) = answer.await {
+                    let _ = filtered.send(match outcome {
+                        Outcome::Respond(body) => Outcome::Respond(filter(body)),
+                        other => other,
+                    });
+                }
+            });
+            out
+        }
+    };
     if queue.send(Pending::Reply(answer)).await.is_err() {
         return false;
     }

@@ -21,6 +21,18 @@ pub struct ListenerHandle {
     pub sasl: bool,
 }
 
+impl ListenerHandle {
+    /// Kafka's name of the listener's security protocol.
+    pub fn security_protocol(&self) -> &'static str {
+        match (self.tls.is_some(), self.sasl) {
+            (false, false) => "PLAINTEXT",
+            (true, false) => "SSL",
+            (false, true) => "SASL_PLAINTEXT",
+            (true, true) => "SASL_SSL",
+        }
+    }
+}
+
 /// What a request knows of its connection, handed to the handlers beside it.
 #[derive(Debug, Clone)]
 pub struct ConnContext {
@@ -28,8 +40,12 @@ pub struct ConnContext {
     pub listener: ListenerName,
     /// Who the client is: the SASL user once authenticated on a SASL listener (set
     /// again after each re-authentication), from its certificate on an mTLS listener,
-    /// else `User:ANONYMOUS` (server/principal.rs). Kept for the authorizer (issue 23).
+    /// else `User:ANONYMOUS` (server/principal.rs). What the authorizer decides for.
     pub principal: Principal,
+    /// Kafka's name of the listener's security protocol (`SASL_SSL`).
+    pub security_protocol: &'static str,
+    /// The SASL mechanism the connection authenticated with, once it has.
+    pub sasl_mechanism: Option<&'static str>,
 }
 
 impl ConnContext {
@@ -38,6 +54,28 @@ impl ConnContext {
         ConnContext {
             listener: ListenerName::plaintext(),
             principal: Principal::anonymous(),
+            security_protocol: "PLAINTEXT",
+            sasl_mechanism: None,
         }
+    }
+
+    /// The authorizer's context for a request with `head` from `peer` on this
+    /// connection.
+    pub fn authz_context(
+        &self,
+        peer: std::net::IpAddr,
+        head: &crate::authz::context::RequestHead<'_>,
+    ) -> crate::authz::RequestContext {
+        let principal = self.principal.to_string();
+        crate::authz::context::build(
+            &crate::authz::context::Caller {
+                principal: &principal,
+                listener: self.listener.as_str(),
+                security_protocol: self.security_protocol,
+                sasl_mechanism: self.sasl_mechanism,
+                client_address: peer,
+            },
+            head,
+        )
     }
 }

@@ -62,6 +62,18 @@ pub async fn handle_frame(
         }
     };
     let (version, correlation_id) = (request.version, request.header.correlation_id);
+    // The request's authorization checks (nothing is built without an authorizer).
+    let authz = broker.identity.authz.request(api_name(key), || {
+        ctx.authz_context(
+            peer,
+            &crate::authz::context::RequestHead {
+                client_id: request.header.client_id.as_deref(),
+                api_key: key as i16,
+                api_version: version,
+                correlation_id,
+            },
+        )
+    });
     let finish = {
         let broker = Arc::clone(broker);
         let budget = Arc::clone(budget);
@@ -89,7 +101,7 @@ pub async fn handle_frame(
             }
         }
     };
-    match handlers::handle(broker, budget, peer, ctx, request).await {
+    match handlers::handle(broker, budget, peer, ctx, &authz, request).await {
         Handled::Ready(reply) => Step::Now(finish(*reply)),
         Handled::Deferred(wait) => Step::Later(Box::pin(async move { finish(wait.await) })),
     }

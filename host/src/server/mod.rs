@@ -11,7 +11,9 @@
 //! configured in [`crate::config::listeners`] and accepted on in [`listener`]; TLS is
 //! [`tls`], who a client is [`principal`], and what a connection carries beside its
 //! bytes (its listener, its principal) [`context`]; on SASL listeners each connection's
-//! frames pass its SASL gate first, [`sasl`].
+//! frames pass its SASL gate first, [`sasl`]. With an authorizer, the group APIs the
+//! coordinator serves are checked by the host before the plugin sees them,
+//! [`group_authz`], and so are the native protocol's, [`native_authz`].
 
 pub mod admission;
 pub mod api_name;
@@ -21,8 +23,10 @@ pub mod connection;
 pub mod context;
 pub mod dispatch;
 pub mod frame;
+pub mod group_authz;
 pub mod handlers;
 pub mod listener;
+pub mod native_authz;
 pub mod principal;
 pub mod queue;
 pub mod reply;

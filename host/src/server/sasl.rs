@@ -91,6 +91,14 @@ impl SaslGate {
             .map(Principal::user)
     }
 
+    /// The SASL name of the mechanism the connection authenticated with.
+    pub fn mechanism(&self) -> Option<&'static str> {
+        self.session
+            .as_ref()
+            .and_then(SaslSession::mechanism)
+            .map(|m| m.name())
+    }
+
     /// Whether the session has expired at `now` without re-authenticating. A
     /// coordinator channel's frames (answers, which carry no API key) are closed then.
     pub fn expired(&self, now: Instant) -> bool {

@@ -16,10 +16,28 @@ use crate::{server::reply::Reply, txn::TxnCoordinator};
 const MAX_GROUP_ID_BYTES: usize = 2048;
 
 /// Handles AddOffsetsToTxn v0–v4. Blocking (an fsync): runs on the blocking pool.
-pub fn handle(txn: &TxnCoordinator, version: i16, request: AddOffsetsToTxnRequest) -> Reply {
+///
+/// Authorization (Kafka's `KafkaApis.handleAddOffsetsToTxnRequest`): Write on the
+/// transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then Read on the
+/// group (else GROUP_AUTHORIZATION_FAILED).
+pub fn handle(
+    txn: &TxnCoordinator,
+    authz: &crate::authz::RequestAuthz,
+    version: i16,
+    request: AddOffsetsToTxnRequest,
+) -> Reply {
+    use crate::authz::{AclOperation, ResourceType};
     let mut response = AddOffsetsToTxnResponse::default();
     let group = request.group_id.0.as_str();
-    response.error_code = if group.is_empty() || group.len() > MAX_GROUP_ID_BYTES {
+    response.error_code = if !authz.allows(
+        ResourceType::TransactionalId,
+        request.transactional_id.0.as_str(),
+        AclOperation::Write,
+    ) {
+        ResponseError::TransactionalIdAuthorizationFailed.code()
+    } else if !authz.allows(ResourceType::Group, group, AclOperation::Read) {
+        ResponseError::GroupAuthorizationFailed.code()
+    } else if group.is_empty() || group.len() > MAX_GROUP_ID_BYTES {
         ResponseError::InvalidGroupId.code()
     } else {
         txn_wire::caller(

@@ -37,11 +37,29 @@ pub struct State<'a> {
     pub txn: &'a TxnCoordinator,
     /// The topics.
     pub topics: &'a TopicRegistry,
+    /// The request's authorization checks.
+    pub authz: &'a crate::authz::RequestAuthz,
 }
 
 /// Handles AddPartitionsToTxn v0–v5. Blocking (an fsync): runs on the blocking pool.
+///
+/// Authorization (Kafka's `KafkaApis.handleAddPartitionsToTxnRequest`): v4+ (sent by
+/// brokers) needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FAILED for
+/// the request); each transaction Write on its transactional id (else all its
+/// partitions TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and Write on each topic (else
+/// TOPIC_AUTHORIZATION_FAILED for its partitions, OPERATION_NOT_ATTEMPTED for the
+/// others).
 pub fn handle(state: State<'_>, version: i16, request: AddPartitionsToTxnRequest) -> Reply {
     let mut response = AddPartitionsToTxnResponse::default();
+    if version >= 4
+        && !state
+            .authz
+            .allows_cluster(crate::authz::AclOperation::ClusterAction)
+    {
+        response.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        let error = response.error_code;
+        return Reply::new(response, error);
+    }
     if version <= 3 {
         let one = One {
             id: &request.v3_and_below_transactional_id,
@@ -141,6 +159,9 @@ fn decide(state: State<'_>, version: i16, one: &One<'_>, requested: usize) -> De
     if requested > txn.limits().max_partitions_per_transaction {
         return Decided::All(TxnError::TooLarge.code_at(version, 2));
     }
+    if let Some(refused) = authorize(state.authz, one) {
+        return refused;
+    }
     let caller = match txn_wire::caller(one.id, one.producer_id, one.producer_epoch) {
         Ok(caller) => caller,
         Err(e) => return Decided::All(e.code_at(version, 2)),
@@ -199,6 +220,48 @@ fn decide(state: State<'_>, version: i16, one: &One<'_>, requested: usize) -> De
         txn.add_partitions(crate::clock::now_ms(), &caller, &partitions)
             .map_or_else(|e| e.code_at(version, 2), |()| 0),
     )
+}
+
+/// The transaction's part refused by authorization (see [`handle`]), if it is.
+fn authorize(authz: &crate::authz::RequestAuthz, one: &One<'_>) -> Option<Decided> {
+    use crate::authz::{AclOperation, ResourceType};
+    if !authz.is_enabled() {
+        return None;
+    }
+    if !authz.allows(
+        ResourceType::TransactionalId,
+        one.id.0.as_str(),
+        AclOperation::Write,
+    ) {
+        return Some(Decided::All(
+            ResponseError::TransactionalIdAuthorizationFailed.code(),
+        ));
+    }
+    let writable = authz.allowed_names(
+        ResourceType::Topic,
+        AclOperation::Write,
+        one.topics.iter().map(|t| t.name.0.as_str()),
+    );
+    if one
+        .topics
+        .iter()
+        .all(|t| writable.contains(t.name.0.as_str()))
+    {
+        return None;
+    }
+    Some(Decided::Each(
+        one.topics
+            .iter()
+            .map(|t| {
+                let code = if writable.contains(t.name.0.as_str()) {
+                    ResponseError::OperationNotAttempted
+                } else {
+                    ResponseError::TopicAuthorizationFailed
+                };
+                vec![code.code(); t.partitions.len()]
+            })
+            .collect(),
+    ))
 }
 
 /// KIP-890 part 1's verification: `INVALID_TXN_STATE` for each partition not in the

@@ -83,8 +83,11 @@ impl Op {
 }
 
 /// Handles IncrementalAlterConfigs v0–v1.
+///
+/// Authorization: AlterConfigs on each resource (`describe_configs::config_refusal`).
 pub fn handle_incremental(
     broker: &Arc<Broker>,
+    authz: &crate::authz::RequestAuthz,
     _version: i16,
     request: IncrementalAlterConfigsRequest,
 ) -> Reply {
@@ -102,6 +105,7 @@ pub fn handle_incremental(
             let outcome = precheck(
                 count,
                 &dups,
+                authz,
                 resource.resource_type,
                 &resource.resource_name,
             )
@@ -137,7 +141,14 @@ pub fn handle_incremental(
 }
 
 /// Handles AlterConfigs v0–v2 (the whole override set is replaced).
-pub fn handle_legacy(broker: &Arc<Broker>, _version: i16, request: AlterConfigsRequest) -> Reply {
+///
+/// Authorization: AlterConfigs on each resource (`describe_configs::config_refusal`).
+pub fn handle_legacy(
+    broker: &Arc<Broker>,
+    authz: &crate::authz::RequestAuthz,
+    _version: i16,
+    request: AlterConfigsRequest,
+) -> Reply {
     let count = request.resources.len();
     let dups = duplicates(
         request
@@ -152,6 +163,7 @@ pub fn handle_legacy(broker: &Arc<Broker>, _version: i16, request: AlterConfigsR
             let outcome = precheck(
                 count,
                 &dups,
+                authz,
                 resource.resource_type,
                 &resource.resource_name,
             )
@@ -209,9 +221,18 @@ fn duplicates<'a>(resources: impl Iterator<Item = (i8, &'a str)>) -> BTreeSet<(i
 fn precheck(
     count: usize,
     dups: &BTreeSet<(i8, String)>,
+    authz: &crate::authz::RequestAuthz,
     resource_type: i8,
     name: &str,
 ) -> Result<(), Refusal> {
+    if let Some(refused) = super::describe_configs::config_refusal(
+        authz,
+        resource_type,
+        name,
+        crate::authz::AclOperation::AlterConfigs,
+    ) {
+        return Err(refused);
+    }
     if count > MAX_RESOURCES {
         return Err((
             ResponseError::InvalidRequest,

@@ -22,7 +22,18 @@ use crate::{auth::store::CredentialStore, server::reply::Reply};
 
 /// Handles AlterUserScramCredentials v0. Blocking (an fsync or ZooKeeper round trips):
 /// run it on the blocking pool.
-pub fn handle(store: &CredentialStore, request: AlterUserScramCredentialsRequest) -> Reply {
+///
+/// Authorization (Kafka's `KafkaApis.handleAlterUserScramCredentialsRequest`): Alter on
+/// the cluster, else every user CLUSTER_AUTHORIZATION_FAILED.
+pub fn handle(
+    store: &CredentialStore,
+    authz: &crate::authz::RequestAuthz,
+    request: AlterUserScramCredentialsRequest,
+) -> Reply {
+    if !authz.allows_cluster(crate::authz::AclOperation::Alter) {
+        let e = kafka_protocol::error::ResponseError::ClusterAuthorizationFailed;
+        return every_user(&request, e.code(), &e.to_string());
+    }
     match store.alter(&request) {
         Ok(response) => {
             let error = super::errors::first_error(response.results.iter().map(|r| r.error_code));
@@ -31,6 +42,15 @@ pub fn handle(store: &CredentialStore, request: AlterUserScramCredentialsRequest
         Err(e) => {
             crate::warn_limited!("handlers.alter_user_scram_credentials", "{e}");
             let code = store_error_code(&e).code();
+            every_user(&request, code, &e.to_string())
+        }
+    }
+}
+
+/// Every user the request names, once, answered `code` with `message`.
+fn every_user(request: &AlterUserScramCredentialsRequest, code: i16, message: &str) -> Reply {
+    {
+        {
             let mut users: Vec<&StrBytes> = Vec::new();
             for name in request
                 .deletions
@@ -49,7 +69,7 @@ pub fn handle(store: &CredentialStore, request: AlterUserScramCredentialsRequest
                     let mut result = AlterUserScramCredentialsResult::default();
                     result.user = user.clone();
                     result.error_code = code;
-                    result.error_message = Some(StrBytes::from_string(e.to_string()));
+                    result.error_message = Some(StrBytes::from_string(message.to_owned()));
                     result
                 })
                 .collect();

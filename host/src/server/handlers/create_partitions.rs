@@ -31,7 +31,20 @@ use crate::{
 };
 
 /// Handles CreatePartitions v0–v3 (the versions differ only in encoding).
-pub fn handle(broker: &Arc<Broker>, _version: i16, request: CreatePartitionsRequest) -> Reply {
+///
+/// Authorization (Kafka's `KafkaApis.handleCreatePartitionsRequest`): Alter on each
+/// topic, else TOPIC_AUTHORIZATION_FAILED.
+pub fn handle(
+    broker: &Arc<Broker>,
+    authz: &crate::authz::RequestAuthz,
+    _version: i16,
+    request: CreatePartitionsRequest,
+) -> Reply {
+    let alterable = authz.allowed_names(
+        crate::authz::ResourceType::Topic,
+        crate::authz::AclOperation::Alter,
+        request.topics.iter().map(|t| t.name.0.as_str()),
+    );
     let mut seen: HashMap<String, usize> = HashMap::new();
     for t in &request.topics {
         *seen.entry(t.name.0.to_string()).or_default() += 1;
@@ -50,6 +63,11 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: CreatePartitionsRequ
             Err((
                 ResponseError::InvalidRequest,
                 format!("topic `{name}` appears more than once in the request"),
+            ))
+        } else if !alterable.contains(&name) {
+            Err((
+                ResponseError::TopicAuthorizationFailed,
+                "Authorization failed.".into(),
             ))
         } else {
             grow(broker, &name, t, request.validate_only)
@@ -213,7 +231,7 @@ mod tests {
         request.topics = topics;
         request.timeout_ms = 30_000;
         request.validate_only = validate_only;
-        let reply = handle(broker, 3, request);
+        let reply = handle(broker, &crate::authz::RequestAuthz::allow_all(), 3, request);
         let Some(kafka_protocol::messages::ResponseKind::CreatePartitions(response)) =
             reply.response
         else {
@@ -342,7 +360,12 @@ mod tests {
             let mut bytes = bytes::BytesMut::new();
             request.encode(&mut bytes, version).unwrap();
             let decoded = CreatePartitionsRequest::decode(&mut bytes.freeze(), version).unwrap();
-            let reply = handle(&b, version, decoded);
+            let reply = handle(
+                &b,
+                &crate::authz::RequestAuthz::allow_all(),
+                version,
+                decoded,
+            );
             let response = reply.response.unwrap();
             encode_response(ApiKey::CreatePartitions, version, 1, &response).unwrap();
         }

@@ -30,8 +30,37 @@ use crate::{
 };
 
 /// Handles CreateTopics v2–v7.
-pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) -> Reply {
+///
+/// Authorization (Kafka's `KafkaApis.handleCreateTopicsRequest`): Create on the cluster
+/// or on each topic, else TOPIC_AUTHORIZATION_FAILED; the created topic's configs
+/// (v5+) only with DescribeConfigs on it, else `topic_config_error_code`
+/// TOPIC_AUTHORIZATION_FAILED.
+pub fn handle(
+    broker: &Arc<Broker>,
+    authz: &crate::authz::RequestAuthz,
+    version: i16,
+    request: CreateTopicsRequest,
+) -> Reply {
+    use crate::authz::{AclOperation, Allowed, ResourceType};
     let config = &broker.config.topics;
+    let creatable = if authz.allows_quietly(
+        ResourceType::Cluster,
+        crate::authz::CLUSTER_RESOURCE_NAME,
+        AclOperation::Create,
+    ) {
+        Allowed::All
+    } else {
+        authz.allowed_names(
+            ResourceType::Topic,
+            AclOperation::Create,
+            request.topics.iter().map(|t| t.name.0.as_str()),
+        )
+    };
+    let configs_visible = authz.allowed_names_quietly(
+        ResourceType::Topic,
+        AclOperation::DescribeConfigs,
+        request.topics.iter().map(|t| t.name.0.as_str()),
+    );
     let mut seen: HashMap<String, usize> = HashMap::new();
     for t in &request.topics {
         *seen.entry(t.name.0.to_string()).or_default() += 1;
@@ -59,6 +88,12 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) 
                     return Err((
                         ResponseError::InvalidRequest,
                         format!("topic `{name}` appears more than once"),
+                    ));
+                }
+                if !creatable.contains(&name) {
+                    return Err((
+                        ResponseError::TopicAuthorizationFailed,
+                        "Authorization failed.".into(),
                     ));
                 }
                 validate_name(&name)
@@ -145,7 +180,12 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) 
                     if version >= 5 {
                         r.num_partitions = partitions as i32;
                         r.replication_factor = 1;
-                        r.configs = Some(described(broker, &name));
+                        if configs_visible.contains(&name) {
+                            r.configs = Some(described(broker, &name));
+                        } else {
+                            r.topic_config_error_code =
+                                ResponseError::TopicAuthorizationFailed.code();
+                        }
                     }
                 }
                 Err((code, message)) => {

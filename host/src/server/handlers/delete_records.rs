@@ -31,7 +31,20 @@ pub const MAX_PARTITIONS: usize = 10_000;
 const HIGH_WATERMARK: i64 = -1;
 
 /// Handles DeleteRecords v0–v2 (on the blocking pool: it fsyncs and deletes files).
-pub fn handle(partitions: Partitions<'_>, _version: i16, request: DeleteRecordsRequest) -> Reply {
+///
+/// Authorization (Kafka's `KafkaApis.handleDeleteRecordsRequest`): Delete on each
+/// topic, else its partitions TOPIC_AUTHORIZATION_FAILED.
+pub fn handle(
+    partitions: Partitions<'_>,
+    authz: &crate::authz::RequestAuthz,
+    _version: i16,
+    request: DeleteRecordsRequest,
+) -> Reply {
+    let deletable = authz.allowed_names(
+        crate::authz::ResourceType::Topic,
+        crate::authz::AclOperation::Delete,
+        request.topics.iter().map(|t| t.name.0.as_str()),
+    );
     let total: usize = request.topics.iter().map(|t| t.partitions.len()).sum();
     let too_many = total > MAX_PARTITIONS;
     if too_many {
@@ -56,6 +69,8 @@ pub fn handle(partitions: Partitions<'_>, _version: i16, request: DeleteRecordsR
                     r.low_watermark = -1;
                     let result = if too_many {
                         Err(ResponseError::InvalidRequest)
+                    } else if !deletable.contains(t.name.0.as_str()) {
+                        Err(ResponseError::TopicAuthorizationFailed)
                     } else {
                         delete(
                             partitions,

@@ -17,7 +17,17 @@ use crate::{
 };
 
 /// Handles DeleteTopics v1–v6.
-pub fn handle(partitions: Partitions<'_>, version: i16, request: DeleteTopicsRequest) -> Reply {
+///
+/// Authorization (Kafka's `KafkaApis.handleDeleteTopicsRequest`): Delete on each topic,
+/// else TOPIC_AUTHORIZATION_FAILED; a topic named by id that the principal may not
+/// even describe is answered with a null name.
+pub fn handle(
+    partitions: Partitions<'_>,
+    authz: &crate::authz::RequestAuthz,
+    version: i16,
+    request: DeleteTopicsRequest,
+) -> Reply {
+    use crate::authz::{AclOperation, ResourceType};
     let wanted: Vec<(Option<TopicName>, Uuid)> = if version >= 6 {
         request
             .topics
@@ -39,8 +49,15 @@ pub fn handle(partitions: Partitions<'_>, version: i16, request: DeleteTopicsReq
                 Some(n) => Some(n.0.to_string()),
                 None => partitions.topics.get_by_id(id).map(|t| t.name.clone()),
             };
+            let by_id = !id.is_nil() && name.is_some();
+            let mut hide_name = false;
             let outcome = match &name {
                 None => Err(ResponseError::UnknownTopicId),
+                Some(n) if !authz.allows(ResourceType::Topic, n, AclOperation::Delete) => {
+                    hide_name = by_id
+                        && !authz.allows_quietly(ResourceType::Topic, n, AclOperation::Describe);
+                    Err(ResponseError::TopicAuthorizationFailed)
+                }
                 // Kafka's internal topic names are reserved (`topics::INTERNAL_TOPICS`).
                 Some(n) if crate::broker::topics::is_internal(n) => {
                     Err(ResponseError::InvalidRequest)
@@ -70,7 +87,9 @@ pub fn handle(partitions: Partitions<'_>, version: i16, request: DeleteTopicsReq
                     Err(code) => Err(code),
                 },
             };
-            r.name = name.map(|n| TopicName(StrBytes::from_string(n)));
+            r.name = name
+                .filter(|_| !hide_name)
+                .map(|n| TopicName(StrBytes::from_string(n)));
             if let Err(e) = outcome {
                 r.error_code = e.code();
             }

@@ -12,6 +12,7 @@
 //! components needs no bound of its own: a valid filter has at most three (each entity
 //! type once), and the check stops at the first invalid component.
 
+use crate::authz::{AclOperation, RequestAuthz};
 use std::collections::BTreeSet;
 
 use kafka_protocol::{
@@ -36,9 +37,18 @@ const MATCH_DEFAULT: i8 = 1;
 const MATCH_SPECIFIED: i8 = 2;
 
 /// Handles DescribeClientQuotas v0–v1.
-pub fn handle(request: DescribeClientQuotasRequest) -> Reply {
+pub fn handle(authz: &RequestAuthz, request: DescribeClientQuotasRequest) -> Reply {
     let mut response = DescribeClientQuotasResponse::default();
-    match check_filter(&request.components) {
+    // Kafka: DescribeConfigs on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+    let checked = if authz.allows_cluster(AclOperation::DescribeConfigs) {
+        check_filter(&request.components)
+    } else {
+        Err((
+            ResponseError::ClusterAuthorizationFailed,
+            "not authorized to describe client quotas".to_owned(),
+        ))
+    };
+    match checked {
         Ok(()) => {
             response.error_message = None;
             response.entries = Some(Vec::new());
@@ -140,8 +150,11 @@ mod tests {
         }
         let mut request = DescribeClientQuotasRequest::default();
         request.components = vec![component(USER, MATCH_SPECIFIED, None)];
-        let reply = handle(request);
+        let reply = handle(&RequestAuthz::allow_all(), request.clone());
         assert_eq!(reply.error, 0);
+        // Without DescribeConfigs on the cluster (`kafka-cluster` is not an `ok` name).
+        let denied = handle(&crate::authz::tests::ok_prefix_checks(), request);
+        assert_eq!(denied.error, ResponseError::ClusterAuthorizationFailed.code());
     }
 
     #[test]
@@ -174,7 +187,7 @@ mod tests {
         }
         let mut request = DescribeClientQuotasRequest::default();
         request.components = vec![component("", MATCH_SPECIFIED, None)];
-        assert_eq!(handle(request).error, invalid);
+        assert_eq!(handle(&RequestAuthz::allow_all(), request).error, invalid);
     }
 
     proptest! {

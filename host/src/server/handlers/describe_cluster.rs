@@ -24,14 +24,27 @@ use crate::{broker::Broker, config::listeners::ListenerName, server::reply::Repl
 const ENDPOINT_BROKERS: i8 = 1;
 
 /// Handles DescribeCluster v0–v2 that came in on `listener`.
+///
+/// Authorization (Kafka's `AuthHelper.computeDescribeClusterResponse`): none to be
+/// answered; KIP-430's `include_cluster_authorized_operations` is answered with an
+/// authorizer (0 without Describe on the cluster).
 pub fn handle(
     broker: &Arc<Broker>,
+    authz: &crate::authz::RequestAuthz,
     listener: &ListenerName,
     version: i16,
     request: DescribeClusterRequest,
 ) -> Reply {
+    use crate::authz::{AclOperation, ResourceType};
     let mut response = DescribeClusterResponse::default();
     response.cluster_authorized_operations = i32::MIN;
+    if authz.is_enabled() && request.include_cluster_authorized_operations {
+        response.cluster_authorized_operations = if authz.allows_cluster(AclOperation::Describe) {
+            authz.authorized_operations(ResourceType::Cluster, crate::authz::CLUSTER_RESOURCE_NAME)
+        } else {
+            0
+        };
+    }
     if version >= 1 {
         response.endpoint_type = request.endpoint_type;
         if request.endpoint_type != ENDPOINT_BROKERS {

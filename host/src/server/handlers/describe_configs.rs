@@ -195,8 +195,48 @@ pub fn broker_entries(broker: &Broker) -> Vec<Entry> {
     out
 }
 
+/// Authorization of one config resource (Kafka's `ConfigHelper` and
+/// `KafkaApis.authorizeAlterConfigs`): `operation` (DescribeConfigs or AlterConfigs) on
+/// the topic (TOPIC_AUTHORIZATION_FAILED), on the cluster for broker, broker-logger and
+/// client-metrics resources (CLUSTER_AUTHORIZATION_FAILED), on the group for a group's
+/// configs (GROUP_AUTHORIZATION_FAILED).
+pub(super) fn config_refusal(
+    authz: &crate::authz::RequestAuthz,
+    resource_type: i8,
+    name: &str,
+    operation: crate::authz::AclOperation,
+) -> Option<(ResponseError, String)> {
+    use crate::authz::ResourceType;
+    let (kind, resource, error) = match resource_type {
+        2 => (
+            ResourceType::Topic,
+            name,
+            ResponseError::TopicAuthorizationFailed,
+        ),
+        4 | 8 | 16 => (
+            ResourceType::Cluster,
+            crate::authz::CLUSTER_RESOURCE_NAME,
+            ResponseError::ClusterAuthorizationFailed,
+        ),
+        32 => (
+            ResourceType::Group,
+            name,
+            ResponseError::GroupAuthorizationFailed,
+        ),
+        _ => return None,
+    };
+    (!authz.allows(kind, resource, operation)).then(|| (error, error.to_string()))
+}
+
 /// Handles DescribeConfigs v1–v4.
-pub fn handle(broker: &Arc<Broker>, version: i16, request: DescribeConfigsRequest) -> Reply {
+///
+/// Authorization: DescribeConfigs on each resource ([`config_refusal`]).
+pub fn handle(
+    broker: &Arc<Broker>,
+    authz: &crate::authz::RequestAuthz,
+    version: i16,
+    request: DescribeConfigsRequest,
+) -> Reply {
     let too_many = request.resources.len() > MAX_RESOURCES;
     let count = request.resources.len();
     let results: Vec<DescribeConfigsResult> = request
@@ -210,6 +250,13 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DescribeConfigsReques
                     ResponseError::InvalidRequest,
                     format!("{count} resources in one request; at most {MAX_RESOURCES}"),
                 ))
+            } else if let Some(refused) = config_refusal(
+                authz,
+                resource.resource_type,
+                resource.resource_name.as_str(),
+                crate::authz::AclOperation::DescribeConfigs,
+            ) {
+                Err(refused)
             } else {
                 describe(broker, &resource)
             };

@@ -19,6 +19,7 @@
 //! Bound: at most [`MAX_PARTITIONS`] partitions named per request; beyond it the answer
 //! is `INVALID_REQUEST` with no directory, without looking at a log.
 
+use crate::authz::{AclOperation, RequestAuthz};
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::Path,
@@ -42,8 +43,18 @@ pub const MAX_PARTITIONS: usize = super::delete_records::MAX_PARTITIONS;
 
 /// Handles DescribeLogDirs v1–v4 (on the blocking pool: it locks partition logs and
 /// reads the file system).
-pub fn handle(partitions: Partitions<'_>, request: DescribeLogDirsRequest) -> Reply {
+pub fn handle(
+    partitions: Partitions<'_>,
+    authz: &RequestAuthz,
+    request: DescribeLogDirsRequest,
+) -> Reply {
     let mut response = DescribeLogDirsResponse::default();
+    // Kafka: Describe on the cluster, else CLUSTER_AUTHORIZATION_FAILED and no results.
+    if !authz.allows_cluster(AclOperation::Describe) {
+        let code = ResponseError::ClusterAuthorizationFailed.code();
+        response.error_code = code;
+        return Reply::new(response, code);
+    }
     // The partitions named, by topic; None: all.
     let wanted: Option<BTreeMap<String, BTreeSet<i32>>> = match request.topics {
         None => None,

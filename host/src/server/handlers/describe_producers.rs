@@ -19,6 +19,7 @@
 //! Bound: at most [`MAX_PARTITIONS`] partitions per request; beyond it every partition
 //! is answered `INVALID_REQUEST` without looking at a log.
 
+use crate::authz::{AclOperation, RequestAuthz, ResourceType};
 use kafka_protocol::{
     error::ResponseError,
     messages::{
@@ -38,7 +39,17 @@ use crate::{
 pub const MAX_PARTITIONS: usize = super::delete_records::MAX_PARTITIONS;
 
 /// Handles DescribeProducers v0 (on the blocking pool: it locks partition logs).
-pub fn handle(partitions: Partitions<'_>, request: DescribeProducersRequest) -> Reply {
+pub fn handle(
+    partitions: Partitions<'_>,
+    authz: &RequestAuthz,
+    request: DescribeProducersRequest,
+) -> Reply {
+    // Kafka: Read on each topic, else TOPIC_AUTHORIZATION_FAILED on its partitions.
+    let readable = authz.allowed_names(
+        ResourceType::Topic,
+        AclOperation::Read,
+        request.topics.iter().map(|t| t.name.0.as_str()),
+    );
     let total: usize = request
         .topics
         .iter()
@@ -60,6 +71,8 @@ pub fn handle(partitions: Partitions<'_>, request: DescribeProducersRequest) -> 
             let name = t.name.0.as_str();
             let topic = if too_many {
                 Err((ResponseError::InvalidRequest, None))
+            } else if !readable.contains(name) {
+                Err((ResponseError::TopicAuthorizationFailed, None))
             } else {
                 find_topic(partitions, name)
             };

@@ -20,12 +20,15 @@
 //!   and ISR this broker); in cluster mode its leader is the broker it was placed on,
 //!   or −1 while that broker is down or has no address on the listener the request came
 //!   in on, when it is listed as an offline replica. Leader epoch 0, no eligible leader
-//!   replicas (ELR is not used). Topic authorized operations are not computed (Kafka's
-//!   "not requested" value, `i32::MIN`), since Drover has no authorizer yet.
+//!   replicas (ELR is not used). Topic authorized operations (KIP-430) are always
+//!   given, as Kafka does: every operation without an authorizer. Describe on a topic
+//!   is required: with every topic, the others are left out; a named one gets
+//!   TOPIC_AUTHORIZATION_FAILED.
 //!
 //! Bound: at most [`MAX_TOPICS`] named topics; beyond it every topic is answered
 //! `INVALID_REQUEST` without looking anything up.
 
+use crate::authz::{AclOperation, RequestAuthz, ResourceType};
 use std::{collections::BTreeSet, ops::Range};
 
 use kafka_protocol::{
@@ -61,6 +64,7 @@ pub const MAX_TOPICS: usize = 10_000;
 pub fn handle(
     partitions: Partitions<'_>,
     listener: &ListenerName,
+    authz: &RequestAuthz,
     request: DescribeTopicPartitionsRequest,
 ) -> Reply {
     if request.topics.len() > MAX_TOPICS {
@@ -90,6 +94,23 @@ pub fn handle(
             .map(|t| t.name.0.to_string())
             .collect()
     };
+    // Kafka: Describe on each topic. With every topic, the others are left out quietly;
+    // a named one gets TOPIC_AUTHORIZATION_FAILED, after the described ones.
+    let describable = if fetch_all {
+        authz.allowed_names_quietly(
+            ResourceType::Topic,
+            AclOperation::Describe,
+            names.iter().map(String::as_str),
+        )
+    } else {
+        authz.allowed_names(
+            ResourceType::Topic,
+            AclOperation::Describe,
+            names.iter().map(String::as_str),
+        )
+    };
+    let (names, refused_names): (Vec<String>, Vec<String>) =
+        names.into_iter().partition(|n| describable.contains(n));
     let limit = request.response_partition_limit;
     let lookup = |name: &str| {
         let topic = partitions.topics.get(name)?;
@@ -105,6 +126,8 @@ pub fn handle(
         match listed {
             Some((topic, range)) => {
                 let mut entry = topic_entry(&name, topic.id, 0);
+                entry.topic_authorized_operations =
+                    authz.authorized_operations(ResourceType::Topic, &name);
                 entry.partitions = range
                     .map(|index| placement.partition(&topic, index))
                     .collect();
@@ -122,6 +145,16 @@ pub fn handle(
                     .push(topic_entry(&name, Uuid::nil(), error.code()));
             }
         }
+    }
+    let mut refused_names = refused_names;
+    refused_names.sort();
+    refused_names.dedup();
+    for name in refused_names {
+        response.topics.push(topic_entry(
+            &name,
+            Uuid::nil(),
+            ResponseError::TopicAuthorizationFailed.code(),
+        ));
     }
     response.next_cursor = plan.next.map(|(name, index)| cursor_at(&name, index));
     let error = super::errors::first_error(response.topics.iter().map(|t| t.error_code));

@@ -20,7 +20,16 @@ use crate::{
 };
 
 /// Handles DescribeTransactions v0.
-pub fn handle(txn: &TxnCoordinator, request: DescribeTransactionsRequest) -> Reply {
+///
+/// Authorization (Kafka's `KafkaApis.handleDescribeTransactionsRequest`): Describe on
+/// each transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for it; the
+/// partitions listed are only those of topics the principal may describe.
+pub fn handle(
+    txn: &TxnCoordinator,
+    authz: &crate::authz::RequestAuthz,
+    request: DescribeTransactionsRequest,
+) -> Reply {
+    use crate::authz::{AclOperation, ResourceType};
     let mut response = DescribeTransactionsResponse::default();
     response.transaction_states = request
         .transactional_ids
@@ -28,6 +37,14 @@ pub fn handle(txn: &TxnCoordinator, request: DescribeTransactionsRequest) -> Rep
         .map(|wire_id| {
             let mut state = TransactionState::default();
             let found = match TransactionalId::new(wire_id.0.as_str()) {
+                _ if !authz.allows(
+                    ResourceType::TransactionalId,
+                    wire_id.0.as_str(),
+                    AclOperation::Describe,
+                ) =>
+                {
+                    Err(ResponseError::TransactionalIdAuthorizationFailed)
+                }
                 None => Err(ResponseError::TransactionalIdNotFound),
                 // Cluster mode: another broker's id is NOT_COORDINATOR.
                 Some(id) => match txn.check_owner(&id) {
@@ -45,8 +62,15 @@ pub fn handle(txn: &TxnCoordinator, request: DescribeTransactionsRequest) -> Rep
                     state.producer_id = ProducerId(meta.producer.id);
                     state.producer_epoch = meta.producer.epoch;
                     let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+                    let describable = authz.allowed_names_quietly(
+                        ResourceType::Topic,
+                        AclOperation::Describe,
+                        meta.partitions.iter().map(|p| p.topic.as_str()),
+                    );
                     for p in &meta.partitions {
-                        topics.entry(&p.topic).or_default().push(p.partition);
+                        if describable.contains(&p.topic) {
+                            topics.entry(&p.topic).or_default().push(p.partition);
+                        }
                     }
                     state.topics = topics
                         .into_iter()

@@ -29,7 +29,21 @@ pub fn store_error_code(e: &StoreError) -> ResponseError {
 
 /// Handles DescribeUserScramCredentials v0. Blocking in cluster mode (a ZooKeeper
 /// read): run it on the blocking pool.
-pub fn handle(store: &CredentialStore, request: DescribeUserScramCredentialsRequest) -> Reply {
+///
+/// Authorization (Kafka's `KafkaApis.handleDescribeUserScramCredentialsRequest`):
+/// Describe on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+pub fn handle(
+    store: &CredentialStore,
+    authz: &crate::authz::RequestAuthz,
+    request: DescribeUserScramCredentialsRequest,
+) -> Reply {
+    if !authz.allows_cluster(crate::authz::AclOperation::Describe) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        let mut response = DescribeUserScramCredentialsResponse::default();
+        response.error_code = e.code();
+        response.error_message = Some(StrBytes::from_string(e.to_string()));
+        return Reply::new(response, e.code());
+    }
     match store.describe(&request) {
         Ok(response) => {
             let error = super::errors::first_error(response.results.iter().map(|r| r.error_code));

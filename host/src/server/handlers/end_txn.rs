@@ -13,8 +13,26 @@ use super::txn_wire;
 use crate::{server::reply::Reply, txn::TxnCoordinator};
 
 /// Handles EndTxn v0–v4. Blocking (an fsync): runs on the blocking pool.
-pub fn handle(txn: &TxnCoordinator, version: i16, request: EndTxnRequest) -> Reply {
+///
+/// Authorization (Kafka's `KafkaApis.handleEndTxnRequest`): Write on the transactional
+/// id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+pub fn handle(
+    txn: &TxnCoordinator,
+    authz: &crate::authz::RequestAuthz,
+    version: i16,
+    request: EndTxnRequest,
+) -> Reply {
     let mut response = EndTxnResponse::default();
+    if !authz.allows(
+        crate::authz::ResourceType::TransactionalId,
+        request.transactional_id.0.as_str(),
+        crate::authz::AclOperation::Write,
+    ) {
+        response.error_code =
+            kafka_protocol::error::ResponseError::TransactionalIdAuthorizationFailed.code();
+        let error = response.error_code;
+        return Reply::new(response, error);
+    }
     response.error_code = txn_wire::caller(
         &request.transactional_id,
         request.producer_id,

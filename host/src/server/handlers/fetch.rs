@@ -30,6 +30,7 @@ use tokio::time::Instant;
 
 use super::errors::first_error;
 use crate::{
+    authz::{AclOperation, RequestAuthz, ResourceType},
     broker::{Broker, Topic},
     log::LogError,
     server::{
@@ -49,6 +50,8 @@ struct Target {
     not_leader: bool,
     /// Isolation level 1 (read_committed): records below the last stable offset only.
     committed: bool,
+    /// Read on its topic is not allowed: TOPIC_AUTHORIZATION_FAILED.
+    denied: bool,
 }
 
 /// Handles Fetch v4–v18. The records read are charged to `budget` (the connection's
@@ -56,8 +59,14 @@ struct Target {
 /// holds at most what is left of them, plus one batch (KIP-74); with nothing left the
 /// fetch waits like one without data, and at its deadline answers with watermarks
 /// only.
+///
+/// Authorization (Kafka's `KafkaApis.handleFetchRequest`, a consumer's fetch): Read on
+/// each topic, asked once per topic; a partition of a topic the principal may not read
+/// is answered TOPIC_AUTHORIZATION_FAILED and not read (an unknown topic id stays
+/// UNKNOWN_TOPIC_ID).
 pub async fn handle(
     broker: &Arc<Broker>,
+    authz: &RequestAuthz,
     budget: &Arc<ConnBudget>,
     version: i16,
     request: FetchRequest,
@@ -69,14 +78,38 @@ pub async fn handle(
         return Reply::new(response, error);
     }
     let by_id = version >= 13;
+    let resolved: Vec<Option<Arc<Topic>>> = request
+        .topics
+        .iter()
+        .map(|t| {
+            if by_id {
+                broker.topics.get_by_id(t.topic_id)
+            } else {
+                broker.topics.get(t.topic.0.as_str())
+            }
+        })
+        .collect();
+    let readable = authz.allowed_names(
+        ResourceType::Topic,
+        AclOperation::Read,
+        request
+            .topics
+            .iter()
+            .zip(&resolved)
+            .filter_map(|(t, r)| match r {
+                Some(topic) => Some(topic.name.as_str()),
+                None if !by_id => Some(t.topic.0.as_str()),
+                None => None,
+            }),
+    );
     let mut skeleton = Vec::with_capacity(request.topics.len());
     let mut targets = Vec::new();
-    for (topic_index, t) in request.topics.into_iter().enumerate() {
-        let topic = if by_id {
-            broker.topics.get_by_id(t.topic_id)
-        } else {
-            broker.topics.get(t.topic.0.as_str())
+    for (topic_index, (t, topic)) in request.topics.into_iter().zip(resolved).enumerate() {
+        let denied = match &topic {
+            Some(topic) => !readable.contains(&topic.name),
+            None => !by_id && !readable.contains(t.topic.0.as_str()),
         };
+        let topic = if denied { None } else { topic };
         let mut out = FetchableTopicResponse::default();
         out.topic = t.topic;
         out.topic_id = t.topic_id;
@@ -86,6 +119,7 @@ pub async fn handle(
                 .as_ref()
                 .is_some_and(|t| !broker.serves(&t.name, p.partition));
             targets.push(Target {
+                denied,
                 not_leader,
                 committed: request.isolation_level == 1,
                 topic_index,
@@ -250,6 +284,11 @@ async fn read_all(
                         .ok()
                         .and_then(|i| topic.partitions.get(i))
                 });
+                if t.denied {
+                    data.error_code = ResponseError::TopicAuthorizationFailed.code();
+                    any_error = true;
+                    return data;
+                }
                 let Some(partition) = partition else {
                     data.error_code = unknown.code();
                     any_error = true;

@@ -23,7 +23,29 @@ use kafka_protocol::{
     protocol::StrBytes,
 };
 
-use crate::{broker::Broker, config::listeners::ListenerName, server::reply::Reply};
+use crate::{
+    authz::{AclOperation, RequestAuthz, ResourceType},
+    broker::Broker,
+    config::listeners::ListenerName,
+    server::reply::Reply,
+};
+
+/// Authorization (Kafka's `KafkaApis.handleFindCoordinatorRequest`): Describe on the
+/// group (GROUP_AUTHORIZATION_FAILED) or on the transactional id
+/// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), per key.
+fn refused(authz: &RequestAuthz, key_type: i8, key: &str) -> Option<ResponseError> {
+    match key_type {
+        GROUP if !authz.allows(ResourceType::Group, key, AclOperation::Describe) => {
+            Some(ResponseError::GroupAuthorizationFailed)
+        }
+        TRANSACTION
+            if !authz.allows(ResourceType::TransactionalId, key, AclOperation::Describe) =>
+        {
+            Some(ResponseError::TransactionalIdAuthorizationFailed)
+        }
+        _ => None,
+    }
+}
 
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
@@ -53,6 +75,7 @@ fn owner(
 /// Handles FindCoordinator v0–v6 (v4+ batches keys) that came in on `listener`.
 pub fn handle(
     broker: &Arc<Broker>,
+    authz: &RequestAuthz,
     listener: &ListenerName,
     version: i16,
     request: FindCoordinatorRequest,
@@ -84,6 +107,9 @@ pub fn handle(
         Some(cluster) => owner(cluster, listener, key),
     };
     let answer = |key_type: i8, key: &str| -> (i16, i32, StrBytes, i32) {
+        if let Some(error) = refused(authz, key_type, key) {
+            return (error.code(), -1, StrBytes::default(), -1);
+        }
         match key_type {
             TRANSACTION => {
                 if crate::txn::TransactionalId::new(key).is_none() {

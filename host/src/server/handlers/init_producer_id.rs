@@ -28,6 +28,7 @@ use kafka_protocol::{
 };
 
 use crate::{
+    authz::{AclOperation, RequestAuthz, ResourceType},
     broker::{producer_ids::ProducerIdError, Producers},
     server::reply::Reply,
     txn::{InitRequest, ProducerIdEpoch, TransactionalId, TxnError},
@@ -38,6 +39,7 @@ use crate::{
 /// change is fsynced): runs on the blocking pool.
 pub fn handle(
     producers: &Producers,
+    authz: &RequestAuthz,
     version: i16,
     request: InitProducerIdRequest,
     peer: std::net::IpAddr,
@@ -58,6 +60,10 @@ pub fn handle(
         })
     };
     let result = match request.transactional_id.as_ref().map(|t| t.0.as_str()) {
+        Some(id) if !authorized(authz, Some(id)) => {
+            Err(ResponseError::TransactionalIdAuthorizationFailed.code())
+        }
+        None if !authorized(authz, None) => Err(ResponseError::ClusterAuthorizationFailed.code()),
         Some(id) => transactional(producers, version, &request, id, peer),
         // Every call without a transactional id hands out a new producer id: the same
         // per-client bound (a client holding many real ids could otherwise keep
@@ -89,6 +95,20 @@ pub fn handle(
     }
     let error = response.error_code;
     Reply::new(response, error)
+}
+
+/// Authorization (Kafka's `KafkaApis.handleInitProducerIdRequest`): with a
+/// transactional id, Write on it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without
+/// (an idempotent producer), IdempotentWrite on the cluster or Write on some topic
+/// (KIP-679, `authorize_any`; else CLUSTER_AUTHORIZATION_FAILED).
+fn authorized(authz: &RequestAuthz, transactional_id: Option<&str>) -> bool {
+    match transactional_id {
+        Some(id) => authz.allows(ResourceType::TransactionalId, id, AclOperation::Write),
+        None => {
+            authz.allows_cluster(AclOperation::IdempotentWrite)
+                || authz.allows_any(ResourceType::Topic, AclOperation::Write)
+        }
+    }
 }
 
 /// The transaction coordinator's answer for transactional id `id`, or a Kafka code.

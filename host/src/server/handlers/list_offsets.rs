@@ -30,7 +30,20 @@ const LATEST_TIERED: i64 = -5;
 
 /// Handles ListOffsets v1–v10. Blocking (it reads the logs' time indexes): runs on the
 /// blocking pool.
-pub fn handle(partitions: Partitions<'_>, version: i16, request: ListOffsetsRequest) -> Reply {
+///
+/// Authorization (Kafka's `KafkaApis.handleListOffsetRequest`): Describe on each topic,
+/// else its partitions are answered TOPIC_AUTHORIZATION_FAILED.
+pub fn handle(
+    partitions: Partitions<'_>,
+    authz: &crate::authz::RequestAuthz,
+    version: i16,
+    request: ListOffsetsRequest,
+) -> Reply {
+    let describable = authz.allowed_names(
+        crate::authz::ResourceType::Topic,
+        crate::authz::AclOperation::Describe,
+        request.topics.iter().map(|t| t.name.0.as_str()),
+    );
     // Kafka's `ReplicaManager.fetchOffsetForTimestamp`: read_committed (isolation
     // level 1) sees the log up to its last stable offset.
     let committed = request.isolation_level == 1;
@@ -39,7 +52,10 @@ pub fn handle(partitions: Partitions<'_>, version: i16, request: ListOffsetsRequ
             .topics
             .into_iter()
             .map(|t| {
-                let topic = partitions.topics.get(t.name.0.as_str());
+                let allowed = describable.contains(t.name.0.as_str());
+                let topic = allowed
+                    .then(|| partitions.topics.get(t.name.0.as_str()))
+                    .flatten();
                 let name = t.name.0.to_string();
                 let mut out = ListOffsetsTopicResponse::default();
                 out.name = t.name;
@@ -57,6 +73,10 @@ pub fn handle(partitions: Partitions<'_>, version: i16, request: ListOffsetsRequ
                                 .ok()
                                 .and_then(|i| topic.partitions.get(i))
                         });
+                        if !allowed {
+                            r.error_code = ResponseError::TopicAuthorizationFailed.code();
+                            return r;
+                        }
                         let Some(partition) = partition else {
                             r.error_code = ResponseError::UnknownTopicOrPartition.code();
                             return r;

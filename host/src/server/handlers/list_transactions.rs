@@ -23,7 +23,14 @@ use crate::{
 pub const MAX_PATTERN_BYTES: usize = 1024;
 
 /// Handles ListTransactions v0–v2.
-pub fn handle(txn: &TxnCoordinator, request: ListTransactionsRequest) -> Reply {
+///
+/// Authorization (Kafka's `KafkaApis.handleListTransactionsRequest`): only the
+/// transactional ids the principal may describe are listed.
+pub fn handle(
+    txn: &TxnCoordinator,
+    authz: &crate::authz::RequestAuthz,
+    request: ListTransactionsRequest,
+) -> Reply {
     let mut response = ListTransactionsResponse::default();
     let pattern = match request.transactional_id_pattern.as_deref() {
         None | Some("") => None,
@@ -67,6 +74,13 @@ pub fn handle(txn: &TxnCoordinator, request: ListTransactionsRequest) -> Reply {
                 || (m.start_ms >= 0 && now.saturating_sub(m.start_ms) >= request.duration_filter)
         })
         .filter(|m| pattern.as_ref().is_none_or(|re| re.is_match(m.id.as_str())))
+        .filter(|m| {
+            authz.allows_quietly(
+                crate::authz::ResourceType::TransactionalId,
+                m.id.as_str(),
+                crate::authz::AclOperation::Describe,
+            )
+        })
         .map(|m| {
             let mut s = TransactionState::default();
             s.transactional_id = TransactionalId(StrBytes::from_string(m.id.as_str().to_owned()));

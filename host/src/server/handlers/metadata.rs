@@ -16,6 +16,15 @@
 //! `topics.auto_create_per_sec` per second broker-wide, and no more partitions than the
 //! open-file limit leaves room for; names beyond a bound are answered
 //! `UNKNOWN_TOPIC_OR_PARTITION`, which clients retry.
+//!
+//! **Authorization** (Kafka's `KafkaApis.handleTopicMetadataRequest`): Describe on each
+//! topic. Every topic: only those the principal may describe are listed. Named topics
+//! it may not describe: TOPIC_AUTHORIZATION_FAILED, whether they exist or not (by id:
+//! the id back with a null name). An unknown topic that would be auto-created needs
+//! Create on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED. KIP-430:
+//! `include_topic_authorized_operations` and (v8–10)
+//! `include_cluster_authorized_operations` are answered when an authorizer is
+//! configured (without one the answer is as before).
 
 use std::{collections::BTreeSet, sync::Arc};
 
@@ -32,6 +41,7 @@ use kafka_protocol::{
 use uuid::Uuid;
 
 use crate::{
+    authz::{AclOperation, RequestAuthz, ResourceType},
     broker::{auto_create::AutoCreateBudget, topics::validate_name, Broker, Topic, TopicError},
     config::listeners::ListenerName,
     server::reply::Reply,
@@ -43,16 +53,33 @@ struct Ask<'a> {
     broker: &'a Arc<Broker>,
     version: i16,
     unreachable: BTreeSet<i32>,
+    authz: &'a RequestAuthz,
+    /// Answer each topic's KIP-430 authorized operations.
+    topic_operations: bool,
 }
 
 /// Handles Metadata v0–v13 that came in on `listener`.
 pub fn handle(
     broker: &Arc<Broker>,
+    authz: &RequestAuthz,
     listener: &ListenerName,
     version: i16,
     request: MetadataRequest,
 ) -> Reply {
     let allow_create = broker.auto_create() && (version < 4 || request.allow_auto_topic_creation);
+    let cluster_operations = (authz.is_enabled()
+        && (8..=10).contains(&version)
+        && request.include_cluster_authorized_operations)
+        .then(|| {
+            if authz.allows_cluster(AclOperation::Describe) {
+                authz.authorized_operations(
+                    ResourceType::Cluster,
+                    crate::authz::CLUSTER_RESOURCE_NAME,
+                )
+            } else {
+                0
+            }
+        });
     let mut budget = allow_create.then(|| broker.topics.auto_create_budget());
     let unreachable = broker
         .cluster()
@@ -69,15 +96,49 @@ pub fn handle(
         broker,
         version,
         unreachable,
+        authz,
+        topic_operations: authz.is_enabled()
+            && version >= 8
+            && request.include_topic_authorized_operations,
     };
+    // Describe on every named topic, asked once (by id: of the topic the id names).
+    let named: Vec<String> = request
+        .topics
+        .iter()
+        .flatten()
+        .filter(|_| authz.is_enabled())
+        .filter_map(|t| match &t.name {
+            Some(name) => Some(name.0.to_string()),
+            None => broker.topics.get_by_id(t.topic_id).map(|t| t.name.clone()),
+        })
+        .collect();
+    let describable = authz.allowed_names(
+        ResourceType::Topic,
+        AclOperation::Describe,
+        named.iter().map(String::as_str),
+    );
     let topics: Vec<MetadataResponseTopic> = match request.topics {
         None => all(&ask),
         Some(list) if list.is_empty() && version == 0 => all(&ask),
         Some(list) => list
             .into_iter()
             .map(|t| match t.name {
+                Some(name) if !describable.contains(name.0.as_str()) => {
+                    let mut out = MetadataResponseTopic::default();
+                    out.name = Some(name);
+                    out.error_code = ResponseError::TopicAuthorizationFailed.code();
+                    out
+                }
                 Some(name) => by_name(&ask, name.0.as_str(), budget.as_mut()),
-                None => by_id(&ask, t.topic_id),
+                None => match broker.topics.get_by_id(t.topic_id) {
+                    Some(topic) if !describable.contains(&topic.name) => {
+                        let mut out = MetadataResponseTopic::default();
+                        out.topic_id = t.topic_id;
+                        out.error_code = ResponseError::TopicAuthorizationFailed.code();
+                        out
+                    }
+                    _ => by_id(&ask, t.topic_id),
+                },
             })
             .collect(),
     };
@@ -87,6 +148,9 @@ pub fn handle(
     response.cluster_id = Some(StrBytes::from_string(broker.identity.reported_cluster_id()));
     response.controller_id = BrokerId(broker.identity.controller_id());
     response.topics = topics;
+    if let Some(operations) = cluster_operations {
+        response.cluster_authorized_operations = operations;
+    }
     Reply::new(response, error)
 }
 
@@ -132,10 +196,15 @@ pub(super) fn brokers(
 }
 
 fn all(ask: &Ask<'_>) -> Vec<MetadataResponseTopic> {
-    ask.broker
-        .topics
-        .list()
+    let topics = ask.broker.topics.list();
+    let describable = ask.authz.allowed_names_quietly(
+        ResourceType::Topic,
+        AclOperation::Describe,
+        topics.iter().map(|t| t.name.as_str()),
+    );
+    topics
         .iter()
+        .filter(|t| describable.contains(&t.name))
         .map(|t| describe(ask, t))
         .collect()
 }
@@ -157,6 +226,17 @@ fn by_name(
     } else if crate::broker::topics::is_internal(name) {
         // Kafka's internal names are never auto-created (`topics::INTERNAL_TOPICS`).
         ResponseError::UnknownTopicOrPartition
+    } else if budget.is_some()
+        && !ask.authz.allows_quietly(
+            ResourceType::Cluster,
+            crate::authz::CLUSTER_RESOURCE_NAME,
+            AclOperation::Create,
+        )
+        && !ask
+            .authz
+            .allows(ResourceType::Topic, name, AclOperation::Create)
+    {
+        ResponseError::TopicAuthorizationFailed
     } else if let Some(budget) = budget {
         if budget.try_take() {
             let topics = &broker.config.topics;
@@ -221,6 +301,11 @@ fn describe(ask: &Ask<'_>, topic: &Topic) -> MetadataResponseTopic {
     t.name = Some(TopicName(StrBytes::from_string(topic.name.clone())));
     if version >= 10 {
         t.topic_id = topic.id;
+    }
+    if ask.topic_operations {
+        t.topic_authorized_operations = ask
+            .authz
+            .authorized_operations(ResourceType::Topic, &topic.name);
     }
     t.partitions = topic
         .partitions

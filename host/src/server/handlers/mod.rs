@@ -1,6 +1,7 @@
 //! One module per Kafka API. Each handler turns a decoded request into a response;
 //! Kafka error codes are response values, never `Err`.
 
+pub mod acls;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
@@ -50,69 +51,85 @@ pub async fn handle(
     budget: &Arc<ConnBudget>,
     peer: std::net::IpAddr,
     ctx: &super::context::ConnContext,
+    authz: &crate::authz::RequestAuthz,
     request: Request,
 ) -> Handled {
     let version = request.version;
+    let checks = authz.clone();
     match request.body {
         RequestKind::ApiVersions(_) => api_versions::handle(broker.coordinator(), version).into(),
         // Metadata may auto-create topics, and topic changes do file I/O and fsyncs:
         // they run on the blocking pool, never on the async workers.
         RequestKind::Metadata(r) => {
             let listener = ctx.listener.clone();
-            blocking(broker, move |b| metadata::handle(b, &listener, version, r)).await
+            blocking(broker, move |b| {
+                metadata::handle(b, &checks, &listener, version, r)
+            })
+            .await
         }
-        RequestKind::Produce(r) => produce::handle(broker, version, r).await,
+        RequestKind::Produce(r) => produce::handle(broker, authz, version, r).await,
         RequestKind::Fetch(r) => {
             // A long poll must not hold up later requests on the connection.
             let broker = Arc::clone(broker);
             let budget = Arc::clone(budget);
             Handled::Deferred(Box::pin(async move {
-                fetch::handle(&broker, &budget, version, r).await
+                fetch::handle(&broker, &checks, &budget, version, r).await
             }))
         }
         RequestKind::ListOffsets(r) => {
             blocking(broker, move |b| {
-                list_offsets::handle(b.partitions(), version, r)
+                list_offsets::handle(b.partitions(), &checks, version, r)
             })
             .await
         }
         RequestKind::CreateTopics(r) => {
-            blocking(broker, move |b| create_topics::handle(b, version, r)).await
+            blocking(broker, move |b| {
+                create_topics::handle(b, &checks, version, r)
+            })
+            .await
         }
         RequestKind::DeleteTopics(r) => {
             blocking(broker, move |b| {
-                delete_topics::handle(b.partitions(), version, r)
+                delete_topics::handle(b.partitions(), &checks, version, r)
             })
             .await
         }
         RequestKind::CreatePartitions(r) => {
-            blocking(broker, move |b| create_partitions::handle(b, version, r)).await
+            blocking(broker, move |b| {
+                create_partitions::handle(b, &checks, version, r)
+            })
+            .await
         }
         RequestKind::FindCoordinator(r) => {
-            find_coordinator::handle(broker, &ctx.listener, version, r).into()
+            find_coordinator::handle(broker, authz, &ctx.listener, version, r).into()
         }
         RequestKind::DeleteRecords(r) => {
             blocking(broker, move |b| {
-                delete_records::handle(b.partitions(), version, r)
+                delete_records::handle(b.partitions(), &checks, version, r)
             })
             .await
         }
         RequestKind::IncrementalAlterConfigs(r) => {
             blocking(broker, move |b| {
-                alter_configs::handle_incremental(b, version, r)
+                alter_configs::handle_incremental(b, &checks, version, r)
             })
             .await
         }
         RequestKind::AlterConfigs(r) => {
-            blocking(broker, move |b| alter_configs::handle_legacy(b, version, r)).await
+            blocking(broker, move |b| {
+                alter_configs::handle_legacy(b, &checks, version, r)
+            })
+            .await
         }
-        RequestKind::DescribeConfigs(r) => describe_configs::handle(broker, version, r).into(),
+        RequestKind::DescribeConfigs(r) => {
+            describe_configs::handle(broker, authz, version, r).into()
+        }
         RequestKind::DescribeCluster(r) => {
-            describe_cluster::handle(broker, &ctx.listener, version, r).into()
+            describe_cluster::handle(broker, authz, &ctx.listener, version, r).into()
         }
         RequestKind::InitProducerId(r) => {
             blocking(broker, move |b| {
-                init_producer_id::handle(&b.producers, version, r, peer)
+                init_producer_id::handle(&b.producers, &checks, version, r, peer)
             })
             .await
         }
@@ -122,6 +139,7 @@ pub async fn handle(
                 let state = add_partitions_to_txn::State {
                     txn: &b.producers.transactions,
                     topics: &b.topics,
+                    authz: &checks,
                 };
                 add_partitions_to_txn::handle(state, version, r)
             })
@@ -129,32 +147,32 @@ pub async fn handle(
         }
         RequestKind::AddOffsetsToTxn(r) => {
             blocking(broker, move |b| {
-                add_offsets_to_txn::handle(&b.producers.transactions, version, r)
+                add_offsets_to_txn::handle(&b.producers.transactions, &checks, version, r)
             })
             .await
         }
         RequestKind::EndTxn(r) => {
             blocking(broker, move |b| {
-                end_txn::handle(&b.producers.transactions, version, r)
+                end_txn::handle(&b.producers.transactions, &checks, version, r)
             })
             .await
         }
         RequestKind::DescribeTransactions(r) => {
-            describe_transactions::handle(&broker.producers.transactions, r).into()
+            describe_transactions::handle(&broker.producers.transactions, authz, r).into()
         }
         RequestKind::ListTransactions(r) => {
-            list_transactions::handle(&broker.producers.transactions, r).into()
+            list_transactions::handle(&broker.producers.transactions, authz, r).into()
         }
         // SCRAM credentials (KIP-554): a ZooKeeper read or an fsynced write.
         RequestKind::DescribeUserScramCredentials(r) => {
             blocking(broker, move |b| {
-                describe_user_scram_credentials::handle(b.identity.sasl.credentials(), r)
+                describe_user_scram_credentials::handle(b.identity.sasl.credentials(), &checks, r)
             })
             .await
         }
         RequestKind::AlterUserScramCredentials(r) => {
             blocking(broker, move |b| {
-                alter_user_scram_credentials::handle(b.identity.sasl.credentials(), r)
+                alter_user_scram_credentials::handle(b.identity.sasl.credentials(), &checks, r)
             })
             .await
         }
@@ -162,20 +180,26 @@ pub async fn handle(
         // partition logs (and read the file system): on the blocking pool.
         RequestKind::DescribeLogDirs(r) => {
             blocking(broker, move |b| {
-                describe_log_dirs::handle(b.partitions(), r)
+                describe_log_dirs::handle(b.partitions(), &checks, r)
             })
             .await
         }
         RequestKind::DescribeProducers(r) => {
             blocking(broker, move |b| {
-                describe_producers::handle(b.partitions(), r)
+                describe_producers::handle(b.partitions(), &checks, r)
             })
             .await
         }
-        RequestKind::DescribeClientQuotas(r) => describe_client_quotas::handle(r).into(),
+        RequestKind::DescribeClientQuotas(r) => describe_client_quotas::handle(authz, r).into(),
         RequestKind::DescribeTopicPartitions(r) => {
-            describe_topic_partitions::handle(broker.partitions(), &ctx.listener, r).into()
+            describe_topic_partitions::handle(broker.partitions(), &ctx.listener, authz, r).into()
         }
+        // ACLs (issue 30 item 5): the plugin's calls run on the blocking pool, budgeted.
+        RequestKind::DescribeAcls(r) => acls::describe(&broker.identity.authz, authz, r)
+            .await
+            .into(),
+        RequestKind::CreateAcls(r) => acls::create(&broker.identity.authz, authz, r).await.into(),
+        RequestKind::DeleteAcls(r) => acls::delete(&broker.identity.authz, authz, r).await.into(),
         // Only on a listener without SASL: a SASL listener's connection answers these.
         RequestKind::SaslHandshake(_) => sasl::handshake().into(),
         RequestKind::SaslAuthenticate(_) => sasl::authenticate().into(),

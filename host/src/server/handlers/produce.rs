@@ -32,6 +32,13 @@
 //! that rolls a segment (the old segment is fsynced). Fsyncs of acknowledged appends
 //! run on the blocking pool ([`Partition::wait_durable`],
 //! [`Partition::flush_in_background`]).
+//!
+//! **Authorization** (Kafka's `KafkaApis.handleProduceRequest`, [`authorize`]): with a
+//! transactional id, Write on it, else every partition is answered
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is appended; Write on each topic,
+//! else its partitions are answered TOPIC_AUTHORIZATION_FAILED (nothing appended, no
+//! topic auto-created); an unknown topic is auto-created only with Create on the
+//! cluster or the topic (else UNKNOWN_TOPIC_OR_PARTITION, as if auto-creation were off).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -52,6 +59,7 @@ use tokio::sync::Semaphore;
 
 use super::errors::first_error;
 use crate::{
+    authz::{AclOperation, RequestAuthz, ResourceType},
     broker::{auto_create::AutoCreateBudget, topics::validate_name, Broker, Partition, Topic},
     clock::now_ms,
     log::{
@@ -120,8 +128,15 @@ impl From<&LogError> for Refusal {
 /// append waiting on the same partition (group commit). Where it is > 1 (or acks = 0),
 /// a flush that falls due starts in the background and the response does not wait for
 /// it. The setting is per partition: one request can wait on some and not others.
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Handled {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    authz: &RequestAuthz,
+    version: i16,
+    mut request: ProduceRequest,
+) -> Handled {
     let acks = request.acks;
+    // Partitions refused by authorization are answered without being looked at.
+    let denied = authorize(broker, authz, version, &mut request);
     let rules = topic_rules(broker, version, &request, now_ms());
     let mut compressed = validate_compressed(&request, &rules).await;
     let work = Arc::clone(broker);
@@ -135,12 +150,21 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
             .into_iter()
             .enumerate()
             .map(|(ti, data)| {
-                let topic = if version >= 13 {
+                let topic = if let Some(e) = denied[ti] {
+                    Err(e)
+                } else if version >= 13 {
                     work.topics
                         .get_by_id(data.topic_id)
                         .ok_or(ResponseError::UnknownTopicId)
                 } else {
-                    find_or_create(&work, data.name.0.as_str(), &mut budget)
+                    let name = data.name.0.as_str();
+                    match work.topics.get(name) {
+                        Some(topic) => Ok(topic),
+                        None if work.auto_create() && !may_create(authz, name) => {
+                            Err(ResponseError::UnknownTopicOrPartition)
+                        }
+                        None => find_or_create(&work, name, &mut budget),
+                    }
                 };
                 let mut out = TopicProduceResponse::default();
                 out.name = data.name.clone();
@@ -232,6 +256,74 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
         }
         reply(responses)
     }))
+}
+
+/// The refusal of each topic entry of `request` by authorization, if any (module
+/// docs). A refused entry's batches are dropped here, so nothing of them is validated.
+fn authorize(
+    broker: &Broker,
+    authz: &RequestAuthz,
+    version: i16,
+    request: &mut ProduceRequest,
+) -> Vec<Option<ResponseError>> {
+    let n = request.topic_data.len();
+    if !authz.is_enabled() {
+        return vec![None; n];
+    }
+    let refuse = |request: &mut ProduceRequest, e: ResponseError, which: &[bool]| {
+        for (data, refused) in request.topic_data.iter_mut().zip(which) {
+            if *refused {
+                for p in &mut data.partition_data {
+                    p.records = None;
+                }
+            }
+        }
+        which.iter().map(|r| r.then_some(e)).collect::<Vec<_>>()
+    };
+    if let Some(id) = &request.transactional_id {
+        if !authz.allows(
+            ResourceType::TransactionalId,
+            id.0.as_str(),
+            AclOperation::Write,
+        ) {
+            return refuse(
+                request,
+                ResponseError::TransactionalIdAuthorizationFailed,
+                &vec![true; n],
+            );
+        }
+    }
+    // By id (v13): the name of the topic the id names; an unknown id stays unknown.
+    let names: Vec<Option<String>> = request
+        .topic_data
+        .iter()
+        .map(|d| {
+            if version >= 13 {
+                broker.topics.get_by_id(d.topic_id).map(|t| t.name.clone())
+            } else {
+                Some(d.name.0.to_string())
+            }
+        })
+        .collect();
+    let writable = authz.allowed_names(
+        ResourceType::Topic,
+        AclOperation::Write,
+        names.iter().flatten().map(String::as_str),
+    );
+    let which: Vec<bool> = names
+        .iter()
+        .map(|n| n.as_ref().is_some_and(|n| !writable.contains(n)))
+        .collect();
+    refuse(request, ResponseError::TopicAuthorizationFailed, &which)
+}
+
+/// Whether the principal may create topic `name` (Create on the cluster or the topic).
+fn may_create(authz: &RequestAuthz, name: &str) -> bool {
+    authz.allows_quietly(
+        ResourceType::Cluster,
+        crate::authz::CLUSTER_RESOURCE_NAME,
+        AclOperation::Create,
+    ) || authz.allows(ResourceType::Topic, name, AclOperation::Create)
 }
 
 /// The entries of `request`, as (topic entry, partition entry) indexes, that name a
