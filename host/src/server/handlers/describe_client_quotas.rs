@@ -154,7 +154,10 @@ mod tests {
         assert_eq!(reply.error, 0);
         // Without DescribeConfigs on the cluster (`kafka-cluster` is not an `ok` name).
         let denied = handle(&crate::authz::tests::ok_prefix_checks(), request);
-        assert_eq!(denied.error, ResponseError::ClusterAuthorizationFailed.code());
+        assert_eq!(
+            denied.error,
+            ResponseError::ClusterAuthorizationFailed.code()
+        );
     }
 
     #[test]
