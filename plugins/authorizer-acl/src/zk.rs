@@ -41,7 +41,7 @@ const BAD_VERSION: i32 = -103;
 pub const MAX_MULTI_BYTES: usize = 900_000;
 
 /// How many times a read is retried when the counter moves under it.
-const READ_ATTEMPTS: usize = 5;
+const READ_ATTEMPTS: usize = 20;
 
 /// Reads per thread below which a load stays on the calling thread.
 const READS_PER_THREAD: usize = 64;
@@ -191,12 +191,22 @@ impl ZkStore {
     /// (ZooKeeper unreachable, or changes kept coming during the read), `InvalidConfig`
     /// for a node this build cannot read (named).
     pub fn load(&self) -> Result<(BTreeSet<AclBinding>, i32), PluginError> {
-        for _ in 0..READ_ATTEMPTS {
+        for attempt in 0..READ_ATTEMPTS {
             let before = self.version()?;
             let acls = self.read_all()?;
             if self.version()? == before {
                 return Ok((acls, before));
             }
+            // Writers are busy: let them finish before reading again (1, 2, 4 … 64 ms,
+            // with a little of the clock's noise so brokers do not retry in step).
+            let jitter = u64::from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_nanos())
+                    % 1_000,
+            );
+            let backoff_us = (1_000u64 << attempt.min(6)) + jitter;
+            std::thread::sleep(std::time::Duration::from_micros(backoff_us));
         }
         Err(PluginError::unavailable(
             "authorizer `acl`: the ACLs in ZooKeeper kept changing during the read",
