@@ -338,6 +338,9 @@ mod tests {
             ApiKey::DescribeTopicPartitions => {
                 DescribeTopicPartitionsRequest::default().encode(out, version)
             }
+            ApiKey::DescribeAcls => DescribeAclsRequest::default().encode(out, version),
+            ApiKey::CreateAcls => CreateAclsRequest::default().encode(out, version),
+            ApiKey::DeleteAcls => DeleteAclsRequest::default().encode(out, version),
             // Every served API has its arm above (`every_served_api_is_encoded`).
             _ => return false,
         };

@@ -737,3 +737,29 @@ def test_clients_keep_working_across_reauthentications(sasl_broker_factory, tmp_
     # Each client's connections authenticated several times over.
     assert sasl_metric(b, "scram-sha-512", "success") >= 12
     assert_no_secrets(b)
+
+
+def test_a_large_frame_before_authenticating_closes_without_being_read(sasl_broker):
+    """Before authenticating, a frame may be at most 512 KiB (Kafka's
+    sasl.server.max.receive.size): one announcing more is refused at its size field,
+    before the broker reads (and holds) its body, on the SASL_PLAINTEXT and SASL_SSL
+    listeners alike; other clients are served meanwhile."""
+    b = sasl_broker
+    before = metrics(b, "drover_frames_rejected_total").get(
+        'drover_frames_rejected_total{reason="bad_size"}', 0)
+    for port, ca in ((b.plain_port, None), (b.ssl_port, b.certs.ca)):
+        with SaslConn(port, ca=ca) as c:
+            # A SaslAuthenticate announcing 100 MiB, and only its first bytes sent.
+            c.send_raw(struct.pack(">i", 100 << 20) + request_header(SASL_AUTHENTICATE, 1, 1))
+            closed_without_answer(c)
+        with SaslConn(port, ca=ca) as c:
+            assert c.handshake("SCRAM-SHA-512")[0] == 0
+            c.send_raw(struct.pack(">i", 512 * 1024 + 1) + request_header(SASL_AUTHENTICATE, 1, 2))
+            closed_without_answer(c)
+    after = metrics(b, "drover_frames_rejected_total").get(
+        'drover_frames_rejected_total{reason="bad_size"}', 0)
+    assert after - before == 4, (before, after)
+    # An honest client authenticates and is served.
+    with SaslConn(b.ssl_port, ca=b.certs.ca) as c:
+        assert c.plain("bob", PASSWORDS["bob"])[0] == 0
+        assert c.metadata_answered()

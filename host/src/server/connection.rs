@@ -252,6 +252,11 @@ async fn serve(
 /// What the read loop needs beyond the socket: the budget, the admission ticket, when
 /// the connection was accepted, the context its requests are handled in, and on a SASL
 /// listener its SASL gate.
+/// The largest frame a SASL connection may send before it has authenticated, in bytes:
+/// Kafka's `sasl.server.max.receive.size` default (512 KiB). SASL messages are a few
+/// hundred bytes; a larger frame closes the connection as any oversized frame does.
+pub const PRE_AUTH_MAX_FRAME_BYTES: u32 = 512 * 1024;
+
 struct Conn {
     budget: Arc<ConnBudget>,
     ticket: Arc<Ticket>,
@@ -285,6 +290,24 @@ async fn read_loop(
     let mut reader = FrameReader::new(reader, limits);
     let mut first = true;
     loop {
+        // Before a SASL connection has authenticated, a frame may be at most
+        // PRE_AUTH_MAX_FRAME_BYTES (Kafka's `sasl.server.max.receive.size`): an
+        // unauthenticated client cannot make the broker hold `max_frame_bytes` per
+        // connection.
+        let pre_auth = conn.sasl.as_ref().is_some_and(|g| !g.is_authenticated());
+        reader.set_limits(FrameLimits {
+            max_bytes: if pre_auth {
+                limits.max_bytes.min(PRE_AUTH_MAX_FRAME_BYTES)
+            } else {
+                limits.max_bytes
+            },
+            idle_timeout_ms: if first {
+                limits.idle_timeout_ms
+            } else {
+                server.idle_timeout_ms
+            },
+            ..limits
+        });
         let frame = tokio::select! {
             frame = async {
                 // No new request while the responses already queued use up the budget.
@@ -328,13 +351,7 @@ async fn read_loop(
                 return;
             }
         };
-        if first {
-            first = false;
-            reader.set_limits(FrameLimits {
-                idle_timeout_ms: server.idle_timeout_ms,
-                ..limits
-            });
-        }
+        first = false;
         broker.metrics.bytes_in(frame.len() + 4);
         if native.channel.load(Ordering::Acquire) {
             // A channel's frames are answers, not requests: an expired SASL session

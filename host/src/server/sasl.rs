@@ -91,6 +91,15 @@ impl SaslGate {
             .map(Principal::user)
     }
 
+    /// Whether the connection has authenticated (and is not re-authenticating):
+    /// [`SaslGate::principal`] without building it.
+    pub fn is_authenticated(&self) -> bool {
+        self.session
+            .as_ref()
+            .and_then(SaslSession::principal)
+            .is_some()
+    }
+
     /// The SASL name of the mechanism the connection authenticated with.
     pub fn mechanism(&self) -> Option<&'static str> {
         self.session
