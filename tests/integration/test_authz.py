@@ -395,7 +395,18 @@ def test_cluster_acls_reach_the_other_broker_and_survive_a_restart(tmp_path, cer
             install_plugins(b, [ACL_LIB])
             start_or_fail(b)
         b1, b2 = brokers
-        add_users(b1)
+        # In cluster mode the authorizer starts once the broker's ZooKeeper session is
+        # up, and every request is denied until then: retry until it decides.
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                add_users(b1)
+                break
+            except KafkaException as e:
+                if (e.args[0].code() != KafkaError.CLUSTER_AUTHORIZATION_FAILED
+                        or time.monotonic() > deadline):
+                    raise
+                time.sleep(0.5)
         topic = unique_topic("authz-cluster")
         ck_create_topic(b1, topic, 1)
 
