@@ -19,7 +19,7 @@
 //! # Semantics
 //!
 //! See [`index::Index::authorize`] and [`index::Index::authorize_any`] for decisions,
-//! [`acl`] for what bindings may be created and what a filter selects, [`file`] and
+//! [`acl`] for what bindings may be created and what a filter selects, [`file`](mod@file) and
 //! [`zk`] for storage.
 //!
 //! Every decision reads one in-memory snapshot (a read lock held for the call); changes

@@ -66,7 +66,7 @@ static RESTRICTED_ACL: [zookeeper_client::Acl; 2] = [
 ];
 
 /// With `auth_digest_file` (its own session): nodes are created persistent with
-/// [`RESTRICTED_ACL`], as the broker's are with `zookeeper.auth_digest_file`.
+/// `RESTRICTED_ACL` (the digest user with every permission), as the broker's are with `zookeeper.auth_digest_file`.
 pub fn restricted() -> CreateOptions<'static> {
     CreateMode::Persistent.with_acls(Acls::new(&RESTRICTED_ACL))
 }

@@ -230,7 +230,7 @@ pub(super) fn config_refusal(
 
 /// Handles DescribeConfigs v1–v4.
 ///
-/// Authorization: DescribeConfigs on each resource ([`config_refusal`]).
+/// Authorization: DescribeConfigs on each resource (`config_refusal`).
 pub fn handle(
     broker: &Arc<Broker>,
     authz: &crate::authz::RequestAuthz,

@@ -1,6 +1,6 @@
 //! DescribeProducers (API 61, v0; KIP-664): the active producers of each partition
 //! named, from the partition log's producer state
-//! ([`crate::log::ProducerStates::active`]), as Kafka's `UnifiedLog.activeProducers`:
+//! ([`crate::log::producer_state::ProducerStates::active`]), as Kafka's `UnifiedLog.activeProducers`:
 //! per producer its id, epoch, last sequence (−1 when none is remembered), last
 //! timestamp, coordinator epoch and the first offset of its ongoing transaction (−1
 //! outside one). `kafka-transactions.sh describe-producers` and `find-hanging` read it.

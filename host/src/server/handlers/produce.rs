@@ -33,7 +33,7 @@
 //! run on the blocking pool ([`Partition::wait_durable`],
 //! [`Partition::flush_in_background`]).
 //!
-//! **Authorization** (Kafka's `KafkaApis.handleProduceRequest`, [`authorize`]): with a
+//! **Authorization** (Kafka's `KafkaApis.handleProduceRequest`, `authorize`): with a
 //! transactional id, Write on it, else every partition is answered
 //! TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is appended; Write on each topic,
 //! else its partitions are answered TOPIC_AUTHORIZATION_FAILED (nothing appended, no
