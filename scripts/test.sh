@@ -163,7 +163,10 @@ bg_start_nice fuzz-build scripts/fuzz-smoke.sh --build
 # scripts/integration-tests.sh's, so the integration stage compiles nothing).
 stage "build (tests, broker, plugins)" scripts/integration-tests.sh --build-only
 bg_check
-stage "cargo test" cargo test --workspace
+# `cargo test --workspace`, its binaries three at a time (they mostly wait on real
+# servers; scripts/run-test-binaries.py), then the doc-tests.
+stage "cargo test" bash -c \
+  'rc=0; scripts/run-test-binaries.py || rc=$?; cargo test --workspace --doc || rc=$?; exit $rc'
 bg_check
 bg_wait install-test-deps
 stage "integration tests" scripts/integration-tests.sh --no-build
