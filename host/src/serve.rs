@@ -355,6 +355,12 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
             Arc::clone(&cluster),
             stopped.clone(),
         )));
+        // ... and the group configs' node (cluster::group_configs).
+        tasks.push(tokio::spawn(crate::cluster::group_configs::follow(
+            Arc::clone(&broker.groups.configs),
+            Arc::clone(&cluster),
+            stopped.clone(),
+        )));
         tasks.push(tokio::spawn(crate::cluster::sync::run(
             Arc::clone(&broker),
             cluster,

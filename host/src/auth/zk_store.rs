@@ -12,7 +12,7 @@
 //! Whoever can write the chroot can add credentials: ZooKeeper is inside the trust
 //! boundary (docs/security.md).
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{path::PathBuf, sync::Arc};
 
 use tokio::sync::watch;
 use zookeeper_client as zk;
@@ -26,10 +26,6 @@ const PARENT: &str = "/config";
 /// How many times an alteration reads and writes the node when other brokers keep
 /// writing it in between.
 pub const MAX_ATTEMPTS: usize = 32;
-/// How long the follower waits for the watch before reading the node anyway.
-const POLL: Duration = Duration::from_secs(10);
-/// Pause after a failed read.
-const RETRY: Duration = Duration::from_millis(500);
 
 fn persistent() -> zk::CreateOptions<'static> {
     zk::CreateMode::Persistent.with_acls(crate::cluster::acl::nodes())
@@ -127,27 +123,16 @@ pub(crate) fn alter(
 pub async fn follow(
     install: impl Fn(CredentialTable, i64) -> bool,
     cluster: Arc<Cluster>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    loop {
-        let wait: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
-            match cluster.client() {
-                Err(_) => Box::pin(tokio::time::sleep(RETRY)),
-                Ok(client) => match watch_once(&install, &client).await {
-                    Ok(watcher) => Box::pin(async move {
-                        let _ = tokio::time::timeout(POLL, watcher.changed()).await;
-                    }),
-                    Err(e) => {
-                        crate::warn_limited!("auth.scram_credentials_follow", "{e}");
-                        Box::pin(tokio::time::sleep(RETRY))
-                    }
-                },
-            };
-        tokio::select! {
-            _ = wait => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
-    }
+    let install = &install;
+    crate::cluster::follow::follow_node(
+        cluster,
+        stop,
+        "auth.scram_credentials_follow",
+        |client| async move { watch_once(install, &client).await },
+    )
+    .await
 }
 
 /// One read of the node with a watch (creating the node if missing); installs it in

@@ -6,6 +6,7 @@
 
 pub mod auto_create;
 pub mod descriptors;
+pub mod group_configs;
 pub mod new_txn_ids;
 pub mod produce_rate;
 pub mod producer_ids;
@@ -78,6 +79,14 @@ pub enum BrokerError {
     /// The SCRAM credential file is unreadable, damaged or locked (standalone).
     #[error(transparent)]
     Credentials(#[from] crate::auth::store::StoreError),
+    /// The group configs file is unreadable or damaged (standalone).
+    #[error("group configs file {path}: {source}")]
+    GroupConfigs {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
 }
 
 /// Everything the request handlers share, grouped by concern so that a handler or a
@@ -97,7 +106,7 @@ pub struct Broker {
     /// The plugins: started at startup, the directory as rescans leave it, and the
     /// assignors' budgets.
     pub plugins: Plugins,
-    /// The group coordinator's client and the active offset store.
+    /// The group coordinator's client, the active offset store and the group configs.
     pub groups: Groups,
     /// Becomes true when shutdown starts; long polls answer early.
     stopping: watch::Sender<bool>,
@@ -189,7 +198,8 @@ pub struct Plugins {
     pub budgets: crate::coordination::assignor_budget::AssignorBudgets,
 }
 
-/// Group coordination: the running coordinator and the active offset store.
+/// Group coordination: the running coordinator, the active offset store and the group
+/// configs.
 pub struct Groups {
     /// The running coordinator (see [`crate::coordination`]); set by
     /// [`Broker::with_coordinator`] before the broker is shared.
@@ -197,6 +207,8 @@ pub struct Groups {
     /// The active offset store (`coordinator.offset_store`, or the one a swap made
     /// active before a restart), swappable.
     offsets: Option<Arc<OffsetStores>>,
+    /// Per-group config overrides (IncrementalAlterConfigs on GROUP resources).
+    pub configs: Arc<group_configs::GroupConfigs>,
 }
 
 impl Groups {
@@ -270,6 +282,15 @@ impl Broker {
             Arc::clone(&metrics),
             config.authorizer.acl_call_timeout_ms,
         ));
+        let group_configs = Arc::new(match &cluster {
+            None => group_configs::GroupConfigs::open(&config.data_dir).map_err(|source| {
+                BrokerError::GroupConfigs {
+                    path: config.data_dir.join("group-configs.json"),
+                    source,
+                }
+            })?,
+            Some(_) => group_configs::GroupConfigs::clustered(),
+        });
         let budgets = crate::coordination::assignor_budget::AssignorBudgets::new(
             config.coordinator.assignor_timeout_ms,
             Arc::clone(&metrics),
@@ -290,6 +311,7 @@ impl Broker {
             groups: Groups {
                 coordinator: None,
                 offsets,
+                configs: group_configs,
             },
             identity: Identity {
                 node,

@@ -34,6 +34,8 @@
 //!   and in `drover_zookeeper_connected`.
 
 pub mod acl;
+pub mod follow;
+pub mod group_configs;
 mod liveness;
 mod producer_ids;
 pub mod session;

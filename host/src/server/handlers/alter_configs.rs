@@ -13,7 +13,8 @@
 //!   twice in one resource, a resource named twice in one request or an unknown
 //!   operation is `INVALID_REQUEST`. An unknown topic is `UNKNOWN_TOPIC_OR_PARTITION`.
 //! - Broker resources are refused with `INVALID_CONFIG`: broker settings live in
-//!   drover.toml. Other resource types are `INVALID_REQUEST`.
+//!   drover.toml. Group resources (32) take incremental changes only
+//!   ([`super::group_configs`]). Other resource types are `INVALID_REQUEST`.
 //! - `validate_only` checks everything and changes nothing. Otherwise the overrides are
 //!   stored durably first — standalone in the data directory
 //!   ([`crate::broker::topic_config_store`]), in cluster mode in ZooKeeper with the
@@ -44,6 +45,7 @@ use super::{
         check_broker_name, MAX_KEYS, MAX_RESOURCES, RESOURCE_BROKER, RESOURCE_TOPIC,
     },
     errors::first_error,
+    group_configs::{self, RESOURCE_GROUP},
 };
 use crate::{
     broker::{
@@ -115,6 +117,17 @@ pub fn handle_incremental(
                     .iter()
                     .map(|c| (c.name.as_str(), c.config_operation, c.value.as_deref()))
                     .collect();
+                if resource.resource_type == RESOURCE_GROUP {
+                    if changes.len() > MAX_KEYS {
+                        return Err(too_many_keys(changes.len()));
+                    }
+                    return group_configs::alter_incremental(
+                        broker,
+                        &resource.resource_name,
+                        &changes,
+                        request.validate_only,
+                    );
+                }
                 alter(
                     broker,
                     resource.resource_type,
@@ -168,6 +181,9 @@ pub fn handle_legacy(
                 &resource.resource_name,
             )
             .and_then(|()| {
+                if resource.resource_type == RESOURCE_GROUP {
+                    return Err(group_configs::legacy_refusal());
+                }
                 alter(
                     broker,
                     resource.resource_type,
@@ -263,10 +279,7 @@ fn alter(
     change: impl Fn(&Overrides) -> Result<Overrides, Refusal>,
 ) -> Result<(), Refusal> {
     if configs > MAX_KEYS {
-        return Err((
-            ResponseError::InvalidRequest,
-            format!("{configs} configs in one resource; at most {MAX_KEYS}"),
-        ));
+        return Err(too_many_keys(configs));
     }
     match resource_type {
         RESOURCE_TOPIC => {}
@@ -396,6 +409,13 @@ fn incremental(
         }
     }
     Ok(out)
+}
+
+fn too_many_keys(configs: usize) -> Refusal {
+    (
+        ResponseError::InvalidRequest,
+        format!("{configs} configs in one resource; at most {MAX_KEYS}"),
+    )
 }
 
 fn split(list: &str) -> Vec<String> {

@@ -15,6 +15,8 @@
 //!   `auto.create.topics.enable`), all read-only: broker settings change in drover.toml.
 //!   The empty name means Kafka's cluster-wide dynamic defaults, of which Drover has
 //!   none: an empty list. Another broker's id is `INVALID_REQUEST`, as in Kafka.
+//! - A group (resource type 32) lists the group configs Drover supports
+//!   ([`super::group_configs`]).
 //! - Other resource types get `INVALID_REQUEST`. Names in `configuration_keys` that are
 //!   not configs are simply absent. Documentation is always null.
 //!
@@ -66,6 +68,8 @@ pub enum Source {
     StaticBroker,
     /// The built-in default (`DEFAULT_CONFIG`, 5).
     Default,
+    /// A group's override (`GROUP_CONFIG`, 8).
+    Group,
 }
 
 impl Source {
@@ -75,6 +79,7 @@ impl Source {
             Source::DynamicTopic => 1,
             Source::StaticBroker => 4,
             Source::Default => 5,
+            Source::Group => 8,
         }
     }
 }
@@ -320,9 +325,12 @@ fn describe(
             check_broker_name(broker, name)?;
             Ok(broker_entries(broker))
         }
+        super::group_configs::RESOURCE_GROUP => super::group_configs::describe(broker, name),
         other => Err((
             ResponseError::InvalidRequest,
-            format!("resource type {other} is not supported (topics 2 and brokers 4 are)"),
+            format!(
+                "resource type {other} is not supported (topics 2, brokers 4 and groups 32 are)"
+            ),
         )),
     }
 }

@@ -23,6 +23,7 @@ pub mod end_txn;
 pub mod errors;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod group_configs;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod list_transactions;
