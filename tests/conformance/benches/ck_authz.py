@@ -5,8 +5,9 @@
 listener) and the rest unrelated PREFIXED ALLOWs of other principals — created through
 confluent-kafka's AdminClient by a super user on a SASL_PLAINTEXT listener. Per round,
 the same records are produced with confluent-kafka to A and to B in turn, each into a
-fresh topic, then read back (assign, no group); the brokers' CPU seconds (utime + stime,
-/proc/<pid>/stat) per GB produced and consumed, and the median ratio B / A.
+fresh topic, then read back (assign, no group), A first in even rounds and B first in
+odd ones; the brokers' CPU seconds (utime + stime, /proc/<pid>/stat) per GB produced and
+consumed, and the median ratio B / A.
 
 Usage: ck_authz.py [--broker-bin PATH] [--acl-plugin PATH] [--messages N] [--size BYTES]
            [--partitions P] [--rounds R] [--acls N]
@@ -119,7 +120,12 @@ def main() -> int:
         gb = args.messages * args.size / 1e9
         results = {k: [] for k in brokers}
         for rnd in range(args.rounds):
-            for name, (broker, ports) in brokers.items():
+            # Alternate which broker goes first: the second of a pair runs on a machine
+            # the first has just warmed (page cache, CPU frequency, other load).
+            order = list(brokers.items())
+            if rnd % 2:
+                order.reverse()
+            for name, (broker, ports) in order:
                 conf = {"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"}
                 topic = f"bench-{rnd}"
                 admin = AdminClient(conf)
