@@ -653,4 +653,53 @@ mod tests {
             "the group's refusal covers every partition"
         );
     }
+
+    /// KIP-932 (coordinator ABI 3.7): ShareGroupHeartbeat needs Read on the group,
+    /// ShareGroupDescribe Describe on each group, as Kafka's `KafkaApis`.
+    #[test]
+    fn share_group_requests_are_checked_on_their_groups() {
+        let beat = |group: &str| {
+            let mut r = kafka_protocol::messages::ShareGroupHeartbeatRequest::default();
+            r.group_id = GroupId(StrBytes::from_string(group.into()));
+            r.member_id = StrBytes::from_static_str("AAAAAAAAAAAAAAAAAAAAAA");
+            decoded(
+                ApiKey::ShareGroupHeartbeat,
+                1,
+                RequestKind::ShareGroupHeartbeat(r),
+            )
+        };
+        assert!(matches!(
+            check(&checks(), beat("ok-g")),
+            GroupCheck::Forward
+        ));
+        let (response, error) = refused(check(&checks(), beat("g")));
+        assert_eq!(error, GROUP_DENIED.code());
+        let ResponseKind::ShareGroupHeartbeat(r) = response else {
+            panic!("{response:?}")
+        };
+        assert_eq!(r.error_code, GROUP_DENIED.code());
+
+        let describe = |groups: &[&str]| {
+            let mut r = kafka_protocol::messages::ShareGroupDescribeRequest::default();
+            r.group_ids = groups
+                .iter()
+                .map(|g| GroupId(StrBytes::from_string((*g).into())))
+                .collect();
+            decoded(
+                ApiKey::ShareGroupDescribe,
+                1,
+                RequestKind::ShareGroupDescribe(r),
+            )
+        };
+        assert!(matches!(
+            check(&checks(), describe(&["ok-a", "ok-b"])),
+            GroupCheck::Forward
+        ));
+        let (response, _) = refused(check(&checks(), describe(&["ok-a", "secret"])));
+        let ResponseKind::ShareGroupDescribe(r) = response else {
+            panic!("{response:?}")
+        };
+        let codes: Vec<i16> = r.groups.iter().map(|g| g.error_code).collect();
+        assert_eq!(codes, [NOT_ATTEMPTED.code(), GROUP_DENIED.code()]);
+    }
 }

@@ -14,7 +14,8 @@
 //!
 //! The rules, after KIP-932 and Kafka's `GroupMetadataManager.shareGroupHeartbeat`:
 //! - **Requests** are checked first (INVALID_REQUEST): a member id the client generated
-//!   (v1, a UUID: Kafka's 22-character base64 form or the 36-character hex form),
+//!   (v1, a UUID: 22 characters of base64, either alphabet, or the 36-character hex
+//!   form),
 //!   a group id and rack that are not blank, epoch 0 (join) with a non-empty list of
 //!   topic names, epoch −1 (leave) or above 0; at most `max_subscription_topics`
 //!   names, each a valid topic name length.

@@ -13,15 +13,16 @@ fn blank(s: &str) -> bool {
     s.trim().is_empty()
 }
 
-/// Whether `id` is a UUID as a client generates it for ShareGroupHeartbeat v1: Kafka's
-/// `Uuid.toString()` (22 characters of URL-safe base64 without padding, librdkafka
-/// and the Java client) or the 36-character hex form.
+/// Whether `id` is a UUID as a client generates it for ShareGroupHeartbeat v1: 16 bytes
+/// in base64 without padding, 22 characters (the Java client's `Uuid.toString()` uses
+/// the URL-safe alphabet, librdkafka 2.16 the standard one, with `+` and `/`), or the
+/// 36-character hex form.
 pub(super) fn is_member_uuid(id: &str) -> bool {
     let b = id.as_bytes();
     match b.len() {
         22 => b
             .iter()
-            .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_'),
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'+' | b'/')),
         36 => uuid::Uuid::try_parse(id).is_ok(),
         _ => false,
     }
@@ -94,6 +95,9 @@ mod tests {
     fn member_ids_are_client_uuids() {
         assert!(is_member_uuid("AAAAAAAAAAAAAAAAAAAAAA"));
         assert!(is_member_uuid("x3_-Qm9aR6yWgPz1b2c3dA"));
+        // librdkafka's: the standard alphabet.
+        assert!(is_member_uuid("CF6YKDaSSw2Y/CX8zt/t8Q"));
+        assert!(is_member_uuid("CF6YKDaSSw2Y+CX8zt+t8Q"));
         assert!(is_member_uuid("67e55044-10b1-426f-9247-bb680e5fe0c8"));
         assert!(!is_member_uuid(""));
         assert!(!is_member_uuid("member-1"));
