@@ -70,6 +70,22 @@ fn failure(code: ResponseError, message: impl Into<String>) -> Failure {
     (code, message.into())
 }
 
+/// GROUP_ID_NOT_FOUND for share group `group`.
+fn group_not_found(group: &GroupId) -> Failure {
+    failure(
+        ResponseError::GroupIdNotFound,
+        format!("Share group {group} not found."),
+    )
+}
+
+/// UNKNOWN_MEMBER_ID for `member` of `group`.
+fn unknown_member(member: &str, group: &GroupId) -> Failure {
+    failure(
+        ResponseError::UnknownMemberId,
+        format!("Member {member} is not a member of group {group}."),
+    )
+}
+
 /// A ShareGroupHeartbeat (v1) in domain form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ShareHeartbeat {
@@ -164,15 +180,9 @@ impl ShareGroups {
         if req.member_epoch == LEAVE_EPOCH {
             return self.leave(groups, env, timers, req);
         }
-        let not_found = || {
-            failure(
-                ResponseError::GroupIdNotFound,
-                format!("Share group {} not found.", req.group),
-            )
-        };
         if groups.share(&req.group).is_none() {
             if req.member_epoch != JOIN_EPOCH {
-                return Err(not_found());
+                return Err(group_not_found(&req.group));
             }
             if groups.share_count() >= env.max_groups {
                 return Err(failure(
@@ -189,7 +199,9 @@ impl ShareGroups {
                 Group::Share(ShareGroup::new(req.group.clone())),
             );
         }
-        let g = groups.share_mut(&req.group).ok_or_else(not_found)?;
+        let g = groups
+            .share_mut(&req.group)
+            .ok_or_else(|| group_not_found(&req.group))?;
         let mut bump = false;
         match g.members.get(&req.member_id) {
             Some(m) => check_epoch(m, req.member_epoch)?,
@@ -210,15 +222,7 @@ impl ShareGroups {
                 );
                 bump = true;
             }
-            None => {
-                return Err(failure(
-                    ResponseError::UnknownMemberId,
-                    format!(
-                        "Member {} is not a member of group {}.",
-                        req.member_id, g.id
-                    ),
-                ))
-            }
+            None => return Err(unknown_member(&req.member_id, &g.id)),
         }
         let m = g.members.get_mut(&req.member_id).expect("present");
         if let Some(rack) = &req.rack_id {
@@ -274,19 +278,10 @@ impl ShareGroups {
         req: &ShareHeartbeat,
     ) -> Result<ShareHeartbeatAnswer, Failure> {
         let Some(g) = groups.share_mut(&req.group) else {
-            return Err(failure(
-                ResponseError::GroupIdNotFound,
-                format!("Share group {} not found.", req.group),
-            ));
+            return Err(group_not_found(&req.group));
         };
         if g.members.remove(&req.member_id).is_none() {
-            return Err(failure(
-                ResponseError::UnknownMemberId,
-                format!(
-                    "Member {} is not a member of group {}.",
-                    req.member_id, g.id
-                ),
-            ));
+            return Err(unknown_member(&req.member_id, &g.id));
         }
         tracing::info!(group = %g.id, member = %req.member_id, "share member leaves");
         timers.set(timer_key(&g.id, &req.member_id), None);

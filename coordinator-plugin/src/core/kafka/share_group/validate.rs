@@ -5,6 +5,7 @@
 use kafka_protocol::ResponseError;
 
 use super::{failure, Failure, ShareHeartbeat, JOIN_EPOCH, LEAVE_EPOCH};
+use crate::core::kafka::consumer_group::validate::check_rack_id;
 
 /// Longest topic name Kafka accepts (`Topic.MAX_NAME_LENGTH`), bytes.
 const MAX_TOPIC_NAME_BYTES: usize = 249;
@@ -43,16 +44,7 @@ pub(super) fn validate(
     if blank(req.group.as_str()) {
         return invalid("GroupId can't be empty.");
     }
-    if req.rack_id.as_deref().is_some_and(blank) {
-        return invalid("RackId can't be empty.");
-    }
-    if req
-        .rack_id
-        .as_deref()
-        .is_some_and(|r| r.len() > drover_protocol::MAX_MEMBER_STRING_LEN)
-    {
-        return invalid("RackId is longer than 255 bytes.");
-    }
+    check_rack_id(req.rack_id.as_deref()).or_else(|m| invalid(m))?;
     match req.member_epoch {
         JOIN_EPOCH => {
             if req
