@@ -49,7 +49,7 @@ pub(super) fn validate(req: &HeartbeatRequest) -> Result<(), Failure> {
     if req.instance_id.as_deref().is_some_and(blank) {
         return invalid("InstanceId can't be empty.");
     }
-    check_rack_id(req.rack_id.as_deref()).or_else(|m| invalid(m))?;
+    check_rack_id(req.rack_id.as_deref()).or_else(&invalid)?;
     if req.rebalance_timeout_ms < -1 {
         return invalid("RebalanceTimeoutMs is invalid.");
     }

@@ -44,7 +44,7 @@ pub(super) fn validate(
     if blank(req.group.as_str()) {
         return invalid("GroupId can't be empty.");
     }
-    check_rack_id(req.rack_id.as_deref()).or_else(|m| invalid(m))?;
+    check_rack_id(req.rack_id.as_deref()).or_else(&invalid)?;
     match req.member_epoch {
         JOIN_EPOCH => {
             if req
