@@ -532,3 +532,147 @@ fn a_share_group_dropped_with_its_slot_leaves_no_deadline() {
     let r = h.call(c, 1, join(&group, &mid(1), &["orders"]));
     assert_eq!((r.error_code, r.member_epoch), (0, 1));
 }
+
+/// One step of the property test below.
+#[derive(Debug, Clone)]
+enum Step {
+    /// Member `i` joins (or rejoins) with these topics (indexes into `TOPICS`).
+    Join(usize, Vec<usize>),
+    /// Member `i` heartbeats at the epoch it was last told.
+    Beat(usize),
+    /// Member `i` changes its subscription.
+    Subscribe(usize, Vec<usize>),
+    /// Member `i` leaves.
+    Leave(usize),
+    /// Time passes (silent members expire past 10 s).
+    Advance(u64),
+}
+
+const TOPICS: [&str; 4] = ["orders", "payments", "audit", "missing"];
+
+fn topic_names(ix: &[usize]) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = ix.iter().map(|i| TOPICS[*i]).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    let topics = proptest::collection::vec(0usize..4, 1..4);
+    prop_oneof![
+        (0usize..6, topics.clone()).prop_map(|(i, t)| Step::Join(i, t)),
+        (0usize..6).prop_map(Step::Beat),
+        (0usize..6, topics).prop_map(|(i, t)| Step::Subscribe(i, t)),
+        (0usize..6).prop_map(Step::Leave),
+        (1u64..6_000).prop_map(Step::Advance),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Whatever members do, once every member still in the group has heartbeated at the
+    /// group's epoch: every member is at the assignment epoch (equal to the group
+    /// epoch), every partition of a topic some member subscribes to is held by at least
+    /// one member, and only a topic's subscribers hold its partitions. Epochs never go
+    /// back.
+    #[test]
+    fn after_every_member_heartbeats_the_subscribed_partitions_are_covered(
+        steps in proptest::collection::vec(step(), 1..40)
+    ) {
+        let mut h = Harness::with_config(CoordinatorConfig {
+            share_session_timeout_ms: 10_000,
+            share_heartbeat_interval_ms: 1_000,
+            ..config()
+        });
+        let c = h.connect();
+        let mut told: BTreeMap<usize, i32> = BTreeMap::new();
+        let mut last_epoch = 0;
+        for st in steps {
+            match st {
+                Step::Join(i, t) => {
+                    let r = h.call(c, 1, join("p", &mid(i), &topic_names(&t)));
+                    proptest::prop_assert_eq!(r.error_code, 0);
+                    told.insert(i, r.member_epoch);
+                }
+                Step::Beat(i) => {
+                    if let Some(&e) = told.get(&i) {
+                        let r = h.call(c, 1, beat("p", &mid(i), e));
+                        if r.error_code == 0 {
+                            told.insert(i, r.member_epoch);
+                        } else {
+                            // Expired meanwhile: unknown now.
+                            proptest::prop_assert_eq!(r.error_code, E::UnknownMemberId.code());
+                            told.remove(&i);
+                        }
+                    }
+                }
+                Step::Subscribe(i, t) => {
+                    if let Some(&e) = told.get(&i) {
+                        let mut r = beat("p", &mid(i), e);
+                        r.subscribed_topic_names =
+                            Some(topic_names(&t).into_iter().map(|x| s(x).into()).collect());
+                        let r = h.call(c, 1, r);
+                        if r.error_code == 0 {
+                            told.insert(i, r.member_epoch);
+                        } else {
+                            told.remove(&i);
+                        }
+                    }
+                }
+                Step::Leave(i) => {
+                    if told.remove(&i).is_some() {
+                        let r = h.call(c, 1, beat("p", &mid(i), -1));
+                        proptest::prop_assert!(
+                            r.error_code == 0 || r.error_code == E::UnknownMemberId.code()
+                        );
+                    }
+                }
+                Step::Advance(ms) => h.advance(ms),
+            }
+            let d = describe(&mut h, &["p"]);
+            if d.groups[0].error_code == 0 {
+                let g = &d.groups[0];
+                proptest::prop_assert_eq!(g.group_epoch, g.assignment_epoch);
+                proptest::prop_assert!(g.group_epoch >= last_epoch);
+                last_epoch = g.group_epoch;
+            }
+        }
+        // Settle: every member still there heartbeats once at the current epoch.
+        for (i, e) in told.clone() {
+            let r = h.call(c, 1, beat("p", &mid(i), e));
+            if r.error_code != 0 {
+                told.remove(&i);
+            }
+        }
+        let d = describe(&mut h, &["p"]);
+        let g = &d.groups[0];
+        if g.error_code != 0 {
+            return Ok(());
+        }
+        let counts: BTreeMap<&str, i32> =
+            topics().into_iter().map(|(n, p, _)| (n, p as i32)).collect();
+        let mut held: BTreeMap<(String, i32), usize> = BTreeMap::new();
+        for m in &g.members {
+            proptest::prop_assert_eq!(m.member_epoch, g.assignment_epoch);
+            let subscribed: BTreeSet<&str> =
+                m.subscribed_topic_names.iter().map(|t| t.as_str()).collect();
+            for t in &m.assignment.topic_partitions {
+                proptest::prop_assert!(subscribed.contains(t.topic_name.as_str()));
+                for p in &t.partitions {
+                    *held.entry((t.topic_name.to_string(), *p)).or_default() += 1;
+                }
+            }
+        }
+        let subscribed: BTreeSet<String> = g
+            .members
+            .iter()
+            .flat_map(|m| m.subscribed_topic_names.iter().map(|t| t.to_string()))
+            .collect();
+        for t in subscribed {
+            for p in 0..counts.get(t.as_str()).copied().unwrap_or(0) {
+                proptest::prop_assert!(held.contains_key(&(t.clone(), p)), "{}-{} unheld", t, p);
+            }
+        }
+    }
+}

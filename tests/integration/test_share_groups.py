@@ -15,11 +15,12 @@ import pytest
 
 import json
 
-from drover_testlib import (RawConn, assert_healthy, ck_conf, ck_create_topic, http_get,
-                            unique_topic)
+from drover_testlib import (RawConn, api_versions, assert_healthy, ck_conf, ck_create_topic,
+                            http_get, unique_topic)
 from kafka_groups_testlib import raw_list_groups, start_group_broker, wait_for
 from share_groups_testlib import member_uuid, share_describe, share_heartbeat
 
+API_SHARE_GROUP_HEARTBEAT, API_SHARE_GROUP_DESCRIBE = 76, 77
 NONE = 0
 UNKNOWN_MEMBER_ID = 25
 INVALID_REQUEST = 42
@@ -145,3 +146,11 @@ def test_hostile_share_heartbeats_get_kafka_errors(share_broker):
     [g] = share_describe(share_broker, [group])
     assert (g.error_code, g.state, g.members) == (NONE, "Empty", [])
     assert_healthy(share_broker)
+
+
+def test_api_versions_lists_share_membership_only_with_the_coordinator(share_broker, broker):
+    apis = api_versions(share_broker)
+    assert apis[API_SHARE_GROUP_HEARTBEAT] == (1, 1)
+    assert apis[API_SHARE_GROUP_DESCRIBE] == (1, 1)
+    without = api_versions(broker)
+    assert API_SHARE_GROUP_HEARTBEAT not in without and API_SHARE_GROUP_DESCRIBE not in without
