@@ -275,6 +275,20 @@ fn a_silent_member_is_removed_after_the_session_timeout() {
         .map(|m| m.member_id.as_str())
         .collect();
     assert_eq!(ids, [mid(1).as_str()]);
+    let expired = h
+        .events
+        .iter()
+        .filter(|o| {
+            matches!(
+                o,
+                drover_coordinator::Output::Metric {
+                    counter: drover_coordinator::CoordinatorCounter::ShareMembersExpired,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(expired, 1);
     // Its removal was a new epoch; member 1 now has every partition.
     assert_eq!(epoch, 3);
     let snap = h.coord.snapshot("q").expect("a share group has a snapshot");

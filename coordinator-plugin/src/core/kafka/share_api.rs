@@ -27,6 +27,7 @@ use super::share_group::{Env, ShareHeartbeat};
 use crate::core::conn::SlotRef;
 use crate::core::groups::GroupKind;
 use crate::core::{Coordinator, Ctx, TimerKey};
+use crate::io::CoordinatorCounter;
 use crate::kafka_wire::KafkaReplyTo;
 use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
@@ -59,6 +60,7 @@ impl Coordinator {
         let expired = self.kafka.share.expire(&mut self.groups, &env, timers, due);
         for (group, member) in expired {
             tracing::info!(%group, member, "share member fenced: session timeout");
+            self.cx.metric(CoordinatorCounter::ShareMembersExpired, 1);
         }
     }
 
