@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 VENV=target/test-venv
 # Pins. Bump together with tests/integration (the tests use these clients' APIs).
 PY_REQS=(
-  "confluent-kafka==2.16.1"
+  "confluent-kafka==2.16.2"  # 2.16.2: ShareConsumer (KIP-932)
   "kafka-python==3.0.12"
   "python-snappy==0.7.3"   # kafka-python imports `snappy` (pure Python on cramjam)
   "cramjam==2.14.0"

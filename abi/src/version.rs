@@ -65,8 +65,13 @@ impl std::fmt::Display for KindVersion {
 /// `partition_data_age_ms` (assignor ABI 3.2; the context is reachable from the
 /// coordinator's interface, so a coordinator built against it is refused by name in an
 /// older broker). 3.6 — asynchronous assignor calls: output `RunAssignor` (a job the
-/// host runs off the coordinator thread) and its result input `AssignorDone`.
-const COORDINATOR_VERSION: &str = "3.6.0";
+/// host runs off the coordinator thread) and its result input `AssignorDone`. 3.7 —
+/// share groups' membership (KIP-932): the host routes ShareGroupHeartbeat (API 76)
+/// and ShareGroupDescribe (77) to it when it lists them in its ApiVersions answer,
+/// after checking Read (heartbeat) or Describe (describe) on the group; a host
+/// before 3.7 forwarded unknown group APIs unauthorized, so it refuses such a
+/// coordinator by version. No layout changed.
+const COORDINATOR_VERSION: &str = "3.7.0";
 /// The assignor interface's version.
 ///
 /// History: 3.0 — first per-kind version (from drover-abi 2.0: `ErrorKind` became an

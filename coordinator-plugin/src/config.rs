@@ -24,6 +24,10 @@
 //! retry_backoff_ms = 1000
 //! exclude_internal_topics = true
 //! slot_takeover_wait_ms = 1800000      # cluster mode; default max_session_timeout_ms
+//! share_session_timeout_ms = 45000
+//! share_heartbeat_interval_ms = 5000
+//! share_max_group_size = 200
+//! share_max_groups = 1000
 //! ```
 //!
 //! The number of coordinator slots (cluster mode) is not a key of this table: the host
@@ -37,6 +41,10 @@ use serde::Deserialize;
 /// The longest native debounce setting accepted (`rebalance_delay_ms`,
 /// `rebalance_max_delay_ms`, `rebalance_quiet_ms`), ms: 10 minutes.
 pub const MAX_DEBOUNCE_MS: u64 = 600_000;
+
+/// The largest `share_max_group_size` accepted (Kafka's `group.share.max.size` range
+/// ends at 1000).
+pub const MAX_SHARE_GROUP_SIZE: usize = 1_000;
 
 /// How a group's rebalances move partitions (docs/protocol.md §6.4). In TOML:
 /// `"incremental"` or `"eager"`.
@@ -235,6 +243,23 @@ pub struct CoordinatorConfig {
     /// removed, in ms (Kafka's `group.consumer.session.timeout.ms`). Above
     /// `consumer_heartbeat_interval_ms`. Default 45000.
     pub consumer_session_timeout_ms: u32,
+    /// Share groups (KIP-932): a member that sends no ShareGroupHeartbeat for this
+    /// long is removed, in ms (Kafka's `group.share.session.timeout.ms`). Above
+    /// `share_heartbeat_interval_ms`. Default 45000.
+    pub share_session_timeout_ms: u32,
+    /// Share groups: the heartbeat interval told to every member, in ms (Kafka's
+    /// `group.share.heartbeat.interval.ms`). At least 1. Default 5000.
+    pub share_heartbeat_interval_ms: u32,
+    /// Share groups: most members of one share group (Kafka's
+    /// `group.share.max.size`); a join beyond it is GROUP_MAX_SIZE_REACHED. From 1 to
+    /// 1000 (Kafka's range). Default 200.
+    pub share_max_group_size: usize,
+    /// Share groups: most share groups the coordinator keeps (Drover's bound; Kafka's
+    /// `group.share.max.groups` had the same role); a join that would create one more
+    /// is GROUP_MAX_SIZE_REACHED. An empty share group counts until DeleteGroups
+    /// deletes it (its share-partition state outlives its members, KIP-932). At
+    /// least 1. Default 1000.
+    pub share_max_groups: usize,
     /// Cluster mode: how long after gaining a coordinator slot the coordinator waits
     /// before the first rebalance of any group of that slot, in ms (docs/protocol.md
     /// §6.8). Consumers of the slot's previous owner may go on delivering until their
@@ -288,6 +313,10 @@ impl Default for CoordinatorConfig {
             consumer_rebalance_settle_ms: 1_000,
             consumer_assignment_interval_ms: 1_000,
             consumer_session_timeout_ms: 45_000,
+            share_session_timeout_ms: 45_000,
+            share_heartbeat_interval_ms: 5_000,
+            share_max_group_size: 200,
+            share_max_groups: 1_000,
             slot_takeover_wait_ms: None,
             slot_count: None,
         }
@@ -353,7 +382,9 @@ impl CoordinatorConfig {
     /// `max_group_size` of 0 or above [`drover_protocol::MAX_MEMBERS_PER_GROUP`], a
     /// `max_subscription_topics`, `commit_interval_ms`, `retry_backoff_ms`,
     /// `consumer_heartbeat_interval_ms`, `consumer_min_heartbeat_interval_ms` or
-    /// `consumer_reconcile_heartbeat_interval_ms` of 0, a `consumer_session_timeout_ms` not above the heartbeat interval, a
+    /// `consumer_reconcile_heartbeat_interval_ms` of 0, a `consumer_session_timeout_ms` not above the heartbeat interval,
+    /// a `share_heartbeat_interval_ms` of 0 or a `share_session_timeout_ms` not above
+    /// it, a `share_max_group_size` outside 1..=1000, a `share_max_groups` of 0, a
     /// `slot_takeover_wait_ms` below `max_session_timeout_ms`, a `slot_count` of 0.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |m: &str| Err(ConfigError(m.to_owned()));
@@ -425,6 +456,20 @@ impl CoordinatorConfig {
         }
         if self.consumer_session_timeout_ms <= self.consumer_heartbeat_interval_ms {
             return err("consumer_session_timeout_ms must exceed consumer_heartbeat_interval_ms");
+        }
+        if self.share_heartbeat_interval_ms == 0 {
+            return err("share_heartbeat_interval_ms must be at least 1");
+        }
+        if self.share_session_timeout_ms <= self.share_heartbeat_interval_ms {
+            return err("share_session_timeout_ms must exceed share_heartbeat_interval_ms");
+        }
+        if !(1..=MAX_SHARE_GROUP_SIZE).contains(&self.share_max_group_size) {
+            return Err(ConfigError(format!(
+                "share_max_group_size must be from 1 to {MAX_SHARE_GROUP_SIZE}"
+            )));
+        }
+        if self.share_max_groups == 0 {
+            return err("share_max_groups must be at least 1");
         }
         if let Some(wait) = self.slot_takeover_wait_ms {
             if wait < self.max_session_timeout_ms.max(0) as u64 {
@@ -553,6 +598,10 @@ mod toml_tests {
             consumer_rebalance_settle_ms = 23
             consumer_assignment_interval_ms = 26
             consumer_session_timeout_ms = 170
+            share_session_timeout_ms = 171
+            share_heartbeat_interval_ms = 17
+            share_max_group_size = 27
+            share_max_groups = 28
             slot_takeover_wait_ms = 250
         "#;
         let expected = CoordinatorConfig {
@@ -589,6 +638,10 @@ mod toml_tests {
             consumer_rebalance_settle_ms: 23,
             consumer_assignment_interval_ms: 26,
             consumer_session_timeout_ms: 170,
+            share_session_timeout_ms: 171,
+            share_heartbeat_interval_ms: 17,
+            share_max_group_size: 27,
+            share_max_groups: 28,
             slot_takeover_wait_ms: Some(250),
             slot_count: None,
         };

@@ -23,8 +23,10 @@ use kafka_protocol::protocol::{Decodable, Encodable, VersionRange};
 /// serves ([`served_versions`]): the classic protocol (JoinGroup, SyncGroup,
 /// Heartbeat, LeaveGroup), offsets (OffsetCommit, OffsetFetch, OffsetDelete), group
 /// administration (DescribeGroups, ListGroups, DeleteGroups) and KIP-848
-/// (ConsumerGroupHeartbeat, ConsumerGroupDescribe), and TxnOffsetCommit (coordinator
-/// ABI 3.4: the host routes it only to a coordinator of 3.4 or later).
+/// (ConsumerGroupHeartbeat, ConsumerGroupDescribe), TxnOffsetCommit (coordinator
+/// ABI 3.4: the host routes it only to a coordinator of 3.4 or later), and share
+/// groups' membership, ShareGroupHeartbeat and ShareGroupDescribe at v1 (coordinator
+/// ABI 3.7: routed only to a coordinator of 3.7 or later).
 pub const KAFKA_GROUP_APIS: &[ApiKey] = &[
     ApiKey::OffsetCommit,
     ApiKey::OffsetFetch,
@@ -39,6 +41,8 @@ pub const KAFKA_GROUP_APIS: &[ApiKey] = &[
     ApiKey::ConsumerGroupHeartbeat,
     ApiKey::ConsumerGroupDescribe,
     ApiKey::TxnOffsetCommit,
+    ApiKey::ShareGroupHeartbeat,
+    ApiKey::ShareGroupDescribe,
 ];
 
 /// The versions of `key` the coordinator serves: Kafka 4.1's range

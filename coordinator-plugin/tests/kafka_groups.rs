@@ -2101,12 +2101,13 @@ fn an_empty_classic_group_is_converted_by_a_consumer_group_heartbeat() {
 }
 
 #[test]
-fn the_hosts_api_versions_probe_lists_the_thirteen_group_apis() {
+fn the_hosts_api_versions_probe_lists_the_fifteen_group_apis() {
     let mut h = Harness::new();
     let r = h.admin(3, ApiVersionsRequest::default());
     assert_eq!(r.error_code, 0);
-    // The twelve group APIs and TxnOffsetCommit (coordinator ABI 3.4).
-    assert_eq!(r.api_keys.len(), 13);
+    // The twelve group APIs, TxnOffsetCommit (coordinator ABI 3.4), ShareGroupHeartbeat
+    // and ShareGroupDescribe (coordinator ABI 3.7).
+    assert_eq!(r.api_keys.len(), 15);
     let got: BTreeMap<i16, (i16, i16)> = r
         .api_keys
         .iter()

@@ -110,6 +110,8 @@ counters! {
         "Classic group members removed at the end of their session timeout.";
     ConsumerMembersExpired => "consumer_members_expired", "members",
         "KIP-848 (ConsumerGroupHeartbeat) group members fenced at their session or rebalance timeout.";
+    ShareMembersExpired => "share_members_expired", "members",
+        "Share group (KIP-932, ShareGroupHeartbeat) members removed at the end of their session timeout.";
     PluginErrors => "plugin_errors", "calls",
         "Coordinator calls that returned an error (counted by the host, for any coordinator).";
     ContractViolations => "contract_violations", "outputs",

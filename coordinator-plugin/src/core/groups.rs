@@ -7,8 +7,9 @@
 //! A group id belongs to one protocol at a time, so one table keeps the rule by
 //! construction. The behaviour of each type is in its own files: native groups in
 //! `native/`; classic groups in `kafka/classic*`; KIP-848 groups in
-//! `kafka/consumer_group/` (the pure engine) and `kafka/consumer_api`; the commit path
-//! they share in `commits`.
+//! `kafka/consumer_group/` (the pure engine) and `kafka/consumer_api`; share groups
+//! (KIP-932) in `kafka/share_group/` and `kafka/share_api`; the commit path they share
+//! in `commits`.
 
 use std::borrow::Borrow;
 use std::collections::BTreeSet;
@@ -17,7 +18,7 @@ use std::hash::Hash;
 use kafka_protocol::ResponseError;
 
 use super::commits::{validate_commit_without_group, CommitAuthor};
-use super::kafka::{ClassicGroup, ConsumerGroup};
+use super::kafka::{ClassicGroup, ConsumerGroup, ShareGroup};
 use super::native::{Member, NativeGroup};
 use crate::id_map::IdMap;
 use crate::types::{GroupId, TopicName};
@@ -31,16 +32,31 @@ pub(crate) enum GroupKind {
     Classic,
     /// Kafka's KIP-848 protocol (ConsumerGroupHeartbeat).
     Consumer,
+    /// Kafka's share groups (KIP-932, ShareGroupHeartbeat).
+    Share,
 }
 
 impl GroupKind {
-    /// The group type ListGroups reports (KIP-848's `classic` and `consumer`; Drover's
-    /// own `native`).
+    /// The group type ListGroups reports (KIP-848's `classic` and `consumer`,
+    /// KIP-932's `share`; Drover's own `native`).
     pub(crate) fn name(self) -> &'static str {
         match self {
             GroupKind::Native => "native",
             GroupKind::Classic => "classic",
             GroupKind::Consumer => "consumer",
+            GroupKind::Share => "share",
+        }
+    }
+
+    /// Whether an empty group of this kind may give its id to a group of kind `to`
+    /// (Kafka 4 converts an empty classic group to a consumer group and back). A share
+    /// group's id is never taken nor does a share group take another's: its
+    /// share-partition state outlives its members, and Kafka answers a request of
+    /// another type GROUP_ID_NOT_FOUND / INCONSISTENT_GROUP_PROTOCOL instead.
+    pub(crate) fn converts_to(self, to: GroupKind) -> bool {
+        match (self, to) {
+            (GroupKind::Share, _) | (_, GroupKind::Share) => self == to,
+            (GroupKind::Native | GroupKind::Classic | GroupKind::Consumer, _) => true,
         }
     }
 }
@@ -58,6 +74,8 @@ pub(crate) enum Group {
     Classic(ClassicGroup),
     /// A KIP-848 group.
     Consumer(ConsumerGroup),
+    /// A share group (KIP-932).
+    Share(ShareGroup),
 }
 
 /// The topics a group consumes, which OffsetDelete keeps (Kafka's
@@ -86,6 +104,7 @@ impl Group {
             Group::Native(_) => GroupKind::Native,
             Group::Classic(_) => GroupKind::Classic,
             Group::Consumer(_) => GroupKind::Consumer,
+            Group::Share(_) => GroupKind::Share,
         }
     }
 
@@ -98,6 +117,7 @@ impl Group {
             Group::Native(g) => g.may_be_dropped(),
             Group::Classic(g) => g.members.is_empty(),
             Group::Consumer(g) => g.is_empty(),
+            Group::Share(g) => g.is_empty(),
         }
     }
 
@@ -118,6 +138,8 @@ impl Group {
             }
             Group::Classic(g) => (g.protocol_type.clone().unwrap_or_default(), g.state.name()),
             Group::Consumer(g) => ("consumer".to_owned(), g.state_name()),
+            // Kafka's `ShareGroup.PROTOCOL_TYPE`.
+            Group::Share(g) => ("share".to_owned(), g.state_name()),
         };
         Summary {
             protocol_type,
@@ -139,6 +161,7 @@ impl Group {
             Group::Native(g) => Ok(g.validate_offset_commit(author)?.map(|m| (g, m))),
             Group::Classic(g) => g.validate_offset_commit(author).map(|()| None),
             Group::Consumer(g) => g.validate_offset_commit(author).map(|()| None),
+            Group::Share(g) => g.validate_offset_commit(author).map(|()| None),
         }
     }
 
@@ -160,12 +183,26 @@ impl Group {
                 None => Subscribed::Every,
             },
             Group::Consumer(g) => Subscribed::Topics(g.subscribed_topics()),
+            Group::Share(g) => Subscribed::Topics(g.subscribed_topics()),
+        }
+    }
+
+    /// The group-level check of an OffsetDelete (Kafka's `validateOffsetDelete`): a
+    /// share group refuses it with GROUP_ID_NOT_FOUND ("not a consumer group"); the
+    /// others then keep the offsets of the topics they subscribe to
+    /// ([`Group::subscribed_topics`]).
+    pub(crate) fn validate_offset_delete(&self) -> Result<(), ResponseError> {
+        match self {
+            Group::Native(_) | Group::Classic(_) | Group::Consumer(_) => Ok(()),
+            Group::Share(_) => Err(ResponseError::GroupIdNotFound),
         }
     }
 
     /// The group-level check of an offset fetch by `member` (id and epoch, from
-    /// Kafka's OffsetFetch v9): only a KIP-848 group checks it
-    /// ([`ConsumerGroup::validate_offset_fetch`]); the others allow every fetch.
+    /// Kafka's OffsetFetch v9): a KIP-848 group checks the member
+    /// ([`ConsumerGroup::validate_offset_fetch`]); a share group refuses every fetch
+    /// ([`ShareGroup::validate_offset_fetch`]); native and classic groups allow every
+    /// fetch.
     pub(crate) fn validate_offset_fetch(
         &self,
         member: Option<(Option<&str>, i32)>,
@@ -174,7 +211,8 @@ impl Group {
             (Group::Consumer(g), Some((member_id, epoch))) => {
                 g.validate_offset_fetch(member_id, epoch)
             }
-            _ => Ok(()),
+            (Group::Consumer(_), None) | (Group::Native(_) | Group::Classic(_), _) => Ok(()),
+            (Group::Share(g), _) => g.validate_offset_fetch(),
         }
     }
 }
@@ -184,6 +222,8 @@ impl Group {
 #[derive(Debug, Default)]
 pub(crate) struct Groups {
     groups: IdMap<GroupId, Group>,
+    /// How many of `groups` are share groups (`share_max_groups` bounds them).
+    shares: usize,
     /// Pending transactional offsets per group id and producer id
     /// ([`TxnOffsets`](super::txn_offsets::TxnOffsets)).
     pub(crate) txn: super::txn_offsets::TxnOffsets,
@@ -206,7 +246,10 @@ impl Groups {
 
     /// Adds (or replaces) a group.
     pub(crate) fn insert(&mut self, id: GroupId, group: Group) {
-        self.groups.insert(id, group);
+        let share = matches!(group, Group::Share(_));
+        let old = self.groups.insert(id, group);
+        self.shares =
+            self.shares + usize::from(share) - usize::from(matches!(old, Some(Group::Share(_))));
     }
 
     /// Forgets a group.
@@ -215,7 +258,48 @@ impl Groups {
         GroupId: Borrow<Q>,
         Q: Hash + Ord + ?Sized,
     {
-        self.groups.remove(id)
+        let old = self.groups.remove(id);
+        if matches!(old, Some(Group::Share(_))) {
+            self.shares -= 1;
+        }
+        old
+    }
+
+    /// The number of share groups.
+    pub(crate) fn share_count(&self) -> usize {
+        self.shares
+    }
+
+    /// Share group `id`.
+    pub(crate) fn share<Q>(&self, id: &Q) -> Option<&ShareGroup>
+    where
+        GroupId: Borrow<Q>,
+        Q: Hash + Ord + ?Sized,
+    {
+        match self.groups.get(id) {
+            Some(Group::Share(g)) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Share group `id`.
+    pub(crate) fn share_mut<Q>(&mut self, id: &Q) -> Option<&mut ShareGroup>
+    where
+        GroupId: Borrow<Q>,
+        Q: Hash + Ord + ?Sized,
+    {
+        match self.groups.get_mut(id) {
+            Some(Group::Share(g)) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Every share group, in id order.
+    pub(crate) fn shares_mut(&mut self) -> impl Iterator<Item = &mut ShareGroup> {
+        self.groups.values_mut().filter_map(|g| match g {
+            Group::Share(g) => Some(g),
+            _ => None,
+        })
     }
 
     /// The number of groups of every protocol.
@@ -273,7 +357,7 @@ impl Groups {
                 !self.groups.contains_key(&id),
                 "a native group in the place of another kind's"
             );
-            self.groups.insert(id.clone(), Group::Native(make()));
+            self.insert(id.clone(), Group::Native(make()));
         }
         match self.groups.get_mut(&id) {
             Some(Group::Native(g)) => g,
@@ -325,7 +409,7 @@ impl Groups {
                 !self.groups.contains_key(&id),
                 "a classic group in the place of another kind's"
             );
-            self.groups.insert(id.clone(), Group::Classic(make()));
+            self.insert(id.clone(), Group::Classic(make()));
         }
         match self.groups.get_mut(&id) {
             Some(Group::Classic(g)) => g,

@@ -61,6 +61,8 @@ pub(crate) enum TimerKey {
     /// A KIP-848 member's session deadline, or its rebalance deadline when earlier
     /// (group, member id).
     ConsumerMember(GroupId, String),
+    /// A share group member's session deadline (group, member id).
+    ShareMember(GroupId, String),
 }
 
 /// The consumer group coordinator: a deterministic state machine. Feed it inputs with
@@ -282,7 +284,9 @@ impl Coordinator {
                         .native(g, |g, env, fx| g.assignor_done(env, fx, call, result));
                 }
             }
-            Some(Group::Classic(_)) | None => {
+            // Share groups run the in-tree `simple` assignor inline: no call of theirs
+            // is handed out.
+            Some(Group::Classic(_) | Group::Share(_)) | None => {
                 tracing::debug!(%group, call, "assignor result for a group that no longer waits for it");
             }
         }
@@ -302,6 +306,7 @@ impl Coordinator {
         // coordinator thread; the budget turns such a bug into a logged delay.
         let mut budget = 1_000_000u32;
         let mut consumer_members = Vec::new();
+        let mut share_members = Vec::new();
         while let Some(key) = self.cx.timers.pop_due(self.cx.now) {
             budget -= 1;
             if budget == 0 {
@@ -325,10 +330,14 @@ impl Coordinator {
                 }
                 TimerKey::Classic(gid, timer) => self.on_classic_timer(&gid, timer),
                 TimerKey::ConsumerMember(gid, member) => consumer_members.push((gid, member)),
+                TimerKey::ShareMember(gid, member) => share_members.push((gid, member)),
             }
         }
         if !consumer_members.is_empty() {
             self.on_consumer_timers(consumer_members);
+        }
+        if !share_members.is_empty() {
+            self.on_share_timers(share_members);
         }
     }
 
@@ -476,6 +485,7 @@ impl Coordinator {
             }
         }
         self.consumer_topics_changed();
+        self.share_topics_changed();
     }
 
     /// The store's answer to [`Output::CommitOffsets`] `op`, dispatched on its [`Op`].

@@ -19,12 +19,13 @@ use crate::types::{ConsumerId, Generation, GroupId, TopicName, TopicPartition};
 pub struct GroupSnapshot {
     /// The group.
     pub group: GroupId,
-    /// Its protocol: `native` or `consumer` (KIP-848), as ListGroups names them.
+    /// Its protocol: `native`, `consumer` (KIP-848) or `share` (KIP-932), as ListGroups
+    /// names them.
     pub group_type: &'static str,
     /// A native group: `stable`, `stopping`, `fetching` or `starting` (where the group
     /// is in its rebalance cycle), or `empty` when it has no registered consumers and
     /// no rebalance is running. A KIP-848 group: Kafka's `Empty`, `Assigning`,
-    /// `Reconciling` or `Stable`.
+    /// `Reconciling` or `Stable`; a share group: `Empty` or `Stable`.
     pub state: &'static str,
     /// The current generation (a KIP-848 group: its group epoch).
     pub generation: Generation,
@@ -109,7 +110,7 @@ impl Group {
     /// Whether [`Group::snapshot`] describes the group (native and KIP-848 groups).
     pub(crate) fn has_snapshot(&self) -> bool {
         match self {
-            Group::Native(_) | Group::Consumer(_) => true,
+            Group::Native(_) | Group::Consumer(_) | Group::Share(_) => true,
             Group::Classic(_) => false,
         }
     }
@@ -121,6 +122,7 @@ impl Group {
         match self {
             Group::Native(g) => Some(native_snapshot(g, config)),
             Group::Consumer(g) => Some(g.snapshot(u64::from(config.consumer_session_timeout_ms))),
+            Group::Share(g) => Some(g.snapshot(u64::from(config.share_session_timeout_ms))),
             Group::Classic(_) => None,
         }
     }

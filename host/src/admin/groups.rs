@@ -37,7 +37,8 @@ pub struct GroupSummary {
     /// Group id.
     pub group: String,
     /// Group protocol: `native` (the coordinator-driven protocol of docs/protocol.md),
-    /// `classic` (Kafka's JoinGroup/SyncGroup) or `consumer` (KIP-848).
+    /// `classic` (Kafka's JoinGroup/SyncGroup), `consumer` (KIP-848) or `share`
+    /// (KIP-932; its members may share partitions).
     pub protocol: String,
     /// Native groups: `stable`, `stopping`, `fetching`, `starting`, or `empty`
     /// (committed offsets only); Kafka groups: Kafka's state name (`Stable`,
@@ -299,7 +300,9 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
 /// for a native group [`effective_assignor`]; a KIP-848 group's is the one that ran (a
 /// member's unknown server assignor already fell back inside the coordinator).
 fn effective_assignor_of(broker: &Broker, g: &DescribedGroup) -> (Option<String>, Option<String>) {
-    if g.group_type == DescribedGroup::CONSUMER {
+    // A KIP-848 group's assignor is the one that ran; a share group's is the
+    // coordinator's in-tree `simple` share assignor, never a plugin.
+    if g.group_type == DescribedGroup::CONSUMER || g.group_type == DescribedGroup::SHARE {
         (g.assignor.clone(), None)
     } else {
         effective_assignor(broker, g.assignor.as_deref())
@@ -391,7 +394,8 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
     let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
     let mut members = Vec::new();
     if let Some(g) = &live {
-        let kip848 = g.group_type == DescribedGroup::CONSUMER;
+        // KIP-848 and share members have no weight (the coordinator describes 1).
+        let kafka_member = g.group_type != DescribedGroup::NATIVE;
         for m in &g.members {
             let mut partitions = Vec::new();
             for t in &m.partitions {
@@ -408,8 +412,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
                 topics: m.topics.clone(),
                 partitions,
                 rack: m.member.rack.clone(),
-                // KIP-848 has no weight (the coordinator describes 1).
-                weight: (!kip848).then_some(m.member.weight),
+                weight: (!kafka_member).then_some(m.member.weight),
                 labels: m
                     .member
                     .labels

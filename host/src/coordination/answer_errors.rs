@@ -36,6 +36,7 @@ pub fn kafka(api_key: ApiKey, version: i16, answer: &Bytes) -> Option<ErrorCount
         ResponseKind::Heartbeat(r) => add(r.error_code),
         ResponseKind::ListGroups(r) => add(r.error_code),
         ResponseKind::ConsumerGroupHeartbeat(r) => add(r.error_code),
+        ResponseKind::ShareGroupHeartbeat(r) => add(r.error_code),
         ResponseKind::LeaveGroup(r) => {
             add(r.error_code);
             r.members.iter().for_each(|m| add(m.error_code));
@@ -78,6 +79,7 @@ pub fn kafka(api_key: ApiKey, version: i16, answer: &Bytes) -> Option<ErrorCount
         ResponseKind::DescribeGroups(r) => r.groups.iter().for_each(|g| add(g.error_code)),
         ResponseKind::DeleteGroups(r) => r.results.iter().for_each(|g| add(g.error_code)),
         ResponseKind::ConsumerGroupDescribe(r) => r.groups.iter().for_each(|g| add(g.error_code)),
+        ResponseKind::ShareGroupDescribe(r) => r.groups.iter().for_each(|g| add(g.error_code)),
         _ => return None,
     }
     Some(counts)

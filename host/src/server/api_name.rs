@@ -38,6 +38,8 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
         ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
+        ApiKey::ShareGroupHeartbeat => "ShareGroupHeartbeat",
+        ApiKey::ShareGroupDescribe => "ShareGroupDescribe",
         ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
         ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
         ApiKey::SaslHandshake => "SaslHandshake",

@@ -5,8 +5,8 @@
 //! by the host with Kafka's error and never reaches the plugin.
 //!
 //! The rules, as Kafka's `KafkaApis` (one place: [`check`]):
-//! - JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat: Read on the
-//!   group, else GROUP_AUTHORIZATION_FAILED;
+//! - JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat,
+//!   ShareGroupHeartbeat: Read on the group, else GROUP_AUTHORIZATION_FAILED;
 //! - OffsetCommit: Read on the group (else every partition GROUP_AUTHORIZATION_FAILED)
 //!   and Read on each topic (TOPIC_AUTHORIZATION_FAILED);
 //! - TxnOffsetCommit: Write on the transactional id
@@ -14,8 +14,8 @@
 //! - OffsetFetch: Describe on each group and each named topic (Kafka's rule: Describe,
 //!   not Read);
 //! - OffsetDelete: Delete on the group, Read on each topic;
-//! - DescribeGroups, ConsumerGroupDescribe: Describe on each group; DeleteGroups: Delete
-//!   on each group;
+//! - DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe: Describe on each
+//!   group; DeleteGroups: Delete on each group;
 //! - ListGroups: served as is with Describe on the cluster; without it, the
 //!   coordinator's answer keeps only the groups the principal may describe (Kafka's
 //!   `handleListGroupsRequest`).
@@ -40,6 +40,7 @@ use kafka_protocol::{
             OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
             OffsetFetchResponseTopic, OffsetFetchResponseTopics,
         },
+        share_group_describe_response::DescribedGroup as ShareDescribed,
         txn_offset_commit_response::{
             TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
         },
@@ -47,7 +48,8 @@ use kafka_protocol::{
         DeleteGroupsResponse, DescribeGroupsResponse, GroupId, HeartbeatResponse,
         JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse, OffsetCommitResponse,
         OffsetDeleteResponse, OffsetFetchResponse, RequestHeader, RequestKind, ResponseKind,
-        SyncGroupResponse, TxnOffsetCommitResponse,
+        ShareGroupDescribeResponse, ShareGroupHeartbeatResponse, SyncGroupResponse,
+        TxnOffsetCommitResponse,
     },
     protocol::Decodable,
 };
@@ -217,6 +219,12 @@ pub fn check(authz: &RequestAuthz, request: Decoded) -> GroupCheck {
         }
         RequestKind::ConsumerGroupHeartbeat(r) if !read_group(&r.group_id) => {
             let mut out = ConsumerGroupHeartbeatResponse::default();
+            out.error_code = GROUP_DENIED.code();
+            out.error_message = Some("Group authorization failed.".into());
+            refuse(out.into(), GROUP_DENIED)
+        }
+        RequestKind::ShareGroupHeartbeat(r) if !read_group(&r.group_id) => {
+            let mut out = ShareGroupHeartbeatResponse::default();
             out.error_code = GROUP_DENIED.code();
             out.error_message = Some("Group authorization failed.".into());
             refuse(out.into(), GROUP_DENIED)
@@ -484,6 +492,12 @@ pub fn check(authz: &RequestAuthz, request: Decoded) -> GroupCheck {
             ConsumerGroupDescribeResponse.groups,
             |d: DescribedGroup| d.authorized_operations = i32::MIN
         ),
+        RequestKind::ShareGroupDescribe(r) => refuse_groups!(
+            refuse,
+            group_codes(authz, AclOperation::Describe, &r.group_ids),
+            ShareGroupDescribeResponse.groups,
+            |d: ShareDescribed| d.authorized_operations = i32::MIN
+        ),
         RequestKind::DeleteGroups(r) => refuse_groups!(
             refuse,
             group_codes(authz, AclOperation::Delete, &r.groups_names),
@@ -638,5 +652,54 @@ mod tests {
             [GROUP_DENIED.code()],
             "the group's refusal covers every partition"
         );
+    }
+
+    /// KIP-932 (coordinator ABI 3.7): ShareGroupHeartbeat needs Read on the group,
+    /// ShareGroupDescribe Describe on each group, as Kafka's `KafkaApis`.
+    #[test]
+    fn share_group_requests_are_checked_on_their_groups() {
+        let beat = |group: &str| {
+            let mut r = kafka_protocol::messages::ShareGroupHeartbeatRequest::default();
+            r.group_id = GroupId(StrBytes::from_string(group.into()));
+            r.member_id = StrBytes::from_static_str("AAAAAAAAAAAAAAAAAAAAAA");
+            decoded(
+                ApiKey::ShareGroupHeartbeat,
+                1,
+                RequestKind::ShareGroupHeartbeat(r),
+            )
+        };
+        assert!(matches!(
+            check(&checks(), beat("ok-g")),
+            GroupCheck::Forward
+        ));
+        let (response, error) = refused(check(&checks(), beat("g")));
+        assert_eq!(error, GROUP_DENIED.code());
+        let ResponseKind::ShareGroupHeartbeat(r) = response else {
+            panic!("{response:?}")
+        };
+        assert_eq!(r.error_code, GROUP_DENIED.code());
+
+        let describe = |groups: &[&str]| {
+            let mut r = kafka_protocol::messages::ShareGroupDescribeRequest::default();
+            r.group_ids = groups
+                .iter()
+                .map(|g| GroupId(StrBytes::from_string((*g).into())))
+                .collect();
+            decoded(
+                ApiKey::ShareGroupDescribe,
+                1,
+                RequestKind::ShareGroupDescribe(r),
+            )
+        };
+        assert!(matches!(
+            check(&checks(), describe(&["ok-a", "ok-b"])),
+            GroupCheck::Forward
+        ));
+        let (response, _) = refused(check(&checks(), describe(&["ok-a", "secret"])));
+        let ResponseKind::ShareGroupDescribe(r) = response else {
+            panic!("{response:?}")
+        };
+        let codes: Vec<i16> = r.groups.iter().map(|g| g.error_code).collect();
+        assert_eq!(codes, [NOT_ATTEMPTED.code(), GROUP_DENIED.code()]);
     }
 }

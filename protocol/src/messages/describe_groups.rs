@@ -299,8 +299,9 @@ pub struct DescribedGroup {
     /// balanced); sorted by topic, then partition. Empty before the first assignment,
     /// in a v0 answer, and for partitions the coordinator knew nothing about.
     pub partition_loads: Vec<TopicLoads>,
-    /// v2: the group's protocol, [`DescribedGroup::NATIVE`] or
-    /// [`DescribedGroup::CONSUMER`] (KIP-848); a reader treats another value as a
+    /// v2: the group's protocol, [`DescribedGroup::NATIVE`],
+    /// [`DescribedGroup::CONSUMER`] (KIP-848) or [`DescribedGroup::SHARE`] (KIP-932);
+    /// a reader treats another value as a
     /// protocol it does not know. `native` in a v0 or v1 answer (they describe native
     /// groups only); `""` in an error entry.
     pub group_type: String,
@@ -326,6 +327,9 @@ impl DescribedGroup {
     pub const NATIVE: &'static str = "native";
     /// `group_type`: a KIP-848 group (Kafka's ConsumerGroupHeartbeat).
     pub const CONSUMER: &'static str = "consumer";
+    /// `group_type`: a share group (KIP-932, Kafka's ShareGroupHeartbeat): its members
+    /// may share partitions.
+    pub const SHARE: &'static str = "share";
 
     /// Minimum encoded size: STRING length, INT16, STRING length, INT32,
     /// NULLABLE_STRING length, STRING length and two ARRAY counts.

@@ -148,7 +148,7 @@ impl Coordinator {
         // Each group type decides how DescribeGroups shows it.
         let g = match self.groups.get(id) {
             Some(Group::Classic(g)) => g,
-            Some(Group::Consumer(_)) => {
+            Some(Group::Consumer(_) | Group::Share(_)) => {
                 // Kafka 4: DescribeGroups describes classic groups only.
                 error(
                     &mut d,
@@ -260,6 +260,8 @@ impl Coordinator {
                 Some(ResponseError::NotCoordinator)
             } else if let Err(e) = self.delete_consumer_group(&id) {
                 Some(e)
+            } else if let Err(e) = self.delete_share_group(&id) {
+                Some(e)
             } else if self
                 .groups
                 .get(id.as_str())
@@ -304,6 +306,15 @@ impl Coordinator {
             return Ok(());
         }
         self.kafka.consumer.delete(&mut self.groups, id)
+    }
+
+    /// DeleteGroups of a share group: refused while it has members. `Ok` for a group
+    /// of another kind.
+    fn delete_share_group(&mut self, id: &str) -> Result<(), ResponseError> {
+        if self.groups.share(id).is_none() {
+            return Ok(());
+        }
+        self.kafka.share.delete(&mut self.groups, id)
     }
 
     /// Forgets an empty group (DeleteGroups), checked by the caller

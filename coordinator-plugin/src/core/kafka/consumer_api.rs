@@ -38,12 +38,12 @@ use crate::kafka_wire::KafkaReplyTo;
 use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
-fn s(v: impl Into<String>) -> StrBytes {
+pub(super) fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
 }
 
 /// Partitions grouped by topic id, in topic-name order (unknown ids left out).
-fn by_topic_id<'a>(
+pub(super) fn by_topic_id<'a>(
     coordinator: &Coordinator,
     partitions: impl IntoIterator<Item = &'a TopicPartition>,
 ) -> Vec<(Uuid, TopicName, Vec<i32>)> {

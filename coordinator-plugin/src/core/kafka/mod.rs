@@ -1,7 +1,8 @@
 //! Kafka's own group APIs, served beside the native protocol: classic groups
 //! (JoinGroup/SyncGroup), offsets of any group (OffsetCommit/OffsetFetch/OffsetDelete),
 //! group administration (DescribeGroups/ListGroups/DeleteGroups) and KIP-848 groups
-//! (ConsumerGroupHeartbeat/ConsumerGroupDescribe), and transactional offset commits
+//! (ConsumerGroupHeartbeat/ConsumerGroupDescribe), share groups' membership (KIP-932:
+//! ShareGroupHeartbeat/ShareGroupDescribe), and transactional offset commits
 //! (TxnOffsetCommit).
 //!
 //! A group id belongs to one protocol at a time (the coordinator's one group table,
@@ -12,7 +13,8 @@
 //!
 //! The files, by group type and API: classic groups in `classic` (the group: joins,
 //! syncs, heartbeats, its timers) and `classic_api` (the wire glue); KIP-848 groups in
-//! `consumer_group/` (the pure engine) and `consumer_api` (its glue); OffsetCommit,
+//! `consumer_group/` (the pure engine) and `consumer_api` (its glue); share groups in
+//! `share_group/` (the pure engine) and `share_api` (its glue); OffsetCommit,
 //! OffsetFetch and OffsetDelete in `offsets`; TxnOffsetCommit in `txn_offset_commit`;
 //! DescribeGroups, ListGroups and
 //! DeleteGroups in `admin`.
@@ -23,6 +25,8 @@ mod classic_api;
 mod consumer_api;
 mod consumer_group;
 mod offsets;
+mod share_api;
+mod share_group;
 mod txn_offset_commit;
 
 use std::collections::{BTreeMap, HashMap};
@@ -33,6 +37,7 @@ use kafka_protocol::messages::{RequestKind, ResponseKind};
 pub(crate) use classic::{ClassicGroup, ClassicTimer};
 pub(crate) use consumer_group::ConsumerGroup;
 pub(crate) use offsets::{CommitWait, DeleteWait, KafkaOffsets};
+pub(crate) use share_group::ShareGroup;
 pub(crate) use txn_offset_commit::StageWait;
 
 use super::conn::SlotRef;
@@ -46,6 +51,8 @@ use crate::types::{ConnId, TopicName};
 pub(crate) struct KafkaGroups {
     /// The KIP-848 engine (its groups are in the coordinator's one table).
     pub consumer: consumer_group::ConsumerGroups,
+    /// The share-group engine (its groups are in the coordinator's one table).
+    pub share: share_group::ShareGroups,
     /// OffsetFetch requests waiting for one store read per group.
     pub offsets: KafkaOffsets,
     /// DeleteGroups requests waiting for the store.
@@ -91,13 +98,14 @@ impl Coordinator {
     /// Makes group id `id` available to a group of `kind`: a group of another kind that
     /// may be dropped (no member; a native group also nothing pending, no zombie,
     /// [`Group::may_be_dropped`](super::groups::Group::may_be_dropped)) is forgotten
-    /// (its committed offsets stay; Kafka 4 converts an empty group the same way);
-    /// `false` when another kind's group still holds the id.
+    /// (its committed offsets stay; Kafka 4 converts an empty group the same way),
+    /// except to or from a share group ([`GroupKind::converts_to`]); `false` when
+    /// another kind's group still holds the id.
     pub(crate) fn take_group_id(&mut self, id: &str, kind: GroupKind) -> bool {
         match self.groups.get(id) {
             None => true,
             Some(g) if g.kind() == kind => true,
-            Some(g) if g.may_be_dropped() => {
+            Some(g) if g.may_be_dropped() && g.kind().converts_to(kind) => {
                 self.groups.remove(id);
                 true
             }
@@ -148,6 +156,8 @@ impl Coordinator {
                 self.on_consumer_heartbeat(slot, to, client_id, r)
             }
             RequestKind::ConsumerGroupDescribe(r) => self.on_consumer_group_describe(slot, to, r),
+            RequestKind::ShareGroupHeartbeat(r) => self.on_share_heartbeat(slot, to, client_id, r),
+            RequestKind::ShareGroupDescribe(r) => self.on_share_group_describe(slot, to, r),
             other => {
                 tracing::debug!(?to.key, "no handler");
                 let _ = other;

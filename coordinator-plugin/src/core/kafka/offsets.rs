@@ -471,7 +471,9 @@ impl Coordinator {
         } else if !self.owns(&group) {
             Some(ResponseError::NotCoordinator)
         } else {
-            None
+            self.groups
+                .get(group.as_str())
+                .and_then(|g| g.validate_offset_delete().err())
         };
         if let Some(e) = group_error {
             response.error_code = e.code();

@@ -19,6 +19,16 @@ use crate::server::{
     reply::Outcome,
 };
 
+/// The coordinator ABI minor (of major 3) from which the host routes share groups'
+/// membership APIs to the coordinator (KIP-932; [`CoordinatorClient::serves`]).
+pub(crate) const SHARE_MINOR: u32 = 7;
+
+/// ShareGroupHeartbeat (76) and ShareGroupDescribe (77).
+const SHARE_GROUP_KEYS: [i16; 2] = [
+    kafka_protocol::messages::ApiKey::ShareGroupHeartbeat as i16,
+    kafka_protocol::messages::ApiKey::ShareGroupDescribe as i16,
+];
+
 /// The coordinator thread has stopped (broker shutdown, or it never started).
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
@@ -322,10 +332,16 @@ impl CoordinatorClient {
     ///
     /// TxnOffsetCommit (API 28) goes to a coordinator of ABI 3.4 or later only (an
     /// older one cannot stage its offsets); the broker answers it otherwise.
+    /// ShareGroupHeartbeat (76) and ShareGroupDescribe (77) go to a coordinator of ABI
+    /// 3.7 or later only: the host authorizes them before routing
+    /// (`server::group_authz`), which a broker before 3.7 did not know to do.
     pub fn serves(&self, key: i16) -> bool {
         if key == kafka_protocol::messages::ApiKey::TxnOffsetCommit as i16
             && self.abi.minor < super::txn::TXN_MINOR
         {
+            return false;
+        }
+        if SHARE_GROUP_KEYS.contains(&key) && self.abi.minor < SHARE_MINOR {
             return false;
         }
         drover_protocol::ApiKey::is_native_code(key)

@@ -664,6 +664,36 @@ fn without_a_ledger_stagings_are_answered_coordinator_not_available() {
     h.shutdown();
 }
 
+/// ShareGroupHeartbeat (76) and ShareGroupDescribe (77) go only to a coordinator of
+/// ABI 3.7 or later that lists them (the host authorizes them first).
+#[test]
+fn share_group_apis_go_only_to_coordinators_of_abi_3_7() {
+    use kafka_protocol::messages::ApiKey;
+    let keys = [
+        ApiKey::ShareGroupHeartbeat as i16,
+        ApiKey::ShareGroupDescribe as i16,
+    ];
+    for (minor, expected) in [(6, false), (7, true)] {
+        let h = start(
+            Setup {
+                abi_minor: Some(minor),
+                ..Setup::default()
+            },
+            Box::new(|_| Vec::new()),
+        );
+        let client = h
+            .client
+            .clone()
+            .with_kafka_apis(keys.iter().map(|k| (*k, 1, 1)).collect());
+        for key in keys {
+            assert_eq!(client.serves(key), expected, "API {key}, ABI 3.{minor}");
+        }
+        // Not listed by the coordinator: not routed, whatever its ABI.
+        assert!(!h.client.serves(keys[0]));
+        h.shutdown();
+    }
+}
+
 /// A coordinator older than ABI 3.4 is sent no transaction input and is not routed
 /// TxnOffsetCommit; a completion resolves at once (it holds no offsets).
 #[test]

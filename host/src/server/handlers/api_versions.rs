@@ -7,12 +7,15 @@
 //!   finalized at 27, so tools that read the finalized `metadata.version` (Kafka's
 //!   `describeFeatures`, kafka-python's `describe_features`) see a 4.1 broker;
 //! - `group.version`: supported 0–1 and finalized at 1 (KIP-848's consumer protocol)
-//!   while the coordinator serves ConsumerGroupHeartbeat, absent otherwise.
+//!   while the coordinator serves ConsumerGroupHeartbeat, absent otherwise;
+//! - `share.version`: supported 0–1 and finalized at 1 (KIP-932's share groups) once
+//!   the broker lists both halves of share groups, ShareGroupHeartbeat (the
+//!   coordinator's, ABI 3.7) and ShareFetch (the host's), absent otherwise.
 //!
 //! Kafka 4.1's other features are left out (a feature a broker does not list is at level
 //! 0 for clients): `kraft.version` (no KRaft quorum), `transaction.version` (level 2 would
 //! make Java producers use KIP-890 part 2, EndTxn v5, which Drover does not serve),
-//! `eligible.leader.replicas.version`, `share.version`, `streams.version`. The finalized
+//! `eligible.leader.replicas.version`, `streams.version`. The finalized
 //! features' epoch is constant ([`FEATURES_EPOCH`]): they never change while a broker
 //! runs. Kafka lists a finalized level as both its min and max.
 
@@ -36,6 +39,8 @@ pub const METADATA_VERSION_MIN: i16 = 7;
 pub const METADATA_VERSION: i16 = 27;
 /// `group.version` 1: the consumer rebalance protocol (KIP-848).
 pub const GROUP_VERSION: i16 = 1;
+/// `share.version` 1: share groups (KIP-932).
+pub const SHARE_VERSION: i16 = 1;
 /// The finalized features' epoch: Kafka's is the metadata log offset that set them, ≥ 0
 /// once known (clients ignore −1). Drover's features are fixed, so a constant, raised
 /// with `metadata.version`.
@@ -55,6 +60,10 @@ pub fn features(api_keys: &[ApiVersion]) -> Vec<(&'static str, i16, i16, i16)> {
         .any(|v| v.api_key == ApiKey::ConsumerGroupHeartbeat as i16)
     {
         out.push(("group.version", 0, GROUP_VERSION, GROUP_VERSION));
+    }
+    let lists = |key: ApiKey| api_keys.iter().any(|v| v.api_key == key as i16);
+    if lists(ApiKey::ShareGroupHeartbeat) && lists(ApiKey::ShareFetch) {
+        out.push(("share.version", 0, SHARE_VERSION, SHARE_VERSION));
     }
     out
 }
@@ -145,5 +154,22 @@ mod tests {
         let with = features(&[heartbeat]);
         assert!(with.contains(&("group.version", 0, 1, 1)), "{with:?}");
         assert!(features(&[]).iter().all(|f| f.0 != "group.version"));
+    }
+
+    #[test]
+    fn share_version_needs_both_halves_of_share_groups() {
+        let key = |k: ApiKey| {
+            let mut v = ApiVersion::default();
+            v.api_key = k as i16;
+            v
+        };
+        let share =
+            |apis: &[ApiVersion]| features(apis).into_iter().find(|f| f.0 == "share.version");
+        assert_eq!(share(&[key(ApiKey::ShareGroupHeartbeat)]), None);
+        assert_eq!(share(&[key(ApiKey::ShareFetch)]), None);
+        assert_eq!(
+            share(&[key(ApiKey::ShareGroupHeartbeat), key(ApiKey::ShareFetch)]),
+            Some(("share.version", 0, 1, 1))
+        );
     }
 }

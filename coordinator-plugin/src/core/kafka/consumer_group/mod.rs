@@ -85,7 +85,7 @@ mod reconcile;
 mod target;
 #[cfg(test)]
 mod tests;
-mod validate;
+pub(super) mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
 

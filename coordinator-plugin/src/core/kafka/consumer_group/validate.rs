@@ -19,6 +19,20 @@ fn blank(s: &str) -> bool {
     s.trim().is_empty()
 }
 
+/// The check of a heartbeat's `RackId` (KIP-848 and share groups): not blank (Kafka),
+/// and at most 255 bytes — Drover's bound, the same as a native consumer's rack
+/// (docs/protocol.md §5.1): the rack is kept per member and handed to every assignor
+/// run. Kafka has none. The error is INVALID_REQUEST's message.
+pub(in crate::core::kafka) fn check_rack_id(rack: Option<&str>) -> Result<(), &'static str> {
+    match rack {
+        Some(r) if blank(r) => Err("RackId can't be empty."),
+        Some(r) if r.len() > drover_protocol::MAX_MEMBER_STRING_LEN => {
+            Err("RackId is longer than 255 bytes.")
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid`.
 pub(super) fn validate(req: &HeartbeatRequest) -> Result<(), Failure> {
     let invalid = |m: &str| Err(failure(ResponseError::InvalidRequest, m));
@@ -35,18 +49,7 @@ pub(super) fn validate(req: &HeartbeatRequest) -> Result<(), Failure> {
     if req.instance_id.as_deref().is_some_and(blank) {
         return invalid("InstanceId can't be empty.");
     }
-    if req.rack_id.as_deref().is_some_and(blank) {
-        return invalid("RackId can't be empty.");
-    }
-    // Drover's bound, the same as a native consumer's rack (docs/protocol.md §5.1):
-    // the rack is kept per member and handed to every assignor run. Kafka has none.
-    if req
-        .rack_id
-        .as_deref()
-        .is_some_and(|r| r.len() > drover_protocol::MAX_MEMBER_STRING_LEN)
-    {
-        return invalid("RackId is longer than 255 bytes.");
-    }
+    check_rack_id(req.rack_id.as_deref()).or_else(&invalid)?;
     if req.rebalance_timeout_ms < -1 {
         return invalid("RebalanceTimeoutMs is invalid.");
     }

@@ -1,0 +1,229 @@
+//! ShareGroupHeartbeat (v1) and ShareGroupDescribe (v1) of KIP-932: the wire boundary
+//! of the share-group engine ([`super::share_group`]), and the coordinator's other
+//! entry points into it: the members' session timers firing (`on_share_timers`) and
+//! topic changes (`share_topics_changed`).
+//!
+//! The wire names assigned partitions by topic id; the engine by name (ids from the
+//! host, [`crate::Input::TopicIds`]; a topic whose id the coordinator does not know is
+//! left out of an answer).
+
+use std::collections::BTreeSet;
+
+use kafka_protocol::messages::share_group_describe_response::{
+    Assignment as DescribeAssignment, DescribedGroup, Member,
+    TopicPartitions as DescribeTopicPartitions,
+};
+use kafka_protocol::messages::share_group_heartbeat_response::{
+    Assignment, TopicPartitions as HeartbeatTopicPartitions,
+};
+use kafka_protocol::messages::{
+    ResponseKind, ShareGroupDescribeRequest, ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+};
+use kafka_protocol::ResponseError;
+
+use super::consumer_api::{by_topic_id, s};
+use super::share_group::{Env, ShareHeartbeat};
+use crate::core::conn::SlotRef;
+use crate::core::groups::GroupKind;
+use crate::core::{Coordinator, Ctx, TimerKey};
+use crate::io::CoordinatorCounter;
+use crate::kafka_wire::KafkaReplyTo;
+use crate::timers::Timers;
+use crate::types::{GroupId, TopicName, TopicPartition};
+
+/// The environment of the share-group engine, and the timer table.
+fn share_env(cx: &mut Ctx) -> (Env<'_>, &mut Timers<TimerKey>) {
+    let Ctx {
+        config,
+        topics,
+        timers,
+        now,
+        ..
+    } = cx;
+    let env = Env {
+        now: *now,
+        topics,
+        session_timeout_ms: config.share_session_timeout_ms,
+        heartbeat_interval_ms: config.share_heartbeat_interval_ms,
+        max_group_size: config.share_max_group_size,
+        max_groups: config.share_max_groups,
+        max_subscription_topics: config.max_subscription_topics,
+    };
+    (env, timers)
+}
+
+impl Coordinator {
+    /// Share members whose session timers fired (group, member id).
+    pub(crate) fn on_share_timers(&mut self, due: Vec<(GroupId, String)>) {
+        let (env, timers) = share_env(&mut self.cx);
+        let expired = self.kafka.share.expire(&mut self.groups, &env, timers, due);
+        for (group, member) in expired {
+            tracing::info!(%group, member, "share member fenced: session timeout");
+            self.cx.metric(CoordinatorCounter::ShareMembersExpired, 1);
+        }
+    }
+
+    /// Topics changed: share groups whose subscribed topics changed get a new target.
+    pub(crate) fn share_topics_changed(&mut self) {
+        let (env, _) = share_env(&mut self.cx);
+        self.kafka.share.topics_changed(&mut self.groups, &env);
+    }
+
+    pub(super) fn on_share_heartbeat(
+        &mut self,
+        slot: SlotRef,
+        to: KafkaReplyTo,
+        client_id: String,
+        r: ShareGroupHeartbeatRequest,
+    ) {
+        let id: &str = &r.group_id;
+        let mut out = ShareGroupHeartbeatResponse::default();
+        let refuse = |out: &mut ShareGroupHeartbeatResponse, e: ResponseError, m: String| {
+            out.error_code = e.code();
+            out.error_message = Some(s(m));
+            out.member_id = Some(r.member_id.clone());
+        };
+        if id.is_empty() {
+            refuse(
+                &mut out,
+                ResponseError::InvalidRequest,
+                "GroupId can't be empty.".into(),
+            );
+        } else if !self.owns(id) {
+            refuse(
+                &mut out,
+                ResponseError::NotCoordinator,
+                self.not_coordinator_message(id),
+            );
+        } else if !self.take_group_id(id, GroupKind::Share) {
+            // Kafka 4.1: "Group … is not a share group."
+            refuse(
+                &mut out,
+                ResponseError::GroupIdNotFound,
+                format!("Group {id} is not a share group."),
+            );
+        }
+        if out.error_code != 0 {
+            return self
+                .cx
+                .respond_kafka(slot, to, ResponseKind::ShareGroupHeartbeat(out));
+        }
+        let request = ShareHeartbeat {
+            group: self
+                .groups
+                .stored_id(id)
+                .unwrap_or_else(|| GroupId::new(id)),
+            member_id: r.member_id.to_string(),
+            member_epoch: r.member_epoch,
+            rack_id: r.rack_id.as_ref().map(|x| x.to_string()),
+            subscribed_topic_names: r
+                .subscribed_topic_names
+                .as_ref()
+                .map(|ts| ts.iter().map(|t| TopicName::new(t.as_str())).collect()),
+            client_id,
+            client_host: self.client_host(slot.conn),
+        };
+        let (env, timers) = share_env(&mut self.cx);
+        let reply = self
+            .kafka
+            .share
+            .heartbeat(&mut self.groups, &env, timers, request);
+        out.member_id = Some(s(reply.member_id));
+        out.member_epoch = reply.member_epoch;
+        out.heartbeat_interval_ms = reply.heartbeat_interval_ms;
+        if let Some((error, message)) = reply.error {
+            out.error_code = error.code();
+            out.error_message = Some(s(message));
+        }
+        out.assignment = reply.assignment.map(|parts| {
+            let mut a = Assignment::default();
+            a.topic_partitions = by_topic_id(self, &parts)
+                .into_iter()
+                .map(|(id, _, ps)| {
+                    let mut t = HeartbeatTopicPartitions::default();
+                    t.topic_id = id;
+                    t.partitions = ps;
+                    t
+                })
+                .collect();
+            a
+        });
+        self.cx
+            .respond_kafka(slot, to, ResponseKind::ShareGroupHeartbeat(out));
+    }
+
+    pub(super) fn on_share_group_describe(
+        &mut self,
+        slot: SlotRef,
+        to: KafkaReplyTo,
+        r: ShareGroupDescribeRequest,
+    ) {
+        let mut response = ShareGroupDescribeResponse::default();
+        for gid in r.group_ids {
+            let id = gid.to_string();
+            let mut d = DescribedGroup::default();
+            d.group_id = gid;
+            d.authorized_operations = i32::MIN;
+            let error = |d: &mut DescribedGroup, e: ResponseError, m: String| {
+                d.error_code = e.code();
+                d.error_message = Some(s(m));
+            };
+            if id.is_empty() {
+                error(
+                    &mut d,
+                    ResponseError::InvalidGroupId,
+                    "empty group id".into(),
+                );
+            } else if !self.owns(&id) {
+                error(
+                    &mut d,
+                    ResponseError::NotCoordinator,
+                    self.not_coordinator_message(&id),
+                );
+            } else if let Some(g) = self.groups.share(id.as_str()) {
+                let (state, epoch, assignment_epoch, assignor) = g.described();
+                d.group_state = s(state);
+                d.group_epoch = epoch;
+                d.assignment_epoch = assignment_epoch;
+                d.assignor_name = s(assignor);
+                for m in g.members.values() {
+                    let assignment = |parts: &BTreeSet<TopicPartition>| {
+                        let mut a = DescribeAssignment::default();
+                        a.topic_partitions = by_topic_id(self, parts)
+                            .into_iter()
+                            .map(|(id, name, ps)| {
+                                let mut t = DescribeTopicPartitions::default();
+                                t.topic_id = id;
+                                t.topic_name = s(name.as_str()).into();
+                                t.partitions = ps;
+                                t
+                            })
+                            .collect();
+                        a
+                    };
+                    let mut dm = Member::default();
+                    dm.member_id = s(m.id.clone());
+                    dm.rack_id = m.rack_id.clone().map(s);
+                    dm.member_epoch = m.epoch;
+                    dm.client_id = s(m.client_id.clone());
+                    dm.client_host = s(m.client_host.clone());
+                    dm.subscribed_topic_names =
+                        m.names.iter().map(|t| s(t.as_str()).into()).collect();
+                    dm.assignment = assignment(&m.assigned);
+                    d.members.push(dm);
+                }
+            } else {
+                // Kafka 4.1: an unknown group, or one of another type.
+                error(
+                    &mut d,
+                    ResponseError::GroupIdNotFound,
+                    format!("Group {id} is not a share group."),
+                );
+            }
+            response.groups.push(d);
+        }
+        self.cx
+            .respond_kafka(slot, to, ResponseKind::ShareGroupDescribe(response));
+    }
+}

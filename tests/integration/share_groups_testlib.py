@@ -1,0 +1,148 @@
+"""Raw ShareGroupHeartbeat v1 (API 76) and ShareGroupDescribe v1 (API 77) frames
+(KIP-932; both flexible), which the Python clients do not expose: confluent-kafka 2.16's
+AdminClient has no describe_share_groups."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass, field
+
+from drover_testlib import RawConn, uvarint
+from kafka_groups_testlib import _compact_str, _read_compact_str, _read_uvarint, _skip_tags
+
+API_SHARE_GROUP_HEARTBEAT, API_SHARE_GROUP_DESCRIBE = 76, 77
+
+
+def member_uuid() -> str:
+    """A member id as Kafka clients make it: a random UUID in URL-safe base64, 22
+    characters."""
+    import base64
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _compact_nullable_str(s: str | None) -> bytes:
+    return b"\x00" if s is None else _compact_str(s)
+
+
+@dataclass
+class HeartbeatAnswer:
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    # (topic id, sorted partitions), or None when the answer carries no assignment.
+    assignment: list[tuple[uuid.UUID, list[int]]] | None
+
+
+def heartbeat_body(group: str, member_id: str, epoch: int, *, rack: str | None = None,
+                   topics: list[str] | None = None) -> bytes:
+    body = _compact_str(group) + _compact_str(member_id) + struct.pack(">i", epoch)
+    body += _compact_nullable_str(rack)
+    if topics is None:
+        body += b"\x00"
+    else:
+        body += uvarint(len(topics) + 1) + b"".join(_compact_str(t) for t in topics)
+    return body + b"\x00"
+
+
+def parse_heartbeat(resp: bytes) -> HeartbeatAnswer:
+    _throttle, err = struct.unpack_from(">ih", resp, 0)
+    pos = 6
+    message, pos = _read_compact_str(resp, pos)
+    member, pos = _read_compact_str(resp, pos)
+    epoch, interval = struct.unpack_from(">ii", resp, pos)
+    pos += 8
+    (present,) = struct.unpack_from(">b", resp, pos)
+    pos += 1
+    assignment = None
+    if present == 1:
+        assignment = []
+        n, pos = _read_uvarint(resp, pos)
+        for _ in range(max(n - 1, 0)):
+            tid = uuid.UUID(bytes=resp[pos:pos + 16])
+            pos += 16
+            k, pos = _read_uvarint(resp, pos)
+            parts = list(struct.unpack_from(f">{max(k - 1, 0)}i", resp, pos))
+            pos += 4 * max(k - 1, 0)
+            pos = _skip_tags(resp, pos)
+            assignment.append((tid, sorted(parts)))
+    return HeartbeatAnswer(err, message, member, epoch, interval, assignment)
+
+
+def share_heartbeat(conn: RawConn, group: str, member_id: str, epoch: int, **kw) -> HeartbeatAnswer:
+    corr = conn.request(API_SHARE_GROUP_HEARTBEAT, 1, heartbeat_body(group, member_id, epoch, **kw),
+                        flexible_header=True)
+    return parse_heartbeat(conn.recv_response(corr, flexible_header=True))
+
+
+@dataclass
+class DescribedMember:
+    member_id: str
+    member_epoch: int
+    client_id: str
+    subscribed: list[str]
+    # topic name -> sorted partitions
+    assignment: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass
+class DescribedShareGroup:
+    error_code: int
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: list[DescribedMember]
+
+
+def share_describe(broker, groups: list[str]) -> list[DescribedShareGroup]:
+    body = uvarint(len(groups) + 1) + b"".join(_compact_str(g) for g in groups) + b"\x00" + b"\x00"
+    with RawConn(broker) as c:
+        corr = c.request(API_SHARE_GROUP_DESCRIBE, 1, body, flexible_header=True)
+        resp = c.recv_response(corr, flexible_header=True)
+    pos = 4
+    n, pos = _read_uvarint(resp, pos)
+    out = []
+    for _ in range(max(n - 1, 0)):
+        (err,) = struct.unpack_from(">h", resp, pos)
+        pos += 2
+        _msg, pos = _read_compact_str(resp, pos)
+        gid, pos = _read_compact_str(resp, pos)
+        state, pos = _read_compact_str(resp, pos)
+        gepoch, aepoch = struct.unpack_from(">ii", resp, pos)
+        pos += 8
+        assignor, pos = _read_compact_str(resp, pos)
+        m, pos = _read_uvarint(resp, pos)
+        members = []
+        for _ in range(max(m - 1, 0)):
+            mid, pos = _read_compact_str(resp, pos)
+            _rack, pos = _read_compact_str(resp, pos)
+            (mepoch,) = struct.unpack_from(">i", resp, pos)
+            pos += 4
+            client_id, pos = _read_compact_str(resp, pos)
+            _host, pos = _read_compact_str(resp, pos)
+            k, pos = _read_uvarint(resp, pos)
+            subscribed = []
+            for _ in range(max(k - 1, 0)):
+                t, pos = _read_compact_str(resp, pos)
+                subscribed.append(t)
+            assignment = {}
+            k, pos = _read_uvarint(resp, pos)
+            for _ in range(max(k - 1, 0)):
+                pos += 16  # topic id
+                name, pos = _read_compact_str(resp, pos)
+                j, pos = _read_uvarint(resp, pos)
+                parts = list(struct.unpack_from(f">{max(j - 1, 0)}i", resp, pos))
+                pos += 4 * max(j - 1, 0)
+                pos = _skip_tags(resp, pos)
+                assignment[name] = sorted(parts)
+            pos = _skip_tags(resp, pos)  # the assignment's tags
+            pos = _skip_tags(resp, pos)  # the member's tags
+            members.append(DescribedMember(mid, mepoch, client_id, subscribed, assignment))
+        pos += 4  # authorized operations
+        pos = _skip_tags(resp, pos)
+        out.append(DescribedShareGroup(err, gid, state, gepoch, aepoch, assignor, members))
+    return out
