@@ -68,6 +68,11 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::DescribeAcls,
     ApiKey::CreateAcls,
     ApiKey::DeleteAcls,
+    // Share groups' delivery (KIP-932, issue 31; v1): served by the host beside the
+    // partition logs (drover_host::share); membership (ShareGroupHeartbeat) is the
+    // coordinator plugin's.
+    ApiKey::ShareFetch,
+    ApiKey::ShareAcknowledge,
 ];
 
 /// The versions of `key` this broker serves, if it serves it.

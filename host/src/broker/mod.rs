@@ -99,6 +99,9 @@ pub struct Broker {
     pub plugins: Plugins,
     /// The group coordinator's client and the active offset store.
     pub groups: Groups,
+    /// Share-group delivery: share-partitions and share sessions (KIP-932; the
+    /// membership half is the coordinator's).
+    pub share: Arc<crate::share::ShareDelivery>,
     /// Becomes true when shutdown starts; long polls answer early.
     stopping: watch::Sender<bool>,
 }
@@ -231,6 +234,12 @@ impl Broker {
         )?);
         let cluster_id = cluster_id(&config.data_dir)?;
         let offsets = plugins.active_store.clone().map(OffsetStores::new);
+        let share = Arc::new(crate::share::ShareDelivery::new(
+            &config.share,
+            offsets
+                .clone()
+                .map(|o| o as Arc<dyn crate::share::store::ShareStateStore>),
+        ));
         let live = LivePlugins::new(
             &plugins.registry,
             &plugins.assignors,
@@ -291,6 +300,7 @@ impl Broker {
                 coordinator: None,
                 offsets,
             },
+            share,
             identity: Identity {
                 node,
                 cluster_id,
