@@ -10,6 +10,8 @@
 //! - an abandoned member's records come back after the lock duration (15 s);
 //! - after `kill -9` and a restart, accepted records are never delivered again and
 //!   acquired ones come back with their delivery count kept;
+//! - an offset-store swap carries share state: after it (and a `kill -9`), what was
+//!   acknowledged before and after the swap stays acknowledged;
 //! - 10,000 sessions from one client stay within the per-client bound;
 //! - ApiVersions lists ShareFetch and ShareAcknowledge.
 
@@ -57,6 +59,7 @@ const REJECT: i8 = 3;
 struct Served {
     child: Child,
     kafka: SocketAddr,
+    admin: SocketAddr,
     _log: std::thread::JoinHandle<()>,
 }
 
@@ -114,14 +117,15 @@ fn serve(dir: &PluginDir, data: &PathBuf, share: &str) -> Served {
     let line = ready_rx
         .recv_timeout(Duration::from_secs(60))
         .expect("drover did not print its ready line");
-    let start = line.find("listen=").expect("listen") + "listen=".len();
-    let rest = &line[start..];
-    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    let field = |name: &str| -> SocketAddr {
+        let start = line.find(&format!("{name}=")).expect(name) + name.len() + 1;
+        let rest = &line[start..];
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        rest[..end].trim_matches('"').parse().expect(name)
+    };
     Served {
-        kafka: rest[..end]
-            .trim_matches('"')
-            .parse()
-            .expect("listen address"),
+        kafka: field("listen"),
+        admin: field("admin"),
         child,
         _log: log,
     }
@@ -472,4 +476,67 @@ async fn ten_thousand_sessions_from_one_client_stay_bounded() {
     assert_eq!(evicted.error_code, SHARE_SESSION_NOT_FOUND);
     let newest = share_fetch(&mut conn, "flood-9999", 1, topic, &[], 1).await;
     assert_eq!(acquired(&newest), [(0, 0, 2)]);
+}
+
+/// One HTTP/1.1 exchange with the admin API: the response's body.
+async fn admin(addr: SocketAddr, method: &str, path: &str, body: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    response
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_offset_store_swap_carries_share_state() {
+    let dir = plugin_dir();
+    let data = dir.scratch("data");
+    let (before, after);
+    {
+        let broker = serve(&dir, &data, SHARE);
+        let mut conn = Conn::open(broker.kafka).await;
+        before = topic_with_records(&mut conn, "acked-before", 6).await;
+        after = topic_with_records(&mut conn, "acked-after", 2).await;
+        let got = share_fetch(&mut conn, "m", 0, before, &[], 100).await;
+        assert_eq!(acquired(&got), [(0, 5, 1)]);
+        let ack = share_ack(&mut conn, "m", 1, before, &[(0, 1, ACCEPT), (2, 2, REJECT)]).await;
+        assert_eq!(ack_response_code(&ack), NONE);
+        let target = dir.scratch("swapped-to.redb");
+        let started = admin(
+            broker.admin,
+            "POST",
+            "/v1/offset-store",
+            &format!(r#"{{"plugin":"embedded","config":{{"path":{target:?}}}}}"#),
+        )
+        .await;
+        assert!(started.starts_with("HTTP/1.1 2"), "{started}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let status = admin(broker.admin, "GET", "/v1/offset-store", "").await;
+            if status.contains(r#""state":"completed""#) {
+                break;
+            }
+            assert!(!status.contains(r#""state":"failed""#), "{status}");
+            assert!(std::time::Instant::now() < deadline, "{status}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // After the swap: written to the new store only.
+        let got = share_fetch(&mut conn, "n", 0, after, &[], 100).await;
+        assert_eq!(acquired(&got), [(0, 1, 1)]);
+        let ack = share_ack(&mut conn, "n", 1, after, &[(0, 0, ACCEPT)]).await;
+        assert_eq!(ack_response_code(&ack), NONE);
+        // SIGKILL on drop; the restart reopens the store the swap made active.
+    }
+    let broker = serve(&dir, &data, SHARE);
+    let mut conn = Conn::open(broker.kafka).await;
+    // What was acknowledged before the swap was copied; what was acquired counts.
+    let got = share_fetch(&mut conn, "later", 0, before, &[], 100).await;
+    assert_eq!(acquired(&got), [(3, 5, 2)]);
+    let got = share_fetch(&mut conn, "later-2", 0, after, &[], 100).await;
+    assert_eq!(acquired(&got), [(1, 1, 2)]);
 }
