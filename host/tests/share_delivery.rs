@@ -15,16 +15,13 @@
 //! - 10,000 sessions from one client stay within the per-client bound;
 //! - ApiVersions lists ShareFetch and ShareAcknowledge.
 
-use std::{
-    io::{BufRead, BufReader},
-    net::SocketAddr,
-    path::PathBuf,
-    process::{Child, Command, Stdio},
-    time::Duration,
-};
+use std::{net::SocketAddr, path::Path, time::Duration};
 
 use bytes::{Bytes, BytesMut};
-use drover_tests::PluginDir;
+use drover_tests::{
+    served::{self, Served},
+    PluginDir,
+};
 use kafka_protocol::{
     messages::{
         create_topics_request::CreatableTopic,
@@ -55,21 +52,6 @@ const ACCEPT: i8 = 1;
 const RELEASE: i8 = 2;
 const REJECT: i8 = 3;
 
-/// A `drover serve` child, killed (SIGKILL) on drop.
-struct Served {
-    child: Child,
-    kafka: SocketAddr,
-    admin: SocketAddr,
-    _log: std::thread::JoinHandle<()>,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn plugin_dir() -> PluginDir {
     let dir = PluginDir::new();
     for lib in [
@@ -83,52 +65,13 @@ fn plugin_dir() -> PluginDir {
 }
 
 /// Starts the broker on `data` (kept across restarts) with `[share]` settings `share`.
-fn serve(dir: &PluginDir, data: &PathBuf, share: &str) -> Served {
-    let config = dir.scratch("drover.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {data:?}\n[plugins]\ndir = {plugins:?}\ncache_dir = {cache:?}\n\
-             [coordinator]\ndefault_assignor = \"range\"\n[share]\n{share}\n",
-            plugins = dir.path(),
-            cache = dir.cache_dir(),
-        ),
+fn serve(dir: &PluginDir, data: &Path, share: &str) -> Served {
+    served::serve(
+        Path::new(env!("CARGO_BIN_EXE_drover")),
+        dir,
+        data,
+        &format!("[coordinator]\ndefault_assignor = \"range\"\n[share]\n{share}\n"),
     )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_drover"))
-        .args(["serve", "--config"])
-        .arg(&config)
-        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start drover");
-    let stderr = child.stderr.take().unwrap();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let log = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("[drover] {line}");
-            if line.contains("drover ready") {
-                let _ = ready_tx.send(line);
-            }
-        }
-    });
-    let line = ready_rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("drover did not print its ready line");
-    let field = |name: &str| -> SocketAddr {
-        let start = line.find(&format!("{name}=")).expect(name) + name.len() + 1;
-        let rest = &line[start..];
-        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-        rest[..end].trim_matches('"').parse().expect(name)
-    };
-    Served {
-        kafka: field("listen"),
-        admin: field("admin"),
-        child,
-        _log: log,
-    }
 }
 
 /// One connection speaking Kafka requests.
