@@ -170,6 +170,18 @@ async fn share_fetch(
     acks: &[(i64, i64, i8)],
     max_records: i32,
 ) -> ShareFetchResponse {
+    let request = fetch_request(member, epoch, topic, acks, max_records);
+    conn.call(ApiKey::ShareFetch, 1, &request).await
+}
+
+/// The ShareFetch [`share_fetch`] sends (`max_wait_ms` 200).
+fn fetch_request(
+    member: &str,
+    epoch: i32,
+    topic: Uuid,
+    acks: &[(i64, i64, i8)],
+    max_records: i32,
+) -> ShareFetchRequest {
     let mut partition = FetchPartition::default();
     partition.partition_index = 0;
     partition.acknowledgement_batches = acks
@@ -193,7 +205,7 @@ async fn share_fetch(
     request.topics = vec![FetchTopic::default()
         .with_topic_id(topic)
         .with_partitions(vec![partition])];
-    conn.call(ApiKey::ShareFetch, 1, &request).await
+    request
 }
 
 async fn share_ack(
@@ -482,4 +494,49 @@ async fn an_offset_store_swap_carries_share_state() {
     assert_eq!(acquired(&got), [(3, 5, 2)]);
     let got = share_fetch(&mut conn, "later-2", 0, after, &[], 100).await;
     assert_eq!(acquired(&got), [(1, 1, 2)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_session_applies_its_acknowledgements_and_releases_the_rest() {
+    let dir = plugin_dir();
+    let broker = serve(&dir, &dir.scratch("data"), SHARE);
+    let mut conn = Conn::open(broker.kafka).await;
+    let topic = topic_with_records(&mut conn, "closing", 3).await;
+    let got = share_fetch(&mut conn, "leaving", 0, topic, &[], 100).await;
+    assert_eq!(acquired(&got), [(0, 2, 1)]);
+    // Epoch −1: accept 0, fetch nothing, close; 1 and 2 go back at once.
+    let close = share_fetch(&mut conn, "leaving", -1, topic, &[(0, 0, ACCEPT)], 100).await;
+    assert_eq!(close.error_code, NONE, "{close:?}");
+    assert_eq!(ack_code(&close), NONE);
+    assert!(close.responses[0].partitions[0].acquired_records.is_empty());
+    let gone = share_fetch(&mut conn, "leaving", 1, topic, &[], 100).await;
+    assert_eq!(gone.error_code, SHARE_SESSION_NOT_FOUND);
+    let next = share_fetch(&mut conn, "staying", 0, topic, &[], 100).await;
+    assert_eq!(acquired(&next), [(1, 2, 2)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_fetch_gets_records_released_meanwhile() {
+    let dir = plugin_dir();
+    let broker = serve(&dir, &dir.scratch("data"), SHARE);
+    let mut conn = Conn::open(broker.kafka).await;
+    let topic = topic_with_records(&mut conn, "handover", 1).await;
+    let got = share_fetch(&mut conn, "holder", 0, topic, &[], 100).await;
+    assert_eq!(acquired(&got), [(0, 0, 1)]);
+    let opened = share_fetch(&mut conn, "waiter", 0, topic, &[], 100).await;
+    assert_eq!(acquired(&opened), []);
+    // The waiter long-polls (up to the broker's cap) on its own connection while the
+    // holder releases the record: no append happens, the release wakes it.
+    let mut waiting = Conn::open(broker.kafka).await;
+    let mut request = fetch_request("waiter", 1, topic, &[], 100);
+    request.max_wait_ms = 30_000;
+    let wait = tokio::spawn(async move {
+        let response: ShareFetchResponse = waiting.call(ApiKey::ShareFetch, 1, &request).await;
+        response
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ack = share_ack(&mut conn, "holder", 1, topic, &[(0, 0, RELEASE)]).await;
+    assert_eq!(ack_response_code(&ack), NONE);
+    let got = wait.await.unwrap();
+    assert_eq!(acquired(&got), [(0, 0, 2)]);
 }

@@ -79,6 +79,9 @@ pub struct SharePartitions {
     max: usize,
     table: Mutex<HashMap<ShareKey, Arc<Mutex<Slot>>>>,
     stores: Option<Arc<dyn ShareStateStore>>,
+    /// Bumped when records become available again without an append (a release, a
+    /// lock expiry), so waiting share fetches look again.
+    available: tokio::sync::watch::Sender<u64>,
 }
 
 impl SharePartitions {
@@ -96,7 +99,18 @@ impl SharePartitions {
             max,
             table: Mutex::new(HashMap::new()),
             stores,
+            available: tokio::sync::watch::channel(0).0,
         }
+    }
+
+    /// Wakes share fetches waiting for records: some became available again.
+    pub fn notify_available(&self) {
+        self.available.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver that changes when records become available again without an append.
+    pub fn subscribe_available(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.available.subscribe()
     }
 
     /// The limits every share-partition keeps.
@@ -238,12 +252,14 @@ impl SharePartitions {
             .map(|(k, s)| (k.clone(), Arc::clone(s)))
             .collect();
         let mut next: Option<i64> = None;
+        let mut released = false;
         for (key, slot) in slots {
             let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
             let Some(partition) = slot.state.as_mut() else {
                 continue;
             };
             if let Some(snapshot) = partition.expire_locks(now_ms) {
+                released = true;
                 if let Err(e) = self.persist(&key, &mut slot, &snapshot, now_ms) {
                     crate::warn_limited!(
                         "share.state_write_failed",
@@ -255,6 +271,9 @@ impl SharePartitions {
             if let Some(deadline) = slot.state.as_ref().and_then(SharePartition::poll_timeout) {
                 next = Some(next.map_or(deadline, |n| n.min(deadline)));
             }
+        }
+        if released {
+            self.notify_available();
         }
         next
     }
@@ -273,6 +292,7 @@ impl SharePartitions {
             let Some(snapshot) = slot.state.as_mut().and_then(|p| p.release_member(member)) else {
                 continue;
             };
+            self.notify_available();
             if let Err(e) = self.persist(&key, &mut slot, &snapshot, now_ms) {
                 crate::warn_limited!(
                     "share.state_write_failed",

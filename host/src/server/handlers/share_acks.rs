@@ -120,7 +120,14 @@ pub fn apply(
     delivery
         .partitions
         .persist(key, &mut slot, &snapshot, now)
-        .map_err(|e| share_error(&e))
+        .map_err(|e| share_error(&e))?;
+    if batches
+        .iter()
+        .any(|b| b.types.contains(&drover_share::AckType::Release))
+    {
+        delivery.partitions.notify_available();
+    }
+    Ok(())
 }
 
 fn ack_error(e: &AckError) -> ResponseError {

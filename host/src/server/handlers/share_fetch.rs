@@ -18,7 +18,8 @@
 //!   partition at least one batch, KIP-74), at most `max_records` records in all; the
 //!   acquisitions are durable before the records are answered. With nothing acquired
 //!   the request waits for an append to one of the partitions, up to `max_wait_ms`
-//!   (bounded by `server.max_fetch_wait_ms`). `min_bytes` is read as 1: anything
+//!   (bounded by `server.max_fetch_wait_ms`), or for records to become available
+//!   again (released, or a lock expired). `min_bytes` is read as 1: anything
 //!   acquired is answered at once, since acquired records' locks are running.
 //! - The response lists, after epoch 0, every requested partition; later, those with
 //!   records, errors or acknowledgements.
@@ -380,7 +381,8 @@ enum Fetched {
 }
 
 /// Acquires for the member until something is acquired, the deadline passes or
-/// shutdown starts, waking on appends to the session's partitions (module docs).
+/// shutdown starts, waking on appends to the session's partitions and on records
+/// released anywhere (module docs).
 async fn long_poll(
     broker: &Arc<Broker>,
     budget: &Arc<ConnBudget>,
@@ -398,11 +400,13 @@ async fn long_poll(
             .collect()
     };
     let mut stopping = broker.stopping();
+    let mut available = delivery.partitions.subscribe_available();
     let targets = Arc::new(prepared.fetch.clone());
     loop {
         for rx in appended.iter_mut() {
             rx.borrow_and_update();
         }
+        available.borrow_and_update();
         let charge = budget.try_reserve(prepared.max_bytes);
         let grant = charge.as_ref().map_or(0, Charge::bytes);
         let (fetched, total, any) = {
@@ -431,6 +435,7 @@ async fn long_poll(
         };
         let woke = tokio::select! {
             changed = tokio::time::timeout_at(deadline, any_append) => changed.is_ok(),
+            released = tokio::time::timeout_at(deadline, available.changed()) => released.is_ok(),
             _ = budget.wait_available(), if starved => true,
             _ = stopping.wait_for(|stop| *stop) => false,
         };
