@@ -88,6 +88,9 @@ pub struct ShareStateRecord {
     pub topic: RString,
     /// Partition index.
     pub partition: i32,
+    /// The id (KIP-516) of the topic the state was written for, so the state of a
+    /// deleted topic is not taken for a new topic of the same name; all zeros: unknown.
+    pub topic_id: [u8; 16],
     /// The state epoch (Kafka's): raised each time the broker loads the state.
     pub state_epoch: i32,
     /// The share-partition start offset: every offset below is done with.

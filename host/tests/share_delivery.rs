@@ -540,3 +540,27 @@ async fn a_waiting_fetch_gets_records_released_meanwhile() {
     let got = wait.await.unwrap();
     assert_eq!(acquired(&got), [(0, 0, 2)]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_recreated_under_its_name_starts_its_share_partitions_afresh() {
+    let dir = plugin_dir();
+    let broker = serve(&dir, &dir.scratch("data"), SHARE);
+    let mut conn = Conn::open(broker.kafka).await;
+    let old = topic_with_records(&mut conn, "reborn", 5).await;
+    let got = share_fetch(&mut conn, "m", 0, old, &[], 100).await;
+    assert_eq!(acquired(&got), [(0, 4, 1)]);
+    let ack = share_ack(&mut conn, "m", 1, old, &[(0, 4, ACCEPT)]).await;
+    assert_eq!(ack_response_code(&ack), NONE);
+    // Delete it (v5 names topics) and create it again with 3 records.
+    let mut delete = kafka_protocol::messages::DeleteTopicsRequest::default();
+    delete.topic_names = vec![TopicName(StrBytes::from_static_str("reborn"))];
+    delete.timeout_ms = 10_000;
+    let deleted: kafka_protocol::messages::DeleteTopicsResponse =
+        conn.call(ApiKey::DeleteTopics, 5, &delete).await;
+    assert_eq!(deleted.responses[0].error_code, NONE, "{deleted:?}");
+    let new = topic_with_records(&mut conn, "reborn", 3).await;
+    assert_ne!(new, old);
+    // The group's state of the old topic (start offset 5) is not the new topic's.
+    let got = share_fetch(&mut conn, "m2", 0, new, &[], 100).await;
+    assert_eq!(acquired(&got), [(0, 2, 1)]);
+}

@@ -50,10 +50,12 @@ pub enum ShareError {
     Damaged(ShareKey, String),
 }
 
-/// One share-partition's place: its state once loaded.
+/// One share-partition's place: its state once loaded, and the id of the topic it was
+/// loaded for (a topic deleted and re-created under its name starts afresh).
 #[derive(Debug, Default)]
 pub struct Slot {
     state: Option<SharePartition>,
+    topic_id: [u8; 16],
 }
 
 impl Slot {
@@ -159,17 +161,24 @@ impl SharePartitions {
         Ok(slot)
     }
 
-    /// The state of `key` in `slot`, read from the store when not loaded yet (a new one
-    /// starts where `share.auto.offset.reset` says, at `now_ms`, in a log at `log`;
-    /// `offset_at` is ListOffsets by timestamp), with the log start applied.
+    /// The state of `key` (of the topic with id `topic_id`) in `slot`, read from the
+    /// store when not loaded yet (a new one starts where `share.auto.offset.reset` says,
+    /// at `now_ms`, in a log at `log`; `offset_at` is ListOffsets by timestamp), with the
+    /// log start applied. State saved for another topic id (a topic of the same name,
+    /// since deleted) is not used: the share-partition starts afresh.
     pub fn load<'s>(
         &self,
         key: &ShareKey,
         slot: &'s mut Slot,
+        topic_id: [u8; 16],
         log: LogBounds,
         now_ms: i64,
         offset_at: impl FnOnce(i64) -> Option<i64>,
     ) -> Result<&'s mut SharePartition, ShareError> {
+        if slot.topic_id != topic_id {
+            slot.state = None;
+            slot.topic_id = topic_id;
+        }
         if slot.state.is_none() {
             let stores = self.stores()?;
             let partitions = [TopicPartitions {
@@ -177,7 +186,10 @@ impl SharePartitions {
                 partitions: vec![key.partition].into(),
             }];
             let saved = stores.read_share_state(&key.group, &partitions)?;
-            let partition = match saved.into_iter().next() {
+            let saved = saved
+                .into_iter()
+                .find(|r| r.topic_id == topic_id || r.topic_id == [0; 16]);
+            let partition = match saved {
                 Some(record) => {
                     let snapshot = snapshot_of(&record).ok_or_else(|| {
                         ShareError::Damaged(key.clone(), "unknown record state".into())
@@ -194,14 +206,14 @@ impl SharePartitions {
                 }
             };
             // Written at once: the new state epoch, or where a new one starts.
-            stores.write_share_state(&[record_of(key, &partition.snapshot(), now_ms)])?;
+            stores.write_share_state(&[record_of(key, topic_id, &partition.snapshot(), now_ms)])?;
             slot.state = Some(partition);
         }
         let Some(partition) = slot.state.as_mut() else {
             unreachable!("loaded above");
         };
         if let Some(snapshot) = partition.advance_to(log.start) {
-            if let Err(e) = self.write(key, &snapshot, now_ms) {
+            if let Err(e) = self.write(key, topic_id, &snapshot, now_ms) {
                 slot.state = None;
                 return Err(e);
             }
@@ -219,7 +231,7 @@ impl SharePartitions {
         snapshot: &ShareSnapshot,
         now_ms: i64,
     ) -> Result<(), ShareError> {
-        let written = self.write(key, snapshot, now_ms);
+        let written = self.write(key, slot.topic_id, snapshot, now_ms);
         if written.is_err() {
             slot.state = None;
         }
@@ -229,11 +241,12 @@ impl SharePartitions {
     fn write(
         &self,
         key: &ShareKey,
+        topic_id: [u8; 16],
         snapshot: &ShareSnapshot,
         now_ms: i64,
     ) -> Result<(), ShareError> {
         self.stores()?
-            .write_share_state(&[record_of(key, snapshot, now_ms)])
+            .write_share_state(&[record_of(key, topic_id, snapshot, now_ms)])
             .map_err(ShareError::from)
     }
 
@@ -303,12 +316,18 @@ impl SharePartitions {
     }
 }
 
-/// `snapshot` of `key` as the offset store keeps it.
-pub fn record_of(key: &ShareKey, snapshot: &ShareSnapshot, now_ms: i64) -> ShareStateRecord {
+/// `snapshot` of `key` (of the topic with id `topic_id`) as the offset store keeps it.
+pub fn record_of(
+    key: &ShareKey,
+    topic_id: [u8; 16],
+    snapshot: &ShareSnapshot,
+    now_ms: i64,
+) -> ShareStateRecord {
     ShareStateRecord {
         group: key.group.as_ref().into(),
         topic: key.topic.as_ref().into(),
         partition: key.partition,
+        topic_id,
         state_epoch: snapshot.state_epoch,
         start_offset: snapshot.start_offset,
         runs: snapshot

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! version        u8    1
+//! topic_id       16 bytes
 //! state_epoch    i32
 //! start_offset   i64
 //! write_time_ms  i64
@@ -14,7 +15,7 @@
 use drover_abi::{PluginError, ShareStateRecord, ShareStateRun, MAX_SHARE_STATE_RUNS};
 
 const VERSION: u8 = 1;
-const HEADER: usize = 1 + 4 + 8 + 8 + 4;
+const HEADER: usize = 1 + 16 + 4 + 8 + 8 + 4;
 const RUN: usize = 8 + 8 + 1 + 2;
 
 /// Refuses a record a store must not keep: more than [`MAX_SHARE_STATE_RUNS`] runs, a
@@ -42,6 +43,7 @@ pub fn validate(record: &ShareStateRecord, store: &str) -> Result<(), PluginErro
 pub fn encode(record: &ShareStateRecord) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + RUN * record.runs.len());
     out.push(VERSION);
+    out.extend_from_slice(&record.topic_id);
     out.extend_from_slice(&record.state_epoch.to_be_bytes());
     out.extend_from_slice(&record.start_offset.to_be_bytes());
     out.extend_from_slice(&record.write_time_ms.to_be_bytes());
@@ -63,7 +65,7 @@ pub fn decode(group: &str, topic: &str, partition: i32, bytes: &[u8]) -> Option<
     }
     let i32_at = |at: usize| i32::from_be_bytes(bytes[at..at + 4].try_into().unwrap_or([0; 4]));
     let i64_at = |at: usize| i64::from_be_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
-    let count = u32::from_be_bytes(bytes[21..25].try_into().ok()?) as usize;
+    let count = u32::from_be_bytes(bytes[37..41].try_into().ok()?) as usize;
     if count > MAX_SHARE_STATE_RUNS || bytes.len() != HEADER + count * RUN {
         return None;
     }
@@ -82,10 +84,11 @@ pub fn decode(group: &str, topic: &str, partition: i32, bytes: &[u8]) -> Option<
         group: group.into(),
         topic: topic.into(),
         partition,
-        state_epoch: i32_at(1),
-        start_offset: i64_at(5),
+        topic_id: bytes[1..17].try_into().ok()?,
+        state_epoch: i32_at(17),
+        start_offset: i64_at(21),
         runs,
-        write_time_ms: i64_at(13),
+        write_time_ms: i64_at(29),
     })
 }
 
@@ -107,6 +110,7 @@ mod tests {
             group: "g".into(),
             topic: "t".into(),
             partition: 3,
+            topic_id: [9; 16],
             state_epoch: 7,
             start_offset: 100,
             runs: vec![
@@ -131,7 +135,7 @@ mod tests {
         assert_eq!(decode("g", "t", 3, &bytes[..bytes.len() - 1]), None);
         assert_eq!(decode("g", "t", 3, &[]), None);
         let mut huge = bytes.clone();
-        huge[21..25].copy_from_slice(&u32::MAX.to_be_bytes());
+        huge[37..41].copy_from_slice(&u32::MAX.to_be_bytes());
         assert_eq!(decode("g", "t", 3, &huge), None);
     }
 }

@@ -95,7 +95,14 @@ pub fn handle(
                         topic: Arc::from(t.name.as_str()),
                         partition: p.partition_index,
                     };
-                    share_acks::apply(delivery, &share_key, &log, &member, &batches)
+                    share_acks::apply(
+                        delivery,
+                        &share_key,
+                        topic.topic_id,
+                        &log,
+                        &member,
+                        &batches,
+                    )
                 }),
             };
             let code = result.err().map_or(0, |e| e.code());

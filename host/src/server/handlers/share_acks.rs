@@ -94,6 +94,7 @@ pub fn share_error(e: &ShareError) -> ResponseError {
 pub fn apply(
     delivery: &ShareDelivery,
     key: &ShareKey,
+    topic_id: uuid::Uuid,
     log: &Partition,
     member: &MemberId,
     wire: &[(i64, i64, Vec<i8>)],
@@ -112,7 +113,7 @@ pub fn apply(
     let (bounds, offset_at) = bounds(log);
     let partition = delivery
         .partitions
-        .load(key, &mut slot, bounds, now, offset_at)
+        .load(key, &mut slot, *topic_id.as_bytes(), bounds, now, offset_at)
         .map_err(|e| share_error(&e))?;
     let snapshot = partition
         .acknowledge(member, &batches)

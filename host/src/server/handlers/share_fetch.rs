@@ -280,9 +280,10 @@ pub async fn serve(
             let results: Vec<(Uuid, i32, i16)> = acks
                 .iter()
                 .map(|(t, batches)| {
-                    let code = share_acks::apply(&delivery, &t.key, &t.log, &member, batches)
-                        .err()
-                        .map_or(0, |e| e.code());
+                    let code =
+                        share_acks::apply(&delivery, &t.key, t.topic_id, &t.log, &member, batches)
+                            .err()
+                            .map_or(0, |e| e.code());
                     (t.topic_id, t.partition, code)
                 })
                 .collect();
@@ -518,7 +519,14 @@ fn acquire_one(
     let (log_bounds, offset_at) = bounds(&t.log);
     let partition = delivery
         .partitions
-        .load(&t.key, &mut slot, log_bounds, now, offset_at)
+        .load(
+            &t.key,
+            &mut slot,
+            *t.topic_id.as_bytes(),
+            log_bounds,
+            now,
+            offset_at,
+        )
         .map_err(|e| share_error(&e))?;
     let Some(from) = partition.next_fetch_offset() else {
         return Ok(None);

@@ -26,6 +26,7 @@ pub(super) fn state(
         group: RString::from(group),
         topic: RString::from(topic),
         partition,
+        topic_id: [partition as u8; 16],
         state_epoch: 3,
         start_offset: start,
         runs: (0..runs as i64)
