@@ -346,6 +346,8 @@ mod tests {
             ApiKey::DescribeAcls => DescribeAclsRequest::default().encode(out, version),
             ApiKey::CreateAcls => CreateAclsRequest::default().encode(out, version),
             ApiKey::DeleteAcls => DeleteAclsRequest::default().encode(out, version),
+            ApiKey::ShareFetch => ShareFetchRequest::default().encode(out, version),
+            ApiKey::ShareAcknowledge => ShareAcknowledgeRequest::default().encode(out, version),
             // Every served API has its arm above (`every_served_api_is_encoded`).
             _ => return false,
         };
