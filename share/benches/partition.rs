@@ -50,5 +50,10 @@ fn acquire_and_accept(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, acquire_and_accept);
-criterion_main!(benches);
+// criterion_group! generates an undocumented public function.
+#[allow(missing_docs)]
+mod group {
+    use super::*;
+    criterion_group!(benches, acquire_and_accept);
+}
+criterion_main!(group::benches);
