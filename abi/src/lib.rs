@@ -45,7 +45,10 @@ pub use assignor::{AssignInput, Assignment, AssignorMember, AssignorModRef, Memb
 pub use error::{ErrorKind, PluginError};
 pub use host::{HostServices, LogLevel};
 pub use manifest::{KindId, Manifest, ManifestKind, OpenManifest, PluginKind};
-pub use offset_store::{OffsetKey, OffsetRecord, OffsetStoreModRef};
+pub use offset_store::{
+    OffsetKey, OffsetRecord, OffsetStoreModRef, ShareStateRecord, ShareStateRun,
+    MAX_SHARE_STATE_RUNS,
+};
 pub use types::{TopicInfo, TopicPartitions};
 pub use version::{KindVersion, ASSIGNOR_ABI, AUTHORIZER_ABI, COORDINATOR_ABI, OFFSET_STORE_ABI};
 

@@ -60,6 +60,64 @@ impl OffsetRecord {
     }
 }
 
+/// One run of a share-partition's in-flight window: consecutive offsets in one state
+/// with one delivery count (offset-store ABI 3.2; Kafka's `PersisterStateBatch`).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShareStateRun {
+    /// The first offset.
+    pub first_offset: i64,
+    /// The last offset (inclusive).
+    pub last_offset: i64,
+    /// The record state: 0 available, 1 acquired, 2 acknowledged, 4 archived (Kafka's
+    /// `RecordState` ids). A store keeps the number as given.
+    pub state: u8,
+    /// How often these offsets were delivered.
+    pub delivery_count: u16,
+}
+
+/// The durable state of one share-partition, a share group's view of one
+/// topic-partition (KIP-932; offset-store ABI 3.2). A write replaces the whole record of
+/// its key.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct ShareStateRecord {
+    /// Share group id.
+    pub group: RString,
+    /// Topic name.
+    pub topic: RString,
+    /// Partition index.
+    pub partition: i32,
+    /// The id (KIP-516) of the topic the state was written for, so the state of a
+    /// deleted topic is not taken for a new topic of the same name; all zeros: unknown.
+    pub topic_id: [u8; 16],
+    /// The state epoch (Kafka's): raised each time the broker loads the state.
+    pub state_epoch: i32,
+    /// The share-partition start offset: every offset below is done with.
+    pub start_offset: i64,
+    /// The in-flight window from `start_offset`, in offset order. Stores bound how many
+    /// runs they accept (at least 10,000: the window holds at most that many offsets).
+    pub runs: RVec<ShareStateRun>,
+    /// When it was written, in ms since the Unix epoch (broker clock).
+    pub write_time_ms: i64,
+}
+
+impl ShareStateRecord {
+    /// The record's key (the same shape as a committed offset's).
+    pub fn key(&self) -> OffsetKey {
+        OffsetKey {
+            group: self.group.clone(),
+            topic: self.topic.clone(),
+            partition: self.partition,
+        }
+    }
+}
+
+/// Most runs a [`ShareStateRecord`] holds: one per offset of the largest window
+/// (`group.share.partition.max.record.locks` is at most 10,000). Stores refuse more
+/// with `InvalidInput`.
+pub const MAX_SHARE_STATE_RUNS: usize = 10_000;
+
 /// The offset-store interface across the boundary. Plugin authors implement
 /// [`crate::sdk::OffsetStorePlugin`] instead. All methods may be called concurrently.
 ///
@@ -117,6 +175,63 @@ pub trait OffsetStore: Send + Sync {
             "this offset store does not implement delete_partitions (offset-store ABI 3.1)",
         ))
     }
+
+    /// Whether this store keeps share-group state (the four methods below). Added in
+    /// offset-store ABI 3.2: a store built before reads as `false` (this default), and
+    /// the host refuses it as a share-state target, saying so.
+    fn share_state_supported(&self) -> bool {
+        false
+    }
+
+    /// Durably writes share-partition states, all together; each replaces the record of
+    /// its key (offset-store ABI 3.2). The host answers an acknowledgement only after
+    /// this returned `ROk`, so it must survive `kill -9`.
+    fn write_share_state(&self, batch: RSlice<'_, ShareStateRecord>) -> RResult<(), PluginError> {
+        let _ = batch;
+        RResult::RErr(share_state_unsupported())
+    }
+
+    /// The share-partition states of `group` for `partitions`; absent ones are left out
+    /// (offset-store ABI 3.2).
+    fn read_share_state(
+        &self,
+        group: RStr<'_>,
+        partitions: RSlice<'_, TopicPartitions>,
+    ) -> RResult<RVec<ShareStateRecord>, PluginError> {
+        let _ = (group, partitions);
+        RResult::RErr(share_state_unsupported())
+    }
+
+    /// Deletes `group`'s share-partition states of `partitions`, or all of the group's
+    /// when `partitions` is empty, durably; returns how many existed (offset-store ABI
+    /// 3.2).
+    fn delete_share_state(
+        &self,
+        group: RStr<'_>,
+        partitions: RSlice<'_, TopicPartitions>,
+    ) -> RResult<u64, PluginError> {
+        let _ = (group, partitions);
+        RResult::RErr(share_state_unsupported())
+    }
+
+    /// Iterates every share-partition state in key order (group, topic, partition): up
+    /// to `limit` strictly after `after` (from the start when `RNone`); an empty page is
+    /// the end; `limit` at least 1 (offset-store ABI 3.2; what a swap copies).
+    fn scan_share_state(
+        &self,
+        after: ROption<OffsetKey>,
+        limit: u32,
+    ) -> RResult<RVec<ShareStateRecord>, PluginError> {
+        let _ = (after, limit);
+        RResult::RErr(share_state_unsupported())
+    }
+}
+
+/// What the share-state methods of a store without them answer.
+fn share_state_unsupported() -> PluginError {
+    PluginError::unsupported(
+        "this offset store keeps no share-group state (offset-store ABI 3.2 added it)",
+    )
 }
 
 /// A shareable offset-store instance.

@@ -86,8 +86,12 @@ const ASSIGNOR_VERSION: &str = "3.2.0";
 ///
 /// History: 3.0 — first per-kind version (from drover-abi 2.0: `ErrorKind` became an
 /// open set). 3.1 — optional method `OffsetStore::delete_partitions` (OffsetDelete in
-/// one atomic step; stores without it get `Unsupported` and the host's fallback).
-const OFFSET_STORE_VERSION: &str = "3.1.0";
+/// one atomic step; stores without it get `Unsupported` and the host's fallback). 3.2 —
+/// share-group state (KIP-932, issue 31): `share_state_supported`,
+/// `write_share_state`, `read_share_state`, `delete_share_state`, `scan_share_state`
+/// and the `ShareStateRecord`/`ShareStateRun` types, after `last_prefix_field`: a store
+/// built before answers `false`/`Unsupported` and is refused as a share-state target.
+const OFFSET_STORE_VERSION: &str = "3.2.0";
 /// The authorizer interface's version.
 ///
 /// History: 1.0 — the kind's first version (drover-abi 3.7): `authorize`,

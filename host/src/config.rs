@@ -86,6 +86,103 @@ pub struct Config {
     /// The `[authorizer]` table: which authorizer plugin decides what clients may do
     /// (none: every client may do everything, as before issue 30).
     pub authorizer: AuthorizerSection,
+    /// The `[share]` table: share-group delivery (KIP-932; issue 31).
+    pub share: ShareSection,
+}
+
+/// The `[share]` table: the share-partition limits (Kafka's `group.share.*` names) and
+/// the bounds on share sessions (docs/operations.md, "Share groups").
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShareSection {
+    /// How long a member holds the records a ShareFetch acquired for it before they are
+    /// available to others, ms. Kafka's `group.share.record.lock.duration.ms`. Default
+    /// 30000; 15000–3600000.
+    pub record_lock_duration_ms: u64,
+    /// Deliveries after which a released or expired record is archived. Kafka's
+    /// `group.share.delivery.count.limit`. Default 5; 2–10.
+    pub delivery_count_limit: u16,
+    /// Most records in flight per share-partition (between its start and end offsets).
+    /// Kafka's `group.share.partition.max.record.locks`. Default 2000; 100–10000.
+    pub partition_max_record_locks: u32,
+    /// Where a share-partition with no saved state starts: `latest`, `earliest` or
+    /// `by_duration:<ISO-8601 duration>`. Kafka's group config `share.auto.offset.reset`
+    /// (here for every share group). Default `latest`.
+    pub auto_offset_reset: String,
+    /// `read_uncommitted` or `read_committed` (aborted transactions' records are
+    /// archived, never delivered). Kafka's group config `share.isolation.level` (here for
+    /// every share group). Default `read_uncommitted`.
+    pub isolation_level: String,
+    /// Most share sessions on the broker. A new session beyond it evicts one idle for
+    /// `session_idle_ms`, else is answered `SHARE_SESSION_LIMIT_REACHED`. Kafka's
+    /// `group.share.max.share.sessions`. Default 2000.
+    pub max_sessions: usize,
+    /// Most share sessions opened from one client address; a new one beyond it evicts
+    /// that address's least recently used session (its records are released). This
+    /// broker's. Default 100.
+    pub max_sessions_per_client: usize,
+    /// A session unused this long may be evicted for a new one, ms. Default 120000.
+    pub session_idle_ms: u64,
+    /// Most share-partitions (share group × topic-partition) kept in memory. Beyond it
+    /// one with no record acquired is dropped (its state is durable and is read again
+    /// when needed); when every one holds acquired records, the new one is answered
+    /// `COORDINATOR_LOAD_IN_PROGRESS` (retriable). This broker's. Default 10000.
+    pub max_share_partitions: usize,
+}
+
+impl Default for ShareSection {
+    fn default() -> Self {
+        ShareSection {
+            record_lock_duration_ms: 30_000,
+            delivery_count_limit: 5,
+            partition_max_record_locks: 2000,
+            auto_offset_reset: "latest".into(),
+            isolation_level: "read_uncommitted".into(),
+            max_sessions: 2000,
+            max_sessions_per_client: 100,
+            session_idle_ms: 120_000,
+            max_share_partitions: 10_000,
+        }
+    }
+}
+
+impl ShareSection {
+    /// The share-partition limits.
+    pub fn limits(&self) -> drover_share::ShareLimits {
+        drover_share::ShareLimits {
+            record_lock_duration_ms: self.record_lock_duration_ms,
+            delivery_count_limit: self.delivery_count_limit,
+            max_record_locks: self.partition_max_record_locks,
+        }
+    }
+
+    /// `auto_offset_reset`, read (checked at load, so the default on error is unreachable).
+    pub fn reset(&self) -> drover_share::AutoOffsetReset {
+        drover_share::AutoOffsetReset::parse(&self.auto_offset_reset).unwrap_or_default()
+    }
+
+    /// Checks every value's range.
+    pub fn check(&self) -> Result<(), String> {
+        self.limits().check().map_err(|e| format!("share: {e}"))?;
+        drover_share::AutoOffsetReset::parse(&self.auto_offset_reset)
+            .map_err(|e| format!("share: {e}"))?;
+        if !matches!(
+            self.isolation_level.as_str(),
+            "read_uncommitted" | "read_committed"
+        ) {
+            return Err(format!(
+                "share.isolation_level = {:?}: expected read_uncommitted or read_committed",
+                self.isolation_level
+            ));
+        }
+        if self.max_sessions == 0
+            || self.max_sessions_per_client == 0
+            || self.max_share_partitions == 0
+        {
+            return Err("share: max_sessions, max_sessions_per_client and max_share_partitions must be at least 1".into());
+        }
+        Ok(())
+    }
 }
 
 /// The `[authorizer]` table (issue 30; docs/security.md, "Authorization"). Without
@@ -129,6 +226,7 @@ impl Default for Config {
             sasl: SaslSection::default(),
             admin: AdminSection::default(),
             authorizer: AuthorizerSection::default(),
+            share: ShareSection::default(),
         }
     }
 }
@@ -1012,6 +1110,7 @@ impl Config {
             .admin
             .check(config.server.admin_listen)
             .map_err(invalid)?;
+        config.share.check().map_err(invalid)?;
         if config.topics.default_partitions == 0
             || config.topics.default_partitions > config.topics.max_partitions
         {

@@ -29,7 +29,10 @@
 //!   connection table of the coordinator contract, the offset-store worker;
 //! - [`txn`]: the transaction coordinator (transactional ids, their transactions,
 //!   markers and transactional offset commits; durable standalone and in ZooKeeper);
-//! - [`offsets`]: the active offset store, retention, and hot swap;
+//! - [`offsets`]: the active offset store, retention, and hot swap (offsets and
+//!   share-group state);
+//! - [`share`]: share groups' delivery (KIP-932) — share-partitions beside the logs,
+//!   share sessions, the acquisition-lock timer;
 //! - [`cluster`]: cluster mode through ZooKeeper (membership, coordinator slots, topic
 //!   metadata);
 //! - [`admin`]: the admin HTTP API;
@@ -67,6 +70,7 @@ pub mod rescan;
 pub mod secret_file;
 pub mod serve;
 pub mod server;
+pub mod share;
 pub mod startup;
 pub mod txn;
 

@@ -280,6 +280,11 @@ pub async fn start_with(config: Config, options: StartOptions) -> Result<Running
         )),
         tokio::spawn(maintain(Arc::clone(&broker), stopped.clone())),
         tokio::spawn(crate::offsets::retention::run(Arc::clone(&broker))),
+        // Share groups' acquisition locks (KIP-932).
+        tokio::spawn(crate::share::expiry::run(
+            Arc::clone(&broker.share),
+            broker.stopping(),
+        )),
     ];
     let mut tasks = tasks;
     {

@@ -5,9 +5,8 @@
 //! its partitions from the committed offsets; the admin API describes the group.
 
 use std::{
-    io::{BufRead, BufReader},
     net::SocketAddr,
-    process::{Child, Command, Stdio},
+    path::Path,
     time::{Duration, Instant},
 };
 
@@ -18,6 +17,7 @@ use drover_protocol::{
 };
 use drover_tests::{
     native::{ChannelEvent, ConsumerSpec, LightConsumer},
+    served::{self, Served},
     PluginDir,
 };
 use kafka_protocol::{
@@ -32,68 +32,13 @@ use tokio::{
     net::TcpStream,
 };
 
-/// A `drover serve` child, killed on drop.
-struct Served {
-    child: Child,
-    kafka: SocketAddr,
-    admin: SocketAddr,
-    _log: std::thread::JoinHandle<()>,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn serve(dir: &PluginDir, plugin_config: &str) -> Served {
-    let data = dir.scratch("data");
-    let config = dir.scratch("drover.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {data:?}\n[plugins]\ndir = {plugins:?}\ncache_dir = {cache:?}\n\
-             [coordinator]\ndefault_assignor = \"sticky\"\n{plugin_config}",
-            plugins = dir.path(),
-            cache = dir.cache_dir(),
-        ),
+    served::serve(
+        Path::new(env!("CARGO_BIN_EXE_drover")),
+        dir,
+        &dir.scratch("data"),
+        &format!("[coordinator]\ndefault_assignor = \"sticky\"\n{plugin_config}"),
     )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_drover"))
-        .args(["serve", "--config"])
-        .arg(&config)
-        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start drover");
-    let stderr = child.stderr.take().unwrap();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let log = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("[drover] {line}");
-            if line.contains("drover ready") {
-                let _ = ready_tx.send(line);
-            }
-        }
-    });
-    let line = ready_rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("drover did not print its ready line");
-    let field = |name: &str| -> SocketAddr {
-        let start = line.find(&format!("{name}=")).expect(name) + name.len() + 1;
-        let rest = &line[start..];
-        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-        rest[..end].trim_matches('"').parse().expect(name)
-    };
-    Served {
-        kafka: field("listen"),
-        admin: field("admin"),
-        child,
-        _log: log,
-    }
 }
 
 async fn roundtrip(addr: SocketAddr, frame: BytesMut) -> Bytes {

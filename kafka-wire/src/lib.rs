@@ -68,6 +68,11 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::DescribeAcls,
     ApiKey::CreateAcls,
     ApiKey::DeleteAcls,
+    // Share groups' delivery (KIP-932, issue 31; v1): served by the host beside the
+    // partition logs (drover_host::share); membership (ShareGroupHeartbeat) is the
+    // coordinator plugin's.
+    ApiKey::ShareFetch,
+    ApiKey::ShareAcknowledge,
 ];
 
 /// The versions of `key` this broker serves, if it serves it.
@@ -341,6 +346,8 @@ mod tests {
             ApiKey::DescribeAcls => DescribeAclsRequest::default().encode(out, version),
             ApiKey::CreateAcls => CreateAclsRequest::default().encode(out, version),
             ApiKey::DeleteAcls => DeleteAclsRequest::default().encode(out, version),
+            ApiKey::ShareFetch => ShareFetchRequest::default().encode(out, version),
+            ApiKey::ShareAcknowledge => ShareAcknowledgeRequest::default().encode(out, version),
             // Every served API has its arm above (`every_served_api_is_encoded`).
             _ => return false,
         };

@@ -22,7 +22,8 @@ use drover_abi::{
     },
     coordinator::{CoordinatorOutput, CoordinatorOutputNE},
     offset_store::OffsetStoreArc,
-    AssignInput, Assignment, ErrorKind, OffsetKey, OffsetRecord, PluginError, TopicPartitions,
+    AssignInput, Assignment, ErrorKind, OffsetKey, OffsetRecord, PluginError, ShareStateRecord,
+    TopicPartitions,
 };
 
 use super::{error::CallError, loader::PluginSummary};
@@ -279,6 +280,60 @@ impl OffsetStoreHandle {
             return Ok(());
         }
         self.guard.call(|| self.inner.close())
+    }
+
+    /// Whether the store keeps share-group state (offset-store ABI 3.2). A store built
+    /// against an older minor answers `false` without a call into it (the interface's
+    /// default), as does one out of service.
+    pub fn share_state_supported(&self) -> bool {
+        self.guard
+            .call(|| RResult::ROk(self.inner.share_state_supported()))
+            .unwrap_or(false)
+    }
+
+    /// Durably writes share-partition states, all together (offset-store ABI 3.2;
+    /// [`ErrorKind::Unsupported`] from an older store).
+    pub fn write_share_state(&self, batch: &[ShareStateRecord]) -> Result<(), CallError> {
+        self.guard
+            .call(|| self.inner.write_share_state(RSlice::from_slice(batch)))
+    }
+
+    /// `group`'s share-partition states of `partitions`; absent ones are left out.
+    pub fn read_share_state(
+        &self,
+        group: &str,
+        partitions: &[TopicPartitions],
+    ) -> Result<Vec<ShareStateRecord>, CallError> {
+        self.guard
+            .call(|| {
+                self.inner
+                    .read_share_state(RStr::from_str(group), RSlice::from_slice(partitions))
+            })
+            .map(RVec::into_vec)
+    }
+
+    /// Deletes `group`'s share-partition states of `partitions` (all of the group's when
+    /// empty); returns how many existed.
+    pub fn delete_share_state(
+        &self,
+        group: &str,
+        partitions: &[TopicPartitions],
+    ) -> Result<u64, CallError> {
+        self.guard.call(|| {
+            self.inner
+                .delete_share_state(RStr::from_str(group), RSlice::from_slice(partitions))
+        })
+    }
+
+    /// Up to `limit` share-partition states strictly after `after`, in key order.
+    pub fn scan_share_state(
+        &self,
+        after: Option<OffsetKey>,
+        limit: u32,
+    ) -> Result<Vec<ShareStateRecord>, CallError> {
+        self.guard
+            .call(|| self.inner.scan_share_state(ROption::from(after), limit))
+            .map(RVec::into_vec)
     }
 
     /// Whether [`OffsetStoreHandle::close`] has been called.

@@ -46,7 +46,7 @@ use crate::{
     manifest::{ManifestKind, PluginKind},
     offset_store::{
         OffsetKey, OffsetRecord, OffsetStore, OffsetStoreArc, OffsetStoreMod, OffsetStoreModRef,
-        OffsetStore_TO,
+        OffsetStore_TO, ShareStateRecord,
     },
     types::TopicPartitions,
 };
@@ -246,6 +246,46 @@ impl<T: OffsetStorePlugin> OffsetStore for Adapter<T> {
         partitions: RSlice<'_, TopicPartitions>,
     ) -> RResult<u64, PluginError> {
         self.call(|t| t.delete_partitions(group.as_str(), partitions.as_slice()))
+    }
+
+    fn share_state_supported(&self) -> bool {
+        self.call(|t| Ok(t.share_state_supported()))
+            .into_result()
+            .unwrap_or(false)
+    }
+
+    fn write_share_state(&self, batch: RSlice<'_, ShareStateRecord>) -> RResult<(), PluginError> {
+        self.call(|t| t.write_share_state(batch.as_slice()))
+    }
+
+    fn read_share_state(
+        &self,
+        group: RStr<'_>,
+        partitions: RSlice<'_, TopicPartitions>,
+    ) -> RResult<RVec<ShareStateRecord>, PluginError> {
+        self.call(|t| {
+            t.read_share_state(group.as_str(), partitions.as_slice())
+                .map(RVec::from)
+        })
+    }
+
+    fn delete_share_state(
+        &self,
+        group: RStr<'_>,
+        partitions: RSlice<'_, TopicPartitions>,
+    ) -> RResult<u64, PluginError> {
+        self.call(|t| t.delete_share_state(group.as_str(), partitions.as_slice()))
+    }
+
+    fn scan_share_state(
+        &self,
+        after: ROption<OffsetKey>,
+        limit: u32,
+    ) -> RResult<RVec<ShareStateRecord>, PluginError> {
+        self.call(|t| {
+            t.scan_share_state(after.as_ref().into_option(), limit)
+                .map(RVec::from)
+        })
     }
 }
 

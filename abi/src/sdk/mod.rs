@@ -54,7 +54,7 @@ use crate::{
     error::PluginError,
     host::ZkSessionArc,
     manifest::{Manifest, ManifestKind, OpenManifest, PluginKind},
-    offset_store::{OffsetKey, OffsetRecord},
+    offset_store::{OffsetKey, OffsetRecord, ShareStateRecord},
     types::TopicPartitions,
 };
 
@@ -175,6 +175,49 @@ pub trait OffsetStorePlugin: PluginInfo + Send + Sync + Sized + 'static {
             Self::NAME
         )))
     }
+    /// Whether the store keeps share-group state (offset-store ABI 3.2). A store that
+    /// implements the four share-state methods below answers `true`; the default,
+    /// `false`, makes the host refuse it as a share-state target.
+    fn share_state_supported(&self) -> bool {
+        false
+    }
+    /// Durably writes share-partition states, all together, each replacing its key's.
+    fn write_share_state(&self, batch: &[ShareStateRecord]) -> Result<(), PluginError> {
+        let _ = batch;
+        Err(share_state_unsupported(Self::NAME))
+    }
+    /// `group`'s share-partition states of `partitions`; absent ones are left out.
+    fn read_share_state(
+        &self,
+        group: &str,
+        partitions: &[TopicPartitions],
+    ) -> Result<Vec<ShareStateRecord>, PluginError> {
+        let _ = (group, partitions);
+        Err(share_state_unsupported(Self::NAME))
+    }
+    /// Deletes `group`'s share-partition states of `partitions` (all of the group's when
+    /// empty); returns how many existed.
+    fn delete_share_state(
+        &self,
+        group: &str,
+        partitions: &[TopicPartitions],
+    ) -> Result<u64, PluginError> {
+        let _ = (group, partitions);
+        Err(share_state_unsupported(Self::NAME))
+    }
+    /// Up to `limit` share-partition states strictly after `after`, in key order.
+    fn scan_share_state(
+        &self,
+        after: Option<&OffsetKey>,
+        limit: u32,
+    ) -> Result<Vec<ShareStateRecord>, PluginError> {
+        let _ = (after, limit);
+        Err(share_state_unsupported(Self::NAME))
+    }
+}
+
+fn share_state_unsupported(name: &str) -> PluginError {
+    PluginError::unsupported(format!("offset store `{name}` keeps no share-group state"))
 }
 
 /// An authorizer; see [`crate::authorizer`] for the contract. Methods are called

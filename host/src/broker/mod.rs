@@ -108,6 +108,9 @@ pub struct Broker {
     pub plugins: Plugins,
     /// The group coordinator's client, the active offset store and the group configs.
     pub groups: Groups,
+    /// Share-group delivery: share-partitions and share sessions (KIP-932; the
+    /// membership half is the coordinator's).
+    pub share: Arc<crate::share::ShareDelivery>,
     /// Becomes true when shutdown starts; long polls answer early.
     stopping: watch::Sender<bool>,
 }
@@ -243,6 +246,12 @@ impl Broker {
         )?);
         let cluster_id = cluster_id(&config.data_dir)?;
         let offsets = plugins.active_store.clone().map(OffsetStores::new);
+        let share = Arc::new(crate::share::ShareDelivery::new(
+            &config.share,
+            offsets
+                .clone()
+                .map(|o| o as Arc<dyn crate::share::store::ShareStateStore>),
+        ));
         let live = LivePlugins::new(
             &plugins.registry,
             &plugins.assignors,
@@ -313,6 +322,7 @@ impl Broker {
                 offsets,
                 configs: group_configs,
             },
+            share,
             identity: Identity {
                 node,
                 cluster_id,

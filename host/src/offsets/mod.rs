@@ -24,6 +24,7 @@
 
 pub mod active;
 pub mod retention;
+pub mod share_state;
 pub mod swap;
 
 use std::{

@@ -187,6 +187,11 @@ fn run(broker: &Broker, stores: &OffsetStores, request: &SwapRequest) -> Result<
         };
     }
     let switched = copy(stores, &old, &new).and_then(|copied| {
+        // Share-group state (offset-store ABI 3.2) follows with the same promise.
+        let shares = super::share_state::copy(stores, &old, &new)?;
+        if shares > 0 {
+            tracing::info!(to = %new.name, shares, "share-partition states copied");
+        }
         stores.set_status(|s| s.state = "switching".into());
         // Under the gate: no commit or deletion runs between the last check for a
         // failed dual write, the record and the switch.

@@ -8,7 +8,8 @@
 //! The tuple encoding length-prefixes the strings, so no group or topic name (NUL bytes
 //! included) can bleed into the next field.
 //!
-//! The value is `(offset: i64, commit_time_ms: i64, metadata: &str)`.
+//! The value is `(offset: i64, commit_time_ms: i64, metadata: &str)`. A second table,
+//! `share_state`, keeps share-partition states under the same key (offset-store ABI 3.2).
 
 use std::ops::Bound;
 
@@ -23,6 +24,11 @@ pub type Val<'a> = (i64, i64, &'a str);
 /// The one table of an embedded store.
 pub const OFFSETS: TableDefinition<'static, Key<'static>, Val<'static>> =
     TableDefinition::new("offsets");
+
+/// Share-group state (offset-store ABI 3.2): the same key, the value
+/// `drover_offsets_common::share_codec`'s bytes.
+pub const SHARE_STATE: TableDefinition<'static, Key<'static>, &'static [u8]> =
+    TableDefinition::new("share_state");
 
 /// The smallest key of `group`: every key of the group is `>=` it.
 pub fn group_start(group: &str) -> Key<'_> {

@@ -41,6 +41,7 @@
 pub mod config;
 pub mod errors;
 pub mod layout;
+pub mod share_state;
 pub mod store;
 
 #[cfg(test)]
@@ -48,7 +49,7 @@ mod tests;
 
 use drover_abi::{
     sdk::{OffsetStorePlugin, PluginContext, PluginInfo},
-    OffsetKey, OffsetRecord, PluginError, TopicPartitions,
+    OffsetKey, OffsetRecord, PluginError, ShareStateRecord, TopicPartitions,
 };
 
 use crate::{config::Config, store::Store};
@@ -129,6 +130,38 @@ impl OffsetStorePlugin for EmbeddedStore {
         partitions: &[TopicPartitions],
     ) -> Result<u64, PluginError> {
         self.store.delete_partitions(group, partitions)
+    }
+
+    fn share_state_supported(&self) -> bool {
+        true
+    }
+
+    fn write_share_state(&self, batch: &[ShareStateRecord]) -> Result<(), PluginError> {
+        self.store.write_share_state(batch)
+    }
+
+    fn read_share_state(
+        &self,
+        group: &str,
+        partitions: &[TopicPartitions],
+    ) -> Result<Vec<ShareStateRecord>, PluginError> {
+        self.store.read_share_state(group, partitions)
+    }
+
+    fn delete_share_state(
+        &self,
+        group: &str,
+        partitions: &[TopicPartitions],
+    ) -> Result<u64, PluginError> {
+        self.store.delete_share_state(group, partitions)
+    }
+
+    fn scan_share_state(
+        &self,
+        after: Option<&OffsetKey>,
+        limit: u32,
+    ) -> Result<Vec<ShareStateRecord>, PluginError> {
+        self.store.scan_share_state(after, limit)
     }
 }
 

@@ -268,7 +268,7 @@ impl Store {
     }
 
     /// The open/closed switch, read-locked for the duration of one call.
-    fn read(&self) -> RwLockReadGuard<'_, Option<Database>> {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Option<Database>> {
         // A panic while holding the write lock (in `close`) leaves `None` or the database
         // intact; either state is consistent.
         self.db.read().unwrap_or_else(PoisonError::into_inner)
@@ -303,8 +303,12 @@ impl Store {
 fn create_table(db: &Database, path: &Path) -> Result<(), PluginError> {
     let context = format!("cannot initialise database {}", path.display());
     let txn = db.begin_write().map_err(|e| from_redb(&context, e))?;
-    match txn.open_table(OFFSETS) {
-        Ok(table) => drop(table),
+    let tables = txn
+        .open_table(OFFSETS)
+        .map(drop)
+        .and_then(|()| txn.open_table(layout::SHARE_STATE).map(drop));
+    match tables {
+        Ok(()) => {}
         Err(
             e @ (TableError::TableTypeMismatch { .. } | TableError::TypeDefinitionChanged { .. }),
         ) => {

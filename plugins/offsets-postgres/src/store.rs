@@ -28,6 +28,8 @@ pub struct Store {
     pool: RwLock<Option<Pool>>,
     committer: GroupCommit,
     config: Config,
+    /// Set once the share-state table is known to exist (made at first use).
+    pub(crate) share_table_ready: std::sync::atomic::AtomicBool,
 }
 
 impl Store {
@@ -47,6 +49,7 @@ impl Store {
             pool: RwLock::new(Some(pool)),
             committer: GroupCommit::new("postgres"),
             config,
+            share_table_ready: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -197,7 +200,7 @@ impl Store {
     }
 
     /// The open/closed switch, read-locked for the duration of one call.
-    fn read(&self) -> RwLockReadGuard<'_, Option<Pool>> {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Option<Pool>> {
         self.pool.read().unwrap_or_else(PoisonError::into_inner)
     }
 

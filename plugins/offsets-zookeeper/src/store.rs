@@ -32,6 +32,8 @@ use crate::{
     layout::{self, Layout},
 };
 
+mod share_state;
+
 /// How many times one commit or delete re-plans after a concurrent change (a node
 /// created or deleted by another writer between planning and writing) before giving up
 /// with `Unavailable`.

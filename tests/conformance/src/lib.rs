@@ -5,6 +5,7 @@
 pub mod cluster_broker;
 pub mod native;
 pub mod proc_stat;
+pub mod served;
 pub mod services;
 
 use std::{

@@ -235,6 +235,50 @@ fn an_offset_store_built_against_3_0_loads_and_its_missing_method_falls_back() {
     reopened.close().unwrap();
 }
 
+/// Offset-store ABI 3.2 added share-group state after `last_prefix_field`: a store
+/// built before reads as keeping none (the interface's defaults, no call into it), and
+/// the broker refuses it as a share-state target, naming it.
+#[test]
+fn an_offset_store_built_against_3_0_is_refused_as_a_share_state_target() {
+    let dir = PluginDir::new();
+    let plugin = load(
+        &dir,
+        "drover_compat_offset_store_3_0",
+        PluginKind::OffsetStore,
+    );
+    let config = format!(
+        "path = {:?}\n",
+        dir.scratch("journal").display().to_string()
+    );
+    let store = std::sync::Arc::new(
+        plugin
+            .open_offset_store(&config)
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    assert!(!store.share_state_supported());
+    let err = store
+        .read_share_state("g", &[TopicPartitions::new("t", vec![0])])
+        .expect_err("a 3.0 store keeps no share state");
+    assert!(
+        matches!(&err, CallError::Plugin { error, .. } if error.kind == ErrorKind::Unsupported),
+        "{err}"
+    );
+    let stores = drover_host::offsets::OffsetStores::new(drover_host::offsets::NamedStore {
+        name: "compat-3.0".into(),
+        config,
+        store: std::sync::Arc::clone(&store),
+    });
+    let refused = stores
+        .write_share_state(&[])
+        .expect_err("refused as a share-state target");
+    let message = refused.to_string();
+    assert!(
+        message.contains("`compat-3.0` keeps no share-group state") && message.contains("3.2"),
+        "{message}"
+    );
+    store.close().unwrap();
+}
+
 fn request(api_key: i16, correlation_id: i32) -> RVec<u8> {
     let mut frame = api_key.to_be_bytes().to_vec();
     frame.extend_from_slice(&0i16.to_be_bytes());

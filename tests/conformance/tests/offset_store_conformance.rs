@@ -1,6 +1,7 @@
 //! The offset-store conformance suite (`drover-plugin-testkit`) against every built
 //! offset-store plugin through its loaded `.so` (round trip, batches, groups, scan
-//! paging over a 100,000-offset batch, 8 concurrent committers, close, reopen), and
+//! paging over a 100,000-offset batch, 8 concurrent committers, close, reopen, share-group
+//! state), and
 //! crash safety: no acknowledged commit lost when the committing process
 //! (`drover-commit-load`) is killed with SIGKILL.
 
@@ -8,7 +9,10 @@ use std::process::Command;
 
 use drover_abi::{offset_store::OffsetStoreArc, PluginError, PluginKind};
 use drover_host::plugins::{LoadError, LoadedPlugin};
-use drover_plugin_testkit::offset_store::{self, crash, Options};
+use drover_plugin_testkit::{
+    offset_store::{self, crash, Options},
+    Verdict,
+};
 use drover_tests::{store_config, PluginDir, OFFSET_STORES};
 
 /// Loads the built store `lib` into `dir`; returns the plugin and its file.
@@ -37,6 +41,15 @@ fn every_store_passes_the_testkit_suite() {
         let (plugin, _) = load(&dir, lib);
         let report = offset_store::run(&|| open(&plugin, &config), &Options::default());
         assert!(report.passed(), "{name}:\n{report}");
+        // Every built-in store keeps share-group state (offset-store ABI 3.2): run, not
+        // skipped.
+        for property in ["share_state", "share_state_reopen"] {
+            assert_eq!(
+                report.verdict(property),
+                Some(&Verdict::Pass),
+                "{name}: {property}\n{report}"
+            );
+        }
     }
 }
 

@@ -30,6 +30,9 @@ pub mod list_transactions;
 pub mod metadata;
 pub mod produce;
 pub mod sasl;
+pub mod share_acknowledge;
+pub mod share_acks;
+pub mod share_fetch;
 pub mod txn_offset_commit;
 pub mod txn_wire;
 
@@ -76,6 +79,22 @@ pub async fn handle(
             Handled::Deferred(Box::pin(async move {
                 fetch::handle(&broker, &checks, &budget, version, r).await
             }))
+        }
+        // Share groups' delivery (KIP-932): the session step now, in request order; the
+        // acknowledgements and the long poll deferred.
+        RequestKind::ShareFetch(r) => match share_fetch::prepare(broker, authz, peer, r) {
+            Err(reply) => (*reply).into(),
+            Ok(prepared) => {
+                let broker = Arc::clone(broker);
+                let budget = Arc::clone(budget);
+                Handled::Deferred(Box::pin(async move {
+                    share_fetch::serve(&broker, &budget, prepared).await
+                }))
+            }
+        },
+        // Each acknowledgement is written to the offset store before it is answered.
+        RequestKind::ShareAcknowledge(r) => {
+            blocking(broker, move |b| share_acknowledge::handle(b, &checks, r)).await
         }
         RequestKind::ListOffsets(r) => {
             blocking(broker, move |b| {

@@ -15,6 +15,7 @@
 //! | `concurrent_commits` | several threads committing at once; every thread's last batch is what remains |
 //! | `close` | `close` succeeds; later calls fail with `Closed`; a second `close` returns `Ok` or `Closed` |
 //! | `reopen` | commits acknowledged before the close are there after opening again with the same config |
+//! | `share_state`, `share_state_reopen` | offset-store ABI 3.2's share-group state, skipped for a store without it ([`share_props`]) |
 //!
 //! Every property works on groups named after a prefix unique to the run
 //! (`testkit-<time>-<pid>-…`), so it can run against a store that holds other data
@@ -24,6 +25,7 @@
 
 pub mod crash;
 mod props;
+pub mod share_props;
 
 use drover_abi::{offset_store::OffsetStoreArc, PluginError};
 

@@ -161,6 +161,8 @@ pub(super) fn run(open: &Opener<'_>, options: &Options) -> Report {
         "concurrent_commits",
         concurrent_commits(&s, &group("concurrent"), options.threads),
     );
+    super::share_props::run(&mut report, &store, &group("share"));
+    let shares = super::share_props::before_reopen(&store, &group("share-reopen"));
     let acknowledged = reopen_batches(&group("reopen"));
     let committed = acknowledged.iter().try_for_each(|batch| s.commit(batch));
     report.record("close", committed.clone().and_then(|()| close(&s)));
@@ -180,6 +182,7 @@ pub(super) fn run(open: &Opener<'_>, options: &Options) -> Report {
                     )
                 });
             report.record("reopen", reopened);
+            super::share_props::after_reopen(&mut report, &store, &group("share-reopen"), shares);
             clean_up(&s, &prefix);
             let _ = store.close();
         }

@@ -1,0 +1,71 @@
+//! Share-group delivery (KIP-932; issue 31 items 3 and 4): the host's half of share
+//! groups. As in Kafka (`SharePartitionManager` and `SharePartition` live with the
+//! partition's leader, the group coordinator only does membership), the
+//! share-partitions live here beside the partition logs, and ShareFetch and
+//! ShareAcknowledge are served without the coordinator (docs/design.md, "Share
+//! groups").
+//!
+//! - [`partitions`]: the share-partitions in memory (each a `drover_share`
+//!   state machine), bounded, loaded from and written to the active offset store
+//!   ([`crate::offsets::share_state`]).
+//! - [`sessions`]: the share-session cache, keyed by group and member id (Kafka's
+//!   `ShareSessionCache`), bounded in total and per client address.
+//! - [`expiry`]: the timer that ends acquisition locks, so records a member abandoned
+//!   become available again.
+//! - [`log_read`]: what the log returned, as the state machine's input.
+//! - [`store`]: the port share state is written through (the active offset store).
+
+pub mod expiry;
+pub mod log_read;
+pub mod partitions;
+pub mod sessions;
+pub mod store;
+
+use std::sync::{Arc, Mutex};
+
+use crate::config::ShareSection;
+
+pub use partitions::{ShareKey, SharePartitions};
+pub use sessions::ShareSessions;
+
+/// The broker's share-group delivery state: share-partitions and share sessions.
+pub struct ShareDelivery {
+    /// The share-partitions in memory.
+    pub partitions: SharePartitions,
+    /// The share sessions.
+    pub sessions: Mutex<ShareSessions>,
+    /// Whether share fetches read committed records only (`share.isolation_level`).
+    pub read_committed: bool,
+    /// `share.record_lock_duration_ms`, as ShareFetch answers it.
+    pub lock_duration_ms: u64,
+}
+
+impl ShareDelivery {
+    /// Share delivery as `config` sets it, persisting through `stores` (none: no
+    /// offset store, share groups are not served).
+    pub fn new(
+        config: &ShareSection,
+        stores: Option<Arc<dyn store::ShareStateStore>>,
+    ) -> ShareDelivery {
+        ShareDelivery {
+            partitions: SharePartitions::new(
+                config.limits(),
+                config.reset(),
+                config.max_share_partitions,
+                stores,
+            ),
+            sessions: Mutex::new(ShareSessions::new(
+                config.max_sessions,
+                config.max_sessions_per_client,
+                config.session_idle_ms,
+            )),
+            read_committed: config.isolation_level == "read_committed",
+            lock_duration_ms: config.record_lock_duration_ms,
+        }
+    }
+
+    /// The session cache, locked.
+    pub fn sessions(&self) -> std::sync::MutexGuard<'_, ShareSessions> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

@@ -1,0 +1,366 @@
+//! The share-partitions in memory: one [`drover_share::SharePartition`] per (share
+//! group, topic, partition), each behind its own lock, loaded from the active offset
+//! store the first time it is used and written back whenever it changes.
+//!
+//! - **Durable before answered**: every change a caller makes is written with
+//!   [`SharePartitions::persist`] before the caller answers (acknowledgements) or hands
+//!   records out (acquisitions: KIP-932 counts records acquired when the broker fails
+//!   as delivered). A write that fails drops the share-partition from memory, so the
+//!   next use reads the durable state again rather than serve one ahead of it.
+//! - **Bounded**: at most `share.max_share_partitions` are held. A new one makes room
+//!   by dropping one that holds no acquired record and that nobody is using (its state
+//!   is durable); when there is none, the new one is refused ([`ShareError::Full`]).
+//! - A new share-partition (no saved state) starts where `share.auto.offset.reset`
+//!   says, and that start is written at once, so a restart does not move it.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use drover_abi::{ShareStateRecord, ShareStateRun, TopicPartitions};
+use drover_share::{
+    AutoOffsetReset, RecordState, ShareLimits, SharePartition, ShareSnapshot, StateRun,
+};
+
+use super::store::{ShareStateError, ShareStateStore};
+
+/// A share-partition's key: share group, topic name, partition index.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShareKey {
+    /// Share group id.
+    pub group: Arc<str>,
+    /// Topic name.
+    pub topic: Arc<str>,
+    /// Partition index.
+    pub partition: i32,
+}
+
+/// Why a share-partition cannot be served now.
+#[derive(Debug, thiserror::Error)]
+pub enum ShareError {
+    /// `share.max_share_partitions` are held and each has records acquired.
+    #[error("{0} share-partitions are held, each with records acquired")]
+    Full(usize),
+    /// No offset store keeps share state, or the store failed.
+    #[error(transparent)]
+    Store(#[from] ShareStateError),
+    /// The saved state is damaged.
+    #[error("share state of {0:?} is damaged: {1}")]
+    Damaged(ShareKey, String),
+}
+
+/// One share-partition's place: its state once loaded, and the id of the topic it was
+/// loaded for (a topic deleted and re-created under its name starts afresh).
+#[derive(Debug, Default)]
+pub struct Slot {
+    state: Option<SharePartition>,
+    topic_id: [u8; 16],
+}
+
+impl Slot {
+    /// The state, when loaded.
+    pub fn loaded(&mut self) -> Option<&mut SharePartition> {
+        self.state.as_mut()
+    }
+}
+
+/// Where the log of a share-partition is now, for loading it.
+#[derive(Debug, Clone, Copy)]
+pub struct LogBounds {
+    /// The log start offset.
+    pub start: i64,
+    /// The log end offset.
+    pub end: i64,
+}
+
+/// The share-partitions in memory (module docs).
+pub struct SharePartitions {
+    limits: ShareLimits,
+    reset: AutoOffsetReset,
+    max: usize,
+    table: Mutex<HashMap<ShareKey, Arc<Mutex<Slot>>>>,
+    stores: Option<Arc<dyn ShareStateStore>>,
+    /// Bumped when records become available again without an append (a release, a
+    /// lock expiry), so waiting share fetches look again.
+    available: tokio::sync::watch::Sender<u64>,
+}
+
+impl SharePartitions {
+    /// At most `max` share-partitions with `limits`, new ones starting where `reset`
+    /// says, persisted through `stores`.
+    pub fn new(
+        limits: ShareLimits,
+        reset: AutoOffsetReset,
+        max: usize,
+        stores: Option<Arc<dyn ShareStateStore>>,
+    ) -> SharePartitions {
+        SharePartitions {
+            limits,
+            reset,
+            max,
+            table: Mutex::new(HashMap::new()),
+            stores,
+            available: tokio::sync::watch::channel(0).0,
+        }
+    }
+
+    /// Wakes share fetches waiting for records: some became available again.
+    pub fn notify_available(&self) {
+        self.available.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver that changes when records become available again without an append.
+    pub fn subscribe_available(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.available.subscribe()
+    }
+
+    /// The limits every share-partition keeps.
+    pub fn limits(&self) -> ShareLimits {
+        self.limits
+    }
+
+    /// How many share-partitions are in memory.
+    pub fn len(&self) -> usize {
+        self.table().len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn table(&self) -> MutexGuard<'_, HashMap<ShareKey, Arc<Mutex<Slot>>>> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The place of `key`, made (and room made for it) when it is new.
+    pub fn slot(&self, key: &ShareKey) -> Result<Arc<Mutex<Slot>>, ShareError> {
+        let mut table = self.table();
+        if let Some(slot) = table.get(key) {
+            return Ok(Arc::clone(slot));
+        }
+        if table.len() >= self.max {
+            let idle = table.iter().find_map(|(k, slot)| {
+                if Arc::strong_count(slot) > 1 {
+                    return None;
+                }
+                let held = slot.try_lock().ok()?;
+                let idle = held.state.as_ref().is_none_or(|p| p.acquired_count() == 0);
+                idle.then(|| k.clone())
+            });
+            match idle {
+                Some(k) => {
+                    table.remove(&k);
+                }
+                None => return Err(ShareError::Full(table.len())),
+            }
+        }
+        let slot = Arc::new(Mutex::new(Slot::default()));
+        table.insert(key.clone(), Arc::clone(&slot));
+        Ok(slot)
+    }
+
+    /// The state of `key` (of the topic with id `topic_id`) in `slot`, read from the
+    /// store when not loaded yet (a new one starts where `share.auto.offset.reset` says,
+    /// at `now_ms`, in a log at `log`; `offset_at` is ListOffsets by timestamp), with the
+    /// log start applied. State saved for another topic id (a topic of the same name,
+    /// since deleted) is not used: the share-partition starts afresh.
+    pub fn load<'s>(
+        &self,
+        key: &ShareKey,
+        slot: &'s mut Slot,
+        topic_id: [u8; 16],
+        log: LogBounds,
+        now_ms: i64,
+        offset_at: impl FnOnce(i64) -> Option<i64>,
+    ) -> Result<&'s mut SharePartition, ShareError> {
+        if slot.topic_id != topic_id {
+            slot.state = None;
+            slot.topic_id = topic_id;
+        }
+        if slot.state.is_none() {
+            let stores = self.stores()?;
+            let partitions = [TopicPartitions {
+                topic: key.topic.as_ref().into(),
+                partitions: vec![key.partition].into(),
+            }];
+            let saved = stores.read_share_state(&key.group, &partitions)?;
+            let saved = saved
+                .into_iter()
+                .find(|r| r.topic_id == topic_id || r.topic_id == [0; 16]);
+            let partition = match saved {
+                Some(record) => {
+                    let snapshot = snapshot_of(&record).ok_or_else(|| {
+                        ShareError::Damaged(key.clone(), "unknown record state".into())
+                    })?;
+                    SharePartition::restore(self.limits, &snapshot).ok_or_else(|| {
+                        ShareError::Damaged(key.clone(), "runs do not form a window".into())
+                    })?
+                }
+                None => {
+                    let start = self
+                        .reset
+                        .start_offset(log.start, log.end, now_ms, offset_at);
+                    SharePartition::new(self.limits, start)
+                }
+            };
+            // Written at once: the new state epoch, or where a new one starts.
+            stores.write_share_state(&[record_of(key, topic_id, &partition.snapshot(), now_ms)])?;
+            slot.state = Some(partition);
+        }
+        let Some(partition) = slot.state.as_mut() else {
+            unreachable!("loaded above");
+        };
+        if let Some(snapshot) = partition.advance_to(log.start) {
+            if let Err(e) = self.write(key, topic_id, &snapshot, now_ms) {
+                slot.state = None;
+                return Err(e);
+            }
+        }
+        slot.state
+            .as_mut()
+            .ok_or_else(|| ShareError::Damaged(key.clone(), "dropped".into()))
+    }
+
+    /// Writes `snapshot` of `key` durably; on failure drops `slot`'s state (module docs).
+    pub fn persist(
+        &self,
+        key: &ShareKey,
+        slot: &mut Slot,
+        snapshot: &ShareSnapshot,
+        now_ms: i64,
+    ) -> Result<(), ShareError> {
+        let written = self.write(key, slot.topic_id, snapshot, now_ms);
+        if written.is_err() {
+            slot.state = None;
+        }
+        written
+    }
+
+    fn write(
+        &self,
+        key: &ShareKey,
+        topic_id: [u8; 16],
+        snapshot: &ShareSnapshot,
+        now_ms: i64,
+    ) -> Result<(), ShareError> {
+        self.stores()?
+            .write_share_state(&[record_of(key, topic_id, snapshot, now_ms)])
+            .map_err(ShareError::from)
+    }
+
+    fn stores(&self) -> Result<&Arc<dyn ShareStateStore>, ShareError> {
+        self.stores.as_ref().ok_or_else(|| {
+            ShareError::Store(ShareStateError::Unsupported("(none configured)".into()))
+        })
+    }
+
+    /// Ends the locks due at `now_ms` in every share-partition (writing each changed
+    /// one); returns the earliest deadline left, ms.
+    pub fn expire(&self, now_ms: i64) -> Option<i64> {
+        let slots: Vec<(ShareKey, Arc<Mutex<Slot>>)> = self
+            .table()
+            .iter()
+            .map(|(k, s)| (k.clone(), Arc::clone(s)))
+            .collect();
+        let mut next: Option<i64> = None;
+        let mut released = false;
+        for (key, slot) in slots {
+            let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(partition) = slot.state.as_mut() else {
+                continue;
+            };
+            if let Some(snapshot) = partition.expire_locks(now_ms) {
+                released = true;
+                if let Err(e) = self.persist(&key, &mut slot, &snapshot, now_ms) {
+                    crate::warn_limited!(
+                        "share.state_write_failed",
+                        "writing share state of {key:?} after lock expiry: {e}"
+                    );
+                    continue;
+                }
+            }
+            if let Some(deadline) = slot.state.as_ref().and_then(SharePartition::poll_timeout) {
+                next = Some(next.map_or(deadline, |n| n.min(deadline)));
+            }
+        }
+        if released {
+            self.notify_available();
+        }
+        next
+    }
+
+    /// Releases every record `member` of `group` holds (its share session closed or was
+    /// evicted, or it left the group), writing each changed share-partition.
+    pub fn release_member(&self, group: &str, member: &str, now_ms: i64) {
+        let slots: Vec<(ShareKey, Arc<Mutex<Slot>>)> = self
+            .table()
+            .iter()
+            .filter(|(k, _)| &*k.group == group)
+            .map(|(k, s)| (k.clone(), Arc::clone(s)))
+            .collect();
+        for (key, slot) in slots {
+            let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(snapshot) = slot.state.as_mut().and_then(|p| p.release_member(member)) else {
+                continue;
+            };
+            self.notify_available();
+            if let Err(e) = self.persist(&key, &mut slot, &snapshot, now_ms) {
+                crate::warn_limited!(
+                    "share.state_write_failed",
+                    "writing share state of {key:?} after releasing {member}: {e}"
+                );
+            }
+        }
+    }
+}
+
+/// `snapshot` of `key` (of the topic with id `topic_id`) as the offset store keeps it.
+pub fn record_of(
+    key: &ShareKey,
+    topic_id: [u8; 16],
+    snapshot: &ShareSnapshot,
+    now_ms: i64,
+) -> ShareStateRecord {
+    ShareStateRecord {
+        group: key.group.as_ref().into(),
+        topic: key.topic.as_ref().into(),
+        partition: key.partition,
+        topic_id,
+        state_epoch: snapshot.state_epoch,
+        start_offset: snapshot.start_offset,
+        runs: snapshot
+            .runs
+            .iter()
+            .map(|r| ShareStateRun {
+                first_offset: r.first_offset,
+                last_offset: r.last_offset,
+                state: r.state.code(),
+                delivery_count: r.delivery_count,
+            })
+            .collect(),
+        write_time_ms: now_ms,
+    }
+}
+
+/// The snapshot a store's record holds; `None` for a state number this build does not
+/// know.
+pub fn snapshot_of(record: &ShareStateRecord) -> Option<ShareSnapshot> {
+    Some(ShareSnapshot {
+        start_offset: record.start_offset,
+        state_epoch: record.state_epoch,
+        runs: record
+            .runs
+            .iter()
+            .map(|r| {
+                Some(StateRun {
+                    first_offset: r.first_offset,
+                    last_offset: r.last_offset,
+                    state: RecordState::from_code(r.state)?,
+                    delivery_count: r.delivery_count,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?,
+    })
+}
