@@ -9,7 +9,7 @@ headless chromium driven by chromedriver through selenium.
   offsets, and a kafka-python consumer of the group then resumes from them; the same
   reset of a group with a live member is refused (409);
 - a rebalance caused by killing a native consumer (kill -9: its channel closes) appears
-  on the group's timeline with its cause;
+  on the group's timeline with its cause (and a classic group's join and leave on its);
 - kaskade, a terminal UI, run under tmux, lists Drover's topics, the group, its members
   and lag (`tmux capture-pane -p`).
 
@@ -258,6 +258,9 @@ def test_group_lag_shown_is_the_admin_apis(console_broker, token, browser):
         shown[(cells[0], int(cells[1]))] = int(cells[5].replace(",", ""))
     assert shown == want
     assert wait_for(browser, "#total-lag").text == str(sum(want.values()))
+    # A classic group's rebalances are recorded too: its member's join, then its leave.
+    wait_for(browser, "#timeline li[data-cause='join']")
+    wait_for(browser, "#timeline li[data-cause='leave']")
     shot(browser, "group-lag")
     assert severe(browser) == []
 
@@ -365,21 +368,36 @@ def test_kaskade_lists_topics_groups_members_and_lag(console_broker):
     member = KafkaConsumer(topic, bootstrap_servers=b.bootstrap, group_id=group,
                            enable_auto_commit=False, client_id="kaskade-member",
                            session_timeout_ms=10000, heartbeat_interval_ms=1000)
-    session = f"kaskade-{os.getpid()}"
-    env = {**os.environ, "TERM": "xterm-256color"}
+    session = "kaskade"
+    # A tmux server of the test's own, its window 200 columns wide whatever the
+    # server's default size.
+    tmux_cmd = [tmux, "-L", f"drover-test-{os.getpid()}", "-f", "/dev/null"]
+    # Without COLUMNS/LINES (pytest's workers may have them): kaskade takes the pane's.
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["TERM"] = "xterm-256color"
     try:
         wait_until(lambda: member.poll(timeout_ms=200, max_records=1) is not None
                    and member.assignment(), 30, "the member's assignment")
-        subprocess.run([tmux, "new-session", "-d", "-s", session, "-x", "200", "-y", "45",
+        subprocess.run([*tmux_cmd, "new-session", "-d", "-s", session, "-x", "200", "-y", "45",
                         f"{kaskade} admin -b {b.bootstrap}"], check=True, env=env)
+        subprocess.run([*tmux_cmd, "set-option", "-t", session, "window-size", "manual"],
+                       env=env)
+        subprocess.run([*tmux_cmd, "resize-window", "-t", session, "-x", "200", "-y", "45"],
+                       env=env)
 
         def screen() -> str:
-            return subprocess.run([tmux, "capture-pane", "-p", "-t", session],
+            return subprocess.run([*tmux_cmd, "capture-pane", "-p", "-t", session],
                                   capture_output=True, text=True, env=env).stdout
 
         def showing(what: str, timeout: float = 60) -> str:
-            return wait_until(lambda: (lambda s: s if what in s else None)(screen()),
-                              timeout, f"kaskade showing {what!r}", interval=0.5)
+            deadline = time.monotonic() + timeout
+            while True:
+                text = screen()
+                if what in text:
+                    return text
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"kaskade does not show {what!r}; the screen:\n{text}")
+                time.sleep(0.5)
 
         ARTEFACTS.mkdir(parents=True, exist_ok=True)
         text = showing(topic)
@@ -390,22 +408,22 @@ def test_kaskade_lists_topics_groups_members_and_lag(console_broker):
         assert cells[1:7] == ["2", "1", "1", "1", "1", "≈20"], row
         assert cells[7].lstrip("≈") == "15", row
         # The topic's tabs: Partitions, Configurations, Groups, Group Offsets, Members.
-        subprocess.run([tmux, "send-keys", "-t", session, "Enter"], env=env)
+        subprocess.run([*tmux_cmd, "send-keys", "-t", session, "Enter"], env=env)
         showing("Group Members")
         for _ in range(2):
-            subprocess.run([tmux, "send-keys", "-t", session, "Right"], env=env)
+            subprocess.run([*tmux_cmd, "send-keys", "-t", session, "Right"], env=env)
         groups = showing("Coordinator")
         (ARTEFACTS / "kaskade-groups.txt").write_text(groups)
         assert any(group in line and "15" in line for line in groups.splitlines()), groups
-        subprocess.run([tmux, "send-keys", "-t", session, "Right"], env=env)
+        subprocess.run([*tmux_cmd, "send-keys", "-t", session, "Right"], env=env)
         offsets = showing("Committed")
         (ARTEFACTS / "kaskade-offsets.txt").write_text(offsets)
         lags = sorted(line.replace("│", " ").split()[-1] for line in offsets.splitlines()
                       if group in line)
         assert lags == ["10", "5"], offsets
-        subprocess.run([tmux, "send-keys", "-t", session, "Right"], env=env)
+        subprocess.run([*tmux_cmd, "send-keys", "-t", session, "Right"], env=env)
         members = showing("kaskade-member")
         (ARTEFACTS / "kaskade-members.txt").write_text(members)
     finally:
-        subprocess.run([tmux, "kill-session", "-t", session], env=env, capture_output=True)
+        subprocess.run([*tmux_cmd, "kill-server"], env=env, capture_output=True)
         member.close()

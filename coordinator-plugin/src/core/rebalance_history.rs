@@ -39,10 +39,12 @@ pub(crate) struct RebalanceHistory {
     pending: Option<&'static str>,
 }
 
-/// The cause a native group's trigger reason (`NativeGroup::trigger`'s `why`) stands
-/// for.
+/// The cause a trigger reason stands for: a native group's (`NativeGroup::trigger`'s
+/// `why`) or a classic group's (`ClassicGroup::prepare_rebalance`'s).
 pub(crate) fn cause_of_trigger(why: &str) -> &'static str {
-    if why == "join" {
+    if why.contains("expired") {
+        RebalanceRecord::SESSION_EXPIRY
+    } else if why.contains("join") {
         RebalanceRecord::JOIN
     } else if why.contains("left") {
         RebalanceRecord::LEAVE
@@ -85,6 +87,11 @@ impl RebalanceHistory {
         assignor: Option<&str>,
         owners: BTreeMap<TopicPartition, ConsumerId>,
     ) {
+        // One superseded before it finished (a classic group's members did not sync)
+        // ends here.
+        if let Some(e) = self.entries.back_mut().filter(|e| e.ended_ms.is_none()) {
+            e.ended_ms = Some(now.max(e.started_ms));
+        }
         if self.entries.len() >= proto::MAX_REBALANCES_PER_GROUP {
             self.entries.pop_front();
         }
@@ -115,6 +122,22 @@ impl RebalanceHistory {
         e.ended_ms = Some(now.max(e.started_ms));
     }
 
+    /// A classic group's rebalance started at `now` for `why` from `generation` with
+    /// `members` members. Its assignment is the client leader's, opaque here, so what
+    /// moved is not counted.
+    pub(crate) fn classic_started(&mut self, now: u64, why: &str, generation: i32, members: usize) {
+        self.triggered(cause_of_trigger(why));
+        self.started(now, generation, members, None, BTreeMap::new());
+    }
+
+    /// A classic group's running rebalance ended at `now` (SyncGroup gave the
+    /// assignment, or every member left).
+    pub(crate) fn classic_completed(&mut self, now: u64) {
+        if let Some(e) = self.entries.back_mut().filter(|e| e.ended_ms.is_none()) {
+            e.ended_ms = Some(now.max(e.started_ms));
+        }
+    }
+
     /// The records as DescribeRebalances answers them at `now`, oldest first.
     pub(crate) fn to_wire(&self, now: u64) -> Vec<RebalanceRecord> {
         let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
@@ -134,8 +157,8 @@ impl RebalanceHistory {
 }
 
 impl super::Coordinator {
-    /// DescribeRebalances: each requested group's history (native groups; another
-    /// group type, or a group this coordinator does not have, is GROUP_ID_NOT_FOUND;
+    /// DescribeRebalances: each requested group's history (native and classic groups; a
+    /// KIP-848 group, or a group this coordinator does not have, is GROUP_ID_NOT_FOUND;
     /// a group of a slot it does not own NOT_COORDINATOR). At most
     /// [`proto::MAX_GROUPS_PER_REQUEST`] groups are answered.
     pub(crate) fn describe_rebalances(
@@ -153,8 +176,12 @@ impl super::Coordinator {
                 } else if !self.owns(id) {
                     (proto::ErrorCode::NOT_COORDINATOR, Vec::new())
                 } else {
-                    match self.groups.native(id.as_str()) {
-                        Some(g) => (proto::ErrorCode::NONE, g.history.to_wire(now)),
+                    let history = match self.groups.native(id.as_str()) {
+                        Some(g) => Some(&g.history),
+                        None => self.groups.classic(id.as_str()).map(|g| &g.history),
+                    };
+                    match history {
+                        Some(h) => (proto::ErrorCode::NONE, h.to_wire(now)),
                         None => (proto::ErrorCode::GROUP_ID_NOT_FOUND, Vec::new()),
                     }
                 };
@@ -225,7 +252,23 @@ mod tests {
     }
 
     #[test]
+    fn a_classic_rebalance_records_its_cause_and_duration_but_no_moves() {
+        let mut h = RebalanceHistory::default();
+        h.classic_started(100, "a member's session expired", 3, 2);
+        h.classic_completed(400);
+        let r = &h.to_wire(1_000)[0];
+        assert_eq!(r.cause, RebalanceRecord::SESSION_EXPIRY);
+        assert_eq!((r.generation, r.members, r.duration_ms), (3, 2, 300));
+        assert_eq!(r.partitions_moved, -1, "the client assigns: unknown");
+    }
+
+    #[test]
     fn trigger_reasons_map_to_causes() {
+        assert_eq!(
+            cause_of_trigger("a member joined again"),
+            RebalanceRecord::JOIN
+        );
+        assert_eq!(cause_of_trigger("a member left"), RebalanceRecord::LEAVE);
         assert_eq!(cause_of_trigger("join"), RebalanceRecord::JOIN);
         assert_eq!(cause_of_trigger("member left"), RebalanceRecord::LEAVE);
         assert_eq!(

@@ -5,8 +5,9 @@
 //! "members", "assignor"}`. `cause` is `join`, `leave`, `session_expiry`,
 //! `topic_change`, `load_drift`, `plugin_rescan`, `subscription_change` or `other`.
 //!
-//! Native groups only for now: 404 for a group the coordinator records none of (a
-//! classic or KIP-848 group, or an unknown one); 421 when another broker coordinates
+//! Native and classic groups (a classic group's `partitions_moved` is `null`: its
+//! members assign on the client, opaque to the coordinator): 404 for a group the
+//! coordinator records none of (a KIP-848 group, or an unknown one); 421 when another broker coordinates
 //! it; 501 when the coordinator plugin predates DescribeRebalances; 503 when no
 //! coordinator runs.
 
@@ -77,7 +78,7 @@ pub async fn get(State(broker): State<Arc<Broker>>, Path(group): Path<String>) -
         }
         Ok(Rebalances::NotFound) => error(
             StatusCode::NOT_FOUND,
-            format!("the coordinator records no rebalances of `{group}` (native groups only)"),
+            format!("the coordinator records no rebalances of `{group}` (native and classic groups only)"),
         ),
         Ok(Rebalances::Error(code)) => error(
             StatusCode::MISDIRECTED_REQUEST,

@@ -112,9 +112,9 @@ export default function group(root, name) {
       ["assignor saw", (p) => (p.assigned_with
         ? `${rate(p.assigned_with.produce_bytes_per_sec, "B/s")}, lag ${num(p.assigned_with.lag)}` : "–")],
     ], g.partitions, (p) => `${p.topic}-${p.partition}`));
-    if (g.protocol !== "native") {
+    if (g.protocol === "consumer") {
       replace(timeline, h("p", { class: "muted" },
-        "The coordinator records the rebalances of native groups only, so far."));
+        "The coordinator records the rebalances of native and classic groups, not yet of KIP-848 ones."));
       return;
     }
     try {
@@ -124,7 +124,8 @@ export default function group(root, name) {
           h("li", { "data-cause": b.cause },
             h("strong", { class: "cause" }, b.cause), ` — generation ${b.generation}, ${when(b.started_ms)}, `,
             b.duration_ms === null ? "running" : `${num(b.duration_ms)} ms`,
-            `, ${num(b.partitions_moved)} partitions moved, ${num(b.members)} members`,
+            b.partitions_moved === null ? "" : `, ${num(b.partitions_moved)} partitions moved`,
+            `, ${num(b.members)} members`,
             b.assignor ? `, assignor ${b.assignor}` : ""))));
     } catch (e) {
       if (!(e instanceof ApiError) || e.status === 401) throw e;
