@@ -427,3 +427,52 @@ def test_kaskade_lists_topics_groups_members_and_lag(console_broker):
     finally:
         subprocess.run([*tmux_cmd, "kill-server"], env=env, capture_output=True)
         member.close()
+
+
+def test_config_change_through_the_api_is_kafkas(console_broker, token, browser):
+    """The topic page's config change goes through IncrementalAlterConfigs' rules: what it
+    sets, confluent-kafka's DescribeConfigs reads; a bad value is Kafka's INVALID_CONFIG."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+    b = console_broker
+    topic = unique_topic("console-config")
+    ck_create_topic(b, topic, 1)
+    sign_in(browser, b, token)
+    open_page(browser, f"#/topic/{topic}", "#configs td", text="retention.ms")
+    browser.find_element(By.CSS_SELECTOR, "#config-name").send_keys("retention.ms")
+    browser.find_element(By.CSS_SELECTOR, "#config-value").send_keys("3600000")
+    browser.find_element(By.CSS_SELECTOR, "#config-apply").click()
+    wait_for(browser, "#config-result", text="applied")
+    wait_for(browser, "#configs td", text="3600000")
+    shot(browser, "topic-config")
+    res = ConfigResource("topic", topic)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    described = admin.describe_configs([res])[res].result(20)
+    assert described["retention.ms"].value == "3600000"
+    status, body = api(b, f"/v1/topics/{topic}/configs", token, method="POST",
+                       body={"configs": [{"name": "retention.ms", "op": "set", "value": "soon"}]})
+    assert status == 400 and body["error"].startswith("InvalidConfig"), body
+    status, _ = api(b, "/v1/topics/no-such-topic/configs", token, method="POST",
+                    body={"configs": [{"name": "retention.ms", "op": "delete"}]})
+    assert status == 404
+    assert severe(browser) == []
+
+
+def test_delete_group_only_without_members(console_broker, token):
+    from kafka import KafkaConsumer
+    b = console_broker
+    topic = unique_topic("console-delete")
+    produce(b, topic, 1, 3)
+    kp_group_consume(b, topic, "console-gone", 3)
+    status, body = api(b, "/v1/groups/console-gone", token, method="DELETE")
+    assert status == 200, body
+    status, _ = api(b, "/v1/groups/console-gone", token)
+    assert status == 404
+    c = KafkaConsumer(topic, bootstrap_servers=b.bootstrap, group_id="console-busy-del",
+                      auto_offset_reset="earliest", enable_auto_commit=False,
+                      session_timeout_ms=6000, heartbeat_interval_ms=1000)
+    try:
+        wait_until(lambda: c.poll(timeout_ms=500) or c.assignment(), 30, "an assignment")
+        status, body = api(b, "/v1/groups/console-busy-del", token, method="DELETE")
+        assert status == 409, body
+    finally:
+        c.close()
