@@ -4,7 +4,10 @@
 #   - a Python virtualenv at target/test-venv with pinned Kafka clients, pytest and
 #     the compression libraries kafka-python uses for snappy/lz4/zstd;
 #   - Node.js and npm (Debian packages, when missing) and the pinned kafkajs client
-#     under target/test-node (tests/integration/test_offset_reset.py).
+#     under target/test-node (tests/integration/test_offset_reset.py);
+#   - Debian's chromium and chromium-driver (the web console's browser tests drive it
+#     with selenium, tests/integration/test_console.py) and tmux (kaskade, a terminal
+#     UI, runs under it there).
 # Idempotent and fast when everything is already there. Run as root (or with sudo
 # available) when the Debian packages are missing.
 set -euo pipefail
@@ -25,6 +28,8 @@ PY_REQS=(
   "pytest-timeout==2.4.0"
   "pytest-xdist==3.8.0"    # scripts/integration-tests.sh runs the tests in several processes
   "execnet==2.1.2"         # pytest-xdist's transport
+  "selenium==4.51.0"       # drives Debian's chromium (tests/integration/test_console.py)
+  "kaskade==5.1.0"         # a Kafka terminal UI, run under tmux (test_console.py)
 )
 
 # --- Debian packages -------------------------------------------------------------
@@ -41,6 +46,11 @@ dpkg-query -W -f='${Status}' postgresql 2>/dev/null | grep -q "install ok instal
 # ZooKeeper 3.8 (server jar run by the tests themselves) for the `zookeeper` offset store.
 dpkg-query -W -f='${Status}' zookeeper 2>/dev/null | grep -q "install ok installed" \
   || missing+=(zookeeper)
+# The web console's browser tests: headless chromium driven by chromedriver, and tmux
+# for kaskade (tests/integration/test_console.py).
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 # Node.js and npm for the kafkajs tests (an existing node, e.g. NodeSource's with its
 # own npm, is kept).
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
@@ -75,7 +85,7 @@ PYTHON=${PYTHON:-python3}
 stamp="$VENV/.drover-reqs"
 want="$(printf '%s\n' "${PY_REQS[@]}")"
 if [[ -x $VENV/bin/python && -f $stamp && "$(cat "$stamp")" == "$want" ]] \
-   && "$VENV/bin/python" -c 'import confluent_kafka, kafka, aiokafka, pytest, pytest_timeout, xdist, snappy, lz4.frame, zstandard, crc32c' 2>/dev/null; then
+   && "$VENV/bin/python" -c 'import confluent_kafka, kafka, aiokafka, pytest, pytest_timeout, xdist, snappy, lz4.frame, zstandard, crc32c, selenium, kaskade' 2>/dev/null; then
   exit 0
 fi
 echo "== setting up Python virtualenv $VENV"
@@ -93,5 +103,5 @@ if [[ ! -x $VENV/bin/python ]]; then
   fi
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${PY_REQS[@]}"
-"$VENV/bin/python" -c 'import confluent_kafka, kafka, aiokafka, pytest, pytest_timeout, xdist, snappy, lz4.frame, zstandard, crc32c'
+"$VENV/bin/python" -c 'import confluent_kafka, kafka, aiokafka, pytest, pytest_timeout, xdist, snappy, lz4.frame, zstandard, crc32c, selenium, kaskade'
 printf '%s\n' "$want" >"$stamp"

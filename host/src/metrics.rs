@@ -489,6 +489,22 @@ impl Metrics {
         }
     }
 
+    /// Requests of `api` (Kafka's name, `Produce`) answered without an error so far
+    /// (the console's request rates, from the difference between two reads).
+    pub fn requests_ok(&self, api: &str) -> u64 {
+        self.requests
+            .get_or_create(&RequestLabels {
+                api: api.to_owned(),
+                error: error_name(0),
+            })
+            .get()
+    }
+
+    /// Request bytes so far, and response bytes so far.
+    pub fn bytes_totals(&self) -> (u64, u64) {
+        (self.bytes_in.get(), self.bytes_out.get())
+    }
+
     /// Counts request bytes.
     pub fn bytes_in(&self, n: usize) {
         self.bytes_in.inc_by(n as u64);

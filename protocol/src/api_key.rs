@@ -62,11 +62,14 @@ pub enum ApiKey {
     /// 20007, consumer or admin tool → coordinator: describe groups (state, members,
     /// assignment).
     DescribeGroups,
+    /// 20008, admin tool → coordinator: the groups' recent rebalances (cause, duration,
+    /// partitions moved).
+    DescribeRebalances,
 }
 
 impl ApiKey {
     /// Every native API, in key order.
-    pub const ALL: [ApiKey; 8] = [
+    pub const ALL: [ApiKey; 9] = [
         ApiKey::RegisterConsumer,
         ApiKey::Heartbeat,
         ApiKey::StopFetcher,
@@ -75,6 +78,7 @@ impl ApiKey {
         ApiKey::FetchOffsets,
         ApiKey::LeaveGroup,
         ApiKey::DescribeGroups,
+        ApiKey::DescribeRebalances,
     ];
 
     /// The INT16 key on the wire.
@@ -88,6 +92,7 @@ impl ApiKey {
             ApiKey::FetchOffsets => 20_005,
             ApiKey::LeaveGroup => 20_006,
             ApiKey::DescribeGroups => 20_007,
+            ApiKey::DescribeRebalances => 20_008,
         }
     }
 
@@ -102,6 +107,7 @@ impl ApiKey {
             20_005 => ApiKey::FetchOffsets,
             20_006 => ApiKey::LeaveGroup,
             20_007 => ApiKey::DescribeGroups,
+            20_008 => ApiKey::DescribeRebalances,
             _ => return None,
         })
     }
@@ -135,7 +141,8 @@ impl ApiKey {
             | ApiKey::CommitOffset
             | ApiKey::FetchOffsets
             | ApiKey::LeaveGroup
-            | ApiKey::DescribeGroups => Direction::ConsumerToCoordinator,
+            | ApiKey::DescribeGroups
+            | ApiKey::DescribeRebalances => Direction::ConsumerToCoordinator,
         }
     }
 
@@ -150,6 +157,7 @@ impl ApiKey {
             ApiKey::FetchOffsets => "FetchOffsets",
             ApiKey::LeaveGroup => "LeaveGroup",
             ApiKey::DescribeGroups => "DescribeGroups",
+            ApiKey::DescribeRebalances => "DescribeRebalances",
         }
     }
 }
@@ -176,7 +184,8 @@ mod tests {
             ApiKey::DescribeGroups.direction(),
             Direction::ConsumerToCoordinator
         );
-        assert_eq!(ApiKey::from_code(20_008), None);
+        assert_eq!(ApiKey::from_code(20_008), Some(ApiKey::DescribeRebalances));
+        assert_eq!(ApiKey::from_code(20_009), None);
         assert_eq!(ApiKey::from_code(0), None);
         assert!(!ApiKey::is_native_code(68));
         assert!(ApiKey::RegisterConsumer.versions().contains(1));

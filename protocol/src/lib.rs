@@ -10,7 +10,7 @@
 //! - [`messages`]: one struct per request and response, [`NativeRequest`] /
 //!   [`NativeResponse`], and [`decode_request`] / [`decode_response`].
 //! - [`frame`]: whole frames with their size prefix.
-//! - [`ApiKey`] (keys 20000–20007, versions), [`ErrorCode`], [`limits`].
+//! - [`ApiKey`] (keys 20000–20008, versions), [`ErrorCode`], [`limits`].
 //! - [`slot`]: the coordinator slot of a group in cluster mode.
 //!
 //! Decoding never panics and never allocates more than a small multiple of the input:

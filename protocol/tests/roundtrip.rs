@@ -591,8 +591,8 @@ proptest! {
 #[test]
 fn unknown_keys_and_versions_are_refused() {
     assert_eq!(
-        decode_request(20_008, 0, Bytes::new()),
-        Err(DecodeError::UnknownApiKey(20_008))
+        decode_request(20_009, 0, Bytes::new()),
+        Err(DecodeError::UnknownApiKey(20_009))
     );
     assert_eq!(
         decode_request(3, 0, Bytes::new()),

@@ -28,6 +28,7 @@ mod drift;
 mod groups;
 mod kafka;
 mod native;
+pub(crate) mod rebalance_history;
 mod slots;
 mod snapshot;
 mod txn_completion;
@@ -419,6 +420,11 @@ impl Coordinator {
             NativeRequest::DescribeGroups(r) => {
                 let slot = self.cx.reserve(conn);
                 let response = NativeResponse::DescribeGroups(self.describe_groups(&r));
+                self.cx.respond(slot, corr, &response);
+            }
+            NativeRequest::DescribeRebalances(r) => {
+                let slot = self.cx.reserve(conn);
+                let response = NativeResponse::DescribeRebalances(self.describe_rebalances(&r));
                 self.cx.respond(slot, corr, &response);
             }
             other => self.cx.reject(

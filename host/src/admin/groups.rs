@@ -22,7 +22,7 @@ use std::{
 
 use axum::{
     extract::{Path, State},
-    http::StatusCode,
+    http::{StatusCode, Uri},
     response::{IntoResponse, Response},
     Json,
 };
@@ -100,6 +100,9 @@ pub struct GroupDetail {
 pub struct MemberView {
     /// Consumer id (classic groups: the member id).
     pub consumer_id: String,
+    /// The client's `client.id` (classic and KIP-848 groups; `null` for native
+    /// groups, whose RegisterConsumer carries none beyond the request header's).
+    pub client_id: Option<String>,
     /// Host it declared at registration (classic groups: the client host, may be
     /// empty).
     pub host: String,
@@ -165,6 +168,7 @@ pub struct SeenLoadView {
 /// A classic or KIP-848 group's member, as the detail view needs it.
 struct KafkaMember<'a> {
     id: &'a str,
+    client_id: &'a str,
     host: &'a str,
     /// Topics comma-separated, or the KIP-848 regex.
     subscription: String,
@@ -196,19 +200,27 @@ async fn describe(
         .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
 }
 
-/// `GET /v1/groups`: every group the coordinator or the offset store knows.
-pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
+/// `GET /v1/groups`: every group the coordinator or the offset store knows, as a JSON
+/// array; with `?q=&page=&size=` a [`super::paging::Paged`] page of the groups whose id
+/// contains `q`, in group id order. Classic and KIP-848 groups are described (members,
+/// assignor) only for the rows answered, so a page costs the same with 10 000 groups.
+pub async fn list(State(broker): State<Arc<Broker>>, uri: Uri) -> Response {
+    let paging = match super::paging::parse(uri.query()) {
+        Ok(p) => p,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+    };
     let described = match describe(&broker, None).await {
         Ok(groups) => groups,
         Err(response) => return response,
     };
-    let mut rows: BTreeMap<String, GroupSummary> = described
+    // Rows, and which need a Kafka describe for their members and assignor.
+    let mut rows: BTreeMap<String, (GroupSummary, bool)> = described
         .into_iter()
         .filter(|g| g.error_code.is_none())
         .map(|g| {
             (g.group_id.clone(), {
                 let (effective_assignor, assignor_fallback) = effective_assignor_of(&broker, &g);
-                GroupSummary {
+                let row = GroupSummary {
                     group: g.group_id,
                     protocol: g.group_type,
                     state: g.state,
@@ -217,7 +229,8 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
                     effective_assignor,
                     assignor_fallback,
                     members: g.members.len(),
-                }
+                };
+                (row, false)
             })
         })
         .collect();
@@ -228,35 +241,21 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
                 Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
             };
             // Native groups, and KIP-848 ones at DescribeGroups v2, are described above.
-            let others: Vec<_> = listed
-                .into_iter()
-                .filter(|g| g.group_type != "native" && !rows.contains_key(&g.group))
-                .collect();
-            for g in others {
-                let (members, generation, assignor) = if g.group_type == "consumer" {
-                    match coordinator.describe_consumer_group(&g.group).await {
-                        Ok(Some(c)) => (c.members.len(), Some(c.group_epoch), Some(c.assignor)),
-                        _ => (0, None, None),
-                    }
-                } else {
-                    match coordinator.describe_classic(&g.group).await {
-                        Ok(Some(c)) => (c.members.len(), None, Some(c.protocol)),
-                        _ => (0, None, None),
-                    }
+            for g in listed {
+                if g.group_type == "native" || rows.contains_key(&g.group) {
+                    continue;
+                }
+                let row = GroupSummary {
+                    group: g.group.clone(),
+                    protocol: g.group_type,
+                    state: g.state,
+                    generation: None,
+                    assignor: None,
+                    effective_assignor: None,
+                    assignor_fallback: None,
+                    members: 0,
                 };
-                rows.insert(g.group.clone(), {
-                    let assignor = assignor.filter(|a| !a.is_empty());
-                    GroupSummary {
-                        group: g.group,
-                        protocol: g.group_type,
-                        state: g.state,
-                        generation,
-                        effective_assignor: assignor.clone(),
-                        assignor,
-                        assignor_fallback: None,
-                        members,
-                    }
-                });
+                rows.insert(g.group, (row, true));
             }
         }
     }
@@ -279,21 +278,71 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Response {
                 {
                     continue;
                 }
-                rows.entry(group.clone()).or_insert(GroupSummary {
-                    group,
-                    protocol: "native".into(),
-                    state: "empty".into(),
-                    generation: Some(0),
-                    assignor: None,
-                    effective_assignor: None,
-                    assignor_fallback: None,
-                    members: 0,
-                });
+                rows.entry(group.clone()).or_insert((
+                    GroupSummary {
+                        group,
+                        protocol: "native".into(),
+                        state: "empty".into(),
+                        generation: Some(0),
+                        assignor: None,
+                        effective_assignor: None,
+                        assignor_fallback: None,
+                        members: 0,
+                    },
+                    false,
+                ));
             }
         }
         Err(e) => return error(StatusCode::BAD_GATEWAY, format!("offset store: {e}")),
     }
-    Json(rows.into_values().collect::<Vec<_>>()).into_response()
+    match paging {
+        None => {
+            let mut out = Vec::with_capacity(rows.len());
+            for (row, kafka) in rows.into_values() {
+                out.push(enrich(&broker, row, kafka).await);
+            }
+            Json(out).into_response()
+        }
+        Some(page) => {
+            let paged = page.apply(rows.into_values(), |(row, _)| row.group.as_str());
+            let mut items = Vec::with_capacity(paged.items.len());
+            for (row, kafka) in paged.items {
+                items.push(enrich(&broker, row, kafka).await);
+            }
+            Json(super::paging::Paged {
+                total: paged.total,
+                page: paged.page,
+                size: paged.size,
+                items,
+            })
+            .into_response()
+        }
+    }
+}
+
+/// A listed classic or KIP-848 group's members, generation and assignor, from Kafka's
+/// DescribeGroups or ConsumerGroupDescribe (`kafka` false: `row` as it is).
+async fn enrich(broker: &Broker, mut row: GroupSummary, kafka: bool) -> GroupSummary {
+    let Some(coordinator) = broker.coordinator().filter(|_| kafka) else {
+        return row;
+    };
+    let (members, generation, assignor) = if row.protocol == "consumer" {
+        match coordinator.describe_consumer_group(&row.group).await {
+            Ok(Some(c)) => (c.members.len(), Some(c.group_epoch), Some(c.assignor)),
+            _ => (0, None, None),
+        }
+    } else {
+        match coordinator.describe_classic(&row.group).await {
+            Ok(Some(c)) => (c.members.len(), None, Some(c.protocol)),
+            _ => (0, None, None),
+        }
+    };
+    let assignor = assignor.filter(|a| !a.is_empty());
+    row.members = members;
+    row.generation = generation;
+    row.effective_assignor = assignor.clone();
+    row.assignor = assignor;
+    row
 }
 
 /// The assignor a described group runs, and why it is not the one its members name:
@@ -406,6 +455,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             }
             members.push(MemberView {
                 consumer_id: m.consumer_id.clone(),
+                client_id: None,
                 host: m.host.clone(),
                 session_timeout_ms: Some(m.session_timeout_ms),
                 subscription: m.subscription.clone(),
@@ -452,6 +502,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
                 let sub = m.topics.join(",");
                 KafkaMember {
                     id: &m.member_id,
+                    client_id: &m.client_id,
                     host: &m.client_host,
                     subscription: sub,
                     topics: &m.topics,
@@ -467,6 +518,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
                 let sub = m.regex.clone().unwrap_or_else(|| m.topics.join(","));
                 KafkaMember {
                     id: &m.member_id,
+                    client_id: &m.client_id,
                     host: &m.client_host,
                     subscription: sub,
                     topics: &m.topics,
@@ -483,6 +535,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
         }
         members.push(MemberView {
             consumer_id: m.id.to_owned(),
+            client_id: Some(m.client_id.to_owned()),
             host: m.host.to_owned(),
             session_timeout_ms: None,
             subscription: m.subscription,

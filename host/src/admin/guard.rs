@@ -7,8 +7,9 @@
 //!    arrived on loopback, or one of `admin.host_names` — else 421. A web page the
 //!    operator opens cannot reach the API through DNS rebinding: the browser sends the
 //!    attacker's name.
-//! 2. **Public reads**: `GET`/`HEAD` of a path in `admin.public_read` go through
-//!    without credentials.
+//! 2. **Public reads**: `GET`/`HEAD` of a path in `admin.public_read`, and of the web
+//!    console's files (`/console/...`: the same embedded bytes for everyone, no data;
+//!    [`super::console`]), go through without credentials.
 //! 3. **Authentication**, when one is configured (`admin.token_file`,
 //!    `admin.ssl.client_auth`): a client certificate the TLS handshake verified (and,
 //!    with `admin.principals`, one of them: else 403), or `Authorization: Bearer
@@ -269,7 +270,9 @@ impl Guard {
             return Err(Refusal::Host);
         }
         let read = method == Method::GET || method == Method::HEAD;
-        if read && self.public_read.iter().any(|p| p == path) {
+        if read
+            && (self.public_read.iter().any(|p| p == path) || super::console::is_console_path(path))
+        {
             return Ok(());
         }
         self.authenticate(headers, peer)?;
@@ -466,6 +469,40 @@ mod tests {
             }
             assert_eq!(g.check(&Method::GET, "/v1/plugins", &h, &p), Ok(()));
         }
+    }
+
+    #[test]
+    fn the_console_files_are_open_but_its_data_needs_the_token() {
+        let g = guard("", "127.0.0.1:9644", Some("s3cret-token-0123456789"));
+        let p = peer("127.0.0.1:9644", None);
+        let none = headers(&[(header::HOST, "localhost:9644")]);
+        for path in [
+            "/console",
+            "/console/",
+            "/console/app.js",
+            "/console/pages/group.js",
+        ] {
+            assert_eq!(g.check(&Method::GET, path, &none, &p), Ok(()), "{path}");
+        }
+        for (method, path) in [
+            (Method::GET, "/v1/overview"),
+            (Method::GET, "/v1/groups"),
+            (Method::GET, "/v1/groups/g/rebalances"),
+            (Method::POST, "/console/"),
+            (Method::GET, "/consoles"),
+        ] {
+            assert_eq!(
+                g.check(&method, path, &none, &p),
+                Err(Refusal::Unauthenticated),
+                "{method} {path}"
+            );
+        }
+        let evil = headers(&[(header::HOST, "evil.example.com")]);
+        assert_eq!(
+            g.check(&Method::GET, "/console/", &evil, &p),
+            Err(Refusal::Host),
+            "the Host check holds for the console too"
+        );
     }
 
     #[test]

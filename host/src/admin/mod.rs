@@ -6,8 +6,17 @@
 //! - `GET /v1/plugins`: the plugin directory as it is now, as JSON (one object per
 //!   file); `POST /v1/plugins/rescan`: load files added or replaced since startup
 //!   ([`plugins`]);
-//! - `GET /v1/topics`: topics with their id and, per partition, log start and end;
+//! - `GET /console/`: the web console ([`console`]: embedded pages that call the
+//!   endpoints below);
+//! - `GET /v1/overview`: what the console's first page shows ([`overview`]);
+//! - `GET /v1/topics`, `GET /v1/topics/{topic}`, `POST /v1/topics/{topic}/configs`:
+//!   topics, their partitions and configs ([`topics`]);
 //! - `GET /v1/groups`, `GET /v1/groups/{group}`: consumer groups ([`groups`]);
+//!   `DELETE /v1/groups/{group}` ([`group_delete`]); `POST
+//!   /v1/groups/{group}/offsets/reset` ([`offset_reset`]); `GET
+//!   /v1/groups/{group}/rebalances` ([`rebalances`]);
+//!
+//! Lists take `?q=&page=&size=` ([`paging`]).
 //! - `GET /v1/offset-store`, `POST /v1/offset-store`: the active offset store and
 //!   swapping it ([`offset_store`]);
 //! - `GET /v1/transactions`: the transaction coordinator's transactional ids
@@ -21,12 +30,19 @@
 //!   (200 when every listener reloaded, 500 with each listener's error otherwise; a
 //!   listener that failed keeps its previous certificate) (server/tls.rs).
 
+pub mod console;
+pub mod group_delete;
 pub mod groups;
 pub mod guard;
 pub mod listener;
+pub mod offset_reset;
 pub mod offset_store;
 pub mod open_transactions;
+pub mod overview;
+pub mod paging;
 pub mod plugins;
+pub mod rebalances;
+pub mod topics;
 pub mod transactions;
 
 use std::sync::Arc;
@@ -39,7 +55,6 @@ use axum::{
     routing::{get, post},
     Json, Router,
 };
-use serde::Serialize;
 use tokio::{net::TcpListener, sync::watch};
 
 use crate::{broker::Broker, metrics::Metrics, server::tls::TlsListener};
@@ -98,9 +113,23 @@ pub async fn serve(
         )
         .route("/v1/plugins", get(plugins::list))
         .route("/v1/plugins/rescan", post(plugins::rescan))
-        .route("/v1/topics", get(topics))
+        .route("/console", get(console::redirect))
+        .route("/console/", get(console::index))
+        .route("/console/{*file}", get(console::file))
+        .route("/v1/overview", get(overview::get))
+        .route("/v1/topics", get(topics::list))
+        .route("/v1/topics/{topic}", get(topics::detail))
+        .route("/v1/topics/{topic}/configs", post(topics::alter))
         .route("/v1/groups", get(groups::list))
-        .route("/v1/groups/{group}", get(groups::detail))
+        .route(
+            "/v1/groups/{group}",
+            get(groups::detail).delete(group_delete::delete),
+        )
+        .route(
+            "/v1/groups/{group}/offsets/reset",
+            post(offset_reset::reset),
+        )
+        .route("/v1/groups/{group}/rebalances", get(rebalances::get))
         .route("/v1/cluster", get(cluster))
         .route("/v1/transactions", get(transactions::list))
         .route("/v1/transactions/partitions", get(open_transactions::list))
@@ -269,47 +298,4 @@ async fn cluster(State(broker): State<Arc<Broker>>) -> axum::response::Response 
             .into_response()
         }
     }
-}
-
-#[derive(Serialize)]
-struct TopicView {
-    name: String,
-    id: String,
-    partitions: Vec<PartitionView>,
-}
-
-#[derive(Serialize)]
-struct PartitionView {
-    partition: i32,
-    log_start_offset: i64,
-    log_end_offset: i64,
-}
-
-async fn topics(State(broker): State<Arc<Broker>>) -> Json<Vec<TopicView>> {
-    let view = tokio::task::spawn_blocking(move || {
-        broker
-            .topics
-            .list()
-            .iter()
-            .map(|t| TopicView {
-                name: t.name.clone(),
-                id: t.id.to_string(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        let log = p.lock_log();
-                        PartitionView {
-                            partition: p.index,
-                            log_start_offset: log.log_start_offset(),
-                            log_end_offset: log.log_end_offset(),
-                        }
-                    })
-                    .collect(),
-            })
-            .collect::<Vec<_>>()
-    })
-    .await
-    .unwrap_or_default();
-    Json(view)
 }

@@ -45,7 +45,8 @@ pub struct SwapBody {
     pub config: serde_json::Value,
 }
 
-fn view(broker: &Broker) -> StoreView {
+/// The store view of `GET /v1/offset-store` (also in `GET /v1/overview`).
+pub fn view(broker: &Broker) -> StoreView {
     let configured = StoreSpec::configured(&broker.config);
     match broker.offsets() {
         Some(stores) => {

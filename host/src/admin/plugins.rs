@@ -22,6 +22,11 @@ use crate::{broker::Broker, plugins::table};
 /// An assignor whose call runs past its budget has `slow` set to why
 /// ([`crate::coordination::assignor_budget`]).
 pub async fn list(State(broker): State<Arc<Broker>>) -> Json<Vec<table::Row>> {
+    Json(rows(&broker))
+}
+
+/// The rows of `GET /v1/plugins` (also in `GET /v1/overview`).
+pub fn rows(broker: &Broker) -> Vec<table::Row> {
     let mut rows = broker.plugins.live.rows();
     for row in &mut rows {
         if row.kind == "assignor" && row.status == "ok" {
@@ -32,7 +37,7 @@ pub async fn list(State(broker): State<Arc<Broker>>) -> Json<Vec<table::Row>> {
                 .map(|s| s.to_string());
         }
     }
-    Json(rows)
+    rows
 }
 
 /// `POST /v1/plugins/rescan`.

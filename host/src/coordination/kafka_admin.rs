@@ -200,6 +200,8 @@ pub struct ConsumerMember {
     pub member_epoch: i32,
     /// The client's host.
     pub client_host: String,
+    /// The client's id (`client.id`).
+    pub client_id: String,
     /// Subscribed topic names.
     pub topics: Vec<String>,
     /// Subscribed regular expression, if any.
@@ -258,6 +260,7 @@ impl CoordinatorClient {
                     member_id: m.member_id.to_string(),
                     member_epoch: m.member_epoch,
                     client_host: m.client_host.to_string(),
+                    client_id: m.client_id.to_string(),
                     topics: m
                         .subscribed_topic_names
                         .iter()

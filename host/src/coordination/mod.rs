@@ -34,6 +34,7 @@ pub mod conns;
 pub mod driver;
 pub mod kafka_admin;
 pub mod partition_stats;
+pub mod rebalances;
 pub mod start;
 pub mod store_worker;
 pub mod topic_deletion;

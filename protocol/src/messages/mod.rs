@@ -16,6 +16,7 @@ use crate::error::{DecodeError, EncodeError};
 mod commit_offset;
 mod common;
 mod describe_groups;
+mod describe_rebalances;
 mod fetch_offsets;
 mod heartbeat;
 mod leave_group;
@@ -28,6 +29,10 @@ pub use common::{PartitionOffset, TopicOffsets, TopicPartitions};
 pub use describe_groups::{
     DescribeGroupsRequest, DescribeGroupsResponse, DescribedGroup, DescribedMember, PartitionLoad,
     TopicLoads, DESCRIBE_GROUPS_MAX_VERSION,
+};
+pub use describe_rebalances::{
+    DescribeRebalancesRequest, DescribeRebalancesResponse, GroupRebalances, RebalanceRecord,
+    MAX_REBALANCES_PER_GROUP,
 };
 pub use fetch_offsets::{
     FetchOffsetsRequest, FetchOffsetsResponse, FetchedOffset, TopicFetchedOffsets,
@@ -63,6 +68,8 @@ pub enum NativeRequest {
     LeaveGroup(LeaveGroupRequest),
     /// DescribeGroups (20007).
     DescribeGroups(DescribeGroupsRequest),
+    /// DescribeRebalances (20008).
+    DescribeRebalances(DescribeRebalancesRequest),
 }
 
 /// Any native response.
@@ -85,6 +92,8 @@ pub enum NativeResponse {
     LeaveGroup(LeaveGroupResponse),
     /// DescribeGroups (20007).
     DescribeGroups(DescribeGroupsResponse),
+    /// DescribeRebalances (20008).
+    DescribeRebalances(DescribeRebalancesResponse),
 }
 
 impl NativeRequest {
@@ -99,6 +108,7 @@ impl NativeRequest {
             NativeRequest::FetchOffsets(_) => ApiKey::FetchOffsets,
             NativeRequest::LeaveGroup(_) => ApiKey::LeaveGroup,
             NativeRequest::DescribeGroups(_) => ApiKey::DescribeGroups,
+            NativeRequest::DescribeRebalances(_) => ApiKey::DescribeRebalances,
         }
     }
 
@@ -140,6 +150,7 @@ impl NativeRequest {
             NativeRequest::FetchOffsets(m) => m.encode(buf),
             NativeRequest::LeaveGroup(m) => m.encode(buf),
             NativeRequest::DescribeGroups(m) => m.encode(buf),
+            NativeRequest::DescribeRebalances(m) => m.encode(buf),
         }
     }
 }
@@ -156,6 +167,7 @@ impl NativeResponse {
             NativeResponse::FetchOffsets(_) => ApiKey::FetchOffsets,
             NativeResponse::LeaveGroup(_) => ApiKey::LeaveGroup,
             NativeResponse::DescribeGroups(_) => ApiKey::DescribeGroups,
+            NativeResponse::DescribeRebalances(_) => ApiKey::DescribeRebalances,
         }
     }
 
@@ -173,6 +185,7 @@ impl NativeResponse {
             NativeResponse::FetchOffsets(m) => m.encode(buf),
             NativeResponse::LeaveGroup(m) => m.encode(buf),
             NativeResponse::DescribeGroups(m) => m.encode(buf),
+            NativeResponse::DescribeRebalances(m) => m.encode(buf),
         }
     }
 }
@@ -217,6 +230,9 @@ pub fn decode_request(
         ApiKey::DescribeGroups => {
             NativeRequest::DescribeGroups(DescribeGroupsRequest::decode(buf, version)?)
         }
+        ApiKey::DescribeRebalances => {
+            NativeRequest::DescribeRebalances(DescribeRebalancesRequest::decode(buf)?)
+        }
     };
     finish(&body, request)
 }
@@ -243,6 +259,9 @@ pub fn decode_response(
         ApiKey::LeaveGroup => NativeResponse::LeaveGroup(LeaveGroupResponse::decode(buf)?),
         ApiKey::DescribeGroups => {
             NativeResponse::DescribeGroups(DescribeGroupsResponse::decode(buf, version)?)
+        }
+        ApiKey::DescribeRebalances => {
+            NativeResponse::DescribeRebalances(DescribeRebalancesResponse::decode(buf)?)
         }
     };
     finish(&body, response)

@@ -258,6 +258,8 @@ pub(crate) struct ClassicGroup {
     /// The initial delay of an empty group's rebalance, while it runs.
     initial_delay: Option<InitialDelay>,
     next_member: u64,
+    /// Its recent rebalances (DescribeRebalances).
+    pub history: crate::core::rebalance_history::RebalanceHistory,
 }
 
 /// What a classic group reads and moves: the time, its limits and the coordinator's
@@ -312,6 +314,7 @@ impl ClassicGroup {
             pending_members: BTreeMap::new(),
             initial_delay: None,
             next_member: 0,
+            history: Default::default(),
         }
     }
 
@@ -708,6 +711,8 @@ impl ClassicGroup {
         }
         tracing::debug!(group = %self.id, generation = self.generation, why, "rebalance");
         out.rebalances += 1;
+        self.history
+            .classic_started(env.now, why, self.generation, self.members.len());
         let delay = env.limits.initial_rebalance_delay_ms;
         let at = if self.state == ClassicState::Empty && delay > 0 {
             let d = InitialDelay {
@@ -803,6 +808,7 @@ impl ClassicGroup {
         out.generations += 1;
         if self.members.is_empty() {
             self.state = ClassicState::Empty;
+            self.history.classic_completed(env.now);
             // The protocol type stays (Kafka's ClassicGroup keeps it when the group
             // goes Empty): DescribeGroups and ListGroups still say `consumer`.
             self.protocol_name = None;
@@ -936,6 +942,7 @@ impl ClassicGroup {
                     tracing::debug!(group = %self.id, unknown = given.len(), "assignment for unknown members ignored");
                 }
                 self.state = ClassicState::Stable;
+                self.history.classic_completed(env.now);
                 env.timers.set(self.timer(ClassicTimer::Sync), None);
                 let ids: Vec<String> = self.members.keys().cloned().collect();
                 for id in ids {

@@ -272,6 +272,8 @@ pub(crate) struct NativeGroup {
     /// The assignor call the group waits for, handed to the host
     /// ([`crate::assignor_job`]); at most one.
     assigning: Option<Assigning>,
+    /// Its recent rebalances (DescribeRebalances).
+    pub history: crate::core::rebalance_history::RebalanceHistory,
 }
 
 /// Why a native group runs its assignor.
@@ -323,6 +325,7 @@ impl NativeGroup {
             hold_until,
             last_loads: Vec::new(),
             assigning: None,
+            history: Default::default(),
         }
     }
 
@@ -355,6 +358,14 @@ impl NativeGroup {
     }
 
     /// Who may be delivering each partition: live members (what they own) and zombies.
+    /// Who owns each partition now (members only), for the rebalance history.
+    fn owners(&self) -> BTreeMap<TopicPartition, ConsumerId> {
+        self.members
+            .values()
+            .flat_map(|m| m.owned.iter().map(|tp| (tp.clone(), m.id.clone())))
+            .collect()
+    }
+
     fn holders(&self) -> BTreeMap<TopicPartition, Holder> {
         let mut held = BTreeMap::new();
         for m in self.members.values() {
@@ -376,6 +387,8 @@ impl NativeGroup {
     /// quiet time, longer while triggers come in a steady stream), at most
     /// `rebalance_max_delay_ms` after the first trigger of a series.
     pub(crate) fn trigger(&mut self, env: &NativeEnv<'_>, fx: &mut Effects<'_>, why: &str) {
+        self.history
+            .triggered(crate::core::rebalance_history::cause_of_trigger(why));
         let now = env.now;
         let first = *self.first_trigger.get_or_insert(now);
         let gap = self
@@ -590,6 +603,8 @@ impl NativeGroup {
             reason,
         });
         fx.metric(CoordinatorCounter::MembersFailed, 1);
+        self.history
+            .triggered(crate::core::rebalance_history::cause_of_failure(reason));
         self.trigger(env, fx, "member failed");
         self.progress(env, fx);
     }
@@ -685,6 +700,8 @@ impl NativeGroup {
                     if !awaiting.is_empty() {
                         break;
                     }
+                    let owners = self.owners();
+                    self.history.completed(now, &owners);
                     self.complete(fx);
                 }
             }
@@ -706,6 +723,15 @@ impl NativeGroup {
             mode: mode.as_str(),
         });
         fx.metric(CoordinatorCounter::RebalancesStarted, 1);
+        let owners = self.owners();
+        let assignor = self.assignor().map(str::to_owned);
+        self.history.started(
+            env.now,
+            self.generation.0,
+            self.members.len(),
+            assignor.as_deref(),
+            owners,
+        );
         for m in self.members.values_mut_unordered() {
             m.stopped_in_rebalance.clear();
         }
@@ -1022,6 +1048,7 @@ impl NativeGroup {
         if self.members.is_empty() {
             // Everyone left: nothing to assign, no new generation.
             self.phase = Phase::Stable;
+            self.history.completed(env.now, &BTreeMap::new());
             self.complete_without_round(fx);
             return false;
         }

@@ -138,7 +138,7 @@ pub fn handle(
 /// its matching records all deleted (below the start); the search then goes on after
 /// it, so this takes at most two rounds in practice (each round starts past the last).
 /// An undecodable batch is answered at batch granularity.
-fn record_for_timestamp(
+pub(crate) fn record_for_timestamp(
     log: &PartitionLog,
     ts: i64,
 ) -> Result<Option<TimestampOffset>, crate::log::LogError> {

@@ -1,0 +1,287 @@
+//! Each group's recent rebalances, for operators (issue 32: the console's rebalance
+//! timeline): why each ran, when, how long it took, how many partitions changed owner
+//! and with how many members. A [`RebalanceHistory`] keeps the last
+//! [`proto::MAX_REBALANCES_PER_GROUP`] of one group, in the coordinator's monotonic
+//! clock (ms; sans-IO: the caller passes `now`), and answers DescribeRebalances
+//! ([`proto::DescribeRebalancesRequest`]) with ages relative to the answer.
+//!
+//! The cause of a rebalance is the first trigger of the series it answered (triggers
+//! arriving within the debounce join one rebalance): [`RebalanceHistory::triggered`]
+//! keeps the first until [`RebalanceHistory::started`] takes it.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use drover_protocol as proto;
+use proto::RebalanceRecord;
+
+use crate::io::FailureReason;
+use crate::types::{ConsumerId, TopicPartition};
+
+/// A rebalance as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    generation: i32,
+    cause: &'static str,
+    started_ms: u64,
+    ended_ms: Option<u64>,
+    moved: Option<u32>,
+    members: u32,
+    assignor: Option<String>,
+    /// Owners when it started, to count what moved.
+    before: BTreeMap<TopicPartition, ConsumerId>,
+}
+
+/// One group's recent rebalances (module docs). Bounded: at most
+/// [`proto::MAX_REBALANCES_PER_GROUP`] entries, the oldest dropped first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RebalanceHistory {
+    entries: VecDeque<Entry>,
+    pending: Option<&'static str>,
+}
+
+/// The cause a trigger reason stands for: a native group's (`NativeGroup::trigger`'s
+/// `why`) or a classic group's (`ClassicGroup::prepare_rebalance`'s).
+pub(crate) fn cause_of_trigger(why: &str) -> &'static str {
+    if why.contains("expired") {
+        RebalanceRecord::SESSION_EXPIRY
+    } else if why.contains("join") {
+        RebalanceRecord::JOIN
+    } else if why.contains("left") {
+        RebalanceRecord::LEAVE
+    } else if why.contains("topic") {
+        RebalanceRecord::TOPIC_CHANGE
+    } else if why.contains("drift") {
+        RebalanceRecord::LOAD_DRIFT
+    } else if why.contains("assignor") || why.contains("rescan") {
+        RebalanceRecord::PLUGIN_RESCAN
+    } else if why.contains("subscription") {
+        RebalanceRecord::SUBSCRIPTION_CHANGE
+    } else {
+        RebalanceRecord::OTHER
+    }
+}
+
+/// The cause a member's failure stands for: its session expired, or it went away
+/// (its channel closed: the process died or left without LeaveGroup).
+pub(crate) fn cause_of_failure(reason: FailureReason) -> &'static str {
+    match reason {
+        FailureReason::SessionTimeout => RebalanceRecord::SESSION_EXPIRY,
+        FailureReason::ChannelClosed => RebalanceRecord::LEAVE,
+        _ => RebalanceRecord::OTHER,
+    }
+}
+
+impl RebalanceHistory {
+    /// A trigger with `cause`; the first of a series is the next rebalance's cause.
+    pub(crate) fn triggered(&mut self, cause: &'static str) {
+        self.pending.get_or_insert(cause);
+    }
+
+    /// A rebalance started at `now` from `generation` with `members` members, running
+    /// `assignor`, while `owners` owned the partitions.
+    pub(crate) fn started(
+        &mut self,
+        now: u64,
+        generation: i32,
+        members: usize,
+        assignor: Option<&str>,
+        owners: BTreeMap<TopicPartition, ConsumerId>,
+    ) {
+        // One superseded before it finished (a classic group's members did not sync)
+        // ends here.
+        if let Some(e) = self.entries.back_mut().filter(|e| e.ended_ms.is_none()) {
+            e.ended_ms = Some(now.max(e.started_ms));
+        }
+        if self.entries.len() >= proto::MAX_REBALANCES_PER_GROUP {
+            self.entries.pop_front();
+        }
+        self.entries.push_back(Entry {
+            generation,
+            cause: self.pending.take().unwrap_or(RebalanceRecord::OTHER),
+            started_ms: now,
+            ended_ms: None,
+            moved: None,
+            members: u32::try_from(members).unwrap_or(u32::MAX),
+            assignor: assignor.map(str::to_owned),
+            before: owners,
+        });
+    }
+
+    /// The running rebalance ended at `now` with `owners` owning the partitions.
+    pub(crate) fn completed(&mut self, now: u64, owners: &BTreeMap<TopicPartition, ConsumerId>) {
+        let Some(e) = self.entries.back_mut().filter(|e| e.ended_ms.is_none()) else {
+            return;
+        };
+        let before = std::mem::take(&mut e.before);
+        let changed = before
+            .iter()
+            .filter(|(tp, owner)| owners.get(*tp) != Some(*owner))
+            .count()
+            + owners.keys().filter(|tp| !before.contains_key(*tp)).count();
+        e.moved = Some(u32::try_from(changed).unwrap_or(u32::MAX));
+        e.ended_ms = Some(now.max(e.started_ms));
+    }
+
+    /// A classic group's rebalance started at `now` for `why` from `generation` with
+    /// `members` members. Its assignment is the client leader's, opaque here, so what
+    /// moved is not counted.
+    pub(crate) fn classic_started(&mut self, now: u64, why: &str, generation: i32, members: usize) {
+        self.triggered(cause_of_trigger(why));
+        self.started(now, generation, members, None, BTreeMap::new());
+    }
+
+    /// A classic group's running rebalance ended at `now` (SyncGroup gave the
+    /// assignment, or every member left).
+    pub(crate) fn classic_completed(&mut self, now: u64) {
+        if let Some(e) = self.entries.back_mut().filter(|e| e.ended_ms.is_none()) {
+            e.ended_ms = Some(now.max(e.started_ms));
+        }
+    }
+
+    /// The records as DescribeRebalances answers them at `now`, oldest first.
+    pub(crate) fn to_wire(&self, now: u64) -> Vec<RebalanceRecord> {
+        let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.entries
+            .iter()
+            .map(|e| RebalanceRecord {
+                generation: e.generation,
+                cause: e.cause.to_owned(),
+                age_ms: ms(now.saturating_sub(e.started_ms)),
+                duration_ms: e.ended_ms.map_or(-1, |end| ms(end - e.started_ms)),
+                partitions_moved: e.moved.map_or(-1, |m| i32::try_from(m).unwrap_or(i32::MAX)),
+                members: i32::try_from(e.members).unwrap_or(i32::MAX),
+                assignor: e.assignor.clone(),
+            })
+            .collect()
+    }
+}
+
+impl super::Coordinator {
+    /// DescribeRebalances: each requested group's history (native and classic groups; a
+    /// KIP-848 group, or a group this coordinator does not have, is GROUP_ID_NOT_FOUND;
+    /// a group of a slot it does not own NOT_COORDINATOR). At most
+    /// [`proto::MAX_GROUPS_PER_REQUEST`] groups are answered.
+    pub(crate) fn describe_rebalances(
+        &self,
+        request: &proto::DescribeRebalancesRequest,
+    ) -> proto::DescribeRebalancesResponse {
+        let now = self.cx.now;
+        let groups = request
+            .groups
+            .iter()
+            .take(proto::MAX_GROUPS_PER_REQUEST)
+            .map(|id| {
+                let (error_code, rebalances) = if id.is_empty() {
+                    (proto::ErrorCode::INVALID_GROUP_ID, Vec::new())
+                } else if !self.owns(id) {
+                    (proto::ErrorCode::NOT_COORDINATOR, Vec::new())
+                } else {
+                    let history = match self.groups.native(id.as_str()) {
+                        Some(g) => Some(&g.history),
+                        None => self.groups.classic(id.as_str()).map(|g| &g.history),
+                    };
+                    match history {
+                        Some(h) => (proto::ErrorCode::NONE, h.to_wire(now)),
+                        None => (proto::ErrorCode::GROUP_ID_NOT_FOUND, Vec::new()),
+                    }
+                };
+                proto::GroupRebalances {
+                    group_id: id.clone(),
+                    error_code,
+                    rebalances,
+                }
+            })
+            .collect();
+        proto::DescribeRebalancesResponse { groups }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tp(t: &str, p: i32) -> TopicPartition {
+        TopicPartition::new(t, p)
+    }
+
+    fn owners(pairs: &[(&str, i32, &str)]) -> BTreeMap<TopicPartition, ConsumerId> {
+        pairs
+            .iter()
+            .map(|(t, p, c)| (tp(t, *p), ConsumerId::from(*c)))
+            .collect()
+    }
+
+    #[test]
+    fn records_the_first_cause_duration_and_moves() {
+        let mut h = RebalanceHistory::default();
+        h.triggered(cause_of_failure(FailureReason::SessionTimeout));
+        h.triggered(cause_of_trigger("join"));
+        h.started(
+            1_000,
+            4,
+            2,
+            Some("range"),
+            owners(&[("t", 0, "a"), ("t", 1, "b")]),
+        );
+        assert_eq!(h.to_wire(1_500)[0].duration_ms, -1);
+        h.completed(
+            1_200,
+            &owners(&[("t", 0, "a"), ("t", 1, "a"), ("t", 2, "a")]),
+        );
+        let r = &h.to_wire(2_000)[0];
+        assert_eq!(r.cause, RebalanceRecord::SESSION_EXPIRY);
+        assert_eq!((r.generation, r.members), (4, 2));
+        assert_eq!((r.age_ms, r.duration_ms), (1_000, 200));
+        assert_eq!(r.partitions_moved, 2, "t-1 changed owner, t-2 gained one");
+        assert_eq!(r.assignor.as_deref(), Some("range"));
+        h.started(3_000, 5, 1, None, BTreeMap::new());
+        assert_eq!(h.to_wire(3_000)[1].cause, RebalanceRecord::OTHER);
+    }
+
+    #[test]
+    fn keeps_a_bounded_history() {
+        let mut h = RebalanceHistory::default();
+        for i in 0..(proto::MAX_REBALANCES_PER_GROUP as u64 + 10) {
+            h.triggered(RebalanceRecord::JOIN);
+            h.started(i, i as i32, 1, None, BTreeMap::new());
+            h.completed(i, &BTreeMap::new());
+        }
+        let wire = h.to_wire(1_000);
+        assert_eq!(wire.len(), proto::MAX_REBALANCES_PER_GROUP);
+        assert_eq!(wire[0].generation, 10, "the oldest went first");
+    }
+
+    #[test]
+    fn a_classic_rebalance_records_its_cause_and_duration_but_no_moves() {
+        let mut h = RebalanceHistory::default();
+        h.classic_started(100, "a member's session expired", 3, 2);
+        h.classic_completed(400);
+        let r = &h.to_wire(1_000)[0];
+        assert_eq!(r.cause, RebalanceRecord::SESSION_EXPIRY);
+        assert_eq!((r.generation, r.members, r.duration_ms), (3, 2, 300));
+        assert_eq!(r.partitions_moved, -1, "the client assigns: unknown");
+    }
+
+    #[test]
+    fn trigger_reasons_map_to_causes() {
+        assert_eq!(
+            cause_of_trigger("a member joined again"),
+            RebalanceRecord::JOIN
+        );
+        assert_eq!(cause_of_trigger("a member left"), RebalanceRecord::LEAVE);
+        assert_eq!(cause_of_trigger("join"), RebalanceRecord::JOIN);
+        assert_eq!(cause_of_trigger("member left"), RebalanceRecord::LEAVE);
+        assert_eq!(
+            cause_of_trigger("topic metadata changed"),
+            RebalanceRecord::TOPIC_CHANGE
+        );
+        assert_eq!(
+            cause_of_trigger("assignor inputs drifted (rerun_on_drift_ms)"),
+            RebalanceRecord::LOAD_DRIFT
+        );
+        assert_eq!(
+            cause_of_failure(FailureReason::ChannelClosed),
+            RebalanceRecord::LEAVE
+        );
+    }
+}
