@@ -298,6 +298,7 @@ pub async fn detail(
                 crate::server::handlers::describe_configs::Source::DynamicTopic => "topic",
                 crate::server::handlers::describe_configs::Source::StaticBroker => "broker",
                 crate::server::handlers::describe_configs::Source::Default => "default",
+                crate::server::handlers::describe_configs::Source::Group => "group",
             },
         })
         .collect();

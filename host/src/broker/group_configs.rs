@@ -35,6 +35,13 @@ pub type GroupOverrides = BTreeMap<String, String>;
 /// Every group's overrides.
 pub type AllGroupConfigs = BTreeMap<String, GroupOverrides>;
 
+/// `share.auto.offset.reset`.
+pub const RESET: &str = "share.auto.offset.reset";
+/// `share.isolation.level`.
+pub const ISOLATION_LEVEL: &str = "share.isolation.level";
+/// `share.record.lock.duration.ms`.
+pub const LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
+
 /// The most groups that may have overrides (the document must stay well under
 /// ZooKeeper's 1 MiB node size in cluster mode).
 pub const MAX_GROUPS: usize = 5_000;
@@ -76,13 +83,13 @@ pub struct GroupConfigKey {
 /// The supported group configs, in the order DescribeConfigs lists them.
 pub const KEYS: &[GroupConfigKey] = &[
     GroupConfigKey {
-        name: "share.auto.offset.reset",
+        name: RESET,
         kind: GroupConfigType::String,
         default: "latest",
         validate: validate_auto_offset_reset,
     },
     GroupConfigKey {
-        name: "share.isolation.level",
+        name: ISOLATION_LEVEL,
         kind: GroupConfigType::String,
         default: "read_uncommitted",
         validate: |v| match v {
@@ -94,7 +101,7 @@ pub const KEYS: &[GroupConfigKey] = &[
         },
     },
     GroupConfigKey {
-        name: "share.record.lock.duration.ms",
+        name: LOCK_DURATION_MS,
         kind: GroupConfigType::Int,
         default: "30000",
         // Kafka's group.share.min.record.lock.duration.ms and max (15 s, 60 s).
@@ -124,62 +131,17 @@ const COORDINATOR_KEYS: &[&str] = &[
     "streams.num.standby.replicas",
 ];
 
-/// `latest`, `earliest` or `by_duration:<ISO-8601 duration>` (KIP-932, KIP-1106).
+/// `latest`, `earliest` or `by_duration:<ISO-8601 duration>` (KIP-932, KIP-1106), as
+/// the share-partitions read it ([`drover_share::AutoOffsetReset::parse`]).
 fn validate_auto_offset_reset(v: &str) -> Result<(), String> {
-    let bad = || {
-        format!(
-            "Invalid value {v} for configuration share.auto.offset.reset: must be latest, \
+    drover_share::AutoOffsetReset::parse(v)
+        .map(|_| ())
+        .map_err(|_| {
+            format!(
+                "Invalid value {v} for configuration share.auto.offset.reset: must be latest, \
              earliest or by_duration:<ISO-8601 duration, e.g. PT1H>"
-        )
-    };
-    match v {
-        "latest" | "earliest" => Ok(()),
-        _ => match v.strip_prefix("by_duration:") {
-            Some(d) if iso_duration_ms(d).is_some() => Ok(()),
-            _ => Err(bad()),
-        },
-    }
-}
-
-/// An ISO-8601 duration as `java.time.Duration.parse` reads it (`PnDTnHnMn.nS`, not
-/// negative) → milliseconds; `None` when it is not one.
-pub fn iso_duration_ms(text: &str) -> Option<u64> {
-    let rest = text.strip_prefix('P').or_else(|| text.strip_prefix('p'))?;
-    let (days, time) = match rest.split_once(['T', 't']) {
-        Some((d, t)) => (d, Some(t)),
-        None => (rest, None),
-    };
-    let mut ms: u64 = 0;
-    let mut any = false;
-    if !days.is_empty() {
-        let n = days.strip_suffix(['D', 'd'])?;
-        ms = ms.checked_add(n.parse::<u64>().ok()?.checked_mul(86_400_000)?)?;
-        any = true;
-    }
-    if let Some(mut t) = time {
-        if t.is_empty() {
-            return None;
-        }
-        for (unit, scale) in [('H', 3_600_000u64), ('M', 60_000)] {
-            if let Some(i) = t.find([unit, unit.to_ascii_lowercase()]) {
-                ms = ms.checked_add(t[..i].parse::<u64>().ok()?.checked_mul(scale)?)?;
-                t = &t[i + 1..];
-                any = true;
-            }
-        }
-        if !t.is_empty() {
-            let n = t.strip_suffix(['S', 's'])?;
-            let (whole, frac) = n.split_once('.').unwrap_or((n, ""));
-            if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            let frac_ms = format!("{frac:0<3}")[..3].parse::<u64>().ok()?;
-            ms = ms.checked_add(whole.parse::<u64>().ok()?.checked_mul(1000)?)?;
-            ms = ms.checked_add(frac_ms)?;
-            any = true;
-        }
-    }
-    any.then_some(ms)
+            )
+        })
 }
 
 /// Checks one config name and value for a group: the value normalised, or Kafka's
@@ -350,28 +312,6 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn iso_durations_read_as_java_reads_them() {
-        assert_eq!(iso_duration_ms("PT1H"), Some(3_600_000));
-        assert_eq!(iso_duration_ms("P1D"), Some(86_400_000));
-        assert_eq!(iso_duration_ms("P1DT2H3M4.5S"), Some(93_784_500));
-        assert_eq!(iso_duration_ms("PT0.001S"), Some(1));
-        assert_eq!(iso_duration_ms("PT30M"), Some(1_800_000));
-        for bad in [
-            "",
-            "P",
-            "PT",
-            "1H",
-            "PT1X",
-            "PT-1H",
-            "P1W",
-            "PTH",
-            "PT1.0000000001S",
-        ] {
-            assert_eq!(iso_duration_ms(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn values_are_checked_as_kafka_checks_them() {

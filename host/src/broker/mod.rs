@@ -246,8 +246,18 @@ impl Broker {
         )?);
         let cluster_id = cluster_id(&config.data_dir)?;
         let offsets = plugins.active_store.clone().map(OffsetStores::new);
+        let group_configs = Arc::new(match &cluster {
+            None => group_configs::GroupConfigs::open(&config.data_dir).map_err(|source| {
+                BrokerError::GroupConfigs {
+                    path: config.data_dir.join("group-configs.json"),
+                    source,
+                }
+            })?,
+            Some(_) => group_configs::GroupConfigs::clustered(),
+        });
         let share = Arc::new(crate::share::ShareDelivery::new(
             &config.share,
+            Arc::clone(&group_configs),
             offsets
                 .clone()
                 .map(|o| o as Arc<dyn crate::share::store::ShareStateStore>),
@@ -291,15 +301,6 @@ impl Broker {
             Arc::clone(&metrics),
             config.authorizer.acl_call_timeout_ms,
         ));
-        let group_configs = Arc::new(match &cluster {
-            None => group_configs::GroupConfigs::open(&config.data_dir).map_err(|source| {
-                BrokerError::GroupConfigs {
-                    path: config.data_dir.join("group-configs.json"),
-                    source,
-                }
-            })?,
-            Some(_) => group_configs::GroupConfigs::clustered(),
-        });
         let budgets = crate::coordination::assignor_budget::AssignorBudgets::new(
             config.coordinator.assignor_timeout_ms,
             Arc::clone(&metrics),

@@ -34,23 +34,39 @@ pub struct ShareDelivery {
     pub partitions: SharePartitions,
     /// The share sessions.
     pub sessions: Mutex<ShareSessions>,
-    /// Whether share fetches read committed records only (`share.isolation_level`).
+}
+
+/// What one share group's delivery follows: its group configs
+/// ([`crate::broker::group_configs`]: `share.auto.offset.reset`,
+/// `share.isolation.level`, `share.record.lock.duration.ms`) over the broker's `[share]`
+/// settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupSettings {
+    /// Where a share-partition with no saved state starts.
+    pub reset: drover_share::AutoOffsetReset,
+    /// Whether share fetches read committed records only.
     pub read_committed: bool,
-    /// `share.record_lock_duration_ms`, as ShareFetch answers it.
+    /// How long acquired records stay with their member, in ms (ShareFetch answers it).
     pub lock_duration_ms: u64,
 }
 
 impl ShareDelivery {
-    /// Share delivery as `config` sets it, persisting through `stores` (none: no
-    /// offset store, share groups are not served).
+    /// Share delivery as `config` sets it, with each group's overrides from `configs`,
+    /// persisting through `stores` (none: no offset store, share groups are not served).
     pub fn new(
         config: &ShareSection,
+        configs: Arc<crate::broker::group_configs::GroupConfigs>,
         stores: Option<Arc<dyn store::ShareStateStore>>,
     ) -> ShareDelivery {
+        let defaults = GroupSettings {
+            reset: config.reset(),
+            read_committed: config.isolation_level == "read_committed",
+            lock_duration_ms: config.record_lock_duration_ms,
+        };
         ShareDelivery {
             partitions: SharePartitions::new(
                 config.limits(),
-                config.reset(),
+                partitions::GroupDefaults { defaults, configs },
                 config.max_share_partitions,
                 stores,
             ),
@@ -59,9 +75,12 @@ impl ShareDelivery {
                 config.max_sessions_per_client,
                 config.session_idle_ms,
             )),
-            read_committed: config.isolation_level == "read_committed",
-            lock_duration_ms: config.record_lock_duration_ms,
         }
+    }
+
+    /// What `group`'s delivery follows now.
+    pub fn settings(&self, group: &str) -> GroupSettings {
+        self.partitions.settings(group)
     }
 
     /// The session cache, locked.

@@ -74,10 +74,18 @@ pub struct LogBounds {
     pub end: i64,
 }
 
+/// The broker's `[share]` settings and the group configs that override them per group.
+pub struct GroupDefaults {
+    /// The `[share]` settings.
+    pub defaults: super::GroupSettings,
+    /// Per-group overrides.
+    pub configs: Arc<crate::broker::group_configs::GroupConfigs>,
+}
+
 /// The share-partitions in memory (module docs).
 pub struct SharePartitions {
     limits: ShareLimits,
-    reset: AutoOffsetReset,
+    groups: GroupDefaults,
     max: usize,
     table: Mutex<HashMap<ShareKey, Arc<Mutex<Slot>>>>,
     stores: Option<Arc<dyn ShareStateStore>>,
@@ -87,17 +95,17 @@ pub struct SharePartitions {
 }
 
 impl SharePartitions {
-    /// At most `max` share-partitions with `limits`, new ones starting where `reset`
-    /// says, persisted through `stores`.
+    /// At most `max` share-partitions with `limits`, each group's lock duration and
+    /// where its new ones start as `groups` says, persisted through `stores`.
     pub fn new(
         limits: ShareLimits,
-        reset: AutoOffsetReset,
+        groups: GroupDefaults,
         max: usize,
         stores: Option<Arc<dyn ShareStateStore>>,
     ) -> SharePartitions {
         SharePartitions {
             limits,
-            reset,
+            groups,
             max,
             table: Mutex::new(HashMap::new()),
             stores,
@@ -118,6 +126,40 @@ impl SharePartitions {
     /// The limits every share-partition keeps.
     pub fn limits(&self) -> ShareLimits {
         self.limits
+    }
+
+    /// What `group`'s delivery follows: its group configs over the `[share]` settings
+    /// (a stored value that no longer reads — none can, configs being checked when
+    /// altered — falls back to the setting).
+    pub fn settings(&self, group: &str) -> super::GroupSettings {
+        use crate::broker::group_configs::{ISOLATION_LEVEL, LOCK_DURATION_MS, RESET};
+        let d = self.groups.defaults;
+        let o = self.groups.configs.overrides(group);
+        if o.is_empty() {
+            return d;
+        }
+        super::GroupSettings {
+            reset: o
+                .get(RESET)
+                .and_then(|v| AutoOffsetReset::parse(v).ok())
+                .unwrap_or(d.reset),
+            read_committed: o
+                .get(ISOLATION_LEVEL)
+                .map_or(d.read_committed, |v| v == "read_committed"),
+            lock_duration_ms: o
+                .get(LOCK_DURATION_MS)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(d.lock_duration_ms),
+        }
+    }
+
+    /// The limits of `group`'s share-partitions: the broker's, with the group's lock
+    /// duration.
+    fn group_limits(&self, settings: &super::GroupSettings) -> ShareLimits {
+        ShareLimits {
+            record_lock_duration_ms: settings.lock_duration_ms,
+            ..self.limits
+        }
     }
 
     /// How many share-partitions are in memory.
@@ -180,6 +222,8 @@ impl SharePartitions {
             slot.topic_id = topic_id;
         }
         if slot.state.is_none() {
+            let settings = self.settings(&key.group);
+            let limits = self.group_limits(&settings);
             let stores = self.stores()?;
             let partitions = [TopicPartitions {
                 topic: key.topic.as_ref().into(),
@@ -194,15 +238,15 @@ impl SharePartitions {
                     let snapshot = snapshot_of(&record).ok_or_else(|| {
                         ShareError::Damaged(key.clone(), "unknown record state".into())
                     })?;
-                    SharePartition::restore(self.limits, &snapshot).ok_or_else(|| {
+                    SharePartition::restore(limits, &snapshot).ok_or_else(|| {
                         ShareError::Damaged(key.clone(), "runs do not form a window".into())
                     })?
                 }
                 None => {
-                    let start = self
+                    let start = settings
                         .reset
                         .start_offset(log.start, log.end, now_ms, offset_at);
-                    SharePartition::new(self.limits, start)
+                    SharePartition::new(limits, start)
                 }
             };
             // Written at once: the new state epoch, or where a new one starts.

@@ -108,7 +108,8 @@ pub fn prepare(
     request: ShareFetchRequest,
 ) -> Result<Prepared, Box<Reply>> {
     let delivery = &broker.share;
-    let lock_ms = delivery.lock_duration_ms;
+    // Before the group is known: the broker's lock duration.
+    let lock_ms = delivery.partitions.limits().record_lock_duration_ms;
     let (group, member) = ids(
         request.group_id.as_ref().map(|g| g.0.as_str()),
         request.member_id.as_deref(),
@@ -250,7 +251,7 @@ pub async fn serve(
     mut prepared: Prepared,
 ) -> Reply {
     let delivery = Arc::clone(&broker.share);
-    let lock_ms = delivery.lock_duration_ms;
+    let lock_ms = delivery.settings(&prepared.group).lock_duration_ms;
     let mut out: BTreeMap<(Uuid, i32), PartitionData> = BTreeMap::new();
     let leader = broker.identity.node.id;
     let blank = |partition: i32| {
@@ -459,6 +460,10 @@ fn acquire_all(
     let mut left_records = max_records;
     let mut total = 0usize;
     let mut any = false;
+    // One group per request: its `share.isolation.level`.
+    let read_committed = targets
+        .first()
+        .is_some_and(|t| delivery.settings(&t.key.group).read_committed);
     let out = targets
         .iter()
         .map(|t| {
@@ -474,14 +479,7 @@ fn acquire_all(
             if limit == 0 {
                 return Fetched::Nothing;
             }
-            match acquire_one(
-                delivery,
-                t,
-                member,
-                limit,
-                left_records,
-                delivery.read_committed,
-            ) {
+            match acquire_one(delivery, t, member, limit, left_records, read_committed) {
                 Ok(None) => Fetched::Nothing,
                 Ok(Some((bytes, acquired))) => {
                     any = true;
