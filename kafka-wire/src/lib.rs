@@ -73,6 +73,9 @@ pub const HANDLERS: &[ApiKey] = &[
     // coordinator plugin's.
     ApiKey::ShareFetch,
     ApiKey::ShareAcknowledge,
+    // Share groups' start offsets from the offset store (drover_host::server::handlers::
+    // describe_share_group_offsets).
+    ApiKey::DescribeShareGroupOffsets,
 ];
 
 /// The versions of `key` this broker serves, if it serves it.
@@ -348,6 +351,9 @@ mod tests {
             ApiKey::DeleteAcls => DeleteAclsRequest::default().encode(out, version),
             ApiKey::ShareFetch => ShareFetchRequest::default().encode(out, version),
             ApiKey::ShareAcknowledge => ShareAcknowledgeRequest::default().encode(out, version),
+            ApiKey::DescribeShareGroupOffsets => {
+                DescribeShareGroupOffsetsRequest::default().encode(out, version)
+            }
             // Every served API has its arm above (`every_served_api_is_encoded`).
             _ => return false,
         };

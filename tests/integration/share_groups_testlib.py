@@ -146,3 +146,43 @@ def share_describe(broker, groups: list[str]) -> list[DescribedShareGroup]:
         pos = _skip_tags(resp, pos)
         out.append(DescribedShareGroup(err, gid, state, gepoch, aepoch, assignor, members))
     return out
+
+
+API_DESCRIBE_SHARE_GROUP_OFFSETS = 90
+
+
+def describe_share_group_offsets(broker, group: str, topics: dict[str, list[int]] | None
+                                 ) -> tuple[int, dict[tuple[str, int], tuple[int, int]]]:
+    """DescribeShareGroupOffsets v0 (flexible) for one group -> (group error code,
+    {(topic, partition): (start offset, partition error code)})."""
+    body = uvarint(2) + _compact_str(group)
+    if topics is None:
+        body += b"\x00"
+    else:
+        body += uvarint(len(topics) + 1)
+        for name, parts in topics.items():
+            body += _compact_str(name) + uvarint(len(parts) + 1)
+            body += b"".join(struct.pack(">i", p) for p in parts) + b"\x00"
+    body += b"\x00" + b"\x00"
+    with RawConn(broker) as c:
+        corr = c.request(API_DESCRIBE_SHARE_GROUP_OFFSETS, 0, body, flexible_header=True)
+        resp = c.recv_response(corr, flexible_header=True)
+    pos = 4  # throttle
+    n, pos = _read_uvarint(resp, pos)
+    assert n - 1 == 1, n
+    _group, pos = _read_compact_str(resp, pos)
+    out = {}
+    n_topics, pos = _read_uvarint(resp, pos)
+    for _ in range(n_topics - 1):
+        name, pos = _read_compact_str(resp, pos)
+        pos += 16  # topic id
+        n_parts, pos = _read_uvarint(resp, pos)
+        for _ in range(n_parts - 1):
+            index, start, _epoch, err = struct.unpack_from(">iqih", resp, pos)
+            pos += 18
+            _msg, pos = _read_compact_str(resp, pos)
+            pos = _skip_tags(resp, pos)
+            out[(name, index)] = (start, err)
+        pos = _skip_tags(resp, pos)
+    (group_err,) = struct.unpack_from(">h", resp, pos)
+    return group_err, out

@@ -31,6 +31,7 @@ import pytest
 from drover_testlib import (Msg, ck_admin, ck_consume, ck_create_topic, ck_produce,
                             unique_topic)
 from kafka_groups_testlib import start_group_broker
+from share_groups_testlib import describe_share_group_offsets
 
 # Short sessions and heartbeats keep the tests quick (Kafka: 45000 ms, 5000 ms).
 SHARE = {"share_session_timeout_ms": 6000, "share_heartbeat_interval_ms": 500}
@@ -154,6 +155,16 @@ def test_explicit_release_reject_and_the_delivery_count_limit(broker):
     assert seen[b"reject-me"] == [1], seen
     assert seen[b"accept-me"] == [1], seen
     assert seen[b"never-accepted"] == [1, 2, 3, 4, 5], seen
+    # DescribeShareGroupOffsets: every record is done, so the start offset is past them
+    # all; a partition the topic lacks is UNKNOWN_TOPIC_OR_PARTITION (3); null topics
+    # list the group's share-partitions.
+    err, offsets = describe_share_group_offsets(b, group, {topic: [0, 7]})
+    assert err == 0 and offsets[(topic, 0)] == (4, 0), offsets
+    assert offsets[(topic, 7)] == (-1, 3), offsets
+    err, offsets = describe_share_group_offsets(b, group, None)
+    assert err == 0 and offsets == {(topic, 0): (4, 0)}, offsets
+    err, offsets = describe_share_group_offsets(b, group, {"no-such-topic": [0]})
+    assert offsets[("no-such-topic", 0)][1] == 3, offsets  # UNKNOWN_TOPIC_OR_PARTITION
 
 
 HOLDER = textwrap.dedent("""

@@ -126,6 +126,21 @@ impl OffsetStores {
         Ok(n)
     }
 
+    /// Up to `limit` share-partition states strictly after `after`, in key order (group,
+    /// topic, partition), from the store reads come from.
+    pub fn scan_share_state(
+        &self,
+        after: Option<&OffsetKey>,
+        limit: u32,
+    ) -> Result<Vec<ShareStateRecord>, ShareStateError> {
+        let reader = self.reader();
+        check_target(&reader)?;
+        reader
+            .store
+            .scan_share_state(after.cloned(), limit)
+            .map_err(failed)
+    }
+
     /// Whether the store reads come from keeps share state.
     pub fn share_state_supported(&self) -> bool {
         self.reader().store.share_state_supported()

@@ -51,6 +51,9 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DescribeAcls => "DescribeAcls",
         ApiKey::CreateAcls => "CreateAcls",
         ApiKey::DeleteAcls => "DeleteAcls",
+        ApiKey::ShareFetch => "ShareFetch",
+        ApiKey::ShareAcknowledge => "ShareAcknowledge",
+        ApiKey::DescribeShareGroupOffsets => "DescribeShareGroupOffsets",
         _ => "Other",
     }
 }

@@ -16,6 +16,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_share_group_offsets;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
@@ -207,6 +208,13 @@ pub async fn handle(
         RequestKind::DescribeProducers(r) => {
             blocking(broker, move |b| {
                 describe_producers::handle(b.partitions(), &checks, r)
+            })
+            .await
+        }
+        // Reads the share state from the offset store: on the blocking pool.
+        RequestKind::DescribeShareGroupOffsets(r) => {
+            blocking(broker, move |b| {
+                describe_share_group_offsets::handle(b, &checks, r)
             })
             .await
         }
