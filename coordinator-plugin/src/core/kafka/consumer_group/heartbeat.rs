@@ -597,8 +597,7 @@ fn leave(
         schedule(timers, &g.id, m);
     } else {
         tracing::info!(group = %g.id, member = %id, "member leaves");
-        if g
-            .remove(&id, env.topics, RebalanceRecord::LEAVE, env.now)
+        if g.remove(&id, env.topics, RebalanceRecord::LEAVE, env.now)
             .is_some()
         {
             unschedule(timers, &g.id, &id);

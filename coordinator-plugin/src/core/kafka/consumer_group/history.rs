@@ -71,7 +71,11 @@ impl ConsumerGroup {
                 return;
             }
         }
-        self.waiting_on = self.members.values().find(|m| behind(m)).map(|m| m.id.clone());
+        self.waiting_on = self
+            .members
+            .values()
+            .find(|m| behind(m))
+            .map(|m| m.id.clone());
         if self.waiting_on.is_none() && self.retry_at.is_none() && self.assigning.is_none() {
             self.history.ended(now);
         }

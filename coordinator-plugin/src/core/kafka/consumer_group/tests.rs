@@ -1750,7 +1750,10 @@ fn rebalances_are_recorded_with_cause_moves_and_duration() {
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].cause, R::JOIN);
     assert_eq!((first[0].generation, first[0].members), (1, 1));
-    assert_eq!(first[0].partitions_moved, 4, "four partitions gained an owner");
+    assert_eq!(
+        first[0].partitions_moved, 4,
+        "four partitions gained an owner"
+    );
     assert_eq!(first[0].duration_ms, 0, "a holds its target at once");
     assert_eq!(first[0].assignor.as_deref(), Some("sticky"));
 
@@ -1766,7 +1769,11 @@ fn rebalances_are_recorded_with_cause_moves_and_duration() {
     let kept = w.ok(beat("a", 1, Some(all))).assignment.expect("revoke");
     w.now = 1_300;
     w.ok(beat("a", 1, Some(kept.clone())));
-    assert_eq!(w.group().history().to_wire(w.now)[1].duration_ms, -1, "b has nothing yet");
+    assert_eq!(
+        w.group().history().to_wire(w.now)[1].duration_ms,
+        -1,
+        "b has nothing yet"
+    );
     w.now = 1_400;
     let got = w.ok(beat("b", 2, Some(BTreeSet::new()))).assignment;
     assert_eq!(got, Some(b_target.clone()));
