@@ -326,6 +326,19 @@ def test_reset_of_a_group_with_a_member_is_refused(console_broker, token):
         c.close()
 
 
+def wait_for_rebalance(broker, token: str, group: str, cause: str) -> tuple[dict, dict]:
+    """Waits (60 s at most) until `GET /v1/groups/{group}/rebalances` shows a finished
+    rebalance with `cause`; returns the answer and the last such rebalance."""
+    def finished():
+        status, body = api(broker, f"/v1/groups/{group}/rebalances", token)
+        if status != 200:
+            return None
+        done = [x for x in body["rebalances"]
+                if x["cause"] == cause and x["duration_ms"] is not None]
+        return (body, done[-1]) if done else None
+    return wait_until(finished, 60, f"a finished `{cause}` rebalance of {group}")
+
+
 def test_killed_consumer_rebalance_on_the_timeline(console_broker, token, browser, tmp_path):
     from test_native_group import Consumers
     b = console_broker
@@ -338,13 +351,7 @@ def test_killed_consumer_rebalance_on_the_timeline(console_broker, token, browse
         wait_until(lambda: all(cs.procs[c].owned()[1] for c in ("c1", "c2")), 60,
                    "both consumers own partitions")
         cs.kill9("c2")
-        status, body = wait_until(
-            lambda: (lambda r: r if r[0] == 200 and any(
-                x["cause"] == "leave" and x["duration_ms"] is not None
-                for x in r[1]["rebalances"]) else None)(
-                api(b, f"/v1/groups/{group}/rebalances", token)),
-            60, "the rebalance after the kill")
-        after_kill = [x for x in body["rebalances"] if x["cause"] == "leave"][-1]
+        body, after_kill = wait_for_rebalance(b, token, group, "leave")
         assert after_kill["partitions_moved"] >= 1
         assert body["rebalances"][0]["cause"] == "join"
 
@@ -390,13 +397,7 @@ def test_killed_kip848_member_rebalance_on_the_timeline(console_broker, token, b
 
         lost = second.current()
         second.kill()
-        status, body = wait_until(
-            lambda: (lambda r: r if r[0] == 200 and any(
-                x["cause"] == "session_expiry" and x["duration_ms"] is not None
-                for x in r[1]["rebalances"]) else None)(
-                api(b, f"/v1/groups/{group}/rebalances", token)),
-            60, "the rebalance after the member's session expired")
-        expiry = [x for x in body["rebalances"] if x["cause"] == "session_expiry"][-1]
+        _, expiry = wait_for_rebalance(b, token, group, "session_expiry")
         assert expiry["members"] == 1, expiry
         assert expiry["partitions_moved"] == len(lost), (expiry, lost)
         assert expiry["assignor"], expiry
