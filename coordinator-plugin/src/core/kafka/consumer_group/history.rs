@@ -4,8 +4,10 @@
 //! ([`ConsumerGroup::bump_epoch`]); a new target that differs from the one in force is
 //! a rebalance, with the partitions that changed owner between the two
 //! ([`ConsumerGroup::record_target`]); it ends when every member has reconciled to it
-//! ([`ConsumerGroup::note_reconciled`]), or when the next one supersedes it. Sans-IO:
-//! the times are the [`Env`](super::Env)'s.
+//! ([`ConsumerGroup::note_reconciled`]), or when the next one supersedes it. A removed
+//! member's entry leaves the target with it, so its partitions count as moved when the
+//! new target gives them an owner; the last member leaving changes no owner and is not
+//! recorded. Sans-IO: the times are the [`Env`](super::Env)'s.
 
 use std::collections::BTreeMap;
 
