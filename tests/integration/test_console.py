@@ -10,6 +10,9 @@ headless chromium driven by chromedriver through selenium.
   reset of a group with a live member is refused (409);
 - a rebalance caused by killing a native consumer (kill -9: its channel closes) appears
   on the group's timeline with its cause (and a classic group's join and leave on its);
+  so does a killed KIP-848 member's (confluent-kafka, `group.protocol=consumer`): its
+  session expires, and the rebalance shows with cause `session_expiry` and the
+  partitions that moved;
 - kaskade, a terminal UI, run under tmux, lists Drover's topics, the group, its members
   and lag (`tmux capture-pane -p`).
 
@@ -81,6 +84,9 @@ def console_broker(broker_factory, tmp_path, token):
         "[plugins.config.drover-coordinator]\n"
         "initial_rebalance_delay_ms = 300\n"
         "min_session_timeout_ms = 1000\n"
+        # KIP-848 members killed in a test expire after 3 s, not Kafka's 45 s.
+        "consumer_session_timeout_ms = 3000\n"
+        "consumer_heartbeat_interval_ms = 500\n"
     )
     b = broker_factory(config, start=False)
     conftest.install_plugins(b, PLUGIN_LIBS)
@@ -320,6 +326,19 @@ def test_reset_of_a_group_with_a_member_is_refused(console_broker, token):
         c.close()
 
 
+def wait_for_rebalance(broker, token: str, group: str, cause: str) -> tuple[dict, dict]:
+    """Waits (60 s at most) until `GET /v1/groups/{group}/rebalances` shows a finished
+    rebalance with `cause`; returns the answer and the last such rebalance."""
+    def finished():
+        status, body = api(broker, f"/v1/groups/{group}/rebalances", token)
+        if status != 200:
+            return None
+        done = [x for x in body["rebalances"]
+                if x["cause"] == cause and x["duration_ms"] is not None]
+        return (body, done[-1]) if done else None
+    return wait_until(finished, 60, f"a finished `{cause}` rebalance of {group}")
+
+
 def test_killed_consumer_rebalance_on_the_timeline(console_broker, token, browser, tmp_path):
     from test_native_group import Consumers
     b = console_broker
@@ -332,13 +351,7 @@ def test_killed_consumer_rebalance_on_the_timeline(console_broker, token, browse
         wait_until(lambda: all(cs.procs[c].owned()[1] for c in ("c1", "c2")), 60,
                    "both consumers own partitions")
         cs.kill9("c2")
-        status, body = wait_until(
-            lambda: (lambda r: r if r[0] == 200 and any(
-                x["cause"] == "leave" and x["duration_ms"] is not None
-                for x in r[1]["rebalances"]) else None)(
-                api(b, f"/v1/groups/{group}/rebalances", token)),
-            60, "the rebalance after the kill")
-        after_kill = [x for x in body["rebalances"] if x["cause"] == "leave"][-1]
+        body, after_kill = wait_for_rebalance(b, token, group, "leave")
         assert after_kill["partitions_moved"] >= 1
         assert body["rebalances"][0]["cause"] == "join"
 
@@ -348,6 +361,53 @@ def test_killed_consumer_rebalance_on_the_timeline(console_broker, token, browse
         assert any("leave" in i.text and "partitions moved" in i.text for i in items)
         browser.execute_script("document.getElementById('timeline').scrollIntoView()")
         shot(browser, "timeline")
+        assert severe(browser) == []
+    finally:
+        cs.stop_all()
+
+
+def test_killed_kip848_member_rebalance_on_the_timeline(console_broker, token, browser,
+                                                       tmp_path):
+    """A KIP-848 group of confluent-kafka consumers (`group.protocol=consumer`): the
+    second member's join moves partitions; a killed member's session expires, and that
+    rebalance (cause `session_expiry`, the victim's partitions moved to the survivor)
+    is on the admin API's timeline once the survivor has reconciled, and on the
+    console's."""
+    from kafka_groups_testlib import Consumers as GroupConsumers
+    b = console_broker
+    topic = unique_topic("console-kip848")
+    group = f"g-{topic}"
+    ck_create_topic(b, topic, 4)
+    cs = GroupConsumers(tmp_path / "kip848")
+    cs.workdir.mkdir()
+    try:
+        first = cs.start("confluent", b, topic, group, "m0", protocol="consumer")
+        wait_until(lambda: first.current() == {0, 1, 2, 3}, 60, "m0 holds every partition")
+        second = cs.start("confluent", b, topic, group, "m1", protocol="consumer")
+        wait_until(lambda: second.current() and first.current()
+                   and first.current() | second.current() == {0, 1, 2, 3}
+                   and not first.current() & second.current(), 60,
+                   "m0 and m1 share the partitions")
+        status, body = api(b, f"/v1/groups/{group}/rebalances", token)
+        assert status == 200, body
+        joins = [x for x in body["rebalances"] if x["cause"] == "join"]
+        assert joins and joins[0]["members"] == 1, body
+        assert joins[0]["partitions_moved"] == 4, "four partitions gained an owner"
+        assert any(x["members"] == 2 and x["partitions_moved"] >= 1 for x in joins), body
+
+        lost = second.current()
+        second.kill()
+        _, expiry = wait_for_rebalance(b, token, group, "session_expiry")
+        assert expiry["members"] == 1, expiry
+        assert expiry["partitions_moved"] == len(lost), (expiry, lost)
+        assert expiry["assignor"], expiry
+        assert first.current() == {0, 1, 2, 3}
+
+        sign_in(browser, b, token)
+        open_page(browser, f"#/group/{group}", "#timeline li[data-cause='session_expiry']")
+        items = browser.find_elements(By.CSS_SELECTOR, "#timeline li")
+        assert any("session_expiry" in i.text and "partitions moved" in i.text for i in items)
+        shot(browser, "timeline-kip848")
         assert severe(browser) == []
     finally:
         cs.stop_all()

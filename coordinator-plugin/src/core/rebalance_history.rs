@@ -8,6 +8,13 @@
 //! The cause of a rebalance is the first trigger of the series it answered (triggers
 //! arriving within the debounce join one rebalance): [`RebalanceHistory::triggered`]
 //! keeps the first until [`RebalanceHistory::started`] takes it.
+//!
+//! A KIP-848 group's rebalance is a new group epoch whose target assignment changed
+//! ([`RebalanceHistory::target_changed`]): it starts when the first epoch bump of the
+//! series happened ([`RebalanceHistory::triggered_at`]), counts the partitions that
+//! changed owner between the old and the new target, and ends when every member has
+//! reconciled to the target ([`RebalanceHistory::ended`]) or a newer target supersedes
+//! it.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -37,6 +44,9 @@ struct Entry {
 pub(crate) struct RebalanceHistory {
     entries: VecDeque<Entry>,
     pending: Option<&'static str>,
+    /// When the first trigger of the pending series came (KIP-848 groups: the first
+    /// epoch bump), ms.
+    pending_since: Option<u64>,
 }
 
 /// The cause a trigger reason stands for: a native group's (`NativeGroup::trigger`'s
@@ -77,6 +87,47 @@ impl RebalanceHistory {
         self.pending.get_or_insert(cause);
     }
 
+    /// A trigger with `cause` at `now` (a KIP-848 group's epoch bump); the first of a
+    /// series is the next rebalance's cause and start ([`Self::target_changed`]).
+    pub(crate) fn triggered_at(&mut self, cause: &'static str, now: u64) {
+        self.triggered(cause);
+        self.pending_since.get_or_insert(now);
+    }
+
+    /// The pending series changed nothing (a KIP-848 group's new target is the one in
+    /// force): it is no rebalance, and its cause is not the next one's.
+    pub(crate) fn discard_pending(&mut self) {
+        self.pending = None;
+        self.pending_since = None;
+    }
+
+    /// Whether a rebalance is running (not ended, not superseded).
+    pub(crate) fn is_running(&self) -> bool {
+        self.entries.back().is_some_and(|e| e.ended_ms.is_none())
+    }
+
+    /// A KIP-848 group's target changed at `now` (its group epoch `generation`, with
+    /// `members` members, computed by `assignor`) from owners `before` to `after`: a
+    /// rebalance that started at the first epoch bump of its series (else `now`), with
+    /// the partitions that changed owner counted; it runs until [`Self::ended`] or the
+    /// next one.
+    pub(crate) fn target_changed(
+        &mut self,
+        now: u64,
+        generation: i32,
+        members: usize,
+        assignor: &str,
+        before: BTreeMap<TopicPartition, ConsumerId>,
+        after: &BTreeMap<TopicPartition, ConsumerId>,
+    ) {
+        let since = self.pending_since.take().unwrap_or(now).min(now);
+        let moved = moved_between(&before, after);
+        self.started(since, generation, members, Some(assignor), BTreeMap::new());
+        if let Some(e) = self.entries.back_mut() {
+            e.moved = Some(moved);
+        }
+    }
+
     /// A rebalance started at `now` from `generation` with `members` members, running
     /// `assignor`, while `owners` owned the partitions.
     pub(crate) fn started(
@@ -87,6 +138,7 @@ impl RebalanceHistory {
         assignor: Option<&str>,
         owners: BTreeMap<TopicPartition, ConsumerId>,
     ) {
+        self.pending_since = None;
         // One superseded before it finished (a classic group's members did not sync)
         // ends here.
         if let Some(e) = self.entries.back_mut().filter(|e| e.ended_ms.is_none()) {
@@ -113,12 +165,7 @@ impl RebalanceHistory {
             return;
         };
         let before = std::mem::take(&mut e.before);
-        let changed = before
-            .iter()
-            .filter(|(tp, owner)| owners.get(*tp) != Some(*owner))
-            .count()
-            + owners.keys().filter(|tp| !before.contains_key(*tp)).count();
-        e.moved = Some(u32::try_from(changed).unwrap_or(u32::MAX));
+        e.moved = Some(moved_between(&before, owners));
         e.ended_ms = Some(now.max(e.started_ms));
     }
 
@@ -130,9 +177,11 @@ impl RebalanceHistory {
         self.started(now, generation, members, None, BTreeMap::new());
     }
 
-    /// A classic group's running rebalance ended at `now` (SyncGroup gave the
-    /// assignment, or every member left).
-    pub(crate) fn classic_completed(&mut self, now: u64) {
+    /// The running rebalance ended at `now` without counting moves here: a classic
+    /// group's (SyncGroup gave the assignment, or every member left), or a KIP-848
+    /// group's (every member reconciled to the target; its moves were counted when
+    /// the target changed).
+    pub(crate) fn ended(&mut self, now: u64) {
         if let Some(e) = self.entries.back_mut().filter(|e| e.ended_ms.is_none()) {
             e.ended_ms = Some(now.max(e.started_ms));
         }
@@ -156,10 +205,24 @@ impl RebalanceHistory {
     }
 }
 
+/// How many partitions changed owner from `before` to `after`: those whose owner
+/// changed or went, and those that gained one.
+fn moved_between(
+    before: &BTreeMap<TopicPartition, ConsumerId>,
+    after: &BTreeMap<TopicPartition, ConsumerId>,
+) -> u32 {
+    let changed = before
+        .iter()
+        .filter(|(tp, owner)| after.get(*tp) != Some(*owner))
+        .count()
+        + after.keys().filter(|tp| !before.contains_key(*tp)).count();
+    u32::try_from(changed).unwrap_or(u32::MAX)
+}
+
 impl super::Coordinator {
-    /// DescribeRebalances: each requested group's history (native and classic groups; a
-    /// KIP-848 group, or a group this coordinator does not have, is GROUP_ID_NOT_FOUND;
-    /// a group of a slot it does not own NOT_COORDINATOR). At most
+    /// DescribeRebalances: each requested group's history (native, classic and KIP-848
+    /// groups; a group this coordinator does not have is GROUP_ID_NOT_FOUND; a group of
+    /// a slot it does not own NOT_COORDINATOR). At most
     /// [`proto::MAX_GROUPS_PER_REQUEST`] groups are answered.
     pub(crate) fn describe_rebalances(
         &self,
@@ -178,7 +241,11 @@ impl super::Coordinator {
                 } else {
                     let history = match self.groups.native(id.as_str()) {
                         Some(g) => Some(&g.history),
-                        None => self.groups.classic(id.as_str()).map(|g| &g.history),
+                        None => self
+                            .groups
+                            .classic(id.as_str())
+                            .map(|g| &g.history)
+                            .or_else(|| self.groups.consumer(id.as_str()).map(|g| g.history())),
                     };
                     match history {
                         Some(h) => (proto::ErrorCode::NONE, h.to_wire(now)),
@@ -255,11 +322,33 @@ mod tests {
     fn a_classic_rebalance_records_its_cause_and_duration_but_no_moves() {
         let mut h = RebalanceHistory::default();
         h.classic_started(100, "a member's session expired", 3, 2);
-        h.classic_completed(400);
+        h.ended(400);
         let r = &h.to_wire(1_000)[0];
         assert_eq!(r.cause, RebalanceRecord::SESSION_EXPIRY);
         assert_eq!((r.generation, r.members, r.duration_ms), (3, 2, 300));
         assert_eq!(r.partitions_moved, -1, "the client assigns: unknown");
+    }
+
+    #[test]
+    fn a_target_change_starts_at_the_first_bump_and_counts_moves_at_once() {
+        let mut h = RebalanceHistory::default();
+        h.triggered_at(RebalanceRecord::JOIN, 100);
+        h.triggered_at(RebalanceRecord::LEAVE, 150);
+        let before = owners(&[("t", 0, "a"), ("t", 1, "a")]);
+        let after = owners(&[("t", 0, "a"), ("t", 1, "b")]);
+        h.target_changed(200, 3, 2, "sticky", before, &after);
+        assert!(h.is_running());
+        let r = &h.to_wire(300)[0];
+        assert_eq!((r.cause.as_str(), r.age_ms), (RebalanceRecord::JOIN, 200));
+        assert_eq!((r.partitions_moved, r.duration_ms), (1, -1));
+        h.ended(450);
+        assert!(!h.is_running());
+        assert_eq!(h.to_wire(500)[0].duration_ms, 350);
+        h.triggered_at(RebalanceRecord::TOPIC_CHANGE, 600);
+        h.discard_pending();
+        h.target_changed(700, 4, 2, "sticky", after.clone(), &after);
+        let r = &h.to_wire(700)[1];
+        assert_eq!((r.cause.as_str(), r.age_ms), (RebalanceRecord::OTHER, 0));
     }
 
     #[test]

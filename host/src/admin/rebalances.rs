@@ -1,13 +1,15 @@
 //! `GET /v1/groups/{group}/rebalances`: a group's recent rebalances, as its coordinator
 //! recorded them (DescribeRebalances, [`crate::coordination::rebalances`]): the last
 //! 50 at most, oldest first, each `{"generation", "cause", "started_ms" (wall clock),
-//! "duration_ms" (null while it runs), "partitions_moved" (null while it runs),
+//! "duration_ms" (null while it runs), "partitions_moved" (null while unknown),
 //! "members", "assignor"}`. `cause` is `join`, `leave`, `session_expiry`,
 //! `topic_change`, `load_drift`, `plugin_rescan`, `subscription_change` or `other`.
 //!
-//! Native and classic groups (a classic group's `partitions_moved` is `null`: its
-//! members assign on the client, opaque to the coordinator): 404 for a group the
-//! coordinator records none of (a KIP-848 group, or an unknown one); 421 when another broker coordinates
+//! Native, classic and KIP-848 groups (a classic group's `partitions_moved` is `null`:
+//! its members assign on the client, opaque to the coordinator; a KIP-848 group's is
+//! known from the start, counted between its old and new target): 404 for a group the
+//! coordinator does not have (or, from a coordinator plugin older than KIP-848
+//! recording, a KIP-848 group); 421 when another broker coordinates
 //! it; 501 when the coordinator plugin predates DescribeRebalances; 503 when no
 //! coordinator runs.
 
@@ -37,7 +39,8 @@ pub struct RebalanceView {
     pub started_ms: i64,
     /// How long it took, ms; `null` while it runs.
     pub duration_ms: Option<i64>,
-    /// Partitions whose owner it changed; `null` while it runs.
+    /// Partitions whose owner it changed; `null` while unknown (a native group's
+    /// while it runs, a classic group's always).
     pub partitions_moved: Option<i32>,
     /// Members when it started.
     pub members: i32,
@@ -78,7 +81,7 @@ pub async fn get(State(broker): State<Arc<Broker>>, Path(group): Path<String>) -
         }
         Ok(Rebalances::NotFound) => error(
             StatusCode::NOT_FOUND,
-            format!("the coordinator records no rebalances of `{group}` (native and classic groups only)"),
+            format!("the coordinator records no rebalances of `{group}` (no such group)"),
         ),
         Ok(Rebalances::Error(code)) => error(
             StatusCode::MISDIRECTED_REQUEST,

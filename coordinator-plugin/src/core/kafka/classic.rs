@@ -808,7 +808,7 @@ impl ClassicGroup {
         out.generations += 1;
         if self.members.is_empty() {
             self.state = ClassicState::Empty;
-            self.history.classic_completed(env.now);
+            self.history.ended(env.now);
             // The protocol type stays (Kafka's ClassicGroup keeps it when the group
             // goes Empty): DescribeGroups and ListGroups still say `consumer`.
             self.protocol_name = None;
@@ -942,7 +942,7 @@ impl ClassicGroup {
                     tracing::debug!(group = %self.id, unknown = given.len(), "assignment for unknown members ignored");
                 }
                 self.state = ClassicState::Stable;
-                self.history.classic_completed(env.now);
+                self.history.ended(env.now);
                 env.timers.set(self.timer(ClassicTimer::Sync), None);
                 let ids: Vec<String> = self.members.keys().cloned().collect();
                 for id in ids {

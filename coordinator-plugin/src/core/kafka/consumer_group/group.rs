@@ -136,6 +136,11 @@ pub(crate) struct ConsumerGroup {
     /// The assignor call the group waits for, handed to the host
     /// ([`crate::assignor_job`]); at most one.
     pub(super) assigning: Option<super::target::Assigning>,
+    /// Its recent rebalances, for operators ([`super::history`]).
+    pub(super) history: crate::core::rebalance_history::RebalanceHistory,
+    /// The member the running rebalance was last found waiting for
+    /// ([`ConsumerGroup::note_reconciled`]).
+    pub(super) waiting_on: Option<String>,
 }
 
 impl ConsumerGroup {
@@ -157,6 +162,8 @@ impl ConsumerGroup {
             settling_until: 0,
             last_loads: Vec::new(),
             assigning: None,
+            history: Default::default(),
+            waiting_on: None,
         }
     }
 
@@ -243,8 +250,15 @@ impl ConsumerGroup {
         out
     }
 
-    /// Removes a member, releasing its partitions, and bumps the group epoch.
-    pub(super) fn remove(&mut self, id: &str, topics: &BTreeMap<TopicName, u32>) -> Option<Member> {
+    /// Removes a member at `now`, releasing its partitions, and bumps the group epoch
+    /// for `cause` (a [`drover_protocol::RebalanceRecord`] cause).
+    pub(super) fn remove(
+        &mut self,
+        id: &str,
+        topics: &BTreeMap<TopicName, u32>,
+        cause: &'static str,
+        now: u64,
+    ) -> Option<Member> {
         let m = self.members.remove(id)?;
         for tp in m.assigned.iter().chain(&m.pending_revocation) {
             if self.owners.get(tp).is_some_and(|o| *o == m.id) {
@@ -258,7 +272,7 @@ impl ConsumerGroup {
             }
         }
         self.metadata = self.compute_metadata(topics);
-        self.epoch = self.epoch.saturating_add(1);
+        self.bump_epoch(cause, now);
         Some(m)
     }
 

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use drover_protocol::RebalanceRecord;
 use kafka_protocol::ResponseError;
 
 use super::group::ConsumerGroup;
@@ -321,6 +322,13 @@ fn update_member(
     regex: Option<Option<(String, Regex)>>,
     mut bump: bool,
 ) {
+    // A join (or the group's first member) is what `bump` asks for on entry; anything
+    // else bumping below is the member's subscription (topics, regex, assignor, rack).
+    let cause = if bump {
+        RebalanceRecord::JOIN
+    } else {
+        RebalanceRecord::SUBSCRIPTION_CHANGE
+    };
     let m = g.members.get_mut(id).expect("present");
     if let Some(instance) = &req.instance_id {
         if m.instance_id.as_ref() != Some(instance) {
@@ -389,7 +397,7 @@ fn update_member(
         bump = true;
     }
     if bump {
-        g.epoch = g.epoch.saturating_add(1);
+        g.bump_epoch(cause, env.now);
         tracing::debug!(group = %g.id, epoch = g.epoch, "group epoch bumped");
     }
     if g.epoch > g.assignment_epoch {
@@ -411,6 +419,7 @@ fn reconcile_and_answer(
     let owned = req.owned_partitions.as_ref();
     // Reconcile and answer.
     let changed = g.reconcile(&id, owned, env.now);
+    g.note_reconciled(env.now);
     let m = g.members.get_mut(&id).expect("present");
     m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
     schedule(timers, &g.id, m);
@@ -588,10 +597,13 @@ fn leave(
         schedule(timers, &g.id, m);
     } else {
         tracing::info!(group = %g.id, member = %id, "member leaves");
-        if g.remove(&id, env.topics).is_some() {
+        if g.remove(&id, env.topics, RebalanceRecord::LEAVE, env.now)
+            .is_some()
+        {
             unschedule(timers, &g.id, &id);
         }
         g.compute_target_when_due(env);
+        g.note_reconciled(env.now);
     }
     Ok(HeartbeatResponse {
         error: None,

@@ -80,6 +80,7 @@
 
 mod group;
 mod heartbeat;
+mod history;
 mod member;
 mod reconcile;
 mod target;
@@ -89,6 +90,7 @@ pub(super) mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use drover_protocol::RebalanceRecord;
 use kafka_protocol::ResponseError;
 
 use crate::core::assigning::GroupAssignors;
@@ -289,7 +291,7 @@ impl ConsumerGroups {
                 changed = true;
             }
             if changed {
-                g.epoch = g.epoch.saturating_add(1);
+                g.bump_epoch(RebalanceRecord::TOPIC_CHANGE, env.now);
                 tracing::debug!(group = %g.id, epoch = g.epoch, "topic metadata changed");
                 g.compute_target_when_due(env);
             } else {
@@ -372,6 +374,8 @@ impl ConsumerGroups {
                 schedule(timers, &group, m);
                 continue;
             }
+            // A member past its rebalance timeout is fenced as one past its session
+            // timeout is (Kafka's `ConsumerGroupMember` deadlines): both expire.
             let reason = if m.rebalance_deadline.is_some_and(|r| r <= env.now) {
                 "rebalance timeout: partitions not revoked in time"
             } else if m.epoch == STATIC_LEAVE_EPOCH {
@@ -380,7 +384,7 @@ impl ConsumerGroups {
                 "session timeout"
             };
             tracing::info!(group = %group, member = %id, reason, "member fenced");
-            g.remove(&id, env.topics);
+            g.remove(&id, env.topics, RebalanceRecord::SESSION_EXPIRY, env.now);
             unschedule(timers, &group, &id);
             touched.insert(group.clone());
             out.push((group, id, reason));
@@ -388,6 +392,7 @@ impl ConsumerGroups {
         for group in touched {
             if let Some(g) = groups.consumer_mut(&group) {
                 g.compute_target_when_due(env);
+                g.note_reconciled(env.now);
             }
         }
         out

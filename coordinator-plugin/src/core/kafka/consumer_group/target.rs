@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use drover_abi::assignor::{AssignInput, Assignment};
 use drover_abi::PluginError;
+use drover_protocol::RebalanceRecord;
 
 use super::group::ConsumerGroup;
 use super::{Assigned, AssignorRun, Env};
@@ -268,9 +269,12 @@ impl ConsumerGroup {
                     (Err(_), _) => false,
                 };
                 if wanted {
-                    self.epoch = self.epoch.saturating_add(1);
                     if purpose == Purpose::Drift {
+                        self.bump_epoch(RebalanceRecord::LOAD_DRIFT, env.now);
                         tracing::debug!(group = %self.id, epoch = self.epoch, "assignor inputs drifted: new target");
+                    } else {
+                        // A retry's target answers the series that failed: its cause.
+                        self.epoch = self.epoch.saturating_add(1);
                     }
                     self.install(env, self.epoch, run);
                     if stale {
@@ -293,6 +297,8 @@ impl ConsumerGroup {
     /// without members that have left, partitions of topics a member no longer
     /// subscribes to, and vanished partitions.
     fn install(&mut self, env: &Env<'_>, epoch: i32, result: AssignorRun) {
+        let before = self.target_owners();
+        let settled = result.is_ok();
         self.assignment_epoch = epoch;
         self.assigned_at = Some(env.now);
         self.due_at = None;
@@ -321,15 +327,18 @@ impl ConsumerGroup {
             }
         }
         self.prune_target(env);
+        self.record_target(before, env.now, settled);
     }
 
     /// The target in force serves at group epoch `epoch` (a run was handed to the
     /// host): members move to that epoch keeping what the target gives them.
     fn install_previous(&mut self, env: &Env<'_>, epoch: i32) {
+        let before = self.target_owners();
         self.assignment_epoch = epoch;
         self.assigned_at = Some(env.now);
         self.due_at = None;
         self.prune_target(env);
+        self.record_target(before, env.now, false);
     }
 
     /// Drops from the target the members that have left, partitions of topics a

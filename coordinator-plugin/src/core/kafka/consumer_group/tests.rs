@@ -1736,3 +1736,71 @@ fn a_rack_over_255_bytes_is_refused() {
     r.rack_id = Some("r".repeat(255));
     w.ok(r);
 }
+
+/// Each new target is a rebalance in the group's history (issue 32's timeline,
+/// DescribeRebalances): a second member's join moves partitions and lasts from its
+/// epoch bump until every member has reconciled; a member whose session expired is
+/// the next one's cause; a heartbeat that changes nothing records nothing.
+#[test]
+fn rebalances_are_recorded_with_cause_moves_and_duration() {
+    use drover_protocol::RebalanceRecord as R;
+    let mut w = World::new(&[("t", 4)]);
+    let all = w.ok(join("a", &["t"])).assignment.expect("everything");
+    let first = w.group().history().to_wire(w.now);
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].cause, R::JOIN);
+    assert_eq!((first[0].generation, first[0].members), (1, 1));
+    assert_eq!(
+        first[0].partitions_moved, 4,
+        "four partitions gained an owner"
+    );
+    assert_eq!(first[0].duration_ms, 0, "a holds its target at once");
+    assert_eq!(first[0].assignor.as_deref(), Some("sticky"));
+
+    // b joins at 1100: two of a's partitions move, once a has revoked them.
+    w.now = 1_100;
+    w.ok(join("b", &["t"]));
+    let b_target = w.group().target["b"].clone();
+    let running = &w.group().history().to_wire(w.now)[1];
+    assert_eq!(running.cause, R::JOIN);
+    assert_eq!((running.generation, running.members), (2, 2));
+    assert_eq!((running.partitions_moved, running.duration_ms), (2, -1));
+    w.now = 1_200;
+    let kept = w.ok(beat("a", 1, Some(all))).assignment.expect("revoke");
+    w.now = 1_300;
+    w.ok(beat("a", 1, Some(kept.clone())));
+    assert_eq!(
+        w.group().history().to_wire(w.now)[1].duration_ms,
+        -1,
+        "b has nothing yet"
+    );
+    w.now = 1_400;
+    let got = w.ok(beat("b", 2, Some(BTreeSet::new()))).assignment;
+    assert_eq!(got, Some(b_target.clone()));
+    let done = &w.group().history().to_wire(w.now)[1];
+    assert_eq!((done.duration_ms, done.age_ms), (300, 300));
+
+    // Steady heartbeats record nothing.
+    w.now = 2_000;
+    w.ok(beat("a", 2, Some(kept)));
+    w.ok(beat("b", 2, Some(b_target)));
+    assert_eq!(w.group().history().to_wire(w.now).len(), 2);
+
+    // b falls silent: its session expires at 12,000 and a takes its partitions.
+    w.now = 11_000;
+    w.ok(beat("a", 2, None));
+    let expired = w.tick(1_000);
+    assert_eq!(expired.len(), 1, "{expired:?}");
+    let history = w.group().history().to_wire(w.now);
+    assert_eq!(history.len(), 3);
+    let expiry = &history[2];
+    assert_eq!(expiry.cause, R::SESSION_EXPIRY);
+    assert_eq!((expiry.generation, expiry.members), (3, 1));
+    assert_eq!(expiry.partitions_moved, 2, "b's two partitions go to a");
+    assert_eq!(expiry.duration_ms, -1, "a has not taken them yet");
+    w.now += 100;
+    let r = w.ok(beat("a", 2, None));
+    assert_eq!(r.assignment.map(|a| a.len()), Some(4));
+    let expiry = &w.group().history().to_wire(w.now)[2];
+    assert_eq!(expiry.duration_ms, 100);
+}

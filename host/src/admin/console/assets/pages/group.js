@@ -112,11 +112,6 @@ export default function group(root, name) {
       ["assignor saw", (p) => (p.assigned_with
         ? `${rate(p.assigned_with.produce_bytes_per_sec, "B/s")}, lag ${num(p.assigned_with.lag)}` : "–")],
     ], g.partitions, (p) => `${p.topic}-${p.partition}`));
-    if (g.protocol === "consumer") {
-      replace(timeline, h("p", { class: "muted" },
-        "The coordinator records the rebalances of native and classic groups, not yet of KIP-848 ones."));
-      return;
-    }
     try {
       const r = await api(`/v1/groups/${encodeURIComponent(name)}/rebalances`);
       replace(timeline, r.rebalances.length === 0 ? h("p", { class: "muted" }, "none recorded")
