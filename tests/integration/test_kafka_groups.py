@@ -89,6 +89,9 @@ def test_a_group_of_three_consumes_everything_and_survives_a_kill(group_broker, 
     assert all(owned.get((topic, p)) for p in range(PARTITIONS)), detail
     # Kill one member holding partitions; the others take them over after its session
     # timeout, from its committed offsets.
+    # (A member under load may be between a rebalance's revoke and its new assignment
+    # for a moment: wait until one holds partitions again.)
+    wait_for(lambda: any(m.current() for m in members), 30, "a member holding partitions")
     victim = next(m for m in members if m.current())
     lost = victim.current()
     last = {}
