@@ -70,13 +70,14 @@ pub struct StagedGroupOffsets {
     pub offsets: Vec<(TopicPartition, StagedOffset)>,
 }
 
-/// Standalone, how long AddPartitionsToTxn and AddOffsetsToTxn wait for the producer's
-/// previous transaction to complete (its markers written, all local) before answering
-/// `CONCURRENT_TRANSACTIONS`: clients send the next transaction's first call right
-/// after EndTxn returns, and kafkajs logs an ERROR line and waits 300 ms for each such
-/// refusal (issue 28 item 6). Completing local markers takes an fsync or two, so the
-/// wait is usually a few ms; in cluster mode markers may wait on another broker, and
-/// the call is answered at once as before.
+/// Standalone, how long EndTxn waits for the transaction it ends to complete (its
+/// markers written, all local) before answering, and how long AddPartitionsToTxn and
+/// AddOffsetsToTxn wait for the producer's previous transaction to complete before
+/// answering `CONCURRENT_TRANSACTIONS`: clients send the next transaction's first call
+/// right after EndTxn returns, and kafkajs logs an ERROR line and waits 300 ms for each
+/// such refusal (issue 28 item 6). Completing local markers takes an fsync or two, so
+/// the wait is usually a few ms; in cluster mode markers may wait on another broker,
+/// and both calls are answered at once, as Kafka does.
 pub const COMPLETION_HOLD: Duration = Duration::from_millis(1_000);
 
 /// Most calls held at once ([`COMPLETION_HOLD`]), broker-wide: a held call occupies a
@@ -451,15 +452,10 @@ impl TxnCoordinator {
         let mut state = self.lock_for(&caller.id)?;
         let deadline = Instant::now() + COMPLETION_HOLD;
         let mut decided = decide(&state);
-        let hold = decided == Err(TxnError::Concurrent)
-            && self.zk.is_none()
-            && self
-                .held
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < MAX_HELD_CALLS).then_some(n + 1)
-                })
-                .is_ok();
-        let _release = hold.then(|| HeldSlot(&self.held));
+        let release = (decided == Err(TxnError::Concurrent) && self.zk.is_none())
+            .then(|| self.held_slot())
+            .flatten();
+        let hold = release.is_some();
         while hold && decided == Err(TxnError::Concurrent) {
             let preparing = state
                 .get(&caller.id)
@@ -561,15 +557,53 @@ impl TxnCoordinator {
     }
 
     /// EndTxn: the outcome is written (Prepare*) before this returns; markers and group
-    /// offsets are completed afterwards by the completion driver.
+    /// offsets are completed by the completion driver. Standalone, where the markers
+    /// are all local, the answer also waits for that completion, up to
+    /// [`COMPLETION_HOLD`] (one of the [`MAX_HELD_CALLS`]): the client's next
+    /// transaction then finds its previous one complete, and its first
+    /// AddPartitionsToTxn is answered at once. Holding that call instead (as
+    /// [`TxnCoordinator::add_partitions`] does when EndTxn's wait ran out) keeps it in
+    /// flight long enough for librdkafka's `abort_transaction()` to overtake it: the
+    /// client then ignores the late success as outdated and sends no EndTxn, leaving
+    /// the transaction Ongoing here until its timeout.
     ///
     /// Errors: see [`Transactions::end_txn`]; [`TxnError::Storage`].
     pub fn end_txn(&self, now_ms: i64, caller: &Caller, committed: bool) -> Result<(), TxnError> {
         let mut state = self.lock_for(&caller.id)?;
-        match state.end_txn(now_ms, caller, committed)? {
-            Some(meta) => self.commit(&mut state, meta),
-            None => Ok(()),
+        let Some(meta) = state.end_txn(now_ms, caller, committed)? else {
+            return Ok(());
+        };
+        let preparing = meta.state;
+        self.commit(&mut state, meta)?;
+        let Some(_slot) = self.zk.is_none().then(|| self.held_slot()).flatten() else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + COMPLETION_HOLD;
+        loop {
+            let still = state
+                .get(&caller.id)
+                .is_some_and(|m| m.state == preparing && m.producer.id == caller.producer.id);
+            let now = Instant::now();
+            if !still || now >= deadline {
+                return Ok(());
+            }
+            state = self
+                .completed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
+    }
+
+    /// One of the [`MAX_HELD_CALLS`] slots for a call held while a transaction
+    /// completes, if one is free.
+    fn held_slot(&self) -> Option<HeldSlot<'_>> {
+        self.held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_HELD_CALLS).then_some(n + 1)
+            })
+            .is_ok()
+            .then(|| HeldSlot(&self.held))
     }
 
     /// The transaction of `id` as it is now, if it is known.
