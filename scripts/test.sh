@@ -50,15 +50,31 @@ summary() {
 # reading says why.
 disk() { echo "   (disk: $(df -h --output=avail . | tail -n 1 | tr -d ' ') free)"; }
 
-# stage NAME COMMAND...: runs COMMAND in the foreground and records its wall time.
+# The machine's CPU ticks since boot, "busy idle" (all CPUs; /proc/stat's first line,
+# iowait counted as idle): a stage's share of busy CPU says whether it waits or computes.
+cpu_ticks() {
+  awk '/^cpu /{ idle = $5 + $6; busy = 0; for (i = 2; i <= NF; i++) busy += $i; print busy - idle, idle; exit }' /proc/stat
+}
+# busy_pct "BUSY0 IDLE0" "BUSY1 IDLE1": the share of CPU time that was busy between them.
+busy_pct() {
+  local b0 i0 b1 i1
+  read -r b0 i0 <<<"$1"; read -r b1 i1 <<<"$2"
+  local total=$(( (b1 - b0) + (i1 - i0) ))
+  (( total > 0 )) && echo "$(( 100 * (b1 - b0) / total ))%" || echo "-"
+}
+
+# stage NAME COMMAND...: runs COMMAND in the foreground and records its wall time and
+# how busy the CPUs were meanwhile (everything running counts, background jobs too).
 stage() {
   local name=$1; shift
   echo "== $name"
   disk
-  local t0=$SECONDS rc=0
+  local t0=$SECONDS rc=0 c0
+  c0=$(cpu_ticks)
   "$@" || rc=$?
-  local took=$((SECONDS - t0))
-  stage_lines+=("$(printf '%-32s %5d s' "$name" "$took")$([[ $rc -eq 0 ]] || echo "  FAILED ($rc)")")
+  local took=$((SECONDS - t0)) cpu
+  cpu=$(busy_pct "$c0" "$(cpu_ticks)")
+  stage_lines+=("$(printf '%-32s %5d s  cpu %4s' "$name" "$took" "$cpu")$([[ $rc -eq 0 ]] || echo "  FAILED ($rc)")")
   echo "== $name: $took s"
   if [[ $rc -ne 0 ]]; then
     summary

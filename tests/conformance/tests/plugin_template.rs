@@ -86,17 +86,16 @@ fn the_template_pins_only_versions_the_workspace_builds_with() {
     );
 }
 
-/// Runs `cargo ARGS --offline --locked` in `dir` with the template's own target dir
-/// (shared by every copy: the third-party crates are built once).
+/// Runs `cargo ARGS --offline --locked` in `dir` with the target dir the plugin
+/// fixtures share ([`drover_tests::fixtures_target_dir`]: the third-party crates are
+/// built once for every copy and the compat trees).
 fn cargo(dir: &Path, args: &[&str]) -> String {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let out = Command::new(cargo)
         .args(args)
         .args(["--offline", "--locked", "--target-dir"])
-        .arg(repo().join("target/plugin-template"))
-        // Line tables only, as the workspace builds: full debug info triples the disk
-        // the copies' target dir takes (about 600 MB).
-        .env("CARGO_PROFILE_DEV_DEBUG", "line-tables-only")
+        .arg(drover_tests::fixtures_target_dir())
+        .env("CARGO_PROFILE_DEV_DEBUG", drover_tests::FIXTURE_DEBUG)
         .current_dir(dir)
         .output()
         .expect("run cargo");
@@ -147,7 +146,7 @@ fn a_copy_outside_the_checkout_builds_offline_and_passes_its_tests() {
     cargo(&dest, &["build"]);
 
     // What it built is a plugin the broker loads.
-    let so = repo().join("target/plugin-template/debug/libmy_assignor.so");
+    let so = drover_tests::fixtures_target_dir().join("debug/libmy_assignor.so");
     let dir = PluginDir::new();
     let path = dir.add_file(&so);
     let plugin = dir
