@@ -15,7 +15,8 @@ use drover_protocol::NativeResponse;
 use super::commits::{BatchSource, CommitQueue, CommitWaiter};
 use super::conn::{ChannelOf, Conn, ReadyAnswer, SlotRef};
 use super::kafka::DeleteWait;
-use super::native::{Effects, NativeEffect, NativeEnv};
+use super::native::NativeEnv;
+use super::result::{EffectLender, Effects};
 use super::TimerKey;
 
 use super::assigning::{AssignorCalls, GroupAssignors};
@@ -94,15 +95,14 @@ pub(crate) struct Ctx {
     to_pump: Vec<ChannelOf>,
     /// Every offset-store operation in flight, native and Kafka.
     ops: HashMap<OpId, Op>,
-    /// The operation counter (lent to native group code for a call).
-    op_ids: OpIds,
+    /// The operation counter and the spare effect list, lent to each call of a group
+    /// engine (the glue of an engine whose environment borrows other fields of `Ctx`
+    /// destructures it and borrows this one beside them).
+    pub(super) lender: EffectLender,
     /// Native groups with accepted offsets waiting for the commit tick.
     groups_with_pending: BTreeSet<GroupId>,
     /// The outputs of the input being handled, in order.
     out: Vec<Output>,
-    /// An emptied effect list kept for the next native group call
-    /// ([`Ctx::native_call`], `Ctx::native`), which then allocates none.
-    pub(super) spare_effects: Vec<NativeEffect>,
     next_incarnation: u64,
     /// The rate limit of [`Ctx::reject`]'s log line.
     reject_log: LogLimit,
@@ -126,10 +126,9 @@ impl Ctx {
             closing: HashSet::new(),
             to_pump: Vec::new(),
             ops: HashMap::new(),
-            op_ids: OpIds::default(),
+            lender: EffectLender::default(),
             groups_with_pending: BTreeSet::new(),
             out: Vec::new(),
-            spare_effects: Vec::new(),
             next_incarnation: 0,
             reject_log: LogLimit::new(1_000),
             calls: AssignorCalls::default(),
@@ -148,12 +147,11 @@ impl Ctx {
             &self.conns,
             self.commits.busy(group),
         );
-        let list = std::mem::take(&mut self.spare_effects);
-        (env, Effects::new(list, &mut self.op_ids))
+        (env, self.lender.effects())
     }
 
     pub(super) fn next_op(&mut self) -> OpId {
-        self.op_ids.next()
+        self.lender.next_op()
     }
 
     /// Puts offset-store operation `op` into the operation table under a new id, which

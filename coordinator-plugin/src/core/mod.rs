@@ -20,6 +20,7 @@ use bytes::Bytes;
 use drover_protocol as proto;
 use drover_protocol::{NativeRequest, NativeResponse};
 
+mod apply;
 mod assigning;
 mod commits;
 mod conn;
@@ -29,6 +30,7 @@ mod groups;
 mod kafka;
 mod native;
 pub(crate) mod rebalance_history;
+mod result;
 mod slots;
 mod snapshot;
 mod txn_completion;
