@@ -31,6 +31,7 @@ impl Ctx {
 
     fn apply_one(&mut self, effect: Effect) {
         match effect {
+            Effect::ClassicReply(to, reply) => super::kafka::send_classic(self, to, reply),
             Effect::AnswerCommit(w) => self.answer_waiter(w, None),
             Effect::AnswerBatch { waiters, failed } => {
                 self.answer_commit_waiters(waiters, failed);

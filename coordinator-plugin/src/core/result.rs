@@ -19,6 +19,7 @@ use bytes::Bytes;
 
 use super::commits::CommitWaiter;
 use super::ctx::OpIds;
+use super::kafka::{ClassicReply, Pending};
 use super::native::Waiter;
 use super::TimerKey;
 use crate::io::{CoordinatorCounter, Event};
@@ -28,6 +29,9 @@ use crate::types::{ConnId, GroupId, OffsetEntry, OpId, TopicPartition};
 #[derive(Debug)]
 pub(crate) enum Effect {
     // Answers.
+    /// A classic group's JoinGroup or SyncGroup answer, this request's or a deferred
+    /// one, sent in the version it was asked in.
+    ClassicReply(Pending, ClassicReply),
     /// Answer a native CommitOffset request as it stands.
     AnswerCommit(Waiter),
     /// Answer the waiters of a commit batch whose result arrived; `failed`: every entry
