@@ -187,7 +187,10 @@ impl Coordinator {
                 // the host's, kept by the partitions' leaders.
                 Some(Group::Share(g)) => {
                     tracing::info!(group = %id, slot, members = g.members.len(), "share group dropped with its slot");
-                    g.unschedule_all(&mut self.cx.timers);
+                    let mut fx = self.cx.lender.effects();
+                    g.unschedule_all(&mut fx);
+                    let result = fx.finish(());
+                    self.cx.apply(result);
                 }
                 None => {}
             }
