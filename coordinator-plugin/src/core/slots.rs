@@ -180,7 +180,10 @@ impl Coordinator {
                 Some(Group::Classic(g)) => self.drop_classic_with_slot(g, slot),
                 Some(Group::Consumer(g)) => {
                     tracing::info!(group = %id, slot, empty = g.is_empty(), "KIP-848 group dropped with its slot");
-                    g.unschedule_all(&mut self.cx.timers);
+                    let mut fx = self.cx.lender.effects();
+                    g.unschedule_all(&mut fx);
+                    let result = fx.finish(());
+                    self.cx.apply(result);
                 }
                 // Its members heartbeat the slot's new owner (NOT_COORDINATOR here),
                 // which rebuilds the group from their joins; share-partition state is
