@@ -1,10 +1,12 @@
 //! The coordinator's shared state, [`Ctx`]: everything but the groups. Its read side
 //! (configuration, assignors, topics, clock, the one timer table, the commit queue) is
 //! what each group type's environment is built from ([`Ctx::native_call`] for native
-//! groups); its bookkeeping is private behind methods: connections (answering requests
-//! on their answer slots, channels, connections closing or free to pump), the one
-//! operation table and its ids ([`Op`], [`OpIds`]), the native groups waiting for the
-//! commit tick, and the outputs of the input being handled, with events and metrics.
+//! groups), beside the effect list lent to each engine call (`lender`); its bookkeeping
+//! is private behind methods: connections (answering requests on their answer slots,
+//! channels, connections closing or free to pump), the one operation table and its ids
+//! ([`Op`], [`OpIds`]), the native groups waiting for the commit tick, and the outputs
+//! of the input being handled, with events and metrics. Engines' results are applied
+//! by `Ctx::apply` (`core/apply.rs`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -69,8 +71,9 @@ pub(crate) enum Op {
 /// The coordinator's shared state: everything but the groups. Its read side — the
 /// configuration, assignors, topics, clock and the one timer table — is open to the
 /// `core` module, from which each group type's environment is built (native groups:
-/// [`Ctx::native_call`]; KIP-848: `consumer_env`; classic groups read the clock and
-/// timers). Its bookkeeping is private, behind methods: connections (answer slots,
+/// [`Ctx::native_call`]; the others in their glue, `classic_api`, `consumer_api`,
+/// `share_api`), with the effect list each call fills (`lender`); no engine holds the
+/// timer table, whose changes are effects. Its bookkeeping is private, behind methods: connections (answer slots,
 /// channels, those closing, those to pump), the operation table and its ids, the
 /// groups with offsets waiting for the commit tick, the outputs of the current input.
 pub(crate) struct Ctx {

@@ -132,7 +132,7 @@ impl Coordinator {
     }
 
     /// Re-runs the assignors of KIP-848 groups `ids` whose inputs drifted
-    /// ([`ConsumerGroups::rerun`]).
+    /// ([`ConsumerGroups::rerun`](super::consumer_group::ConsumerGroups::rerun)).
     pub(crate) fn consumer_rerun(&mut self, ids: Vec<GroupId>) {
         let (engine, groups) = (&mut self.kafka.consumer, &mut self.groups);
         consumer(&mut self.cx, None, |env, _| engine.rerun(groups, env, ids));
