@@ -1,7 +1,9 @@
 //! ShareGroupHeartbeat (v1) and ShareGroupDescribe (v1) of KIP-932: the wire boundary
 //! of the share-group engine ([`super::share_group`]), and the coordinator's other
 //! entry points into it: the members' session timers firing (`on_share_timers`) and
-//! topic changes (`share_topics_changed`).
+//! topic changes (`share_topics_changed`). Each call runs the engine with its
+//! environment and an effect list and hands the result to the one applier
+//! (`Ctx::apply`).
 //!
 //! The wire names assigned partitions by topic id; the engine by name (ids from the
 //! host, [`crate::Input::TopicIds`]; a topic whose id the coordinator does not know is
@@ -26,48 +28,56 @@ use super::consumer_api::{by_topic_id, s};
 use super::share_group::{Env, ShareHeartbeat};
 use crate::core::conn::SlotRef;
 use crate::core::groups::GroupKind;
-use crate::core::{Coordinator, Ctx, TimerKey};
-use crate::io::CoordinatorCounter;
+use crate::core::result::Effects;
+use crate::core::{Coordinator, Ctx};
 use crate::kafka_wire::KafkaReplyTo;
-use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
-/// The environment of the share-group engine, and the timer table.
-fn share_env(cx: &mut Ctx) -> (Env<'_>, &mut Timers<TimerKey>) {
-    let Ctx {
-        config,
-        topics,
-        timers,
-        now,
-        ..
-    } = cx;
-    let env = Env {
-        now: *now,
-        topics,
-        session_timeout_ms: config.share_session_timeout_ms,
-        heartbeat_interval_ms: config.share_heartbeat_interval_ms,
-        max_group_size: config.share_max_group_size,
-        max_groups: config.share_max_groups,
-        max_subscription_topics: config.max_subscription_topics,
+/// Runs `f` with the share-group engine's environment (time, topics, limits) and an
+/// empty effect list, and applies its result.
+fn share<R>(cx: &mut Ctx, f: impl FnOnce(&Env<'_>, &mut Effects<'_>) -> R) -> R {
+    let result = {
+        let Ctx {
+            config,
+            topics,
+            now,
+            lender,
+            ..
+        } = &mut *cx;
+        let env = Env {
+            now: *now,
+            topics,
+            session_timeout_ms: config.share_session_timeout_ms,
+            heartbeat_interval_ms: config.share_heartbeat_interval_ms,
+            max_group_size: config.share_max_group_size,
+            max_groups: config.share_max_groups,
+            max_subscription_topics: config.max_subscription_topics,
+        };
+        let mut fx = lender.effects();
+        let response = f(&env, &mut fx);
+        fx.finish(response)
     };
-    (env, timers)
+    cx.apply(result)
 }
 
 impl Coordinator {
     /// Share members whose session timers fired (group, member id).
     pub(crate) fn on_share_timers(&mut self, due: Vec<(GroupId, String)>) {
-        let (env, timers) = share_env(&mut self.cx);
-        let expired = self.kafka.share.expire(&mut self.groups, &env, timers, due);
+        let (share_groups, groups) = (&mut self.kafka.share, &mut self.groups);
+        let expired = share(&mut self.cx, |env, fx| {
+            share_groups.expire(groups, env, fx, due)
+        });
         for (group, member) in expired {
             tracing::info!(%group, member, "share member fenced: session timeout");
-            self.cx.metric(CoordinatorCounter::ShareMembersExpired, 1);
         }
     }
 
     /// Topics changed: share groups whose subscribed topics changed get a new target.
     pub(crate) fn share_topics_changed(&mut self) {
-        let (env, _) = share_env(&mut self.cx);
-        self.kafka.share.topics_changed(&mut self.groups, &env);
+        let (share_groups, groups) = (&mut self.kafka.share, &mut self.groups);
+        share(&mut self.cx, |env, _| {
+            share_groups.topics_changed(groups, env)
+        });
     }
 
     pub(super) fn on_share_heartbeat(
@@ -124,11 +134,10 @@ impl Coordinator {
             client_id,
             client_host: self.client_host(slot.conn),
         };
-        let (env, timers) = share_env(&mut self.cx);
-        let reply = self
-            .kafka
-            .share
-            .heartbeat(&mut self.groups, &env, timers, request);
+        let (share_groups, groups) = (&mut self.kafka.share, &mut self.groups);
+        let reply = share(&mut self.cx, |env, fx| {
+            share_groups.heartbeat(groups, env, fx, request)
+        });
         out.member_id = Some(s(reply.member_id));
         out.member_epoch = reply.member_epoch;
         out.heartbeat_interval_ms = reply.heartbeat_interval_ms;

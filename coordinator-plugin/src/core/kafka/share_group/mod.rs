@@ -8,9 +8,11 @@
 //! id without asking the coordinator (docs/design.md, "Share groups").
 //!
 //! It reads no clock and does no I/O: every call gets an [`Env`] (time, topics,
-//! limits) and the coordinator's one timer table, where each member's session deadline
-//! lives under [`TimerKey::ShareMember`]. The glue (`share_api`) decodes the wire,
-//! names topics by id and encodes the answers.
+//! limits) and records its decisions as effects of the one result shape of every group
+//! type (`core/result.rs`): each member's session deadline set or cancelled under
+//! [`TimerKey::ShareMember`] of the coordinator's one timer table, and its counters.
+//! The glue (`share_api`) decodes the wire, names topics by id, encodes the answers
+//! and hands the result to the one applier (`Ctx::apply`).
 //!
 //! The rules, after KIP-932 and Kafka's `GroupMetadataManager.shareGroupHeartbeat`:
 //! - **Requests** are checked first (INVALID_REQUEST): a member id the client generated
@@ -51,8 +53,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::ResponseError;
 
 use crate::core::groups::{Group, Groups};
+use crate::core::result::Effects;
+#[cfg(doc)]
 use crate::core::TimerKey;
-use crate::timers::Timers;
+use crate::io::CoordinatorCounter;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
 use group::timer_key;
@@ -145,16 +149,16 @@ pub(crate) struct ShareGroups;
 
 impl ShareGroups {
     /// Handles a ShareGroupHeartbeat: join, heartbeat or leave. The member's session
-    /// deadline in `timers` is set, or removed when it leaves.
+    /// deadline is set in `fx`, or cancelled when it leaves.
     pub(crate) fn heartbeat(
         &mut self,
         groups: &mut Groups,
         env: &Env<'_>,
-        timers: &mut Timers<TimerKey>,
+        fx: &mut Effects<'_>,
         req: ShareHeartbeat,
     ) -> ShareHeartbeatAnswer {
         let interval = i32::try_from(env.heartbeat_interval_ms).unwrap_or(i32::MAX);
-        match self.try_heartbeat(groups, env, timers, &req) {
+        match self.try_heartbeat(groups, env, fx, &req) {
             Ok(answer) => answer,
             Err((code, message)) => {
                 tracing::debug!(group = %req.group, member = %req.member_id, error = %code, reason = %message, "share heartbeat refused");
@@ -173,12 +177,12 @@ impl ShareGroups {
         &mut self,
         groups: &mut Groups,
         env: &Env<'_>,
-        timers: &mut Timers<TimerKey>,
+        fx: &mut Effects<'_>,
         req: &ShareHeartbeat,
     ) -> Result<ShareHeartbeatAnswer, Failure> {
         validate::validate(req, env.max_subscription_topics)?;
         if req.member_epoch == LEAVE_EPOCH {
-            return self.leave(groups, env, timers, req);
+            return self.leave(groups, env, fx, req);
         }
         if groups.share(&req.group).is_none() {
             if req.member_epoch != JOIN_EPOCH {
@@ -258,7 +262,7 @@ impl ShareGroups {
         let assignment_changed = m.assigned != target;
         m.assigned = target;
         m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
-        timers.set(timer_key(&g.id, &m.id), Some(m.session_deadline));
+        fx.timer(timer_key(&g.id, &m.id), Some(m.session_deadline));
         Ok(ShareHeartbeatAnswer {
             error: None,
             member_id: m.id.clone(),
@@ -274,7 +278,7 @@ impl ShareGroups {
         &mut self,
         groups: &mut Groups,
         env: &Env<'_>,
-        timers: &mut Timers<TimerKey>,
+        fx: &mut Effects<'_>,
         req: &ShareHeartbeat,
     ) -> Result<ShareHeartbeatAnswer, Failure> {
         let Some(g) = groups.share_mut(&req.group) else {
@@ -284,7 +288,7 @@ impl ShareGroups {
             return Err(unknown_member(&req.member_id, &g.id));
         }
         tracing::info!(group = %g.id, member = %req.member_id, "share member leaves");
-        timers.set(timer_key(&g.id, &req.member_id), None);
+        fx.timer(timer_key(&g.id, &req.member_id), None);
         g.bump_and_assign(env.topics);
         Ok(ShareHeartbeatAnswer {
             error: None,
@@ -296,13 +300,14 @@ impl ShareGroups {
     }
 
     /// Members whose session timers fired: each one past its deadline is removed, and
-    /// each group that lost members gets a new epoch and target once. Returns the
-    /// removed members.
+    /// each group that lost members gets a new epoch and target once; a member not yet
+    /// past its deadline gets its timer back. Returns the removed members (each also
+    /// counted in `fx`, `share_members_expired`).
     pub(crate) fn expire(
         &mut self,
         groups: &mut Groups,
         env: &Env<'_>,
-        timers: &mut Timers<TimerKey>,
+        fx: &mut Effects<'_>,
         due: impl IntoIterator<Item = (GroupId, String)>,
     ) -> Vec<(GroupId, String)> {
         let mut out = Vec::new();
@@ -315,11 +320,12 @@ impl ShareGroups {
                 continue;
             };
             if m.session_deadline > env.now {
-                timers.set(timer_key(&group, &id), Some(m.session_deadline));
+                fx.timer(timer_key(&group, &id), Some(m.session_deadline));
                 continue;
             }
             g.members.remove(&id);
             tracing::info!(group = %group, member = %id, "share member removed: session timeout");
+            fx.metric(CoordinatorCounter::ShareMembersExpired, 1);
             touched.insert(group.clone());
             out.push((group, id));
         }
