@@ -20,7 +20,8 @@ use std::{
 
 use drover_abi::{ShareStateRecord, ShareStateRun, TopicPartitions};
 use drover_share::{
-    AutoOffsetReset, RecordState, ShareLimits, SharePartition, ShareSnapshot, StateRun,
+    AutoOffsetReset, RecordState, ShareCounters, ShareLimits, SharePartition, ShareSnapshot,
+    ShareStats, StateRun,
 };
 
 use super::store::{ShareStateError, ShareStateStore};
@@ -92,6 +93,9 @@ pub struct SharePartitions {
     /// Bumped when records become available again without an append (a release, a
     /// lock expiry), so waiting share fetches look again.
     available: tokio::sync::watch::Sender<u64>,
+    /// The counters of share-partitions dropped from memory, so broker-wide totals
+    /// (metrics) never go down.
+    retired: Mutex<ShareCounters>,
 }
 
 impl SharePartitions {
@@ -110,6 +114,7 @@ impl SharePartitions {
             table: Mutex::new(HashMap::new()),
             stores,
             available: tokio::sync::watch::channel(0).0,
+            retired: Mutex::new(ShareCounters::default()),
         }
     }
 
@@ -189,11 +194,14 @@ impl SharePartitions {
                 }
                 let held = slot.try_lock().ok()?;
                 let idle = held.state.as_ref().is_none_or(|p| p.acquired_count() == 0);
-                idle.then(|| k.clone())
+                idle.then(|| (k.clone(), held.state.as_ref().map(SharePartition::counters)))
             });
             match idle {
-                Some(k) => {
+                Some((k, counters)) => {
                     table.remove(&k);
+                    if let Some(c) = counters {
+                        self.retire(&c);
+                    }
                 }
                 None => return Err(ShareError::Full(table.len())),
             }
@@ -218,7 +226,7 @@ impl SharePartitions {
         offset_at: impl FnOnce(i64) -> Option<i64>,
     ) -> Result<&'s mut SharePartition, ShareError> {
         if slot.topic_id != topic_id {
-            slot.state = None;
+            self.drop_state(slot);
             slot.topic_id = topic_id;
         }
         if slot.state.is_none() {
@@ -258,7 +266,7 @@ impl SharePartitions {
         };
         if let Some(snapshot) = partition.advance_to(log.start) {
             if let Err(e) = self.write(key, topic_id, &snapshot, now_ms) {
-                slot.state = None;
+                self.drop_state(slot);
                 return Err(e);
             }
         }
@@ -277,9 +285,80 @@ impl SharePartitions {
     ) -> Result<(), ShareError> {
         let written = self.write(key, slot.topic_id, snapshot, now_ms);
         if written.is_err() {
-            slot.state = None;
+            self.drop_state(slot);
         }
         written
+    }
+
+    /// Drops `slot`'s state from memory (the next use reads the durable one), keeping
+    /// its counters in the broker-wide totals.
+    fn drop_state(&self, slot: &mut Slot) {
+        if let Some(p) = slot.state.take() {
+            self.retire(&p.counters());
+        }
+    }
+
+    fn retire(&self, counters: &ShareCounters) {
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(counters);
+    }
+
+    /// The counters of every share-partition dropped from memory so far; with those of
+    /// the loaded ones ([`Self::stats`]), the broker-wide totals since start.
+    pub fn retired_counters(&self) -> ShareCounters {
+        *self.retired.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What operators see of every loaded share-partition ([`drover_share::ShareStats`]),
+    /// in key order; `group` only that group's. Each is read under its lock, one at a
+    /// time.
+    pub fn stats(&self, group: Option<&str>) -> Vec<(ShareKey, ShareStats)> {
+        let mut slots: Vec<(ShareKey, Arc<Mutex<Slot>>)> = self
+            .table()
+            .iter()
+            .filter(|(k, _)| group.is_none_or(|g| &*k.group == g))
+            .map(|(k, s)| (k.clone(), Arc::clone(s)))
+            .collect();
+        slots.sort_by(|a, b| a.0.cmp(&b.0));
+        slots
+            .into_iter()
+            .filter_map(|(key, slot)| {
+                let slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+                slot.state.as_ref().map(|p| (key, p.stats()))
+            })
+            .collect()
+    }
+
+    /// Replaces the durable state of `group`'s share-partitions that `affected` picks
+    /// (AlterShareGroupOffsets, DeleteShareGroupOffsets): holds the lock of each one in
+    /// memory, in key order, while `write` changes the store, then drops their states,
+    /// so the next ShareFetch reads what `write` left (Kafka reloads a share-partition
+    /// whose state epoch moved). The group has no members then; a share-partition
+    /// first used while `write` runs may have read the state before it.
+    pub fn replace_durable<R>(
+        &self,
+        group: &str,
+        affected: impl Fn(&ShareKey) -> bool,
+        write: impl FnOnce() -> R,
+    ) -> R {
+        let mut slots: Vec<(ShareKey, Arc<Mutex<Slot>>)> = self
+            .table()
+            .iter()
+            .filter(|(k, _)| &*k.group == group && affected(k))
+            .map(|(k, s)| (k.clone(), Arc::clone(s)))
+            .collect();
+        slots.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut held: Vec<MutexGuard<'_, Slot>> = slots
+            .iter()
+            .map(|(_, s)| s.lock().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        let out = write();
+        for slot in &mut held {
+            self.drop_state(slot);
+        }
+        out
     }
 
     fn write(
