@@ -665,35 +665,30 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             held_by_failed,
             share_partitions: None,
         },
-        // Known only by its share state: an empty share group.
-        (None, None, None) if share_partitions.is_some() => GroupDetail {
-            group,
-            protocol: DescribedGroup::SHARE.into(),
-            state: "Empty".into(),
-            generation: None,
-            assignor: None,
-            effective_assignor: None,
-            assignor_fallback: None,
-            rebalance_mode: None,
-            members,
-            partitions,
-            held_by_failed,
-            share_partitions,
-        },
-        (None, None, None) => GroupDetail {
-            group,
-            protocol: "native".into(),
-            state: "empty".into(),
-            generation: Some(0),
-            assignor: None,
-            effective_assignor: None,
-            assignor_fallback: None,
-            rebalance_mode: None,
-            members,
-            partitions,
-            held_by_failed,
-            share_partitions: None,
-        },
+        // Committed offsets only: an empty native group; known only by its share state:
+        // an empty share group.
+        (None, None, None) => {
+            let share = share_partitions.is_some();
+            GroupDetail {
+                group,
+                protocol: if share {
+                    DescribedGroup::SHARE
+                } else {
+                    "native"
+                }
+                .into(),
+                state: if share { "Empty" } else { "empty" }.into(),
+                generation: (!share).then_some(0),
+                assignor: None,
+                effective_assignor: None,
+                assignor_fallback: None,
+                rebalance_mode: None,
+                members,
+                partitions,
+                held_by_failed,
+                share_partitions,
+            }
+        }
     };
     Json(detail).into_response()
 }

@@ -196,10 +196,13 @@ mod tests {
     use super::*;
 
     fn stats(group: &str, partition: i32, acquired: u64, archived: u64) -> (ShareKey, ShareStats) {
-        let mut counters = ShareCounters::default();
-        counters.archived = archived;
-        counters.deliveries[0] = 7;
-        counters.deliveries[1] = 2;
+        let mut deliveries = [0; DELIVERY_BUCKETS];
+        deliveries[..2].copy_from_slice(&[7, 2]);
+        let counters = ShareCounters {
+            archived,
+            deliveries,
+            ..ShareCounters::default()
+        };
         (
             ShareKey {
                 group: Arc::from(group),
@@ -221,8 +224,10 @@ mod tests {
     #[test]
     fn totals_include_retired_counters_and_listing_stops_at_the_cap() {
         let loaded = vec![stats("g\"1", 0, 2, 1), stats("g2", 1, 3, 4)];
-        let mut retired = ShareCounters::default();
-        retired.archived = 10;
+        let retired = ShareCounters {
+            archived: 10,
+            ..ShareCounters::default()
+        };
         let text = render(&loaded, &retired, 1);
         assert!(
             text.contains("drover_share_partitions_loaded 2\n"),

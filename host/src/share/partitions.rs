@@ -487,3 +487,141 @@ pub fn snapshot_of(record: &ShareStateRecord) -> Option<ShareSnapshot> {
             .collect::<Option<Vec<_>>>()?,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use drover_share::LogBatch;
+
+    use super::*;
+
+    /// Share states in memory, keyed as the offset stores key them.
+    #[derive(Default)]
+    struct MemStore(Mutex<BTreeMap<(String, String, i32), ShareStateRecord>>);
+
+    impl ShareStateStore for MemStore {
+        fn write_share_state(&self, batch: &[ShareStateRecord]) -> Result<(), ShareStateError> {
+            let mut held = self.0.lock().unwrap();
+            for r in batch {
+                held.insert(
+                    (r.group.to_string(), r.topic.to_string(), r.partition),
+                    r.clone(),
+                );
+            }
+            Ok(())
+        }
+
+        fn read_share_state(
+            &self,
+            group: &str,
+            partitions: &[TopicPartitions],
+        ) -> Result<Vec<ShareStateRecord>, ShareStateError> {
+            let held = self.0.lock().unwrap();
+            Ok(partitions
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(move |p| (group.to_owned(), t.topic.to_string(), *p))
+                })
+                .filter_map(|k| held.get(&k).cloned())
+                .collect())
+        }
+    }
+
+    const TOPIC_ID: [u8; 16] = [7; 16];
+
+    fn partitions(store: Arc<MemStore>) -> SharePartitions {
+        let dir = tempfile::tempdir().unwrap();
+        let configs = crate::broker::group_configs::GroupConfigs::open(dir.path()).unwrap();
+        let defaults = super::super::GroupSettings {
+            reset: AutoOffsetReset::Earliest,
+            read_committed: false,
+            lock_duration_ms: 30_000,
+        };
+        SharePartitions::new(
+            ShareLimits::default(),
+            GroupDefaults {
+                defaults,
+                configs: Arc::new(configs),
+            },
+            10,
+            Some(store),
+        )
+    }
+
+    fn key() -> ShareKey {
+        ShareKey {
+            group: Arc::from("g"),
+            topic: Arc::from("t"),
+            partition: 0,
+        }
+    }
+
+    /// Loads the share-partition of [`key`] over a log of `0..10` and acquires up to
+    /// `max` records for member `m`; returns its stats.
+    fn acquire(shares: &SharePartitions, max: usize) -> ShareStats {
+        let slot = shares.slot(&key()).unwrap();
+        let mut slot = slot.lock().unwrap();
+        let log = LogBounds { start: 0, end: 10 };
+        let p = shares
+            .load(&key(), &mut slot, TOPIC_ID, log, 0, |_| None)
+            .unwrap();
+        let from = p.next_fetch_offset().unwrap();
+        let batches: Vec<LogBatch> = (from..10)
+            .map(|o| LogBatch {
+                first_offset: o,
+                last_offset: o,
+                producer_id: -1,
+                transactional: false,
+                control: false,
+            })
+            .collect();
+        let acquired = p.acquire(&Arc::from("m"), 0, from, &batches, &[], max);
+        let snapshot = acquired.persist.unwrap();
+        shares.persist(&key(), &mut slot, &snapshot, 0).unwrap();
+        slot.loaded().unwrap().stats()
+    }
+
+    #[test]
+    fn replacing_the_durable_state_drops_the_one_in_memory_and_keeps_its_counters() {
+        let store = Arc::new(MemStore::default());
+        let shares = partitions(Arc::clone(&store));
+        let before = acquire(&shares, 4);
+        assert_eq!((before.start_offset, before.window.acquired), (0, 4));
+        assert_eq!(shares.stats(Some("g")).len(), 1);
+        assert!(shares.stats(Some("other")).is_empty());
+
+        // As AlterShareGroupOffsets writes it: start 7, nothing in flight.
+        let mut record = store.0.lock().unwrap()[&("g".to_owned(), "t".to_owned(), 0)].clone();
+        record.start_offset = 7;
+        record.runs = Vec::new().into();
+        let written = shares.replace_durable(
+            "g",
+            |k| &*k.topic == "t",
+            || store.write_share_state(&[record]),
+        );
+        assert!(written.is_ok());
+        // Dropped from memory, its counters kept in the totals.
+        assert!(shares.stats(None).is_empty());
+        assert_eq!(shares.retired_counters().deliveries[0], 4);
+
+        // The next use reads the new state: from 7, every record a first delivery.
+        let after = acquire(&shares, 10);
+        assert_eq!((after.start_offset, after.end_offset), (7, 10));
+        assert_eq!(after.window.acquired, 3);
+        assert_eq!(after.counters.deliveries[0], 3);
+    }
+
+    #[test]
+    fn replacing_another_groups_state_leaves_this_one_in_memory() {
+        let store = Arc::new(MemStore::default());
+        let shares = partitions(Arc::clone(&store));
+        acquire(&shares, 2);
+        let ran = shares.replace_durable("other", |_| true, || true);
+        assert!(ran);
+        assert_eq!(shares.stats(Some("g")).len(), 1);
+        assert_eq!(shares.retired_counters(), ShareCounters::default());
+    }
+}

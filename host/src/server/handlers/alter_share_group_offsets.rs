@@ -66,13 +66,8 @@ pub async fn handle(
             format!("{named} partitions; at most {MAX_PARTITIONS}"),
         ));
     }
-    if group.is_empty() {
-        let e = ResponseError::InvalidGroupId;
-        return refused((e, e.to_string()));
-    }
-    if !authz.allows(ResourceType::Group, &group, AclOperation::Read) {
-        let e = ResponseError::GroupAuthorizationFailed;
-        return refused((e, e.to_string()));
+    if let Err(refusal) = share_group_state::check_group(authz, &group, AclOperation::Read) {
+        return refused(refusal);
     }
     // Per topic, in request order: refused ones answered without being looked at again.
     let mut answers = Vec::with_capacity(request.topics.len());

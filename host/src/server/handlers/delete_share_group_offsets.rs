@@ -54,13 +54,8 @@ pub async fn handle(
             format!("{} topics; at most {MAX_TOPICS}", request.topics.len()),
         ));
     }
-    if group.is_empty() {
-        let e = ResponseError::InvalidGroupId;
-        return refused((e, e.to_string()));
-    }
-    if !authz.allows(ResourceType::Group, &group, AclOperation::Delete) {
-        let e = ResponseError::GroupAuthorizationFailed;
-        return refused((e, e.to_string()));
+    if let Err(refusal) = share_group_state::check_group(authz, &group, AclOperation::Delete) {
+        return refused(refusal);
     }
     let topics: Vec<(TopicName, bool)> = request
         .topics

@@ -17,7 +17,11 @@ use std::sync::Arc;
 
 use kafka_protocol::error::{ParseResponseErrorCode, ResponseError};
 
-use crate::{broker::Broker, offsets::OffsetStores};
+use crate::{
+    authz::{AclOperation, RequestAuthz, ResourceType},
+    broker::Broker,
+    offsets::OffsetStores,
+};
 
 /// An error answer: the Kafka error and its message.
 pub type Refusal = (ResponseError, String);
@@ -25,6 +29,23 @@ pub type Refusal = (ResponseError, String);
 /// The most partitions (alter) or topics (delete) one request may name, in all; a request
 /// naming more is INVALID_REQUEST as a whole.
 pub const MAX_PARTITIONS: usize = super::describe_share_group_offsets::MAX_PARTITIONS;
+
+/// The request-level checks of both APIs: a group id (else INVALID_GROUP_ID) on which
+/// the principal may do `operation` (else GROUP_AUTHORIZATION_FAILED).
+pub fn check_group(
+    authz: &RequestAuthz,
+    group: &str,
+    operation: AclOperation,
+) -> Result<(), Refusal> {
+    let refused = |e: ResponseError| Err((e, e.to_string()));
+    if group.is_empty() {
+        return refused(ResponseError::InvalidGroupId);
+    }
+    if !authz.allows(ResourceType::Group, group, operation) {
+        return refused(ResponseError::GroupAuthorizationFailed);
+    }
+    Ok(())
+}
 
 /// Checks that `group` is a share group without members (module docs): GROUP_ID_NOT_FOUND
 /// when no group of that id is a share group, NON_EMPTY_GROUP while it has members,
