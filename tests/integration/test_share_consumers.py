@@ -23,18 +23,14 @@ import textwrap
 import threading
 import time
 
-from confluent_kafka import AcknowledgeType, ShareConsumer
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka import AcknowledgeType
 
 import pytest
 
-from drover_testlib import (Msg, ck_admin, ck_consume, ck_create_topic, ck_produce,
-                            unique_topic)
+from drover_testlib import ck_consume, ck_create_topic, unique_topic
 from kafka_groups_testlib import start_group_broker
-from share_groups_testlib import describe_share_group_offsets
-
-# Short sessions and heartbeats keep the tests quick (Kafka: 45000 ms, 5000 ms).
-SHARE = {"share_session_timeout_ms": 6000, "share_heartbeat_interval_ms": 500}
+from share_groups_testlib import (SHARE, describe_share_group_offsets, poll_records,
+                                  produce_values, share_consumer, share_group)
 
 
 @pytest.fixture
@@ -42,36 +38,8 @@ def broker(broker_factory):
     """A broker with the coordinator plugin, the assignors and the embedded store."""
     return start_group_broker(broker_factory, **SHARE)
 
+
 TIMEOUT = 60
-
-
-def group_config(b, group: str, **configs) -> None:
-    """Sets group configs (names with `_` for `.`)."""
-    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
-        for k, v in configs.items()])
-    a = ck_admin(b)
-    a.incremental_alter_configs([res], request_timeout=30)[res].result(timeout=30)
-
-
-def share_group(b, prefix: str, **configs) -> str:
-    group = unique_topic(prefix)
-    group_config(b, group, share_auto_offset_reset="earliest", **configs)
-    return group
-
-
-def share_consumer(b, group: str, topic: str, **extra) -> ShareConsumer:
-    c = ShareConsumer({"bootstrap.servers": b.bootstrap, "group.id": group, **extra})
-    c.subscribe([topic])
-    return c
-
-
-def produce_values(b, topic: str, values: list[bytes]) -> None:
-    ck_produce(b, topic, [Msg(None, v, [], partition=0) for v in values])
-
-
-def poll_records(c: ShareConsumer, timeout: float = 1.0) -> list:
-    return [m for m in c.poll(timeout) if m.error() is None]
 
 
 def test_four_share_consumers_share_one_partition_and_each_record_is_delivered_once(broker):
