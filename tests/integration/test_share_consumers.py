@@ -279,7 +279,9 @@ class Acker:
     record already accepted is `resurrected`. With `outages`, errors of the broker
     being away (poll or commit_sync raising a retriable error) do not stop it."""
 
-    def __init__(self, b, group: str, topic: str, pause: float = 0.05, outages: bool = False):
+    def __init__(self, b, group: str, topic: str, pause: float = 0.05, outages: bool = False,
+                 **extra):
+        self.extra = extra
         self.accepted: set[int] = set()
         self.uncertain: set[int] = set()
         self.deliveries: dict[int, list[int]] = {}
@@ -297,7 +299,7 @@ class Acker:
         b, group, topic, pause, outages = self.args
         try:
             c = share_consumer(b, group, topic, **{"share.acknowledgement.mode": "explicit",
-                                                   "max.poll.records": 10})
+                                                   "max.poll.records": 10, **self.extra})
             try:
                 while not self.stop.is_set():
                     try:

@@ -23,11 +23,13 @@ with each partition's leader and is durable in the offset store.
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import uuid
 from types import SimpleNamespace
 
 from confluent_kafka import AcknowledgeType, ShareConsumer
@@ -237,3 +239,67 @@ def test_share_partition_state_survives_a_kill9_of_its_leader(broker_factory, zo
     assert all(after[o] == [held[o] + 1] for o in held), after
     for b in brokers:
         b.assert_alive()
+
+
+API_SHARE_FETCH = 78
+NOT_LEADER_OR_FOLLOWER = 6
+
+
+def share_fetch_partitions(conn, group: str, member: str, epoch: int,
+                           add: list[tuple[uuid.UUID, int]]) -> list[tuple[int, int]]:
+    """A raw ShareFetch v1 (no acknowledgements, no wait) -> the answered (partition,
+    error code) pairs; asserts the top-level error is NONE."""
+    from drover_testlib import uvarint
+    from kafka_groups_testlib import _compact_str, _read_compact_str, _read_uvarint
+
+    body = _compact_str(group) + _compact_str(member)
+    body += struct.pack(">iiiiii", epoch, 0, 1, 1 << 20, 10, 10)
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    for t, p in add:
+        by_topic.setdefault(t, []).append(p)
+    body += uvarint(len(by_topic) + 1)
+    for t, ps in by_topic.items():
+        body += t.bytes + uvarint(len(ps) + 1)
+        body += b"".join(struct.pack(">i", p) + b"\x01" + b"\x00" for p in ps)
+        body += b"\x00"
+    body += b"\x01" + b"\x00"  # no forgotten topics, no tags
+    corr = conn.request(API_SHARE_FETCH, 1, body, flexible_header=True)
+    resp = conn.recv_response(corr, flexible_header=True)
+    (err,) = struct.unpack_from(">h", resp, 4)
+    assert err == 0, err
+    _msg, pos = _read_compact_str(resp, 6)
+    pos += 4  # acquisition_lock_timeout_ms
+    answered = []
+    n, pos = _read_uvarint(resp, pos)
+    for _ in range(n - 1):
+        pos += 16
+        k, pos = _read_uvarint(resp, pos)
+        for _ in range(k - 1):
+            index, perr = struct.unpack_from(">ih", resp, pos)
+            answered.append((index, perr))
+            break  # the rest of the partition is not needed
+        break
+    return answered
+
+
+def test_a_share_session_keeps_a_partition_the_broker_does_not_lead_yet(
+        broker_factory, zookeeper):
+    """A ShareFetch that opens a session with a partition this broker does not serve
+    (as at a restarted leader before it is back in the cluster) answers it
+    NOT_LEADER_OR_FOLLOWER and keeps it in the session: the client counts it as added
+    and from then on fetches incrementally without naming it. Before the fix it was
+    left out, the session stayed empty, and librdkafka's share consumer spun on empty
+    answers and never got the partition's records from that broker (seen in
+    test_share_partition_state_survives_a_kill9_of_its_leader under load)."""
+    from drover_testlib import RawConn
+
+    brokers = start_cluster(broker_factory, zookeeper, n=2, coordinator=True, extra=EXTRA)
+    topic, leader = one_partition_topic(brokers, "share-session")
+    follower = brokers[2 - leader]
+    tid = uuid.UUID(view(brokers[0])["topics"][topic]["id"])
+    with RawConn(follower) as c:
+        opened = share_fetch_partitions(c, "share-session", "m-1", 0, [(tid, 0)])
+        assert opened == [(0, NOT_LEADER_OR_FOLLOWER)], opened
+        # Incremental: the partition is still in the session, so it is answered.
+        again = share_fetch_partitions(c, "share-session", "m-1", 1, [])
+        assert again == [(0, NOT_LEADER_OR_FOLLOWER)], again
