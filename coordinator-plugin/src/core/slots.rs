@@ -186,8 +186,9 @@ impl Coordinator {
                     self.cx.apply(result);
                 }
                 // Its members heartbeat the slot's new owner (NOT_COORDINATOR here),
-                // which rebuilds the group from their joins; share-partition state is
-                // the host's, kept by the partitions' leaders.
+                // which answers UNKNOWN_MEMBER_ID and rebuilds the group from their
+                // epoch-0 rejoins; share-partition state is the host's, kept by the
+                // partitions' leaders.
                 Some(Group::Share(g)) => {
                     tracing::info!(group = %id, slot, members = g.members.len(), "share group dropped with its slot");
                     let mut fx = self.cx.lender.effects();

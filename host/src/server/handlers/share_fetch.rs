@@ -160,11 +160,26 @@ pub fn prepare(
                 .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
                 .collect();
             any_acks |= !batches.is_empty();
-            if let Some(target) = resolve(topic.topic_id, p.partition_index, &mut errors) {
-                if !batches.is_empty() {
-                    acks.push((target.clone(), batches));
+            match resolve(topic.topic_id, p.partition_index, &mut errors) {
+                Some(target) => {
+                    if !batches.is_empty() {
+                        acks.push((target.clone(), batches));
+                    }
+                    named.push((topic.topic_id, p.partition_index));
                 }
-                named.push((topic.topic_id, p.partition_index));
+                // A partition this broker does not serve right now (a restarted leader
+                // before it is back in the cluster) still joins the session, as Kafka's
+                // share session keeps every partition a request adds: the client counts
+                // it as added and fetches it incrementally from then on, so leaving it
+                // out would starve it for the session's life.
+                None if matches!(
+                    errors.last(),
+                    Some((_, _, ResponseError::NotLeaderOrFollower))
+                ) =>
+                {
+                    named.push((topic.topic_id, p.partition_index));
+                }
+                None => {}
             }
         }
     }

@@ -29,9 +29,11 @@
 //!   step, since a partition may be fetched by several members.
 //! - **Fencing.** A heartbeat with an epoch newer than the member's, or older and not
 //!   its previous epoch (a lost answer), is FENCED_MEMBER_EPOCH; a heartbeat of a
-//!   member id the group does not know is UNKNOWN_MEMBER_ID; of a group that does not
-//!   exist, GROUP_ID_NOT_FOUND. Epoch 0 joins or rejoins (an existing member id keeps
-//!   its place).
+//!   member id the group does not know is UNKNOWN_MEMBER_ID, and so is one of a group
+//!   that does not exist here (its coordinator moved or restarted: the member rejoins
+//!   and the group is made again, as Kafka's reloaded group would be); a leave of an
+//!   unknown group is GROUP_ID_NOT_FOUND. Epoch 0 joins or rejoins (an existing member
+//!   id keeps its place).
 //! - **Leaving**: epoch −1 removes the member (answered with epoch −1).
 //! - **Sessions**: a member silent for `share_session_timeout_ms` is removed; every
 //!   answer tells `share_heartbeat_interval_ms`.
@@ -87,6 +89,25 @@ fn unknown_member(member: &str, group: &GroupId) -> Failure {
     failure(
         ResponseError::UnknownMemberId,
         format!("Member {member} is not a member of group {group}."),
+    )
+}
+
+/// UNKNOWN_MEMBER_ID for a heartbeat (epoch above 0) of `member` of a share group
+/// this coordinator does not know. Kafka's new coordinator reloads a share group's
+/// membership from `__consumer_offsets`; Drover keeps membership in memory only, so
+/// after the group's slot moved (cluster mode) or its coordinator restarted, the
+/// members' next heartbeats reach a coordinator without the group. UNKNOWN_MEMBER_ID
+/// makes clients rejoin with member epoch 0 (librdkafka's share consumer treats
+/// GROUP_ID_NOT_FOUND as fatal), and the joins recreate the group; Kafka answers a
+/// classic heartbeat for a missing group the same way.
+fn group_unknown_here(group: &GroupId, member: &str) -> Failure {
+    failure(
+        ResponseError::UnknownMemberId,
+        format!(
+            "Member {member} is not a member of share group {group}: the coordinator \
+             does not know the group (its coordinator may have moved); rejoin with \
+             member epoch 0."
+        ),
     )
 }
 
@@ -186,7 +207,7 @@ impl ShareGroups {
         }
         if groups.share(&req.group).is_none() {
             if req.member_epoch != JOIN_EPOCH {
-                return Err(group_not_found(&req.group));
+                return Err(group_unknown_here(&req.group, &req.member_id));
             }
             if groups.share_count() >= env.max_groups {
                 return Err(failure(
