@@ -92,9 +92,11 @@ bg_start() {
   echo "== $name (in the background: target/ci-logs/$name.log)"
   bg_t0[$name]=$(date +%s)
   rm -f "target/ci-logs/$name.end"
-  # The job notes when it ended: its time is not when it is waited for.
-  ( rc=0; "$@" >"target/ci-logs/$name.log" 2>&1 || rc=$?
-    date +%s >"target/ci-logs/$name.end"; exit "$rc" ) &
+  # The job notes when it ended: its time is not when it is waited for. It runs in a
+  # process group of its own (setsid), so that stopping the run stops everything it
+  # started, not only its shell.
+  LOG="target/ci-logs/$name.log" END="target/ci-logs/$name.end" setsid bash -c \
+    'rc=0; "$@" >"$LOG" 2>&1 || rc=$?; date +%s >"$END"; exit "$rc"' bg-job "$@" &
   bg_pid[$name]=$!
 }
 bg_start_nice() { local name=$1; shift; bg_start "$name" nice -n 10 "$@"; }
@@ -129,8 +131,9 @@ bg_check() {
     fi
   done
 }
-# Background jobs die with the script.
-trap 'jobs -p | xargs -r kill 2>/dev/null || true' EXIT
+# Background jobs die with the script, with every process they started (each job's
+# process group: its pid is the group's id).
+trap 'for p in "${bg_pid[@]}"; do kill -- "-$p" 2>/dev/null || true; done' EXIT
 
 # Debian packages, the Python virtualenv and kafkajs: network and disk, no compiling;
 # runs while cargo builds.

@@ -27,7 +27,7 @@ import textwrap
 import threading
 import time
 
-from confluent_kafka import AcknowledgeType
+from confluent_kafka import AcknowledgeType, ShareConsumer
 
 import pytest
 
