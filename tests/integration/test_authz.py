@@ -626,3 +626,34 @@ def test_describe_groups_of_an_allowed_and_a_denied_group(make_broker):
         AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE,
         AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}, \
         everything.authorized_operations
+
+
+def test_a_kip848_consumer_needs_describe_on_its_named_topics(make_broker):
+    """KAFKA-18813: a KIP-848 heartbeat subscribing by name to a topic the principal
+    may not describe is answered TOPIC_AUTHORIZATION_FAILED and the member never joins
+    (no assignment reveals the topic's id or partitions)."""
+    b = make_broker()
+    topic = unique_topic("authz-848-hidden")
+    ck_create_topic(b, topic, 2)
+    group = "authz-848-names"
+    create_acls(b.bootstrap, [acl(ResourceType.GROUP, group, "User:bob", AclOperation.READ)])
+    c = ck_consumer(b, **{**b.conf("bob"), "group.id": group, "group.protocol": "consumer",
+                          "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    errors = []
+    deadline = time.time() + 10
+    while time.time() < deadline and not errors:
+        m = c.poll(0.5)
+        if m is not None and m.error() is not None:
+            errors.append(m.error())
+    assert not c.assignment(), c.assignment()
+    c.close()
+    assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, errors
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    described = admin.describe_consumer_groups([group], request_timeout=TIMEOUT)[group]
+    try:
+        members = described.result(timeout=TIMEOUT).members
+    except KafkaException as e:  # never created: GROUP_ID_NOT_FOUND
+        assert e.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND, e
+        members = []
+    assert members == [], members

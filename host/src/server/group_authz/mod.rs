@@ -7,6 +7,9 @@
 //! The rules, as Kafka's `KafkaApis` (one place: [`check`]):
 //! - JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat,
 //!   ShareGroupHeartbeat: Read on the group, else GROUP_AUTHORIZATION_FAILED;
+//!   ConsumerGroupHeartbeat also Describe on each topic of `SubscribedTopicNames`, else
+//!   TOPIC_AUTHORIZATION_FAILED (KAFKA-18813; a `SubscribedTopicRegex` is resolved by
+//!   the coordinator against every topic, see docs/security.md "Not yet");
 //! - OffsetCommit: Read on the group (else every partition GROUP_AUTHORIZATION_FAILED)
 //!   and Read on each topic (TOPIC_AUTHORIZATION_FAILED);
 //! - TxnOffsetCommit: Write on the transactional id
@@ -16,7 +19,9 @@
 //!   may describe;
 //! - OffsetDelete: Delete on the group, Read on each topic;
 //! - DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe: Describe on each
-//!   group; DeleteGroups: Delete on each group;
+//!   group; a KIP-848 group whose assignments name a topic the principal may not
+//!   describe is answered TOPIC_AUTHORIZATION_FAILED, no members (KAFKA-18813);
+//!   DeleteGroups: Delete on each group;
 //! - ListGroups: served as is with Describe on the cluster; without it, the
 //!   coordinator's answer keeps only the groups the principal may describe (Kafka's
 //!   `handleListGroupsRequest`).
@@ -234,6 +239,7 @@ pub fn check(authz: &RequestAuthz, request: Decoded) -> GroupCheck {
             out.error_message = Some("Group authorization failed.".into());
             c.refuse(out, GROUP_DENIED)
         }
+        RequestKind::ConsumerGroupHeartbeat(r) => groups::heartbeat_topics(&c, &r),
         RequestKind::ShareGroupHeartbeat(r) if !read_group(&r.group_id) => {
             let mut out = ShareGroupHeartbeatResponse::default();
             out.error_code = GROUP_DENIED.code();

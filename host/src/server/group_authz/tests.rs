@@ -11,9 +11,9 @@ use kafka_protocol::{
             OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
             OffsetFetchResponseTopic, OffsetFetchResponseTopics,
         },
-        DeleteGroupsResponse, DescribeGroupsResponse, GroupId, JoinGroupRequest,
-        OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse,
-        ShareGroupDescribeResponse, TopicName, TxnOffsetCommitResponse,
+        ConsumerGroupDescribeResponse, DeleteGroupsResponse, DescribeGroupsResponse, GroupId,
+        JoinGroupRequest, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteResponse,
+        OffsetFetchResponse, ShareGroupDescribeResponse, TopicName, TxnOffsetCommitResponse,
     },
     protocol::{Decodable, StrBytes},
 };
@@ -690,4 +690,89 @@ fn share_group_requests_are_checked_on_their_groups() {
         .map(|g| (g.group_id.0.as_str(), g.error_code))
         .collect();
     assert_eq!(codes, [("secret", GROUP_DENIED.code()), ("ok-a", 0)]);
+}
+
+/// KAFKA-18813: a KIP-848 heartbeat naming a topic the principal may not describe is
+/// answered TOPIC_AUTHORIZATION_FAILED by the host; a regex or no names is handed on.
+#[test]
+fn a_consumer_heartbeat_needs_describe_on_its_named_topics() {
+    let beat = |names: Option<&[&str]>, regex: Option<&str>| {
+        let mut r = kafka_protocol::messages::ConsumerGroupHeartbeatRequest::default();
+        r.group_id = group("ok-g");
+        r.subscribed_topic_names = names.map(|ns| ns.iter().map(|t| name(t)).collect());
+        r.subscribed_topic_regex = regex.map(|x| StrBytes::from_string(x.into()));
+        decoded(
+            ApiKey::ConsumerGroupHeartbeat,
+            1,
+            RequestKind::ConsumerGroupHeartbeat(r),
+        )
+    };
+    for forwarded in [
+        beat(Some(&["ok-a", "ok-b"]), None),
+        beat(None, None),
+        beat(Some(&[]), Some("secret.*")),
+    ] {
+        assert!(matches!(check(&checks(), forwarded), GroupCheck::Forward));
+    }
+    let (response, error) = refused(check(&checks(), beat(Some(&["ok-a", "secret"]), None)));
+    assert_eq!(error, TOPIC_DENIED.code());
+    let ResponseKind::ConsumerGroupHeartbeat(r) = response else {
+        panic!("{response:?}")
+    };
+    assert_eq!(r.error_code, TOPIC_DENIED.code());
+}
+
+/// KAFKA-18813: ConsumerGroupDescribe hides a group whose assignments name a topic
+/// the principal may not describe.
+#[test]
+fn consumer_group_describe_hides_groups_assigned_undescribable_topics() {
+    use kafka_protocol::messages::consumer_group_describe_response::{
+        DescribedGroup, Member, TopicPartitions,
+    };
+    let mut r = kafka_protocol::messages::ConsumerGroupDescribeRequest::default();
+    r.group_ids = vec![group("ok-1"), group("ok-2")];
+    let d = decoded(
+        ApiKey::ConsumerGroupDescribe,
+        0,
+        RequestKind::ConsumerGroupDescribe(r),
+    );
+    let (request, edit) = edited(check(&checks(), d));
+    assert!(request.is_none(), "every group allowed: the client's frame");
+    let described = |id: &str, assigned: &str, target: &str| {
+        let mut g = DescribedGroup::default();
+        g.group_id = group(id);
+        g.group_state = StrBytes::from_static_str("Stable");
+        let mut m = Member::default();
+        let topic = |n: &str| {
+            let mut t = TopicPartitions::default();
+            t.topic_name = name(n);
+            t.partitions = vec![0];
+            t
+        };
+        m.assignment.topic_partitions = vec![topic(assigned)];
+        m.target_assignment.topic_partitions = vec![topic(target)];
+        g.members = vec![m];
+        g
+    };
+    let mut answer = ConsumerGroupDescribeResponse::default();
+    answer.groups = vec![
+        described("ok-1", "ok-a", "ok-b"),
+        described("ok-2", "ok-a", "secret"),
+    ];
+    let mut answer: ResponseKind = answer.into();
+    edit(&mut answer);
+    let ResponseKind::ConsumerGroupDescribe(a) = answer else {
+        panic!()
+    };
+    assert_eq!((a.groups[0].error_code, a.groups[0].members.len()), (0, 1));
+    let hidden = &a.groups[1];
+    assert_eq!(
+        (
+            hidden.group_id.0.as_str(),
+            hidden.error_code,
+            hidden.members.len()
+        ),
+        ("ok-2", TOPIC_DENIED.code(), 0)
+    );
+    assert_eq!(hidden.group_state.as_str(), "");
 }
