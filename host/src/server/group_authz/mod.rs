@@ -28,12 +28,12 @@
 //!
 //! **Partly refused requests** are served as Kafka serves them: the host hands the
 //! coordinator the request re-encoded with only the allowed items (same API version
-//! and header, [`reframe`]), then merges the refused items, with their error, into the
+//! and header, `reframe`), then merges the refused items, with their error, into the
 //! coordinator's answer where Kafka puts them: refused topics before the
 //! coordinator's in OffsetCommit, TxnOffsetCommit and OffsetDelete; after them, per
 //! group, in OffsetFetch; refused groups first in DescribeGroups,
 //! ConsumerGroupDescribe and ShareGroupDescribe and last in DeleteGroups
-//! ([`offsets`], [`groups`]). A request whose items are all refused (or whose group is)
+//! (`offsets`, `groups`). A request whose items are all refused (or whose group is)
 //! is answered by the host; the coordinator never sees it.
 //!
 //! **KIP-430**: where a describe request asks for the authorized operations
