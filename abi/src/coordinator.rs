@@ -44,6 +44,10 @@
 //!    [`CoordinatorInput::AssignorDone`] with the same `op` (assignor call ids are a
 //!    space of their own, apart from offset operations). Meanwhile every other input
 //!    is delivered as usual: one slow strategy holds only the groups waiting for it.
+//! 10. (3.9) Topic scopes: with an authorizer, every connection gets a
+//!    [`CoordinatorInput::TopicScope`] before its first frame; pattern subscriptions of
+//!    members on it match only those topics; [`CoordinatorOutput::WantTopicScope`] asks
+//!    for a fresh one, which arrives as another `TopicScope`.
 
 pub mod metrics;
 
@@ -265,6 +269,21 @@ pub enum CoordinatorInput {
         /// What the call returned.
         result: RResult<Assignment, PluginError>,
     },
+    /// The topics the principal of connection `conn` may Describe (its *topic scope*,
+    /// KAFKA-18813): the whole list, replacing the previous one. A regex or pattern
+    /// subscription of a member on `conn` matches only these topics. The host sends it
+    /// only when an authorizer is configured, to a coordinator of ABI 3.9 or later:
+    /// once when the connection attaches, before its first frame, and as the answer to
+    /// each [`CoordinatorOutput::WantTopicScope`]. A connection without one is not
+    /// scoped (no authorizer). Added in coordinator ABI 3.9.
+    ///
+    /// Size: one name per describable topic (at most every topic of the broker).
+    TopicScope {
+        /// The connection.
+        conn: u64,
+        /// Topic names, each at most once.
+        topics: RVec<RString>,
+    },
 }
 
 /// Offsets a transactional producer committed for `group` with TxnOffsetCommit (API
@@ -396,6 +415,14 @@ pub enum CoordinatorOutput {
         op: u64,
         /// The call.
         job: AssignorJobArc,
+    },
+    /// Send [`CoordinatorInput::TopicScope`] for `conn` again: the coordinator's copy
+    /// is older than its refresh interval, or the topics changed, and a member on
+    /// `conn` subscribes by pattern. Emitted only for connections that have a scope;
+    /// the host ignores it for a connection that closed. Added in coordinator ABI 3.9.
+    WantTopicScope {
+        /// The connection.
+        conn: u64,
     },
 }
 

@@ -70,8 +70,13 @@ impl std::fmt::Display for KindVersion {
 /// and ShareGroupDescribe (77) to it when it lists them in its ApiVersions answer,
 /// after checking Read (heartbeat) or Describe (describe) on the group; a host
 /// before 3.7 forwarded unknown group APIs unauthorized, so it refuses such a
-/// coordinator by version. No layout changed.
-const COORDINATOR_VERSION: &str = "3.7.0";
+/// coordinator by version. No layout changed. 3.9 — topic scopes (KAFKA-18813: a
+/// pattern subscription matches only topics the member's principal may describe):
+/// input `TopicScope` per connection and output `WantTopicScope`; the host sends scopes
+/// only to coordinators of 3.9 or later, and only with an authorizer; it checks native
+/// pattern subscriptions against the group alone for them. (3.8 is the share-group
+/// assignor's.)
+const COORDINATOR_VERSION: &str = "3.9.0";
 /// The assignor interface's version.
 ///
 /// History: 3.0 — first per-kind version (from drover-abi 2.0: `ErrorKind` became an

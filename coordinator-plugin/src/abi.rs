@@ -124,6 +124,13 @@ pub fn input_from_abi(input: CoordinatorInput) -> Option<Input> {
             call: op,
             result: result.into_result(),
         },
+        CoordinatorInput::TopicScope { conn, topics } => Input::TopicScope {
+            conn: ConnId(conn),
+            topics: topics
+                .iter()
+                .map(|t| crate::types::TopicName::new(t.as_str()))
+                .collect(),
+        },
         _ => return None,
     })
 }
@@ -251,6 +258,7 @@ pub fn output_to_abi(output: Output, commit_time_ms: i64) -> Option<CoordinatorO
             op: job.id(),
             job: RArc::new(AssignorJob_TO::from_value(HostJob(job), TD_Opaque)),
         },
+        Output::WantTopicScope { conn } => CoordinatorOutput::WantTopicScope { conn: conn.0 },
         Output::Event(event) => {
             event.log();
             return None;

@@ -151,6 +151,16 @@ pub enum Input {
         /// What the call returned.
         result: Result<drover_abi::assignor::Assignment, drover_abi::PluginError>,
     },
+    /// The topics the principal of `conn` may Describe, replacing the previous list:
+    /// pattern subscriptions of members on `conn` match only these (KAFKA-18813;
+    /// `core::topic_scope`). Sent by a host with an authorizer when the connection
+    /// attaches and after each [`Output::WantTopicScope`] (coordinator ABI 3.9).
+    TopicScope {
+        /// The connection.
+        conn: ConnId,
+        /// The topics.
+        topics: std::collections::BTreeSet<TopicName>,
+    },
 }
 
 /// Which offsets an [`Output::FetchOffsets`] asks for.
@@ -238,6 +248,13 @@ pub enum Output {
     /// Run this assignor call off the coordinator's thread and deliver its result as
     /// [`Input::AssignorDone`] (coordinator ABI 3.6; [`crate::assignor_job`]).
     RunAssignor(Arc<AssignorJob>),
+    /// Send [`Input::TopicScope`] for `conn` again: a pattern member uses it and its
+    /// scope is older than the refresh interval, or the topics changed (coordinator ABI
+    /// 3.9). Only for connections with a scope.
+    WantTopicScope {
+        /// The connection.
+        conn: ConnId,
+    },
     /// Something operators care about, for logs.
     Event(Event),
     /// Adds `value` to one of Drover's coordinator counters. The counters, what each

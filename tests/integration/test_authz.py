@@ -9,7 +9,9 @@ its group gets GROUP_AUTHORIZATION_FAILED (classic and KIP-848); Metadata hides 
 topics a principal may not describe; a transactional producer without Write on its id
 gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED; PREFIXED ALLOW with a LITERAL DENY inside
 it; a super user does everything; ACLs made with the admin client take effect on a
-second broker in cluster mode and survive a restart. A panicking authorizer denies
+second broker in cluster mode and survive a restart. A regex (KIP-848) or pattern
+(native) subscription is assigned only the matching topics the principal may describe.
+A panicking authorizer denies
 (fails closed) and a rescan that replaces it decides from the next request. Without an
 authorizer, DescribeAcls answers SECURITY_DISABLED."""
 
@@ -657,3 +659,91 @@ def test_a_kip848_consumer_needs_describe_on_its_named_topics(make_broker):
         assert e.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND, e
         members = []
     assert members == [], members
+
+
+def kip848_assigned_topics(c, seconds: float) -> set[str]:
+    """Polls the KIP-848 consumer `c` for `seconds`; the topics it is assigned then
+    (records are read along the way)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        c.poll(0.5)
+    return {tp.topic for tp in c.assignment()}
+
+
+def wait_assigned(c, want: set[str], seconds: float = TIMEOUT) -> set[str]:
+    """Polls `c` until its assignment's topics are `want` (or the deadline); returns
+    the topics assigned last."""
+    deadline = time.time() + seconds
+    topics: set[str] = set()
+    while time.time() < deadline:
+        c.poll(0.5)
+        topics = {tp.topic for tp in c.assignment()}
+        if topics == want:
+            break
+    return topics
+
+
+def test_a_kip848_regex_is_assigned_only_topics_the_principal_may_describe(make_broker):
+    """KAFKA-18813: a KIP-848 consumer subscribing by regex is assigned only the
+    matching topics its principal may describe — a topic it may not describe is never
+    assigned (nor its records read), and a matching topic created later that it may
+    describe is picked up (coordinator ABI 3.9 topic scopes)."""
+    b = make_broker()
+    prefix = unique_topic("authz-rx")
+    ok, hidden, later = f"{prefix}-ok", f"{prefix}-hidden", f"{prefix}-later"
+    ck_create_topic(b, ok, 2)
+    ck_create_topic(b, hidden, 1)
+    admin = {"bootstrap.servers": b.bootstrap}
+    assert produce_error(admin, ok) is None
+    assert produce_error(admin, hidden) is None
+    group = "authz-848-regex"
+    create_acls(b.bootstrap, [
+        acl(ResourceType.GROUP, group, "User:bob", AclOperation.READ),
+        *[acl(ResourceType.TOPIC, t, "User:bob", op) for t in (ok, later)
+          for op in (AclOperation.DESCRIBE, AclOperation.READ)]])
+    c = ck_consumer(b, **{**b.conf("bob"), "group.id": group, "group.protocol": "consumer",
+                          "auto.offset.reset": "earliest",
+                          "topic.metadata.refresh.interval.ms": 2000})
+    c.subscribe([f"^{prefix}.*"])
+    try:
+        assert wait_assigned(c, {ok}) == {ok}
+        # It stays so: the hidden topic is never added.
+        assert kip848_assigned_topics(c, 4) == {ok}
+        ck_create_topic(b, later, 1)
+        assert wait_assigned(c, {ok, later}) == {ok, later}
+        assert hidden not in kip848_assigned_topics(c, 2)
+    finally:
+        c.close()
+
+
+def test_a_native_pattern_consumer_needs_read_on_its_group_only(make_broker, tmp_path):
+    """A native consumer subscribing by pattern (`drover consume --whitelist`) over
+    SASL_SSL needs Read on its group only: the coordinator matches the pattern against
+    the topics its principal may describe (coordinator ABI 3.9), so it reads the
+    matching topic it may read and never the one it may not describe."""
+    b = make_broker()
+    prefix = unique_topic("authz-native-rx")
+    ok, hidden = f"{prefix}-ok", f"{prefix}-hidden"
+    ck_create_topic(b, ok, 1)
+    ck_create_topic(b, hidden, 1)
+    assert produce_error({"bootstrap.servers": b.bootstrap}, ok) is None
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(3):
+        p.produce(hidden, value=f"h{i}".encode())
+    assert p.flush(30) == 0
+    group = "native-authz-rx"
+    create_acls(b.bootstrap, [
+        acl(ResourceType.GROUP, group, "User:bob", AclOperation.READ),
+        acl(ResourceType.TOPIC, ok, "User:bob", AclOperation.DESCRIBE),
+        acl(ResourceType.TOPIC, ok, "User:bob", AclOperation.READ)])
+    pw = tmp_path / "bob.pw"
+    pw.write_text(PASSWORDS["bob"] + "\n")
+    os.chmod(pw, 0o600)
+    args = [str(conftest.drover_bin()), "consume", "--brokers", b.ssl_bootstrap,
+            "--group", group, "--whitelist", f"{prefix}.*", "--format", "values",
+            "--idle-exit-ms", "6000", "--security-protocol", "SASL_SSL",
+            "--ssl-ca-location", str(b.certs.ca), "--sasl-mechanism", "SCRAM-SHA-512",
+            "--sasl-username", "bob", "--sasl-password-file", str(pw)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(r.stdout.split()) == ["v0", "v1", "v2"], (r.stdout, r.stderr[-3000:])

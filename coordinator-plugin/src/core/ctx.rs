@@ -112,6 +112,9 @@ pub(crate) struct Ctx {
     /// Assignor calls started during the input being handled, and those in flight
     /// ([`super::assigning`]).
     pub(super) calls: AssignorCalls,
+    /// The topic scope of each connection the host sent one for
+    /// ([`super::topic_scope`]).
+    pub(super) scopes: super::topic_scope::TopicScopes,
 }
 
 impl Ctx {
@@ -135,6 +138,7 @@ impl Ctx {
             next_incarnation: 0,
             reject_log: LogLimit::new(1_000),
             calls: AssignorCalls::default(),
+            scopes: super::topic_scope::TopicScopes::default(),
         }
     }
 

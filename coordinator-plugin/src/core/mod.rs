@@ -35,6 +35,7 @@ pub(crate) mod rebalance_history;
 mod result;
 mod slots;
 mod snapshot;
+mod topic_scope;
 mod txn_completion;
 mod txn_offsets;
 
@@ -68,6 +69,9 @@ pub(crate) enum TimerKey {
     ConsumerMember(GroupId, String),
     /// A share group member's session deadline (group, member id).
     ShareMember(GroupId, String),
+    /// When the topic scope of a connection a pattern member uses is due for a refresh
+    /// ([`topic_scope`]).
+    TopicScope(ConnId),
 }
 
 /// The consumer group coordinator: a deterministic state machine. Feed it inputs with
@@ -264,6 +268,7 @@ impl Coordinator {
                 committed,
             } => self.on_txn_completed(op, producer, committed),
             Input::AssignorDone { call, result } => self.on_assignor_done(call, result),
+            Input::TopicScope { conn, topics } => self.on_topic_scope(conn, topics),
         }
         self.settle();
         self.cx.take_outputs()
@@ -336,6 +341,7 @@ impl Coordinator {
                 TimerKey::Classic(gid, timer) => self.on_classic_timer(&gid, timer),
                 TimerKey::ConsumerMember(gid, member) => consumer_members.push((gid, member)),
                 TimerKey::ShareMember(gid, member) => share_members.push((gid, member)),
+                TimerKey::TopicScope(conn) => self.topic_scope_due(conn),
             }
         }
         if !consumer_members.is_empty() {
@@ -378,6 +384,7 @@ impl Coordinator {
     }
 
     fn on_closed(&mut self, conn: ConnId) {
+        self.forget_topic_scope(conn);
         if let Some(ch) = self.cx.connection_closed(conn) {
             if let Some(g) = self.groups.native_mut(&ch.group) {
                 if g.members
@@ -471,7 +478,11 @@ impl Coordinator {
             let mut changed = false;
             let mut union: BTreeSet<TopicName> = BTreeSet::new();
             for m in g.members.values_mut_unordered() {
-                let resolved = resolver.resolve(&m.subscription);
+                let resolved = topic_scope::scoped(
+                    resolver.resolve(&m.subscription),
+                    &m.subscription,
+                    cx.scopes.get(m.conn),
+                );
                 union.extend(m.topics.iter().cloned());
                 union.extend(resolved.iter().cloned());
                 if *resolved != *m.topics {
@@ -496,6 +507,7 @@ impl Coordinator {
         }
         self.consumer_topics_changed();
         self.share_topics_changed();
+        self.refresh_topic_scopes();
     }
 
     /// The store's answer to [`Output::CommitOffsets`] `op`, dispatched on its [`Op`].

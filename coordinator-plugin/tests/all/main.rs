@@ -16,5 +16,6 @@ mod scenarios;
 mod share_groups;
 mod simulation;
 mod slots;
+mod topic_scopes;
 mod txn_offsets;
 mod txn_simulation;

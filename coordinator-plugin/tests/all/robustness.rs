@@ -194,6 +194,9 @@ impl Harness {
                 Output::RunAssignor(job) => {
                     prop_assert!(false, "an inline assignor's call handed out: {job:?}");
                 }
+                Output::WantTopicScope { conn } => {
+                    prop_assert!(false, "a topic scope asked for {conn}, but none was sent");
+                }
                 Output::CommitOffsets { op, .. } => self.ops.push_back((op, None)),
                 Output::FetchOffsets { op, scope, .. } => self.ops.push_back((
                     op,

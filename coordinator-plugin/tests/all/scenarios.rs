@@ -1,5 +1,7 @@
 //! Scenario tests: one coordinator, a few fake consumers, virtual time.
 
+use std::collections::BTreeSet;
+
 use crate::common;
 
 use common::*;
@@ -279,6 +281,40 @@ fn a_partition_count_change_rebalances() {
 
 fn wildcard_spec(id: &str, pattern: &str) -> ConsumerSpec {
     ConsumerSpec::new(id, "g", proto::Subscription::whitelist(pattern, 1), ST)
+}
+
+/// Topic scopes (coordinator ABI 3.9): a pattern consumer whose principal may describe
+/// only the `orders` topics is assigned only those, and a matching topic created later
+/// that it may describe is picked up (the coordinator asks the host for the scope again
+/// after the topic change); a consumer of the same group without a scope gets the rest.
+#[test]
+fn a_pattern_matches_only_topics_the_principal_may_describe() {
+    let mut w = world();
+    w.scopes.insert("c1".into(), vec!["orders".into()]);
+    w.join(wildcard_spec("c1", ".*"));
+    w.run_for(1_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    let topics = |w: &World| -> BTreeSet<String> {
+        w.owned("c1")
+            .iter()
+            .map(|tp| tp.topic.to_string())
+            .collect()
+    };
+    assert_eq!(topics(&w), BTreeSet::from(["orders".to_string()]));
+    w.set_topics(&[
+        ("orders", 6),
+        ("payments", 3),
+        ("orders-eu", 4),
+        ("secret", 1),
+    ]);
+    w.run_for(1_000);
+    w.assert_clean();
+    w.check_coverage().unwrap();
+    assert_eq!(
+        topics(&w),
+        BTreeSet::from(["orders".to_string(), "orders-eu".to_string()])
+    );
 }
 
 #[test]

@@ -69,6 +69,7 @@ use super::{
 };
 use crate::{
     auth::session::{ConnectionInfo, Next},
+    authz::RequestAuthz,
     broker::Broker,
 };
 
@@ -407,7 +408,11 @@ async fn read_loop(
                 }
                 GroupRoute::Forward(other, answer) => (other.unwrap_or(frame), answer),
             };
-            if !to_coordinator_with(broker, &queue, native, frame, answer).await {
+            let scope = match native.attached {
+                true => RequestAuthz::allow_all(),
+                false => connection_scope(broker, peer, &conn.ctx, &frame),
+            };
+            if !to_coordinator_with(broker, &queue, native, frame, answer, scope).await {
                 return;
             }
             continue;
@@ -593,7 +598,8 @@ fn native_refusal(
             },
         )
     });
-    let (body, error) = check(&authz, &decoded)?;
+    let scoped_patterns = broker.coordinator().is_some_and(|c| c.scopes_patterns());
+    let (body, error) = check(&authz, &decoded, scoped_patterns)?;
     broker
         .metrics
         .native_request(decoded.api_key, &std::iter::once((error, 1)).collect());
@@ -620,17 +626,57 @@ async fn to_coordinator(
     native: &mut Native,
     frame: Bytes,
 ) -> bool {
-    to_coordinator_with(broker, queue, native, frame, None).await
+    to_coordinator_with(
+        broker,
+        queue,
+        native,
+        frame,
+        None,
+        RequestAuthz::allow_all(),
+    )
+    .await
+}
+
+/// The authorization context the coordinator thread keeps for the connection's topic
+/// scope (coordination::driver::topic_scopes), from its first coordinator request;
+/// allows everything (and is not kept) without an authorizer.
+fn connection_scope(
+    broker: &Broker,
+    peer: SocketAddr,
+    ctx: &ConnContext,
+    frame: &Bytes,
+) -> RequestAuthz {
+    if !broker.identity.authz.is_enabled() || frame.len() < 4 {
+        return RequestAuthz::allow_all();
+    }
+    let api_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let api_version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = frame
+        .get(4..8)
+        .map_or(0, |c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+    broker.identity.authz.request("TopicScope", || {
+        ctx.authz_context(
+            peer.ip(),
+            &crate::authz::context::RequestHead {
+                client_id: None,
+                api_key,
+                api_version,
+                correlation_id,
+            },
+        )
+    })
 }
 
 /// [`to_coordinator`], with the coordinator's answer to the request passed through
-/// `filter` first.
+/// `filter` first; `scope` is the connection's authorization context, handed over when
+/// the connection attaches.
 async fn to_coordinator_with(
     broker: &Arc<Broker>,
     queue: &mpsc::Sender<Pending>,
     native: &mut Native,
     frame: Bytes,
     filter: Option<AnswerFilter>,
+    scope: RequestAuthz,
 ) -> bool {
     let Some(coordinator) = broker.coordinator() else {
         let _ = queue
@@ -648,7 +694,7 @@ async fn to_coordinator_with(
             close: Arc::clone(&native.close),
             peer: native.peer,
         };
-        if coordinator.attach(native.conn, sink).await.is_err() {
+        if coordinator.attach(native.conn, sink, scope).await.is_err() {
             return false;
         }
         native.attached = true;

@@ -5,9 +5,11 @@
 //!
 //! - RegisterConsumer: Read on the group (GROUP_AUTHORIZATION_FAILED) and Read on every
 //!   topic of a static subscription (TOPIC_AUTHORIZATION_FAILED, naming them). A
-//!   pattern subscription would match topics the principal may not read, and the
-//!   coordinator cannot yet leave those out per principal: it needs Read on every topic
-//!   (an ACL on the `*` topic), else TOPIC_AUTHORIZATION_FAILED;
+//!   pattern subscription needs nothing more when the coordinator scopes patterns
+//!   (coordinator ABI 3.9: it matches only topics the connection's principal may
+//!   describe, KAFKA-18813; Fetch still needs Read on each topic, as in Kafka); with an
+//!   older coordinator, which would match every topic, it needs Read on every topic (an
+//!   ACL on the `*` topic), else TOPIC_AUTHORIZATION_FAILED;
 //! - CommitOffset: Read on the group, then Read on each topic (every partition of the
 //!   request GROUP_/TOPIC_AUTHORIZATION_FAILED, or OPERATION_NOT_ATTEMPTED beside a
 //!   denied topic);
@@ -65,7 +67,14 @@ fn code(e: ResponseError) -> ErrorCode {
 
 /// The host's answer (the response frame's body, header included) when the request is
 /// refused; `None`: hand it to the coordinator.
-pub fn check(authz: &RequestAuthz, decoded: &Decoded) -> Option<(Bytes, i16)> {
+///
+/// `scoped_patterns`: whether the coordinator restricts pattern subscriptions to the
+/// principal's describable topics (then a pattern needs only Read on the group).
+pub fn check(
+    authz: &RequestAuthz,
+    decoded: &Decoded,
+    scoped_patterns: bool,
+) -> Option<(Bytes, i16)> {
     if !authz.is_enabled() {
         return None;
     }
@@ -78,6 +87,8 @@ pub fn check(authz: &RequestAuthz, decoded: &Decoded) -> Option<(Bytes, i16)> {
                     group_denied,
                     format!("not authorized to read group {}", r.group_id),
                 ))
+            } else if r.subscription.kind.is_wildcard() && scoped_patterns {
+                None
             } else if r.subscription.kind.is_wildcard() {
                 (!authz.allows(
                     ResourceType::Topic,

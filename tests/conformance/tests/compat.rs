@@ -414,6 +414,12 @@ fn a_coordinator_built_against_3_0_keeps_the_contract_and_skips_newer_inputs() {
             op: 2,
             error_code: 0,
         },
+        // Coordinator ABI 3.9 added topic scopes; the driver sends them only to 3.9 or
+        // later (with an authorizer).
+        CoordinatorInput::TopicScope {
+            conn: 1,
+            topics: vec![RString::from("t")].into(),
+        },
     ] {
         let out = coordinator.handle(38, input).unwrap();
         assert!(

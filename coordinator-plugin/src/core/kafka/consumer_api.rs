@@ -38,7 +38,7 @@ use crate::core::result::Effects;
 use crate::core::{Coordinator, Ctx};
 use crate::io::CoordinatorCounter;
 use crate::kafka_wire::KafkaReplyTo;
-use crate::types::{GroupId, TopicName, TopicPartition};
+use crate::types::{ConnId, GroupId, TopicName, TopicPartition};
 
 pub(super) fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
@@ -65,10 +65,12 @@ pub(super) fn by_topic_id<'a>(
 /// Runs `f` with the KIP-848 engine's environment and an empty effect list, and
 /// applies its result, with the assignor fallbacks and failures the call counted in its
 /// `Env` added as counters (`assignor_fallbacks`, `assignor_failures`). `steady`: the
-/// steady heartbeat interval of a heartbeat, ms (the configured one otherwise).
+/// steady heartbeat interval of a heartbeat, ms (the configured one otherwise); `conn`:
+/// the connection of a heartbeat (its topic scope goes into the `Env`).
 fn consumer<R>(
     cx: &mut Ctx,
     steady: Option<u32>,
+    conn: Option<ConnId>,
     f: impl FnOnce(&Env<'_>, &mut Effects<'_>) -> R,
 ) -> R {
     let result = {
@@ -80,6 +82,7 @@ fn consumer<R>(
             now,
             calls,
             lender,
+            scopes,
             ..
         } = &mut *cx;
         let heartbeat_interval_ms = steady.unwrap_or(config.consumer_heartbeat_interval_ms);
@@ -98,6 +101,8 @@ fn consumer<R>(
             rebalance_settle_ms: config.consumer_rebalance_settle_ms,
             assignment_interval_ms: config.consumer_assignment_interval_ms,
             max_group_size: config.max_group_size,
+            conn,
+            scope: conn.and_then(|c| scopes.get(c)).cloned(),
             fallbacks: std::cell::Cell::new(0),
             failures: std::cell::Cell::new(0),
         };
@@ -115,7 +120,7 @@ impl Coordinator {
     /// members past their session or rebalance timeout are fenced.
     pub(crate) fn on_consumer_timers(&mut self, due: Vec<(GroupId, String)>) {
         let (engine, groups) = (&mut self.kafka.consumer, &mut self.groups);
-        let expired = consumer(&mut self.cx, None, |env, fx| {
+        let expired = consumer(&mut self.cx, None, None, |env, fx| {
             engine.expire(groups, env, fx, due)
         });
         for (group, member, reason) in expired {
@@ -126,8 +131,21 @@ impl Coordinator {
     /// Topics changed: regex subscriptions and partition counts of KIP-848 groups.
     pub(crate) fn consumer_topics_changed(&mut self) {
         let (engine, groups) = (&mut self.kafka.consumer, &mut self.groups);
-        consumer(&mut self.cx, None, |env, _| {
+        consumer(&mut self.cx, None, None, |env, _| {
             engine.topics_changed(groups, env)
+        });
+    }
+
+    /// The topic scope of `conn` changed: KIP-848 members on it re-resolve their regex
+    /// ([`ConsumerGroups::scope_changed`](super::consumer_group::ConsumerGroups::scope_changed)).
+    pub(crate) fn consumer_scope_changed(
+        &mut self,
+        conn: crate::types::ConnId,
+        scope: &crate::core::topic_scope::Scope,
+    ) {
+        let (engine, groups) = (&mut self.kafka.consumer, &mut self.groups);
+        consumer(&mut self.cx, None, None, |env, _| {
+            engine.scope_changed(groups, env, conn, scope)
         });
     }
 
@@ -135,7 +153,9 @@ impl Coordinator {
     /// ([`ConsumerGroups::rerun`](super::consumer_group::ConsumerGroups::rerun)).
     pub(crate) fn consumer_rerun(&mut self, ids: Vec<GroupId>) {
         let (engine, groups) = (&mut self.kafka.consumer, &mut self.groups);
-        consumer(&mut self.cx, None, |env, _| engine.rerun(groups, env, ids));
+        consumer(&mut self.cx, None, None, |env, _| {
+            engine.rerun(groups, env, ids)
+        });
     }
 
     /// The result of assignor call `call` of KIP-848 group `group` arrived.
@@ -146,7 +166,7 @@ impl Coordinator {
         result: Result<drover_abi::assignor::Assignment, drover_abi::PluginError>,
     ) {
         let (engine, groups) = (&mut self.kafka.consumer, &mut self.groups);
-        consumer(&mut self.cx, None, |env, _| {
+        consumer(&mut self.cx, None, None, |env, _| {
             engine.assignor_done(groups, env, group, call, result)
         });
     }
@@ -228,10 +248,23 @@ impl Coordinator {
         };
         let members = self.kafka.consumer.member_count(&self.groups, self.cx.now);
         let steady = self.cx.config.steady_heartbeat_interval_ms(members);
+        let (group, member) = (request.group.clone(), request.member_id.clone());
         let (engine, groups) = (&mut self.kafka.consumer, &mut self.groups);
-        let reply = consumer(&mut self.cx, Some(steady), |env, fx| {
+        let reply = consumer(&mut self.cx, Some(steady), Some(slot.conn), |env, fx| {
             engine.heartbeat(groups, env, fx, request)
         });
+        let member = if member.is_empty() {
+            &reply.member_id
+        } else {
+            &member
+        };
+        if self
+            .groups
+            .consumer(&group)
+            .is_some_and(|g| g.member_has_regex(member))
+        {
+            self.cx.note_pattern_use(slot.conn);
+        }
         out.member_id = Some(s(reply.member_id));
         out.member_epoch = reply.member_epoch;
         out.heartbeat_interval_ms = reply.heartbeat_interval_ms;

@@ -152,6 +152,10 @@ impl Coordinator {
         let incarnation = cx.next_incarnation();
         let st = r.session_timeout_ms as u64;
         let topics = Arc::new(spec.resolve(&cx.topics, cx.config.exclude_internal_topics));
+        let topics = crate::core::topic_scope::scoped(topics, &spec, cx.scopes.get(conn));
+        if spec.is_wildcard() {
+            cx.note_pattern_use(conn);
+        }
         let member = Member {
             id: cid.clone(),
             incarnation,

@@ -388,6 +388,11 @@ pub struct World {
     pub metrics: BTreeMap<&'static str, i64>,
     /// The commit batch in flight per group: the ABI promises the host at most one.
     commits_in_flight: BTreeMap<GroupId, drover_coordinator::OpId>,
+    /// Consumers whose principal may describe only the topics starting with one of
+    /// these prefixes: the host sends each of their connections a topic scope
+    /// (`Input::TopicScope`) and answers `WantTopicScope`. Others have no scope (no
+    /// authorizer).
+    pub scopes: BTreeMap<String, Vec<String>>,
 }
 
 fn fnv(hash: &mut u64, bytes: &[u8]) {
@@ -416,6 +421,7 @@ impl World {
             queue: BTreeMap::new(),
             seq: 0,
             links: BTreeMap::new(),
+            scopes: BTreeMap::new(),
             next_conn: 0,
             consumers: BTreeMap::new(),
             topics: BTreeMap::new(),
@@ -513,6 +519,15 @@ impl World {
                     self.violations.push(format!(
                         "t={now}: a transactional output, but native consumers send no TxnOffsetCommit"
                     ));
+                }
+                Output::WantTopicScope { conn } => {
+                    let consumer = self.links.get(&conn).map(|l| l.consumer.clone());
+                    match consumer.and_then(|c| self.topic_scope(&c, conn)) {
+                        Some(input) => self.feed(input),
+                        None => self.violations.push(format!(
+                            "t={now}: a topic scope asked for {conn}, which has none"
+                        )),
+                    }
                 }
                 Output::RunAssignor(job) => {
                     // The host runs the call on a thread of its own; its result comes
@@ -896,8 +911,42 @@ impl World {
         self.send_to_coord(conn, buf.freeze().slice(4..));
     }
 
+    /// The topic scope of `consumer`'s connection `conn` as the host sends it, if its
+    /// principal has one ([`World::scopes`]).
+    fn topic_scope(&self, consumer: &str, conn: ConnId) -> Option<Input> {
+        let prefixes = self.scopes.get(consumer)?;
+        let topics = self
+            .topics
+            .keys()
+            .filter(|t| prefixes.iter().any(|p| t.as_str().starts_with(p.as_str())))
+            .cloned()
+            .collect();
+        Some(Input::TopicScope { conn, topics })
+    }
+
+    /// The partitions `c` should be assigned: its subscription's, a pattern's within
+    /// its principal's scope.
+    fn covered(&self, c: &FakeConsumer) -> BTreeSet<TopicPartition> {
+        let mut out = resolve(&c.spec.subscription, &self.topics);
+        if let (Some(prefixes), false) = (
+            self.scopes.get(&c.spec.id),
+            c.spec.subscription.kind == proto::SubscriptionKind::STATIC,
+        ) {
+            out.retain(|tp| {
+                prefixes
+                    .iter()
+                    .any(|p| tp.topic.as_str().starts_with(p.as_str()))
+            });
+        }
+        out
+    }
+
     fn register(&mut self, c: &mut FakeConsumer) {
         let conn = self.new_link(&c.spec.id.clone());
+        // The host sends the connection's scope before its first frame.
+        if let Some(input) = self.topic_scope(&c.spec.id, conn) {
+            self.feed(input);
+        }
         c.chan_epoch += 1;
         c.answering = false;
         c.registrations += 1;
@@ -1602,7 +1651,7 @@ impl World {
                 if !c.is_member() {
                     return Err(format!("t={}: {} is not registered", self.now, c.spec.id));
                 }
-                let mine = resolve(&c.spec.subscription, &self.topics);
+                let mine = self.covered(c);
                 for tp in c.delivering(self.now) {
                     if !mine.contains(tp) {
                         return Err(format!(
@@ -1614,7 +1663,7 @@ impl World {
                 }
             }
             for c in &members {
-                for tp in resolve(&c.spec.subscription, &self.topics) {
+                for tp in self.covered(c) {
                     if !owner.contains_key(&tp) {
                         return Err(format!(
                             "t={}: {tp} of group {group} (subscribed by {}) is delivered by no one",

@@ -247,6 +247,11 @@ pub struct Harness {
     /// [`Harness::release_assignors`] instead of running at once.
     pub hold_assignors: bool,
     held_assignors: Vec<std::sync::Arc<drover_coordinator::AssignorJob>>,
+    /// Per connection with a principal ([`Harness::connect_as`]): the topic-name
+    /// prefixes it may describe, as an authorizer would decide.
+    pub principals: BTreeMap<ConnId, Vec<String>>,
+    /// The connections the coordinator asked a topic scope for, in order.
+    pub scope_requests: Vec<ConnId>,
 }
 
 impl Harness {
@@ -278,6 +283,8 @@ impl Harness {
             ledger: Ledger::default(),
             hold_assignors: false,
             held_assignors: Vec::new(),
+            principals: BTreeMap::new(),
+            scope_requests: Vec::new(),
         };
         let ids = topics()
             .into_iter()
@@ -358,7 +365,54 @@ impl Harness {
                     self.queue.push_back(Input::AssignorDone { call, result });
                 }
             }
+            Output::WantTopicScope { conn } => {
+                self.scope_requests.push(conn);
+                if let Some(input) = self.topic_scope(conn) {
+                    self.queue.push_back(input);
+                }
+            }
         }
+    }
+
+    /// `conn`'s topic scope as the host sends it: the current topics its principal may
+    /// describe; `None` for a connection without a principal (no authorizer).
+    fn topic_scope(&self, conn: ConnId) -> Option<Input> {
+        let prefixes = self.principals.get(&conn)?;
+        let topics = self
+            .coord
+            .topics()
+            .keys()
+            .filter(|t| prefixes.iter().any(|p| t.as_str().starts_with(p.as_str())))
+            .cloned()
+            .collect();
+        Some(Input::TopicScope { conn, topics })
+    }
+
+    /// Opens a connection whose principal may describe the topics starting with one of
+    /// `prefixes`; the host sends its topic scope right after it opened.
+    pub fn connect_as(&mut self, prefixes: &[&str]) -> ConnId {
+        let conn = self.connect();
+        self.principals
+            .insert(conn, prefixes.iter().map(|p| p.to_string()).collect());
+        let input = self.topic_scope(conn).expect("a principal");
+        self.feed(input);
+        conn
+    }
+
+    /// Replaces the topics (ids first, as the host does): `topics` with partition
+    /// counts, ids by position.
+    pub fn set_topics(&mut self, topics: &[(&str, u32)]) {
+        let ids = topics
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (TopicName::new(n), [i as u8 + 1; 16]))
+            .collect();
+        self.feed(Input::TopicIds { ids });
+        let topics = topics
+            .iter()
+            .map(|(n, p)| (TopicName::new(n), *p))
+            .collect();
+        self.feed(Input::TopicsChanged { topics });
     }
 
     /// Runs the assignor calls held (`hold_assignors`), in the order they were made,

@@ -49,6 +49,9 @@ pub enum Msg {
         conn: ConnId,
         /// Where answers and pushed frames go.
         sink: ConnSink,
+        /// The connection's authorization context, for its topic scope
+        /// ([`super::topic_scopes`]); allows everything without an authorizer.
+        scope: crate::authz::RequestAuthz,
     },
     /// A native request; its answer goes to `reply`.
     Request {
@@ -158,9 +161,15 @@ impl CoordinatorClient {
             .map_err(|_| DriverError::Stopped)
     }
 
-    /// Registers connection `conn`'s sink (before its first native request).
-    pub async fn attach(&self, conn: ConnId, sink: ConnSink) -> Result<(), DriverError> {
-        self.send(Msg::Attach { conn, sink }).await
+    /// Registers connection `conn`'s sink (before its first native request) and its
+    /// authorization context (`scope`, for its topic scope: [`super::topic_scopes`]).
+    pub async fn attach(
+        &self,
+        conn: ConnId,
+        sink: ConnSink,
+        scope: crate::authz::RequestAuthz,
+    ) -> Result<(), DriverError> {
+        self.send(Msg::Attach { conn, sink, scope }).await
     }
 
     /// Sends a native request frame (after the size prefix); its answer goes to
@@ -325,6 +334,13 @@ impl CoordinatorClient {
     /// for a coordinator that serves none.
     pub fn kafka_apis(&self) -> &[(i16, i16, i16)] {
         &self.kafka_apis
+    }
+
+    /// Whether the coordinator restricts pattern subscriptions to the topics each
+    /// connection's principal may describe (ABI 3.9, `CoordinatorInput::TopicScope`;
+    /// the driver sends scopes when an authorizer is configured).
+    pub fn scopes_patterns(&self) -> bool {
+        self.abi.minor >= super::topic_scopes::TOPIC_SCOPE_MINOR
     }
 
     /// Whether requests with API key `key` go to the coordinator: a native key, or a

@@ -21,6 +21,7 @@ pub mod coordinator;
 mod outputs;
 #[cfg(test)]
 mod tests;
+mod topic_scopes;
 mod txn;
 
 use std::{
@@ -94,6 +95,8 @@ struct Driver<C> {
     txn: txn::TxnState,
     /// The threads that run the coordinator's assignor calls.
     assignor_runs: assignor_runs::AssignorRuns,
+    /// The authorization context of each attached connection, for topic scopes.
+    scopes: topic_scopes::TopicScopes,
 }
 
 /// Starts the coordinator thread on `channel` (its receiver is the thread's mailbox);
@@ -119,6 +122,7 @@ pub fn spawn<C: Coordinator>(
         clock: Epoch::start(),
         failed_over: false,
         topic_ids,
+        scopes: topic_scopes::TopicScopes::default(),
     };
     let thread = std::thread::Builder::new()
         .name("drover-coordinator".into())
@@ -167,13 +171,22 @@ impl<C: Coordinator> Driver<C> {
 
     fn on_message(&mut self, msg: Msg) {
         match msg {
-            Msg::Attach { conn, sink } => {
+            Msg::Attach { conn, sink, scope } => {
                 let peer = sink.peer.ip().to_string();
                 self.conns.attach(conn, sink);
                 self.feed(CoordinatorInput::ConnectionOpened {
                     conn,
                     peer: peer.into(),
                 });
+                // Before the connection's first frame: a pattern subscription on it is
+                // never resolved unscoped (added in coordinator ABI 3.9).
+                if self.coordinator.abi().minor >= topic_scopes::TOPIC_SCOPE_MINOR
+                    && self.scopes.attach(conn, scope)
+                {
+                    if let Some(input) = self.topic_scope(conn) {
+                        self.feed(input);
+                    }
+                }
             }
             Msg::Request {
                 conn,
@@ -223,6 +236,7 @@ impl<C: Coordinator> Driver<C> {
                 }
             }
             Msg::Closed { conn } => {
+                self.scopes.remove(conn);
                 if self.conns.remove(conn) {
                     self.feed(CoordinatorInput::ConnectionClosed { conn });
                 }
@@ -289,6 +303,12 @@ impl<C: Coordinator> Driver<C> {
             }
             Msg::Shutdown(_) => unreachable!("handled by run"),
         }
+    }
+
+    /// `conn`'s topic scope over every topic, if it has an authorization context.
+    fn topic_scope(&self, conn: crate::server::conn_id::ConnId) -> Option<CoordinatorInput> {
+        self.scopes
+            .input(conn, self.topic_ids.keys().map(String::as_str))
     }
 
     /// Feeds `input` and everything its outputs lead to (connections the coordinator

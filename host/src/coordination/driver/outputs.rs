@@ -213,6 +213,13 @@ impl<C: Coordinator> Driver<C> {
                     inputs.push_back(failed);
                 }
             }
+            // Ignored for a connection without an authorization context (closed, or
+            // no authorizer).
+            CoordinatorOutput::WantTopicScope { conn } => {
+                if let Some(input) = self.topic_scope(conn) {
+                    inputs.push_back(input);
+                }
+            }
             // A variant of a later minor than this build: `known_outputs` (plugins::handle)
             // already dropped those; the arm is what the non-exhaustive enum requires.
             _ => {}

@@ -150,6 +150,11 @@ impl Harness {
     }
 
     fn attach(&self, conn: ConnId, capacity: usize) -> Conn {
+        self.attach_as(conn, capacity, crate::authz::RequestAuthz::allow_all())
+    }
+
+    /// [`Self::attach`] with the connection's authorization context.
+    fn attach_as(&self, conn: ConnId, capacity: usize, scope: crate::authz::RequestAuthz) -> Conn {
         let (queue, pending) = mpsc::channel(capacity);
         let (close, closed) = watch::channel(false);
         let channel = Arc::new(AtomicBool::new(false));
@@ -161,6 +166,7 @@ impl Harness {
                 close: Arc::new(close),
                 peer: ([127, 0, 0, 1], 9092).into(),
             },
+            scope,
         });
         Conn {
             pending,
@@ -933,4 +939,104 @@ fn a_call_that_waits_past_the_budget_for_a_thread_is_answered_unrun() {
         [(1, true), (2, true), (3, true), (4, true), (5, false)],
         "four calls ran, the fifth was answered unrun"
     );
+}
+
+fn topic_id(name: &str, n: u8) -> TopicId {
+    TopicId {
+        name: name.into(),
+        id: [n; 16],
+    }
+}
+
+fn scope_of(input: &CoordinatorInput) -> Vec<String> {
+    match input {
+        CoordinatorInput::TopicScope { topics, .. } => {
+            topics.iter().map(|t| t.to_string()).collect()
+        }
+        other => panic!("not a topic scope: {other:?}"),
+    }
+}
+
+/// With an authorizer, an attaching connection's topic scope (the topics its principal
+/// may describe; the fake allows names starting with `ok`) reaches a coordinator of ABI
+/// 3.9 right after `ConnectionOpened`, before any frame; `WantTopicScope` is answered
+/// with a fresh one over the topics as they are now, and ignored once the connection
+/// closed.
+#[test]
+fn topic_scopes_follow_the_connections_principal() {
+    let want = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let asked = std::sync::Arc::clone(&want);
+    let h = start(
+        Setup {
+            topic_ids: vec![topic_id("ok-a", 1), topic_id("secret", 2)],
+            ..Setup::default()
+        },
+        Box::new(move |input| match input {
+            CoordinatorInput::TimerFired | CoordinatorInput::TopicsChanged { .. }
+                if asked.load(Ordering::SeqCst) =>
+            {
+                vec![CoordinatorOutput::WantTopicScope { conn: 7 }]
+            }
+            _ => Vec::new(),
+        }),
+    );
+    let _conn = h.attach_as(7, 4, crate::authz::tests::ok_prefix_checks());
+    h.wait_for(|i| matches!(i, CoordinatorInput::ConnectionOpened { conn: 7, .. }));
+    let first = h.seen.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert!(matches!(
+        first,
+        CoordinatorInput::TopicScope { conn: 7, .. }
+    ));
+    assert_eq!(scope_of(&first), ["ok-a"]);
+
+    want.store(true, Ordering::SeqCst);
+    h.send(Msg::TopicsChanged(
+        RVec::new(),
+        vec![
+            topic_id("ok-a", 1),
+            topic_id("ok-b", 3),
+            topic_id("secret", 2),
+        ]
+        .into(),
+    ));
+    let again = h.wait_for(|i| matches!(i, CoordinatorInput::TopicScope { conn: 7, .. }));
+    assert_eq!(scope_of(&again), ["ok-a", "ok-b"]);
+
+    h.send(Msg::Closed { conn: 7 });
+    h.send(Msg::TopicsChanged(RVec::new(), RVec::new()));
+    h.settle();
+    assert!(
+        h.seen
+            .try_iter()
+            .all(|i| !matches!(i, CoordinatorInput::TopicScope { .. })),
+        "no scope for a closed connection"
+    );
+    h.shutdown();
+}
+
+/// Without an authorizer, or to a coordinator before ABI 3.9, no scope is sent.
+#[test]
+fn no_topic_scopes_without_an_authorizer_or_for_older_coordinators() {
+    for (minor, authz) in [
+        (None, crate::authz::RequestAuthz::allow_all()),
+        (Some(8), crate::authz::tests::ok_prefix_checks()),
+    ] {
+        let h = start(
+            Setup {
+                topic_ids: vec![topic_id("ok-a", 1)],
+                abi_minor: minor,
+                ..Setup::default()
+            },
+            Box::new(|_| vec![CoordinatorOutput::WantTopicScope { conn: 7 }]),
+        );
+        let _conn = h.attach_as(7, 4, authz);
+        h.settle();
+        assert!(
+            h.seen
+                .try_iter()
+                .all(|i| !matches!(i, CoordinatorInput::TopicScope { .. })),
+            "ABI minor {minor:?}"
+        );
+        h.shutdown();
+    }
 }

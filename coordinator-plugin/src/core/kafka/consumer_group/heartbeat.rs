@@ -5,6 +5,7 @@
 //! deadline (Kafka's `GroupMetadataManager.consumerGroupHeartbeat`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use drover_protocol::RebalanceRecord;
 use kafka_protocol::ResponseError;
@@ -374,13 +375,26 @@ fn update_member(
             subscription_changed = true;
         }
     }
+    // The topic scope of the connection it heartbeats on (`core::topic_scope`): a
+    // new one re-resolves its regex, and is a subscription change if its topics move.
+    if env.conn.is_some() {
+        m.conn = env.conn;
+    }
+    let mut rescoped = false;
+    if let Some(scope) = &env.scope {
+        if !m.scope.as_ref().is_some_and(|s| Arc::ptr_eq(s, scope)) {
+            m.scope = Some(Arc::clone(scope));
+            rescoped = m.regex.is_some();
+        }
+    }
     // Whether the member's topics only grew (a join, a wider subscription): the
     // group's metadata then only gains its new topics, without a pass over every
     // member (which made forming a group quadratic in its size).
     let mut grew_only = true;
-    if subscription_changed {
+    if subscription_changed || rescoped {
         let topics = m.resolve(env.topics, &mut BTreeMap::new());
         grew_only = m.topics.is_subset(&topics);
+        subscription_changed |= topics != m.topics;
         m.topics = topics;
     }
     if bump || subscription_changed {

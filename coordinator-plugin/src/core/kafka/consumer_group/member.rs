@@ -7,9 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use regex::Regex;
 
 use crate::core::result::Effects;
+use crate::core::topic_scope::{restrict, Scope};
 use crate::core::TimerKey;
 use crate::subscription::is_internal_topic;
-use crate::types::{GroupId, TopicName, TopicPartition};
+use crate::types::{ConnId, GroupId, TopicName, TopicPartition};
 
 /// Where a member is in its reconciliation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +46,11 @@ pub(super) struct Member {
     pub(super) names: BTreeSet<TopicName>,
     /// The pattern as sent and its compiled, anchored form.
     pub(super) regex: Option<(String, Regex)>,
+    /// The connection of its latest heartbeat.
+    pub(super) conn: Option<ConnId>,
+    /// The topic scope of that connection when last known: its regex matches only
+    /// these topics (`core::topic_scope`); `None` without an authorizer.
+    pub(super) scope: Option<Scope>,
     /// The server assignor it asked for, resolved to a loaded assignor.
     pub(super) server_assignor: Option<String>,
     /// The topics it subscribes to: its names, and the existing topics its regex
@@ -75,6 +81,8 @@ impl Member {
             rebalance_timeout_ms: 0,
             names: BTreeSet::new(),
             regex: None,
+            conn: None,
+            scope: None,
             server_assignor: None,
             topics: BTreeSet::new(),
             epoch: 0,
@@ -88,8 +96,9 @@ impl Member {
         }
     }
 
-    /// The topics this member subscribes to given the current topics; `cache` shares
-    /// the matches of a pattern between the members that use it.
+    /// The topics this member subscribes to given the current topics: its names, and
+    /// the matches of its regex within its topic scope; `cache` shares the matches of a
+    /// pattern between the members that use it.
     pub(super) fn resolve(
         &self,
         topics: &BTreeMap<TopicName, u32>,
@@ -104,7 +113,7 @@ impl Member {
                     .cloned()
                     .collect()
             });
-            out.extend(matches.iter().cloned());
+            out.extend(restrict(matches.iter(), self.scope.as_ref()).cloned());
         }
         out
     }

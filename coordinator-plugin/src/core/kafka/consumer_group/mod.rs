@@ -225,6 +225,10 @@ pub(crate) struct Env<'a> {
     pub assignment_interval_ms: u32,
     /// The maximum number of members of a group.
     pub max_group_size: usize,
+    /// The connection the request came on, if the call is a request's.
+    pub conn: Option<crate::types::ConnId>,
+    /// That connection's topic scope (`core::topic_scope`), if the host sent one.
+    pub scope: Option<crate::core::topic_scope::Scope>,
     /// Assignor runs that fell back to the default assignor during this call (the
     /// caller reports them as the `assignor_fallbacks` metric).
     pub fallbacks: std::cell::Cell<u64>,
@@ -297,6 +301,44 @@ impl ConsumerGroups {
                 g.compute_target_when_due(env);
             } else {
                 g.maybe_retry(env);
+            }
+        }
+    }
+
+    /// The topic scope of connection `conn` changed to `scope` (`core::topic_scope`):
+    /// every member whose latest heartbeat came on `conn` takes it; in each group where
+    /// a regex member's topics changed, the group epoch is bumped and a new target
+    /// computed. A pass over every KIP-848 member; the host sends scopes at attach, on
+    /// the refresh timer and after topic changes, and the core passes only changes on.
+    pub(crate) fn scope_changed(
+        &mut self,
+        groups: &mut Groups,
+        env: &Env<'_>,
+        conn: crate::types::ConnId,
+        scope: &crate::core::topic_scope::Scope,
+    ) {
+        let mut cache = BTreeMap::new();
+        for g in groups.consumers_mut() {
+            let mut changed = false;
+            for m in g.members.values_mut_unordered() {
+                if m.conn != Some(conn) {
+                    continue;
+                }
+                m.scope = Some(std::sync::Arc::clone(scope));
+                if m.regex.is_none() {
+                    continue;
+                }
+                let topics = m.resolve(env.topics, &mut cache);
+                if topics != m.topics {
+                    m.topics = topics;
+                    changed = true;
+                }
+            }
+            if changed {
+                g.metadata = g.compute_metadata(env.topics);
+                g.bump_epoch(RebalanceRecord::SUBSCRIPTION_CHANGE, env.now);
+                tracing::debug!(group = %g.id, epoch = g.epoch, "a member's topic scope changed");
+                g.compute_target_when_due(env);
             }
         }
     }
@@ -437,6 +479,11 @@ impl ConsumerGroup {
 }
 
 impl ConsumerGroup {
+    /// Whether member `id` subscribes with a regex.
+    pub(crate) fn member_has_regex(&self, id: &str) -> bool {
+        self.members.get(id).is_some_and(|m| m.regex.is_some())
+    }
+
     /// Whether the group has no member.
     pub(crate) fn is_empty(&self) -> bool {
         self.members.is_empty()

@@ -217,6 +217,8 @@ macro_rules! world_env {
             rebalance_settle_ms: $w.settle_ms,
             assignment_interval_ms: $w.assignment_interval_ms,
             max_group_size: $w.max_group_size,
+            conn: None,
+            scope: None,
             fallbacks: std::cell::Cell::new(0),
             failures: std::cell::Cell::new(0),
         }
