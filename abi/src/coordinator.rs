@@ -45,9 +45,9 @@
 //!    space of their own, apart from offset operations). Meanwhile every other input
 //!    is delivered as usual: one slow strategy holds only the groups waiting for it.
 //! 10. (3.9) Topic scopes: with an authorizer, every connection gets a
-//!    [`CoordinatorInput::TopicScope`] before its first frame; pattern subscriptions of
-//!    members on it match only those topics; [`CoordinatorOutput::WantTopicScope`] asks
-//!    for a fresh one, which arrives as another `TopicScope`.
+//!     [`CoordinatorInput::TopicScope`] before its first frame; pattern subscriptions
+//!     of members on it match only those topics; [`CoordinatorOutput::WantTopicScope`]
+//!     asks for a fresh one, which arrives as another `TopicScope`.
 
 pub mod metrics;
 

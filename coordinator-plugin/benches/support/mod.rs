@@ -403,6 +403,9 @@ impl Driver {
                 Output::StageTxnOffsets { .. } | Output::TxnCompletionApplied { .. } => {
                     panic!("native groups stage no transactional offsets")
                 }
+                Output::WantTopicScope { conn } => {
+                    panic!("no topic scope was sent, yet {conn}'s was asked for")
+                }
             }
         }
     }

@@ -230,7 +230,7 @@ mod tests {
     use super::*;
 
     fn names(ns: &[&str]) -> BTreeSet<TopicName> {
-        ns.iter().map(|n| TopicName::new(n)).collect()
+        ns.iter().copied().map(TopicName::new).collect()
     }
 
     #[test]
