@@ -51,6 +51,36 @@ pub trait Assignors {
         let _ = name;
         None
     }
+
+    /// Whether assignor `name` is loaded and serves share groups (assignor ABI 3.3,
+    /// `Assignor::share_groups_supported`). The default, `false`, keeps share groups on
+    /// the in-tree `simple` assignor; an assignor built before 3.3 answers `false`.
+    fn share_groups_supported(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
+
+    /// Runs share assignor `name` (assignor ABI 3.3, `Assignor::assign_share`): the
+    /// share-assignor contract, a partition possibly to several members. The default
+    /// answers `Unsupported`.
+    fn assign_share(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        let _ = (input, context);
+        Err(PluginError::unsupported(format!(
+            "assignor `{name}` does not serve share groups"
+        )))
+    }
+
+    /// Share assignor `name` as a call that may run on another thread (see
+    /// [`runner`](Self::runner)); `None` keeps calls inline.
+    fn share_runner(&self, name: &str) -> Option<AssignorRunner> {
+        let _ = name;
+        None
+    }
 }
 
 /// Loaded assignor plugins by name.
@@ -120,6 +150,33 @@ impl Assignors for AssignorSet {
             assignor.assign_with_context(input, context).into_result()
         }))
     }
+
+    fn share_groups_supported(&self, name: &str) -> bool {
+        self.assignors
+            .get(name)
+            .is_some_and(|a| a.share_groups_supported())
+    }
+
+    fn assign_share(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        match self.assignors.get(name) {
+            Some(a) => a.assign_share(input, context).into_result(),
+            None => Err(PluginError::invalid_input(format!(
+                "no assignor named `{name}` is loaded"
+            ))),
+        }
+    }
+
+    fn share_runner(&self, name: &str) -> Option<AssignorRunner> {
+        let assignor = self.assignors.get(name)?.clone();
+        Some(Arc::new(move |input, context| {
+            assignor.assign_share(input, context).into_result()
+        }))
+    }
 }
 
 impl<A: Assignors + ?Sized> Assignors for Box<A> {
@@ -139,6 +196,20 @@ impl<A: Assignors + ?Sized> Assignors for Box<A> {
     }
     fn runner(&self, name: &str) -> Option<AssignorRunner> {
         (**self).runner(name)
+    }
+    fn share_groups_supported(&self, name: &str) -> bool {
+        (**self).share_groups_supported(name)
+    }
+    fn assign_share(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        (**self).assign_share(name, input, context)
+    }
+    fn share_runner(&self, name: &str) -> Option<AssignorRunner> {
+        (**self).share_runner(name)
     }
 }
 
@@ -561,6 +632,75 @@ pub(crate) fn validate_against_input(
         })
         .collect();
     validate_assignment(&views, &topics, output)
+}
+
+/// Checks a share assignor's output against its input (the share-assignor contract,
+/// `drover_abi::assignor`, assignor ABI 3.3) and converts it: every partition of a
+/// subscribed topic assigned to at least one member subscribed to its topic (possibly
+/// several), nothing else, no unknown member, no member twice, no partition twice in
+/// one member. Members missing from the output get nothing.
+pub(crate) fn validate_share_against_input(
+    input: &AssignInput,
+    output: &Assignment,
+) -> Result<BTreeMap<ConsumerId, BTreeSet<TopicPartition>>, String> {
+    let subscribed: BTreeMap<&str, BTreeSet<&str>> = input
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.as_str(),
+                m.topics.iter().map(RString::as_str).collect(),
+            )
+        })
+        .collect();
+    let counts: BTreeMap<&str, u32> = input
+        .topics
+        .iter()
+        .map(|t| (t.name.as_str(), t.partitions))
+        .collect();
+    let mut result: BTreeMap<ConsumerId, BTreeSet<TopicPartition>> = BTreeMap::new();
+    let mut covered: BTreeSet<(&str, i32)> = BTreeSet::new();
+    for entry in output.members.iter() {
+        let id = entry.member_id.as_str();
+        let Some(topics) = subscribed.get(id) else {
+            return Err(format!("unknown member `{id}` in the output"));
+        };
+        let mut mine = BTreeSet::new();
+        for tps in entry.partitions.iter() {
+            let topic = tps.topic.as_str();
+            let Some(&count) = counts.get(topic) else {
+                return Err(format!("unknown topic `{topic}`"));
+            };
+            if !topics.contains(topic) {
+                return Err(format!(
+                    "member `{id}` got topic `{topic}` it does not subscribe to"
+                ));
+            }
+            for &p in tps.partitions.iter() {
+                if p < 0 || i64::from(p) >= i64::from(count) {
+                    return Err(format!("partition {topic}-{p} does not exist"));
+                }
+                if !mine.insert(TopicPartition::new(topic, p)) {
+                    return Err(format!("partition {topic}-{p} listed twice for `{id}`"));
+                }
+                covered.insert((topic, p));
+            }
+        }
+        if result.insert(ConsumerId::new(id), mine).is_some() {
+            return Err(format!("member `{id}` appears twice"));
+        }
+    }
+    for id in subscribed.keys() {
+        result.entry(ConsumerId::new(id)).or_default();
+    }
+    let wanted: BTreeSet<&str> = subscribed.values().flatten().copied().collect();
+    for topic in wanted {
+        let count = counts.get(topic).copied().unwrap_or(0).min(i32::MAX as u32) as i32;
+        if let Some(p) = (0..count).find(|&p| !covered.contains(&(topic, p))) {
+            return Err(format!("partition {topic}-{p} assigned to no one"));
+        }
+    }
+    Ok(result)
 }
 
 #[cfg(test)]

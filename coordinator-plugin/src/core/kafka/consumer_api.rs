@@ -94,8 +94,9 @@ fn consumer_env(cx: &mut Ctx) -> (Env<'_>, &mut Timers<TimerKey>) {
 }
 
 impl Ctx {
-    /// Reports the assignor fallbacks and failures a KIP-848 call counted in its `Env`.
-    fn count_fallbacks(&mut self, (fallbacks, failures): (u64, u64)) {
+    /// Reports the assignor fallbacks and failures a KIP-848 or share-group call counted
+    /// in its `Env`.
+    pub(super) fn count_fallbacks(&mut self, (fallbacks, failures): (u64, u64)) {
         if fallbacks > 0 {
             self.metric(CoordinatorCounter::AssignorFallbacks, fallbacks);
         }

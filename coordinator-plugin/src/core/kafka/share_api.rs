@@ -7,6 +7,7 @@
 //! host, [`crate::Input::TopicIds`]; a topic whose id the coordinator does not know is
 //! left out of an answer).
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 
 use kafka_protocol::messages::share_group_describe_response::{
@@ -24,6 +25,7 @@ use kafka_protocol::ResponseError;
 
 use super::consumer_api::{by_topic_id, s};
 use super::share_group::{Env, ShareHeartbeat};
+use crate::core::assigning::GroupAssignors;
 use crate::core::conn::SlotRef;
 use crate::core::groups::GroupKind;
 use crate::core::{Coordinator, Ctx, TimerKey};
@@ -37,8 +39,11 @@ fn share_env(cx: &mut Ctx) -> (Env<'_>, &mut Timers<TimerKey>) {
     let Ctx {
         config,
         topics,
+        partition_stats,
+        assignors,
         timers,
         now,
+        calls,
         ..
     } = cx;
     let env = Env {
@@ -49,8 +54,18 @@ fn share_env(cx: &mut Ctx) -> (Env<'_>, &mut Timers<TimerKey>) {
         max_group_size: config.share_max_group_size,
         max_groups: config.share_max_groups,
         max_subscription_topics: config.max_subscription_topics,
+        assignors: GroupAssignors::new(&**assignors, calls),
+        partition_stats,
+        config,
+        fallbacks: Cell::new(0),
+        failures: Cell::new(0),
     };
     (env, timers)
+}
+
+/// The assignor fallbacks and failures a call of the engine counted in its `Env`.
+fn counted(env: &Env<'_>) -> (u64, u64) {
+    (env.fallbacks.get(), env.failures.get())
 }
 
 impl Coordinator {
@@ -58,6 +73,8 @@ impl Coordinator {
     pub(crate) fn on_share_timers(&mut self, due: Vec<(GroupId, String)>) {
         let (env, timers) = share_env(&mut self.cx);
         let expired = self.kafka.share.expire(&mut self.groups, &env, timers, due);
+        let counts = counted(&env);
+        self.cx.count_fallbacks(counts);
         for (group, member) in expired {
             tracing::info!(%group, member, "share member fenced: session timeout");
             self.cx.metric(CoordinatorCounter::ShareMembersExpired, 1);
@@ -68,6 +85,23 @@ impl Coordinator {
     pub(crate) fn share_topics_changed(&mut self) {
         let (env, _) = share_env(&mut self.cx);
         self.kafka.share.topics_changed(&mut self.groups, &env);
+        let counts = counted(&env);
+        self.cx.count_fallbacks(counts);
+    }
+
+    /// The result of assignor call `call` of share group `group` arrived.
+    pub(crate) fn share_assignor_done(
+        &mut self,
+        group: &GroupId,
+        call: u64,
+        result: Result<drover_abi::assignor::Assignment, drover_abi::PluginError>,
+    ) {
+        let (env, _) = share_env(&mut self.cx);
+        self.kafka
+            .share
+            .assignor_done(&mut self.groups, &env, group, call, result);
+        let counts = counted(&env);
+        self.cx.count_fallbacks(counts);
     }
 
     pub(super) fn on_share_heartbeat(
@@ -129,6 +163,8 @@ impl Coordinator {
             .kafka
             .share
             .heartbeat(&mut self.groups, &env, timers, request);
+        let counts = counted(&env);
+        self.cx.count_fallbacks(counts);
         out.member_id = Some(s(reply.member_id));
         out.member_epoch = reply.member_epoch;
         out.heartbeat_interval_ms = reply.heartbeat_interval_ms;

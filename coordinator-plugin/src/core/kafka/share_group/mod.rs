@@ -42,6 +42,7 @@
 //! - **Offsets**: OffsetCommit, OffsetFetch and OffsetDelete on a share group are
 //!   GROUP_ID_NOT_FOUND, as Kafka's `ShareGroup` answers them.
 
+mod assign;
 mod group;
 pub(crate) mod simple;
 mod validate;
@@ -50,8 +51,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::ResponseError;
 
+use std::cell::Cell;
+
+use drover_abi::assignor::Assignment;
+use drover_abi::PluginError;
+
+use crate::config::CoordinatorConfig;
+use crate::core::assigning::GroupAssignors;
 use crate::core::groups::{Group, Groups};
 use crate::core::TimerKey;
+use crate::partition_stats::PartitionStats;
 use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
@@ -136,7 +145,29 @@ pub(crate) struct Env<'a> {
     pub max_groups: usize,
     /// `max_subscription_topics`.
     pub max_subscription_topics: usize,
+    /// The loaded assignors, and where calls handed to the host are recorded.
+    pub assignors: GroupAssignors<'a>,
+    /// The host's latest partition table, for the share assignor's context.
+    pub partition_stats: &'a PartitionStats,
+    /// `share_assignor` and `share_group_assignors`: which assignor each group selects.
+    pub config: &'a CoordinatorConfig,
+    /// Runs that fell back to `simple` (`assignor_fallbacks`), counted by the engine.
+    pub fallbacks: Cell<u64>,
+    /// Calls that failed (`assignor_failures`), counted by the engine.
+    pub failures: Cell<u64>,
 }
+
+impl Env<'_> {
+    /// The share assignor group `group` selects.
+    pub(crate) fn selected_assignor(&self, group: &GroupId) -> &str {
+        self.config.share_assignor_for(group.as_str())
+    }
+}
+
+/// The heartbeat interval, ms, told to members of a group whose assignor call runs on
+/// a host thread: its result is a new epoch, which they take on their next heartbeat
+/// (Drover's rule; KIP-932 has no in-flight assignment).
+pub(crate) const ASSIGNING_HEARTBEAT_INTERVAL_MS: u32 = 500;
 
 /// The share-group engine's operations over the coordinator's group table, where each
 /// share group is a [`Group::Share`] (the table counts them, [`Groups::share_count`]).
@@ -245,7 +276,7 @@ impl ShareGroups {
             m.client_host.clone_from(&req.client_host);
         }
         if bump {
-            g.bump_and_assign(env.topics);
+            g.bump_and_assign(env);
         }
         // The member takes its target at once (no revocation step).
         let target = g.target.get(&req.member_id).cloned().unwrap_or_default();
@@ -259,11 +290,18 @@ impl ShareGroups {
         m.assigned = target;
         m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
         timers.set(timer_key(&g.id, &m.id), Some(m.session_deadline));
+        let interval = if g.assigning.is_some() {
+            env.heartbeat_interval_ms
+                .min(ASSIGNING_HEARTBEAT_INTERVAL_MS)
+        } else {
+            env.heartbeat_interval_ms
+        };
+        let m = g.members.get(&req.member_id).expect("present");
         Ok(ShareHeartbeatAnswer {
             error: None,
             member_id: m.id.clone(),
             member_epoch: m.epoch,
-            heartbeat_interval_ms: i32::try_from(env.heartbeat_interval_ms).unwrap_or(i32::MAX),
+            heartbeat_interval_ms: i32::try_from(interval).unwrap_or(i32::MAX),
             assignment: (req.member_epoch == JOIN_EPOCH || assignment_changed)
                 .then(|| m.assigned.clone()),
         })
@@ -285,7 +323,7 @@ impl ShareGroups {
         }
         tracing::info!(group = %g.id, member = %req.member_id, "share member leaves");
         timers.set(timer_key(&g.id, &req.member_id), None);
-        g.bump_and_assign(env.topics);
+        g.bump_and_assign(env);
         Ok(ShareHeartbeatAnswer {
             error: None,
             member_id: req.member_id.clone(),
@@ -325,7 +363,7 @@ impl ShareGroups {
         }
         for group in touched {
             if let Some(g) = groups.share_mut(&group) {
-                g.bump_and_assign(env.topics);
+                g.bump_and_assign(env);
             }
         }
         out
@@ -336,8 +374,27 @@ impl ShareGroups {
     pub(crate) fn topics_changed(&mut self, groups: &mut Groups, env: &Env<'_>) {
         for g in groups.shares_mut() {
             if g.compute_metadata(env.topics) != g.metadata {
-                g.bump_and_assign(env.topics);
+                g.bump_and_assign(env);
             }
+        }
+    }
+
+    /// The result of assignor call `call` of share group `group` arrived: installed as
+    /// its target (or `simple`'s, when it failed), or dropped when the group no longer
+    /// waits for it.
+    pub(crate) fn assignor_done(
+        &mut self,
+        groups: &mut Groups,
+        env: &Env<'_>,
+        group: &GroupId,
+        call: u64,
+        result: Result<Assignment, PluginError>,
+    ) {
+        let taken = groups
+            .share_mut(group)
+            .is_some_and(|g| g.assignor_done(env, call, result));
+        if !taken {
+            tracing::debug!(%group, call, "share assignor result no longer awaited");
         }
     }
 
@@ -373,7 +430,7 @@ fn check_epoch(m: &ShareMember, received: i32) -> Result<(), Failure> {
 
 impl ShareGroup {
     /// What ShareGroupDescribe shows of the group.
-    pub(crate) fn described(&self) -> (&'static str, i32, i32, &'static str) {
+    pub(crate) fn described(&self) -> (&'static str, i32, i32, &str) {
         (
             self.state_name(),
             self.epoch,
