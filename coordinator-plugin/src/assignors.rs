@@ -794,6 +794,57 @@ mod tests {
     }
 
     #[test]
+    fn a_share_output_may_share_partitions_but_must_cover_them() {
+        let member = |id: &str, topics: &[&str]| AssignorMember {
+            member_id: id.into(),
+            topics: topics.iter().map(|t| RString::from(*t)).collect(),
+            owned: RVec::new(),
+            rack: None.into(),
+            weight: 1,
+        };
+        let input = AssignInput {
+            group: "g".into(),
+            members: vec![member("c1", &["a"]), member("c2", &["a", "b"])].into(),
+            topics: vec![TopicInfo::new("a", 2), TopicInfo::new("b", 1)].into(),
+        };
+        let out = |entries: &[(&str, &[(&str, &[i32])])]| Assignment {
+            members: entries
+                .iter()
+                .map(|(m, tps)| MemberAssignment {
+                    member_id: (*m).into(),
+                    partitions: tps
+                        .iter()
+                        .map(|(t, ps)| TopicPartitions::new(*t, ps.to_vec()))
+                        .collect::<Vec<_>>()
+                        .into(),
+                })
+                .collect::<Vec<_>>()
+                .into(),
+        };
+        // a-0 and a-1 held by both members: fine.
+        let shared = out(&[
+            ("c1", &[("a", &[0, 1])]),
+            ("c2", &[("a", &[0, 1]), ("b", &[0])]),
+        ]);
+        let r = validate_share_against_input(&input, &shared).unwrap();
+        assert_eq!(r[&ConsumerId::new("c1")].len(), 2);
+        // b-0 to c1, which does not subscribe to b.
+        let bad = out(&[("c1", &[("a", &[0, 1]), ("b", &[0])])]);
+        assert!(validate_share_against_input(&input, &bad).is_err());
+        // b-0 held by no one.
+        let gap = out(&[("c1", &[("a", &[0, 1])]), ("c2", &[("a", &[1])])]);
+        let e = validate_share_against_input(&input, &gap).unwrap_err();
+        assert_eq!(e, "partition b-0 assigned to no one");
+        // A partition twice in one member, out of range, an unknown member.
+        let twice = out(&[("c2", &[("a", &[0, 1]), ("a", &[1]), ("b", &[0])])]);
+        assert!(validate_share_against_input(&input, &twice).is_err());
+        let range = out(&[("c2", &[("a", &[0, 1, 2]), ("b", &[0])])]);
+        assert!(validate_share_against_input(&input, &range).is_err());
+        let stranger = out(&[("c2", &[("a", &[0, 1]), ("b", &[0])]), ("c9", &[])]);
+        assert!(validate_share_against_input(&input, &stranger).is_err());
+    }
+
+    #[test]
     fn output_is_checked() {
         let c1 = ConsumerId::new("c1");
         let c2 = ConsumerId::new("c2");

@@ -589,16 +589,23 @@ proptest::proptest! {
     /// group's epoch: every member is at the assignment epoch (equal to the group
     /// epoch), every partition of a topic some member subscribes to is held by at least
     /// one member, and only a topic's subscribers hold its partitions. Epochs never go
-    /// back.
+    /// back. The same with the group's assignor `simple`, a share assignor plugin
+    /// (`fan-out`) called inline or off the coordinator thread, or one whose output
+    /// breaks the share contract (`share-broken`, replaced by `simple`).
     #[test]
     fn after_every_member_heartbeats_the_subscribed_partitions_are_covered(
-        steps in proptest::collection::vec(step(), 1..40)
+        steps in proptest::collection::vec(step(), 1..40),
+        assignor in proptest::sample::select(vec!["simple", "fan-out", "share-broken"]),
+        threaded in proptest::bool::ANY,
     ) {
-        let mut h = Harness::with_config(CoordinatorConfig {
+        let assignors = common::TestAssignors::default();
+        let assignors = if threaded { assignors.threaded() } else { assignors };
+        let mut h = Harness::with_assignors(CoordinatorConfig {
             share_session_timeout_ms: 10_000,
             share_heartbeat_interval_ms: 1_000,
+            share_assignor: assignor.into(),
             ..config()
-        });
+        }, assignors);
         let c = h.connect();
         let mut told: BTreeMap<usize, i32> = BTreeMap::new();
         let mut last_epoch = 0;

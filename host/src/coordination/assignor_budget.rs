@@ -650,6 +650,63 @@ mod tests {
         assert!(b.slow().is_none());
     }
 
+    /// A share assignor (assignor ABI 3.3): its `assign_share` runs on a worker
+    /// under the budget like any call (and `assign` never does for it).
+    struct Sharer(Arc<AtomicU64>);
+
+    impl Assignor for Sharer {
+        fn assign(&self, _: &AssignInput) -> RResult<Assignment, PluginError> {
+            RResult::RErr(PluginError::internal("not for share groups"))
+        }
+
+        fn share_groups_supported(&self) -> bool {
+            true
+        }
+
+        fn assign_share(
+            &self,
+            input: &AssignInput,
+            _: AssignContextRef<'_>,
+        ) -> RResult<Assignment, PluginError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            RResult::ROk(Assignment {
+                members: vec![MemberAssignment {
+                    member_id: input.group.clone(),
+                    partitions: RVec::new(),
+                }]
+                .into(),
+            })
+        }
+    }
+
+    #[test]
+    fn share_calls_pass_the_budget_only_to_assignors_that_serve_share_groups() {
+        // Sleepy serves no share groups (as an assignor built before 3.3).
+        let (_, _, calls, sleepy) = budget(5_000, 0);
+        assert!(!sleepy.share_groups_supported());
+        let e = empty_context(|c| sleepy.assign_share(&input("g"), c).into_result()).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unsupported);
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "never entered the plugin");
+        let shares = Arc::new(AtomicU64::new(0));
+        let inner = RArc::new(Assignor_TO::from_value(
+            Sharer(Arc::clone(&shares)),
+            TD_Opaque,
+        ));
+        let b = Arc::new(Budget::new(
+            "sharer",
+            inner,
+            Duration::from_millis(5_000),
+            Arc::new(Metrics::new()),
+            Overdue::default(),
+        ));
+        let a = Budgeted::arc(Arc::clone(&b));
+        assert!(a.share_groups_supported());
+        let out = empty_context(|c| a.assign_share(&input("q"), c).into_result()).unwrap();
+        assert_eq!(out.members[0].member_id.as_str(), "q");
+        assert_eq!(shares.load(Ordering::SeqCst), 1);
+        assert_eq!(b.lock().threads, 1, "run on a worker");
+    }
+
     #[test]
     fn a_call_past_its_budget_is_abandoned_and_the_plugin_is_slow_until_it_returns() {
         let (b, sleep, calls, a) = budget(50, 400);
