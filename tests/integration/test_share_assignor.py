@@ -87,7 +87,7 @@ def test_a_share_group_runs_the_share_assignor_plugin_it_selects(broker_factory,
     def fanned():
         groups = share_describe(b, [FANNED])
         g = groups[0] if groups else None
-        if g is None or g.error != 0 or len(g.members) != 3:
+        if g is None or g.error_code != 0 or len(g.members) != 3:
             return None
         if any(m.assignment.get(topic) != [0, 1] for m in g.members):
             return None
