@@ -104,6 +104,13 @@ impl AssignorSet {
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.assignors.keys().map(String::as_str)
     }
+
+    /// Assignor `name`. Errors: `InvalidInput` when none of that name is loaded.
+    fn named(&self, name: &str) -> Result<&AssignorArc, PluginError> {
+        self.assignors.get(name).ok_or_else(|| {
+            PluginError::invalid_input(format!("no assignor named `{name}` is loaded"))
+        })
+    }
 }
 
 impl FromIterator<drover_abi::coordinator::NamedAssignor> for AssignorSet {
@@ -122,12 +129,7 @@ impl Assignors for AssignorSet {
     }
 
     fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError> {
-        match self.assignors.get(name) {
-            Some(a) => a.assign(input).into_result(),
-            None => Err(PluginError::invalid_input(format!(
-                "no assignor named `{name}` is loaded"
-            ))),
-        }
+        self.named(name)?.assign(input).into_result()
     }
 
     fn assign_with_context(
@@ -136,12 +138,9 @@ impl Assignors for AssignorSet {
         input: &AssignInput,
         context: AssignContextRef<'_>,
     ) -> Result<Assignment, PluginError> {
-        match self.assignors.get(name) {
-            Some(a) => a.assign_with_context(input, context).into_result(),
-            None => Err(PluginError::invalid_input(format!(
-                "no assignor named `{name}` is loaded"
-            ))),
-        }
+        self.named(name)?
+            .assign_with_context(input, context)
+            .into_result()
     }
 
     fn runner(&self, name: &str) -> Option<AssignorRunner> {
@@ -163,12 +162,7 @@ impl Assignors for AssignorSet {
         input: &AssignInput,
         context: AssignContextRef<'_>,
     ) -> Result<Assignment, PluginError> {
-        match self.assignors.get(name) {
-            Some(a) => a.assign_share(input, context).into_result(),
-            None => Err(PluginError::invalid_input(format!(
-                "no assignor named `{name}` is loaded"
-            ))),
-        }
+        self.named(name)?.assign_share(input, context).into_result()
     }
 
     fn share_runner(&self, name: &str) -> Option<AssignorRunner> {

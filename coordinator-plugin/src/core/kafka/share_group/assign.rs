@@ -129,16 +129,11 @@ impl ShareGroup {
         call: u64,
         result: Result<Assignment, PluginError>,
     ) -> bool {
-        match self.assigning.take() {
-            Some(waiting) if waiting.call == call => {
-                self.complete(env, waiting, result);
-                true
-            }
-            other => {
-                self.assigning = other;
-                false
-            }
-        }
+        let Some(waiting) = self.assigning.take_if(|w| w.call == call) else {
+            return false;
+        };
+        self.complete(env, waiting, result);
+        true
     }
 
     /// Installs a call's checked output as the target; a failed call or a broken
