@@ -801,7 +801,8 @@ mod tests {
             members: vec![member("c1", &["a"]), member("c2", &["a", "b"])].into(),
             topics: vec![TopicInfo::new("a", 2), TopicInfo::new("b", 1)].into(),
         };
-        let out = |entries: &[(&str, &[(&str, &[i32])])]| Assignment {
+        type Spec<'a> = &'a [(&'a str, &'a [(&'a str, &'a [i32])])];
+        let out = |entries: Spec<'_>| Assignment {
             members: entries
                 .iter()
                 .map(|(m, tps)| MemberAssignment {
