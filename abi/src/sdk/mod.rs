@@ -143,7 +143,7 @@ pub trait AssignorPlugin: PluginInfo + Send + Sync + Sized + 'static {
     /// Computes a share group's target meeting the share-assignor contract in
     /// [`crate::assignor`] (every subscribed partition to at least one subscriber, a
     /// partition possibly to several; deterministic). `input.members[i].owned` is the
-    /// member's part of the target in force. [`assignor::share_by_topic`] and
+    /// member's part of the target in force. [`assignor::run_share`] and
     /// [`assignor::Context`] help. The default answers `Unsupported`.
     fn assign_share(
         &self,
