@@ -92,9 +92,11 @@ bg_start() {
   echo "== $name (in the background: target/ci-logs/$name.log)"
   bg_t0[$name]=$(date +%s)
   rm -f "target/ci-logs/$name.end"
-  # The job notes when it ended: its time is not when it is waited for.
-  ( rc=0; "$@" >"target/ci-logs/$name.log" 2>&1 || rc=$?
-    date +%s >"target/ci-logs/$name.end"; exit "$rc" ) &
+  # The job notes when it ended: its time is not when it is waited for. It runs in a
+  # process group of its own (setsid), so that stopping the run stops everything it
+  # started, not only its shell.
+  LOG="target/ci-logs/$name.log" END="target/ci-logs/$name.end" setsid bash -c \
+    'rc=0; "$@" >"$LOG" 2>&1 || rc=$?; date +%s >"$END"; exit "$rc"' bg-job "$@" &
   bg_pid[$name]=$!
 }
 bg_start_nice() { local name=$1; shift; bg_start "$name" nice -n 10 "$@"; }
@@ -108,7 +110,13 @@ bg_wait() {
   end=$(cat "target/ci-logs/$name.end" 2>/dev/null || date +%s)
   local took=$((end - bg_t0[$name])) waited=$((SECONDS - w0))
   echo "== $name (background) done: $took s, waited $waited s for it; end of its log:"
-  tail -n 40 "target/ci-logs/$name.log" | sed 's/^/   | /'
+  # A failure's story may be far from the end (a failed test binary's output is
+  # printed when it ends): then the failures and what surrounds them, and more tail.
+  if [[ $rc -ne 0 ]]; then
+    grep -n -B5 -A40 -E "panicked at|FAILED|^error" "target/ci-logs/$name.log" | head -n 400 \
+      | sed 's/^/   ! /'
+  fi
+  tail -n "$([[ $rc -eq 0 ]] && echo 40 || echo 120)" "target/ci-logs/$name.log" | sed 's/^/   | /'
   stage_lines+=("$(printf '%-32s %5d s' "$name (bg)" "$took") (waited $waited s)$([[ $rc -eq 0 ]] || echo "  FAILED ($rc)")")
   if [[ $rc -ne 0 ]]; then
     summary
@@ -123,8 +131,9 @@ bg_check() {
     fi
   done
 }
-# Background jobs die with the script.
-trap 'jobs -p | xargs -r kill 2>/dev/null || true' EXIT
+# Background jobs die with the script, with every process they started (each job's
+# process group: its pid is the group's id).
+trap 'for p in "${bg_pid[@]}"; do kill -- "-$p" 2>/dev/null || true; done' EXIT
 
 # Debian packages, the Python virtualenv and kafkajs: network and disk, no compiling;
 # runs while cargo builds.
@@ -173,20 +182,25 @@ lint() {
 }
 # `nice` runs a program, not a function: hand the function to a bash of its own.
 bg_start_nice clippy-rustdoc bash -c "$(declare -f lint); lint"
-bg_start_nice fuzz-build scripts/fuzz-smoke.sh --build
+# The fuzz targets' build, then their smoke run (SECONDS_PER_TARGET each, time-bound:
+# with less CPU it runs fewer inputs, not longer), in one background job.
+bg_start_nice fuzz scripts/fuzz-smoke.sh
 
 # One build of every test binary, the broker and the plugins (the same command as
 # scripts/integration-tests.sh's, so the integration stage compiles nothing).
 stage "build (tests, broker, plugins)" scripts/integration-tests.sh --build-only
 bg_check
-# `cargo test --workspace`, its binaries three at a time (they mostly wait on real
-# servers; scripts/run-test-binaries.py), then the doc-tests.
-stage "cargo test" bash -c \
-  'rc=0; scripts/run-test-binaries.py || rc=$?; cargo test --workspace --doc || rc=$?; exit $rc'
-bg_check
+# The two test suites overlap: both mostly wait (on real ZooKeeper, PostgreSQL and
+# brokers, on timers); the integration suite alone kept the two cores 73% busy
+# (docs/benchmarks.md, "CI stage times"). `cargo test --workspace` runs in the
+# background at a little lower priority than the integration tests (nice 5; the
+# background builds have 10), its binaries three at a time
+# (scripts/run-test-binaries.py), then the doc-tests.
 bg_wait install-test-deps
+bg_start cargo-test nice -n 5 bash -c \
+  'rc=0; scripts/run-test-binaries.py || rc=$?; cargo test --workspace --doc || rc=$?; exit $rc'
 stage "integration tests" scripts/integration-tests.sh --no-build
+bg_wait cargo-test
 bg_wait clippy-rustdoc
-bg_wait fuzz-build
-stage "fuzz smoke run" scripts/fuzz-smoke.sh --run
+bg_wait fuzz
 summary

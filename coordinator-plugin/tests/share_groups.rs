@@ -217,10 +217,14 @@ fn epochs_fence_newer_and_stale_heartbeats_and_accept_a_lost_answer() {
     let r = h.call(c, 1, join("q", &mid(1), &["orders"]));
     assert_eq!((r.error_code, r.member_epoch), (0, 4));
     assert!(r.assignment.is_some());
-    // An unknown member id is UNKNOWN_MEMBER_ID; an unknown group GROUP_ID_NOT_FOUND.
+    // An unknown member id is UNKNOWN_MEMBER_ID, and so is a heartbeat of a group the
+    // coordinator does not know (the client rejoins); a leave of one is
+    // GROUP_ID_NOT_FOUND.
     let r = h.call(c, 1, beat("q", &mid(9), 4));
     assert_eq!(r.error_code, E::UnknownMemberId.code());
     let r = h.call(c, 1, beat("nope", &mid(1), 4));
+    assert_eq!(r.error_code, E::UnknownMemberId.code());
+    let r = h.call(c, 1, beat("nope", &mid(1), -1));
     assert_eq!(r.error_code, E::GroupIdNotFound.code());
 }
 
@@ -541,10 +545,16 @@ fn a_share_group_dropped_with_its_slot_leaves_no_deadline() {
         slot: 1,
         stopped_ms: h.now,
     });
+    // The slot back (as at a new owner after a fail-over): the group is unknown here,
+    // so the member's heartbeat is UNKNOWN_MEMBER_ID, never GROUP_ID_NOT_FOUND (fatal
+    // to librdkafka's share consumer), and its epoch-0 rejoin recreates the group.
     let r = h.call(c, 1, beat(&group, &mid(1), 1));
-    assert_eq!(r.error_code, E::GroupIdNotFound.code());
+    assert_eq!(r.error_code, E::UnknownMemberId.code());
     let r = h.call(c, 1, join(&group, &mid(1), &["orders"]));
     assert_eq!((r.error_code, r.member_epoch), (0, 1));
+    assert!(r.assignment.is_some());
+    let d = describe(&mut h, &[&group]);
+    assert_eq!(d.groups[0].members.len(), 1);
 }
 
 /// One step of the property test below.

@@ -128,6 +128,11 @@ pub struct ShareSection {
     /// when needed); when every one holds acquired records, the new one is answered
     /// `COORDINATOR_LOAD_IN_PROGRESS` (retriable). This broker's. Default 10000.
     pub max_share_partitions: usize,
+    /// Most share-partitions with series of their own (labels group, topic, partition)
+    /// in `GET /metrics`, the first in (group, topic, partition) order; the rest count
+    /// only in the broker-wide share metrics. Bounds the series a scrape holds. 0: none.
+    /// Default 100.
+    pub metrics_max_share_partitions: usize,
 }
 
 impl Default for ShareSection {
@@ -142,6 +147,7 @@ impl Default for ShareSection {
             max_sessions_per_client: 100,
             session_idle_ms: 120_000,
             max_share_partitions: 10_000,
+            metrics_max_share_partitions: 100,
         }
     }
 }

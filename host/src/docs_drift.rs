@@ -188,6 +188,11 @@ fn metric_names() -> BTreeSet<String> {
     let txn = crate::txn::TxnCoordinator::open(dir.path(), limits).unwrap();
     let mut text = crate::metrics::Metrics::new().render(&[("t".into(), 0, 1, 1)]);
     text.push_str(&crate::txn::metrics::render(&txn));
+    text.push_str(&crate::share::metrics::render(
+        &[],
+        &drover_share::ShareCounters::default(),
+        0,
+    ));
     text.lines()
         .filter_map(|line| line.strip_prefix("# TYPE "))
         .map(|rest| {

@@ -42,8 +42,13 @@ use drover_tests::{
 };
 use zookeeper_client as zk;
 
-/// The broker's session timeout in these tests, ms (the test server allows 1–10 s).
+/// The broker's session timeout in the outage test, ms (the test server allows 1–10 s):
+/// short, so the test waits little for the session to be given up.
 const SESSION_TIMEOUT_MS: u64 = 2_000;
+/// The broker's session timeout where nothing waits on it, ms: the client counts a
+/// connection as lost after a fraction of the session timeout without a response, and
+/// a 100,000-offset commit on two loaded cores took longer than 2 s's share (800 ms).
+const RELAXED_SESSION_TIMEOUT_MS: u64 = 8_000;
 /// The store's metadata limit in these tests.
 const MAX_METADATA: usize = 1_000;
 
@@ -67,10 +72,16 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// A broker in cluster mode on `server`, in a chroot of its own, without plugins or
-/// coordinator; returns it once its ZooKeeper session is up, with its chroot.
-fn start_broker(rt: &tokio::runtime::Runtime, server: &ZkServer, root: &Path) -> (Running, String) {
+/// coordinator, with a ZooKeeper session of `session_timeout_ms`; returns it once its
+/// session is up, with its chroot.
+fn start_broker(
+    rt: &tokio::runtime::Runtime,
+    server: &ZkServer,
+    root: &Path,
+    session_timeout_ms: u64,
+) -> (Running, String) {
     let chroot = unique_chroot("lent");
-    let extra = format!("session_timeout_ms = {SESSION_TIMEOUT_MS}\n");
+    let extra = format!("session_timeout_ms = {session_timeout_ms}\n");
     let running = cluster_broker::start(rt, &server.connect(), root, &chroot, 1, &extra);
     (running, chroot)
 }
@@ -229,7 +240,7 @@ fn conformance_over_the_brokers_session() {
     let server = ZkServer::shared();
     let rt = runtime();
     let root = tempfile::tempdir().unwrap();
-    let (running, chroot) = start_broker(&rt, server, root.path());
+    let (running, chroot) = start_broker(&rt, server, root.path(), RELAXED_SESSION_TIMEOUT_MS);
     let session = lent_session(&running);
     assert_ne!(session.session_id(), 0, "the broker is connected");
 
@@ -286,7 +297,7 @@ fn default_root_is_the_brokers_chroot_and_connect_is_ignored() {
     let server = ZkServer::shared();
     let rt = runtime();
     let root = tempfile::tempdir().unwrap();
-    let (running, chroot) = start_broker(&rt, server, root.path());
+    let (running, chroot) = start_broker(&rt, server, root.path(), RELAXED_SESSION_TIMEOUT_MS);
     let session = lent_session(&running);
     let dir = PluginDir::new();
     // A `connect` naming nothing: ignored, the broker's session is used.
@@ -399,7 +410,7 @@ fn zookeeper_outage_and_session_expiry_under_the_store() {
     let server = ZkServer::start();
     let rt = runtime();
     let root = tempfile::tempdir().unwrap();
-    let (running, _chroot) = start_broker(&rt, &server, root.path());
+    let (running, _chroot) = start_broker(&rt, &server, root.path(), SESSION_TIMEOUT_MS);
     let session = lent_session(&running);
     let dir = PluginDir::new();
     let store = open_lent(&dir, "", &session);

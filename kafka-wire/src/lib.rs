@@ -74,8 +74,11 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::ShareFetch,
     ApiKey::ShareAcknowledge,
     // Share groups' start offsets from the offset store (drover_host::server::handlers::
-    // describe_share_group_offsets).
+    // describe_share_group_offsets), and setting or deleting them for an empty share
+    // group (alter_share_group_offsets, delete_share_group_offsets).
     ApiKey::DescribeShareGroupOffsets,
+    ApiKey::AlterShareGroupOffsets,
+    ApiKey::DeleteShareGroupOffsets,
 ];
 
 /// The versions of `key` this broker serves, if it serves it.
@@ -353,6 +356,12 @@ mod tests {
             ApiKey::ShareAcknowledge => ShareAcknowledgeRequest::default().encode(out, version),
             ApiKey::DescribeShareGroupOffsets => {
                 DescribeShareGroupOffsetsRequest::default().encode(out, version)
+            }
+            ApiKey::AlterShareGroupOffsets => {
+                AlterShareGroupOffsetsRequest::default().encode(out, version)
+            }
+            ApiKey::DeleteShareGroupOffsets => {
+                DeleteShareGroupOffsetsRequest::default().encode(out, version)
             }
             // Every served API has its arm above (`every_served_api_is_encoded`).
             _ => return false,

@@ -18,15 +18,18 @@
 //! - [`log_input`]: what the log returned, classified for delivery.
 //! - [`partition`]: the state machine.
 //! - [`snapshot`]: the persisted form of a share-partition's state.
+//! - [`stats`]: what a share-partition holds and did, for the admin API and metrics.
 
 pub mod config;
 pub mod log_input;
 pub mod partition;
 pub mod record_state;
 pub mod snapshot;
+pub mod stats;
 
 pub use config::{AutoOffsetReset, ConfigError, ShareLimits};
 pub use log_input::{AbortedRange, LogBatch};
 pub use partition::{AckBatch, AckError, Acquired, AcquiredRange, MemberId, SharePartition};
 pub use record_state::{AckType, RecordState};
 pub use snapshot::{ShareSnapshot, StateRun};
+pub use stats::{ShareCounters, ShareStats, WindowCounts, DELIVERY_BUCKETS};

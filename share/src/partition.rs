@@ -27,6 +27,7 @@ use crate::{
     log_input::{AbortedRange, LogBatch},
     record_state::{AckType, RecordState},
     snapshot::{ShareSnapshot, StateRun},
+    stats::{ShareCounters, ShareStats, WindowCounts},
 };
 
 /// A share-group member's id (the member id of its ShareGroupHeartbeat and share
@@ -145,6 +146,8 @@ pub struct SharePartition {
     slots: VecDeque<Slot>,
     /// (lock deadline ms, offset) of every acquired offset.
     locks: BTreeSet<(i64, i64)>,
+    /// What happened since it was made or loaded (not persisted).
+    counters: ShareCounters,
 }
 
 impl SharePartition {
@@ -157,6 +160,7 @@ impl SharePartition {
             state_epoch: 0,
             slots: VecDeque::new(),
             locks: BTreeSet::new(),
+            counters: ShareCounters::default(),
         }
     }
 
@@ -170,6 +174,7 @@ impl SharePartition {
             return None;
         }
         let mut slots = VecDeque::new();
+        let mut counters = ShareCounters::default();
         for run in &snapshot.runs {
             let state = match run.state {
                 RecordState::Acquired | RecordState::Available
@@ -186,6 +191,9 @@ impl SharePartition {
                 return None;
             }
             for _ in 0..len {
+                if state == RecordState::Archived && run.state != RecordState::Archived {
+                    counters.finished(state);
+                }
                 slots.push_back(Slot {
                     state,
                     delivery_count: run.delivery_count,
@@ -200,6 +208,7 @@ impl SharePartition {
             state_epoch: snapshot.state_epoch.saturating_add(1),
             slots,
             locks: BTreeSet::new(),
+            counters,
         };
         partition.advance_start();
         Some(partition)
@@ -228,6 +237,27 @@ impl SharePartition {
     /// How many offsets are acquired now.
     pub fn acquired_count(&self) -> usize {
         self.locks.len()
+    }
+
+    /// What operators see of it (`stats`): the start and end offsets, the window's
+    /// records by state (one pass over the window, at most `max_record_locks` offsets)
+    /// and the counters since it was made or loaded.
+    pub fn stats(&self) -> ShareStats {
+        let mut window = WindowCounts::default();
+        for slot in &self.slots {
+            window.add(slot.state, 1);
+        }
+        ShareStats {
+            start_offset: self.start,
+            end_offset: self.end_offset(),
+            window,
+            counters: self.counters,
+        }
+    }
+
+    /// The counters since it was made or loaded.
+    pub fn counters(&self) -> ShareCounters {
+        self.counters
     }
 
     /// The state and delivery count of `offset`: `None` outside the window (below the
@@ -308,6 +338,7 @@ impl SharePartition {
                 changed = true;
                 if aborted_here {
                     slot.state = RecordState::Archived;
+                    self.counters.finished(RecordState::Archived);
                 } else {
                     slot.state = RecordState::Acquired;
                     slot.delivery_count = slot.delivery_count.saturating_add(1);
@@ -316,6 +347,7 @@ impl SharePartition {
                     self.locks.insert((deadline, offset));
                     out.count += 1;
                     let count = slot.delivery_count;
+                    self.counters.delivered(count);
                     match out.ranges.last_mut() {
                         Some(r) if r.last_offset + 1 == offset && r.delivery_count == count => {
                             r.last_offset = offset;
@@ -496,6 +528,7 @@ impl SharePartition {
         } else {
             to
         };
+        self.counters.finished(slot.state);
     }
 
     /// Moves the start offset over the done-with offsets at the window's front.

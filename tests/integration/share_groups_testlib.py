@@ -1,6 +1,8 @@
-"""Raw ShareGroupHeartbeat v1 (API 76) and ShareGroupDescribe v1 (API 77) frames
-(KIP-932; both flexible), which the Python clients do not expose: confluent-kafka 2.16's
-AdminClient has no describe_share_groups."""
+"""Share-group test helpers (KIP-932): confluent-kafka's ShareConsumer and group configs,
+and raw frames of what the Python clients do not expose — ShareGroupHeartbeat v1 (76),
+ShareGroupDescribe v1 (77), DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91)
+and DeleteShareGroupOffsets (92), all flexible: confluent-kafka 2.16's AdminClient has
+no share-group methods."""
 
 from __future__ import annotations
 
@@ -8,8 +10,44 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
-from drover_testlib import RawConn, uvarint
+from confluent_kafka import ShareConsumer
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from drover_testlib import Msg, RawConn, ck_admin, ck_produce, unique_topic, uvarint
 from kafka_groups_testlib import _compact_str, _read_compact_str, _read_uvarint, _skip_tags
+
+# Short sessions and heartbeats keep the tests quick (Kafka: 45000 ms, 5000 ms).
+SHARE = {"share_session_timeout_ms": 6000, "share_heartbeat_interval_ms": 500}
+
+
+def group_config(b, group: str, **configs) -> None:
+    """Sets group configs (names with `_` for `.`)."""
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in configs.items()])
+    a = ck_admin(b)
+    a.incremental_alter_configs([res], request_timeout=30)[res].result(timeout=30)
+
+
+def share_group(b, prefix: str, **configs) -> str:
+    group = unique_topic(prefix)
+    group_config(b, group, share_auto_offset_reset="earliest", **configs)
+    return group
+
+
+def share_consumer(b, group: str, topic: str, **extra) -> ShareConsumer:
+    c = ShareConsumer({"bootstrap.servers": b.bootstrap, "group.id": group, **extra})
+    c.subscribe([topic])
+    return c
+
+
+def produce_values(b, topic: str, values: list[bytes]) -> None:
+    ck_produce(b, topic, [Msg(None, v, [], partition=0) for v in values])
+
+
+def poll_records(c: ShareConsumer, timeout: float = 1.0) -> list:
+    return [m for m in c.poll(timeout) if m.error() is None]
+
 
 API_SHARE_GROUP_HEARTBEAT, API_SHARE_GROUP_DESCRIBE = 76, 77
 
@@ -186,3 +224,78 @@ def describe_share_group_offsets(broker, group: str, topics: dict[str, list[int]
         pos = _skip_tags(resp, pos)
     (group_err,) = struct.unpack_from(">h", resp, pos)
     return group_err, out
+
+
+API_ALTER_SHARE_GROUP_OFFSETS, API_DELETE_SHARE_GROUP_OFFSETS = 91, 92
+
+
+def alter_share_group_offsets_body(group: str, offsets: dict[str, dict[int, int]]) -> bytes:
+    """AlterShareGroupOffsets v0 (flexible): {topic: {partition: start offset}}."""
+    body = _compact_str(group) + uvarint(len(offsets) + 1)
+    for name, parts in offsets.items():
+        body += _compact_str(name) + uvarint(len(parts) + 1)
+        body += b"".join(struct.pack(">iq", p, o) + b"\x00" for p, o in parts.items())
+        body += b"\x00"
+    return body + b"\x00"
+
+
+def _send(broker, api: int, body: bytes) -> bytes:
+    with RawConn(broker) as c:
+        corr = c.request(api, 0, body, flexible_header=True)
+        return c.recv_response(corr, flexible_header=True)
+
+
+def alter_share_group_offsets(broker, group: str, offsets: dict[str, dict[int, int]]
+                              ) -> tuple[int, dict[tuple[str, int], int]]:
+    """AlterShareGroupOffsets v0 -> (request error code, {(topic, partition): error code})."""
+    resp = _send(broker, API_ALTER_SHARE_GROUP_OFFSETS,
+                 alter_share_group_offsets_body(group, offsets))
+    return parse_alter_share_group_offsets(resp)
+
+
+def parse_alter_share_group_offsets(resp: bytes) -> tuple[int, dict[tuple[str, int], int]]:
+    (err,) = struct.unpack_from(">h", resp, 4)
+    pos = 6
+    _msg, pos = _read_compact_str(resp, pos)
+    out = {}
+    n, pos = _read_uvarint(resp, pos)
+    for _ in range(max(n - 1, 0)):
+        name, pos = _read_compact_str(resp, pos)
+        pos += 16  # topic id
+        k, pos = _read_uvarint(resp, pos)
+        for _ in range(max(k - 1, 0)):
+            index, perr = struct.unpack_from(">ih", resp, pos)
+            pos += 6
+            _msg, pos = _read_compact_str(resp, pos)
+            pos = _skip_tags(resp, pos)
+            out[(name, index)] = perr
+        pos = _skip_tags(resp, pos)
+    return err, out
+
+
+def delete_share_group_offsets_body(group: str, topics: list[str]) -> bytes:
+    """DeleteShareGroupOffsets v0 (flexible)."""
+    body = _compact_str(group) + uvarint(len(topics) + 1)
+    body += b"".join(_compact_str(t) + b"\x00" for t in topics)
+    return body + b"\x00"
+
+
+def delete_share_group_offsets(broker, group: str, topics: list[str]
+                               ) -> tuple[int, dict[str, int]]:
+    """DeleteShareGroupOffsets v0 -> (request error code, {topic: error code})."""
+    resp = _send(broker, API_DELETE_SHARE_GROUP_OFFSETS,
+                 delete_share_group_offsets_body(group, topics))
+    (err,) = struct.unpack_from(">h", resp, 4)
+    pos = 6
+    _msg, pos = _read_compact_str(resp, pos)
+    out = {}
+    n, pos = _read_uvarint(resp, pos)
+    for _ in range(max(n - 1, 0)):
+        name, pos = _read_compact_str(resp, pos)
+        pos += 16  # topic id
+        (terr,) = struct.unpack_from(">h", resp, pos)
+        pos += 2
+        _msg, pos = _read_compact_str(resp, pos)
+        pos = _skip_tags(resp, pos)
+        out[name] = terr
+    return err, out

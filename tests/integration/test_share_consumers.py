@@ -10,6 +10,10 @@ partition leader (ShareFetch, ShareAcknowledge), state through the offset store.
   them once their lock (`share.record.lock.duration.ms`, 15 s, its minimum) expires.
 - The broker killed with SIGKILL and restarted: acknowledged records are not delivered
   again.
+- A hot swap of the offset store (embedded to embedded on another file, through the
+  admin API) while a consumer acknowledges: after the swap and a kill -9 of the broker
+  (so that the state is read back from the new store), no record acknowledged before
+  or during the swap is delivered again, and nothing is lost.
 - A share group and a consumer group on one topic do not disturb each other.
 
 Every group starts from the earliest offset (`share.auto.offset.reset=earliest`, a group
@@ -24,17 +28,13 @@ import threading
 import time
 
 from confluent_kafka import AcknowledgeType, ShareConsumer
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 import pytest
 
-from drover_testlib import (Msg, ck_admin, ck_consume, ck_create_topic, ck_produce,
-                            unique_topic)
+from drover_testlib import ck_consume, ck_create_topic, unique_topic
 from kafka_groups_testlib import start_group_broker
-from share_groups_testlib import describe_share_group_offsets
-
-# Short sessions and heartbeats keep the tests quick (Kafka: 45000 ms, 5000 ms).
-SHARE = {"share_session_timeout_ms": 6000, "share_heartbeat_interval_ms": 500}
+from share_groups_testlib import (SHARE, describe_share_group_offsets, poll_records,
+                                  produce_values, share_consumer, share_group)
 
 
 @pytest.fixture
@@ -42,36 +42,8 @@ def broker(broker_factory):
     """A broker with the coordinator plugin, the assignors and the embedded store."""
     return start_group_broker(broker_factory, **SHARE)
 
+
 TIMEOUT = 60
-
-
-def group_config(b, group: str, **configs) -> None:
-    """Sets group configs (names with `_` for `.`)."""
-    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
-        for k, v in configs.items()])
-    a = ck_admin(b)
-    a.incremental_alter_configs([res], request_timeout=30)[res].result(timeout=30)
-
-
-def share_group(b, prefix: str, **configs) -> str:
-    group = unique_topic(prefix)
-    group_config(b, group, share_auto_offset_reset="earliest", **configs)
-    return group
-
-
-def share_consumer(b, group: str, topic: str, **extra) -> ShareConsumer:
-    c = ShareConsumer({"bootstrap.servers": b.bootstrap, "group.id": group, **extra})
-    c.subscribe([topic])
-    return c
-
-
-def produce_values(b, topic: str, values: list[bytes]) -> None:
-    ck_produce(b, topic, [Msg(None, v, [], partition=0) for v in values])
-
-
-def poll_records(c: ShareConsumer, timeout: float = 1.0) -> list:
-    return [m for m in c.poll(timeout) if m.error() is None]
 
 
 def test_four_share_consumers_share_one_partition_and_each_record_is_delivered_once(broker):
@@ -264,3 +236,144 @@ def test_a_share_group_and_a_consumer_group_on_one_topic_do_not_disturb_each_oth
     finally:
         c.close()
     assert sorted(shared) == sorted(f"m{i}".encode() for i in range(200))
+
+
+
+class Acker:
+    """A ShareConsumer in explicit mode in a thread, accepting every record it gets
+    until stopped. An acknowledgement counts (`accepted`) once commit_sync answered
+    its partition with NONE; one in a commit_sync that failed is `uncertain`. Every
+    delivery is kept (`deliveries`: offset -> delivery counts), and a delivery of a
+    record already accepted is `resurrected`. With `outages`, errors of the broker
+    being away (poll or commit_sync raising a retriable error) do not stop it."""
+
+    def __init__(self, b, group: str, topic: str, pause: float = 0.05, outages: bool = False,
+                 **extra):
+        self.extra = extra
+        self.accepted: set[int] = set()
+        self.uncertain: set[int] = set()
+        self.deliveries: dict[int, list[int]] = {}
+        self.resurrected: list[tuple[int, int]] = []
+        self.errors: list[BaseException] = []
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.args = (b, group, topic, pause, outages)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        from confluent_kafka import KafkaException
+
+        b, group, topic, pause, outages = self.args
+        try:
+            c = share_consumer(b, group, topic, **{"share.acknowledgement.mode": "explicit",
+                                                   "max.poll.records": 10, **self.extra})
+            try:
+                while not self.stop.is_set():
+                    try:
+                        self.step(c)
+                    except KafkaException as e:
+                        if not outages or e.args[0].fatal():
+                            raise
+                        time.sleep(0.5)
+                    time.sleep(pause)
+            finally:
+                c.close()
+        except BaseException as e:  # noqa: BLE001 - reported by the test thread
+            self.errors.append(e)
+
+    def step(self, c: ShareConsumer) -> None:
+        batch = poll_records(c, 0.5)
+        with self.lock:
+            for m in batch:
+                if m.offset() in self.accepted:
+                    self.resurrected.append((m.offset(), m.delivery_count()))
+                self.deliveries.setdefault(m.offset(), []).append(m.delivery_count())
+        for m in batch:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        if not batch:
+            return
+        offsets = [m.offset() for m in batch]
+        try:
+            results = c.commit_sync(30)
+        except BaseException:
+            self.uncertain.update(offsets)
+            raise
+        ok = all(e is None for e in results.values())
+        with self.lock:
+            (self.accepted if ok else self.uncertain).update(offsets)
+
+    def wait_accepted(self, n: int) -> None:
+        deadline = time.monotonic() + TIMEOUT
+        while len(self.accepted) < n and not self.errors and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(self.accepted) >= n and not self.errors, (len(self.accepted), self.errors)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(60)
+        assert not self.errors, self.errors
+
+
+def read_rest(b, group: str, topic: str, done: set[int], total: int) -> dict[int, list[int]]:
+    """Every record `group` gets until, with `done`, all `total` offsets were seen (and
+    3 s more, for anything delivered twice): offset -> its delivery counts."""
+    again: dict[int, list[int]] = {}
+    c = share_consumer(b, group, topic)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while len(done | set(again)) < total and time.monotonic() < deadline:
+            for m in poll_records(c):
+                again.setdefault(m.offset(), []).append(m.delivery_count())
+        quiet_until = time.monotonic() + 3
+        while time.monotonic() < quiet_until:
+            for m in poll_records(c, 0.5):
+                again.setdefault(m.offset(), []).append(m.delivery_count())
+    finally:
+        c.close()
+    return again
+
+
+def assert_none_again_none_lost(acker: Acker, again: dict[int, list[int]], total: int) -> None:
+    """No record `acker` accepted was delivered again (to it or in `again`), and every
+    record of `total` was accepted or is in `again`."""
+    assert not acker.resurrected, acker.resurrected[:10]
+    assert not (acker.accepted & set(again)), sorted(acker.accepted & set(again))[:10]
+    lost = set(range(total)) - acker.accepted - acker.uncertain - set(again)
+    assert not lost, sorted(lost)[:10]
+    assert all(len(n) == 1 for n in again.values()), {o: n for o, n in again.items() if len(n) > 1}
+
+
+def test_a_hot_swap_of_the_offset_store_loses_no_acknowledgement(broker, tmp_path):
+    from test_offset_swap import post_swap, store_status, wait_swap
+
+    b = broker
+    assert store_status(b)["active"] == "embedded"
+    topic = unique_topic("share-swap")
+    ck_create_topic(b, topic, 1)
+    total = 2000
+    produce_values(b, topic, [f"s{i}".encode() for i in range(total)])
+    # One group acknowledges before the swap only: only the swap's copy carries its
+    # state to the new store. Another acknowledges before, during and after it: its
+    # writes go to both stores meanwhile.
+    idle = Acker(b, share_group(b, "share-swap-idle"), topic)
+    idle.wait_accepted(100)
+    idle.close()
+    busy_group = share_group(b, "share-swap-busy")
+    busy = Acker(b, busy_group, topic)
+    busy.wait_accepted(100)
+    before_swap = len(busy.accepted)
+    status, body = post_swap(b, "embedded", f'path = "{tmp_path / "moved.redb"}"\n')
+    assert status == 202, body
+    s = wait_swap(b)
+    assert s["swap"]["state"] == "completed" and s["active"] == "embedded", s
+    busy.wait_accepted(before_swap + 100)
+    busy.close()
+    assert len(busy.accepted) < total, "all acknowledged before the swap ended"
+    # The share-partitions' state is read back from the new store.
+    b.kill9()
+    b.start()
+    assert store_status(b)["active"] == "embedded"
+    for acker, group in ((idle, idle.args[1]), (busy, busy_group)):
+        again = read_rest(b, group, topic, acker.accepted | acker.uncertain, total)
+        assert_none_again_none_lost(acker, again, total)

@@ -1,10 +1,12 @@
 //! The coordinator's shared state, [`Ctx`]: everything but the groups. Its read side
 //! (configuration, assignors, topics, clock, the one timer table, the commit queue) is
 //! what each group type's environment is built from ([`Ctx::native_call`] for native
-//! groups); its bookkeeping is private behind methods: connections (answering requests
-//! on their answer slots, channels, connections closing or free to pump), the one
-//! operation table and its ids ([`Op`], [`OpIds`]), the native groups waiting for the
-//! commit tick, and the outputs of the input being handled, with events and metrics.
+//! groups), beside the effect list lent to each engine call (`lender`); its bookkeeping
+//! is private behind methods: connections (answering requests on their answer slots,
+//! channels, connections closing or free to pump), the one operation table and its ids
+//! ([`Op`], [`OpIds`]), the native groups waiting for the commit tick, and the outputs
+//! of the input being handled, with events and metrics. Engines' results are applied
+//! by `Ctx::apply` (`core/apply.rs`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -15,7 +17,8 @@ use drover_protocol::NativeResponse;
 use super::commits::{BatchSource, CommitQueue, CommitWaiter};
 use super::conn::{ChannelOf, Conn, ReadyAnswer, SlotRef};
 use super::kafka::DeleteWait;
-use super::native::{Effects, NativeEffect, NativeEnv};
+use super::native::NativeEnv;
+use super::result::{EffectLender, Effects};
 use super::TimerKey;
 
 use super::assigning::{AssignorCalls, GroupAssignors};
@@ -68,8 +71,9 @@ pub(crate) enum Op {
 /// The coordinator's shared state: everything but the groups. Its read side — the
 /// configuration, assignors, topics, clock and the one timer table — is open to the
 /// `core` module, from which each group type's environment is built (native groups:
-/// [`Ctx::native_call`]; KIP-848: `consumer_env`; classic groups read the clock and
-/// timers). Its bookkeeping is private, behind methods: connections (answer slots,
+/// [`Ctx::native_call`]; the others in their glue, `classic_api`, `consumer_api`,
+/// `share_api`), with the effect list each call fills (`lender`); no engine holds the
+/// timer table, whose changes are effects. Its bookkeeping is private, behind methods: connections (answer slots,
 /// channels, those closing, those to pump), the operation table and its ids, the
 /// groups with offsets waiting for the commit tick, the outputs of the current input.
 pub(crate) struct Ctx {
@@ -94,15 +98,14 @@ pub(crate) struct Ctx {
     to_pump: Vec<ChannelOf>,
     /// Every offset-store operation in flight, native and Kafka.
     ops: HashMap<OpId, Op>,
-    /// The operation counter (lent to native group code for a call).
-    op_ids: OpIds,
+    /// The operation counter and the spare effect list, lent to each call of a group
+    /// engine (the glue of an engine whose environment borrows other fields of `Ctx`
+    /// destructures it and borrows this one beside them).
+    pub(super) lender: EffectLender,
     /// Native groups with accepted offsets waiting for the commit tick.
     groups_with_pending: BTreeSet<GroupId>,
     /// The outputs of the input being handled, in order.
     out: Vec<Output>,
-    /// An emptied effect list kept for the next native group call
-    /// ([`Ctx::native_call`], `Ctx::native`), which then allocates none.
-    pub(super) spare_effects: Vec<NativeEffect>,
     next_incarnation: u64,
     /// The rate limit of [`Ctx::reject`]'s log line.
     reject_log: LogLimit,
@@ -126,10 +129,9 @@ impl Ctx {
             closing: HashSet::new(),
             to_pump: Vec::new(),
             ops: HashMap::new(),
-            op_ids: OpIds::default(),
+            lender: EffectLender::default(),
             groups_with_pending: BTreeSet::new(),
             out: Vec::new(),
-            spare_effects: Vec::new(),
             next_incarnation: 0,
             reject_log: LogLimit::new(1_000),
             calls: AssignorCalls::default(),
@@ -148,12 +150,11 @@ impl Ctx {
             &self.conns,
             self.commits.busy(group),
         );
-        let list = std::mem::take(&mut self.spare_effects);
-        (env, Effects::new(list, &mut self.op_ids))
+        (env, self.lender.effects())
     }
 
     pub(super) fn next_op(&mut self) -> OpId {
-        self.op_ids.next()
+        self.lender.next_op()
     }
 
     /// Puts offset-store operation `op` into the operation table under a new id, which

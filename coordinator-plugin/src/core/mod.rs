@@ -3,16 +3,18 @@
 //! file each: the shared state [`Ctx`] (`ctx`: the read side group environments are built
 //! from, and private bookkeeping — connections, the operation table, outputs — behind
 //! methods), the one group table of every protocol
-//! ([`groups`]: `Group::{Native, Classic, Consumer}` and what every group answers), the
+//! ([`groups`]: `Group::{Native, Classic, Consumer, Share}` and what every group answers), the
 //! one commit path of every group type ([`commits`]: the group's validation, the
 //! per-group commit queue, the result's answers), the operator snapshots (`snapshot`),
 //! the coordinator slots it owns in cluster mode ([`Ownership`], `slots`) and the
 //! connections' answer slots (`conn`). Group behaviour is by type: native groups in
 //! [`native`] (the pure group and its rebalances, its pending batch, what it reads and
-//! decides and the adapter that applies it, the native requests by API family, the
-//! channel answers), Kafka's classic and KIP-848 groups and Kafka's
-//! group APIs in `kafka`. Every offset-store operation in flight is an [`Op`] in one
-//! table, and the store's results are dispatched on it.
+//! its adapter, the native requests by API family, the channel answers), Kafka's
+//! classic, KIP-848 and share groups and Kafka's group APIs in `kafka`. Every engine
+//! returns the one result shape (`result`: its answer and its effects in order —
+//! answers, timer changes, store operations, counters), which the one applier
+//! (`apply`, `Ctx::apply`) carries out. Every offset-store operation in flight is an
+//! [`Op`] in one table, and the store's results are dispatched on it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,6 +22,7 @@ use bytes::Bytes;
 use drover_protocol as proto;
 use drover_protocol::{NativeRequest, NativeResponse};
 
+mod apply;
 mod assigning;
 mod commits;
 mod conn;
@@ -29,6 +32,7 @@ mod groups;
 mod kafka;
 mod native;
 pub(crate) mod rebalance_history;
+mod result;
 mod slots;
 mod snapshot;
 mod txn_completion;

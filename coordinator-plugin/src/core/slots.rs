@@ -180,14 +180,21 @@ impl Coordinator {
                 Some(Group::Classic(g)) => self.drop_classic_with_slot(g, slot),
                 Some(Group::Consumer(g)) => {
                     tracing::info!(group = %id, slot, empty = g.is_empty(), "KIP-848 group dropped with its slot");
-                    g.unschedule_all(&mut self.cx.timers);
+                    let mut fx = self.cx.lender.effects();
+                    g.unschedule_all(&mut fx);
+                    let result = fx.finish(());
+                    self.cx.apply(result);
                 }
                 // Its members heartbeat the slot's new owner (NOT_COORDINATOR here),
-                // which rebuilds the group from their joins; share-partition state is
-                // the host's, kept by the partitions' leaders.
+                // which answers UNKNOWN_MEMBER_ID and rebuilds the group from their
+                // epoch-0 rejoins; share-partition state is the host's, kept by the
+                // partitions' leaders.
                 Some(Group::Share(g)) => {
                     tracing::info!(group = %id, slot, members = g.members.len(), "share group dropped with its slot");
-                    g.unschedule_all(&mut self.cx.timers);
+                    let mut fx = self.cx.lender.effects();
+                    g.unschedule_all(&mut fx);
+                    let result = fx.finish(());
+                    self.cx.apply(result);
                 }
                 None => {}
             }

@@ -93,6 +93,11 @@ pub struct GroupDetail {
     /// the rebalance debounce, is running; docs/protocol.md §6.4), `topic-partition`,
     /// sorted; no live member owns them. Empty for Kafka groups.
     pub held_by_failed: Vec<String>,
+    /// Share groups: each share-partition's offsets, records in flight, delivery
+    /// counts and archived records ([`super::share_partitions`]); absent for other
+    /// groups.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_partitions: Option<Vec<super::share_partitions::SharePartitionView>>,
 }
 
 /// A consumer in [`GroupDetail`].
@@ -436,7 +441,26 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
         }
         _ => None,
     };
-    if live.is_none() && classic.is_none() && consumer.is_none() && committed.is_empty() {
+    // A share group's share-partitions; a group only the share state knows (its
+    // coordinator forgot it, e.g. after a restart) is an empty share group.
+    let unknown = live.is_none() && classic.is_none() && consumer.is_none() && committed.is_empty();
+    let share = live
+        .as_ref()
+        .is_some_and(|g| g.group_type == DescribedGroup::SHARE);
+    let share_partitions = if share || unknown {
+        let broker = Arc::clone(&broker);
+        let id = group.clone();
+        match tokio::task::spawn_blocking(move || super::share_partitions::view(&broker, &id))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()))
+        {
+            Ok(view) => (share || !view.is_empty()).then_some(view),
+            Err(e) => return error(StatusCode::BAD_GATEWAY, format!("share state: {e}")),
+        }
+    } else {
+        None
+    };
+    if unknown && share_partitions.is_none() {
         return error(StatusCode::NOT_FOUND, format!("no group `{group}`"));
     }
 
@@ -605,6 +629,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
                 members,
                 partitions,
                 held_by_failed,
+                share_partitions,
             }
         }
         (None, Some(c), _) => GroupDetail {
@@ -620,6 +645,7 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             members,
             partitions,
             held_by_failed,
+            share_partitions: None,
         },
         // KIP-848: the group epoch stands for the generation; reconciliation is
         // incremental (only moving partitions are revoked).
@@ -637,20 +663,32 @@ pub async fn detail(State(broker): State<Arc<Broker>>, Path(group): Path<String>
             members,
             partitions,
             held_by_failed,
+            share_partitions: None,
         },
-        (None, None, None) => GroupDetail {
-            group,
-            protocol: "native".into(),
-            state: "empty".into(),
-            generation: Some(0),
-            assignor: None,
-            effective_assignor: None,
-            assignor_fallback: None,
-            rebalance_mode: None,
-            members,
-            partitions,
-            held_by_failed,
-        },
+        // Committed offsets only: an empty native group; known only by its share state:
+        // an empty share group.
+        (None, None, None) => {
+            let share = share_partitions.is_some();
+            GroupDetail {
+                group,
+                protocol: if share {
+                    DescribedGroup::SHARE
+                } else {
+                    "native"
+                }
+                .into(),
+                state: if share { "Empty" } else { "empty" }.into(),
+                generation: (!share).then_some(0),
+                assignor: None,
+                effective_assignor: None,
+                assignor_fallback: None,
+                rebalance_mode: None,
+                members,
+                partitions,
+                held_by_failed,
+                share_partitions,
+            }
+        }
     };
     Json(detail).into_response()
 }

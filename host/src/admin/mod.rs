@@ -11,7 +11,8 @@
 //! - `GET /v1/overview`: what the console's first page shows ([`overview`]);
 //! - `GET /v1/topics`, `GET /v1/topics/{topic}`, `POST /v1/topics/{topic}/configs`:
 //!   topics, their partitions and configs ([`topics`]);
-//! - `GET /v1/groups`, `GET /v1/groups/{group}`: consumer groups ([`groups`]);
+//! - `GET /v1/groups`, `GET /v1/groups/{group}`: consumer groups ([`groups`]; a share
+//!   group's share-partitions: [`share_partitions`]);
 //!   `DELETE /v1/groups/{group}` ([`group_delete`]); `POST
 //!   /v1/groups/{group}/offsets/reset` ([`offset_reset`]); `GET
 //!   /v1/groups/{group}/rebalances` ([`rebalances`]);
@@ -42,6 +43,7 @@ pub mod overview;
 pub mod paging;
 pub mod plugins;
 pub mod rebalances;
+pub mod share_partitions;
 pub mod topics;
 pub mod transactions;
 
@@ -232,11 +234,13 @@ pub fn reload_admin_token(guard: &Guard) -> Option<Result<(), String>> {
     Some(outcome)
 }
 
-/// `text` with the transaction coordinator's samples before its `# EOF`.
-fn with_transactions(broker: &Broker, text: String) -> String {
+/// `text` with the transaction coordinator's samples and `share` (share groups' samples)
+/// before its `# EOF`.
+fn with_transactions(broker: &Broker, text: String, share: &str) -> String {
     let txn = broker.transactions();
     let mut body = text.strip_suffix("# EOF\n").unwrap_or(&text).to_owned();
     body.push_str(&crate::txn::metrics::render(txn));
+    body.push_str(share);
     body.push_str("# EOF\n");
     body
 }
@@ -265,12 +269,25 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
     .await
     .unwrap_or_default();
     broker.metrics.producer_ids(producer_ids);
+    let share = {
+        let broker = Arc::clone(&broker);
+        tokio::task::spawn_blocking(move || {
+            let partitions = &broker.share.partitions;
+            crate::share::metrics::render(
+                &partitions.stats(None),
+                &partitions.retired_counters(),
+                broker.config.share.metrics_max_share_partitions,
+            )
+        })
+        .await
+        .unwrap_or_default()
+    };
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        with_transactions(&broker, broker.metrics.render(&offsets)),
+        with_transactions(&broker, broker.metrics.render(&offsets), &share),
     )
 }
 

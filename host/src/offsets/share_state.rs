@@ -141,6 +141,36 @@ impl OffsetStores {
             .map_err(failed)
     }
 
+    /// Every share-partition state of `group`, at most `max`, in key order (topic,
+    /// partition): the store's key-ordered scan from just before the group's first key,
+    /// page by page, until another group's key.
+    pub fn group_share_state(
+        &self,
+        group: &str,
+        max: usize,
+    ) -> Result<Vec<ShareStateRecord>, ShareStateError> {
+        const PAGE: u32 = 1000;
+        let mut out = Vec::new();
+        let mut after = OffsetKey {
+            group: group.into(),
+            topic: "".into(),
+            partition: i32::MIN,
+        };
+        loop {
+            let page = self.scan_share_state(Some(&after), PAGE)?;
+            let Some(last) = page.last() else {
+                return Ok(out);
+            };
+            after = last.key();
+            for r in page {
+                if r.group.as_str() != group || out.len() >= max {
+                    return Ok(out);
+                }
+                out.push(r);
+            }
+        }
+    }
+
     /// Whether the store reads come from keeps share state.
     pub fn share_state_supported(&self) -> bool {
         self.reader().store.share_state_supported()

@@ -54,6 +54,8 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::ShareFetch => "ShareFetch",
         ApiKey::ShareAcknowledge => "ShareAcknowledge",
         ApiKey::DescribeShareGroupOffsets => "DescribeShareGroupOffsets",
+        ApiKey::AlterShareGroupOffsets => "AlterShareGroupOffsets",
+        ApiKey::DeleteShareGroupOffsets => "DeleteShareGroupOffsets",
         _ => "Other",
     }
 }

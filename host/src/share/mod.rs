@@ -14,9 +14,11 @@
 //!   become available again.
 //! - [`log_read`]: what the log returned, as the state machine's input.
 //! - [`store`]: the port share state is written through (the active offset store).
+//! - [`metrics`]: share-partitions in `GET /metrics`, per share-partition up to a cap.
 
 pub mod expiry;
 pub mod log_read;
+pub mod metrics;
 pub mod partitions;
 pub mod sessions;
 pub mod store;

@@ -20,7 +20,8 @@ use std::{
 
 use drover_abi::{ShareStateRecord, ShareStateRun, TopicPartitions};
 use drover_share::{
-    AutoOffsetReset, RecordState, ShareLimits, SharePartition, ShareSnapshot, StateRun,
+    AutoOffsetReset, RecordState, ShareCounters, ShareLimits, SharePartition, ShareSnapshot,
+    ShareStats, StateRun,
 };
 
 use super::store::{ShareStateError, ShareStateStore};
@@ -92,6 +93,9 @@ pub struct SharePartitions {
     /// Bumped when records become available again without an append (a release, a
     /// lock expiry), so waiting share fetches look again.
     available: tokio::sync::watch::Sender<u64>,
+    /// The counters of share-partitions dropped from memory, so broker-wide totals
+    /// (metrics) never go down.
+    retired: Mutex<ShareCounters>,
 }
 
 impl SharePartitions {
@@ -110,6 +114,7 @@ impl SharePartitions {
             table: Mutex::new(HashMap::new()),
             stores,
             available: tokio::sync::watch::channel(0).0,
+            retired: Mutex::new(ShareCounters::default()),
         }
     }
 
@@ -189,11 +194,14 @@ impl SharePartitions {
                 }
                 let held = slot.try_lock().ok()?;
                 let idle = held.state.as_ref().is_none_or(|p| p.acquired_count() == 0);
-                idle.then(|| k.clone())
+                idle.then(|| (k.clone(), held.state.as_ref().map(SharePartition::counters)))
             });
             match idle {
-                Some(k) => {
+                Some((k, counters)) => {
                     table.remove(&k);
+                    if let Some(c) = counters {
+                        self.retire(&c);
+                    }
                 }
                 None => return Err(ShareError::Full(table.len())),
             }
@@ -218,7 +226,7 @@ impl SharePartitions {
         offset_at: impl FnOnce(i64) -> Option<i64>,
     ) -> Result<&'s mut SharePartition, ShareError> {
         if slot.topic_id != topic_id {
-            slot.state = None;
+            self.drop_state(slot);
             slot.topic_id = topic_id;
         }
         if slot.state.is_none() {
@@ -258,7 +266,7 @@ impl SharePartitions {
         };
         if let Some(snapshot) = partition.advance_to(log.start) {
             if let Err(e) = self.write(key, topic_id, &snapshot, now_ms) {
-                slot.state = None;
+                self.drop_state(slot);
                 return Err(e);
             }
         }
@@ -277,9 +285,80 @@ impl SharePartitions {
     ) -> Result<(), ShareError> {
         let written = self.write(key, slot.topic_id, snapshot, now_ms);
         if written.is_err() {
-            slot.state = None;
+            self.drop_state(slot);
         }
         written
+    }
+
+    /// Drops `slot`'s state from memory (the next use reads the durable one), keeping
+    /// its counters in the broker-wide totals.
+    fn drop_state(&self, slot: &mut Slot) {
+        if let Some(p) = slot.state.take() {
+            self.retire(&p.counters());
+        }
+    }
+
+    fn retire(&self, counters: &ShareCounters) {
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(counters);
+    }
+
+    /// The counters of every share-partition dropped from memory so far; with those of
+    /// the loaded ones ([`Self::stats`]), the broker-wide totals since start.
+    pub fn retired_counters(&self) -> ShareCounters {
+        *self.retired.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What operators see of every loaded share-partition ([`drover_share::ShareStats`]),
+    /// in key order; `group` only that group's. Each is read under its lock, one at a
+    /// time.
+    pub fn stats(&self, group: Option<&str>) -> Vec<(ShareKey, ShareStats)> {
+        let mut slots: Vec<(ShareKey, Arc<Mutex<Slot>>)> = self
+            .table()
+            .iter()
+            .filter(|(k, _)| group.is_none_or(|g| &*k.group == g))
+            .map(|(k, s)| (k.clone(), Arc::clone(s)))
+            .collect();
+        slots.sort_by(|a, b| a.0.cmp(&b.0));
+        slots
+            .into_iter()
+            .filter_map(|(key, slot)| {
+                let slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+                slot.state.as_ref().map(|p| (key, p.stats()))
+            })
+            .collect()
+    }
+
+    /// Replaces the durable state of `group`'s share-partitions that `affected` picks
+    /// (AlterShareGroupOffsets, DeleteShareGroupOffsets): holds the lock of each one in
+    /// memory, in key order, while `write` changes the store, then drops their states,
+    /// so the next ShareFetch reads what `write` left (Kafka reloads a share-partition
+    /// whose state epoch moved). The group has no members then; a share-partition
+    /// first used while `write` runs may have read the state before it.
+    pub fn replace_durable<R>(
+        &self,
+        group: &str,
+        affected: impl Fn(&ShareKey) -> bool,
+        write: impl FnOnce() -> R,
+    ) -> R {
+        let mut slots: Vec<(ShareKey, Arc<Mutex<Slot>>)> = self
+            .table()
+            .iter()
+            .filter(|(k, _)| &*k.group == group && affected(k))
+            .map(|(k, s)| (k.clone(), Arc::clone(s)))
+            .collect();
+        slots.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut held: Vec<MutexGuard<'_, Slot>> = slots
+            .iter()
+            .map(|(_, s)| s.lock().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        let out = write();
+        for slot in &mut held {
+            self.drop_state(slot);
+        }
+        out
     }
 
     fn write(
@@ -407,4 +486,142 @@ pub fn snapshot_of(record: &ShareStateRecord) -> Option<ShareSnapshot> {
             })
             .collect::<Option<Vec<_>>>()?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use drover_share::LogBatch;
+
+    use super::*;
+
+    /// Share states in memory, keyed as the offset stores key them.
+    #[derive(Default)]
+    struct MemStore(Mutex<BTreeMap<(String, String, i32), ShareStateRecord>>);
+
+    impl ShareStateStore for MemStore {
+        fn write_share_state(&self, batch: &[ShareStateRecord]) -> Result<(), ShareStateError> {
+            let mut held = self.0.lock().unwrap();
+            for r in batch {
+                held.insert(
+                    (r.group.to_string(), r.topic.to_string(), r.partition),
+                    r.clone(),
+                );
+            }
+            Ok(())
+        }
+
+        fn read_share_state(
+            &self,
+            group: &str,
+            partitions: &[TopicPartitions],
+        ) -> Result<Vec<ShareStateRecord>, ShareStateError> {
+            let held = self.0.lock().unwrap();
+            Ok(partitions
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(move |p| (group.to_owned(), t.topic.to_string(), *p))
+                })
+                .filter_map(|k| held.get(&k).cloned())
+                .collect())
+        }
+    }
+
+    const TOPIC_ID: [u8; 16] = [7; 16];
+
+    fn partitions(store: Arc<MemStore>) -> SharePartitions {
+        let dir = tempfile::tempdir().unwrap();
+        let configs = crate::broker::group_configs::GroupConfigs::open(dir.path()).unwrap();
+        let defaults = super::super::GroupSettings {
+            reset: AutoOffsetReset::Earliest,
+            read_committed: false,
+            lock_duration_ms: 30_000,
+        };
+        SharePartitions::new(
+            ShareLimits::default(),
+            GroupDefaults {
+                defaults,
+                configs: Arc::new(configs),
+            },
+            10,
+            Some(store),
+        )
+    }
+
+    fn key() -> ShareKey {
+        ShareKey {
+            group: Arc::from("g"),
+            topic: Arc::from("t"),
+            partition: 0,
+        }
+    }
+
+    /// Loads the share-partition of [`key`] over a log of `0..10` and acquires up to
+    /// `max` records for member `m`; returns its stats.
+    fn acquire(shares: &SharePartitions, max: usize) -> ShareStats {
+        let slot = shares.slot(&key()).unwrap();
+        let mut slot = slot.lock().unwrap();
+        let log = LogBounds { start: 0, end: 10 };
+        let p = shares
+            .load(&key(), &mut slot, TOPIC_ID, log, 0, |_| None)
+            .unwrap();
+        let from = p.next_fetch_offset().unwrap();
+        let batches: Vec<LogBatch> = (from..10)
+            .map(|o| LogBatch {
+                first_offset: o,
+                last_offset: o,
+                producer_id: -1,
+                transactional: false,
+                control: false,
+            })
+            .collect();
+        let acquired = p.acquire(&Arc::from("m"), 0, from, &batches, &[], max);
+        let snapshot = acquired.persist.unwrap();
+        shares.persist(&key(), &mut slot, &snapshot, 0).unwrap();
+        slot.loaded().unwrap().stats()
+    }
+
+    #[test]
+    fn replacing_the_durable_state_drops_the_one_in_memory_and_keeps_its_counters() {
+        let store = Arc::new(MemStore::default());
+        let shares = partitions(Arc::clone(&store));
+        let before = acquire(&shares, 4);
+        assert_eq!((before.start_offset, before.window.acquired), (0, 4));
+        assert_eq!(shares.stats(Some("g")).len(), 1);
+        assert!(shares.stats(Some("other")).is_empty());
+
+        // As AlterShareGroupOffsets writes it: start 7, nothing in flight.
+        let mut record = store.0.lock().unwrap()[&("g".to_owned(), "t".to_owned(), 0)].clone();
+        record.start_offset = 7;
+        record.runs = Vec::new().into();
+        let written = shares.replace_durable(
+            "g",
+            |k| &*k.topic == "t",
+            || store.write_share_state(&[record]),
+        );
+        assert!(written.is_ok());
+        // Dropped from memory, its counters kept in the totals.
+        assert!(shares.stats(None).is_empty());
+        assert_eq!(shares.retired_counters().deliveries[0], 4);
+
+        // The next use reads the new state: from 7, every record a first delivery.
+        let after = acquire(&shares, 10);
+        assert_eq!((after.start_offset, after.end_offset), (7, 10));
+        assert_eq!(after.window.acquired, 3);
+        assert_eq!(after.counters.deliveries[0], 3);
+    }
+
+    #[test]
+    fn replacing_another_groups_state_leaves_this_one_in_memory() {
+        let store = Arc::new(MemStore::default());
+        let shares = partitions(Arc::clone(&store));
+        acquire(&shares, 2);
+        let ran = shares.replace_durable("other", |_| true, || true);
+        assert!(ran);
+        assert_eq!(shares.stats(Some("g")).len(), 1);
+        assert_eq!(shares.retired_counters(), ShareCounters::default());
+    }
 }

@@ -373,3 +373,65 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn stats_count_the_window_by_state_and_what_happened_since_loaded() {
+    let mut p = SharePartition::new(limits(), 0);
+    let a = member("a");
+    assert_eq!(fetch(&mut p, &a, 0, 10, 10).count, 10);
+    // 0..=1 rejected, 2..=4 accepted, 5 released, 6..=9 still held.
+    p.acknowledge(
+        &a,
+        &[
+            ack(0, 1, AckType::Reject),
+            ack(2, 4, AckType::Accept),
+            ack(5, 5, AckType::Release),
+        ],
+    )
+    .unwrap();
+    let s = p.stats();
+    assert_eq!((s.start_offset, s.end_offset), (5, 10));
+    assert_eq!(
+        s.window,
+        WindowCounts {
+            available: 1,
+            acquired: 4,
+            acknowledged: 0,
+            archived: 0,
+        }
+    );
+    assert_eq!((s.counters.acknowledged, s.counters.archived), (3, 2));
+    assert_eq!(s.counters.deliveries[0], 10);
+    // Offset 5 delivered again: a second delivery.
+    assert_eq!(fetch(&mut p, &a, 1, 10, 1).count, 1);
+    assert_eq!(p.stats().counters.deliveries[1], 1);
+    assert_eq!(p.stats().window.acquired, 5);
+}
+
+#[test]
+fn stats_count_archiving_at_the_limit_and_on_restore() {
+    let mut p = SharePartition::new(limits(), 0);
+    let a = member("a");
+    for round in 0..5 {
+        assert_eq!(fetch(&mut p, &a, round, 1, 1).count, 1);
+        p.acknowledge(&a, &[ack(0, 0, AckType::Release)]).unwrap();
+    }
+    // The fifth release reached the limit: archived, and the window moved past it.
+    assert_eq!(p.counters().archived, 1);
+    assert_eq!(p.counters().deliveries[..5], [1, 1, 1, 1, 1]);
+    assert_eq!(p.stats().start_offset, 1);
+    // A saved window with an acquired record at the limit is archived when loaded.
+    let saved = ShareSnapshot {
+        start_offset: 0,
+        state_epoch: 3,
+        runs: vec![StateRun {
+            first_offset: 0,
+            last_offset: 1,
+            state: RecordState::Acquired,
+            delivery_count: 5,
+        }],
+    };
+    let restored = SharePartition::restore(limits(), &saved).unwrap();
+    assert_eq!(restored.counters().archived, 2);
+    assert_eq!(restored.counters().total_deliveries(), 0);
+}

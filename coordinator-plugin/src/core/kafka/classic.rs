@@ -10,14 +10,15 @@
 //! removed and the group rebalances.
 //!
 //! A pure state machine, in the style of the KIP-848 engine (`consumer_group`): it works
-//! on domain values, reads no clock and does no I/O. Each call takes a [`ClassicEnv`]
-//! (the time in ms, the limits, and the coordinator's timer table, where the group sets
-//! and clears its [`ClassicTimer`] deadlines) and returns a [`ClassicOutcome`]: the
-//! [`ClassicReply`]s it decided, each with the [`Pending`] handle of the request it
-//! answers (a JoinGroup or SyncGroup answer is often deferred until the join or sync
-//! phase ends, so a call may answer other members' requests too), and the counters to
-//! report. The wire glue (`classic_api`) decodes the requests, calls the group and
-//! sends what it decided.
+//! on domain values, reads no clock and does no I/O. Each call reads a [`ClassicEnv`]
+//! (the time in ms, the limits) and records its decisions as the effects of the one
+//! result shape of every group type (`core/result.rs`): the [`ClassicReply`]s it
+//! decided, each with the [`Pending`] handle of the request it answers (a JoinGroup or
+//! SyncGroup answer is often deferred until the join or sync phase ends, so a call may
+//! answer other members' requests too), its [`ClassicTimer`] deadlines set and
+//! cancelled, and its counters. The wire glue (`classic_api`) decodes the requests,
+//! calls the group and hands its result to the one applier (`Ctx::apply`), which sends
+//! the answers in order.
 
 use std::collections::BTreeMap;
 
@@ -27,9 +28,10 @@ use kafka_protocol::ResponseError;
 use crate::core::commits::{CommitApi, CommitAuthor};
 use crate::core::conn::SlotRef;
 use crate::core::native::debounce_ms;
+use crate::core::result::{Effect, Effects};
 use crate::core::TimerKey;
+use crate::io::CoordinatorCounter;
 use crate::kafka_wire::KafkaReplyTo;
-use crate::timers::Timers;
 use crate::types::GroupId;
 
 /// Where a deferred answer goes.
@@ -262,36 +264,21 @@ pub(crate) struct ClassicGroup {
     pub history: crate::core::rebalance_history::RebalanceHistory,
 }
 
-/// What a classic group reads and moves: the time, its limits and the coordinator's
-/// timer table (its deadlines are [`TimerKey::Classic`] entries; an operation that
-/// moves one sets or clears it there).
-pub(crate) struct ClassicEnv<'a> {
+/// What a classic group reads: the time and its limits. Its deadlines are
+/// [`TimerKey::Classic`] entries of the coordinator's one timer table, which it sets
+/// and cancels through its result's effects.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClassicEnv {
     /// Now, in ms of the coordinator's monotonic clock.
     pub now: u64,
     /// The configuration.
     pub limits: ClassicLimits,
-    /// The coordinator's one timer table.
-    pub timers: &'a mut Timers<TimerKey>,
 }
 
-/// What a call on a [`ClassicGroup`] decided besides its state: the answers to send
-/// (this request's and deferred ones it completed, in order) and what to count.
-#[derive(Debug, Default)]
-#[must_use = "the answers must be sent"]
-pub(crate) struct ClassicOutcome {
-    /// (where it goes, the answer), in the order they were decided.
-    pub replies: Vec<(Pending, ClassicReply)>,
-    /// Join phases started (`classic_rebalances`).
-    pub rebalances: u64,
-    /// Generations completed (`classic_generations`).
-    pub generations: u64,
-    /// Members removed for their session timeout (`classic_members_expired`).
-    pub members_expired: u64,
-}
-
-impl ClassicOutcome {
+/// A classic group's answers, recorded as effects of its result.
+impl Effects<'_> {
     fn reply(&mut self, to: Pending, reply: ClassicReply) {
-        self.replies.push((to, reply));
+        self.push(Effect::ClassicReply(to, reply));
     }
 
     /// A SyncGroup answer with `error` and no assignment.
@@ -439,53 +426,52 @@ impl ClassicGroup {
 
     // ------------------------------------------------------------------ JoinGroup
 
-    /// Handles a JoinGroup. The outcome holds its answer when it is decided now (else
-    /// the answer comes in the outcome of the call that ends the join phase: the last
-    /// member's join, a timer, a leave), other members' answers it completes, and
-    /// counters.
+    /// Handles a JoinGroup. The effects hold its answer when it is decided now (else
+    /// the answer comes in the result of the call that ends the join phase: the last
+    /// member's join, a timer, a leave), other members' answers it completes, timer
+    /// changes and counters.
     pub(crate) fn join(
         &mut self,
-        env: &mut ClassicEnv<'_>,
+        env: &ClassicEnv,
+        fx: &mut Effects<'_>,
         p: JoinParams,
         pending: Pending,
-    ) -> ClassicOutcome {
-        let mut out = ClassicOutcome::default();
+    ) {
         if let Some(d) = &mut self.initial_delay {
             d.last_join = env.now;
         }
-        self.join_into(env, p, pending, &mut out);
+        self.join_into(env, p, pending, fx);
         if let Some(d) = self.initial_delay {
             let at = d.wake(&env.limits);
-            env.timers.set(self.timer(ClassicTimer::Join), Some(at));
+            fx.timer(self.timer(ClassicTimer::Join), Some(at));
         }
-        out
     }
 
-    /// [`ClassicGroup::join`], adding to `out`.
+    /// [`ClassicGroup::join`], adding to `fx`.
     fn join_into(
         &mut self,
-        env: &mut ClassicEnv<'_>,
+        env: &ClassicEnv,
         p: JoinParams,
         pending: Pending,
-        out: &mut ClassicOutcome,
+        fx: &mut Effects<'_>,
     ) {
         if !self.supports(&p.protocol_type, &p.protocols) {
             let r = JoinResult::error(ResponseError::InconsistentGroupProtocol, &p.member_id);
-            return out.reply(pending, ClassicReply::Join(r));
+            return fx.reply(pending, ClassicReply::Join(r));
         }
         if p.member_id.is_empty() {
-            return self.join_new(env, p, pending, out);
+            return self.join_new(env, p, pending, fx);
         }
         if let Some(session) = self.pending_members.remove(&p.member_id) {
-            env.timers.set(
+            fx.timer(
                 self.timer(ClassicTimer::PendingJoin(p.member_id.clone())),
                 None,
             );
             let _ = session;
-            return self.add_member(env, p, pending, out);
+            return self.add_member(env, p, pending, fx);
         }
         if let Err(e) = self.check_member(&p.member_id, p.instance_id.as_deref()) {
-            return out.reply(
+            return fx.reply(
                 pending,
                 ClassicReply::Join(JoinResult::error(e, &p.member_id)),
             );
@@ -502,29 +488,29 @@ impl ClassicGroup {
         }
         match self.state {
             ClassicState::PreparingRebalance => {
-                self.await_join(env, &p.member_id, pending, out);
-                self.try_complete_join(env, out);
+                self.await_join(&p.member_id, pending, fx);
+                self.try_complete_join(env, fx);
             }
             ClassicState::CompletingRebalance | ClassicState::Stable
                 if !(changed || is_leader && self.state == ClassicState::Stable) =>
             {
                 // Same metadata: the current generation stands (Kafka answers at once).
                 let r = self.join_result(&p.member_id, false);
-                out.reply(pending, ClassicReply::Join(r));
+                fx.reply(pending, ClassicReply::Join(r));
             }
             _ => {
-                self.await_join(env, &p.member_id, pending, out);
-                self.prepare_rebalance(env, "a member joined again", out);
+                self.await_join(&p.member_id, pending, fx);
+                self.prepare_rebalance(env, "a member joined again", fx);
             }
         }
     }
 
     fn join_new(
         &mut self,
-        env: &mut ClassicEnv<'_>,
+        env: &ClassicEnv,
         mut p: JoinParams,
         pending: Pending,
-        out: &mut ClassicOutcome,
+        fx: &mut Effects<'_>,
     ) {
         let prefix = p.instance_id.clone().unwrap_or_else(|| {
             if p.client_id.is_empty() {
@@ -536,28 +522,28 @@ impl ClassicGroup {
         let member_id = self.new_member_id(env.now, &prefix);
         if let Some(instance) = p.instance_id.clone() {
             if let Some(old) = self.instances.get(&instance).cloned() {
-                return self.replace_static(env, old, member_id, p, pending, out);
+                return self.replace_static(env, old, member_id, p, pending, fx);
             }
             p.member_id = member_id;
-            return self.add_member(env, p, pending, out);
+            return self.add_member(env, p, pending, fx);
         }
         if p.require_known_member_id {
             if self.members.len() + self.pending_members.len() >= env.limits.max_group_size {
                 let r = JoinResult::error(ResponseError::GroupMaxSizeReached, "");
-                return out.reply(pending, ClassicReply::Join(r));
+                return fx.reply(pending, ClassicReply::Join(r));
             }
             self.pending_members
                 .insert(member_id.clone(), p.session_timeout_ms);
             let at = env.now + p.session_timeout_ms.max(0) as u64;
-            env.timers.set(
+            fx.timer(
                 self.timer(ClassicTimer::PendingJoin(member_id.clone())),
                 Some(at),
             );
             let r = JoinResult::error(ResponseError::MemberIdRequired, &member_id);
-            return out.reply(pending, ClassicReply::Join(r));
+            return fx.reply(pending, ClassicReply::Join(r));
         }
         p.member_id = member_id;
-        self.add_member(env, p, pending, out);
+        self.add_member(env, p, pending, fx);
     }
 
     /// KIP-345: a static member restarted with a new member id takes the old one's place
@@ -565,22 +551,21 @@ impl ClassicGroup {
     #[allow(clippy::too_many_arguments)]
     fn replace_static(
         &mut self,
-        env: &mut ClassicEnv<'_>,
+        env: &ClassicEnv,
         old_id: String,
         new_id: String,
         p: JoinParams,
         pending: Pending,
-        out: &mut ClassicOutcome,
+        fx: &mut Effects<'_>,
     ) {
         let Some(mut member) = self.members.remove(&old_id) else {
             self.instances
                 .remove(p.instance_id.as_deref().unwrap_or_default());
             let mut p = p;
             p.member_id = new_id;
-            return self.add_member(env, p, pending, out);
+            return self.add_member(env, p, pending, fx);
         };
-        env.timers
-            .set(self.timer(ClassicTimer::Session(old_id.clone())), None);
+        fx.timer(self.timer(ClassicTimer::Session(old_id.clone())), None);
         // The old incarnation's outstanding answers: it is fenced.
         for old in [member.awaiting_join.take(), member.awaiting_sync.take()]
             .into_iter()
@@ -593,7 +578,7 @@ impl ClassicGroup {
                 }
                 _ => ClassicReply::sync_error(e),
             };
-            out.reply(old, r);
+            fx.reply(old, r);
         }
         let changed = member.protocols != p.protocols;
         member.member_id = new_id.clone();
@@ -612,31 +597,31 @@ impl ClassicGroup {
         tracing::info!(group = %self.id, old = old_id, new = new_id, "static member rejoined");
         match self.state {
             ClassicState::Stable if !changed => {
-                self.touch(env, &new_id);
+                self.touch(env, fx, &new_id);
                 let r = self.join_result(&new_id, true);
-                out.reply(pending, ClassicReply::Join(r));
+                fx.reply(pending, ClassicReply::Join(r));
             }
             ClassicState::PreparingRebalance => {
-                self.await_join(env, &new_id, pending, out);
-                self.try_complete_join(env, out);
+                self.await_join(&new_id, pending, fx);
+                self.try_complete_join(env, fx);
             }
             _ => {
-                self.await_join(env, &new_id, pending, out);
-                self.prepare_rebalance(env, "a static member joined with new metadata", out);
+                self.await_join(&new_id, pending, fx);
+                self.prepare_rebalance(env, "a static member joined with new metadata", fx);
             }
         }
     }
 
     fn add_member(
         &mut self,
-        env: &mut ClassicEnv<'_>,
+        env: &ClassicEnv,
         p: JoinParams,
         pending: Pending,
-        out: &mut ClassicOutcome,
+        fx: &mut Effects<'_>,
     ) {
         if self.members.len() >= env.limits.max_group_size {
             let r = JoinResult::error(ResponseError::GroupMaxSizeReached, &p.member_id);
-            return out.reply(pending, ClassicReply::Join(r));
+            return fx.reply(pending, ClassicReply::Join(r));
         }
         if self.members.is_empty() {
             self.protocol_type = Some(p.protocol_type.clone());
@@ -661,27 +646,21 @@ impl ClassicGroup {
             },
         );
         tracing::debug!(group = %self.id, member = id, "member joined");
-        self.await_join(env, &id, pending, out);
+        self.await_join(&id, pending, fx);
         if let Some(d) = &mut self.initial_delay {
             d.new_member(env.now);
         }
         if self.state == ClassicState::PreparingRebalance {
-            self.try_complete_join(env, out);
+            self.try_complete_join(env, fx);
         } else {
-            self.prepare_rebalance(env, "a member joined", out);
+            self.prepare_rebalance(env, "a member joined", fx);
         }
     }
 
     /// Parks a member's JoinGroup answer until the join phase ends; no session deadline
     /// meanwhile (Kafka does not expire members waiting for their join answer).
-    fn await_join(
-        &mut self,
-        env: &mut ClassicEnv<'_>,
-        member_id: &str,
-        pending: Pending,
-        out: &mut ClassicOutcome,
-    ) {
-        env.timers.set(
+    fn await_join(&mut self, member_id: &str, pending: Pending, fx: &mut Effects<'_>) {
+        fx.timer(
             self.timer(ClassicTimer::Session(member_id.to_owned())),
             None,
         );
@@ -690,27 +669,27 @@ impl ClassicGroup {
         };
         if let Some(old) = m.awaiting_join.replace(pending) {
             let r = JoinResult::error(ResponseError::RebalanceInProgress, member_id);
-            out.reply(old, ClassicReply::Join(r));
+            fx.reply(old, ClassicReply::Join(r));
         }
     }
 
     /// Starts (or restarts) the join phase.
-    fn prepare_rebalance(&mut self, env: &mut ClassicEnv<'_>, why: &str, out: &mut ClassicOutcome) {
+    fn prepare_rebalance(&mut self, env: &ClassicEnv, why: &str, fx: &mut Effects<'_>) {
         if self.state == ClassicState::CompletingRebalance {
             // Members waiting for their assignment must join again.
             for m in self.members.values_mut() {
                 m.assignment = Bytes::new();
                 if let Some(p) = m.awaiting_sync.take() {
-                    out.sync_error(p, ResponseError::RebalanceInProgress);
+                    fx.sync_error(p, ResponseError::RebalanceInProgress);
                 }
             }
-            env.timers.set(self.timer(ClassicTimer::Sync), None);
+            fx.timer(self.timer(ClassicTimer::Sync), None);
         }
         if self.state == ClassicState::PreparingRebalance {
-            return self.try_complete_join(env, out);
+            return self.try_complete_join(env, fx);
         }
         tracing::debug!(group = %self.id, generation = self.generation, why, "rebalance");
-        out.rebalances += 1;
+        fx.metric(CoordinatorCounter::ClassicRebalances, 1);
         self.history
             .classic_started(env.now, why, self.generation, self.members.len());
         let delay = env.limits.initial_rebalance_delay_ms;
@@ -730,8 +709,8 @@ impl ClassicGroup {
             env.now + self.max_rebalance_timeout()
         };
         self.state = ClassicState::PreparingRebalance;
-        env.timers.set(self.timer(ClassicTimer::Join), Some(at));
-        self.try_complete_join(env, out);
+        fx.timer(self.timer(ClassicTimer::Join), Some(at));
+        self.try_complete_join(env, fx);
     }
 
     fn max_rebalance_timeout(&self) -> u64 {
@@ -744,13 +723,13 @@ impl ClassicGroup {
 
     /// Ends the join phase once every member has rejoined and no KIP-394 member id is
     /// outstanding (and the initial delay, if any, is over).
-    fn try_complete_join(&mut self, env: &mut ClassicEnv<'_>, out: &mut ClassicOutcome) {
+    fn try_complete_join(&mut self, env: &ClassicEnv, fx: &mut Effects<'_>) {
         if self.state != ClassicState::PreparingRebalance || self.initial_delay.is_some() {
             return;
         }
         let all = self.members.values().all(|m| m.awaiting_join.is_some());
         if all && self.pending_members.is_empty() {
-            self.complete_join(env, out);
+            self.complete_join(env, fx);
         }
     }
 
@@ -759,7 +738,7 @@ impl ClassicGroup {
     /// no new member joined; else it extends by another period
     /// ([`InitialDelay`]). After the delay the ordinary wait starts; after the
     /// rebalance timeout, members that did not rejoin are removed.
-    fn on_join_timer(&mut self, env: &mut ClassicEnv<'_>, out: &mut ClassicOutcome) {
+    fn on_join_timer(&mut self, env: &ClassicEnv, fx: &mut Effects<'_>) {
         if self.state != ClassicState::PreparingRebalance {
             return;
         }
@@ -781,19 +760,19 @@ impl ClassicGroup {
                 tracing::debug!(group = %self.id, why, "initial rebalance delay ends");
                 self.initial_delay = None;
                 let at = env.now + self.max_rebalance_timeout();
-                env.timers.set(self.timer(ClassicTimer::Join), Some(at));
-                return self.try_complete_join(env, out);
+                fx.timer(self.timer(ClassicTimer::Join), Some(at));
+                return self.try_complete_join(env, fx);
             }
             self.initial_delay = Some(d);
             let at = d.wake(&env.limits);
-            env.timers.set(self.timer(ClassicTimer::Join), Some(at));
+            fx.timer(self.timer(ClassicTimer::Join), Some(at));
             return;
         }
-        self.complete_join(env, out);
+        self.complete_join(env, fx);
     }
 
-    fn complete_join(&mut self, env: &mut ClassicEnv<'_>, out: &mut ClassicOutcome) {
-        env.timers.set(self.timer(ClassicTimer::Join), None);
+    fn complete_join(&mut self, env: &ClassicEnv, fx: &mut Effects<'_>) {
+        fx.timer(self.timer(ClassicTimer::Join), None);
         let gone: Vec<String> = self
             .members
             .values()
@@ -802,10 +781,10 @@ impl ClassicGroup {
             .collect();
         for id in gone {
             tracing::info!(group = %self.id, member = id, "member did not rejoin in time: removed");
-            self.remove(env, &id, out);
+            self.remove(&id, fx);
         }
         self.generation += 1;
-        out.generations += 1;
+        fx.metric(CoordinatorCounter::ClassicGenerations, 1);
         if self.members.is_empty() {
             self.state = ClassicState::Empty;
             self.history.ended(env.now);
@@ -832,12 +811,12 @@ impl ClassicGroup {
                 .get_mut(&id)
                 .and_then(|m| m.awaiting_join.take())
             {
-                out.reply(p, ClassicReply::Join(result));
+                fx.reply(p, ClassicReply::Join(result));
             }
-            self.touch(env, &id);
+            self.touch(env, fx, &id);
         }
         let at = env.now + self.max_rebalance_timeout();
-        env.timers.set(self.timer(ClassicTimer::Sync), Some(at));
+        fx.timer(self.timer(ClassicTimer::Sync), Some(at));
         tracing::info!(group = %self.id, generation = self.generation, members = self.members.len(),
             protocol = self.protocol_name.as_deref().unwrap_or(""), "classic group generation");
     }
@@ -896,39 +875,38 @@ impl ClassicGroup {
     /// assignment arrives).
     pub(crate) fn sync(
         &mut self,
-        env: &mut ClassicEnv<'_>,
+        env: &ClassicEnv,
+        fx: &mut Effects<'_>,
         member_id: &str,
         assignments: Vec<(String, Bytes)>,
         pending: Pending,
-    ) -> ClassicOutcome {
-        let mut out = ClassicOutcome::default();
-        self.sync_into(env, member_id, assignments, pending, &mut out);
-        out
+    ) {
+        self.sync_into(env, member_id, assignments, pending, fx);
     }
 
-    /// [`ClassicGroup::sync`], adding to `out`.
+    /// [`ClassicGroup::sync`], adding to `fx`.
     fn sync_into(
         &mut self,
-        env: &mut ClassicEnv<'_>,
+        env: &ClassicEnv,
         member_id: &str,
         assignments: Vec<(String, Bytes)>,
         pending: Pending,
-        out: &mut ClassicOutcome,
+        fx: &mut Effects<'_>,
     ) {
         match self.state {
             ClassicState::PreparingRebalance | ClassicState::Empty => {
-                out.sync_error(pending, ResponseError::RebalanceInProgress)
+                fx.sync_error(pending, ResponseError::RebalanceInProgress)
             }
             ClassicState::Stable => {
-                self.touch(env, member_id);
+                self.touch(env, fx, member_id);
                 let r = self.sync_ok(member_id);
-                out.reply(pending, r);
+                fx.reply(pending, r);
             }
             ClassicState::CompletingRebalance => {
-                self.touch(env, member_id);
+                self.touch(env, fx, member_id);
                 if let Some(m) = self.members.get_mut(member_id) {
                     if let Some(old) = m.awaiting_sync.replace(pending) {
-                        out.sync_error(old, ResponseError::RebalanceInProgress);
+                        fx.sync_error(old, ResponseError::RebalanceInProgress);
                     }
                 }
                 if self.leader.as_deref() != Some(member_id) {
@@ -943,7 +921,7 @@ impl ClassicGroup {
                 }
                 self.state = ClassicState::Stable;
                 self.history.ended(env.now);
-                env.timers.set(self.timer(ClassicTimer::Sync), None);
+                fx.timer(self.timer(ClassicTimer::Sync), None);
                 let ids: Vec<String> = self.members.keys().cloned().collect();
                 for id in ids {
                     let r = self.sync_ok(&id);
@@ -952,7 +930,7 @@ impl ClassicGroup {
                         .get_mut(&id)
                         .and_then(|m| m.awaiting_sync.take())
                     {
-                        out.reply(p, r);
+                        fx.reply(p, r);
                     }
                 }
             }
@@ -974,7 +952,7 @@ impl ClassicGroup {
 
     /// The sync phase's deadline: members that have not sent SyncGroup are removed and
     /// the group rebalances.
-    fn on_sync_timer(&mut self, env: &mut ClassicEnv<'_>, out: &mut ClassicOutcome) {
+    fn on_sync_timer(&mut self, env: &ClassicEnv, fx: &mut Effects<'_>) {
         if self.state != ClassicState::CompletingRebalance {
             return;
         }
@@ -986,9 +964,9 @@ impl ClassicGroup {
             .collect();
         for id in &late {
             tracing::info!(group = %self.id, member = id, "no SyncGroup before the rebalance timeout: removed");
-            self.remove(env, id, out);
+            self.remove(id, fx);
         }
-        self.prepare_rebalance(env, "members did not sync", out);
+        self.prepare_rebalance(env, "members did not sync", fx);
     }
 
     // ------------------------------------------------------------------ Heartbeat, LeaveGroup
@@ -996,19 +974,20 @@ impl ClassicGroup {
     /// A heartbeat of a checked member of the current generation: the error to answer.
     pub(crate) fn heartbeat(
         &mut self,
-        env: &mut ClassicEnv<'_>,
+        env: &ClassicEnv,
+        fx: &mut Effects<'_>,
         member_id: &str,
     ) -> Option<ResponseError> {
         match self.state {
             ClassicState::Empty => Some(ResponseError::UnknownMemberId),
             ClassicState::PreparingRebalance => {
                 if self.members[member_id].awaiting_join.is_none() {
-                    self.touch(env, member_id);
+                    self.touch(env, fx, member_id);
                 }
                 Some(ResponseError::RebalanceInProgress)
             }
             ClassicState::CompletingRebalance | ClassicState::Stable => {
-                self.touch(env, member_id);
+                self.touch(env, fx, member_id);
                 None
             }
         }
@@ -1016,24 +995,22 @@ impl ClassicGroup {
 
     /// A member leaves (LeaveGroup): removed, and the group rebalances; the
     /// deferred answers this completes.
-    pub(crate) fn leave(&mut self, env: &mut ClassicEnv<'_>, member_id: &str) -> ClassicOutcome {
-        let mut out = ClassicOutcome::default();
-        self.leave_into(env, member_id, &mut out);
-        out
+    pub(crate) fn leave(&mut self, env: &ClassicEnv, fx: &mut Effects<'_>, member_id: &str) {
+        self.leave_into(env, member_id, fx);
     }
 
-    /// [`ClassicGroup::leave`], adding to `out`.
-    fn leave_into(&mut self, env: &mut ClassicEnv<'_>, member_id: &str, out: &mut ClassicOutcome) {
+    /// [`ClassicGroup::leave`], adding to `fx`.
+    fn leave_into(&mut self, env: &ClassicEnv, member_id: &str, fx: &mut Effects<'_>) {
         if self.pending_members.remove(member_id).is_some() {
-            env.timers.set(
+            fx.timer(
                 self.timer(ClassicTimer::PendingJoin(member_id.to_owned())),
                 None,
             );
-            return self.try_complete_join(env, out);
+            return self.try_complete_join(env, fx);
         }
         tracing::info!(group = %self.id, member = member_id, "member left");
-        self.remove(env, member_id, out);
-        self.prepare_rebalance(env, "a member left", out);
+        self.remove(member_id, fx);
+        self.prepare_rebalance(env, "a member left", fx);
     }
 
     /// Whether `member_id` is a KIP-394 id handed out and not yet used.
@@ -1042,18 +1019,18 @@ impl ClassicGroup {
     }
 
     /// Restarts `member_id`'s session deadline.
-    fn touch(&self, env: &mut ClassicEnv<'_>, member_id: &str) {
+    fn touch(&self, env: &ClassicEnv, fx: &mut Effects<'_>, member_id: &str) {
         if let Some(m) = self.members.get(member_id) {
             let at = env.now + m.session_timeout_ms.max(0) as u64;
-            env.timers.set(
+            fx.timer(
                 self.timer(ClassicTimer::Session(member_id.to_owned())),
                 Some(at),
             );
         }
     }
 
-    fn remove(&mut self, env: &mut ClassicEnv<'_>, member_id: &str, out: &mut ClassicOutcome) {
-        env.timers.set(
+    fn remove(&mut self, member_id: &str, fx: &mut Effects<'_>) {
+        fx.timer(
             self.timer(ClassicTimer::Session(member_id.to_owned())),
             None,
         );
@@ -1070,46 +1047,35 @@ impl ClassicGroup {
         }
         if let Some(p) = m.awaiting_join.take() {
             let r = JoinResult::error(ResponseError::UnknownMemberId, member_id);
-            out.reply(p, ClassicReply::Join(r));
+            fx.reply(p, ClassicReply::Join(r));
         }
         if let Some(p) = m.awaiting_sync.take() {
-            out.sync_error(p, ResponseError::UnknownMemberId);
+            fx.sync_error(p, ResponseError::UnknownMemberId);
         }
     }
 
     /// A deadline of this group passed: the answers and counters it
     /// leads to.
-    pub(crate) fn on_timer(
-        &mut self,
-        env: &mut ClassicEnv<'_>,
-        timer: ClassicTimer,
-    ) -> ClassicOutcome {
-        let mut out = ClassicOutcome::default();
-        self.on_timer_into(env, timer, &mut out);
-        out
+    pub(crate) fn on_timer(&mut self, env: &ClassicEnv, fx: &mut Effects<'_>, timer: ClassicTimer) {
+        self.on_timer_into(env, timer, fx);
     }
 
-    /// [`ClassicGroup::on_timer`], adding to `out`.
-    fn on_timer_into(
-        &mut self,
-        env: &mut ClassicEnv<'_>,
-        timer: ClassicTimer,
-        out: &mut ClassicOutcome,
-    ) {
+    /// [`ClassicGroup::on_timer`], adding to `fx`.
+    fn on_timer_into(&mut self, env: &ClassicEnv, timer: ClassicTimer, fx: &mut Effects<'_>) {
         match timer {
-            ClassicTimer::Join => self.on_join_timer(env, out),
-            ClassicTimer::Sync => self.on_sync_timer(env, out),
+            ClassicTimer::Join => self.on_join_timer(env, fx),
+            ClassicTimer::Sync => self.on_sync_timer(env, fx),
             ClassicTimer::Session(member) => {
                 if self.members.contains_key(&member) {
                     tracing::info!(group = %self.id, member, "session timeout: member removed");
-                    out.members_expired += 1;
-                    self.remove(env, &member, out);
-                    self.prepare_rebalance(env, "a member's session expired", out);
+                    fx.metric(CoordinatorCounter::ClassicMembersExpired, 1);
+                    self.remove(&member, fx);
+                    self.prepare_rebalance(env, "a member's session expired", fx);
                 }
             }
             ClassicTimer::PendingJoin(member) => {
                 if self.pending_members.remove(&member).is_some() {
-                    self.try_complete_join(env, out);
+                    self.try_complete_join(env, fx);
                 }
             }
         }
@@ -1117,31 +1083,23 @@ impl ClassicGroup {
 
     /// Drops every member (the group's slot was lost, or the group is deleted): their
     /// outstanding answers get `error`, their timers go.
-    pub(crate) fn drop_all(
-        &mut self,
-        env: &mut ClassicEnv<'_>,
-        error: ResponseError,
-    ) -> ClassicOutcome {
-        let mut out = ClassicOutcome::default();
+    pub(crate) fn drop_all(&mut self, fx: &mut Effects<'_>, error: ResponseError) {
         for t in [ClassicTimer::Join, ClassicTimer::Sync] {
-            env.timers.set(self.timer(t), None);
+            fx.timer(self.timer(t), None);
         }
         for id in std::mem::take(&mut self.pending_members).into_keys() {
-            env.timers
-                .set(self.timer(ClassicTimer::PendingJoin(id)), None);
+            fx.timer(self.timer(ClassicTimer::PendingJoin(id)), None);
         }
         for (id, mut m) in std::mem::take(&mut self.members) {
-            env.timers
-                .set(self.timer(ClassicTimer::Session(id.clone())), None);
+            fx.timer(self.timer(ClassicTimer::Session(id.clone())), None);
             if let Some(p) = m.awaiting_join.take() {
-                out.reply(p, ClassicReply::Join(JoinResult::error(error, &id)));
+                fx.reply(p, ClassicReply::Join(JoinResult::error(error, &id)));
             }
             if let Some(p) = m.awaiting_sync.take() {
-                out.sync_error(p, error);
+                fx.sync_error(p, error);
             }
         }
         self.instances.clear();
         self.state = ClassicState::Empty;
-        out
     }
 }

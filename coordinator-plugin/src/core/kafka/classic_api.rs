@@ -1,9 +1,10 @@
 //! JoinGroup, SyncGroup, Heartbeat and LeaveGroup: the wire checks common to every
 //! classic request (group id, ownership, the group's protocol, member and generation)
 //! and the conversion between `kafka-protocol` messages and the classic group's
-//! domain values: it lends the pure group a `ClassicEnv` (the clock, the limits, the
-//! timer table) and carries out the `ClassicOutcome` it returns (sends the answers,
-//! deferred ones included, in order, and counts). Also the coordinator's other entry
+//! domain values: it lends the pure group a `ClassicEnv` (the clock, the limits) and an
+//! effect list, and hands the group's result to the one applier (`Ctx::apply`, which
+//! sends the answers, deferred ones included, in order, moves the timers and counts).
+//! Also the coordinator's other entry
 //! points into classic groups: their timers firing (`on_classic_timer`), and dropping
 //! the Kafka groups, classic and KIP-848, of a lost coordinator slot
 //! (`drop_classic_with_slot`).
@@ -18,13 +19,13 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::classic::{
-    ClassicEnv, ClassicGroup, ClassicLimits, ClassicOutcome, ClassicReply, ClassicTimer,
-    JoinParams, JoinResult, Pending,
+    ClassicEnv, ClassicGroup, ClassicLimits, ClassicReply, ClassicTimer, JoinParams, JoinResult,
+    Pending,
 };
 use crate::core::conn::SlotRef;
 use crate::core::groups::GroupKind;
+use crate::core::result::Effects;
 use crate::core::{Coordinator, Ctx};
-use crate::io::CoordinatorCounter;
 use crate::kafka_wire::KafkaReplyTo;
 use crate::types::GroupId;
 
@@ -33,7 +34,7 @@ fn s(v: impl Into<String>) -> StrBytes {
 }
 
 /// Sends a classic group's answer in the version it was asked in.
-pub(super) fn send(cx: &mut Ctx, p: Pending, reply: ClassicReply) {
+pub(in crate::core) fn send(cx: &mut Ctx, p: Pending, reply: ClassicReply) {
     let v = p.to.version;
     let response = match reply {
         ClassicReply::Join(r) => {
@@ -78,32 +79,9 @@ pub(super) fn send(cx: &mut Ctx, p: Pending, reply: ClassicReply) {
     cx.respond_kafka(p.slot, p.to, response);
 }
 
-/// Carries out what a classic group decided: sends its answers, in order, and counts
-/// its rebalances, generations and expired members.
-fn apply(cx: &mut Ctx, outcome: ClassicOutcome) {
-    let ClassicOutcome {
-        replies,
-        rebalances,
-        generations,
-        members_expired,
-    } = outcome;
-    for (to, reply) in replies {
-        send(cx, to, reply);
-    }
-    for (counter, value) in [
-        (CoordinatorCounter::ClassicRebalances, rebalances),
-        (CoordinatorCounter::ClassicGenerations, generations),
-        (CoordinatorCounter::ClassicMembersExpired, members_expired),
-    ] {
-        if value > 0 {
-            cx.metric(counter, value);
-        }
-    }
-}
-
-/// What a classic group reads from the coordinator's shared state: the time, the
-/// configured limits, and the timer table (borrowed beside the groups).
-fn classic_env(cx: &mut Ctx) -> ClassicEnv<'_> {
+/// What a classic group reads from the coordinator's shared state: the time and the
+/// configured limits.
+fn classic_env(cx: &Ctx) -> ClassicEnv {
     ClassicEnv {
         now: cx.now,
         limits: ClassicLimits {
@@ -111,8 +89,17 @@ fn classic_env(cx: &mut Ctx) -> ClassicEnv<'_> {
             initial_rebalance_quiet_ms: cx.config.initial_rebalance_quiet_ms,
             max_group_size: cx.config.max_group_size,
         },
-        timers: &mut cx.timers,
     }
+}
+
+/// Runs `f` on a classic group with the group's environment and an empty effect list,
+/// and applies its result.
+fn classic<R>(cx: &mut Ctx, f: impl FnOnce(&ClassicEnv, &mut Effects<'_>) -> R) -> R {
+    let env = classic_env(cx);
+    let mut fx = cx.lender.effects();
+    let response = f(&env, &mut fx);
+    let result = fx.finish(response);
+    cx.apply(result)
 }
 
 impl Coordinator {
@@ -203,8 +190,7 @@ impl Coordinator {
         let group = self
             .groups
             .classic_or_insert(gid.clone(), || ClassicGroup::new(gid));
-        let outcome = group.join(&mut classic_env(&mut self.cx), params, pending);
-        apply(&mut self.cx, outcome);
+        classic(&mut self.cx, |env, fx| group.join(env, fx, params, pending));
     }
 
     /// The member and generation checks of SyncGroup and Heartbeat.
@@ -267,13 +253,9 @@ impl Coordinator {
             .into_iter()
             .map(|a| (a.member_id.to_string(), a.assignment))
             .collect();
-        let outcome = group.sync(
-            &mut classic_env(&mut self.cx),
-            &member_id,
-            assignments,
-            pending,
-        );
-        apply(&mut self.cx, outcome);
+        classic(&mut self.cx, |env, fx| {
+            group.sync(env, fx, &member_id, assignments, pending);
+        });
     }
 
     pub(super) fn on_classic_heartbeat(
@@ -295,7 +277,7 @@ impl Coordinator {
             Ok(()) => self
                 .groups
                 .classic_mut(id.as_str())
-                .and_then(|g| g.heartbeat(&mut classic_env(&mut self.cx), &member_id)),
+                .and_then(|g| classic(&mut self.cx, |env, fx| g.heartbeat(env, fx, &member_id))),
         };
         let mut out = HeartbeatResponse::default();
         out.error_code = error.map_or(0, |e| e.code());
@@ -344,8 +326,7 @@ impl Coordinator {
                         group.check_member(&member, instance.as_deref()).err()
                     };
                     if error.is_none() {
-                        let outcome = group.leave(&mut classic_env(&mut self.cx), &member);
-                        apply(&mut self.cx, outcome);
+                        classic(&mut self.cx, |env, fx| group.leave(env, fx, &member));
                     }
                     let mut m = MemberResponse::default();
                     m.member_id = s(member_id);
@@ -369,18 +350,15 @@ impl Coordinator {
     /// commits in flight still get the store's answer).
     pub(crate) fn drop_classic_with_slot(&mut self, mut g: ClassicGroup, slot: u32) {
         tracing::info!(group = %g.id, slot, members = g.members.len(), "classic group dropped with its slot");
-        let outcome = g.drop_all(
-            &mut classic_env(&mut self.cx),
-            ResponseError::NotCoordinator,
-        );
-        apply(&mut self.cx, outcome);
+        classic(&mut self.cx, |_, fx| {
+            g.drop_all(fx, ResponseError::NotCoordinator);
+        });
     }
 
     /// A classic group's deadline passed.
     pub(crate) fn on_classic_timer(&mut self, group: &GroupId, timer: ClassicTimer) {
         if let Some(g) = self.groups.classic_mut(group) {
-            let outcome = g.on_timer(&mut classic_env(&mut self.cx), timer);
-            apply(&mut self.cx, outcome);
+            classic(&mut self.cx, |env, fx| g.on_timer(env, fx, timer));
         }
     }
 }

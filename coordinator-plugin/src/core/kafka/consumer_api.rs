@@ -6,8 +6,10 @@
 //! not know (a topic deleted meanwhile) is dropped, as Kafka does.
 //!
 //! Also the coordinator's other entry points into the engine: the [`Env`] it builds
-//! from the coordinator's state (whose `Cell` counts assignor fallbacks, reported as
-//! the `assignor_fallbacks` metric), the members' timers firing
+//! from the coordinator's state (whose `Cell`s count assignor fallbacks and failures,
+//! added to the call's result as the `assignor_fallbacks` and `assignor_failures`
+//! counters) and the effect list each call fills, whose result goes to the one applier
+//! (`Ctx::apply`); the members' timers firing
 //! (`on_consumer_timers`) and topic changes (`consumer_topics_changed`). A lost slot's
 //! KIP-848 groups are dropped with the classic ones (`classic_api`).
 
@@ -32,10 +34,10 @@ use super::consumer_group::{Env, HeartbeatRequest};
 use crate::core::assigning::GroupAssignors;
 use crate::core::conn::SlotRef;
 use crate::core::groups::GroupKind;
-use crate::core::{Coordinator, Ctx, TimerKey};
+use crate::core::result::Effects;
+use crate::core::{Coordinator, Ctx};
 use crate::io::CoordinatorCounter;
 use crate::kafka_wire::KafkaReplyTo;
-use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
 pub(super) fn s(v: impl Into<String>) -> StrBytes {
@@ -60,85 +62,80 @@ pub(super) fn by_topic_id<'a>(
     out
 }
 
-/// The environment the KIP-848 state machine works in, and the timer table where it
-/// keeps its members' deadlines.
-fn consumer_env(cx: &mut Ctx) -> (Env<'_>, &mut Timers<TimerKey>) {
-    let Ctx {
-        config,
-        topics,
-        partition_stats,
-        assignors,
-        timers,
-        now,
-        calls,
-        ..
-    } = cx;
-    let env = Env {
-        now: *now,
-        topics,
-        partition_stats,
-        assignors: GroupAssignors::new(&**assignors, calls),
-        default_assignor: &config.default_assignor,
-        session_timeout_ms: config.consumer_session_timeout_ms,
-        heartbeat_interval_ms: config.consumer_heartbeat_interval_ms,
-        reconcile_heartbeat_interval_ms: config
-            .consumer_reconcile_heartbeat_interval_ms
-            .min(config.consumer_heartbeat_interval_ms),
-        rebalance_settle_ms: config.consumer_rebalance_settle_ms,
-        assignment_interval_ms: config.consumer_assignment_interval_ms,
-        max_group_size: config.max_group_size,
-        fallbacks: std::cell::Cell::new(0),
-        failures: std::cell::Cell::new(0),
+/// Runs `f` with the KIP-848 engine's environment and an empty effect list, and
+/// applies its result, with the assignor fallbacks and failures the call counted in its
+/// `Env` added as counters (`assignor_fallbacks`, `assignor_failures`). `steady`: the
+/// steady heartbeat interval of a heartbeat, ms (the configured one otherwise).
+fn consumer<R>(
+    cx: &mut Ctx,
+    steady: Option<u32>,
+    f: impl FnOnce(&Env<'_>, &mut Effects<'_>) -> R,
+) -> R {
+    let result = {
+        let Ctx {
+            config,
+            topics,
+            partition_stats,
+            assignors,
+            now,
+            calls,
+            lender,
+            ..
+        } = &mut *cx;
+        let heartbeat_interval_ms = steady.unwrap_or(config.consumer_heartbeat_interval_ms);
+        let env = Env {
+            now: *now,
+            topics,
+            partition_stats,
+            assignors: GroupAssignors::new(&**assignors, calls),
+            default_assignor: &config.default_assignor,
+            session_timeout_ms: config.consumer_session_timeout_ms,
+            heartbeat_interval_ms,
+            reconcile_heartbeat_interval_ms: config
+                .consumer_reconcile_heartbeat_interval_ms
+                .min(config.consumer_heartbeat_interval_ms)
+                .min(heartbeat_interval_ms),
+            rebalance_settle_ms: config.consumer_rebalance_settle_ms,
+            assignment_interval_ms: config.consumer_assignment_interval_ms,
+            max_group_size: config.max_group_size,
+            fallbacks: std::cell::Cell::new(0),
+            failures: std::cell::Cell::new(0),
+        };
+        let mut fx = lender.effects();
+        let response = f(&env, &mut fx);
+        fx.metric(CoordinatorCounter::AssignorFallbacks, env.fallbacks.get());
+        fx.metric(CoordinatorCounter::AssignorFailures, env.failures.get());
+        fx.finish(response)
     };
-    (env, timers)
-}
-
-impl Ctx {
-    /// Reports the assignor fallbacks and failures a KIP-848 or share-group call counted
-    /// in its `Env`.
-    pub(super) fn count_fallbacks(&mut self, (fallbacks, failures): (u64, u64)) {
-        if fallbacks > 0 {
-            self.metric(CoordinatorCounter::AssignorFallbacks, fallbacks);
-        }
-        if failures > 0 {
-            self.metric(CoordinatorCounter::AssignorFailures, failures);
-        }
-    }
+    cx.apply(result)
 }
 
 impl Coordinator {
     /// The timers of KIP-848 members fired (group, member id), in deadline order:
     /// members past their session or rebalance timeout are fenced.
     pub(crate) fn on_consumer_timers(&mut self, due: Vec<(GroupId, String)>) {
-        let (env, timers) = consumer_env(&mut self.cx);
-        let expired = self
-            .kafka
-            .consumer
-            .expire(&mut self.groups, &env, timers, due);
-        let fallbacks = (env.fallbacks.get(), env.failures.get());
-        self.cx.count_fallbacks(fallbacks);
+        let (engine, groups) = (&mut self.kafka.consumer, &mut self.groups);
+        let expired = consumer(&mut self.cx, None, |env, fx| {
+            engine.expire(groups, env, fx, due)
+        });
         for (group, member, reason) in expired {
             tracing::info!(%group, member, reason, "KIP-848 member fenced");
-            self.cx
-                .metric(CoordinatorCounter::ConsumerMembersExpired, 1);
         }
     }
 
     /// Topics changed: regex subscriptions and partition counts of KIP-848 groups.
     pub(crate) fn consumer_topics_changed(&mut self) {
-        let (env, _) = consumer_env(&mut self.cx);
-        self.kafka.consumer.topics_changed(&mut self.groups, &env);
-        let fallbacks = (env.fallbacks.get(), env.failures.get());
-        self.cx.count_fallbacks(fallbacks);
+        let (engine, groups) = (&mut self.kafka.consumer, &mut self.groups);
+        consumer(&mut self.cx, None, |env, _| {
+            engine.topics_changed(groups, env)
+        });
     }
 
     /// Re-runs the assignors of KIP-848 groups `ids` whose inputs drifted
-    /// ([`ConsumerGroups::rerun`]).
+    /// ([`ConsumerGroups::rerun`](super::consumer_group::ConsumerGroups::rerun)).
     pub(crate) fn consumer_rerun(&mut self, ids: Vec<GroupId>) {
-        let (env, _) = consumer_env(&mut self.cx);
-        self.kafka.consumer.rerun(&mut self.groups, &env, ids);
-        let fallbacks = (env.fallbacks.get(), env.failures.get());
-        self.cx.count_fallbacks(fallbacks);
+        let (engine, groups) = (&mut self.kafka.consumer, &mut self.groups);
+        consumer(&mut self.cx, None, |env, _| engine.rerun(groups, env, ids));
     }
 
     /// The result of assignor call `call` of KIP-848 group `group` arrived.
@@ -148,12 +145,10 @@ impl Coordinator {
         call: u64,
         result: Result<drover_abi::assignor::Assignment, drover_abi::PluginError>,
     ) {
-        let (env, _) = consumer_env(&mut self.cx);
-        self.kafka
-            .consumer
-            .assignor_done(&mut self.groups, &env, group, call, result);
-        let fallbacks = (env.fallbacks.get(), env.failures.get());
-        self.cx.count_fallbacks(fallbacks);
+        let (engine, groups) = (&mut self.kafka.consumer, &mut self.groups);
+        consumer(&mut self.cx, None, |env, _| {
+            engine.assignor_done(groups, env, group, call, result)
+        });
     }
 
     pub(super) fn on_consumer_heartbeat(
@@ -233,15 +228,10 @@ impl Coordinator {
         };
         let members = self.kafka.consumer.member_count(&self.groups, self.cx.now);
         let steady = self.cx.config.steady_heartbeat_interval_ms(members);
-        let (mut env, timers) = consumer_env(&mut self.cx);
-        env.heartbeat_interval_ms = steady;
-        env.reconcile_heartbeat_interval_ms = env.reconcile_heartbeat_interval_ms.min(steady);
-        let reply = self
-            .kafka
-            .consumer
-            .heartbeat(&mut self.groups, &env, timers, request);
-        let fallbacks = (env.fallbacks.get(), env.failures.get());
-        self.cx.count_fallbacks(fallbacks);
+        let (engine, groups) = (&mut self.kafka.consumer, &mut self.groups);
+        let reply = consumer(&mut self.cx, Some(steady), |env, fx| {
+            engine.heartbeat(groups, env, fx, request)
+        });
         out.member_id = Some(s(reply.member_id));
         out.member_epoch = reply.member_epoch;
         out.heartbeat_interval_ms = reply.heartbeat_interval_ms;

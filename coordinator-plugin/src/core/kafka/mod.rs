@@ -34,7 +34,8 @@ use std::collections::{BTreeMap, HashMap};
 use bytes::Bytes;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 
-pub(crate) use classic::{ClassicGroup, ClassicTimer};
+pub(crate) use classic::{ClassicGroup, ClassicReply, ClassicTimer, Pending};
+pub(in crate::core) use classic_api::send as send_classic;
 pub(crate) use consumer_group::ConsumerGroup;
 pub(crate) use offsets::{CommitWait, DeleteWait, KafkaOffsets};
 pub(crate) use share_group::ShareGroup;

@@ -1,13 +1,15 @@
 //! ShareGroupHeartbeat (v1) and ShareGroupDescribe (v1) of KIP-932: the wire boundary
 //! of the share-group engine ([`super::share_group`]), and the coordinator's other
-//! entry points into it: the members' session timers firing (`on_share_timers`) and
-//! topic changes (`share_topics_changed`).
+//! entry points into it: the members' session timers firing (`on_share_timers`),
+//! topic changes (`share_topics_changed`) and share assignor results
+//! (`share_assignor_done`). Each call runs the engine with its
+//! environment and an effect list and hands the result to the one applier
+//! (`Ctx::apply`).
 //!
 //! The wire names assigned partitions by topic id; the engine by name (ids from the
 //! host, [`crate::Input::TopicIds`]; a topic whose id the coordinator does not know is
 //! left out of an answer).
 
-use std::cell::Cell;
 use std::collections::BTreeSet;
 
 use kafka_protocol::messages::share_group_describe_response::{
@@ -28,65 +30,62 @@ use super::share_group::{Env, ShareHeartbeat};
 use crate::core::assigning::GroupAssignors;
 use crate::core::conn::SlotRef;
 use crate::core::groups::GroupKind;
-use crate::core::{Coordinator, Ctx, TimerKey};
-use crate::io::CoordinatorCounter;
+use crate::core::result::Effects;
+use crate::core::{Coordinator, Ctx};
 use crate::kafka_wire::KafkaReplyTo;
-use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
-/// The environment of the share-group engine, and the timer table.
-fn share_env(cx: &mut Ctx) -> (Env<'_>, &mut Timers<TimerKey>) {
-    let Ctx {
-        config,
-        topics,
-        partition_stats,
-        assignors,
-        timers,
-        now,
-        calls,
-        ..
-    } = cx;
-    let env = Env {
-        now: *now,
-        topics,
-        session_timeout_ms: config.share_session_timeout_ms,
-        heartbeat_interval_ms: config.share_heartbeat_interval_ms,
-        max_group_size: config.share_max_group_size,
-        max_groups: config.share_max_groups,
-        max_subscription_topics: config.max_subscription_topics,
-        assignors: GroupAssignors::new(&**assignors, calls),
-        partition_stats,
-        config,
-        fallbacks: Cell::new(0),
-        failures: Cell::new(0),
+/// Runs `f` with the share-group engine's environment (time, topics, limits, the
+/// share assignors) and an empty effect list, and applies its result.
+fn share<R>(cx: &mut Ctx, f: impl FnOnce(&Env<'_>, &mut Effects<'_>) -> R) -> R {
+    let result = {
+        let Ctx {
+            config,
+            topics,
+            partition_stats,
+            assignors,
+            now,
+            calls,
+            lender,
+            ..
+        } = &mut *cx;
+        let env = Env {
+            now: *now,
+            topics,
+            session_timeout_ms: config.share_session_timeout_ms,
+            heartbeat_interval_ms: config.share_heartbeat_interval_ms,
+            max_group_size: config.share_max_group_size,
+            max_groups: config.share_max_groups,
+            max_subscription_topics: config.max_subscription_topics,
+            assignors: GroupAssignors::new(&**assignors, calls),
+            partition_stats,
+            config,
+        };
+        let mut fx = lender.effects();
+        let response = f(&env, &mut fx);
+        fx.finish(response)
     };
-    (env, timers)
-}
-
-/// The assignor fallbacks and failures a call of the engine counted in its `Env`.
-fn counted(env: &Env<'_>) -> (u64, u64) {
-    (env.fallbacks.get(), env.failures.get())
+    cx.apply(result)
 }
 
 impl Coordinator {
     /// Share members whose session timers fired (group, member id).
     pub(crate) fn on_share_timers(&mut self, due: Vec<(GroupId, String)>) {
-        let (env, timers) = share_env(&mut self.cx);
-        let expired = self.kafka.share.expire(&mut self.groups, &env, timers, due);
-        let counts = counted(&env);
-        self.cx.count_fallbacks(counts);
+        let (share_groups, groups) = (&mut self.kafka.share, &mut self.groups);
+        let expired = share(&mut self.cx, |env, fx| {
+            share_groups.expire(groups, env, fx, due)
+        });
         for (group, member) in expired {
             tracing::info!(%group, member, "share member fenced: session timeout");
-            self.cx.metric(CoordinatorCounter::ShareMembersExpired, 1);
         }
     }
 
     /// Topics changed: share groups whose subscribed topics changed get a new target.
     pub(crate) fn share_topics_changed(&mut self) {
-        let (env, _) = share_env(&mut self.cx);
-        self.kafka.share.topics_changed(&mut self.groups, &env);
-        let counts = counted(&env);
-        self.cx.count_fallbacks(counts);
+        let (share_groups, groups) = (&mut self.kafka.share, &mut self.groups);
+        share(&mut self.cx, |env, fx| {
+            share_groups.topics_changed(groups, env, fx)
+        });
     }
 
     /// The result of assignor call `call` of share group `group` arrived.
@@ -96,12 +95,10 @@ impl Coordinator {
         call: u64,
         result: Result<drover_abi::assignor::Assignment, drover_abi::PluginError>,
     ) {
-        let (env, _) = share_env(&mut self.cx);
-        self.kafka
-            .share
-            .assignor_done(&mut self.groups, &env, group, call, result);
-        let counts = counted(&env);
-        self.cx.count_fallbacks(counts);
+        let (share_groups, groups) = (&mut self.kafka.share, &mut self.groups);
+        share(&mut self.cx, |env, fx| {
+            share_groups.assignor_done(groups, env, fx, group, call, result)
+        });
     }
 
     pub(super) fn on_share_heartbeat(
@@ -158,13 +155,10 @@ impl Coordinator {
             client_id,
             client_host: self.client_host(slot.conn),
         };
-        let (env, timers) = share_env(&mut self.cx);
-        let reply = self
-            .kafka
-            .share
-            .heartbeat(&mut self.groups, &env, timers, request);
-        let counts = counted(&env);
-        self.cx.count_fallbacks(counts);
+        let (share_groups, groups) = (&mut self.kafka.share, &mut self.groups);
+        let reply = share(&mut self.cx, |env, fx| {
+            share_groups.heartbeat(groups, env, fx, request)
+        });
         out.member_id = Some(s(reply.member_id));
         out.member_epoch = reply.member_epoch;
         out.heartbeat_interval_ms = reply.heartbeat_interval_ms;

@@ -5,10 +5,11 @@ use bytes::Bytes;
 use drover_protocol as proto;
 use drover_protocol::NativeResponse;
 
-use super::effects::{Effects, NativeEnv};
+use super::effects::NativeEnv;
 use super::group::{NativeGroup, Outstanding};
 use super::offsets::CommitKind;
 use crate::core::conn::ChannelOf;
+use crate::core::result::Effects;
 use crate::core::Coordinator;
 
 use crate::io::FailureReason;

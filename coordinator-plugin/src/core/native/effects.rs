@@ -1,32 +1,27 @@
-//! What native group code reads and what it decides, after the KIP-848 engine's `Env`:
-//! a [`NativeEnv`] of exactly what a group reads (the time, the configuration, the
-//! topics, the assignors, whether a member's connection is idle, whether a batch of the
-//! group id is in flight) and an [`Effects`] list it fills with typed decisions
-//! ([`NativeEffect`]: a request to push on a channel, a connection to drop, a timer to
-//! set, a read or a write for the offset store, a request to answer, an event, a
-//! metric). The group never sees the coordinator's shared state (`Ctx`); one adapter
-//! (`apply`) builds the environment, runs a group method and applies its effects in
-//! order.
+//! What native group code reads, after the KIP-848 engine's `Env`: a [`NativeEnv`] of
+//! exactly what a group reads (the time, the configuration, the topics, the assignors,
+//! whether a member's connection is idle, whether a batch of the group id is in
+//! flight). What it decides it records in the one result shape of every group type
+//! ([`Effects`] of [`Effect`](crate::core::result::Effect)s, `core/result.rs`: a request
+//! to push on a channel, a connection to drop, a timer to set, a read or a write for
+//! the offset store, a request to answer, an event, a metric). The group never sees
+//! the coordinator's shared state (`Ctx`); one adapter (`apply`) builds the
+//! environment, runs a group method and hands its result to the one applier.
 //!
 //! Ids: an operation a group later matches a result against (its rebalance fetch) or
-//! that the commit queue tracks (its batch) needs a unique [`OpId`] at the moment it is
-//! decided. [`Effects::op_id`] takes it from the coordinator's one operation counter,
-//! lent to the effect list for the call: ids stay unique across groups (a group dropped
-//! and re-created with the same id can never match a result of its predecessor's fetch)
-//! and are numbered in the order of the decisions, as every other operation is.
+//! that the commit queue tracks (its batch) takes its [`OpId`](crate::types::OpId)
+//! when it is decided, from the operation counter lent to the effect list
+//! ([`Effects::op_id`]): ids stay unique across groups (a group dropped and re-created
+//! with the same id can never match a result of its predecessor's fetch).
 
 use std::collections::{BTreeMap, HashMap};
 
-use bytes::Bytes;
-
-use super::offsets::Waiter;
 use crate::config::CoordinatorConfig;
 use crate::core::assigning::GroupAssignors;
-use crate::core::commits::CommitWaiter;
 use crate::core::conn::Conn;
-use crate::core::ctx::OpIds;
+use crate::core::result::Effects;
 use crate::io::{CoordinatorCounter, Event};
-use crate::types::{ConnId, ConsumerId, GroupId, OffsetEntry, OpId, TopicName, TopicPartition};
+use crate::types::{ConnId, GroupId, TopicName, TopicPartition};
 
 /// What a native group reads from outside itself, for one call.
 pub(crate) struct NativeEnv<'a> {
@@ -81,88 +76,6 @@ impl<'a> NativeEnv<'a> {
     /// Whether the partition exists in the topics as last reported.
     pub(crate) fn exists(&self, tp: &TopicPartition) -> bool {
         crate::core::ctx::partition_exists(self.topics, tp)
-    }
-}
-
-/// One decision of a native group, applied to the coordinator's state in order.
-#[derive(Debug)]
-pub(crate) enum NativeEffect {
-    /// Send a request frame on a member's channel ([`Output::Push`](crate::io::Output::Push)).
-    Push { conn: ConnId, bytes: Bytes },
-    /// A removed member's connection: forgotten, and closed unless the host closed it
-    /// already ([`Output::CloseConnection`](crate::io::Output::CloseConnection)).
-    DropConnection { conn: ConnId, close: bool },
-    /// The group's timer (`TimerKey::Group`): at this time, or cleared.
-    GroupTimer(Option<u64>),
-    /// A member's timer (`TimerKey::Member`): at this time, or cleared.
-    MemberTimer(ConsumerId, Option<u64>),
-    /// Read the committed offsets of these partitions for a rebalance, as operation
-    /// `op` ([`Output::FetchOffsets`](crate::io::Output::FetchOffsets)); its result
-    /// comes back to `NativeGroup::on_fetched`.
-    FetchStartOffsets {
-        op: OpId,
-        partitions: Vec<TopicPartition>,
-    },
-    /// Hand the group's pending batch to the commit queue as operation `op`; `waiters`
-    /// are answered with its result.
-    SendBatch {
-        op: OpId,
-        records: Vec<OffsetEntry>,
-        waiters: Vec<Waiter>,
-    },
-    /// Answer a CommitOffset request as it stands.
-    Answer(Waiter),
-    /// Answer the waiters of a batch whose result arrived; `failed`: every entry that
-    /// waited for the store gets COORDINATOR_NOT_AVAILABLE.
-    AnswerBatch {
-        waiters: Vec<CommitWaiter>,
-        failed: bool,
-    },
-    /// The group has accepted offsets waiting for the commit tick (`true`: arm the
-    /// tick), or none any more (`false`).
-    PendingOffsets(bool),
-    /// An event for the host.
-    Event(Event),
-    /// A counter to add to.
-    Metric(CoordinatorCounter, u64),
-}
-
-/// The decisions of one call of a native group, in order, and the operation counter
-/// lent for it.
-pub(crate) struct Effects<'a> {
-    list: Vec<NativeEffect>,
-    op_ids: &'a mut OpIds,
-}
-
-impl<'a> Effects<'a> {
-    /// An empty effect list that fills `list` (cleared; its capacity is kept from
-    /// call to call, so an effect list costs no allocation per input).
-    pub(in crate::core) fn new(mut list: Vec<NativeEffect>, op_ids: &'a mut OpIds) -> Self {
-        list.clear();
-        Effects { list, op_ids }
-    }
-
-    /// Records a decision.
-    pub(crate) fn push(&mut self, effect: NativeEffect) {
-        self.list.push(effect);
-    }
-
-    /// A new operation id (see the module docs).
-    pub(crate) fn op_id(&mut self) -> OpId {
-        self.op_ids.next()
-    }
-
-    pub(crate) fn event(&mut self, event: Event) {
-        self.push(NativeEffect::Event(event));
-    }
-
-    pub(crate) fn metric(&mut self, counter: CoordinatorCounter, value: u64) {
-        self.push(NativeEffect::Metric(counter, value));
-    }
-
-    /// The decisions, in order.
-    pub(in crate::core) fn into_list(self) -> Vec<NativeEffect> {
-        self.list
     }
 }
 

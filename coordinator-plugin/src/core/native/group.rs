@@ -3,9 +3,10 @@
 //! §6.4). The group's commit pipeline is in `offsets`.
 //!
 //! Every method is pure in the sense of the KIP-848 engine: it reads what it needs
-//! from a [`NativeEnv`] and records what it decides in an [`Effects`] list (requests
-//! to push, timers, the rebalance's offset fetch, events, metrics), which the
-//! coordinator applies (`apply`); it never sees the coordinator's shared state.
+//! from a [`NativeEnv`] and records what it decides in an [`Effects`] list, the one
+//! result shape of every group type (requests to push, timers, the rebalance's offset
+//! fetch, events, metrics), which the coordinator applies (`Ctx::apply`); it never
+//! sees the coordinator's shared state.
 //!
 //! Safety rests on one piece of bookkeeping: the coordinator's view of who may be
 //! delivering a partition. A live member "owns" the partitions of the last StartFetcher
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use drover_protocol as proto;
 use drover_protocol::NativeRequest;
 
-use super::effects::{effective_assignor, Effects, NativeEffect, NativeEnv};
+use super::effects::{effective_assignor, NativeEnv};
 use super::offsets::Commits;
 use drover_abi::assignor::{AssignInput, Assignment};
 use drover_abi::PluginError;
@@ -31,6 +32,8 @@ use crate::assignors::{
 };
 use crate::config::RebalanceMode;
 use crate::core::assigning::Call;
+use crate::core::result::{Effect, Effects};
+use crate::core::TimerKey;
 use crate::id_map::IdMap;
 use crate::io::{CoordinatorCounter, Event, FailureReason};
 use crate::seen_loads::TopicSeenLoads;
@@ -452,7 +455,7 @@ impl NativeGroup {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        fx.push(NativeEffect::GroupTimer(at));
+        fx.timer(TimerKey::Group(self.id.clone()), at);
     }
 
     /// The group timer fired: release expired zombies, then move the rebalance on.
@@ -473,7 +476,7 @@ impl NativeGroup {
         id: &ConsumerId,
     ) {
         let Some(m) = self.members.get(id) else {
-            fx.push(NativeEffect::MemberTimer(id.clone(), None));
+            fx.timer(TimerKey::Member(self.id.clone(), id.clone()), None);
             return;
         };
         let mut at = m.session_deadline();
@@ -482,7 +485,7 @@ impl NativeGroup {
         if m.outstanding.is_none() && env.conn_idle(m.conn) {
             at = at.min(m.ping_due());
         }
-        fx.push(NativeEffect::MemberTimer(id.clone(), Some(at)));
+        fx.timer(TimerKey::Member(self.id.clone(), id.clone()), Some(at));
     }
 
     /// A member's timer fired: fail it for silence, or send what is due.
@@ -566,7 +569,7 @@ impl NativeGroup {
                 m.last_sent_ms = env.now;
                 m.ping_early_ms = early;
                 m.outstanding = Some(outstanding);
-                fx.push(NativeEffect::Push {
+                fx.push(Effect::Push {
                     conn: m.conn,
                     bytes,
                 });
@@ -632,8 +635,8 @@ impl NativeGroup {
             return;
         };
         tracing::info!(group = %self.id, consumer = %id, owned = m.owned.len(), release_now, "member removed");
-        fx.push(NativeEffect::MemberTimer(id.clone(), None));
-        fx.push(NativeEffect::DropConnection {
+        fx.timer(TimerKey::Member(self.id.clone(), id.clone()), None);
+        fx.push(Effect::DropConnection {
             conn: m.conn,
             close,
         });
@@ -1124,8 +1127,9 @@ impl NativeGroup {
             return false;
         }
         let op = fx.op_id();
-        fx.push(NativeEffect::FetchStartOffsets {
+        fx.push(Effect::FetchStartOffsets {
             op,
+            group: self.id.clone(),
             partitions: wanted.into_iter().collect(),
         });
         if let Phase::Fetching { op: slot, .. } = &mut self.phase {

@@ -5,10 +5,11 @@
 //! the FetchOffsets answer in `fetch_response`), LeaveGroup and DescribeGroups
 //! (`leave_describe`) — and the consumers' answers on their channels (`channel`).
 //!
-//! The group is pure, as the KIP-848 engine is: its methods read a [`NativeEnv`] and
-//! record their decisions in [`Effects`] (`effects`: what a group reads and may decide),
-//! and never see the coordinator's shared state. One adapter (`apply`,
-//! `Ctx::native`) builds the environment for a call and applies the effects in order.
+//! The group is pure, as the other engines are: its methods read a [`NativeEnv`]
+//! (`effects`: what a group reads) and record their decisions in the one result shape
+//! of every group type (`core/result.rs`), and never see the coordinator's shared
+//! state. One adapter (`apply`, `Ctx::native`) builds the environment for a call and
+//! hands the result to the one applier (`Ctx::apply`).
 //! The request handlers are glue: they decode and check a request, answer it through
 //! `Ctx`, and call the group through the adapter.
 
@@ -24,7 +25,7 @@ mod register;
 #[cfg(test)]
 mod tests;
 
-pub(in crate::core) use effects::{Effects, NativeEffect, NativeEnv};
+pub(in crate::core) use effects::NativeEnv;
 pub(in crate::core) use fetch_response::fetch_response;
 pub(crate) use group::{debounce_ms, Member, NativeGroup};
 pub(crate) use offsets::Waiter;

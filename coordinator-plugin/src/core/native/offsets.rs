@@ -15,9 +15,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kafka_protocol::ResponseError;
 
-use super::effects::{Effects, NativeEffect, NativeEnv};
+use super::effects::NativeEnv;
 use super::group::NativeGroup;
 use crate::core::commits::CommitWaiter;
+use crate::core::result::{Effect, Effects};
 use crate::io::{CoordinatorCounter, Event};
 use crate::types::{Generation, OffsetEntry, OpId, StoreError, TopicName, TopicPartition};
 use crate::wire;
@@ -127,7 +128,7 @@ impl NativeGroup {
             .known
             .insert(tp.clone(), (value.clone(), generation));
         self.commits.pending.insert(tp, value);
-        fx.push(NativeEffect::PendingOffsets(true));
+        fx.push(Effect::PendingOffsets(self.id.clone(), true));
     }
 
     /// Sends the pending batch through the group id's commit queue, unless a batch of
@@ -140,7 +141,7 @@ impl NativeGroup {
         if self.commits.pending.is_empty() {
             // Waiters whose offsets were superseded: what they asked for is stored.
             for w in std::mem::take(&mut self.commits.pending_waiters) {
-                fx.push(NativeEffect::Answer(w));
+                fx.push(Effect::AnswerCommit(w));
             }
             return;
         }
@@ -153,14 +154,15 @@ impl NativeGroup {
                 metadata,
             })
             .collect();
-        fx.push(NativeEffect::PendingOffsets(false));
+        fx.push(Effect::PendingOffsets(self.id.clone(), false));
         let waiters = std::mem::take(&mut self.commits.pending_waiters);
         self.commits.inflight_tps = records.iter().map(|r| r.tp.clone()).collect();
         self.commits.urgent = false;
         fx.metric(CoordinatorCounter::CommitBatches, 1);
         let op = fx.op_id();
-        fx.push(NativeEffect::SendBatch {
+        fx.push(Effect::SendBatch {
             op,
+            group: self.id.clone(),
             records,
             waiters,
         });
@@ -201,10 +203,10 @@ impl NativeGroup {
                 }
             }
             if !self.commits.pending.is_empty() {
-                fx.push(NativeEffect::PendingOffsets(true));
+                fx.push(Effect::PendingOffsets(self.id.clone(), true));
             }
         }
-        fx.push(NativeEffect::AnswerBatch { waiters, failed });
+        fx.push(Effect::AnswerBatch { waiters, failed });
         // After a failure, wait for the commit tick instead of retrying in a loop (an
         // empty flush only answers waiters).
         if (self.commits.urgent && !failed) || self.commits.pending.is_empty() {

@@ -8,10 +8,11 @@ use drover_protocol as proto;
 use drover_protocol::NativeResponse;
 use kafka_protocol::ResponseError;
 
-use super::effects::{Effects, NativeEnv};
+use super::effects::NativeEnv;
 use super::group::{Member, NativeGroup};
 use crate::core::conn::ChannelOf;
 use crate::core::groups::GroupKind;
+use crate::core::result::Effects;
 use crate::core::{Coordinator, Ctx};
 
 use crate::assignors::Assignors;

@@ -8,12 +8,14 @@ use drover_abi::assignor::{AssignInput, Assignment, MemberAssignment};
 use drover_abi::std_types::RVec;
 use drover_abi::{PluginError, TopicPartitions};
 
-use super::effects::{Effects, NativeEffect, NativeEnv};
+use super::effects::NativeEnv;
 use super::group::{Member, NativeGroup};
 use crate::assignors::Assignors;
 use crate::config::CoordinatorConfig;
 use crate::core::conn::Conn;
 use crate::core::ctx::OpIds;
+use crate::core::result::{Effect, Effects};
+use crate::core::TimerKey;
 use crate::io::Event;
 use crate::subscription::SubscriptionSpec;
 use crate::types::{ConnId, ConsumerId, Generation, GroupId, OpId, TopicName, TopicPartition};
@@ -128,7 +130,7 @@ impl World {
         now: u64,
         g: &mut NativeGroup,
         f: impl FnOnce(&mut NativeGroup, &NativeEnv<'_>, &mut Effects<'_>),
-    ) -> Vec<NativeEffect> {
+    ) -> Vec<Effect> {
         let calls = crate::core::assigning::AssignorCalls::default();
         let env = NativeEnv::new(
             now,
@@ -141,7 +143,7 @@ impl World {
         );
         let mut fx = Effects::new(Vec::new(), &mut self.op_ids);
         f(g, &env, &mut fx);
-        fx.into_list()
+        fx.finish(()).effects
     }
 }
 
@@ -153,13 +155,11 @@ fn a_rebalance_decides_a_fetch_of_start_offsets_then_starts_the_round_on_its_res
     let joined = w.call(0, &mut g, |g, env, fx| g.join(env, fx, member("c1", 1, 0)));
     assert!(joined
         .iter()
-        .any(|e| matches!(e, NativeEffect::Event(Event::MemberRegistered { .. }))));
-    assert!(joined
-        .iter()
-        .any(|e| matches!(e, NativeEffect::MemberTimer(id, Some(_)) if id.as_str() == "c1")));
-    assert!(!joined
-        .iter()
-        .any(|e| matches!(e, NativeEffect::Push { .. })));
+        .any(|e| matches!(e, Effect::Event(Event::MemberRegistered { .. }))));
+    assert!(joined.iter().any(
+        |e| matches!(e, Effect::Timer(TimerKey::Member(_, id), Some(_)) if id.as_str() == "c1")
+    ));
+    assert!(!joined.iter().any(|e| matches!(e, Effect::Push { .. })));
 
     // The rebalance is due after the quiet time (the first member waits it too, so
     // that members started with it share the first generation).
@@ -173,20 +173,18 @@ fn a_rebalance_decides_a_fetch_of_start_offsets_then_starts_the_round_on_its_res
     let fetches: Vec<(OpId, Vec<TopicPartition>)> = fetched
         .iter()
         .filter_map(|e| match e {
-            NativeEffect::FetchStartOffsets { op, partitions } => Some((*op, partitions.clone())),
+            Effect::FetchStartOffsets { op, partitions, .. } => Some((*op, partitions.clone())),
             _ => None,
         })
         .collect();
     assert_eq!(fetches, vec![(OpId(1), vec![tp(0), tp(1)])]);
-    assert!(!fetched
-        .iter()
-        .any(|e| matches!(e, NativeEffect::Push { .. })));
+    assert!(!fetched.iter().any(|e| matches!(e, Effect::Push { .. })));
 
     // A result of another operation is not this fetch's.
     let stray = w.call(due, &mut g, |g, env, fx| {
         g.on_fetched(env, fx, OpId(7), Ok(BTreeMap::new()));
     });
-    assert!(!stray.iter().any(|e| matches!(e, NativeEffect::Push { .. })));
+    assert!(!stray.iter().any(|e| matches!(e, Effect::Push { .. })));
     assert!(g.in_rebalance());
 
     // The offsets arrive: a new generation, and a StartFetcher on c1's channel, from
@@ -197,10 +195,10 @@ fn a_rebalance_decides_a_fetch_of_start_offsets_then_starts_the_round_on_its_res
     });
     assert!(started
         .iter()
-        .any(|e| matches!(e, NativeEffect::Push { conn, .. } if *conn == ConnId(1))));
+        .any(|e| matches!(e, Effect::Push { conn, .. } if *conn == ConnId(1))));
     assert!(started.iter().any(|e| matches!(
         e,
-        NativeEffect::Event(Event::GenerationStarted { generation, members: 1, .. })
+        Effect::Event(Event::GenerationStarted { generation, members: 1, .. })
             if *generation == Generation(1)
     )));
     let c1 = &g.members[&ConsumerId::new("c1")];
@@ -222,23 +220,21 @@ fn a_member_on_a_busy_connection_gets_no_request_until_it_is_idle() {
     let op = fetched
         .iter()
         .find_map(|e| match e {
-            NativeEffect::FetchStartOffsets { op, .. } => Some(*op),
+            Effect::FetchStartOffsets { op, .. } => Some(*op),
             _ => None,
         })
         .expect("a fetch of start offsets");
     let started = w.call(due, &mut g, |g, env, fx| {
         g.on_fetched(env, fx, op, Ok(BTreeMap::new()));
     });
-    assert!(!started
-        .iter()
-        .any(|e| matches!(e, NativeEffect::Push { .. })));
+    assert!(!started.iter().any(|e| matches!(e, Effect::Push { .. })));
     // The StartFetcher waits for the channel; the member's timer is its session
     // deadline only (no Heartbeat is due on a busy channel).
     let c1 = &g.members[&ConsumerId::new("c1")];
     assert!(c1.queued_start.is_some());
     assert!(started.iter().any(|e| matches!(
         e,
-        NativeEffect::MemberTimer(_, Some(at)) if *at == c1.session_deadline()
+        Effect::Timer(TimerKey::Member(..), Some(at)) if *at == c1.session_deadline()
     )));
 }
 
@@ -263,9 +259,9 @@ fn the_debounce_is_the_quiet_time_for_a_lone_trigger_and_grows_with_a_stream() {
 }
 
 /// The `FetchStartOffsets` operation among `effects`, if any.
-fn fetch_op(effects: &[NativeEffect]) -> Option<OpId> {
+fn fetch_op(effects: &[Effect]) -> Option<OpId> {
     effects.iter().find_map(|e| match e {
-        NativeEffect::FetchStartOffsets { op, .. } => Some(*op),
+        Effect::FetchStartOffsets { op, .. } => Some(*op),
         _ => None,
     })
 }
@@ -289,7 +285,7 @@ fn c1_started(w: &mut World, g: &mut NativeGroup) {
     });
     assert!(started
         .iter()
-        .any(|e| matches!(e, NativeEffect::Push { conn, .. } if *conn == ConnId(1))));
+        .any(|e| matches!(e, Effect::Push { conn, .. } if *conn == ConnId(1))));
 }
 
 /// Members started together (c1 at 0, c2 at 10 ms) share the first generation: the
@@ -318,7 +314,7 @@ fn members_starting_together_share_the_first_generation() {
         assert!(
             started
                 .iter()
-                .any(|e| matches!(e, NativeEffect::Push { conn: c, .. } if *c == conn)),
+                .any(|e| matches!(e, Effect::Push { conn: c, .. } if *c == conn)),
             "no StartFetcher on {conn:?}"
         );
     }
@@ -365,7 +361,7 @@ fn a_drift_rerun_that_moves_nothing_starts_no_generation() {
     assert_eq!(g.due, None, "no rebalance due");
     assert!(!g.in_rebalance());
     assert_eq!(g.generation, generation);
-    assert!(!rerun.iter().any(|e| matches!(e, NativeEffect::Push { .. })));
+    assert!(!rerun.iter().any(|e| matches!(e, Effect::Push { .. })));
 
     w.topics.insert(TopicName::new("t"), 3);
     w.call(6_000, &mut g, |g, env, fx| {

@@ -43,7 +43,6 @@ use super::errors::first_error;
 use crate::{
     authz::{AclOperation, RequestAuthz, ResourceType},
     broker::Broker,
-    offsets::OffsetStores,
     server::reply::Reply,
 };
 
@@ -169,7 +168,9 @@ fn describe(
             Ok(out)
         }
         None => {
-            let saved = group_state(&stores, id).map_err(unavailable)?;
+            let saved = stores
+                .group_share_state(id, MAX_PARTITIONS)
+                .map_err(unavailable)?;
             let mut by_topic: BTreeMap<String, Vec<&ShareStateRecord>> = BTreeMap::new();
             for r in &saved {
                 by_topic.entry(r.topic.to_string()).or_default().push(r);
@@ -191,37 +192,6 @@ fn describe(
                     })
                 })
                 .collect())
-        }
-    }
-}
-
-/// Every share-partition state of `group` (at most [`MAX_PARTITIONS`]), by the store's
-/// key-ordered scan starting just before the group's first key.
-fn group_state(
-    stores: &OffsetStores,
-    group: &str,
-) -> Result<Vec<ShareStateRecord>, crate::offsets::share_state::ShareStateError> {
-    let mut out = Vec::new();
-    let mut after = drover_abi::OffsetKey {
-        group: group.into(),
-        topic: "".into(),
-        partition: i32::MIN,
-    };
-    loop {
-        let page = stores.scan_share_state(Some(&after), 1000)?;
-        let Some(last) = page.last() else {
-            return Ok(out);
-        };
-        after = drover_abi::OffsetKey {
-            group: last.group.clone(),
-            topic: last.topic.clone(),
-            partition: last.partition,
-        };
-        for r in page {
-            if r.group.as_str() != group || out.len() >= MAX_PARTITIONS {
-                return Ok(out);
-            }
-            out.push(r);
         }
     }
 }

@@ -5,11 +5,13 @@ pub mod acls;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
+pub mod alter_share_group_offsets;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
+pub mod delete_share_group_offsets;
 pub mod delete_topics;
 pub mod describe_client_quotas;
 pub mod describe_cluster;
@@ -34,6 +36,7 @@ pub mod sasl;
 pub mod share_acknowledge;
 pub mod share_acks;
 pub mod share_fetch;
+pub mod share_group_state;
 pub mod txn_offset_commit;
 pub mod txn_wire;
 
@@ -217,6 +220,18 @@ pub async fn handle(
                 describe_share_group_offsets::handle(b, &checks, r)
             })
             .await
+        }
+        // Only for an empty share group: the coordinator says so (DescribeGroups), then
+        // the offset store is written on the blocking pool.
+        RequestKind::AlterShareGroupOffsets(r) => {
+            alter_share_group_offsets::handle(broker, authz, r)
+                .await
+                .into()
+        }
+        RequestKind::DeleteShareGroupOffsets(r) => {
+            delete_share_group_offsets::handle(broker, authz, r)
+                .await
+                .into()
         }
         RequestKind::DescribeClientQuotas(r) => describe_client_quotas::handle(authz, r).into(),
         RequestKind::DescribeTopicPartitions(r) => {

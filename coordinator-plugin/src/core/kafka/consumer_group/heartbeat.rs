@@ -18,9 +18,8 @@ use super::{
     LEAVE_EPOCH, MAX_ERROR_MESSAGE_BYTES, STATIC_LEAVE_EPOCH,
 };
 use crate::core::groups::{Group, Groups};
-use crate::core::TimerKey;
+use crate::core::result::Effects;
 use crate::subscription::compile_pattern;
-use crate::timers::Timers;
 use crate::types::TopicName;
 use regex::Regex;
 
@@ -37,18 +36,18 @@ enum Found {
 
 impl ConsumerGroups {
     /// Handles a ConsumerGroupHeartbeat: join, heartbeat, leave. The member's entry
-    /// in `timers` ([`TimerKey::ConsumerMember`]) is set to its new deadline, or
-    /// removed when it left.
+    /// in the timer table ([`TimerKey::ConsumerMember`](crate::core::TimerKey::ConsumerMember)) is set to its new deadline,
+    /// or cancelled when it left, as effects in `fx`.
     pub(crate) fn heartbeat(
         &mut self,
         groups: &mut Groups,
         env: &Env<'_>,
-        timers: &mut Timers<TimerKey>,
+        fx: &mut Effects<'_>,
         req: HeartbeatRequest,
     ) -> HeartbeatResponse {
         let existed = groups.consumer(&req.group).is_some();
         let interval = i32::try_from(env.heartbeat_interval_ms).unwrap_or(i32::MAX);
-        match self.try_heartbeat(groups, env, timers, &req) {
+        match self.try_heartbeat(groups, env, fx, &req) {
             Ok(mut response) => {
                 if response.heartbeat_interval_ms == 0 {
                     response.heartbeat_interval_ms = interval;
@@ -78,7 +77,7 @@ impl ConsumerGroups {
         &mut self,
         groups: &mut Groups,
         env: &Env<'_>,
-        timers: &mut Timers<TimerKey>,
+        fx: &mut Effects<'_>,
         req: &HeartbeatRequest,
     ) -> Result<HeartbeatResponse, Failure> {
         validate(req)?;
@@ -91,14 +90,14 @@ impl ConsumerGroups {
             .as_ref()
             .map(|name| resolve_assignor(env, name).unwrap_or_else(|| name.clone()));
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == STATIC_LEAVE_EPOCH {
-            return leave(groups, env, timers, req);
+            return leave(groups, env, fx, req);
         }
         let member_id = self.group_and_member_id(groups, env, req)?;
         let g = groups.consumer_mut(&req.group).expect("inserted above");
         let found = find_member(g, env, req, member_id)?;
-        let (id, bump) = place_member(g, env, timers, req, found);
+        let (id, bump) = place_member(g, env, fx, req, found);
         update_member(g, env, req, &id, assignor, regex, bump);
-        Ok(reconcile_and_answer(g, env, timers, req, id))
+        Ok(reconcile_and_answer(g, env, fx, req, id))
     }
 
     /// The group of a join, heartbeat (GROUP_ID_NOT_FOUND when there is none and the
@@ -269,7 +268,7 @@ fn find_member(
 fn place_member(
     g: &mut ConsumerGroup,
     env: &Env<'_>,
-    timers: &mut Timers<TimerKey>,
+    fx: &mut Effects<'_>,
     req: &HeartbeatRequest,
     found: Found,
 ) -> (String, bool) {
@@ -285,7 +284,7 @@ fn place_member(
         }
         Found::Replace { old, new } => {
             let mut m = g.members.remove(&old).expect("found above");
-            unschedule(timers, &g.id, &old);
+            unschedule(fx, &g.id, &old);
             tracing::info!(group = %g.id, old = %old, new = %new, instance = ?req.instance_id, "static member rejoins and replaces its previous incarnation");
             for tp in m.assigned.iter().chain(&m.pending_revocation) {
                 g.owners.insert(tp.clone(), new.clone());
@@ -407,12 +406,12 @@ fn update_member(
     }
 }
 
-/// Reconciles member `id` towards its target, moves its session deadline in `timers`
+/// Reconciles member `id` towards its target, moves its session deadline (in `fx`)
 /// and answers: the assignment when it changed, and on a join or a full heartbeat.
 fn reconcile_and_answer(
     g: &mut ConsumerGroup,
     env: &Env<'_>,
-    timers: &mut Timers<TimerKey>,
+    fx: &mut Effects<'_>,
     req: &HeartbeatRequest,
     id: String,
 ) -> HeartbeatResponse {
@@ -422,7 +421,7 @@ fn reconcile_and_answer(
     g.note_reconciled(env.now);
     let m = g.members.get_mut(&id).expect("present");
     m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
-    schedule(timers, &g.id, m);
+    schedule(fx, &g.id, m);
     let full = req.member_epoch == JOIN_EPOCH
         || (req.rebalance_timeout_ms != -1
             && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
@@ -537,7 +536,7 @@ fn reconciling(m: &Member, behind: bool) -> bool {
 fn leave(
     groups: &mut Groups,
     env: &Env<'_>,
-    timers: &mut Timers<TimerKey>,
+    fx: &mut Effects<'_>,
     req: &HeartbeatRequest,
 ) -> Result<HeartbeatResponse, Failure> {
     let Some(g) = groups.consumer_mut(&req.group) else {
@@ -594,13 +593,13 @@ fn leave(
         }
         m.rebalance_deadline = None;
         m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
-        schedule(timers, &g.id, m);
+        schedule(fx, &g.id, m);
     } else {
         tracing::info!(group = %g.id, member = %id, "member leaves");
         if g.remove(&id, env.topics, RebalanceRecord::LEAVE, env.now)
             .is_some()
         {
-            unschedule(timers, &g.id, &id);
+            unschedule(fx, &g.id, &id);
         }
         g.compute_target_when_due(env);
         g.note_reconciled(env.now);

@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use regex::Regex;
 
+use crate::core::result::Effects;
 use crate::core::TimerKey;
 use crate::subscription::is_internal_topic;
-use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
 /// Where a member is in its reconciliation.
@@ -122,12 +122,12 @@ pub(super) fn timer_key(group: &GroupId, id: &str) -> TimerKey {
     TimerKey::ConsumerMember(group.clone(), id.to_owned())
 }
 
-/// Sets (or moves) `m`'s entry in the timer table to [`Member::deadline`].
-pub(super) fn schedule(timers: &mut Timers<TimerKey>, group: &GroupId, m: &Member) {
-    timers.set(timer_key(group, &m.id), Some(m.deadline()));
+/// Sets (or moves) `m`'s entry in the timer table to [`Member::deadline`] (an effect).
+pub(super) fn schedule(fx: &mut Effects<'_>, group: &GroupId, m: &Member) {
+    fx.timer(timer_key(group, &m.id), Some(m.deadline()));
 }
 
-/// Removes member `id`'s entry from the timer table.
-pub(super) fn unschedule(timers: &mut Timers<TimerKey>, group: &GroupId, id: &str) {
-    timers.set(timer_key(group, id), None);
+/// Cancels member `id`'s entry in the timer table (an effect).
+pub(super) fn unschedule(fx: &mut Effects<'_>, group: &GroupId, id: &str) {
+    fx.timer(timer_key(group, id), None);
 }

@@ -7,11 +7,12 @@
 //! (monotonic ms), the topic metadata and the assignors. It knows nothing of the wire:
 //! the glue decodes the Kafka requests, converts topic ids to names and back, calls
 //! [`ConsumerGroups`], and puts the code of the Kafka error it answers with
-//! ([`ResponseError`]) on the wire. Each member's deadline lives in the coordinator's
-//! one timer table ([`Timers`]), under [`TimerKey::ConsumerMember`]: the operations
-//! that move or end a deadline (heartbeat, [`ConsumerGroups::remove`]) take the table
-//! as a parameter, and the coordinator hands the members whose timers fired to
-//! [`ConsumerGroups::expire`].
+//! ([`ResponseError`]) on the wire. What an operation decides besides its answer it
+//! records as effects of the one result shape of every group type (`core/result.rs`):
+//! each member's deadline in the coordinator's one timer table, under
+//! [`TimerKey::ConsumerMember`](crate::core::TimerKey::ConsumerMember), set or cancelled by the operations that move or end
+//! it (heartbeat, expiry), and the members it expired (a counter); the coordinator
+//! hands the members whose timers fired to [`ConsumerGroups::expire`].
 //!
 //! The rules, after KIP-848 and Kafka's group coordinator:
 //!
@@ -95,9 +96,9 @@ use kafka_protocol::ResponseError;
 
 use crate::core::assigning::GroupAssignors;
 use crate::core::groups::Groups;
-use crate::core::TimerKey;
+use crate::core::result::Effects;
+use crate::io::CoordinatorCounter;
 use crate::seen_loads::TopicSeenLoads;
-use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
 pub(crate) use group::ConsumerGroup;
@@ -348,17 +349,18 @@ impl ConsumerGroups {
             .is_some_and(|g| g.assignor_done(env, call, result))
     }
 
-    /// Members whose timers ([`TimerKey::ConsumerMember`]) fired, in the order they
+    /// Members whose timers ([`TimerKey::ConsumerMember`](crate::core::TimerKey::ConsumerMember)) fired, in the order they
     /// fired: removes each one past its session deadline (no heartbeat, or a static
     /// member that did not come back) or its rebalance deadline (partitions not
     /// revoked in time), then recomputes the target of each group that lost a member,
-    /// once. A member not yet past its deadline gets its entry in `timers` back; an
-    /// unknown one is skipped. Returns the removed members and why.
+    /// once. A member not yet past its deadline gets its timer back; an unknown one is
+    /// skipped. Returns the removed members and why (each also counted in `fx`,
+    /// `consumer_members_expired`).
     pub(crate) fn expire(
         &mut self,
         groups: &mut Groups,
         env: &Env<'_>,
-        timers: &mut Timers<TimerKey>,
+        fx: &mut Effects<'_>,
         due: impl IntoIterator<Item = (GroupId, String)>,
     ) -> Vec<(GroupId, String, &'static str)> {
         let mut out = Vec::new();
@@ -371,7 +373,7 @@ impl ConsumerGroups {
                 continue;
             };
             if m.deadline() > env.now {
-                schedule(timers, &group, m);
+                schedule(fx, &group, m);
                 continue;
             }
             // A member past its rebalance timeout is fenced as one past its session
@@ -385,7 +387,8 @@ impl ConsumerGroups {
             };
             tracing::info!(group = %group, member = %id, reason, "member fenced");
             g.remove(&id, env.topics, RebalanceRecord::SESSION_EXPIRY, env.now);
-            unschedule(timers, &group, &id);
+            unschedule(fx, &group, &id);
+            fx.metric(CoordinatorCounter::ConsumerMembersExpired, 1);
             touched.insert(group.clone());
             out.push((group, id, reason));
         }
@@ -424,11 +427,11 @@ impl ConsumerGroup {
         out
     }
 
-    /// Removes the timers of every member (the group left the table: deleted, or
+    /// Cancels the timers of every member (the group left the table: deleted, or
     /// dropped with its slot).
-    pub(crate) fn unschedule_all(&self, timers: &mut Timers<TimerKey>) {
+    pub(crate) fn unschedule_all(&self, fx: &mut Effects<'_>) {
         for id in self.members.keys() {
-            unschedule(timers, &self.id, id);
+            unschedule(fx, &self.id, id);
         }
     }
 }

@@ -7,6 +7,10 @@ use super::*;
 use crate::assignors::Assignors;
 use crate::core::assigning::AssignorCalls;
 use crate::core::commits::{CommitApi, CommitAuthor};
+use crate::core::ctx::OpIds;
+use crate::core::result::Effect;
+use crate::core::TimerKey;
+use crate::timers::Timers;
 use drover_abi::assignor::{AssignInput, Assignment, AssignorMember, MemberAssignment};
 use drover_abi::{PluginError, TopicPartitions};
 use proptest::prelude::*;
@@ -219,6 +223,22 @@ macro_rules! world_env {
     };
 }
 
+/// Runs `f` with an empty effect list and applies the timer changes it records to
+/// `timers`, in order (what `Ctx::apply` does with them); other effects (counters) are
+/// dropped.
+fn with_timers<R>(timers: &mut Timers<TimerKey>, f: impl FnOnce(&mut Effects<'_>) -> R) -> R {
+    let mut ids = OpIds::default();
+    let mut fx = Effects::new(Vec::new(), &mut ids);
+    let response = f(&mut fx);
+    let result = fx.finish(response);
+    for effect in result.effects {
+        if let Effect::Timer(key, at) = effect {
+            timers.set(key, at);
+        }
+    }
+    result.response
+}
+
 /// A simulated KIP-848 client.
 #[derive(Debug, Clone)]
 struct Client {
@@ -316,9 +336,10 @@ impl World {
 
     fn hb(&mut self, req: HeartbeatRequest) -> HeartbeatResponse {
         let env = world_env!(self);
-        let response = self
-            .groups
-            .heartbeat(&mut self.table, &env, &mut self.timers, req);
+        let (groups, table) = (&mut self.groups, &mut self.table);
+        let response = with_timers(&mut self.timers, |fx| {
+            groups.heartbeat(table, &env, fx, req)
+        });
         self.fallbacks += env.fallbacks.get();
         self.failures += env.failures.get();
         self.collect_jobs();
@@ -364,9 +385,8 @@ impl World {
                 other => panic!("not a KIP-848 member's timer: {other:?}"),
             }
         }
-        let expired = self
-            .groups
-            .expire(&mut self.table, &env, &mut self.timers, due);
+        let (groups, table) = (&mut self.groups, &mut self.table);
+        let expired = with_timers(&mut self.timers, |fx| groups.expire(table, &env, fx, due));
         self.collect_jobs();
         for (_, id, _) in &expired {
             for c in self.clients.iter_mut().filter(|c| c.up && c.id == *id) {

@@ -16,8 +16,9 @@
 //! or does not serve share groups (an assignor built before 3.3 never does), when
 //! its call fails or runs past its budget, and when its output breaks the
 //! share-assignor contract ([`validate_share_against_input`]): each counted in
-//! `assignor_fallbacks` (and the failures in `assignor_failures`), as for other
-//! group types, so a share group always has a target.
+//! `assignor_fallbacks` (and the failures in `assignor_failures`) as effects of the
+//! call's result (`core/result.rs`), as for other group types, so a share group always
+//! has a target.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -29,22 +30,24 @@ use super::group::{ShareCall, ShareGroup};
 use super::{simple, Env};
 use crate::assignors::{build_input, validate_share_against_input, ContextParts, MemberView};
 use crate::core::assigning::Call;
+use crate::core::result::Effects;
+use crate::io::CoordinatorCounter;
 use crate::types::{ConsumerId, TopicPartition};
 
 impl ShareGroup {
     /// Bumps the group epoch, refreshes the metadata and computes the target at the
     /// new epoch with the group's share assignor (or starts its call).
-    pub(super) fn bump_and_assign(&mut self, env: &Env<'_>) {
+    pub(super) fn bump_and_assign(&mut self, env: &Env<'_>, fx: &mut Effects<'_>) {
         self.epoch = self.epoch.saturating_add(1);
         self.metadata = self.compute_metadata(env.topics);
         tracing::debug!(group = %self.id, epoch = self.epoch, "share group epoch bumped");
-        self.start_assignment(env);
+        self.start_assignment(env, fx);
     }
 
     /// Computes the target for the group epoch, or starts a plugin's call for it.
     /// With a call in flight nothing starts: its result, stale by then, is followed by
     /// a run over the group as it is.
-    fn start_assignment(&mut self, env: &Env<'_>) {
+    fn start_assignment(&mut self, env: &Env<'_>, fx: &mut Effects<'_>) {
         if self.assigning.is_some() {
             return;
         }
@@ -59,7 +62,7 @@ impl ShareGroup {
                 "share assignor `{selected}` is not loaded or does not serve share groups \
                  (assignor ABI 3.3); the group uses `simple`"
             );
-            env.fallbacks.set(env.fallbacks.get() + 1);
+            fx.metric(CoordinatorCounter::AssignorFallbacks, 1);
             return self.assign_simple();
         }
         let ids: Vec<ConsumerId> = self.members.keys().map(ConsumerId::new).collect();
@@ -88,7 +91,7 @@ impl ShareGroup {
             input: Arc::clone(&input),
         };
         match env.assignors.call_share(&self.id, selected, input, context) {
-            Call::Done(result) => self.complete(env, call, result),
+            Call::Done(result) => self.complete(env, fx, call, result),
             Call::Started(id) => {
                 // The target in force serves at this epoch until the result is back.
                 self.assignment_epoch = self.epoch;
@@ -126,13 +129,14 @@ impl ShareGroup {
     pub(super) fn assignor_done(
         &mut self,
         env: &Env<'_>,
+        fx: &mut Effects<'_>,
         call: u64,
         result: Result<Assignment, PluginError>,
     ) -> bool {
         let Some(waiting) = self.assigning.take_if(|w| w.call == call) else {
             return false;
         };
-        self.complete(env, waiting, result);
+        self.complete(env, fx, waiting, result);
         true
     }
 
@@ -142,6 +146,7 @@ impl ShareGroup {
     fn complete(
         &mut self,
         env: &Env<'_>,
+        fx: &mut Effects<'_>,
         call: ShareCall,
         result: Result<Assignment, PluginError>,
     ) {
@@ -152,7 +157,7 @@ impl ShareGroup {
         match checked {
             Ok(_) if call.epoch != self.epoch => {
                 tracing::debug!(group = %self.id, call = call.call, "stale share assignment dropped; running again");
-                self.start_assignment(env);
+                self.start_assignment(env, fx);
             }
             Ok(target) => {
                 let target = target
@@ -168,8 +173,8 @@ impl ShareGroup {
                     "share assignor `{}` failed ({why}); the group uses `simple`",
                     call.assignor
                 );
-                env.failures.set(env.failures.get() + 1);
-                env.fallbacks.set(env.fallbacks.get() + 1);
+                fx.metric(CoordinatorCounter::AssignorFailures, 1);
+                fx.metric(CoordinatorCounter::AssignorFallbacks, 1);
                 self.assign_simple();
             }
         }

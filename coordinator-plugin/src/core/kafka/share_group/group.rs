@@ -14,9 +14,9 @@ use super::simple;
 use crate::config::RebalanceMode;
 use crate::core::commits::CommitAuthor;
 use crate::core::groups::GroupKind;
+use crate::core::result::Effects;
 use crate::core::snapshot::{GroupSnapshot, MemberSnapshot};
 use crate::core::TimerKey;
-use crate::timers::Timers;
 use crate::types::{ConsumerId, Generation, GroupId, TopicName, TopicPartition};
 
 /// One member of a share group.
@@ -169,9 +169,9 @@ impl ShareGroup {
 
     /// Removes every member's timer (the group left the table: deleted, or dropped
     /// with its slot).
-    pub(crate) fn unschedule_all(&self, timers: &mut Timers<TimerKey>) {
+    pub(crate) fn unschedule_all(&self, fx: &mut Effects<'_>) {
         for id in self.members.keys() {
-            timers.set(timer_key(&self.id, id), None);
+            fx.timer(timer_key(&self.id, id), None);
         }
     }
 

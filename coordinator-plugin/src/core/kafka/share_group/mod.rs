@@ -8,9 +8,12 @@
 //! id without asking the coordinator (docs/design.md, "Share groups").
 //!
 //! It reads no clock and does no I/O: every call gets an [`Env`] (time, topics,
-//! limits) and the coordinator's one timer table, where each member's session deadline
-//! lives under [`TimerKey::ShareMember`]. The glue (`share_api`) decodes the wire,
-//! names topics by id and encodes the answers.
+//! limits, the share assignors) and records its decisions as effects of the one result
+//! shape of every group type (`core/result.rs`): each member's session deadline set or
+//! cancelled under [`TimerKey::ShareMember`] of the coordinator's one timer table, and
+//! its counters (expired members, assignor fallbacks and failures).
+//! The glue (`share_api`) decodes the wire, names topics by id, encodes the answers
+//! and hands the result to the one applier (`Ctx::apply`).
 //!
 //! The rules, after KIP-932 and Kafka's `GroupMetadataManager.shareGroupHeartbeat`:
 //! - **Requests** are checked first (INVALID_REQUEST): a member id the client generated
@@ -27,9 +30,11 @@
 //!   step, since a partition may be fetched by several members.
 //! - **Fencing.** A heartbeat with an epoch newer than the member's, or older and not
 //!   its previous epoch (a lost answer), is FENCED_MEMBER_EPOCH; a heartbeat of a
-//!   member id the group does not know is UNKNOWN_MEMBER_ID; of a group that does not
-//!   exist, GROUP_ID_NOT_FOUND. Epoch 0 joins or rejoins (an existing member id keeps
-//!   its place).
+//!   member id the group does not know is UNKNOWN_MEMBER_ID, and so is one of a group
+//!   that does not exist here (its coordinator moved or restarted: the member rejoins
+//!   and the group is made again, as Kafka's reloaded group would be); a leave of an
+//!   unknown group is GROUP_ID_NOT_FOUND. Epoch 0 joins or rejoins (an existing member
+//!   id keeps its place).
 //! - **Leaving**: epoch −1 removes the member (answered with epoch −1).
 //! - **Sessions**: a member silent for `share_session_timeout_ms` is removed; every
 //!   answer tells `share_heartbeat_interval_ms`.
@@ -49,19 +54,18 @@ mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kafka_protocol::ResponseError;
-
-use std::cell::Cell;
-
 use drover_abi::assignor::Assignment;
 use drover_abi::PluginError;
+use kafka_protocol::ResponseError;
 
 use crate::config::CoordinatorConfig;
 use crate::core::assigning::GroupAssignors;
 use crate::core::groups::{Group, Groups};
+use crate::core::result::Effects;
+#[cfg(doc)]
 use crate::core::TimerKey;
+use crate::io::CoordinatorCounter;
 use crate::partition_stats::PartitionStats;
-use crate::timers::Timers;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
 use group::timer_key;
@@ -92,6 +96,25 @@ fn unknown_member(member: &str, group: &GroupId) -> Failure {
     failure(
         ResponseError::UnknownMemberId,
         format!("Member {member} is not a member of group {group}."),
+    )
+}
+
+/// UNKNOWN_MEMBER_ID for a heartbeat (epoch above 0) of `member` of a share group
+/// this coordinator does not know. Kafka's new coordinator reloads a share group's
+/// membership from `__consumer_offsets`; Drover keeps membership in memory only, so
+/// after the group's slot moved (cluster mode) or its coordinator restarted, the
+/// members' next heartbeats reach a coordinator without the group. UNKNOWN_MEMBER_ID
+/// makes clients rejoin with member epoch 0 (librdkafka's share consumer treats
+/// GROUP_ID_NOT_FOUND as fatal), and the joins recreate the group; Kafka answers a
+/// classic heartbeat for a missing group the same way.
+fn group_unknown_here(group: &GroupId, member: &str) -> Failure {
+    failure(
+        ResponseError::UnknownMemberId,
+        format!(
+            "Member {member} is not a member of share group {group}: the coordinator \
+             does not know the group (its coordinator may have moved); rejoin with \
+             member epoch 0."
+        ),
     )
 }
 
@@ -151,10 +174,6 @@ pub(crate) struct Env<'a> {
     pub partition_stats: &'a PartitionStats,
     /// `share_assignor` and `share_group_assignors`: which assignor each group selects.
     pub config: &'a CoordinatorConfig,
-    /// Runs that fell back to `simple` (`assignor_fallbacks`), counted by the engine.
-    pub fallbacks: Cell<u64>,
-    /// Calls that failed (`assignor_failures`), counted by the engine.
-    pub failures: Cell<u64>,
 }
 
 impl Env<'_> {
@@ -176,16 +195,16 @@ pub(crate) struct ShareGroups;
 
 impl ShareGroups {
     /// Handles a ShareGroupHeartbeat: join, heartbeat or leave. The member's session
-    /// deadline in `timers` is set, or removed when it leaves.
+    /// deadline is set in `fx`, or cancelled when it leaves.
     pub(crate) fn heartbeat(
         &mut self,
         groups: &mut Groups,
         env: &Env<'_>,
-        timers: &mut Timers<TimerKey>,
+        fx: &mut Effects<'_>,
         req: ShareHeartbeat,
     ) -> ShareHeartbeatAnswer {
         let interval = i32::try_from(env.heartbeat_interval_ms).unwrap_or(i32::MAX);
-        match self.try_heartbeat(groups, env, timers, &req) {
+        match self.try_heartbeat(groups, env, fx, &req) {
             Ok(answer) => answer,
             Err((code, message)) => {
                 tracing::debug!(group = %req.group, member = %req.member_id, error = %code, reason = %message, "share heartbeat refused");
@@ -204,16 +223,16 @@ impl ShareGroups {
         &mut self,
         groups: &mut Groups,
         env: &Env<'_>,
-        timers: &mut Timers<TimerKey>,
+        fx: &mut Effects<'_>,
         req: &ShareHeartbeat,
     ) -> Result<ShareHeartbeatAnswer, Failure> {
         validate::validate(req, env.max_subscription_topics)?;
         if req.member_epoch == LEAVE_EPOCH {
-            return self.leave(groups, env, timers, req);
+            return self.leave(groups, env, fx, req);
         }
         if groups.share(&req.group).is_none() {
             if req.member_epoch != JOIN_EPOCH {
-                return Err(group_not_found(&req.group));
+                return Err(group_unknown_here(&req.group, &req.member_id));
             }
             if groups.share_count() >= env.max_groups {
                 return Err(failure(
@@ -276,7 +295,7 @@ impl ShareGroups {
             m.client_host.clone_from(&req.client_host);
         }
         if bump {
-            g.bump_and_assign(env);
+            g.bump_and_assign(env, fx);
         }
         // The member takes its target at once (no revocation step).
         let target = g.target.get(&req.member_id).cloned().unwrap_or_default();
@@ -289,7 +308,7 @@ impl ShareGroups {
         let assignment_changed = m.assigned != target;
         m.assigned = target;
         m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
-        timers.set(timer_key(&g.id, &m.id), Some(m.session_deadline));
+        fx.timer(timer_key(&g.id, &m.id), Some(m.session_deadline));
         let interval = if g.assigning.is_some() {
             env.heartbeat_interval_ms
                 .min(ASSIGNING_HEARTBEAT_INTERVAL_MS)
@@ -312,7 +331,7 @@ impl ShareGroups {
         &mut self,
         groups: &mut Groups,
         env: &Env<'_>,
-        timers: &mut Timers<TimerKey>,
+        fx: &mut Effects<'_>,
         req: &ShareHeartbeat,
     ) -> Result<ShareHeartbeatAnswer, Failure> {
         let Some(g) = groups.share_mut(&req.group) else {
@@ -322,8 +341,8 @@ impl ShareGroups {
             return Err(unknown_member(&req.member_id, &g.id));
         }
         tracing::info!(group = %g.id, member = %req.member_id, "share member leaves");
-        timers.set(timer_key(&g.id, &req.member_id), None);
-        g.bump_and_assign(env);
+        fx.timer(timer_key(&g.id, &req.member_id), None);
+        g.bump_and_assign(env, fx);
         Ok(ShareHeartbeatAnswer {
             error: None,
             member_id: req.member_id.clone(),
@@ -334,13 +353,14 @@ impl ShareGroups {
     }
 
     /// Members whose session timers fired: each one past its deadline is removed, and
-    /// each group that lost members gets a new epoch and target once. Returns the
-    /// removed members.
+    /// each group that lost members gets a new epoch and target once; a member not yet
+    /// past its deadline gets its timer back. Returns the removed members (each also
+    /// counted in `fx`, `share_members_expired`).
     pub(crate) fn expire(
         &mut self,
         groups: &mut Groups,
         env: &Env<'_>,
-        timers: &mut Timers<TimerKey>,
+        fx: &mut Effects<'_>,
         due: impl IntoIterator<Item = (GroupId, String)>,
     ) -> Vec<(GroupId, String)> {
         let mut out = Vec::new();
@@ -353,46 +373,54 @@ impl ShareGroups {
                 continue;
             };
             if m.session_deadline > env.now {
-                timers.set(timer_key(&group, &id), Some(m.session_deadline));
+                fx.timer(timer_key(&group, &id), Some(m.session_deadline));
                 continue;
             }
             g.members.remove(&id);
             tracing::info!(group = %group, member = %id, "share member removed: session timeout");
+            fx.metric(CoordinatorCounter::ShareMembersExpired, 1);
             touched.insert(group.clone());
             out.push((group, id));
         }
         for group in touched {
             if let Some(g) = groups.share_mut(&group) {
-                g.bump_and_assign(env);
+                g.bump_and_assign(env, fx);
             }
         }
         out
     }
 
     /// The topics or their partition counts changed: every share group whose
-    /// subscribed topics' metadata changed gets a new epoch and target.
-    pub(crate) fn topics_changed(&mut self, groups: &mut Groups, env: &Env<'_>) {
+    /// subscribed topics' metadata changed gets a new epoch and target (its assignor
+    /// fallbacks and failures counted in `fx`).
+    pub(crate) fn topics_changed(
+        &mut self,
+        groups: &mut Groups,
+        env: &Env<'_>,
+        fx: &mut Effects<'_>,
+    ) {
         for g in groups.shares_mut() {
             if g.compute_metadata(env.topics) != g.metadata {
-                g.bump_and_assign(env);
+                g.bump_and_assign(env, fx);
             }
         }
     }
 
     /// The result of assignor call `call` of share group `group` arrived: installed as
     /// its target (or `simple`'s, when it failed), or dropped when the group no longer
-    /// waits for it.
+    /// waits for it. A fallback to `simple` is counted in `fx`.
     pub(crate) fn assignor_done(
         &mut self,
         groups: &mut Groups,
         env: &Env<'_>,
+        fx: &mut Effects<'_>,
         group: &GroupId,
         call: u64,
         result: Result<Assignment, PluginError>,
     ) {
         let taken = groups
             .share_mut(group)
-            .is_some_and(|g| g.assignor_done(env, call, result));
+            .is_some_and(|g| g.assignor_done(env, fx, call, result));
         if !taken {
             tracing::debug!(%group, call, "share assignor result no longer awaited");
         }
