@@ -220,6 +220,27 @@ pub(crate) struct MemberView<'a> {
     pub labels: &'a [drover_protocol::Label],
 }
 
+impl<'a> MemberView<'a> {
+    /// A member of a Kafka-protocol group (KIP-848, share): weight 1 and no labels,
+    /// which those protocols have no field for (docs/plugins.md); `rack` is its
+    /// `RackId`.
+    pub(crate) fn kafka(
+        id: &'a ConsumerId,
+        topics: &'a BTreeSet<TopicName>,
+        owned: &'a BTreeSet<TopicPartition>,
+        rack: Option<&'a str>,
+    ) -> Self {
+        MemberView {
+            id,
+            topics,
+            owned,
+            rack,
+            weight: 1,
+            labels: &[],
+        }
+    }
+}
+
 /// Groups a sorted set of partitions by topic, in the ABI's shape.
 pub(crate) fn to_abi_partitions<'a>(
     tps: impl IntoIterator<Item = &'a TopicPartition>,

@@ -18,16 +18,15 @@ split two partitions over three members. One group selects it
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 
 from conftest import install_plugins, start_or_fail
 from drover_testlib import Msg, ck_create_topic, ck_produce
 from kafka_groups_testlib import PLUGIN_LIBS, group_config
-from share_groups_testlib import share_describe
-from test_share_consumers import SHARE, poll_records, share_consumer
-from test_share_consumers import group_config as set_group_configs
+from share_groups_testlib import (SHARE, ShareMembers, poll_records, share_consumer,
+                                  share_describe)
+from share_groups_testlib import group_config as set_group_configs
 
 RECORDER = "libdrover_fixture_recording_assignor.so"
 FANNED, PLAIN = "share-fanned", "share-plain"
@@ -65,24 +64,7 @@ def test_a_share_group_runs_the_share_assignor_plugin_it_selects(broker_factory,
         set_group_configs(b, group, share_auto_offset_reset="earliest")
 
     total = 600
-    got: dict[int, list[bytes]] = {i: [] for i in range(3)}
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def member(i: int) -> None:
-        try:
-            c = share_consumer(b, FANNED, topic)
-            try:
-                while not stop.is_set():
-                    got[i].extend(m.value() for m in poll_records(c, 0.5))
-            finally:
-                c.close()
-        except BaseException as e:  # noqa: BLE001 - reported by the test thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(3)]
-    for t in threads:
-        t.start()
+    members = ShareMembers(b, FANNED, topic, 3)
     # Every member fetches from both partitions once the plugin's target is in force.
     def fanned():
         groups = share_describe(b, [FANNED])
@@ -100,18 +82,7 @@ def test_a_share_group_runs_the_share_assignor_plugin_it_selects(broker_factory,
         ck_produce(b, topic, [Msg(None, f"v-{r}-{i}".encode(), [], partition=i % 2)
                               for i in range(total // 20)])
         time.sleep(0.2)
-    deadline = time.monotonic() + TIMEOUT
-    while sum(len(v) for v in got.values()) < total and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(1)  # anything delivered twice would arrive now
-    stop.set()
-    for t in threads:
-        t.join(30)
-    assert not errors, errors
-    everything = [v for vs in got.values() for v in vs]
-    assert len(everything) == total, (len(everything), {i: len(v) for i, v in got.items()})
-    assert len(set(everything)) == total, "a record was delivered twice"
-    assert all(got[i] for i in range(3)), {i: len(v) for i, v in got.items()}
+    members.expect_each_once(total, TIMEOUT)
 
     # The plugin was called for the share group, with the broker's partition data.
     doc = recorded(out)

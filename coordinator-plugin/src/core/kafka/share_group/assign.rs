@@ -71,13 +71,9 @@ impl ShareGroup {
             .members
             .values()
             .zip(&ids)
-            .map(|(m, id)| MemberView {
-                id,
-                topics: &m.names,
-                owned: self.target.get(&m.id).unwrap_or(&none),
-                rack: m.rack_id.as_deref(),
-                weight: 1,
-                labels: &[],
+            .map(|(m, id)| {
+                let owned = self.target.get(&m.id).unwrap_or(&none);
+                MemberView::kafka(id, &m.names, owned, m.rack_id.as_deref())
             })
             .collect();
         let input = Arc::new(build_input(self.id.as_str(), &views, env.topics));
