@@ -8,6 +8,7 @@
 //! cluster, on every heartbeat of every member), and copied the member's assignment to
 //! learn whether reconciling changed it (one allocation per few partitions it owns).
 
+#[path = "all/common/mod.rs"]
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -1,6 +1,8 @@
 // Produces N messages to TOPIC and consumes them back in consumer group GROUP with
 // kafkajs over SASL_SSL (SCRAM-SHA-512, the broker's certificate checked against CA),
-// then prints one JSON line: {"produced": N, "consumed": [values, sorted]}.
+// or over mTLS when USER is "-" (no SASL; the client certificate and key are the PEM
+// files named by KAFKAJS_CERT and KAFKAJS_KEY), then prints one JSON line:
+// {"produced": N, "consumed": [values, sorted]}.
 // Usage: KAFKAJS_PASSWORD=... node kafkajs_sasl.js BOOTSTRAP CA USER TOPIC GROUP N
 // (the password comes from the environment, never the command line). kafkajs comes
 // from target/test-node (scripts/install-test-deps.sh); run with NODE_PATH pointing at
@@ -13,12 +15,20 @@ const { Kafka, logLevel } = require('kafkajs')
 async function main() {
   const [bootstrap, ca, username, topic, groupId, n] = process.argv.slice(2)
   if (!n) throw new Error('usage: kafkajs_sasl.js BOOTSTRAP CA USER TOPIC GROUP N')
+  const ssl = { ca: [fs.readFileSync(ca, 'utf-8')] }
+  let sasl
+  if (username === '-') {
+    ssl.cert = fs.readFileSync(process.env.KAFKAJS_CERT, 'utf-8')
+    ssl.key = fs.readFileSync(process.env.KAFKAJS_KEY, 'utf-8')
+  } else {
+    sasl = { mechanism: 'scram-sha-512', username, password: process.env.KAFKAJS_PASSWORD }
+  }
   const kafka = new Kafka({
     clientId: 'drover-it-kafkajs-sasl',
     brokers: [bootstrap],
     logLevel: logLevel.WARN,
-    ssl: { ca: [fs.readFileSync(ca, 'utf-8')] },
-    sasl: { mechanism: 'scram-sha-512', username, password: process.env.KAFKAJS_PASSWORD },
+    ssl,
+    sasl,
     retry: { retries: 5 },
   })
   const producer = kafka.producer()

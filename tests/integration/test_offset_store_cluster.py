@@ -14,7 +14,7 @@ ZooKeeper server (cluster_testlib) and `drover serve` brokers in cluster mode.
   give up their coordinator slots as soon as the connection drops), then work again
   over the brokers' new sessions (the stores are not reopened), and the earlier offsets
   are intact. (The store's own `Unavailable` answers while the lent session has no
-  ZooKeeper are covered by host/tests/zookeeper_lent_session.rs.)
+  ZooKeeper are covered by host/tests/all/zookeeper_lent_session.rs.)
 - A swap (POST /v1/offset-store) to the zookeeper store on a broker in cluster mode
   opens it with the broker's session too (its config has no `connect`).
 

@@ -48,6 +48,8 @@ from tls_testlib import OPENSSL, Certs, ConfigListenersBroker
 
 pytestmark = pytest.mark.skipif(OPENSSL is None, reason="the openssl CLI is needed")
 
+NODE_MODULES = Path(__file__).resolve().parents[2] / "target" / "test-node" / "node_modules"
+
 # The handshake and first-request deadline of these brokers, ms (default 10000).
 FIRST_REQUEST_TIMEOUT_MS = 1500
 
@@ -321,6 +323,24 @@ def test_mtls_clients_get_their_mapped_principal_and_another_ca_is_refused(tls_b
     assert "principal=User:ALICE@ENG" in log, [l for l in log.splitlines() if "TLS" in l][-5:]
     assert "-----BEGIN" not in log
     b.assert_alive()
+
+
+def test_kafkajs_produces_and_consumes_in_a_group_over_mtls(tls_broker):
+    """kafkajs with alice's certificate on the mTLS listener: 20 records produced and
+    read back in a group."""
+    node = shutil.which("node")
+    if node is None or not (NODE_MODULES / "kafkajs" / "package.json").exists():
+        pytest.skip("Node.js or kafkajs is not installed (scripts/install-test-deps.sh)")
+    b, client = tls_broker, tls_broker.certs.alice
+    topic = unique_topic("mtls-kjs")
+    env = dict(os.environ, NODE_PATH=str(NODE_MODULES), KAFKAJS_CERT=str(client[0]),
+               KAFKAJS_KEY=str(client[1]))
+    run = subprocess.run([node, str(Path(__file__).with_name("kafkajs_sasl.js")),
+                          b.mtls_bootstrap, str(b.certs.ca), "-", topic, "mtls-kjs", "20"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, f"kafkajs exited {run.returncode}: {run.stderr[-3000:]}"
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["consumed"] == sorted(f"kjs-{i}" for i in range(20))
 
 
 # ---------------------------------------------------------------------------------

@@ -13,7 +13,7 @@
 //! decoding the coordinator's requests and building the consumers' answers happen
 //! outside the clock.
 //!
-//! (`tests/common/mod.rs` is not reused: its `World` calls `handle` inside private
+//! (`tests/all/common/mod.rs` is not reused: its `World` calls `handle` inside private
 //! methods, so the call cannot be timed apart from the simulation, and its per-step
 //! safety check and linear store scans make a 1,000 × 10,000 group far too slow to
 //! build once per sample.)

@@ -7,7 +7,7 @@
 //! Most run twice: with the store's own session, and over a lent session (the ABI's
 //! `ZkSession`, as the broker lends it in cluster mode; here a small test
 //! implementation over a chrooted client standing for the broker's; the host's real
-//! one is exercised in host/tests/zookeeper_lent_session.rs).
+//! one is exercised in host/tests/all/zookeeper_lent_session.rs).
 
 use std::{
     collections::BTreeMap,

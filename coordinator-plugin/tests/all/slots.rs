@@ -3,7 +3,7 @@
 //! gaining it back exercises the same rules as a move to another broker, since the
 //! new owner knows nothing of the old one's groups.
 
-mod common;
+use crate::common;
 
 use bytes::BytesMut;
 use common::*;

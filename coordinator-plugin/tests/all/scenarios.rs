@@ -1,6 +1,6 @@
 //! Scenario tests: one coordinator, a few fake consumers, virtual time.
 
-mod common;
+use crate::common;
 
 use common::*;
 use drover_coordinator::{CoordinatorConfig, Event, FailureReason, RebalanceMode};

@@ -15,8 +15,8 @@
 //! transaction. Each transaction commits offsets for one group (as Kafka Streams
 //! does). `TXN_SIM_SEEDS=n` runs n seeds (default 200); a failure prints its seed.
 
-mod common;
-mod kafka;
+use crate::common;
+use crate::kafka;
 
 use std::collections::{BTreeMap, BTreeSet};
 

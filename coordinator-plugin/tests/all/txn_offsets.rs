@@ -5,8 +5,7 @@
 //! restored pending offsets, another epoch of the same producer, the pending bounds and
 //! the one commit in flight per group.
 
-mod common;
-mod kafka;
+use crate::kafka;
 
 use drover_coordinator::{
     CoordinatorConfig, GroupId, Input, OffsetEntry, Output, PendingTxnOffsets, TxnProducer,

@@ -6,8 +6,8 @@
 //! in-memory offset store (`kafka/mod.rs`). Ends with a property test of the classic
 //! state machine.
 
-mod common;
-mod kafka;
+use crate::common;
+use crate::kafka;
 
 use std::collections::{BTreeMap, BTreeSet};
 

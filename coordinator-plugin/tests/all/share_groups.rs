@@ -5,8 +5,7 @@
 //! belonging to one type, ListGroups / DeleteGroups / the offsets APIs on a share
 //! group, and hostile requests.
 
-mod common;
-mod kafka;
+use crate::kafka;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -3,8 +3,8 @@
 //! each subscribed partition's leader, log offsets and produce rates, and the leaders'
 //! racks; committed offsets the group accepted are laid over the host's data.
 
-mod common;
-mod kafka;
+use crate::common;
+use crate::kafka;
 
 use common::*;
 use drover_abi::assignor::{BrokerContext, PartitionContext, TopicContext};

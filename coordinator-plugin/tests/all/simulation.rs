@@ -31,7 +31,7 @@
 //! random (`Input::PartitionStats`), so partitions move while everything else goes on.
 //! `SIM_LOAD_SEEDS=n` (default 100) and `SIM_LOAD_SEED=s` as above.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

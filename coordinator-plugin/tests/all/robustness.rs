@@ -4,7 +4,7 @@
 //! client sent on that connection. The same in cluster mode, with coordinator slots
 //! gained and lost in between.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
