@@ -5,6 +5,7 @@
 //! belonging to one type, ListGroups / DeleteGroups / the offsets APIs on a share
 //! group, and hostile requests.
 
+use crate::common;
 use crate::kafka;
 
 use std::collections::{BTreeMap, BTreeSet};
