@@ -32,7 +32,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
 import conftest
 from conftest import free_port, install_plugins, start_or_fail
 from drover_testlib import (ck_consumer, ck_create_topic, ck_watermarks, http_get,
-                            kp_producer, unique_topic)
+                            kp_consumer, kp_producer, unique_topic)
 from kafka_groups_testlib import PLUGIN_LIBS, group_config
 from tls_testlib import OPENSSL, Certs, ConfigListenersBroker
 
@@ -526,3 +526,134 @@ def test_list_groups_shows_only_describable_groups(make_broker):
     everything = {g.group_id for g in admin.list_consumer_groups(request_timeout=TIMEOUT)
                   .result(TIMEOUT).valid}
     assert {"listed-mine", "listed-other"} <= everything, everything
+
+
+def admin_committed(b, group: str, topics: list[str]) -> dict[str, int]:
+    """topic -> committed offset of partition 0 (-1001: none), as the super user sees."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(t, 0) for t in topics])
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})  # alive until the answer
+    res = admin.list_consumer_group_offsets([req], request_timeout=TIMEOUT)[group] \
+        .result(timeout=TIMEOUT)
+    return {tp.topic: tp.offset for tp in res.topic_partitions}
+
+
+def test_a_partly_allowed_commit_commits_the_allowed_topic(make_broker):
+    """Kafka's `handleOffsetCommitRequest`: a commit to a topic alice may read and one
+    she may not commits the first (fetchable after) and answers the second
+    TOPIC_AUTHORIZATION_FAILED, which stays uncommitted."""
+    b = make_broker()
+    allowed, denied = unique_topic("authz-part-ok"), unique_topic("authz-part-no")
+    for t in (allowed, denied):
+        ck_create_topic(b, t, 1)
+        assert produce_error({"bootstrap.servers": b.bootstrap}, t, n=10) is None
+    group = "authz-part-commit"
+    create_acls(b.bootstrap, [
+        acl(ResourceType.GROUP, group, "User:alice", AclOperation.READ),
+        acl(ResourceType.TOPIC, allowed, "User:alice", AclOperation.READ),
+    ])
+    c = ck_consumer(b, **{**b.conf("alice"), "group.id": group, "enable.auto.commit": False})
+    # librdkafka raises a partition's error from a synchronous commit (and marks every
+    # partition of an asynchronous one with it): the allowed partition's fate is read
+    # back below.
+    with pytest.raises(KafkaException) as e:
+        c.commit(offsets=[TopicPartition(allowed, 0, 5), TopicPartition(denied, 0, 7)],
+                 asynchronous=False)
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, e.value
+    # alice fetches her allowed offset; the denied topic's fetch is refused.
+    got = c.committed([TopicPartition(allowed, 0), TopicPartition(denied, 0)],
+                      timeout=TIMEOUT)
+    by_topic = {tp.topic: tp for tp in got}
+    assert by_topic[allowed].error is None and by_topic[allowed].offset == 5, by_topic
+    assert by_topic[denied].error is not None \
+        and by_topic[denied].error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, by_topic
+    c.close()
+    # The super user sees the allowed offset committed and the denied one not.
+    assert admin_committed(b, group, [allowed, denied]) == {allowed: 5, denied: -1001}
+    # kafka-python reads each partition's code: it raises naming only the denied topic
+    # (any other error on the allowed one would raise first, differently).
+    from kafka.errors import TopicAuthorizationFailedError
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KTp
+    kc = kp_consumer(b, bootstrap_servers=b.ssl_bootstrap, group_id=group,
+                     security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512",
+                     sasl_plain_username="alice", sasl_plain_password=PASSWORDS["alice"],
+                     ssl_cafile=str(b.certs.ca))
+    try:
+        with pytest.raises(TopicAuthorizationFailedError) as e:
+            kc.commit({KTp(allowed, 0): OffsetAndMetadata(6, "", -1),
+                       KTp(denied, 0): OffsetAndMetadata(8, "", -1)})
+        assert e.value.args == ({denied},), e.value.args
+    finally:
+        kc.close()
+    assert admin_committed(b, group, [allowed, denied]) == {allowed: 6, denied: -1001}
+
+
+def test_describe_groups_of_an_allowed_and_a_denied_group(make_broker):
+    """Kafka's `handleDescribeGroupsRequest`: the allowed group is described, the denied
+    one answers GROUP_AUTHORIZATION_FAILED; KIP-430 operations come from the ACLs."""
+    b = make_broker()
+    topic = unique_topic("authz-describe")
+    ck_create_topic(b, topic, 1)
+    mine, other = "authz-desc-mine", "authz-desc-other"
+    for group in (mine, other):
+        c = ck_consumer(b, **{"group.id": group})
+        c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+        c.close()
+    create_acls(b.bootstrap, [acl(ResourceType.GROUP, mine, "User:alice",
+                                  AclOperation.READ)])
+    alice = AdminClient(b.conf("alice"))
+    for include in (False, True):
+        futures = alice.describe_consumer_groups(
+            [mine, other], request_timeout=TIMEOUT, include_authorized_operations=include)
+        described = futures[mine].result(timeout=TIMEOUT)
+        assert described.group_id == mine
+        with pytest.raises(KafkaException) as e:
+            futures[other].result(timeout=TIMEOUT)
+        assert e.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED, e.value
+        if include:
+            # READ implies DESCRIBE (Kafka's ACL rules); nothing else was granted.
+            assert set(described.authorized_operations) == {
+                AclOperation.READ, AclOperation.DESCRIBE}, described.authorized_operations
+        else:
+            assert described.authorized_operations is None
+    # The super user is allowed every group operation Kafka reports.
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    everything = admin.describe_consumer_groups(
+        [other], request_timeout=TIMEOUT,
+        include_authorized_operations=True)[other].result(timeout=TIMEOUT)
+    assert set(everything.authorized_operations) == {
+        AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE,
+        AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}, \
+        everything.authorized_operations
+
+
+def test_a_kip848_consumer_needs_describe_on_its_named_topics(make_broker):
+    """KAFKA-18813: a KIP-848 heartbeat subscribing by name to a topic the principal
+    may not describe is answered TOPIC_AUTHORIZATION_FAILED and the member never joins
+    (no assignment reveals the topic's id or partitions)."""
+    b = make_broker()
+    topic = unique_topic("authz-848-hidden")
+    ck_create_topic(b, topic, 2)
+    group = "authz-848-names"
+    create_acls(b.bootstrap, [acl(ResourceType.GROUP, group, "User:bob", AclOperation.READ)])
+    c = ck_consumer(b, **{**b.conf("bob"), "group.id": group, "group.protocol": "consumer",
+                          "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    errors = []
+    deadline = time.time() + 10
+    while time.time() < deadline and not errors:
+        m = c.poll(0.5)
+        if m is not None and m.error() is not None:
+            errors.append(m.error())
+    assert not c.assignment(), c.assignment()
+    c.close()
+    assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, errors
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    described = admin.describe_consumer_groups([group], request_timeout=TIMEOUT)[group]
+    try:
+        members = described.result(timeout=TIMEOUT).members
+    except KafkaException as e:  # never created: GROUP_ID_NOT_FOUND
+        assert e.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND, e
+        members = []
+    assert members == [], members

@@ -398,14 +398,14 @@ async fn read_loop(
             },
         };
         if to_coordinator_key(broker, &frame) {
-            let answer = match group_refusal(broker, peer, &conn.ctx, &frame) {
+            let (frame, answer) = match group_refusal(broker, peer, &conn.ctx, &frame) {
                 GroupRoute::Refused(refusal) => {
                     if queue.send(Pending::Ready(refusal)).await.is_err() {
                         return;
                     }
                     continue;
                 }
-                GroupRoute::Forward(answer) => answer,
+                GroupRoute::Forward(other, answer) => (other.unwrap_or(frame), answer),
             };
             if !to_coordinator_with(broker, &queue, native, frame, answer).await {
                 return;
@@ -483,16 +483,18 @@ async fn sasl_answer(
 enum GroupRoute {
     /// Answered by the host: the coordinator never sees it.
     Refused(Charged),
-    /// Handed on; the coordinator's answer passes through this first, if any.
-    Forward(Option<AnswerFilter>),
+    /// Handed on (this frame, the request's allowed part, or with `None` the client's
+    /// frame); the coordinator's answer passes through the filter first, if any.
+    Forward(Option<Bytes>, Option<AnswerFilter>),
 }
 
-/// Rewrites the coordinator's answer before it is sent (ListGroups' filter).
+/// Rewrites the coordinator's answer before it is sent (refused items merged in,
+/// ListGroups' filter, KIP-430 operations).
 type AnswerFilter = Box<dyn FnOnce(Bytes) -> Bytes + Send>;
 
 /// With an authorizer, the host's answer to a Kafka group API request the principal may
-/// not make (server/group_authz.rs, server/native_authz.rs): the coordinator never sees
-/// it; or the filter of its answer.
+/// not make (server/group_authz, server/native_authz.rs): the coordinator never sees
+/// it; or the request's allowed part and the edit of the coordinator's answer.
 fn group_refusal(
     broker: &Broker,
     peer: SocketAddr,
@@ -501,7 +503,7 @@ fn group_refusal(
 ) -> GroupRoute {
     match group_check(broker, peer, ctx, frame) {
         Ok(route) => route,
-        Err(()) => GroupRoute::Forward(None),
+        Err(()) => GroupRoute::Forward(None, None),
     }
 }
 
@@ -511,7 +513,7 @@ fn group_check(
     ctx: &ConnContext,
     frame: &Bytes,
 ) -> Result<GroupRoute, ()> {
-    use super::group_authz::{check, decode, filter_list_groups, GroupCheck};
+    use super::group_authz::{check, decode, edit_answer, GroupCheck};
     if !broker.identity.authz.is_enabled() {
         return Err(());
     }
@@ -534,12 +536,21 @@ fn group_check(
             },
         )
     });
+    let (api_key, version) = (decoded.key, decoded.version);
     match check(&authz, decoded) {
         GroupCheck::Forward => Err(()),
-        GroupCheck::FilterListGroups(version) => {
-            Ok(GroupRoute::Forward(Some(Box::new(move |answer| {
-                filter_list_groups(&authz, version, answer)
-            }))))
+        GroupCheck::Edit { request, edit } => {
+            let frame = match request.map(|r| r.encode()).transpose() {
+                Ok(frame) => frame,
+                Err(e) => {
+                    let close =
+                        Outcome::Close("encode_error", format!("{api_key:?} v{version}: {e}"));
+                    return Ok(GroupRoute::Refused(Charged::free(close)));
+                }
+            };
+            let filter: AnswerFilter =
+                Box::new(move |answer| edit_answer(api_key, version, answer, edit));
+            Ok(GroupRoute::Forward(frame, Some(filter)))
         }
         GroupCheck::Refuse {
             key,

@@ -1,6 +1,6 @@
 //! Authorization of the native coordinator protocol's requests (docs/protocol.md),
 //! checked by the host before the coordinator plugin sees them, as the Kafka group APIs
-//! are (server/group_authz.rs). Only with an authorizer configured. The rules (one
+//! are (server/group_authz). Only with an authorizer configured. The rules (one
 //! place, [`check`]), after Kafka's for the group APIs:
 //!
 //! - RegisterConsumer: Read on the group (GROUP_AUTHORIZATION_FAILED) and Read on every
