@@ -185,6 +185,11 @@ bg_start_nice clippy-rustdoc bash -c "$(declare -f lint); lint"
 # The fuzz targets' build, then their smoke run (SECONDS_PER_TARGET each, time-bound:
 # with less CPU it runs fewer inputs, not longer), in one background job.
 bg_start_nice fuzz scripts/fuzz-smoke.sh
+# krafka's share consumer, a second share-group client for the integration tests
+# (tests/clients/krafka-share, a workspace of its own): built beside the rest, so that
+# test_share_krafka.py's build of it finds it done (or waits on cargo's lock for it).
+bg_start_nice krafka-client cargo build -q --locked \
+  --manifest-path tests/clients/krafka-share/Cargo.toml --target-dir target/krafka-client
 
 # One build of every test binary, the broker and the plugins (the same command as
 # scripts/integration-tests.sh's, so the integration stage compiles nothing).
@@ -201,6 +206,7 @@ bg_start cargo-test nice -n 5 bash -c \
   'rc=0; scripts/run-test-binaries.py || rc=$?; cargo test --workspace --doc || rc=$?; exit $rc'
 stage "integration tests" scripts/integration-tests.sh --no-build
 bg_wait cargo-test
+bg_wait krafka-client
 bg_wait clippy-rustdoc
 bg_wait fuzz
 summary

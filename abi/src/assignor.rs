@@ -13,6 +13,22 @@
 //! - duplicate member ids, or a topic listed twice in `topics`, are refused with
 //!   [`crate::ErrorKind::InvalidInput`].
 //!
+//! # Share assignors
+//!
+//! A share group (KIP-932) lets several members fetch one partition, so its target
+//! assignment is computed by a *share assignor* under a contract of its own, through
+//! [`Assignor::assign_share`] of an assignor whose [`Assignor::share_groups_supported`]
+//! answers `true` (assignor ABI 3.3; checked by the conformance suite):
+//! - when a topic has subscribers, each of its partitions is assigned to **at least
+//!   one** member subscribed to it (possibly several);
+//! - no partition goes to a member not subscribed to its topic, no unknown topic or
+//!   out-of-range partition appears, a member lists a partition at most once;
+//! - every input member appears in the output, possibly with no partitions;
+//! - the output depends on the input and context only (deterministic).
+//!
+//! `owned` carries each member's partitions of the target in force, so a policy may keep
+//! them. Drover's own share assignor is `simple` (Kafka's default), in the coordinator.
+//!
 //! Conventions the built-in assignors follow (and the conformance suite relies on):
 //! members are ordered by the bytes of their ids; the output lists members by id,
 //! topics by name and partitions ascending. A topic has at most `i32::MAX` partitions;
@@ -113,6 +129,32 @@ pub trait Assignor: Send + Sync {
     ) -> RResult<Assignment, PluginError> {
         let _ = context;
         self.assign(input)
+    }
+
+    /// Whether this assignor serves share groups (KIP-932) through
+    /// [`assign_share`](Assignor::assign_share). Added in assignor ABI 3.3: an assignor
+    /// built before has no such method and reads `false` (this default), so the
+    /// coordinator never offers it a share group.
+    fn share_groups_supported(&self) -> bool {
+        false
+    }
+
+    /// Computes a share group's target assignment (KIP-932, assignor ABI 3.3): the
+    /// share-assignor contract ([`share`](crate::assignor#share-assignors)), in which
+    /// a partition may go to several members. `context` is the one
+    /// [`assign_with_context`](Assignor::assign_with_context) gets (leaders, racks, log
+    /// offsets, produce rates; no committed offsets: a share group's progress is its
+    /// share-partition state), valid only during the call. Errors: as `assign`; the
+    /// default answers [`crate::ErrorKind::Unsupported`].
+    fn assign_share(
+        &self,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> RResult<Assignment, PluginError> {
+        let _ = (input, context);
+        RResult::RErr(PluginError::unsupported(
+            "this assignor does not serve share groups",
+        ))
     }
 }
 

@@ -70,12 +70,15 @@ impl std::fmt::Display for KindVersion {
 /// and ShareGroupDescribe (77) to it when it lists them in its ApiVersions answer,
 /// after checking Read (heartbeat) or Describe (describe) on the group; a host
 /// before 3.7 forwarded unknown group APIs unauthorized, so it refuses such a
-/// coordinator by version. No layout changed. 3.9 — topic scopes (KAFKA-18813: a
-/// pattern subscription matches only topics the member's principal may describe):
-/// input `TopicScope` per connection and output `WantTopicScope`; the host sends scopes
-/// only to coordinators of 3.9 or later, and only with an authorizer; it checks native
-/// pattern subscriptions against the group alone for them. (3.8 is the share-group
-/// assignor's.)
+/// coordinator by version. No layout changed. 3.8 — the assignor instances it is
+/// handed have `Assignor::share_groups_supported` and `Assignor::assign_share`
+/// (assignor ABI 3.3; the `Assignor` vtable is reachable from the coordinator's
+/// interface, so a coordinator built against it is refused by name in an older broker).
+/// 3.9 — topic scopes (KAFKA-18813: a pattern subscription matches only topics the
+/// member's principal may describe): input `TopicScope` per connection and output
+/// `WantTopicScope`; the host sends scopes only to coordinators of 3.9 or later, and
+/// only with an authorizer; it checks native pattern subscriptions against the group
+/// alone for them.
 const COORDINATOR_VERSION: &str = "3.9.0";
 /// The assignor interface's version.
 ///
@@ -85,8 +88,11 @@ const COORDINATOR_VERSION: &str = "3.9.0";
 /// default, which forwards to `assign`. 3.2 — `AssignContext::partition_data_age_ms`
 /// (how old the partition data is; committed offsets are current), after
 /// `last_prefix_field`: an assignor built before never reads it, one built after reads
-/// `None` from an older coordinator.
-const ASSIGNOR_VERSION: &str = "3.2.0";
+/// `None` from an older coordinator. 3.3 — share groups (KIP-932): optional methods
+/// `Assignor::share_groups_supported` (default `false`) and `Assignor::assign_share`
+/// (default `Unsupported`), after `assign_with_context`: an assignor built before
+/// answers `false` and is never offered a share group.
+const ASSIGNOR_VERSION: &str = "3.3.0";
 /// The offset-store interface's version.
 ///
 /// History: 3.0 — first per-kind version (from drover-abi 2.0: `ErrorKind` became an

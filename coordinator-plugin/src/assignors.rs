@@ -51,6 +51,36 @@ pub trait Assignors {
         let _ = name;
         None
     }
+
+    /// Whether assignor `name` is loaded and serves share groups (assignor ABI 3.3,
+    /// `Assignor::share_groups_supported`). The default, `false`, keeps share groups on
+    /// the in-tree `simple` assignor; an assignor built before 3.3 answers `false`.
+    fn share_groups_supported(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
+
+    /// Runs share assignor `name` (assignor ABI 3.3, `Assignor::assign_share`): the
+    /// share-assignor contract, a partition possibly to several members. The default
+    /// answers `Unsupported`.
+    fn assign_share(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        let _ = (input, context);
+        Err(PluginError::unsupported(format!(
+            "assignor `{name}` does not serve share groups"
+        )))
+    }
+
+    /// Share assignor `name` as a call that may run on another thread (see
+    /// [`runner`](Self::runner)); `None` keeps calls inline.
+    fn share_runner(&self, name: &str) -> Option<AssignorRunner> {
+        let _ = name;
+        None
+    }
 }
 
 /// Loaded assignor plugins by name.
@@ -74,6 +104,13 @@ impl AssignorSet {
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.assignors.keys().map(String::as_str)
     }
+
+    /// Assignor `name`. Errors: `InvalidInput` when none of that name is loaded.
+    fn named(&self, name: &str) -> Result<&AssignorArc, PluginError> {
+        self.assignors.get(name).ok_or_else(|| {
+            PluginError::invalid_input(format!("no assignor named `{name}` is loaded"))
+        })
+    }
 }
 
 impl FromIterator<drover_abi::coordinator::NamedAssignor> for AssignorSet {
@@ -92,12 +129,7 @@ impl Assignors for AssignorSet {
     }
 
     fn assign(&self, name: &str, input: &AssignInput) -> Result<Assignment, PluginError> {
-        match self.assignors.get(name) {
-            Some(a) => a.assign(input).into_result(),
-            None => Err(PluginError::invalid_input(format!(
-                "no assignor named `{name}` is loaded"
-            ))),
-        }
+        self.named(name)?.assign(input).into_result()
     }
 
     fn assign_with_context(
@@ -106,18 +138,37 @@ impl Assignors for AssignorSet {
         input: &AssignInput,
         context: AssignContextRef<'_>,
     ) -> Result<Assignment, PluginError> {
-        match self.assignors.get(name) {
-            Some(a) => a.assign_with_context(input, context).into_result(),
-            None => Err(PluginError::invalid_input(format!(
-                "no assignor named `{name}` is loaded"
-            ))),
-        }
+        self.named(name)?
+            .assign_with_context(input, context)
+            .into_result()
     }
 
     fn runner(&self, name: &str) -> Option<AssignorRunner> {
         let assignor = self.assignors.get(name)?.clone();
         Some(Arc::new(move |input, context| {
             assignor.assign_with_context(input, context).into_result()
+        }))
+    }
+
+    fn share_groups_supported(&self, name: &str) -> bool {
+        self.assignors
+            .get(name)
+            .is_some_and(|a| a.share_groups_supported())
+    }
+
+    fn assign_share(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        self.named(name)?.assign_share(input, context).into_result()
+    }
+
+    fn share_runner(&self, name: &str) -> Option<AssignorRunner> {
+        let assignor = self.assignors.get(name)?.clone();
+        Some(Arc::new(move |input, context| {
+            assignor.assign_share(input, context).into_result()
         }))
     }
 }
@@ -140,6 +191,20 @@ impl<A: Assignors + ?Sized> Assignors for Box<A> {
     fn runner(&self, name: &str) -> Option<AssignorRunner> {
         (**self).runner(name)
     }
+    fn share_groups_supported(&self, name: &str) -> bool {
+        (**self).share_groups_supported(name)
+    }
+    fn assign_share(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        (**self).assign_share(name, input, context)
+    }
+    fn share_runner(&self, name: &str) -> Option<AssignorRunner> {
+        (**self).share_runner(name)
+    }
 }
 
 /// One member as the core hands it to an assignor.
@@ -153,6 +218,27 @@ pub(crate) struct MemberView<'a> {
     pub weight: u32,
     /// Its labels (native RegisterConsumer v1 `labels`; none otherwise).
     pub labels: &'a [drover_protocol::Label],
+}
+
+impl<'a> MemberView<'a> {
+    /// A member of a Kafka-protocol group (KIP-848, share): weight 1 and no labels,
+    /// which those protocols have no field for (docs/plugins.md); `rack` is its
+    /// `RackId`.
+    pub(crate) fn kafka(
+        id: &'a ConsumerId,
+        topics: &'a BTreeSet<TopicName>,
+        owned: &'a BTreeSet<TopicPartition>,
+        rack: Option<&'a str>,
+    ) -> Self {
+        MemberView {
+            id,
+            topics,
+            owned,
+            rack,
+            weight: 1,
+            labels: &[],
+        }
+    }
 }
 
 /// Groups a sorted set of partitions by topic, in the ABI's shape.
@@ -563,6 +649,75 @@ pub(crate) fn validate_against_input(
     validate_assignment(&views, &topics, output)
 }
 
+/// Checks a share assignor's output against its input (the share-assignor contract,
+/// `drover_abi::assignor`, assignor ABI 3.3) and converts it: every partition of a
+/// subscribed topic assigned to at least one member subscribed to its topic (possibly
+/// several), nothing else, no unknown member, no member twice, no partition twice in
+/// one member. Members missing from the output get nothing.
+pub(crate) fn validate_share_against_input(
+    input: &AssignInput,
+    output: &Assignment,
+) -> Result<BTreeMap<ConsumerId, BTreeSet<TopicPartition>>, String> {
+    let subscribed: BTreeMap<&str, BTreeSet<&str>> = input
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.as_str(),
+                m.topics.iter().map(RString::as_str).collect(),
+            )
+        })
+        .collect();
+    let counts: BTreeMap<&str, u32> = input
+        .topics
+        .iter()
+        .map(|t| (t.name.as_str(), t.partitions))
+        .collect();
+    let mut result: BTreeMap<ConsumerId, BTreeSet<TopicPartition>> = BTreeMap::new();
+    let mut covered: BTreeSet<(&str, i32)> = BTreeSet::new();
+    for entry in output.members.iter() {
+        let id = entry.member_id.as_str();
+        let Some(topics) = subscribed.get(id) else {
+            return Err(format!("unknown member `{id}` in the output"));
+        };
+        let mut mine = BTreeSet::new();
+        for tps in entry.partitions.iter() {
+            let topic = tps.topic.as_str();
+            let Some(&count) = counts.get(topic) else {
+                return Err(format!("unknown topic `{topic}`"));
+            };
+            if !topics.contains(topic) {
+                return Err(format!(
+                    "member `{id}` got topic `{topic}` it does not subscribe to"
+                ));
+            }
+            for &p in tps.partitions.iter() {
+                if p < 0 || i64::from(p) >= i64::from(count) {
+                    return Err(format!("partition {topic}-{p} does not exist"));
+                }
+                if !mine.insert(TopicPartition::new(topic, p)) {
+                    return Err(format!("partition {topic}-{p} listed twice for `{id}`"));
+                }
+                covered.insert((topic, p));
+            }
+        }
+        if result.insert(ConsumerId::new(id), mine).is_some() {
+            return Err(format!("member `{id}` appears twice"));
+        }
+    }
+    for id in subscribed.keys() {
+        result.entry(ConsumerId::new(id)).or_default();
+    }
+    let wanted: BTreeSet<&str> = subscribed.values().flatten().copied().collect();
+    for topic in wanted {
+        let count = counts.get(topic).copied().unwrap_or(0).min(i32::MAX as u32) as i32;
+        if let Some(p) = (0..count).find(|&p| !covered.contains(&(topic, p))) {
+            return Err(format!("partition {topic}-{p} assigned to no one"));
+        }
+    }
+    Ok(result)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -651,6 +806,58 @@ mod tests {
         });
         assert_eq!(labels, (Some("gold".to_owned()), 0));
         assert_eq!(offsets, vec![Some(7), Some(9), None, None]);
+    }
+
+    #[test]
+    fn a_share_output_may_share_partitions_but_must_cover_them() {
+        let member = |id: &str, topics: &[&str]| AssignorMember {
+            member_id: id.into(),
+            topics: topics.iter().map(|t| RString::from(*t)).collect(),
+            owned: RVec::new(),
+            rack: None.into(),
+            weight: 1,
+        };
+        let input = AssignInput {
+            group: "g".into(),
+            members: vec![member("c1", &["a"]), member("c2", &["a", "b"])].into(),
+            topics: vec![TopicInfo::new("a", 2), TopicInfo::new("b", 1)].into(),
+        };
+        type Spec<'a> = &'a [(&'a str, &'a [(&'a str, &'a [i32])])];
+        let out = |entries: Spec<'_>| Assignment {
+            members: entries
+                .iter()
+                .map(|(m, tps)| MemberAssignment {
+                    member_id: (*m).into(),
+                    partitions: tps
+                        .iter()
+                        .map(|(t, ps)| TopicPartitions::new(*t, ps.to_vec()))
+                        .collect::<Vec<_>>()
+                        .into(),
+                })
+                .collect::<Vec<_>>()
+                .into(),
+        };
+        // a-0 and a-1 held by both members: fine.
+        let shared = out(&[
+            ("c1", &[("a", &[0, 1])]),
+            ("c2", &[("a", &[0, 1]), ("b", &[0])]),
+        ]);
+        let r = validate_share_against_input(&input, &shared).unwrap();
+        assert_eq!(r[&ConsumerId::new("c1")].len(), 2);
+        // b-0 to c1, which does not subscribe to b.
+        let bad = out(&[("c1", &[("a", &[0, 1]), ("b", &[0])])]);
+        assert!(validate_share_against_input(&input, &bad).is_err());
+        // b-0 held by no one.
+        let gap = out(&[("c1", &[("a", &[0, 1])]), ("c2", &[("a", &[1])])]);
+        let e = validate_share_against_input(&input, &gap).unwrap_err();
+        assert_eq!(e, "partition b-0 assigned to no one");
+        // A partition twice in one member, out of range, an unknown member.
+        let twice = out(&[("c2", &[("a", &[0, 1]), ("a", &[1]), ("b", &[0])])]);
+        assert!(validate_share_against_input(&input, &twice).is_err());
+        let range = out(&[("c2", &[("a", &[0, 1, 2]), ("b", &[0])])]);
+        assert!(validate_share_against_input(&input, &range).is_err());
+        let stranger = out(&[("c2", &[("a", &[0, 1]), ("b", &[0])]), ("c9", &[])]);
+        assert!(validate_share_against_input(&input, &stranger).is_err());
     }
 
     #[test]

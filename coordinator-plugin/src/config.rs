@@ -28,6 +28,8 @@
 //! share_heartbeat_interval_ms = 5000
 //! share_max_group_size = 200
 //! share_max_groups = 1000
+//! share_assignor = "simple"            # share groups' assignor (`group.share.assignors`)
+//! share_group_assignors = { orders = "my-share-assignor" }  # per share group
 //! ```
 //!
 //! The number of coordinator slots (cluster mode) is not a key of this table: the host
@@ -41,6 +43,11 @@ use serde::Deserialize;
 /// The longest native debounce setting accepted (`rebalance_delay_ms`,
 /// `rebalance_max_delay_ms`, `rebalance_quiet_ms`), ms: 10 minutes.
 pub const MAX_DEBOUNCE_MS: u64 = 600_000;
+
+/// The in-tree share assignor (KIP-932's default, Kafka's `SimpleAssignor`): share
+/// groups' default, and what runs when the selected plugin is not loaded, does not
+/// serve share groups, fails or runs past its budget.
+pub const SIMPLE_SHARE_ASSIGNOR: &str = "simple";
 
 /// The largest `share_max_group_size` accepted (Kafka's `group.share.max.size` range
 /// ends at 1000).
@@ -260,6 +267,16 @@ pub struct CoordinatorConfig {
     /// deletes it (its share-partition state outlives its members, KIP-932). At
     /// least 1. Default 1000.
     pub share_max_groups: usize,
+    /// Share groups: the assignor of every share group without an entry in
+    /// `share_group_assignors` (Kafka's `group.share.assignors`, whose one entry serves
+    /// every group; KIP-932's heartbeat names none). `simple` is the in-tree one; any
+    /// other name is a loaded assignor plugin that serves share groups (assignor ABI
+    /// 3.3), else `simple` runs (counted as a fallback). Default `simple`.
+    pub share_assignor: String,
+    /// Share groups: the assignor of each named share group (group id → assignor
+    /// name), over `share_assignor`. No Kafka equivalent: Drover selects assignors per
+    /// group for every group type. Default: empty.
+    pub share_group_assignors: BTreeMap<String, String>,
     /// Cluster mode: how long after gaining a coordinator slot the coordinator waits
     /// before the first rebalance of any group of that slot, in ms (docs/protocol.md
     /// §6.8). Consumers of the slot's previous owner may go on delivering until their
@@ -317,6 +334,8 @@ impl Default for CoordinatorConfig {
             share_heartbeat_interval_ms: 5_000,
             share_max_group_size: 200,
             share_max_groups: 1_000,
+            share_assignor: SIMPLE_SHARE_ASSIGNOR.into(),
+            share_group_assignors: BTreeMap::new(),
             slot_takeover_wait_ms: None,
             slot_count: None,
         }
@@ -471,6 +490,11 @@ impl CoordinatorConfig {
         if self.share_max_groups == 0 {
             return err("share_max_groups must be at least 1");
         }
+        if self.share_assignor.is_empty()
+            || self.share_group_assignors.values().any(String::is_empty)
+        {
+            return err("share_assignor and share_group_assignors must name assignors");
+        }
         if let Some(wait) = self.slot_takeover_wait_ms {
             if wait < self.max_session_timeout_ms.max(0) as u64 {
                 return Err(ConfigError(format!(
@@ -493,6 +517,14 @@ impl CoordinatorConfig {
     pub fn takeover_wait_ms(&self) -> u64 {
         self.slot_takeover_wait_ms
             .unwrap_or(self.max_session_timeout_ms.max(0) as u64)
+    }
+
+    /// The assignor share group `group` selects: its entry in `share_group_assignors`,
+    /// else `share_assignor`.
+    pub fn share_assignor_for(&self, group: &str) -> &str {
+        self.share_group_assignors
+            .get(group)
+            .unwrap_or(&self.share_assignor)
     }
 
     /// The rebalance mode of groups using `assignor`.
@@ -602,6 +634,8 @@ mod toml_tests {
             share_heartbeat_interval_ms = 17
             share_max_group_size = 27
             share_max_groups = 28
+            share_assignor = "spread"
+            share_group_assignors = { orders = "fan-out" }
             slot_takeover_wait_ms = 250
         "#;
         let expected = CoordinatorConfig {
@@ -642,6 +676,10 @@ mod toml_tests {
             share_heartbeat_interval_ms: 17,
             share_max_group_size: 27,
             share_max_groups: 28,
+            share_assignor: "spread".into(),
+            share_group_assignors: [("orders".to_owned(), "fan-out".to_owned())]
+                .into_iter()
+                .collect(),
             slot_takeover_wait_ms: Some(250),
             slot_count: None,
         };

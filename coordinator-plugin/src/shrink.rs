@@ -59,8 +59,11 @@ mod tests {
     #[test]
     fn a_full_table_is_left_alone() {
         let mut m: HashMap<u32, u32> = (0..1_000).map(|i| (i, i)).collect();
-        let cap = m.capacity();
         m.remove(&0);
+        // Measured after the removal: a removal that leaves a tombstone lowers the
+        // reported capacity by one (hashbrown's `capacity` is items + growth left), and
+        // whether it does depends on the random hasher.
+        let cap = m.capacity();
         map(&mut m);
         assert_eq!(m.capacity(), cap);
     }

@@ -126,7 +126,15 @@ pub fn run(args: TestArgs) -> ExitCode {
         PluginKind::Assignor => match plugin.new_assignor(&config) {
             Ok(handle) => {
                 let options = assignor::Options::new(args.claims).cases(args.cases);
-                assignor::run(&handle.instance(), &options)
+                let instance = handle.instance();
+                let mut report = assignor::run(&instance, &options);
+                // A share assignor (assignor ABI 3.3) meets the share contract too.
+                if instance.share_groups_supported() {
+                    report
+                        .outcomes
+                        .extend(assignor::share::run(&instance, &options).outcomes);
+                }
+                report
             }
             Err(e) => return refuse(e.to_string()),
         },

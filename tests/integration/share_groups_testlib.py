@@ -7,6 +7,8 @@ no share-group methods."""
 from __future__ import annotations
 
 import struct
+import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -47,6 +49,52 @@ def produce_values(b, topic: str, values: list[bytes]) -> None:
 
 def poll_records(c: ShareConsumer, timeout: float = 1.0) -> list:
     return [m for m in c.poll(timeout) if m.error() is None]
+
+
+class ShareMembers:
+    """`n` share consumers of `group` on `topic`, each polling in a thread of its own
+    until stopped. `got[i]`: the values member `i` received; `errors`: what a member's
+    thread raised."""
+
+    def __init__(self, b, group: str, topic: str, n: int):
+        self.got: dict[int, list[bytes]] = {i: [] for i in range(n)}
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+        self.args = (b, group, topic)
+        self.threads = [threading.Thread(target=self.run, args=(i,), daemon=True)
+                        for i in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def run(self, i: int) -> None:
+        b, group, topic = self.args
+        try:
+            c = share_consumer(b, group, topic)
+            try:
+                while not self.stop.is_set():
+                    self.got[i].extend(m.value() for m in poll_records(c, 0.5))
+            finally:
+                c.close()
+        except BaseException as e:  # noqa: BLE001 - reported by the test thread
+            self.errors.append(e)
+
+    def expect_each_once(self, total: int, timeout: float) -> None:
+        """Waits up to `timeout` s for `total` records, a second more for any delivered
+        twice, stops the members and asserts: no member failed, `total` distinct
+        records arrived, each once, and every member received some."""
+        deadline = time.monotonic() + timeout
+        while sum(len(v) for v in self.got.values()) < total and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1)  # anything delivered twice would arrive now
+        self.stop.set()
+        for t in self.threads:
+            t.join(30)
+        assert not self.errors, self.errors
+        counts = {i: len(v) for i, v in self.got.items()}
+        everything = [v for vs in self.got.values() for v in vs]
+        assert len(everything) == total, (len(everything), counts)
+        assert len(set(everything)) == total, "a record was delivered twice"
+        assert all(self.got.values()), counts
 
 
 API_SHARE_GROUP_HEARTBEAT, API_SHARE_GROUP_DESCRIBE = 76, 77

@@ -13,6 +13,9 @@ headless chromium driven by chromedriver through selenium.
   so does a killed KIP-848 member's (confluent-kafka, `group.protocol=consumer`): its
   session expires, and the rebalance shows with cause `session_expiry` and the
   partitions that moved;
+- a share group's page (confluent-kafka ShareConsumer, KIP-932) shows its
+  share-partitions as `GET /v1/groups/{group}` reports them (window, in flight,
+  acknowledged, archived, lag) and offers no offset reset;
 - kaskade, a terminal UI, run under tmux, lists Drover's topics, the group, its members
   and lag (`tmux capture-pane -p`).
 
@@ -38,6 +41,7 @@ import pytest
 import conftest
 from cluster_testlib import wait_until
 from drover_testlib import Msg, ck_create_topic, ck_produce, unique_topic
+from share_groups_testlib import poll_records, produce_values, share_consumer, share_group
 
 selenium = pytest.importorskip("selenium")
 from selenium import webdriver  # noqa: E402
@@ -269,6 +273,56 @@ def test_group_lag_shown_is_the_admin_apis(console_broker, token, browser):
     wait_for(browser, "#timeline li[data-cause='leave']")
     shot(browser, "group-lag")
     assert severe(browser) == []
+
+
+def test_share_group_page_shows_its_share_partitions(console_broker, token, browser):
+    from confluent_kafka import AcknowledgeType
+
+    b = console_broker
+    topic = unique_topic("console-share")
+    ck_create_topic(b, topic, 1)
+    group = share_group(b, "console-share")
+    produce_values(b, topic, [b"v%d" % i for i in range(10)])
+    c = share_consumer(b, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        got = []
+        deadline = time.monotonic() + PAGE_TIMEOUT_S
+        while len(got) < 10 and time.monotonic() < deadline:
+            batch = poll_records(c)
+            for m in batch:
+                got.append(m.offset())
+                # 0-2 rejected (archived), 3-5 accepted, 6-9 held under their locks.
+                if m.offset() <= 5:
+                    c.acknowledge(m, AcknowledgeType.REJECT if m.offset() <= 2
+                                  else AcknowledgeType.ACCEPT)
+            if batch:
+                c.commit_sync(30)
+        assert sorted(got) == list(range(10)), got
+        status, detail = api(b, f"/v1/groups/{group}", token)
+        assert status == 200 and detail["protocol"] == "share", detail
+        [p] = detail["share_partitions"]
+        lag = (p["log_end_offset"] - p["start_offset"] - p["acknowledged_in_window"]
+               - p["archived_in_window"])
+        assert (p["start_offset"], p["in_flight"], lag) == (6, 4, 4), p
+
+        sign_in(browser, b, token)
+        open_page(browser, f"#/group/{group}", "#share-partitions td", text=topic)
+        [row] = browser.find_elements(By.CSS_SELECTOR, "#share-partitions tbody tr")
+        cells = [cell.text.replace(",", "") for cell in row.find_elements(By.TAG_NAME, "td")]
+        # topic, partition, start, end, log end, lag, in flight, available, acknowledged,
+        # archived, redelivered
+        assert cells[:11] == [topic, "0", str(p["start_offset"]), str(p["end_offset"]),
+                              str(p["log_end_offset"]), str(lag), str(p["in_flight"]),
+                              str(p["available"]), str(p["acknowledged"]), str(p["archived"]),
+                              "0"], cells
+        assert wait_for(browser, "#total-lag").text == str(lag)
+        # No committed-offset table and no offset reset for a share group.
+        assert not browser.find_element(By.ID, "partitions").is_displayed()
+        assert not browser.find_element(By.ID, "reset-preview-button").is_displayed()
+        shot(browser, "share-group")
+        assert severe(browser) == []
+    finally:
+        c.close()
 
 
 def test_offset_reset_through_the_page_moves_the_commits(console_broker, token, browser):

@@ -33,8 +33,8 @@ import pytest
 
 from drover_testlib import ck_consume, ck_create_topic, unique_topic
 from kafka_groups_testlib import start_group_broker
-from share_groups_testlib import (SHARE, describe_share_group_offsets, poll_records,
-                                  produce_values, share_consumer, share_group)
+from share_groups_testlib import (SHARE, ShareMembers, describe_share_group_offsets,
+                                  poll_records, produce_values, share_consumer, share_group)
 
 
 @pytest.fixture
@@ -52,40 +52,12 @@ def test_four_share_consumers_share_one_partition_and_each_record_is_delivered_o
     ck_create_topic(b, topic, 1)
     group = share_group(b, "share-four")
     total = 2000
-    got: dict[int, list[bytes]] = {i: [] for i in range(4)}
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def member(i: int) -> None:
-        try:
-            c = share_consumer(b, group, topic)
-            try:
-                while not stop.is_set():
-                    got[i].extend(m.value() for m in poll_records(c, 0.5))
-            finally:
-                c.close()
-        except BaseException as e:  # noqa: BLE001 - reported by the test thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(4)]
-    for t in threads:
-        t.start()
+    members = ShareMembers(b, group, topic, 4)
     # Records arrive over time, so that every member's fetches find some.
     for r in range(20):
         produce_values(b, topic, [f"v-{r}-{i}".encode() for i in range(total // 20)])
         time.sleep(0.2)
-    deadline = time.monotonic() + TIMEOUT
-    while sum(len(v) for v in got.values()) < total and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(1)  # anything delivered twice would arrive now
-    stop.set()
-    for t in threads:
-        t.join(30)
-    assert not errors, errors
-    everything = [v for vs in got.values() for v in vs]
-    assert len(everything) == total, (len(everything), {i: len(v) for i, v in got.items()})
-    assert len(set(everything)) == total, "a record was delivered twice"
-    assert all(got[i] for i in range(4)), {i: len(v) for i, v in got.items()}
+    members.expect_each_once(total, TIMEOUT)
 
 
 def test_explicit_release_reject_and_the_delivery_count_limit(broker):

@@ -95,9 +95,9 @@ counters! {
     CommitFailures => "commit_failures", "batches",
         "Commit batches of native groups the offset store failed.";
     AssignorFailures => "assignor_failures", "assignor runs",
-        "Assignor runs that failed: the plugin panicked, returned an error or an answer breaking the contract, or (host) ran past `coordinator.assignor_timeout_ms` (native and KIP-848 groups).";
+        "Assignor runs that failed: the plugin panicked, returned an error or an answer breaking the contract, or (host) ran past `coordinator.assignor_timeout_ms` (native, KIP-848 and share groups).";
     AssignorFallbacks => "assignor_fallbacks", "assignor runs",
-        "Assignor runs that used the default assignor because the named one is not loaded or failed (every group protocol).";
+        "Assignor runs that used the default assignor because the named one is not loaded or failed (every group protocol; share groups fall back to `simple`, also when the selected plugin does not serve share groups).";
     SlotsGained => "slots_gained", "slots",
         "Coordinator slots this broker took over (cluster mode).";
     SlotsLost => "slots_lost", "slots",

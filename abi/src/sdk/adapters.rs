@@ -168,6 +168,20 @@ impl<T: AssignorPlugin> Assignor for Adapter<T> {
     ) -> RResult<Assignment, PluginError> {
         self.call(|t| t.assign_with_context(input, &super::assignor::Context::new(context)))
     }
+
+    fn share_groups_supported(&self) -> bool {
+        self.call(|t| Ok(t.share_groups_supported()))
+            .into_result()
+            .unwrap_or(false)
+    }
+
+    fn assign_share(
+        &self,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> RResult<Assignment, PluginError> {
+        self.call(|t| t.assign_share(input, &super::assignor::Context::new(context)))
+    }
 }
 
 /// The root module of offset store `T` (called by [`crate::export_offset_store!`]).

@@ -132,6 +132,30 @@ pub trait AssignorPlugin: PluginInfo + Send + Sync + Sized + 'static {
         let _ = context;
         self.assign(input)
     }
+
+    /// Whether this policy serves share groups (KIP-932; assignor ABI 3.3). The default,
+    /// `false`, keeps it away from share groups; a share assignor answers `true` and
+    /// implements [`assign_share`](Self::assign_share).
+    fn share_groups_supported(&self) -> bool {
+        false
+    }
+
+    /// Computes a share group's target meeting the share-assignor contract in
+    /// [`crate::assignor`] (every subscribed partition to at least one subscriber, a
+    /// partition possibly to several; deterministic). `input.members[i].owned` is the
+    /// member's part of the target in force. [`assignor::run_share`] and
+    /// [`assignor::Context`] help. The default answers `Unsupported`.
+    fn assign_share(
+        &self,
+        input: &AssignInput,
+        context: &assignor::Context<'_>,
+    ) -> Result<Assignment, PluginError> {
+        let _ = (input, context);
+        Err(PluginError::unsupported(format!(
+            "assignor `{}` does not serve share groups",
+            Self::NAME
+        )))
+    }
 }
 
 /// An offset store; see [`crate::offset_store::OffsetStore`] for each method's contract.

@@ -90,22 +90,55 @@ impl<'a> GroupAssignors<'a> {
         context: ContextParts,
     ) -> Call {
         match self.set.runner(name) {
-            Some(runner) => {
-                let id = self.calls.last.get().wrapping_add(1);
-                self.calls.last.set(id);
-                self.calls.started.borrow_mut().push(AssignorJob {
-                    id,
-                    group: group.clone(),
-                    assignor: name.to_owned(),
-                    input,
-                    context,
-                    runner,
-                });
-                Call::Started(id)
-            }
+            Some(runner) => self.start(group, name, input, context, runner),
             None => Call::Done(
                 context.lend(|context| self.set.assign_with_context(name, &input, context)),
             ),
         }
+    }
+
+    /// Whether assignor `name` is loaded and serves share groups (assignor ABI 3.3).
+    pub(crate) fn serves_share_groups(&self, name: &str) -> bool {
+        self.set.share_groups_supported(name)
+    }
+
+    /// Calls share assignor `name` for share group `group` (assignor ABI 3.3,
+    /// `assign_share`), as [`call`](Self::call) does: handed to the host when the set
+    /// offers a runner, else inline.
+    pub(crate) fn call_share(
+        &self,
+        group: &GroupId,
+        name: &str,
+        input: Arc<AssignInput>,
+        context: ContextParts,
+    ) -> Call {
+        match self.set.share_runner(name) {
+            Some(runner) => self.start(group, name, input, context, runner),
+            None => {
+                Call::Done(context.lend(|context| self.set.assign_share(name, &input, context)))
+            }
+        }
+    }
+
+    /// Records a call to hand to the host with `runner`.
+    fn start(
+        &self,
+        group: &GroupId,
+        name: &str,
+        input: Arc<AssignInput>,
+        context: ContextParts,
+        runner: crate::assignor_job::AssignorRunner,
+    ) -> Call {
+        let id = self.calls.last.get().wrapping_add(1);
+        self.calls.last.set(id);
+        self.calls.started.borrow_mut().push(AssignorJob {
+            id,
+            group: group.clone(),
+            assignor: name.to_owned(),
+            input,
+            context,
+            runner,
+        });
+        Call::Started(id)
     }
 }

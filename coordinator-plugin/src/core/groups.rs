@@ -108,6 +108,20 @@ impl Group {
         }
     }
 
+    /// The group's recent rebalances for DescribeRebalances (docs/protocol.md §5.9), or
+    /// `None` for a type that records none: a share group (KIP-932) has no rebalance
+    /// with a start and an end to record (each heartbeat's assignment takes effect at
+    /// once, with no revocation to wait for), so DescribeRebalances answers it as it
+    /// answers an unknown group.
+    pub(crate) fn rebalance_history(&self) -> Option<&super::rebalance_history::RebalanceHistory> {
+        match self {
+            Group::Native(g) => Some(&g.history),
+            Group::Classic(g) => Some(&g.history),
+            Group::Consumer(g) => Some(g.history()),
+            Group::Share(_) => None,
+        }
+    }
+
     /// Whether the group may be forgotten, deleted by DeleteGroups or its id taken by a
     /// group of another protocol: it has no member, and a native group nothing else
     /// that needs it ([`NativeGroup::may_be_dropped`]). Its committed offsets stay (a

@@ -294,9 +294,8 @@ impl Coordinator {
                         .native(g, |g, env, fx| g.assignor_done(env, fx, call, result));
                 }
             }
-            // Share groups run the in-tree `simple` assignor inline: no call of theirs
-            // is handed out.
-            Some(Group::Classic(_) | Group::Share(_)) | None => {
+            Some(Group::Share(_)) => self.share_assignor_done(&group, call, result),
+            Some(Group::Classic(_)) | None => {
                 tracing::debug!(%group, call, "assignor result for a group that no longer waits for it");
             }
         }

@@ -239,15 +239,11 @@ impl super::Coordinator {
                 } else if !self.owns(id) {
                     (proto::ErrorCode::NOT_COORDINATOR, Vec::new())
                 } else {
-                    let history = match self.groups.native(id.as_str()) {
-                        Some(g) => Some(&g.history),
-                        None => self
-                            .groups
-                            .classic(id.as_str())
-                            .map(|g| &g.history)
-                            .or_else(|| self.groups.consumer(id.as_str()).map(|g| g.history())),
-                    };
-                    match history {
+                    match self
+                        .groups
+                        .get(id.as_str())
+                        .and_then(|g| g.rebalance_history())
+                    {
                         Some(h) => (proto::ErrorCode::NONE, h.to_wire(now)),
                         None => (proto::ErrorCode::GROUP_ID_NOT_FOUND, Vec::new()),
                     }

@@ -5,6 +5,7 @@
 //! belonging to one type, ListGroups / DeleteGroups / the offsets APIs on a share
 //! group, and hostile requests.
 
+use crate::common;
 use crate::kafka;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -598,16 +599,23 @@ proptest::proptest! {
     /// group's epoch: every member is at the assignment epoch (equal to the group
     /// epoch), every partition of a topic some member subscribes to is held by at least
     /// one member, and only a topic's subscribers hold its partitions. Epochs never go
-    /// back.
+    /// back. The same with the group's assignor `simple`, a share assignor plugin
+    /// (`fan-out`) called inline or off the coordinator thread, or one whose output
+    /// breaks the share contract (`share-broken`, replaced by `simple`).
     #[test]
     fn after_every_member_heartbeats_the_subscribed_partitions_are_covered(
-        steps in proptest::collection::vec(step(), 1..40)
+        steps in proptest::collection::vec(step(), 1..40),
+        assignor in proptest::sample::select(vec!["simple", "fan-out", "share-broken"]),
+        threaded in proptest::bool::ANY,
     ) {
-        let mut h = Harness::with_config(CoordinatorConfig {
+        let assignors = common::TestAssignors::default();
+        let assignors = if threaded { assignors.threaded() } else { assignors };
+        let mut h = Harness::with_assignors(CoordinatorConfig {
             share_session_timeout_ms: 10_000,
             share_heartbeat_interval_ms: 1_000,
+            share_assignor: assignor.into(),
             ..config()
-        });
+        }, assignors);
         let c = h.connect();
         let mut told: BTreeMap<usize, i32> = BTreeMap::new();
         let mut last_epoch = 0;
@@ -698,4 +706,222 @@ proptest::proptest! {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------
+// Share assignors (assignor ABI 3.3): the selected plugin computes the target, and
+// `simple` runs when it cannot.
+// ---------------------------------------------------------------------------------
+
+/// How many `counter` increments the coordinator reported so far.
+fn counted(h: &Harness, counter: drover_coordinator::CoordinatorCounter) -> u64 {
+    h.events
+        .iter()
+        .map(|o| match o {
+            drover_coordinator::Output::Metric { counter: c, value } if *c == counter => *value,
+            _ => 0,
+        })
+        .sum()
+}
+
+/// A harness whose share groups select `default` (and `per_group`'s entries).
+fn with_share_assignor(
+    default: &str,
+    per_group: &[(&str, &str)],
+    assignors: common::TestAssignors,
+) -> Harness {
+    let config = CoordinatorConfig {
+        share_assignor: default.into(),
+        share_group_assignors: per_group
+            .iter()
+            .map(|(g, a)| ((*g).to_owned(), (*a).to_owned()))
+            .collect(),
+        ..config()
+    };
+    Harness::with_assignors(config, assignors)
+}
+
+/// Each member's partitions after every member heartbeated once more, from
+/// ShareGroupDescribe.
+fn settled(h: &mut Harness, group: &str, members: usize) -> Vec<BTreeSet<(Uuid, i32)>> {
+    let c = h.connect();
+    let d = describe(h, &[group]);
+    (0..members)
+        .map(|i| {
+            let epoch = d.groups[0]
+                .members
+                .iter()
+                .find(|m| m.member_id.as_str() == mid(i))
+                .expect("a member")
+                .member_epoch;
+            let r = h.call(c, 1, beat(group, &mid(i), epoch));
+            assert_eq!(r.error_code, 0, "{r:?}");
+            held_by(h, group, &mid(i))
+        })
+        .collect()
+}
+
+#[test]
+fn a_share_group_runs_the_share_assignor_it_selects_with_the_partition_data() {
+    let assignors = common::TestAssignors::default();
+    let mut h = with_share_assignor("fan-out", &[], assignors.clone());
+    h.feed(Input::PartitionStats(
+        drover_coordinator::PartitionStats::new(
+            [drover_abi::assignor::BrokerContext {
+                broker_id: 4,
+                rack: drover_abi::std_types::RSome("rack-b".into()),
+            }],
+            [drover_abi::assignor::TopicContext {
+                topic: "audit".into(),
+                partitions: vec![{
+                    let mut p = drover_abi::assignor::PartitionContext::unknown(1);
+                    p.leader = drover_abi::std_types::RSome(4);
+                    p.log_end_offset = drover_abi::std_types::RSome(90);
+                    p.produce_records_per_sec = drover_abi::std_types::RSome(3.0);
+                    p
+                }]
+                .into(),
+            }],
+        ),
+    ));
+    let c = h.connect();
+    for i in 0..3 {
+        assert_eq!(h.call(c, 1, join("q", &mid(i), &["audit"])).error_code, 0);
+    }
+    // `fan-out` gives every member both partitions, where `simple` would split them.
+    let both: BTreeSet<(Uuid, i32)> = [(audit(), 0), (audit(), 1)].into();
+    assert_eq!(settled(&mut h, "q", 3), vec![both.clone(); 3]);
+    let d = describe(&mut h, &["q"]);
+    assert_eq!(d.groups[0].assignor_name.as_str(), "fan-out");
+    // Its context carried what the host knows of the partitions (no committed
+    // offsets: a share group's progress is share-partition state).
+    let seen = assignors
+        .contexts
+        .lock()
+        .unwrap()
+        .last()
+        .cloned()
+        .expect("a call");
+    let p1 = seen.partition("audit", 1).expect("audit-1 in the context");
+    assert_eq!(p1.leader.into_option(), Some(4));
+    assert_eq!(p1.log_end_offset.into_option(), Some(90));
+    assert_eq!(p1.committed_offset.into_option(), None);
+    assert_eq!(
+        seen.brokers[0]
+            .rack
+            .as_ref()
+            .map(|r| r.as_str())
+            .into_option(),
+        Some("rack-b")
+    );
+    assert_eq!(
+        counted(
+            &h,
+            drover_coordinator::CoordinatorCounter::AssignorFallbacks
+        ),
+        0
+    );
+}
+
+#[test]
+fn a_share_assignor_call_runs_off_the_coordinator_thread_and_lands_at_a_new_epoch() {
+    let mut h = with_share_assignor("fan-out", &[], common::TestAssignors::default().threaded());
+    h.hold_assignors = true;
+    let c = h.connect();
+    let first = h.call(c, 1, join("q", &mid(0), &["audit"]));
+    // While the call runs, the target in force (none yet) serves at the new epoch and
+    // the member is told to come back soon.
+    assert_eq!(first.error_code, 0);
+    assert_eq!(first.member_epoch, 1);
+    assert_eq!(partitions_of(&first), BTreeSet::new());
+    assert_eq!(first.heartbeat_interval_ms, 500);
+    h.release_assignors();
+    let next = h.call(c, 1, beat("q", &mid(0), 1));
+    assert_eq!(next.error_code, 0, "{next:?}");
+    assert_eq!(next.member_epoch, 2, "the result is a new epoch");
+    assert_eq!(partitions_of(&next), [(audit(), 0), (audit(), 1)].into());
+    assert_eq!(next.heartbeat_interval_ms, 5_000);
+    // A change while a call runs: the stale result is dropped for a run over the
+    // group as it is, whose result every member gets.
+    h.call(c, 1, join("q", &mid(1), &["audit"]));
+    h.call(c, 1, join("q", &mid(2), &["audit"]));
+    h.release_assignors();
+    h.release_assignors();
+    let both: BTreeSet<(Uuid, i32)> = [(audit(), 0), (audit(), 1)].into();
+    assert_eq!(settled(&mut h, "q", 3), vec![both; 3]);
+}
+
+#[test]
+fn an_assignor_without_share_support_is_never_offered_a_share_group() {
+    // `sticky` is loaded but serves no share groups (as an assignor built before
+    // assignor ABI 3.3): `simple` runs, counted as a fallback.
+    let assignors = common::TestAssignors::default();
+    let mut h = with_share_assignor("sticky", &[], assignors.clone());
+    let c = h.connect();
+    for i in 0..4 {
+        assert_eq!(h.call(c, 1, join("q", &mid(i), &["audit"])).error_code, 0);
+    }
+    assert_eq!(assignors.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(
+        describe(&mut h, &["q"]).groups[0].assignor_name.as_str(),
+        "simple"
+    );
+    assert!(settled(&mut h, "q", 4).iter().all(|p| p.len() == 1));
+    assert_eq!(
+        counted(
+            &h,
+            drover_coordinator::CoordinatorCounter::AssignorFallbacks
+        ),
+        4
+    );
+}
+
+#[test]
+fn a_failing_or_contract_breaking_share_assignor_gives_way_to_simple() {
+    for broken in [true, false] {
+        let assignors = common::TestAssignors::default();
+        assignors
+            .broken
+            .store(broken, std::sync::atomic::Ordering::SeqCst);
+        let mut h = with_share_assignor("share-broken", &[], assignors.clone());
+        let c = h.connect();
+        for i in 0..2 {
+            assert_eq!(h.call(c, 1, join("q", &mid(i), &["audit"])).error_code, 0);
+        }
+        // Called for each epoch, each time replaced by `simple`'s target.
+        assert_eq!(assignors.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(
+            describe(&mut h, &["q"]).groups[0].assignor_name.as_str(),
+            "simple"
+        );
+        let held = settled(&mut h, "q", 2);
+        assert_eq!(
+            held.iter().map(BTreeSet::len).sum::<usize>(),
+            2,
+            "broken={broken}"
+        );
+        use drover_coordinator::CoordinatorCounter::{AssignorFailures, AssignorFallbacks};
+        assert_eq!(counted(&h, AssignorFailures), 2);
+        assert_eq!(counted(&h, AssignorFallbacks), 2);
+    }
+}
+
+#[test]
+fn each_share_group_selects_its_own_assignor() {
+    let mut h = with_share_assignor(
+        "simple",
+        &[("fanned", "fan-out"), ("missing", "not-loaded")],
+        common::TestAssignors::default(),
+    );
+    let c = h.connect();
+    for g in ["plain", "fanned", "missing"] {
+        for i in 0..2 {
+            assert_eq!(h.call(c, 1, join(g, &mid(i), &["audit"])).error_code, 0);
+        }
+    }
+    let d = describe(&mut h, &["plain", "fanned", "missing"]);
+    let names: Vec<&str> = d.groups.iter().map(|g| g.assignor_name.as_str()).collect();
+    assert_eq!(names, ["simple", "fan-out", "simple"]);
+    assert!(settled(&mut h, "fanned", 2).iter().all(|p| p.len() == 2));
+    assert!(settled(&mut h, "plain", 2).iter().all(|p| p.len() == 1));
 }

@@ -207,6 +207,10 @@ struct Budget {
     id: u64,
     name: String,
     inner: AssignorArc,
+    /// Whether the plugin serves share groups (assignor ABI 3.3), asked once when the
+    /// instance is wrapped: the coordinator asks on its own thread, which a plugin's
+    /// call must never hold.
+    share: bool,
     limit: Duration,
     metrics: Arc<Metrics>,
     state: Mutex<BudgetState>,
@@ -227,6 +231,8 @@ struct BudgetState {
 /// One call handed to a worker.
 struct Job {
     call: u64,
+    /// A share group's call (`assign_share`, assignor ABI 3.3).
+    share: bool,
     input: AssignInput,
     context: Option<OwnedContext>,
     slot: Arc<Slot>,
@@ -298,6 +304,7 @@ impl Budget {
         Budget {
             id: NEXT_BUDGET.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             name: name.to_owned(),
+            share: inner.share_groups_supported(),
             inner,
             limit,
             metrics,
@@ -330,6 +337,7 @@ impl Budget {
         self: &Arc<Self>,
         input: &AssignInput,
         context: Option<AssignContextRef<'_>>,
+        share: bool,
     ) -> RResult<Assignment, PluginError> {
         if let Some(oldest) = self.overdue().first() {
             self.metrics.assignor_refused(&self.name);
@@ -378,6 +386,7 @@ impl Budget {
         let started = Instant::now();
         let job = Job {
             call,
+            share,
             input: input.clone(),
             context: context.map(OwnedContext::copy),
             slot: Arc::clone(&slot),
@@ -489,6 +498,7 @@ fn worker(rx: mpsc::Receiver<Job>, inner: AssignorArc, budget: Weak<Budget>) {
     while let Ok(job) = rx.recv() {
         let started = Instant::now();
         let result = match &job.context {
+            Some(context) if job.share => context.lend(|c| inner.assign_share(&job.input, c)),
             Some(context) => context.lend(|c| inner.assign_with_context(&job.input, c)),
             None => inner.assign(&job.input),
         };
@@ -525,7 +535,7 @@ impl Budgeted {
 
 impl Assignor for Budgeted {
     fn assign(&self, input: &AssignInput) -> RResult<Assignment, PluginError> {
-        self.0.call(input, None)
+        self.0.call(input, None, false)
     }
 
     fn assign_with_context(
@@ -533,7 +543,25 @@ impl Assignor for Budgeted {
         input: &AssignInput,
         context: AssignContextRef<'_>,
     ) -> RResult<Assignment, PluginError> {
-        self.0.call(input, Some(context))
+        self.0.call(input, Some(context), false)
+    }
+
+    fn share_groups_supported(&self) -> bool {
+        self.0.share
+    }
+
+    fn assign_share(
+        &self,
+        input: &AssignInput,
+        context: AssignContextRef<'_>,
+    ) -> RResult<Assignment, PluginError> {
+        if !self.0.share {
+            return RResult::RErr(PluginError::unsupported(format!(
+                "assignor `{}` does not serve share groups",
+                self.0.name
+            )));
+        }
+        self.0.call(input, Some(context), true)
     }
 }
 
@@ -620,6 +648,63 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 4);
         assert_eq!(b.lock().threads, 1, "one worker, handed every call");
         assert!(b.slow().is_none());
+    }
+
+    /// A share assignor (assignor ABI 3.3): its `assign_share` runs on a worker
+    /// under the budget like any call (and `assign` never does for it).
+    struct Sharer(Arc<AtomicU64>);
+
+    impl Assignor for Sharer {
+        fn assign(&self, _: &AssignInput) -> RResult<Assignment, PluginError> {
+            RResult::RErr(PluginError::internal("not for share groups"))
+        }
+
+        fn share_groups_supported(&self) -> bool {
+            true
+        }
+
+        fn assign_share(
+            &self,
+            input: &AssignInput,
+            _: AssignContextRef<'_>,
+        ) -> RResult<Assignment, PluginError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            RResult::ROk(Assignment {
+                members: vec![MemberAssignment {
+                    member_id: input.group.clone(),
+                    partitions: RVec::new(),
+                }]
+                .into(),
+            })
+        }
+    }
+
+    #[test]
+    fn share_calls_pass_the_budget_only_to_assignors_that_serve_share_groups() {
+        // Sleepy serves no share groups (as an assignor built before 3.3).
+        let (_, _, calls, sleepy) = budget(5_000, 0);
+        assert!(!sleepy.share_groups_supported());
+        let e = empty_context(|c| sleepy.assign_share(&input("g"), c).into_result()).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unsupported);
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "never entered the plugin");
+        let shares = Arc::new(AtomicU64::new(0));
+        let inner = RArc::new(Assignor_TO::from_value(
+            Sharer(Arc::clone(&shares)),
+            TD_Opaque,
+        ));
+        let b = Arc::new(Budget::new(
+            "sharer",
+            inner,
+            Duration::from_millis(5_000),
+            Arc::new(Metrics::new()),
+            Overdue::default(),
+        ));
+        let a = Budgeted::arc(Arc::clone(&b));
+        assert!(a.share_groups_supported());
+        let out = empty_context(|c| a.assign_share(&input("q"), c).into_result()).unwrap();
+        assert_eq!(out.members[0].member_id.as_str(), "q");
+        assert_eq!(shares.load(Ordering::SeqCst), 1);
+        assert_eq!(b.lock().threads, 1, "run on a worker");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `my-assignor`: a Drover assignor plugin, from Drover's template
-//! (`templates/assignor`). Replace [`owners`] with your policy.
+//! (`templates/assignor`). Replace [`owners`] (consumer groups) and [`holders`] (share
+//! groups) with your policy.
 //!
 //! The policy deals the partitions of every subscribed topic, in (topic, partition)
 //! order, round the topic's subscribers, the deal continuing from topic to topic: with
@@ -13,7 +14,7 @@
 //! returns: one member index per partition, partition `p` of topic `t` at `t.first + p`.
 
 use drover_abi::{
-    sdk::assignor::{expect_no_config, run, GroupView},
+    sdk::assignor::{expect_no_config, run, run_share, Context, GroupView},
     sdk::{AssignorPlugin, PluginContext, PluginInfo},
     AssignInput, Assignment, PluginError,
 };
@@ -38,6 +39,24 @@ impl AssignorPlugin for MyAssignor {
     fn assign(&self, input: &AssignInput) -> Result<Assignment, PluginError> {
         run(Self::NAME, input, owners)
     }
+
+    // Share groups (KIP-932; assignor ABI 3.3): delete these two methods if your
+    // assignor should not serve them (the default answers `false`, and the broker then
+    // never offers it a share group).
+    fn share_groups_supported(&self) -> bool {
+        true
+    }
+
+    fn assign_share(
+        &self,
+        input: &AssignInput,
+        context: &Context<'_>,
+    ) -> Result<Assignment, PluginError> {
+        // `context` has what the broker knows of each partition (leader and its rack,
+        // log offsets, produce rates), each optional; this policy does not use it.
+        let _ = context;
+        run_share(Self::NAME, input, holders)
+    }
 }
 
 drover_abi::export_assignor!(MyAssignor);
@@ -56,4 +75,26 @@ pub fn owners(view: &GroupView<'_>) -> Vec<u32> {
         }
     }
     owners
+}
+
+/// A share group's holder table: each topic's partitions dealt round its subscribers as
+/// in [`owners`] (starting afresh at each topic); while subscribers are left over, the
+/// deal goes on round the partitions, so that every subscriber fetches from some
+/// partition of each of its topics (a share group's partition may have several
+/// members, which share its records).
+pub fn holders(view: &GroupView<'_>) -> Vec<Vec<u32>> {
+    let mut holders = Vec::with_capacity(view.partition_count());
+    for topic in view.topics() {
+        let subscribers = &topic.subscribers;
+        let partitions = topic.partitions as usize;
+        if partitions == 0 {
+            continue;
+        }
+        let first = holders.len();
+        holders.resize(first + partitions, Vec::new());
+        for k in 0..partitions.max(subscribers.len()) {
+            holders[first + k % partitions].push(subscribers[k % subscribers.len()]);
+        }
+    }
+    holders
 }

@@ -54,6 +54,46 @@ fn every_assignor_passes_the_testkit_suite() {
     }
 }
 
+/// No built-in assignor serves share groups (assignor ABI 3.3): share groups run the
+/// coordinator's `simple` unless a share assignor plugin is selected.
+#[test]
+fn the_built_in_assignors_decline_share_groups() {
+    for (name, handle) in all() {
+        assert!(!handle.instance().share_groups_supported(), "{name}");
+    }
+}
+
+/// A share assignor through its loaded `.so` (the `recorder` fixture, which serves share
+/// groups): the share suite of the test kit — every subscribed partition to at least one
+/// subscriber, only subscribed topics, sorted, deterministic.
+#[test]
+fn a_share_assignor_passes_the_share_suite_through_its_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = format!(
+        "path = {:?}",
+        tmp.path().join("rec.json").display().to_string()
+    );
+    let dir = drover_tests::PluginDir::new();
+    let path = dir.add_built("drover_fixture_recording_assignor");
+    let plugin = dir
+        .loader()
+        .load(&path, Some(drover_abi::PluginKind::Assignor))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let handle = plugin
+        .new_assignor(&config)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let instance = handle.instance();
+    assert!(instance.share_groups_supported());
+    let report = drover_plugin_testkit::assignor::share::run(
+        &instance,
+        &drover_plugin_testkit::assignor::Options::default(),
+    );
+    assert!(report.passed(), "{report}");
+    // What it recorded of its last call says it was a share group's.
+    let doc = std::fs::read_to_string(tmp.path().join("rec.json")).unwrap();
+    assert!(doc.contains("\"share\":true"), "{doc}");
+}
+
 fn config() -> ProptestConfig {
     ProptestConfig {
         cases: 64,

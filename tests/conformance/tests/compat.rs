@@ -460,6 +460,47 @@ fn an_assignor_built_against_3_1_reads_the_longer_context_and_passes_the_suite()
     assert_ne!(with, plain, "the context must change this assignment");
 }
 
+/// Assignor ABI 3.3 appended `share_groups_supported` and `assign_share` (share
+/// groups, KIP-932). The assignor built against 3.1 still loads; it reads `false`
+/// through the interface's default, so the coordinator's set never offers it a share
+/// group, a share call reaches the default `Unsupported`, and the share suite stops at
+/// `share_supported`. Its consumer-group assignments are unchanged (the suite above).
+#[test]
+fn an_assignor_built_against_3_1_is_never_offered_share_groups() {
+    use drover_coordinator::{AssignorSet, Assignors};
+    let dir = PluginDir::new();
+    let path = dir.add_file(&drover_tests::compat_library_3_4(
+        "drover_compat_assignor_3_1",
+    ));
+    let plugin = dir
+        .loader()
+        .load(&path, Some(PluginKind::Assignor))
+        .unwrap_or_else(|e| panic!("an assignor built against ABI 3.1 must load: {e}"));
+    let instance = plugin
+        .new_assignor("")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .instance();
+    assert!(!instance.share_groups_supported());
+    let input = two_members_on_three_partitions();
+    let share = assignor::GeneratedContext::for_input(&input)
+        .lend(|ctx| instance.assign_share(&input, ctx).into_result());
+    assert_eq!(share.unwrap_err().kind, ErrorKind::Unsupported);
+    let mut set = AssignorSet::new();
+    set.insert("old", instance.clone());
+    assert!(set.contains("old"));
+    assert!(!set.share_groups_supported("old"));
+    let report = assignor::share::run(&instance, &assignor::Options::default());
+    assert!(!report.passed());
+    assert_eq!(report.outcomes.len(), 1, "{report}");
+    // As does the one built against 3.0.
+    let old = load(&dir, "drover_compat_assignor_3_0", PluginKind::Assignor);
+    let old = old
+        .new_assignor("")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .instance();
+    assert!(!old.share_groups_supported());
+}
+
 #[test]
 fn the_frozen_3_4_abi_and_fixture_are_unchanged() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../compat-3.4");

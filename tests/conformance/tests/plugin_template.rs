@@ -174,6 +174,14 @@ fn a_copy_outside_the_checkout_builds_offline_and_passes_its_tests() {
         .map(|m| m.partitions.iter().map(|t| t.partitions.len()).sum())
         .collect();
     assert_eq!(counts, [2, 2]);
+    // The template serves share groups (assignor ABI 3.3): the share suite passes
+    // through the loaded `.so`.
+    assert!(test.contains("    PASS share_contract"), "{test}");
+    let report = drover_plugin_testkit::assignor::share::run(
+        &handle.instance(),
+        &drover_plugin_testkit::assignor::Options::default(),
+    );
+    assert!(report.passed(), "{report}");
 }
 
 #[test]

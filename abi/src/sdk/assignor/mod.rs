@@ -32,16 +32,24 @@
 //! and reads the [`Context`] it receives from its policy closure; every value there is
 //! optional.
 //!
+//! A share assignor (assignor ABI 3.3: a share group's partition may go to several
+//! members) answers `true` from
+//! [`AssignorPlugin::share_groups_supported`](crate::sdk::AssignorPlugin::share_groups_supported)
+//! and implements
+//! [`AssignorPlugin::assign_share`](crate::sdk::AssignorPlugin::assign_share), most
+//! simply with [`run_share`], whose policy returns each partition's holders.
+//!
 //! The built-in assignors (`range`, `round-robin`, `sticky`) and
 //! `examples/custom-assignor` are written this way.
 //!
 //! These helpers are part of this release of `drover-abi`, and a plugin built with it
-//! declares this release's assignor ABI (3.2). A plugin for brokers serving an older
+//! declares this release's assignor ABI (3.3). A plugin for brokers serving an older
 //! minor is built against that release's `drover-abi`, with that release's helpers:
 //! [`run`] and [`GroupView`] since 3.1 (assignor 3.0); [`Context`] since 3.2 (assignor
 //! 3.1); [`Racks`] since 3.3; [`Context::partition_data_age_ms`], an unknown rather than
 //! clamped [`Context::lag`], [`MemberView::rack`]/[`MemberView::weight`] and lookups
-//! taking a `u32` since 3.5 (assignor 3.2). docs/plugins.md, "Targeting an older
+//! taking a `u32` since 3.5 (assignor 3.2); [`run_share`] and
+//! [`GroupView::build_share`] since 3.9 (assignor 3.3). docs/plugins.md, "Targeting an older
 //! broker", says what each costs.
 
 mod config;
@@ -59,6 +67,31 @@ pub use view::{GroupView, MemberView, TopicView};
 use std::time::Instant;
 
 use crate::{AssignInput, Assignment, PluginError};
+
+/// [`run`] for a share group (assignor ABI 3.3, the share-assignor contract in
+/// [`crate::assignor`]): validates `input` into a [`GroupView`], lets `policy` fill the
+/// holder table (for each global partition id, the indices of the members it goes to,
+/// at least one) and builds the assignment from it ([`GroupView::build_share`]).
+///
+/// Errors: as [`run`]'s; [`crate::ErrorKind::Internal`] also when a partition has no
+/// holder.
+pub fn run_share<F>(plugin: &str, input: &AssignInput, policy: F) -> Result<Assignment, PluginError>
+where
+    F: FnOnce(&GroupView<'_>) -> Vec<Vec<u32>>,
+{
+    let started = Instant::now();
+    let view = GroupView::new(input)?;
+    let holders = policy(&view);
+    let assignment = view.build_share(&holders)?;
+    tracing::debug!(
+        group = %input.group,
+        members = view.members().len(),
+        partitions = view.partition_count(),
+        elapsed_us = started.elapsed().as_micros() as u64,
+        "{plugin} share assignment"
+    );
+    Ok(assignment)
+}
 
 /// Owner-table value of a partition no member holds (yet).
 pub const NO_OWNER: u32 = u32::MAX;

@@ -34,6 +34,58 @@ impl GroupView<'_> {
         Ok(Assignment { members })
     }
 
+    /// Builds a share group's assignment (assignor ABI 3.3) from `holders`, which gives
+    /// for every global partition id (`0..partition_count()`) the indices of the
+    /// members it goes to (at least one; a member named twice counts once). The output
+    /// is sorted as [`build`](Self::build)'s.
+    ///
+    /// Errors ([`crate::ErrorKind::Internal`]): `holders` has the wrong length, a
+    /// partition has no holder, or an index names no member — a bug in the policy.
+    pub fn build_share(&self, holders: &[Vec<u32>]) -> Result<Assignment, PluginError> {
+        if holders.len() != self.partition_count() {
+            return Err(PluginError::internal(format!(
+                "holder table has {} entries for {} partitions",
+                holders.len(),
+                self.partition_count()
+            )));
+        }
+        let count = self.members().len();
+        let mut by_member: Vec<Vec<u32>> = vec![Vec::new(); count];
+        for (g, of) in holders.iter().enumerate() {
+            let topic = &self.topics()[self.topic_of(g as u32)];
+            if of.is_empty() {
+                return Err(PluginError::internal(format!(
+                    "partition {} of topic `{}` left unassigned",
+                    g as u32 - topic.first,
+                    topic.name
+                )));
+            }
+            for &m in of {
+                let Some(list) = by_member.get_mut(m as usize) else {
+                    return Err(PluginError::internal(format!(
+                        "partition {} of topic `{}` given to member index {m} of {count}",
+                        g as u32 - topic.first,
+                        topic.name
+                    )));
+                };
+                // Ascending by construction; a repeat is the last entry.
+                if list.last() != Some(&(g as u32)) {
+                    list.push(g as u32);
+                }
+            }
+        }
+        let members = self
+            .members()
+            .iter()
+            .zip(&by_member)
+            .map(|(member, ids)| MemberAssignment {
+                member_id: RString::from(member.id),
+                partitions: self.topic_partitions(ids),
+            })
+            .collect();
+        Ok(Assignment { members })
+    }
+
     /// Counting sort of the global ids by owner; each member's ids stay ascending.
     fn group_by_member(&self, owners: &[u32]) -> Result<ByMember, PluginError> {
         let count = self.members().len();

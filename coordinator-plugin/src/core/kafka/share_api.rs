@@ -1,7 +1,8 @@
 //! ShareGroupHeartbeat (v1) and ShareGroupDescribe (v1) of KIP-932: the wire boundary
 //! of the share-group engine ([`super::share_group`]), and the coordinator's other
-//! entry points into it: the members' session timers firing (`on_share_timers`) and
-//! topic changes (`share_topics_changed`). Each call runs the engine with its
+//! entry points into it: the members' session timers firing (`on_share_timers`),
+//! topic changes (`share_topics_changed`) and share assignor results
+//! (`share_assignor_done`). Each call runs the engine with its
 //! environment and an effect list and hands the result to the one applier
 //! (`Ctx::apply`).
 //!
@@ -26,6 +27,7 @@ use kafka_protocol::ResponseError;
 
 use super::consumer_api::{by_topic_id, s};
 use super::share_group::{Env, ShareHeartbeat};
+use crate::core::assigning::GroupAssignors;
 use crate::core::conn::SlotRef;
 use crate::core::groups::GroupKind;
 use crate::core::result::Effects;
@@ -33,14 +35,17 @@ use crate::core::{Coordinator, Ctx};
 use crate::kafka_wire::KafkaReplyTo;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
-/// Runs `f` with the share-group engine's environment (time, topics, limits) and an
-/// empty effect list, and applies its result.
+/// Runs `f` with the share-group engine's environment (time, topics, limits, the
+/// share assignors) and an empty effect list, and applies its result.
 fn share<R>(cx: &mut Ctx, f: impl FnOnce(&Env<'_>, &mut Effects<'_>) -> R) -> R {
     let result = {
         let Ctx {
             config,
             topics,
+            partition_stats,
+            assignors,
             now,
+            calls,
             lender,
             ..
         } = &mut *cx;
@@ -52,6 +57,9 @@ fn share<R>(cx: &mut Ctx, f: impl FnOnce(&Env<'_>, &mut Effects<'_>) -> R) -> R 
             max_group_size: config.share_max_group_size,
             max_groups: config.share_max_groups,
             max_subscription_topics: config.max_subscription_topics,
+            assignors: GroupAssignors::new(&**assignors, calls),
+            partition_stats,
+            config,
         };
         let mut fx = lender.effects();
         let response = f(&env, &mut fx);
@@ -75,8 +83,21 @@ impl Coordinator {
     /// Topics changed: share groups whose subscribed topics changed get a new target.
     pub(crate) fn share_topics_changed(&mut self) {
         let (share_groups, groups) = (&mut self.kafka.share, &mut self.groups);
-        share(&mut self.cx, |env, _| {
-            share_groups.topics_changed(groups, env)
+        share(&mut self.cx, |env, fx| {
+            share_groups.topics_changed(groups, env, fx)
+        });
+    }
+
+    /// The result of assignor call `call` of share group `group` arrived.
+    pub(crate) fn share_assignor_done(
+        &mut self,
+        group: &GroupId,
+        call: u64,
+        result: Result<drover_abi::assignor::Assignment, drover_abi::PluginError>,
+    ) {
+        let (share_groups, groups) = (&mut self.kafka.share, &mut self.groups);
+        share(&mut self.cx, |env, fx| {
+            share_groups.assignor_done(groups, env, fx, group, call, result)
         });
     }
 

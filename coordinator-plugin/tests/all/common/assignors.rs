@@ -300,4 +300,61 @@ impl Assignors for TestAssignors {
             me.assign_with_context(&name, input, context)
         }))
     }
+
+    /// `fan-out` (every subscriber gets every partition of its topics) and
+    /// `share-broken` (fails while `broken` is on, else leaves the last partition of
+    /// each topic to nobody) serve share groups; the others do not.
+    fn share_groups_supported(&self, name: &str) -> bool {
+        matches!(name, "fan-out" | "share-broken")
+    }
+
+    fn assign_share(
+        &self,
+        name: &str,
+        input: &AssignInput,
+        context: drover_abi::assignor::AssignContextRef<'_>,
+    ) -> Result<Assignment, PluginError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.contexts.lock().unwrap().push(SeenContext {
+            brokers: context.brokers().to_vec(),
+            topics: context.topics().to_vec(),
+        });
+        let give = |drop_last: bool| {
+            let result = input
+                .members
+                .iter()
+                .map(|m| {
+                    let mut tps = Vec::new();
+                    for t in input.topics.iter() {
+                        if m.topics.iter().any(|x| x == &t.name) {
+                            let n = t.partitions as i32 - i32::from(drop_last);
+                            tps.extend((0..n).map(|p| (t.name.as_str(), p)));
+                        }
+                    }
+                    (m.member_id.as_str(), tps)
+                })
+                .collect();
+            to_assignment(result)
+        };
+        match name {
+            "fan-out" => Ok(give(false)),
+            "share-broken" if self.broken.load(Ordering::SeqCst) => {
+                Err(PluginError::internal("broken on purpose"))
+            }
+            "share-broken" => Ok(give(true)),
+            other => Err(PluginError::unsupported(format!(
+                "{other} does not serve share groups"
+            ))),
+        }
+    }
+
+    fn share_runner(&self, name: &str) -> Option<drover_coordinator::AssignorRunner> {
+        if !self.threaded || !self.share_groups_supported(name) {
+            return None;
+        }
+        let (me, name) = (self.clone(), name.to_owned());
+        Some(Arc::new(move |input, context| {
+            me.assign_share(&name, input, context)
+        }))
+    }
 }

@@ -18,6 +18,26 @@ pub fn check_contract(input: &AssignInput, output: &Assignment) -> Result<(), St
 /// only partitions in `0..partition count`; every partition of a subscribed topic goes
 /// to exactly one member.
 pub fn check_rules(input: &AssignInput, output: &Assignment) -> Result<(), String> {
+    rules(input, output, Holders::One)
+}
+
+/// The share-assignor rules (assignor ABI 3.3, [`drover_abi::assignor`]): those of
+/// [`check_rules`], except that a partition of a subscribed topic goes to **at least
+/// one** member (possibly several, each listing it once).
+pub fn check_share_rules(input: &AssignInput, output: &Assignment) -> Result<(), String> {
+    rules(input, output, Holders::AtLeastOne)
+}
+
+/// How many members a partition of a subscribed topic goes to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Holders {
+    /// Exactly one (consumer groups).
+    One,
+    /// One or more (share groups).
+    AtLeastOne,
+}
+
+fn rules(input: &AssignInput, output: &Assignment, holders: Holders) -> Result<(), String> {
     let subscriptions: HashMap<&str, BTreeSet<&str>> = input
         .members
         .iter()
@@ -72,10 +92,16 @@ pub fn check_rules(input: &AssignInput, output: &Assignment) -> Result<(), Strin
                         "`{id}` got partition {p} of `{topic}`, which has {n}"
                     ));
                 }
-                if let Some(other) = holder.insert((topic, p), id) {
-                    return Err(format!(
-                        "partition {p} of `{topic}` given to `{other}` and to `{id}`"
-                    ));
+                match holder.insert((topic, p), id) {
+                    Some(other) if other == id => {
+                        return Err(format!("`{id}` lists partition {p} of `{topic}` twice"));
+                    }
+                    Some(other) if holders == Holders::One => {
+                        return Err(format!(
+                            "partition {p} of `{topic}` given to `{other}` and to `{id}`"
+                        ));
+                    }
+                    _ => {}
                 }
             }
         }

@@ -17,6 +17,8 @@
 //! | `balanced` | claim [`Claim::Balanced`] |
 //! | `sticky` | claim [`Claim::Sticky`] |
 //!
+//! A share assignor (assignor ABI 3.3, for share groups) passes [`share::run`] too.
+//!
 //! An author's test, with the type in-process:
 //!
 //! ```no_run
@@ -42,6 +44,7 @@ pub mod context_builder;
 pub mod contract;
 pub mod generate;
 mod props;
+pub mod share;
 
 pub use claims::{Claim, ClaimError, Claims};
 pub use context::GeneratedContext;

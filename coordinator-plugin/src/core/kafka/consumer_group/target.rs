@@ -145,14 +145,9 @@ impl ConsumerGroup {
             .members
             .values()
             .zip(&ids)
-            .map(|(m, id)| MemberView {
-                id,
-                topics: &m.topics,
-                owned: self.target.get(&m.id).unwrap_or(&none),
-                // KIP-848's `RackId`; the protocol has no weight (docs/plugins.md).
-                rack: m.rack_id.as_deref(),
-                weight: 1,
-                labels: &[],
+            .map(|(m, id)| {
+                let owned = self.target.get(&m.id).unwrap_or(&none);
+                MemberView::kafka(id, &m.topics, owned, m.rack_id.as_deref())
             })
             .collect();
         f(&views)

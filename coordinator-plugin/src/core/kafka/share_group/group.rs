@@ -4,6 +4,9 @@
 //! to ListGroups, ShareGroupDescribe and the admin API.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use drover_abi::assignor::AssignInput;
 
 use kafka_protocol::ResponseError;
 
@@ -75,6 +78,26 @@ pub(crate) struct ShareGroup {
     pub metadata: BTreeMap<TopicName, u32>,
     /// The target assignment, by member id.
     pub target: BTreeMap<String, BTreeSet<TopicPartition>>,
+    /// The assignor whose output is the target in force (`simple` until a selected
+    /// plugin's first result, and after a fallback).
+    pub target_assignor: String,
+    /// The share assignor call in flight on a host thread, if any
+    /// ([`crate::core::assigning`]).
+    pub(super) assigning: Option<ShareCall>,
+}
+
+/// A share assignor call the group waits for.
+#[derive(Debug)]
+pub(super) struct ShareCall {
+    /// The call's id ([`crate::Input::AssignorDone`]).
+    pub call: u64,
+    /// The group epoch it was started at: a later epoch means the members or topics
+    /// changed meanwhile, and the result is dropped for a run over the group as it is.
+    pub epoch: i32,
+    /// The assignor called.
+    pub assignor: String,
+    /// What it was given, to check its output against.
+    pub input: Arc<AssignInput>,
 }
 
 impl ShareGroup {
@@ -86,6 +109,8 @@ impl ShareGroup {
             members: BTreeMap::new(),
             metadata: BTreeMap::new(),
             target: BTreeMap::new(),
+            target_assignor: simple::SIMPLE.to_owned(),
+            assigning: None,
         }
     }
 
@@ -104,9 +129,9 @@ impl ShareGroup {
         }
     }
 
-    /// The name of the assignor that computes its targets.
-    pub(crate) fn assignor(&self) -> &'static str {
-        simple::SIMPLE
+    /// The name of the assignor whose output is the target in force.
+    pub(crate) fn assignor(&self) -> &str {
+        &self.target_assignor
     }
 
     /// The topics its members subscribe to.
@@ -126,21 +151,6 @@ impl ShareGroup {
             .into_iter()
             .filter_map(|t| topics.get(&t).map(|&c| (t, c)))
             .collect()
-    }
-
-    /// Bumps the group epoch, refreshes the metadata and computes the target at the
-    /// new epoch with the `simple` assignor.
-    pub(super) fn bump_and_assign(&mut self, topics: &BTreeMap<TopicName, u32>) {
-        self.epoch = self.epoch.saturating_add(1);
-        self.metadata = self.compute_metadata(topics);
-        let subscriptions = self
-            .members
-            .iter()
-            .map(|(id, m)| (id.clone(), m.names.clone()))
-            .collect();
-        self.target = simple::assign(&subscriptions, &self.metadata);
-        self.assignment_epoch = self.epoch;
-        tracing::debug!(group = %self.id, epoch = self.epoch, "share group epoch bumped, target computed");
     }
 
     /// Offsets of a share group are not committed through OffsetCommit: Kafka answers

@@ -8,9 +8,10 @@
 //! id without asking the coordinator (docs/design.md, "Share groups").
 //!
 //! It reads no clock and does no I/O: every call gets an [`Env`] (time, topics,
-//! limits) and records its decisions as effects of the one result shape of every group
-//! type (`core/result.rs`): each member's session deadline set or cancelled under
-//! [`TimerKey::ShareMember`] of the coordinator's one timer table, and its counters.
+//! limits, the share assignors) and records its decisions as effects of the one result
+//! shape of every group type (`core/result.rs`): each member's session deadline set or
+//! cancelled under [`TimerKey::ShareMember`] of the coordinator's one timer table, and
+//! its counters (expired members, assignor fallbacks and failures).
 //! The glue (`share_api`) decodes the wire, names topics by id, encodes the answers
 //! and hands the result to the one applier (`Ctx::apply`).
 //!
@@ -46,19 +47,25 @@
 //! - **Offsets**: OffsetCommit, OffsetFetch and OffsetDelete on a share group are
 //!   GROUP_ID_NOT_FOUND, as Kafka's `ShareGroup` answers them.
 
+mod assign;
 mod group;
 pub(crate) mod simple;
 mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use drover_abi::assignor::Assignment;
+use drover_abi::PluginError;
 use kafka_protocol::ResponseError;
 
+use crate::config::CoordinatorConfig;
+use crate::core::assigning::GroupAssignors;
 use crate::core::groups::{Group, Groups};
 use crate::core::result::Effects;
 #[cfg(doc)]
 use crate::core::TimerKey;
 use crate::io::CoordinatorCounter;
+use crate::partition_stats::PartitionStats;
 use crate::types::{GroupId, TopicName, TopicPartition};
 
 use group::timer_key;
@@ -161,7 +168,25 @@ pub(crate) struct Env<'a> {
     pub max_groups: usize,
     /// `max_subscription_topics`.
     pub max_subscription_topics: usize,
+    /// The loaded assignors, and where calls handed to the host are recorded.
+    pub assignors: GroupAssignors<'a>,
+    /// The host's latest partition table, for the share assignor's context.
+    pub partition_stats: &'a PartitionStats,
+    /// `share_assignor` and `share_group_assignors`: which assignor each group selects.
+    pub config: &'a CoordinatorConfig,
 }
+
+impl Env<'_> {
+    /// The share assignor group `group` selects.
+    pub(crate) fn selected_assignor(&self, group: &GroupId) -> &str {
+        self.config.share_assignor_for(group.as_str())
+    }
+}
+
+/// The heartbeat interval, ms, told to members of a group whose assignor call runs on
+/// a host thread: its result is a new epoch, which they take on their next heartbeat
+/// (Drover's rule; KIP-932 has no in-flight assignment).
+pub(crate) const ASSIGNING_HEARTBEAT_INTERVAL_MS: u32 = 500;
 
 /// The share-group engine's operations over the coordinator's group table, where each
 /// share group is a [`Group::Share`] (the table counts them, [`Groups::share_count`]).
@@ -270,7 +295,7 @@ impl ShareGroups {
             m.client_host.clone_from(&req.client_host);
         }
         if bump {
-            g.bump_and_assign(env.topics);
+            g.bump_and_assign(env, fx);
         }
         // The member takes its target at once (no revocation step).
         let target = g.target.get(&req.member_id).cloned().unwrap_or_default();
@@ -284,11 +309,18 @@ impl ShareGroups {
         m.assigned = target;
         m.session_deadline = env.now.saturating_add(u64::from(env.session_timeout_ms));
         fx.timer(timer_key(&g.id, &m.id), Some(m.session_deadline));
+        let interval = if g.assigning.is_some() {
+            env.heartbeat_interval_ms
+                .min(ASSIGNING_HEARTBEAT_INTERVAL_MS)
+        } else {
+            env.heartbeat_interval_ms
+        };
+        let m = g.members.get(&req.member_id).expect("present");
         Ok(ShareHeartbeatAnswer {
             error: None,
             member_id: m.id.clone(),
             member_epoch: m.epoch,
-            heartbeat_interval_ms: i32::try_from(env.heartbeat_interval_ms).unwrap_or(i32::MAX),
+            heartbeat_interval_ms: i32::try_from(interval).unwrap_or(i32::MAX),
             assignment: (req.member_epoch == JOIN_EPOCH || assignment_changed)
                 .then(|| m.assigned.clone()),
         })
@@ -310,7 +342,7 @@ impl ShareGroups {
         }
         tracing::info!(group = %g.id, member = %req.member_id, "share member leaves");
         fx.timer(timer_key(&g.id, &req.member_id), None);
-        g.bump_and_assign(env.topics);
+        g.bump_and_assign(env, fx);
         Ok(ShareHeartbeatAnswer {
             error: None,
             member_id: req.member_id.clone(),
@@ -352,19 +384,45 @@ impl ShareGroups {
         }
         for group in touched {
             if let Some(g) = groups.share_mut(&group) {
-                g.bump_and_assign(env.topics);
+                g.bump_and_assign(env, fx);
             }
         }
         out
     }
 
     /// The topics or their partition counts changed: every share group whose
-    /// subscribed topics' metadata changed gets a new epoch and target.
-    pub(crate) fn topics_changed(&mut self, groups: &mut Groups, env: &Env<'_>) {
+    /// subscribed topics' metadata changed gets a new epoch and target (its assignor
+    /// fallbacks and failures counted in `fx`).
+    pub(crate) fn topics_changed(
+        &mut self,
+        groups: &mut Groups,
+        env: &Env<'_>,
+        fx: &mut Effects<'_>,
+    ) {
         for g in groups.shares_mut() {
             if g.compute_metadata(env.topics) != g.metadata {
-                g.bump_and_assign(env.topics);
+                g.bump_and_assign(env, fx);
             }
+        }
+    }
+
+    /// The result of assignor call `call` of share group `group` arrived: installed as
+    /// its target (or `simple`'s, when it failed), or dropped when the group no longer
+    /// waits for it. A fallback to `simple` is counted in `fx`.
+    pub(crate) fn assignor_done(
+        &mut self,
+        groups: &mut Groups,
+        env: &Env<'_>,
+        fx: &mut Effects<'_>,
+        group: &GroupId,
+        call: u64,
+        result: Result<Assignment, PluginError>,
+    ) {
+        let taken = groups
+            .share_mut(group)
+            .is_some_and(|g| g.assignor_done(env, fx, call, result));
+        if !taken {
+            tracing::debug!(%group, call, "share assignor result no longer awaited");
         }
     }
 
@@ -400,7 +458,7 @@ fn check_epoch(m: &ShareMember, received: i32) -> Result<(), Failure> {
 
 impl ShareGroup {
     /// What ShareGroupDescribe shows of the group.
-    pub(crate) fn described(&self) -> (&'static str, i32, i32, &'static str) {
+    pub(crate) fn described(&self) -> (&'static str, i32, i32, &str) {
         (
             self.state_name(),
             self.epoch,

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::types::{TopicName, TopicPartition};
 
 /// The name of this assignor (Kafka's `group.share.assignors` default).
-pub(crate) const SIMPLE: &str = "simple";
+pub(crate) const SIMPLE: &str = crate::config::SIMPLE_SHARE_ASSIGNOR;
 
 /// FNV-1a over `bytes` (32 bits): the topic's starting member.
 fn fnv1a(bytes: &[u8]) -> u32 {
