@@ -50,7 +50,7 @@ pub enum Msg {
         /// Where answers and pushed frames go.
         sink: ConnSink,
         /// The connection's authorization context, for its topic scope
-        /// ([`super::topic_scopes`]); allows everything without an authorizer.
+        /// (`coordination::driver::topic_scopes`); allows everything without an authorizer.
         scope: crate::authz::RequestAuthz,
     },
     /// A native request; its answer goes to `reply`.
@@ -162,7 +162,7 @@ impl CoordinatorClient {
     }
 
     /// Registers connection `conn`'s sink (before its first native request) and its
-    /// authorization context (`scope`, for its topic scope: [`super::topic_scopes`]).
+    /// authorization context (`scope`, for its topic scope: `coordination::driver::topic_scopes`).
     pub async fn attach(
         &self,
         conn: ConnId,
