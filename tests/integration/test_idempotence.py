@@ -360,7 +360,16 @@ def test_confluent_kafka_idempotent_producer_survives_broker_crashes(broker):
 
     t = threading.Thread(target=disrupt, daemon=True)
     t.start()
+    # Each crash must land while records are still being produced: the producer waits
+    # (delivering what it has sent) at 40% for the first crash and at 80% for the
+    # second. On a loaded machine the restart after the first crash took so long that
+    # every record was delivered before the second one (crashes [38825, 100000]).
+    pauses = {total * 2 // 5: 1, total * 4 // 5: 2}
     for i in range(total):
+        if i in pauses:
+            deadline = time.monotonic() + 120
+            while len(crashes) < pauses[i] and not errors and time.monotonic() < deadline:
+                p.poll(0.05)
         part = i % partitions
         value = b"%d-%d" % (part, i // partitions)
         while True:

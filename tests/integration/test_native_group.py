@@ -454,8 +454,17 @@ def test_kill9_takeover_from_committed_offsets(native_broker, consumers, mode):
               f"{mono - t_kill:.2f} s after the kill")
         assert mono > t_fetched, \
             f"partition {p}: taken over before the committed offsets were read"
-        assert start == (c if c >= 0 else np.START_RESET), \
-            f"partition {p}: takeover start_offset {start}, committed at the kill {c}"
+        # The takeover starts from the committed offset the coordinator holds when it
+        # releases the partition: what FetchOffsets read right after the kill, or more
+        # when a commit the victim sent before it died (a heartbeat's, on its channel)
+        # reached the coordinator after that read (seen on a loaded machine); never
+        # beyond what the victim delivered.
+        if start == np.START_RESET:
+            assert c < 0, f"partition {p}: takeover from the reset policy, committed {c}"
+        else:
+            assert max(c, 0) <= start <= victim_max.get(p, -1) + 1, \
+                f"partition {p}: takeover start_offset {start}, committed at the kill {c}, " \
+                f"victim delivered up to {victim_max.get(p)}"
         assert c <= victim_max.get(p, -1) + 1, \
             f"partition {p}: committed {c} beyond what the victim delivered ({victim_max.get(p)})"
         # Rule 6.2 (d): released only once a session timeout has passed since the
