@@ -6,17 +6,4 @@
 # venv (selenium, confluent-kafka) and Debian's chromium.
 #   scripts/bench-console.sh [--groups N] [--rounds R] [--seconds S] [--loads L]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-scripts/install-test-deps.sh
-PROFILE=${BENCH_PROFILE:-release}
-if [[ $PROFILE == release ]]; then
-  cargo build -q --release -p drover-host -p drover-coordinator -p drover-assignor-range \
-    -p drover-offsets-embedded
-else
-  cargo build -q -p drover-host -p drover-coordinator -p drover-assignor-range \
-    -p drover-offsets-embedded
-  PROFILE=debug
-fi
-exec target/test-venv/bin/python tests/conformance/benches/console_cpu.py \
-  --broker-bin "${CARGO_TARGET_DIR:-target}/$PROFILE/drover" \
-  --plugins "${CARGO_TARGET_DIR:-target}/$PROFILE" "$@"
+exec "$(dirname "$0")/bench-release.sh" tests/conformance/benches/console_cpu.py "$@"

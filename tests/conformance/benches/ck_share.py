@@ -30,56 +30,21 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-PLUGINS = ["libdrover_coordinator.so", "libdrover_assignor_range.so",
-           "libdrover_offsets_embedded.so"]
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_broker import cpu_seconds, start_broker  # noqa: E402
 
 def start(bin_path: str, plugin_dir: str, work: Path):
     """The broker -> (process, bootstrap)."""
-    kafka = free_port()
-    plugins = work / "plugins"
-    plugins.mkdir(mode=0o755)
-    for name in PLUGINS:
-        shutil.copy(Path(plugin_dir) / name, plugins / name)
-        (plugins / name).chmod(0o644)
-    (work / "drover.toml").write_text("""
+    proc, kafka, _admin = start_broker(bin_path, plugin_dir, work, """
 [log]
 flush_messages = 1000000000
-
-[plugins]
-required = ["drover-coordinator", "range", "embedded"]
 """)
-    log = open(work / "broker.log", "wb")
-    proc = subprocess.Popen([bin_path, "serve", "--listen", f"127.0.0.1:{kafka}",
-                             "--admin-listen", f"127.0.0.1:{free_port()}",
-                             "--data-dir", str(work / "data"), "--plugin-dir", str(plugins),
-                             "--config", str(work / "drover.toml")],
-                            stdout=log, stderr=log)
-    deadline = time.time() + 60
-    while b"drover ready" not in (work / "broker.log").read_bytes():
-        if proc.poll() is not None or time.time() > deadline:
-            sys.exit("the broker did not start: see " + str(work / "broker.log"))
-        time.sleep(0.1)
     return proc, f"127.0.0.1:{kafka}"
 
 

@@ -20,11 +20,9 @@ Run with target/test-venv/bin/python (scripts/bench-console.sh does).
 
 import argparse
 import json
-import os
 import secrets
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,49 +30,20 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ck_sasl import free_port  # noqa: E402
+from bench_broker import cpu_seconds, start_broker  # noqa: E402
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-PLUGINS = ["libdrover_coordinator.so", "libdrover_assignor_range.so",
-           "libdrover_offsets_embedded.so"]
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def start(bin_path: str, plugin_dir: str, work: Path, token: str):
-    kafka, admin = free_port(), free_port()
-    plugins = work / "plugins"
-    plugins.mkdir(mode=0o755)
-    for name in PLUGINS:
-        shutil.copy(Path(plugin_dir) / name, plugins / name)
-        (plugins / name).chmod(0o644)
     (work / "token").write_text(token + "\n")
     (work / "token").chmod(0o600)
-    (work / "drover.toml").write_text(f"""
+    proc, kafka, admin = start_broker(bin_path, plugin_dir, work, f"""
 [admin]
 token_file = "{work / 'token'}"
-
-[plugins]
-required = ["drover-coordinator", "range", "embedded"]
 """)
-    log = open(work / "broker.log", "wb")
-    proc = subprocess.Popen([bin_path, "serve", "--listen", f"127.0.0.1:{kafka}",
-                             "--admin-listen", f"127.0.0.1:{admin}",
-                             "--data-dir", str(work / "data"), "--plugin-dir", str(plugins),
-                             "--config", str(work / "drover.toml")],
-                            stdout=log, stderr=log)
-    deadline = time.time() + 60
-    while b"drover ready" not in (work / "broker.log").read_bytes():
-        if proc.poll() is not None or time.time() > deadline:
-            sys.exit("the broker did not start: see " + str(work / "broker.log"))
-        time.sleep(0.1)
     return proc, f"127.0.0.1:{kafka}", f"http://127.0.0.1:{admin}"
 
 
