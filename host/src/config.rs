@@ -118,7 +118,9 @@ pub struct ShareSection {
     /// `group.share.max.share.sessions`. Default 2000.
     pub max_sessions: usize,
     /// Most share sessions opened from one client address; a new one beyond it evicts
-    /// that address's least recently used session (its records are released). This
+    /// that address's least recently used session if it has been idle for
+    /// `session_idle_ms` (its records are released), else is answered
+    /// `SHARE_SESSION_LIMIT_REACHED`: sessions in use are never pushed out. This
     /// broker's. Default 100.
     pub max_sessions_per_client: usize,
     /// A session unused this long may be evicted for a new one, ms. Default 120000.

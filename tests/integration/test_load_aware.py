@@ -63,10 +63,10 @@ def owned(b, group: str) -> dict[str, list[tuple[str, int]]]:
 
 def test_racks_and_weights_decide_the_split(broker_factory, native_consumers):
     """Racks a, a, b and weights 1, 1, 2 on a topic led in rack b, `tolerance = 0.5`:
-    by weight the shares are 3, 3 and 6; the rack-b member takes more than its share
-    for its rack (7 or 8: a move must narrow a gap by more than the band of 1.5
-    partitions per unit of weight, so 2, 2, 8 is as settled as 3, 2, 7), and every
-    member stays within the band of its share."""
+    by weight the shares are 3, 3 and 6; the rack-b member, which joined first and owns
+    every partition, keeps more than its share for its rack (7 or 8: a move must narrow
+    a gap by more than the band of 1.5 partitions per unit of weight, so 2, 2, 8 is as
+    settled as 3, 2, 7), and every member stays within the band of its share."""
     config = (NATIVE_CONFIG + '\n[plugins.config.load-aware]\ntolerance = 0.5\n'
               + '\n[server]\nrack = "b"\n'
               + '\n[coordinator]\npartition_stats_interval_ms = 200\n')
@@ -75,10 +75,21 @@ def test_racks_and_weights_decide_the_split(broker_factory, native_consumers):
     start_or_fail(b)
     topic, group = "racked-load", "g-racked-load"
     ck_create_topic(b, topic, 12)
-    for cid, rack, weight in (("a1", "a", 1), ("a2", "a", 1), ("b1", "b", 2)):
+
+    def start(cid, rack, weight):
         extra = ("--assignor", "load-aware", "--rack", rack, "--weight", str(weight))
         native_consumers.start(cid, *consumer_args(b, group, "--topic", topic,
                                                    consumer_id=cid, extra=extra))
+
+    # The rack-b member first, alone with every partition: owned partitions move only
+    # beyond the band, so who joins first shapes the split (rack-a members first own
+    # 6 each, and the rack-b member's 5 is already within the band).
+    start("b1", "b", 2)
+    wait_for("b1 to own every partition",
+             lambda: len(owned(b, group).get("b1", [])) == 12 or f"{owned(b, group)}", 30,
+             check=native_consumers.assert_running)
+    start("a1", "a", 1)
+    start("a2", "a", 1)
 
     def split():
         counts = {cid: len(ps) for cid, ps in owned(b, group).items()}

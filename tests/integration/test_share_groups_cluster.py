@@ -127,6 +127,32 @@ def delivered(members) -> set[bytes]:
     return {v for m in members for v in m.values()}
 
 
+def deliver_across_a_coordinator_kill9(brokers, topic: str, group: str, coordinator: int,
+                                      delivered) -> tuple[list, int]:
+    """Produces 200 records to partition 0 of `topic`, waits until `delivered()` (the
+    set of values the group's consumers got) holds them, kills broker `coordinator`
+    with SIGKILL, waits until the live brokers agree on another owner of `group`'s
+    slot, produces 200 more and waits for them too. Returns the live brokers and the
+    new coordinator's id."""
+    first = [f"before-{i}".encode() for i in range(200)]
+    produce(brokers, topic, first)
+    wait_until(lambda: set(first) <= delivered(), TIMEOUT,
+               "the records produced before the kill delivered")
+    brokers[coordinator - 1].kill9()
+    live = [b for b in brokers if b.alive()]
+
+    def moved():
+        owners = {slot_owner(b, group) for b in live}
+        return owners.pop() if len(owners) == 1 and None not in owners \
+            and coordinator not in owners else None
+    new_coordinator = wait_until(moved, 60, "the group's slot at a live broker")
+    second = [f"after-{i}".encode() for i in range(200)]
+    produce(brokers, topic, second)
+    wait_until(lambda: set(first + second) <= delivered(), TIMEOUT,
+               "the records produced after the kill delivered")
+    return live, new_coordinator
+
+
 def test_share_consumers_follow_their_group_to_a_new_coordinator_after_a_kill9(
         broker_factory, zookeeper):
     brokers = start_cluster(broker_factory, zookeeper, n=3, coordinator=True, extra=EXTRA)
@@ -135,22 +161,8 @@ def test_share_consumers_follow_their_group_to_a_new_coordinator_after_a_kill9(
     group = group_coordinated_by(brokers, "share-fo", coordinator)
     members = [Member(brokers, group, topic) for _ in range(2)]
     try:
-        first = [f"before-{i}".encode() for i in range(200)]
-        produce(brokers, topic, first)
-        wait_until(lambda: set(first) <= delivered(members), TIMEOUT,
-                   "the records produced before the kill delivered")
-        brokers[coordinator - 1].kill9()
-        live = [b for b in brokers if b.alive()]
-
-        def moved():
-            owners = {slot_owner(b, group) for b in live}
-            return owners.pop() if len(owners) == 1 and None not in owners \
-                and coordinator not in owners else None
-        new_coordinator = wait_until(moved, 60, "the group's slot at a live broker")
-        second = [f"after-{i}".encode() for i in range(200)]
-        produce(brokers, topic, second)
-        wait_until(lambda: set(first + second) <= delivered(members), TIMEOUT,
-                   "the records produced after the kill delivered")
+        live, new_coordinator = deliver_across_a_coordinator_kill9(
+            brokers, topic, group, coordinator, lambda: delivered(members))
 
         # The new coordinator knows the group again: both members rejoined.
         def described():

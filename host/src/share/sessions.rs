@@ -9,10 +9,13 @@
 //! SHARE_SESSION_NOT_FOUND, a wrong epoch INVALID_SHARE_SESSION_EPOCH.
 //!
 //! Bounds (docs/operations.md, "Share groups"): at most `max` sessions, and at most
-//! `per_client` opened from one client address. A new session past its address's
-//! bound evicts that address's least recently used one; past the total it evicts a
-//! session idle for `idle_ms`, else is refused (SHARE_SESSION_LIMIT_REACHED). An
-//! evicted session's member's records are released by the caller. A session's
+//! `per_client` opened from one client address. A new session past either bound
+//! evicts a session idle for `idle_ms` (past the address's bound: one of that
+//! address's), the least recently used first, else is refused
+//! (SHARE_SESSION_LIMIT_REACHED, as Kafka's cache answers past its total). A session
+//! in use is never evicted: a client opening sessions in a loop gets refusals, and the
+//! consumers that share its address (the same host, a NAT) keep theirs. An evicted
+//! session's member's records are released by the caller. A session's
 //! partitions are bounded by the partitions the broker has (unknown ones are not
 //! kept).
 
@@ -270,14 +273,18 @@ impl ShareSessions {
     /// Room for one more session from `client`: returns the sessions evicted.
     fn make_room(&mut self, client: IpAddr, now_ms: i64) -> Result<Vec<SessionKey>, SessionError> {
         let mut evicted = Vec::new();
+        let idle_before = now_ms.saturating_sub(self.idle_ms);
         if self.per_address.get(&client).copied().unwrap_or(0) >= self.per_client {
-            if let Some(key) = self.least_recently_used(|s| s.client == client) {
-                self.remove(&key);
-                evicted.push(key);
+            match self.least_recently_used(|s| s.client == client && s.last_used_ms <= idle_before)
+            {
+                Some(key) => {
+                    self.remove(&key);
+                    evicted.push(key);
+                }
+                None => return Err(SessionError::LimitReached),
             }
         }
         if self.sessions.len() >= self.max {
-            let idle_before = now_ms.saturating_sub(self.idle_ms);
             match self.least_recently_used(|s| s.last_used_ms <= idle_before) {
                 Some(key) => {
                     self.remove(&key);
@@ -381,22 +388,44 @@ mod tests {
 
     #[test]
     fn one_client_cannot_grow_the_cache_past_its_bound() {
-        let mut s = ShareSessions::new(100, 5, 1_000_000);
-        let mut evicted = 0;
+        let mut s = ShareSessions::new(100, 5, 1_000);
+        let (mut opened, mut refused) = (0, 0);
         for i in 0..10_000 {
-            match s.fetch(&key(&format!("m{i}")), A, step(0, &[], &[], false), i) {
-                Ok(FetchSession::Opened { evicted: e, .. }) => evicted += e.len(),
+            match s.fetch(&key(&format!("m{i}")), A, step(0, &[], &[], false), 0) {
+                Ok(FetchSession::Opened { evicted, .. }) => {
+                    assert!(evicted.is_empty());
+                    opened += 1;
+                }
+                Err(SessionError::LimitReached) => refused += 1,
                 other => panic!("{other:?}"),
             }
         }
-        assert_eq!(s.len(), 5);
-        assert_eq!(evicted, 10_000 - 5);
-        // The oldest were evicted: the newest are there.
-        assert!(s.get(&key("m9999")).is_some() && s.get(&key("m0")).is_none());
+        assert_eq!((s.len(), opened, refused), (5, 5, 10_000 - 5));
+        // The first five are kept: sessions in use are never pushed out.
+        assert!(s.get(&key("m0")).is_some() && s.get(&key("m5")).is_none());
         // Another client is not affected.
         assert!(s
             .fetch(&key("other"), B, step(0, &[], &[], false), 0)
             .is_ok());
+    }
+
+    #[test]
+    fn past_its_bound_an_address_replaces_only_its_idle_sessions() {
+        let mut s = ShareSessions::new(100, 2, 1_000);
+        s.fetch(&key("a"), A, step(0, &[], &[], false), 0).unwrap();
+        s.fetch(&key("b"), A, step(0, &[], &[], false), 10).unwrap();
+        // "a" stays in use; "b" (last used at 10) is not idle for 1,000 ms until 1,010.
+        s.fetch(&key("a"), A, step(1, &[], &[], false), 500)
+            .unwrap();
+        assert_eq!(
+            s.fetch(&key("c"), A, step(0, &[], &[], false), 1_005),
+            Err(SessionError::LimitReached)
+        );
+        match s.fetch(&key("c"), A, step(0, &[], &[], false), 1_010) {
+            Ok(FetchSession::Opened { evicted, .. }) => assert_eq!(evicted, [key("b")]),
+            other => panic!("{other:?}"),
+        }
+        assert!(s.get(&key("a")).is_some());
     }
 
     #[test]

@@ -101,9 +101,17 @@ impl ConsumerGroups {
         Ok(reconcile_and_answer(g, env, fx, req, id))
     }
 
-    /// The group of a join, heartbeat (GROUP_ID_NOT_FOUND when there is none and the
+    /// The group of a join, heartbeat (UNKNOWN_MEMBER_ID when there is none and the
     /// request is not a join; a join creates it) and the member id: the request's, or
     /// for a v0 join without one a new one the coordinator names.
+    ///
+    /// A heartbeat above epoch 0 for a group this coordinator does not have is what
+    /// its members send after a fail-over: Kafka's new coordinator reloads the group's
+    /// membership from `__consumer_offsets`, Drover keeps membership in memory only, so
+    /// after the group's slot moved (cluster mode) or its coordinator restarted the
+    /// group is gone. UNKNOWN_MEMBER_ID makes the members rejoin at epoch 0, which
+    /// recreates the group; GROUP_ID_NOT_FOUND is fatal to a librdkafka consumer (as
+    /// for share groups, `share_group::group_unknown_here`).
     fn group_and_member_id(
         &mut self,
         groups: &mut Groups,
@@ -113,8 +121,11 @@ impl ConsumerGroups {
         if groups.consumer(&req.group).is_none() {
             if req.member_epoch != JOIN_EPOCH {
                 return Err(failure(
-                    ResponseError::GroupIdNotFound,
-                    format!("Consumer group {} not found.", req.group),
+                    ResponseError::UnknownMemberId,
+                    format!(
+                        "Consumer group {} not found: member {} must rejoin.",
+                        req.group, req.member_id
+                    ),
                 ));
             }
             let default = resolve_assignor(env, env.default_assignor)
