@@ -23,6 +23,7 @@
 //! commit_interval_ms = 1000
 //! retry_backoff_ms = 1000
 //! exclude_internal_topics = true
+//! regex_refresh_interval_ms = 60000    # wildcard subscriptions' topic scope (authorizer)
 //! slot_takeover_wait_ms = 1800000      # cluster mode; default max_session_timeout_ms
 //! share_session_timeout_ms = 45000
 //! share_heartbeat_interval_ms = 5000
@@ -250,6 +251,14 @@ pub struct CoordinatorConfig {
     /// removed, in ms (Kafka's `group.consumer.session.timeout.ms`). Above
     /// `consumer_heartbeat_interval_ms`. Default 45000.
     pub consumer_session_timeout_ms: u32,
+    /// With an authorizer: how often the topics a connection's principal may Describe
+    /// are fetched again from the host while a member with a regex or pattern
+    /// subscription uses the connection, in ms (after Kafka's
+    /// `group.consumer.regex.refresh.interval.ms`, KAFKA-18961; coordinator ABI 3.9's
+    /// `TopicScope`). A revoked Describe ACL takes its topic away from such members
+    /// within this interval; each refresh is one batched authorize call over every
+    /// topic. At least 1000. Default 60000.
+    pub regex_refresh_interval_ms: u32,
     /// Share groups (KIP-932): a member that sends no ShareGroupHeartbeat for this
     /// long is removed, in ms (Kafka's `group.share.session.timeout.ms`). Above
     /// `share_heartbeat_interval_ms`. Default 45000.
@@ -330,6 +339,7 @@ impl Default for CoordinatorConfig {
             consumer_rebalance_settle_ms: 1_000,
             consumer_assignment_interval_ms: 1_000,
             consumer_session_timeout_ms: 45_000,
+            regex_refresh_interval_ms: 60_000,
             share_session_timeout_ms: 45_000,
             share_heartbeat_interval_ms: 5_000,
             share_max_group_size: 200,
@@ -402,6 +412,7 @@ impl CoordinatorConfig {
     /// `max_subscription_topics`, `commit_interval_ms`, `retry_backoff_ms`,
     /// `consumer_heartbeat_interval_ms`, `consumer_min_heartbeat_interval_ms` or
     /// `consumer_reconcile_heartbeat_interval_ms` of 0, a `consumer_session_timeout_ms` not above the heartbeat interval,
+    /// a `regex_refresh_interval_ms` below 1000,
     /// a `share_heartbeat_interval_ms` of 0 or a `share_session_timeout_ms` not above
     /// it, a `share_max_group_size` outside 1..=1000, a `share_max_groups` of 0, a
     /// `slot_takeover_wait_ms` below `max_session_timeout_ms`, a `slot_count` of 0.
@@ -415,6 +426,9 @@ impl CoordinatorConfig {
         }
         if self.min_session_timeout_ms > self.max_session_timeout_ms {
             return err("min_session_timeout_ms exceeds max_session_timeout_ms");
+        }
+        if self.regex_refresh_interval_ms < 1_000 {
+            return err("regex_refresh_interval_ms must be at least 1000");
         }
         if self.rerun_on_drift_ms.values().any(|&ms| ms < 1_000) {
             return err("rerun_on_drift_ms: every interval must be at least 1000");
@@ -630,6 +644,7 @@ mod toml_tests {
             consumer_rebalance_settle_ms = 23
             consumer_assignment_interval_ms = 26
             consumer_session_timeout_ms = 170
+            regex_refresh_interval_ms = 1001
             share_session_timeout_ms = 171
             share_heartbeat_interval_ms = 17
             share_max_group_size = 27
@@ -672,6 +687,7 @@ mod toml_tests {
             consumer_rebalance_settle_ms: 23,
             consumer_assignment_interval_ms: 26,
             consumer_session_timeout_ms: 170,
+            regex_refresh_interval_ms: 1001,
             share_session_timeout_ms: 171,
             share_heartbeat_interval_ms: 17,
             share_max_group_size: 27,

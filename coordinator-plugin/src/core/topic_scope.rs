@@ -5,7 +5,7 @@
 //! connection's *scope* (`Input::TopicScope`: the topics its principal may describe)
 //! when the connection attaches, before its first frame, and again whenever the core
 //! asks (`Output::WantTopicScope`): when the scope of a connection a pattern member
-//! uses is older than [`REFRESH_MS`] (ACLs may have changed; a timer in the one timer
+//! uses is older than `regex_refresh_interval_ms` (config) (ACLs may have changed; a timer in the one timer
 //! table, `TimerKey::TopicScope`), and after every topic change (a new topic the
 //! principal may describe must be matched). Without an authorizer no scope ever
 //! arrives and nothing is restricted.
@@ -27,13 +27,6 @@ use crate::subscription::{Resolver, SubscriptionSpec};
 use crate::types::{ConnId, GroupId, TopicName};
 
 use super::{Coordinator, Ctx, TimerKey};
-
-/// How long a connection's scope serves a pattern member before the core asks the host
-/// for a fresh one, ms. Kafka refreshes regex resolutions on a timer too
-/// (`group.consumer.regex.refresh.interval.ms`, KAFKA-18961); a shorter interval here
-/// makes a revoked Describe ACL take effect sooner, and a refresh costs one batched
-/// authorize call on the host.
-pub(crate) const REFRESH_MS: u64 = 60_000;
 
 /// The topics a connection's principal may describe, shared by the members using it.
 pub(crate) type Scope = Arc<BTreeSet<TopicName>>;
@@ -144,11 +137,17 @@ pub(crate) fn scoped(
 }
 
 impl Ctx {
+    /// How long a connection's scope serves a pattern member before the core asks the
+    /// host for a fresh one, ms (`CoordinatorConfig::regex_refresh_interval_ms`).
+    fn refresh_ms(&self) -> u64 {
+        u64::from(self.config.regex_refresh_interval_ms)
+    }
+
     /// A member with a pattern subscription spoke on `conn`: its scope is refreshed
-    /// every [`REFRESH_MS`] from now on (no-op without a scope).
+    /// every `regex_refresh_interval_ms` from now on (no-op without a scope).
     pub(super) fn note_pattern_use(&mut self, conn: ConnId) {
         if self.scopes.note_pattern_use(conn) {
-            let at = self.now.saturating_add(REFRESH_MS);
+            let at = self.now.saturating_add(self.refresh_ms());
             self.timers.set(TimerKey::TopicScope(conn), Some(at));
         }
     }
@@ -161,7 +160,7 @@ impl Coordinator {
     pub(super) fn on_topic_scope(&mut self, conn: ConnId, topics: BTreeSet<TopicName>) {
         let changed = self.cx.scopes.set(conn, topics);
         if self.cx.scopes.pattern_use(conn) {
-            let at = self.cx.now.saturating_add(REFRESH_MS);
+            let at = self.cx.now.saturating_add(self.cx.refresh_ms());
             self.cx.timers.set(TimerKey::TopicScope(conn), Some(at));
         }
         if let Some(scope) = changed {

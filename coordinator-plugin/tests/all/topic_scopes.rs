@@ -3,7 +3,7 @@
 //! matches only those — refreshed after topic changes and on the refresh timer. The
 //! harness plays the host: a connection's principal may describe topics by prefix.
 
-use drover_coordinator::Input;
+use drover_coordinator::{CoordinatorConfig, Input};
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 use uuid::Uuid;
 
@@ -175,8 +175,9 @@ fn a_new_topic_the_principal_may_describe_is_picked_up() {
     assert_eq!(held, ids(&[ORDERS_ID, [4; 16]]));
 }
 
-/// The scope is refreshed on the coordinator's timer: a Describe ACL revoked meanwhile
-/// takes the topic away from the member at the next refresh.
+/// The scope is refreshed on the coordinator's timer (`regex_refresh_interval_ms`,
+/// 60 s by default): a Describe ACL revoked meanwhile takes the topic away from the
+/// member at the next refresh.
 #[test]
 fn a_revoked_describe_takes_the_topic_away_at_the_next_refresh() {
     let mut h = Harness::new();
@@ -189,6 +190,29 @@ fn a_revoked_describe_takes_the_topic_away_at_the_next_refresh() {
         a.settle(&mut h);
     }
     assert!(h.scope_requests.contains(&conn), "refreshed on the timer");
+    assert_eq!(a.settle(&mut h), ids(&[ORDERS_ID]));
+}
+
+/// `regex_refresh_interval_ms` sets the refresh: at 5 s, the revoked topic is gone
+/// after a few seconds of heartbeats, long before the default 60 s.
+#[test]
+fn the_refresh_interval_is_the_configured_one() {
+    let mut h = Harness::with_config(CoordinatorConfig {
+        regex_refresh_interval_ms: 5_000,
+        ..crate::kafka::config()
+    });
+    let conn = h.connect_as(&["orders", "audit"]);
+    let mut a = Member::join(&mut h, conn, "g", "member-a-0000000000001", ".*");
+    assert_eq!(a.settle(&mut h), ids(&[ORDERS_ID, AUDIT_ID]));
+    h.principals.insert(conn, vec!["orders".into()]);
+    h.scope_requests.clear();
+    for _ in 0..8 {
+        a.settle(&mut h);
+    }
+    assert!(
+        h.scope_requests.contains(&conn),
+        "refreshed on the 5 s timer"
+    );
     assert_eq!(a.settle(&mut h), ids(&[ORDERS_ID]));
 }
 
