@@ -202,6 +202,37 @@ def test_1500_idle_connections_do_not_lock_out_a_new_client(broker_factory):
     assert 1 <= evictions < 100, f"{evictions} eviction lines: not rate-limited"
 
 
+def test_connections_closed_during_a_long_poll_give_their_slots_back(broker_factory):
+    """1,100 connections against the default cap of 1,024, each sending one Fetch that
+    long-polls for 30 s at the log end and closing its socket at once (found by a
+    new-user try: the slots stayed taken until the long polls ended, so anyone could
+    keep new clients out by repeating this every 30 s). A closed connection drops the
+    answers it waited for: the open-connection count falls back at once, and new
+    clients (confluent-kafka and kcat) get Metadata within their own 10 s timeouts."""
+    raise_nofile(4096)
+    b = broker_factory()
+    topic = unique_topic("long-poll")
+    ck_create_topic(b, topic, 1)
+    # Fetch v4 of partition 0 at offset 0 of an empty topic: waits max_wait_ms (30 s)
+    # for min_bytes (1).
+    body = (struct.pack(">iiiib", -1, 30_000, 1, 1 << 20, 0) + struct.pack(">i", 1)
+            + kstr(topic) + struct.pack(">i", 1) + struct.pack(">iqi", 0, 0, 1 << 20))
+    started = time.monotonic()
+    for i in range(1100):
+        s = socket.create_connection((b.host, b.port), timeout=10)
+        s.sendall(frame(request_header(API_FETCH, 4, i) + body))
+        s.close()
+    assert time.monotonic() - started < 25, "the loop itself outlasted the long polls"
+    deadline = time.monotonic() + 10
+    while open_connections(b) > 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert open_connections(b) <= 5, open_connections(b)
+    metadata_answers(b, timeout=10)
+    r = kcat(b, ["-L"], timeout=30)
+    assert b"1 brokers" in r.stdout, r.stdout
+    b.assert_alive()
+
+
 def test_slow_loris_clients_are_closed_by_the_first_request_deadline(broker_factory):
     """Sixteen clients fill every connection slot (max_connections = 16), each sending
     a 200-byte request one byte per second and reconnecting when closed. Each must be

@@ -343,12 +343,18 @@ async fn read_loop(
         };
         let frame = match frame {
             Ok(f) => f,
-            Err(FrameError::Closed) => return,
             Err(e) => {
-                if !matches!(e, FrameError::Idle(_) | FrameError::Io(_)) {
+                if !matches!(
+                    e,
+                    FrameError::Closed | FrameError::Idle(_) | FrameError::Io(_)
+                ) {
                     broker.metrics.frame_rejected(e.reason());
                     crate::info_limited!("conn.bad_frame", %peer, "closing connection: {e}");
                 }
+                // The peer is gone (or sent what ends the connection): nobody reads
+                // the answers still waited for, so the writer drops them (a long poll
+                // must not keep the connection's slot after its client closed).
+                native.close.send_replace(true);
                 return;
             }
         };
@@ -754,13 +760,19 @@ async fn write_loop(
         let (outcome, answers, _charge) = match slot {
             Pending::Now(outcome) => (outcome, false, None),
             Pending::Ready(charged) => (charged.outcome, true, charged.charge),
-            Pending::Later(task) => match task.await {
-                Ok(charged) => (charged.outcome, true, charged.charge),
-                Err(e) => (
-                    Outcome::Close("handler_failed", format!("request handler failed: {e}")),
-                    true,
-                    None,
-                ),
+            Pending::Later(mut task) => tokio::select! {
+                done = &mut task => match done {
+                    Ok(charged) => (charged.outcome, true, charged.charge),
+                    Err(e) => (
+                        Outcome::Close("handler_failed", format!("request handler failed: {e}")),
+                        true,
+                        None,
+                    ),
+                },
+                _ = closed.wait_for(|c| *c) => {
+                    task.abort();
+                    break;
+                }
             },
             Pending::Reply(answer) => tokio::select! {
                 answer = answer => match answer {
@@ -814,6 +826,15 @@ async fn write_loop(
                 crate::info_limited!("conn.refused_request", %peer, "closing connection: {detail}");
                 return;
             }
+        }
+    }
+    // Closed: the answers still waited for go nowhere. Their handlers stop at their
+    // next await (what they changed before stays changed, as when a Kafka client
+    // disconnects: an append is made, an acquisition expires with its lock).
+    pending.close();
+    while let Ok(slot) = pending.try_recv() {
+        if let Pending::Later(task) = slot {
+            task.abort();
         }
     }
     let _ = writer.flush().await;

@@ -240,8 +240,12 @@ pub async fn handle(
     if waits.is_empty() {
         return reply(responses).into();
     }
-    Handled::Deferred(Box::pin(async move {
-        let mut responses = responses;
+    // The flushes run in a task of their own: when the client disconnects, the
+    // connection drops (aborts) this wait, and a flush holding the partition's flush
+    // gate must still run to its end.
+    let waited: Vec<(usize, usize)> = waits.iter().map(|(ti, ri, _, _)| (*ti, *ri)).collect();
+    let flushes = tokio::spawn(async move {
+        let mut failed = Vec::new();
         for (ti, ri, partition, end) in waits {
             if let Err(e) = partition.wait_durable(end).await {
                 crate::warn_limited!(
@@ -249,10 +253,25 @@ pub async fn handle(
                     partition = partition.index,
                     "flush failed, produce not acknowledged: {e}"
                 );
-                let r = &mut responses[ti].partition_responses[ri];
-                r.base_offset = -1;
-                set_error(r, Refusal::from(&e));
+                failed.push((ti, ri, Refusal::from(&e)));
             }
+        }
+        failed
+    });
+    Handled::Deferred(Box::pin(async move {
+        let mut responses = responses;
+        // A flush task that panicked made nothing durable: none of its partitions is
+        // acknowledged.
+        let failed = flushes.await.unwrap_or_else(|_| {
+            waited
+                .into_iter()
+                .map(|(ti, ri)| (ti, ri, Refusal::from(ResponseError::KafkaStorageError)))
+                .collect()
+        });
+        for (ti, ri, refusal) in failed {
+            let r = &mut responses[ti].partition_responses[ri];
+            r.base_offset = -1;
+            set_error(r, refusal);
         }
         reply(responses)
     }))
