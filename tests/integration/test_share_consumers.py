@@ -6,8 +6,9 @@ partition leader (ShareFetch, ShareAcknowledge), state through the offset store.
   (implicit acknowledgement), and all four receive records.
 - Explicit acknowledgement: RELEASE → delivered again with `delivery_count() == 2`;
   REJECT → never again; five deliveries without an ACCEPT → archived.
-- A consumer killed with SIGKILL while holding acquired records: another member gets
-  them once their lock (`share.record.lock.duration.ms`, 15 s, its minimum) expires.
+- A consumer frozen with SIGSTOP while holding acquired records: another member gets
+  them once their lock (`share.record.lock.duration.ms`, 15 s, its minimum) expires;
+  one killed with SIGKILL: at once, its share session going with its connection.
 - The broker killed with SIGKILL and restarted: acknowledged records are not delivered
   again.
 - A hot swap of the offset store (embedded to embedded on another file, through the
@@ -21,6 +22,7 @@ config set with the AdminClient as `kafka-configs.sh --entity-type groups` would
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -127,20 +129,28 @@ HOLDER = textwrap.dedent("""
 """)
 
 
-def test_records_held_by_a_killed_consumer_go_to_another_after_the_lock(broker):
+@pytest.mark.parametrize("stop", ["SIGSTOP", "SIGKILL"])
+def test_records_held_by_a_stopped_or_killed_consumer_go_to_another(broker, stop):
+    """A consumer holding acquired records is frozen (SIGSTOP: its connection stays
+    open) or killed (SIGKILL: the kernel closes its connection): another member gets
+    the records, with delivery count 2 — from a frozen consumer once their lock (15 s)
+    expires, from a killed one at once (well within a 60 s lock), since its share
+    session goes with its connection (as Kafka drops a disconnected client's)."""
     b = broker
     topic = unique_topic("share-kill")
     ck_create_topic(b, topic, 1)
-    group = share_group(b, "share-kill", share_record_lock_duration_ms="15000")
+    # A frozen holder's records wait out a 15 s lock (the minimum); a killed one's must
+    # come back long before a 60 s one would end.
+    lock_ms = 15_000 if stop == "SIGSTOP" else 60_000
+    group = share_group(b, "share-kill", share_record_lock_duration_ms=str(lock_ms))
     produce_values(b, topic, [f"r{i}".encode() for i in range(10)])
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, b.bootstrap, group, topic],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         held = [int(o) for o in holder.stdout.readline().split()]
         assert held, "the holder acquired nothing"
-        holder.kill()
-        holder.wait(10)
-        killed_at = time.monotonic()
+        holder.send_signal(getattr(signal, stop))
+        stopped_at = time.monotonic()
         c = share_consumer(b, group, topic)
         got: dict[int, int] = {}
         try:
@@ -152,10 +162,16 @@ def test_records_held_by_a_killed_consumer_go_to_another_after_the_lock(broker):
             c.close()
         assert set(held) <= set(got), (held, got)
         assert all(got[o] == 2 for o in held), got
-        # Not before the lock expired (with a margin for the clocks involved).
-        assert time.monotonic() - killed_at >= 10
+        waited = time.monotonic() - stopped_at
+        if stop == "SIGSTOP":
+            # Not before the lock expired (with a margin for the clocks involved).
+            assert waited >= 10, waited
+        else:
+            # Long before the lock would have expired: the close released them.
+            assert waited < 45, waited
     finally:
         holder.kill()
+        holder.wait(10)
 
 
 def test_acknowledged_records_are_not_redelivered_after_a_broker_kill9(broker):

@@ -161,6 +161,7 @@ async fn open(
             principal: Principal::anonymous(),
             security_protocol,
             sasl_mechanism: None,
+            conn: next_conn_id(),
         };
         return Some((Box::new(reader), Box::new(writer), ctx));
     };
@@ -185,6 +186,7 @@ async fn open(
                 principal,
                 security_protocol,
                 sasl_mechanism: None,
+                conn: next_conn_id(),
             };
             Some((Box::new(reader), Box::new(writer), ctx))
         }
@@ -216,7 +218,7 @@ async fn serve(
     let (queue, pending) = mpsc::channel(broker.config.server.max_in_flight.max(1));
     let (close, closed) = watch::channel(false);
     let mut native = Native {
-        conn: next_conn_id(),
+        conn: conn.ctx.conn,
         channel: Arc::new(AtomicBool::new(false)),
         close: Arc::new(close),
         attached: false,
@@ -246,6 +248,8 @@ async fn serve(
             coordinator.closed(native.conn).await;
         }
     }
+    // Its share sessions go with it, and their members' records come back.
+    broker.share.connection_closed(native.conn).await;
     // The queue is closed: the writer sends what is pending, then stops.
     let _ = writer.await;
 }

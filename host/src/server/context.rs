@@ -46,6 +46,9 @@ pub struct ConnContext {
     pub security_protocol: &'static str,
     /// The SASL mechanism the connection authenticated with, once it has.
     pub sasl_mechanism: Option<&'static str>,
+    /// The connection's id (the coordinator knows it by this id; share sessions live
+    /// on it).
+    pub conn: super::conn_id::ConnId,
 }
 
 impl ConnContext {
@@ -56,6 +59,7 @@ impl ConnContext {
             principal: Principal::anonymous(),
             security_protocol: "PLAINTEXT",
             sasl_mechanism: None,
+            conn: super::conn_id::next_conn_id(),
         }
     }
 

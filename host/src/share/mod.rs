@@ -25,7 +25,7 @@ pub mod store;
 
 use std::sync::{Arc, Mutex};
 
-use crate::config::ShareSection;
+use crate::{clock::now_ms, config::ShareSection, server::conn_id::ConnId};
 
 pub use partitions::{ShareKey, SharePartitions};
 pub use sessions::ShareSessions;
@@ -88,5 +88,25 @@ impl ShareDelivery {
     /// The session cache, locked.
     pub fn sessions(&self) -> std::sync::MutexGuard<'_, ShareSessions> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Connection `conn` closed: the share sessions it last used go, and their members'
+    /// acquired records are released (written to the offset store on the blocking
+    /// pool). A connection that never used one costs a map lookup.
+    pub async fn connection_closed(self: &Arc<Self>, conn: ConnId) {
+        let gone = self.sessions().drop_connection(conn);
+        if gone.is_empty() {
+            return;
+        }
+        let delivery = Arc::clone(self);
+        let _ = tokio::task::spawn_blocking(move || {
+            let now = now_ms();
+            for key in gone {
+                delivery
+                    .partitions
+                    .release_member(&key.group, &key.member, now);
+            }
+        })
+        .await;
     }
 }

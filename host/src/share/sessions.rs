@@ -14,7 +14,11 @@
 //! address's), the least recently used first, else is refused
 //! (SHARE_SESSION_LIMIT_REACHED, as Kafka's cache answers past its total). A session
 //! in use is never evicted: a client opening sessions in a loop gets refusals, and the
-//! consumers that share its address (the same host, a NAT) keep theirs. An evicted
+//! consumers that share its address (the same host, a NAT) keep theirs. A session
+//! lives on the connection that last used it: when that connection closes, its
+//! sessions go ([`ShareSessions::drop_connection`], as Kafka's cache drops a
+//! disconnected client's), so a crashed consumer's records come back at once and a
+//! flood of sessions needs a connection held open for each. An evicted or dropped
 //! session's member's records are released by the caller. A session's
 //! partitions are bounded by the partitions the broker has (unknown ones are not
 //! kept).
@@ -26,6 +30,8 @@ use std::{
 };
 
 use kafka_protocol::error::ResponseError;
+
+use crate::server::conn_id::ConnId;
 
 /// A session's key: share group and member id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -48,6 +54,8 @@ pub struct Session {
     pub partitions: BTreeSet<SessionPartition>,
     /// The client address that opened it.
     pub client: IpAddr,
+    /// The connection that last used it.
+    pub conn: ConnId,
     /// When it was last used, ms.
     pub last_used_ms: i64,
 }
@@ -118,6 +126,15 @@ pub struct FetchStep<'a> {
     pub acks: bool,
 }
 
+/// Where a ShareFetch comes from: the client's address and its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    /// The client's address (the per-address bound counts by it).
+    pub addr: IpAddr,
+    /// The connection (its sessions go when it closes).
+    pub conn: ConnId,
+}
+
 /// The cache (module docs).
 #[derive(Debug)]
 pub struct ShareSessions {
@@ -126,6 +143,9 @@ pub struct ShareSessions {
     idle_ms: i64,
     sessions: HashMap<SessionKey, Session>,
     per_address: HashMap<IpAddr, usize>,
+    /// Sessions per connection, so that a closing connection without any costs a
+    /// lookup.
+    per_conn: HashMap<ConnId, usize>,
 }
 
 /// The epoch after `epoch` (Kafka's `ShareRequestMetadata.nextEpoch`).
@@ -147,6 +167,7 @@ impl ShareSessions {
             idle_ms: i64::try_from(idle_ms).unwrap_or(i64::MAX),
             sessions: HashMap::new(),
             per_address: HashMap::new(),
+            per_conn: HashMap::new(),
         }
     }
 
@@ -165,14 +186,15 @@ impl ShareSessions {
         self.sessions.get(key)
     }
 
-    /// A ShareFetch's session step at `now_ms` from `client`.
+    /// A ShareFetch's session step at `now_ms` from `origin`.
     pub fn fetch(
         &mut self,
         key: &SessionKey,
-        client: IpAddr,
+        origin: Origin,
         step: FetchStep<'_>,
         now_ms: i64,
     ) -> Result<FetchSession, SessionError> {
+        let client = origin.addr;
         let FetchStep {
             epoch,
             fetch,
@@ -194,6 +216,7 @@ impl ShareSessions {
                         epoch: next_epoch(0),
                         partitions,
                         client,
+                        conn: origin.conn,
                         last_used_ms: now_ms,
                     },
                 );
@@ -221,9 +244,14 @@ impl ShareSessions {
                 }
                 session.epoch = next_epoch(session.epoch);
                 session.last_used_ms = now_ms;
-                Ok(FetchSession::Continued {
-                    partitions: session.partitions.iter().copied().collect(),
-                })
+                let moved = (session.conn != origin.conn).then_some(session.conn);
+                session.conn = origin.conn;
+                let partitions = session.partitions.iter().copied().collect();
+                if let Some(from) = moved {
+                    self.uncount_conn(from);
+                    *self.per_conn.entry(origin.conn).or_default() += 1;
+                }
+                Ok(FetchSession::Continued { partitions })
             }
         }
     }
@@ -262,11 +290,40 @@ impl ShareSessions {
                 self.per_address.remove(&session.client);
             }
         }
+        self.uncount_conn(session.conn);
         Some(session)
+    }
+
+    /// Removes the sessions connection `conn` last used (it closed); returns their
+    /// keys, whose members' records the caller releases.
+    pub fn drop_connection(&mut self, conn: ConnId) -> Vec<SessionKey> {
+        if !self.per_conn.contains_key(&conn) {
+            return Vec::new();
+        }
+        let keys: Vec<SessionKey> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.conn == conn)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &keys {
+            self.remove(key);
+        }
+        keys
+    }
+
+    fn uncount_conn(&mut self, conn: ConnId) {
+        if let Some(n) = self.per_conn.get_mut(&conn) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_conn.remove(&conn);
+            }
+        }
     }
 
     fn insert(&mut self, key: SessionKey, session: Session) {
         *self.per_address.entry(session.client).or_default() += 1;
+        *self.per_conn.entry(session.conn).or_default() += 1;
         self.sessions.insert(key, session);
     }
 
@@ -330,8 +387,14 @@ mod tests {
         }
     }
 
-    const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
-    const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
+    const A: Origin = Origin {
+        addr: IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)),
+        conn: 1,
+    };
+    const B: Origin = Origin {
+        addr: IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2)),
+        conn: 2,
+    };
 
     #[test]
     fn epochs_follow_kafkas_rules() {
@@ -433,7 +496,10 @@ mod tests {
         let mut s = ShareSessions::new(2, 2, 100);
         s.fetch(&key("a"), A, step(0, &[], &[], false), 0).unwrap();
         s.fetch(&key("b"), B, step(0, &[], &[], false), 50).unwrap();
-        let c = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 3));
+        let c = Origin {
+            addr: IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 3)),
+            conn: 3,
+        };
         assert_eq!(
             s.fetch(&key("c"), c, step(0, &[], &[], false), 60),
             Err(SessionError::LimitReached)
@@ -443,5 +509,22 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn a_closed_connection_takes_the_sessions_it_last_used() {
+        let mut s = ShareSessions::new(10, 10, 1_000);
+        let a2 = Origin { conn: 9, ..A };
+        s.fetch(&key("a"), A, step(0, &[], &[], false), 0).unwrap();
+        s.fetch(&key("b"), A, step(0, &[], &[], false), 0).unwrap();
+        s.fetch(&key("c"), B, step(0, &[], &[], false), 0).unwrap();
+        // "b" moves to another connection of the same client.
+        s.fetch(&key("b"), a2, step(1, &[], &[], false), 1).unwrap();
+        assert_eq!(s.drop_connection(A.conn), [key("a")]);
+        assert!(s.drop_connection(A.conn).is_empty());
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.drop_connection(a2.conn), [key("b")]);
+        assert_eq!(s.drop_connection(B.conn), [key("c")]);
+        assert!(s.is_empty() && s.per_conn.is_empty() && s.per_address.is_empty());
     }
 }

@@ -49,7 +49,7 @@ use super::{
     dispatch::Request,
     reply::{Handled, Reply},
 };
-use crate::broker::Broker;
+use crate::{broker::Broker, share::sessions::Origin};
 
 /// Routes a request from the client at address `peer`, on the connection `ctx`
 /// describes, to its handler. A Fetch reads no more than `budget` allows. The APIs
@@ -86,7 +86,15 @@ pub async fn handle(
         }
         // Share groups' delivery (KIP-932): the session step now, in request order; the
         // acknowledgements and the long poll deferred.
-        RequestKind::ShareFetch(r) => match share_fetch::prepare(broker, authz, peer, r) {
+        RequestKind::ShareFetch(r) => match share_fetch::prepare(
+            broker,
+            authz,
+            Origin {
+                addr: peer,
+                conn: ctx.conn,
+            },
+            r,
+        ) {
             Err(reply) => (*reply).into(),
             Ok(prepared) => {
                 let broker = Arc::clone(broker);

@@ -26,7 +26,7 @@
 //! - The response lists, after epoch 0, every requested partition; later, those with
 //!   records, errors or acknowledgements.
 
-use std::{collections::BTreeMap, net::IpAddr, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use drover_share::{Acquired, MemberId};
@@ -53,7 +53,7 @@ use crate::{
     },
     share::{
         log_read,
-        sessions::{FetchSession, FetchStep, SessionKey},
+        sessions::{FetchSession, FetchStep, Origin, SessionKey},
         ShareDelivery, ShareKey,
     },
 };
@@ -97,7 +97,7 @@ fn top_level(error: ResponseError, lock_ms: u64) -> Reply {
     Reply::new(response, error.code())
 }
 
-/// The ordered part of a ShareFetch from the client at `peer` (module docs): a
+/// The ordered part of a ShareFetch from `origin` (module docs): a
 /// request answered now is `Err` with its reply (boxed: it is large).
 ///
 /// Authorization (Kafka's `handleShareFetchRequest`): Read on the group, else
@@ -106,7 +106,7 @@ fn top_level(error: ResponseError, lock_ms: u64) -> Reply {
 pub fn prepare(
     broker: &Broker,
     authz: &RequestAuthz,
-    peer: IpAddr,
+    origin: Origin,
     request: ShareFetchRequest,
 ) -> Result<Prepared, Box<Reply>> {
     let delivery = &broker.share;
@@ -201,7 +201,7 @@ pub fn prepare(
         .sessions()
         .fetch(
             &key,
-            peer,
+            origin,
             FetchStep {
                 epoch,
                 fetch: to_fetch,
