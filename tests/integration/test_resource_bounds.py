@@ -233,7 +233,36 @@ def test_connections_closed_during_a_long_poll_give_their_slots_back(broker_fact
     b.assert_alive()
 
 
-def test_slow_loris_clients_are_closed_by_the_first_request_deadline(broker_factory):
+def test_connections_held_open_with_long_polls_do_not_lock_out_a_new_client(broker_factory):
+    """1,030 connections against the default cap of 1,024, each kept open with a Fetch
+    long-polling 30 s at the log end (a client that holds every slot busy with waits).
+    A long poll is waiting, not working: such a connection counts as idle at the cap,
+    so new clients (confluent-kafka and kcat) evict the idlest and get Metadata within
+    their own 10 s timeouts, again and again while the long polls last."""
+    raise_nofile(4096)
+    b = broker_factory()
+    topic = unique_topic("long-hold")
+    ck_create_topic(b, topic, 1)
+    body = (struct.pack(">iiiib", -1, 30_000, 1, 1 << 20, 0) + struct.pack(">i", 1)
+            + kstr(topic) + struct.pack(">i", 1) + struct.pack(">iqi", 0, 0, 1 << 20))
+    held = []
+    try:
+        for i in range(1030):
+            s = socket.create_connection((b.host, b.port), timeout=10)
+            s.sendall(frame(request_header(API_FETCH, 4, i) + body))
+            held.append(s)
+        for _ in range(3):
+            metadata_answers(b, timeout=10)
+            r = kcat(b, ["-L"], timeout=30)
+            assert b"1 brokers" in r.stdout, r.stdout
+        b.assert_alive()
+    finally:
+        for s in held:
+            s.close()
+    assert closed_by_broker(b, "evicted") >= 1030 - 1024
+
+
+
     """Sixteen clients fill every connection slot (max_connections = 16), each sending
     a 200-byte request one byte per second and reconnecting when closed. Each must be
     closed by the first-request deadline (2 s) long before its request is complete or

@@ -180,7 +180,7 @@ def test_kill9_mid_transaction_the_open_transaction_is_aborted_after_its_timeout
 
 def test_consume_transform_produce_exactly_once_with_a_killed_instance(broker_factory, tmp_path):
     """Three instances of a consume-transform-produce application in one group, each
-    with its own transactional id; one is killed with SIGKILL mid-stream. Its open
+    with its own transactional id; one that has begun transactions is killed with SIGKILL mid-stream. Its open
     transaction is aborted by its timeout, its partitions move to the others, which
     resume from the group's committed offsets: the output holds every input record
     exactly once (read_committed), and the committed offsets are the input's ends."""
@@ -213,13 +213,22 @@ def test_consume_transform_produce_exactly_once_with_a_killed_instance(broker_fa
                               stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"worker{k}.log", "wb"))
              for k in range(3)]
     try:
-        # Kill one instance once output is flowing.
+        # Kill one instance once output is flowing, one that has begun transactions
+        # (under load an instance may not hold input partitions yet: it has none to
+        # abort).
         deadline = time.monotonic() + 120
-        while sum(hw for _, hw in (ck_watermarks_of(b, dst, 3)).values()) < n // 3:
-            assert time.monotonic() < deadline, "no output"
+        while True:
+            flowing = sum(hw for _, hw in (ck_watermarks_of(b, dst, 3)).values()) >= n // 3
+            states = transactions(b)
+            busy = [k for k in range(3)
+                    if states.get(f"eos-{k}", {}).get("state") not in (None, "Empty")]
+            if flowing and busy:
+                break
+            assert time.monotonic() < deadline, f"no output: {states}"
             time.sleep(0.2)
-        procs[0].send_signal(signal.SIGKILL)
-        procs[0].wait()
+        victim = busy[0]
+        procs[victim].send_signal(signal.SIGKILL)
+        procs[victim].wait()
         # Wait until the group has committed the end of every input partition.
         c = Consumer(ck_conf(b, **{"group.id": group, "enable.auto.commit": False}))
         deadline = time.monotonic() + 180
@@ -228,13 +237,14 @@ def test_consume_transform_produce_exactly_once_with_a_killed_instance(broker_fa
             if all(tp.offset == n // 3 for tp in committed):
                 break
             assert time.monotonic() < deadline, f"committed {committed}"
-            assert all(pr.poll() is None for pr in procs[1:]), "a worker died"
+            assert all(pr.poll() is None for k, pr in enumerate(procs) if k != victim), \
+                "a worker died"
             time.sleep(0.5)
         c.close()
     finally:
         stop_workers(stop, procs)
-    wait_states(b, {"eos-0": {"CompleteAbort", "CompleteCommit"},
-                    "eos-1": {"CompleteCommit", "Empty"}, "eos-2": {"CompleteCommit", "Empty"}})
+    wait_states(b, {f"eos-{k}": ({"CompleteAbort", "CompleteCommit"} if k == victim
+                                 else {"CompleteCommit", "Empty"}) for k in range(3)})
     out = consume_all(b, dst, 3, "read_committed")
     assert sorted(out) == sorted(b"out-%06d" % i for i in range(n))
 

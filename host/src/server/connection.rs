@@ -339,6 +339,8 @@ async fn read_loop(
                      and a new client connected",
                     server.max_connections
                 );
+                // Its long polls end with it: the slot is free at once.
+                native.close.send_replace(true);
                 return;
             }
             _ = shutdown.changed() => return,
@@ -427,11 +429,17 @@ async fn read_loop(
             }
             continue;
         }
+        let long_poll = is_long_poll(&frame);
         let (slot, last) =
             match handle_frame(broker, &conn.budget, peer.ip(), &conn.ctx, frame).await {
                 Step::Now(charged) => {
                     let close = matches!(charged.outcome, Outcome::Close(..));
                     (Pending::Ready(charged), close)
+                }
+                Step::Later(wait) if long_poll => {
+                    // Waiting for records is not work: idle for eviction meanwhile.
+                    conn.ticket.response_written();
+                    (Pending::Parked(tokio::spawn(wait)), false)
                 }
                 Step::Later(wait) => (Pending::Later(tokio::spawn(wait)), false),
             };
@@ -439,6 +447,15 @@ async fn read_loop(
             return;
         }
     }
+}
+
+/// Whether `frame` is a Fetch (1) or ShareFetch (78): a request that may long-poll
+/// (its API key is the frame's first two bytes).
+fn is_long_poll(frame: &Bytes) -> bool {
+    matches!(
+        frame.get(..2).map(|k| i16::from_be_bytes([k[0], k[1]])),
+        Some(1 | 78)
+    )
 }
 
 /// Closes a SASL connection without answering, for `reason` (counted, logged at a
@@ -761,15 +778,17 @@ async fn write_loop(
         };
         // Whether it answers a request (not a coordinator push), and the budget it
         // holds until it is written.
+        let parked = matches!(slot, Pending::Parked(_));
         let (outcome, answers, _charge) = match slot {
             Pending::Now(outcome) => (outcome, false, None),
             Pending::Ready(charged) => (charged.outcome, true, charged.charge),
-            Pending::Later(mut task) => tokio::select! {
+            Pending::Later(mut task) | Pending::Parked(mut task) => tokio::select! {
                 done = &mut task => match done {
-                    Ok(charged) => (charged.outcome, true, charged.charge),
+                    // A parked long poll stopped counting as busy when it was parked.
+                    Ok(charged) => (charged.outcome, !parked, charged.charge),
                     Err(e) => (
                         Outcome::Close("handler_failed", format!("request handler failed: {e}")),
-                        true,
+                        !parked,
                         None,
                     ),
                 },
@@ -837,7 +856,7 @@ async fn write_loop(
     // disconnects: an append is made, an acquisition expires with its lock).
     pending.close();
     while let Ok(slot) = pending.try_recv() {
-        if let Pending::Later(task) = slot {
+        if let Pending::Later(task) | Pending::Parked(task) = slot {
             task.abort();
         }
     }

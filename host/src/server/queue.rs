@@ -18,8 +18,13 @@ pub enum Pending {
     Now(Outcome),
     /// A data-plane response, ready now.
     Ready(Charged),
-    /// A data-plane handler still waiting (fsync, long poll).
+    /// A data-plane handler still waiting (an fsync): the connection is busy until
+    /// its response is written.
     Later(JoinHandle<Charged>),
+    /// A long poll (Fetch, ShareFetch) waiting for records: the connection counts as
+    /// idle meanwhile, so it may be evicted at the connection cap (its client fetches
+    /// again elsewhere), and a client cannot hold slots with long polls alone.
+    Parked(JoinHandle<Charged>),
     /// The coordinator's answer to a native request.
     Reply(oneshot::Receiver<Outcome>),
 }
