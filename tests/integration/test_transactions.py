@@ -180,8 +180,8 @@ def test_kill9_mid_transaction_the_open_transaction_is_aborted_after_its_timeout
 
 def test_consume_transform_produce_exactly_once_with_a_killed_instance(broker_factory, tmp_path):
     """Three instances of a consume-transform-produce application in one group, each
-    with its own transactional id; one that has begun transactions is killed with SIGKILL mid-stream. Its open
-    transaction is aborted by its timeout, its partitions move to the others, which
+    with its own transactional id; one that has begun transactions is killed with
+    SIGKILL mid-stream. Its open transaction is aborted by its timeout, its partitions move to the others, which
     resume from the group's committed offsets: the output holds every input record
     exactly once (read_committed), and the committed offsets are the input's ends."""
     import os
