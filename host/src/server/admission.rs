@@ -8,8 +8,9 @@
 //!   as it is accepted, as Kafka does.
 //! - **Idle eviction at the cap**: when all `server.max_connections` slots are taken
 //!   and a new client connects, the connection that has been idle longest — no request
-//!   being handled, no response unsent — is closed to make room. Only when every
-//!   connection is busy does the new client wait.
+//!   being handled, no response unsent; a long poll waiting for records does not count
+//!   as handled (server/connection.rs parks it) — is closed to make room. Only when
+//!   every connection is busy does the new client wait.
 //! - The first-request deadline (`server.first_request_timeout_ms`) is applied by the
 //!   connection itself (server/connection.rs).
 //!
