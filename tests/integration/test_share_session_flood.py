@@ -107,6 +107,9 @@ def test_a_client_opening_share_sessions_in_a_loop_does_not_push_out_a_consumers
             break
         time.sleep(0.1)
     assert err == 0, err
+    # The refusals are logged, at most once a second.
+    refusals = b.stderr_text().count("share session refused")
+    assert 1 <= refusals < 100, f"{refusals} refusal lines: not rate-limited"
 
     last = [f"after-{i}".encode() for i in range(100)]
     produce_values(b, topic, last)

@@ -53,7 +53,7 @@ use crate::{
     },
     share::{
         log_read,
-        sessions::{FetchSession, FetchStep, Origin, SessionKey},
+        sessions::{FetchSession, FetchStep, Origin, SessionError, SessionKey},
         ShareDelivery, ShareKey,
     },
 };
@@ -210,7 +210,18 @@ pub fn prepare(
             },
             now_ms(),
         )
-        .map_err(|e| Box::new(top_level(e.error(), lock_ms)))?;
+        .map_err(|e| {
+            if e == SessionError::LimitReached {
+                crate::info_limited!(
+                    "share.session_limit",
+                    client = %origin.addr,
+                    "share session refused: SHARE_SESSION_LIMIT_REACHED (share.max_sessions \
+                     or share.max_sessions_per_client, and no session idle for \
+                     share.session_idle_ms)"
+                );
+            }
+            Box::new(top_level(e.error(), lock_ms))
+        })?;
     let (full, closed, evicted, session_partitions) = match step {
         FetchSession::Opened {
             evicted,
