@@ -250,7 +250,8 @@ async fn serve(
     }
     // Its share sessions go with it, and their members' records come back.
     broker.share.connection_closed(native.conn).await;
-    // The queue is closed: the writer sends what is pending, then stops.
+    // The queue is closed: the writer sends what is pending, then stops (when the
+    // client closed or was evicted, it drops what is pending instead).
     let _ = writer.await;
 }
 
@@ -853,7 +854,8 @@ async fn write_loop(
     }
     // Closed: the answers still waited for go nowhere. Their handlers stop at their
     // next await (what they changed before stays changed, as when a Kafka client
-    // disconnects: an append is made, an acquisition expires with its lock).
+    // disconnects: an append stays made; records acquired for the connection's share
+    // sessions go back when the sessions go with the connection).
     pending.close();
     while let Ok(slot) = pending.try_recv() {
         if let Pending::Later(task) | Pending::Parked(task) = slot {
