@@ -59,6 +59,25 @@ def metadata_answers(broker, timeout: float = 10) -> None:
     assert md.brokers, "Metadata without brokers"
 
 
+def new_clients_get_metadata(broker, rounds: int = 1) -> None:
+    """`rounds` times: a new confluent-kafka client and kcat each get Metadata within
+    their own timeouts (10 s, 30 s)."""
+    for _ in range(rounds):
+        metadata_answers(broker, timeout=10)
+        r = kcat(broker, ["-L"], timeout=30)
+        assert b"1 brokers" in r.stdout, r.stdout
+
+
+def long_poll_connection(broker, topic: str, corr: int) -> socket.socket:
+    """A new connection that has sent a Fetch v4 of partition 0 of the empty `topic` at
+    offset 0: it waits its max_wait_ms (30 s) for min_bytes (1)."""
+    body = (struct.pack(">iiiib", -1, 30_000, 1, 1 << 20, 0) + struct.pack(">i", 1)
+            + kstr(topic) + struct.pack(">i", 1) + struct.pack(">iqi", 0, 0, 1 << 20))
+    s = socket.create_connection((broker.host, broker.port), timeout=10)
+    s.sendall(frame(request_header(API_FETCH, 4, corr) + body))
+    return s
+
+
 def raise_nofile(want: int) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < want:
@@ -187,10 +206,7 @@ def test_1500_idle_connections_do_not_lock_out_a_new_client(broker_factory):
         for i in range(1000):
             s = socket.create_connection((b.host, b.port), timeout=10)
             idle.append(s)
-        for _ in range(3):
-            metadata_answers(b, timeout=10)
-            r = kcat(b, ["-L"], timeout=30)
-            assert b"1 brokers" in r.stdout, r.stdout
+        new_clients_get_metadata(b, rounds=3)
         b.assert_alive()
     finally:
         for c in idle:
@@ -213,23 +229,15 @@ def test_connections_closed_during_a_long_poll_give_their_slots_back(broker_fact
     b = broker_factory()
     topic = unique_topic("long-poll")
     ck_create_topic(b, topic, 1)
-    # Fetch v4 of partition 0 at offset 0 of an empty topic: waits max_wait_ms (30 s)
-    # for min_bytes (1).
-    body = (struct.pack(">iiiib", -1, 30_000, 1, 1 << 20, 0) + struct.pack(">i", 1)
-            + kstr(topic) + struct.pack(">i", 1) + struct.pack(">iqi", 0, 0, 1 << 20))
     started = time.monotonic()
     for i in range(1100):
-        s = socket.create_connection((b.host, b.port), timeout=10)
-        s.sendall(frame(request_header(API_FETCH, 4, i) + body))
-        s.close()
+        long_poll_connection(b, topic, i).close()
     assert time.monotonic() - started < 25, "the loop itself outlasted the long polls"
     deadline = time.monotonic() + 10
     while open_connections(b) > 5 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert open_connections(b) <= 5, open_connections(b)
-    metadata_answers(b, timeout=10)
-    r = kcat(b, ["-L"], timeout=30)
-    assert b"1 brokers" in r.stdout, r.stdout
+    new_clients_get_metadata(b)
     b.assert_alive()
 
 
@@ -243,18 +251,11 @@ def test_connections_held_open_with_long_polls_do_not_lock_out_a_new_client(brok
     b = broker_factory()
     topic = unique_topic("long-hold")
     ck_create_topic(b, topic, 1)
-    body = (struct.pack(">iiiib", -1, 30_000, 1, 1 << 20, 0) + struct.pack(">i", 1)
-            + kstr(topic) + struct.pack(">i", 1) + struct.pack(">iqi", 0, 0, 1 << 20))
     held = []
     try:
         for i in range(1030):
-            s = socket.create_connection((b.host, b.port), timeout=10)
-            s.sendall(frame(request_header(API_FETCH, 4, i) + body))
-            held.append(s)
-        for _ in range(3):
-            metadata_answers(b, timeout=10)
-            r = kcat(b, ["-L"], timeout=30)
-            assert b"1 brokers" in r.stdout, r.stdout
+            held.append(long_poll_connection(b, topic, i))
+        new_clients_get_metadata(b, rounds=3)
         b.assert_alive()
     finally:
         for s in held:
