@@ -95,6 +95,16 @@ pub async fn handle(
             },
             r,
         ) {
+            // A refused session is answered after the throttle time it states, as
+            // Kafka mutes a throttled client's channel (KIP-219): librdkafka retries a
+            // refusal at once, whatever the throttle time says.
+            Err(reply) if reply.error == ResponseError::ShareSessionLimitReached.code() => {
+                Handled::Deferred(Box::pin(async move {
+                    let wait = share_fetch::REFUSED_SESSION_THROTTLE_MS.unsigned_abs();
+                    tokio::time::sleep(std::time::Duration::from_millis(u64::from(wait))).await;
+                    *reply
+                }))
+            }
             Err(reply) => (*reply).into(),
             Ok(prepared) => {
                 let broker = Arc::clone(broker);

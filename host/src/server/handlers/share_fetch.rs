@@ -94,8 +94,18 @@ fn top_level(error: ResponseError, lock_ms: u64) -> Reply {
     let mut response = ShareFetchResponse::default();
     response.error_code = error.code();
     response.acquisition_lock_timeout_ms = lock_ms.min(i32::MAX as u64) as i32;
+    if error == ResponseError::ShareSessionLimitReached {
+        // Clients retry a refused session at once; a throttle time makes them wait
+        // (KIP-219) instead of asking tens of thousands of times a minute.
+        response.throttle_time_ms = REFUSED_SESSION_THROTTLE_MS;
+    }
     Reply::new(response, error.code())
 }
+
+/// How long a client refused a share session (SHARE_SESSION_LIMIT_REACHED) is asked to
+/// wait before it tries again, ms: long against a retry loop, short against a session's
+/// idle time (`share.session_idle_ms`), after which room may be made.
+pub const REFUSED_SESSION_THROTTLE_MS: i32 = 1_000;
 
 /// The ordered part of a ShareFetch from `origin` (module docs): a
 /// request answered now is `Err` with its reply (boxed: it is large).
